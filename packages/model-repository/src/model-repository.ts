@@ -1,0 +1,107 @@
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { FerryError, type ModelConfig, modelConfigSchema } from "@ferry/protocol";
+
+/** One model of the repository: its config and the versions that have a model.onnx. */
+export interface ModelEntry {
+  config: ModelConfig;
+  /** Version directories holding a model.onnx, in ascending numeric order. */
+  versions: string[];
+  /** Served when a request names no version: `stable_version`, else the highest version. */
+  defaultVersion: string;
+  dir: string;
+}
+
+/**
+ * Reads a Triton-style model repository: `<root>/<name>/model.json` and
+ * `<root>/<name>/<version>/model.onnx`. Directories without a model.json are skipped.
+ *
+ * @example
+ * const repo = await ModelRepository.open("./models");
+ * repo.resolve("digits").version; // "2"
+ */
+export class ModelRepository {
+  private constructor(
+    readonly root: string,
+    private readonly models: Map<string, ModelEntry>,
+  ) {}
+
+  static async open(root: string): Promise<ModelRepository> {
+    const abs = resolve(root);
+    const models = new Map<string, ModelEntry>();
+    for (const name of (await readdir(abs)).sort()) {
+      const dir = join(abs, name);
+      const configPath = join(dir, "model.json");
+      if (!(await isFile(configPath))) continue;
+      const entry = await readEntry(dir, configPath);
+      models.set(entry.config.name, entry);
+    }
+    return new ModelRepository(abs, models);
+  }
+
+  list(): ModelEntry[] {
+    return [...this.models.values()];
+  }
+
+  get(name: string): ModelEntry {
+    const entry = this.models.get(name);
+    if (!entry) throw new FerryError("MODEL_NOT_FOUND", `Model '${name}' not found`);
+    return entry;
+  }
+
+  has(name: string): boolean {
+    return this.models.has(name);
+  }
+
+  /** The entry and the version a request for `version` (or none) is served by. */
+  resolve(name: string, version?: string): { entry: ModelEntry; version: string } {
+    const entry = this.get(name);
+    const chosen = version ?? entry.defaultVersion;
+    if (!entry.versions.includes(chosen)) {
+      throw new FerryError("VERSION_NOT_FOUND", `Model '${name}' has no version '${chosen}'`);
+    }
+    return { entry, version: chosen };
+  }
+
+  onnxPath(name: string, version: string): string {
+    return join(this.resolve(name, version).entry.dir, version, "model.onnx");
+  }
+}
+
+async function readEntry(dir: string, configPath: string): Promise<ModelEntry> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await readFile(configPath, "utf8"));
+  } catch (cause) {
+    throw new Error(`${configPath}: not valid JSON`, { cause });
+  }
+  const parsed = modelConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    throw new Error(`${configPath}: ${parsed.error.issues.map(formatIssue).join("; ")}`);
+  }
+  const config = parsed.data;
+  const versions: string[] = [];
+  for (const child of await readdir(dir)) {
+    if (/^\d+$/.test(child) && (await isFile(join(dir, child, "model.onnx")))) versions.push(child);
+  }
+  versions.sort((a, b) => Number(a) - Number(b));
+  const last = versions.at(-1);
+  if (last === undefined) throw new Error(`${dir}: no <version>/model.onnx`);
+  const stable = config.stable_version;
+  if (stable !== undefined && !versions.includes(stable)) {
+    throw new Error(`${configPath}: stable_version '${stable}' has no model.onnx`);
+  }
+  return { config, versions, defaultVersion: stable ?? last, dir };
+}
+
+function formatIssue(issue: { path: PropertyKey[]; message: string }): string {
+  return `${issue.path.map(String).join(".") || "(root)"}: ${issue.message}`;
+}
+
+async function isFile(path: string): Promise<boolean> {
+  try {
+    return (await stat(path)).isFile();
+  } catch {
+    return false;
+  }
+}

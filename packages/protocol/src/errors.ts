@@ -1,0 +1,43 @@
+/**
+ * Every failure Ferry reports has one of these codes; the API maps each to an HTTP status in
+ * one place, and the worker sends the code over the wire so both sides agree.
+ */
+export const errorCodes = [
+  "INVALID_INPUT",
+  "MODEL_NOT_FOUND",
+  "VERSION_NOT_FOUND",
+  "JOB_NOT_FOUND",
+  "QUEUE_FULL",
+  "DEADLINE_EXCEEDED",
+  "CANCELLED",
+  "MODEL_ERROR",
+  "UNAVAILABLE",
+  "UNAUTHORIZED",
+  "FORBIDDEN",
+  "PAYLOAD_TOO_LARGE",
+  "INTERNAL",
+] as const;
+export type ErrorCode = (typeof errorCodes)[number];
+
+export interface FerryErrorOptions {
+  /** Seconds a client should wait before retrying (429 and 503). */
+  retryAfterS?: number;
+  cause?: unknown;
+}
+
+/** A failure with a code that says what went wrong, independent of the transport. */
+export class FerryError extends Error {
+  readonly code: ErrorCode;
+  readonly retryAfterS: number | undefined;
+
+  constructor(code: ErrorCode, message: string, options: FerryErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "FerryError";
+    this.code = code;
+    this.retryAfterS = options.retryAfterS;
+  }
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === "string" && (errorCodes as readonly string[]).includes(value);
+}

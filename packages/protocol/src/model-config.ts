@@ -1,0 +1,55 @@
+import { z } from "zod";
+
+/** Tensor element types, named as KServe's Open Inference Protocol names them. */
+export const datatypeSchema = z.enum(["FP32", "FP64", "INT64", "INT32", "BOOL", "BYTES"]);
+export type Datatype = z.infer<typeof datatypeSchema>;
+
+export const tensorSpecSchema = z.object({
+  name: z.string().min(1),
+  datatype: datatypeSchema,
+  /** Per-row shape, batch axis excluded (Triton's `dims`); -1 marks a variable axis. */
+  dims: z.array(z.number().int()),
+});
+export type TensorSpec = z.infer<typeof tensorSpecSchema>;
+
+export const dynamicBatchingSchema = z.object({
+  /** Batch sizes that flush at once, without waiting for the queue delay. */
+  preferred_batch_sizes: z.array(z.number().int().positive()).default([]),
+  /** How long the oldest request may wait for others to join its batch, in ms. */
+  max_queue_delay_ms: z.number().nonnegative().default(2),
+});
+
+export const cacheConfigSchema = z.object({
+  enabled: z.boolean().default(false),
+  ttl_s: z.number().int().positive().default(3600),
+  max_entries: z.number().int().positive().default(100_000),
+});
+
+/** models/<name>/model.json: the Triton config.pbtxt of a Ferry model, as JSON. */
+export const modelConfigSchema = z.object({
+  name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, . _ -"),
+  kind: z.enum(["classifier", "generator"]),
+  platform: z.literal("onnxruntime_onnx").default("onnxruntime_onnx"),
+  description: z.string().default(""),
+  inputs: z.array(tensorSpecSchema).min(1),
+  outputs: z.array(tensorSpecSchema).min(1),
+  max_batch_size: z.number().int().positive().default(32),
+  dynamic_batching: dynamicBatchingSchema.default({ preferred_batch_sizes: [], max_queue_delay_ms: 2 }),
+  /** Sessions of one version that run batches side by side (Triton's instance_group count). */
+  instance_count: z.number().int().positive().default(1),
+  /** ONNX Runtime intra-op threads per session. */
+  intra_op_threads: z.number().int().positive().default(1),
+  /** Requests waiting in the queue past which new ones get 429. */
+  max_queue_size: z.number().int().positive().default(1000),
+  /** Deadline applied when a request names none, in ms. */
+  default_timeout_ms: z.number().int().positive().default(30_000),
+  labels: z.array(z.string()).optional(),
+  versions: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+  stable_version: z.string().optional(),
+  cache: cacheConfigSchema.optional(),
+  fallback: z.object({ default_prediction: z.number().int().optional() }).optional(),
+  tokenizer: z.record(z.string(), z.unknown()).optional(),
+  architecture: z.record(z.string(), z.unknown()).optional(),
+  scheduler: z.record(z.string(), z.unknown()).optional(),
+});
+export type ModelConfig = z.infer<typeof modelConfigSchema>;

@@ -1,0 +1,48 @@
+import * as ort from "onnxruntime-node";
+import { type SessionOptions, type TensorData, type TensorMap, ortType } from "./tensor.js";
+
+/**
+ * An ONNX Runtime session on the calling thread. `run` blocks that thread for the length of
+ * the computation, so servers use `ModelRuntime` (worker threads) and this class serves the
+ * thread bodies, benchmarks and reference checks.
+ */
+export class InProcessSession {
+  private constructor(private readonly session: ort.InferenceSession) {}
+
+  static async load(path: string, options: SessionOptions): Promise<InProcessSession> {
+    const session = await ort.InferenceSession.create(path, {
+      executionProviders: [options.executionProvider],
+      intraOpNumThreads: options.intraOpThreads,
+      // One operator at a time: parallelism comes from batching and instance_count instead.
+      interOpNumThreads: 1,
+      executionMode: "sequential",
+      graphOptimizationLevel: "all",
+    });
+    return new InProcessSession(session);
+  }
+
+  get inputNames(): readonly string[] {
+    return this.session.inputNames;
+  }
+
+  get outputNames(): readonly string[] {
+    return this.session.outputNames;
+  }
+
+  async run(feeds: TensorMap): Promise<TensorMap> {
+    const ortFeeds: Record<string, ort.Tensor> = {};
+    for (const [name, t] of Object.entries(feeds)) {
+      ortFeeds[name] = new ort.Tensor(ortType(t.data), t.data, t.dims);
+    }
+    const out = await this.session.run(ortFeeds);
+    const result: TensorMap = {};
+    for (const [name, t] of Object.entries(out)) {
+      result[name] = { data: t.data as TensorData["data"], dims: [...t.dims] };
+    }
+    return result;
+  }
+
+  async release(): Promise<void> {
+    await this.session.release();
+  }
+}

@@ -1,0 +1,3 @@
+export * from "./in-process-session.js";
+export * from "./model-runtime.js";
+export * from "./tensor.js";

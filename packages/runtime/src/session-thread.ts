@@ -1,0 +1,36 @@
+import { parentPort, workerData } from "node:worker_threads";
+import { InProcessSession } from "./in-process-session.js";
+import type { SessionOptions, TensorMap } from "./tensor.js";
+import type { ThreadReply, ThreadRequest } from "./thread-messages.js";
+
+// Body of one ModelRuntime instance: owns a session so that session.run never blocks the
+// worker's main event loop (where BullMQ renews its job locks).
+const port = parentPort;
+if (!port) throw new Error("session-thread must run in a worker thread");
+const { path, options } = workerData as { path: string; options: SessionOptions };
+
+const post = (reply: ThreadReply, transfer: ArrayBuffer[] = []) => port.postMessage(reply, transfer);
+
+InProcessSession.load(path, options).then(
+  (session) => {
+    post({ type: "ready", inputNames: [...session.inputNames], outputNames: [...session.outputNames] });
+    port.on("message", (msg: ThreadRequest) => {
+      if (msg.type === "close") {
+        void session.release().finally(() => port.close());
+        return;
+      }
+      session.run(msg.feeds).then(
+        (outputs: TensorMap) => {
+          const transfer = Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer);
+          post({ type: "result", id: msg.id, outputs }, transfer);
+        },
+        (err: unknown) => post({ type: "error", id: msg.id, message: errorMessage(err) }),
+      );
+    });
+  },
+  (err: unknown) => post({ type: "load-error", message: errorMessage(err) }),
+);
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
