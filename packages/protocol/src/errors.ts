@@ -7,6 +7,7 @@ export const errorCodes = [
   "MODEL_NOT_FOUND",
   "VERSION_NOT_FOUND",
   "JOB_NOT_FOUND",
+  "NOT_FOUND",
   "QUEUE_FULL",
   "DEADLINE_EXCEEDED",
   "CANCELLED",

@@ -14,6 +14,8 @@ export const inferRowSchema = z.object({
   inputs: rowInputsSchema,
   /** Epoch ms after which the row must not be computed. */
   deadline: z.number(),
+  /** The caller's X-Request-Id, carried so a worker's logs can name the request. */
+  request_id: z.string().optional(),
 });
 export type InferRow = z.infer<typeof inferRowSchema>;
 
@@ -31,6 +33,8 @@ export const inferJobSchema = z.object({
   reply_to: z.string().optional(),
   /** Epoch ms when the API accepted the first row. */
   accepted_at: z.number(),
+  /** Opaque to workers: what the API needs to render an async job's result later. */
+  meta: z.record(z.string(), z.unknown()).optional(),
 });
 export type InferJob = z.infer<typeof inferJobSchema>;
 

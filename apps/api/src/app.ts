@@ -1,0 +1,62 @@
+import { FerryError } from "@ferry/protocol";
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { bodyLimit } from "hono/body-limit";
+import { requestId } from "hono/request-id";
+import { errorResponse, toFerryError } from "./errors.js";
+import { httpMetrics } from "./middleware/http-metrics.js";
+import type { InFlight } from "./middleware/in-flight.js";
+import { registerHealth } from "./routes/health.js";
+import { registerJobs } from "./routes/jobs.js";
+import { registerMetrics } from "./routes/metrics.js";
+import { registerPredict } from "./routes/predict.js";
+import { registerV2Infer } from "./routes/v2-infer.js";
+import { registerV2Models } from "./routes/v2-models.js";
+import type { AppEnv, Services } from "./services.js";
+
+/** Builds the HTTP app around services built once at boot. */
+export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<AppEnv> {
+  const app = new OpenAPIHono<AppEnv>({
+    // Schema failures become one 400 that names the field and the problem.
+    defaultHook: (result) => {
+      if (!result.success) {
+        const issue = result.error.issues[0];
+        const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
+        throw new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
+      }
+    },
+  });
+  app.use(requestId());
+  app.use(async (c, next) => {
+    c.set("services", services);
+    await next();
+  });
+  app.use(inFlight.middleware());
+  app.use(httpMetrics());
+  app.use(
+    bodyLimit({
+      maxSize: services.env.MAX_BODY_BYTES,
+      onError: () => {
+        throw new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`);
+      },
+    }),
+  );
+
+  registerHealth(app);
+  registerMetrics(app);
+  registerPredict(app);
+  registerV2Models(app);
+  registerV2Infer(app);
+  registerJobs(app);
+  app.doc31("/openapi.json", {
+    openapi: "3.1.0",
+    info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },
+  });
+
+  app.notFound((c) => errorResponse(c, new FerryError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)));
+  app.onError((err, c) => {
+    const error = toFerryError(err);
+    if (error.code === "INTERNAL") services.log.error({ err, requestId: c.get("requestId") }, "unhandled error");
+    return errorResponse(c, error);
+  });
+  return app;
+}

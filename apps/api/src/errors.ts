@@ -1,0 +1,65 @@
+import { type ErrorCode, FerryError } from "@ferry/protocol";
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
+  INVALID_INPUT: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  MODEL_NOT_FOUND: 404,
+  VERSION_NOT_FOUND: 404,
+  JOB_NOT_FOUND: 404,
+  NOT_FOUND: 404,
+  CANCELLED: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  QUEUE_FULL: 429,
+  MODEL_ERROR: 500,
+  INTERNAL: 500,
+  UNAVAILABLE: 503,
+  DEADLINE_EXCEEDED: 504,
+};
+
+/** OpenAI's error `type` for each code. */
+const openAiType: Record<ErrorCode, string> = {
+  INVALID_INPUT: "invalid_request_error",
+  UNAUTHORIZED: "authentication_error",
+  FORBIDDEN: "permission_error",
+  MODEL_NOT_FOUND: "not_found_error",
+  VERSION_NOT_FOUND: "not_found_error",
+  JOB_NOT_FOUND: "not_found_error",
+  NOT_FOUND: "not_found_error",
+  CANCELLED: "cancelled_error",
+  PAYLOAD_TOO_LARGE: "invalid_request_error",
+  QUEUE_FULL: "rate_limit_error",
+  MODEL_ERROR: "server_error",
+  INTERNAL: "server_error",
+  UNAVAILABLE: "service_unavailable_error",
+  DEADLINE_EXCEEDED: "timeout_error",
+};
+
+export function httpStatus(code: ErrorCode): ContentfulStatusCode {
+  return statusOf[code];
+}
+
+/** Any thrown value as a FerryError: HTTPExceptions keep their status's meaning. */
+export function toFerryError(err: unknown): FerryError {
+  if (err instanceof FerryError) return err;
+  if (err instanceof HTTPException) {
+    const code: ErrorCode =
+      err.status === 413 ? "PAYLOAD_TOO_LARGE" : err.status === 401 ? "UNAUTHORIZED" : err.status < 500 ? "INVALID_INPUT" : "INTERNAL";
+    return new FerryError(code, err.message || "bad request");
+  }
+  return new FerryError("INTERNAL", "internal error", { cause: err });
+}
+
+/**
+ * The one place errors become HTTP: KServe's `{"error": "..."}` under /v2, OpenAI's
+ * `{"error": {message, type, code}}` everywhere else.
+ */
+export function errorResponse(c: Context, err: FerryError): Response {
+  const status = httpStatus(err.code);
+  if (err.retryAfterS !== undefined) c.header("Retry-After", String(err.retryAfterS));
+  if (c.req.path.startsWith("/v2/")) return c.json({ error: err.message }, status);
+  return c.json({ error: { message: err.message, type: openAiType[err.code], code: err.code.toLowerCase() } }, status);
+}

@@ -1,0 +1,127 @@
+import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
+import { DEFAULT_PRIORITY, FerryError, type OutputTensor, type RowInputs, type RowResult } from "@ferry/protocol";
+import type { InferenceClient, InferRequest } from "@ferry/transport";
+import type { ApiMetrics } from "./metrics.js";
+import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
+import { decodeV2Rows, encodeV2Response, requestedOutputs } from "./v2-codec.js";
+
+export interface CallOptions {
+  requestId: string;
+  /** 1..10; header X-Priority or the body's priority. */
+  priority?: number | undefined;
+  /** Deadline from now, in ms; defaults to the model's default_timeout_ms. */
+  timeoutMs?: number | undefined;
+}
+
+export interface Prediction {
+  prediction: number;
+  confidence: number;
+  latency_ms: number;
+  model_version: string;
+  source: "model";
+}
+
+/** A model version resolved for one request, with the rows it will send. */
+export interface Plan {
+  entry: ModelEntry;
+  version: string;
+  rows: RowInputs[];
+}
+
+/**
+ * Turns HTTP-level requests into rows for the workers and their answers back into
+ * responses. Validation happens here, so a bad input never reaches a worker.
+ */
+export class InferenceService {
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+    private readonly metrics: ApiMetrics,
+  ) {}
+
+  planPredict(model: string, version: string | undefined, body: PredictBody): Plan {
+    const { entry, version: v } = this.resolveClassifier(model, version);
+    const spec = entry.config.inputs[0];
+    if (!spec || entry.config.inputs.length !== 1) {
+      throw new FerryError("INVALID_INPUT", `Model '${model}' takes several inputs; use /v2/models/${model}/infer`);
+    }
+    const expected = spec.dims.reduce((a, b) => a * b, 1);
+    if (body.features.length !== expected) {
+      throw new FerryError("INVALID_INPUT", `Expected ${expected} features, got ${body.features.length}`);
+    }
+    return { entry, version: v, rows: [{ [spec.name]: body.features }] };
+  }
+
+  planV2(model: string, version: string | undefined, body: V2InferRequest): Plan & { outputs: string[] } {
+    const { entry, version: v } = this.resolveClassifier(model, version);
+    const outputs = requestedOutputs(entry.config, body);
+    return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
+  }
+
+  async predict(model: string, version: string | undefined, body: PredictBody, opts: CallOptions): Promise<Prediction> {
+    const started = performance.now();
+    const plan = this.planPredict(model, version, body);
+    const [outputs] = await this.run(plan, opts);
+    return { ...toPrediction(plan, outputs ?? {}), latency_ms: round2(performance.now() - started) };
+  }
+
+  async inferV2(model: string, version: string | undefined, body: V2InferRequest, opts: CallOptions): Promise<V2InferResponse> {
+    const plan = this.planV2(model, version, body);
+    const rows = await this.run(plan, opts);
+    return encodeV2Response(plan.entry.config, plan.version, body.id ?? opts.requestId, plan.outputs, rows);
+  }
+
+  /** Sends every row of a plan and waits for all; the first failing row fails the request. */
+  private async run(plan: Plan, opts: CallOptions): Promise<Array<Record<string, OutputTensor>>> {
+    const config = plan.entry.config;
+    const base: Omit<InferRequest, "inputs"> = {
+      model: config.name,
+      version: plan.version,
+      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+      priority: opts.priority ?? DEFAULT_PRIORITY,
+      maxRowsPerJob: config.max_batch_size,
+      maxQueueSize: config.max_queue_size,
+    };
+    const results = await Promise.all(plan.rows.map((inputs) => this.client.infer({ ...base, inputs })));
+    return results.map((r) => this.unwrap(config.name, plan.version, r));
+  }
+
+  /** A plan with no rows, for rendering a stored result of `model` at `version`. */
+  planFor(model: string, version: string): Plan {
+    return { ...this.repository.resolve(model, version), rows: [] };
+  }
+
+  unwrap(model: string, version: string, result: RowResult): Record<string, OutputTensor> {
+    if (!result.ok) {
+      this.metrics.inferences.inc({ model, version, outcome: result.error.code.toLowerCase() });
+      throw new FerryError(result.error.code, result.error.message);
+    }
+    this.metrics.inferences.inc({ model, version, outcome: "ok" });
+    this.metrics.observeRow(model, version, result.timing);
+    return result.outputs;
+  }
+
+  private resolveClassifier(model: string, version: string | undefined) {
+    const resolved = this.repository.resolve(model, version);
+    if (resolved.entry.config.kind !== "classifier") {
+      throw new FerryError("INVALID_INPUT", `Model '${model}' is a ${resolved.entry.config.kind}; use /v1/completions`);
+    }
+    return resolved;
+  }
+}
+
+/** Softmax over the first output's logits: the argmax and its probability. */
+export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>): Prediction {
+  const name = plan.entry.config.outputs[0]?.name ?? "";
+  const logits = outputs[name]?.data ?? [];
+  let best = 0;
+  for (let k = 1; k < logits.length; k++) if ((logits[k] ?? 0) > (logits[best] ?? 0)) best = k;
+  const max = logits[best] ?? 0;
+  let sum = 0;
+  for (const l of logits) sum += Math.exp(l - max);
+  return { prediction: best, confidence: 1 / sum, latency_ms: 0, model_version: plan.version, source: "model" };
+}
+
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}

@@ -1,0 +1,87 @@
+import { DEFAULT_PRIORITY, FerryError } from "@ferry/protocol";
+import type { InferenceClient, JobRecord } from "@ferry/transport";
+import type { z } from "@hono/zod-openapi";
+import { type InferenceService, type Plan, toPrediction } from "./inference-service.js";
+import { jobRecordSchema, predictBodySchema, v2InferRequestSchema, type jobBodySchema } from "./schemas.js";
+import { encodeV2Response } from "./v2-codec.js";
+
+type JobBody = z.infer<typeof jobBodySchema>;
+type JobView = z.infer<typeof jobRecordSchema>;
+
+/** The format an async job's result is rendered in, chosen by the shape of its input. */
+type JobFormat = { format: "predict" } | { format: "v2"; outputs: string[]; id: string | undefined };
+
+/**
+ * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
+ * is rendered, when polled, exactly as the sync route would have answered.
+ */
+export class JobService {
+  constructor(
+    private readonly client: InferenceClient,
+    private readonly inference: InferenceService,
+  ) {}
+
+  async submit(body: JobBody, requestId: string): Promise<JobRecord> {
+    const { plan, format } = this.plan(body);
+    const config = plan.entry.config;
+    return this.client.submitJob({
+      model: config.name,
+      version: plan.version,
+      rows: plan.rows,
+      deadline: Date.now() + (body.timeout_ms ?? config.default_timeout_ms),
+      priority: body.priority ?? DEFAULT_PRIORITY,
+      maxRowsPerJob: config.max_batch_size,
+      maxQueueSize: config.max_queue_size,
+      meta: { ...format, request_id: requestId },
+    });
+  }
+
+  async get(id: string): Promise<JobView> {
+    const record = await this.client.getJob(id);
+    if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+    return this.view(record);
+  }
+
+  async cancel(id: string): Promise<JobView> {
+    const record = await this.client.cancelJob(id);
+    if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+    return this.view(record);
+  }
+
+  private plan(body: JobBody): { plan: Plan; format: JobFormat } {
+    const predict = predictBodySchema.safeParse(body.input);
+    if (predict.success) return { plan: this.inference.planPredict(body.model, body.version, predict.data), format: { format: "predict" } };
+    const v2 = v2InferRequestSchema.safeParse(body.input);
+    if (v2.success) {
+      const plan = this.inference.planV2(body.model, body.version, v2.data);
+      return { plan, format: { format: "v2", outputs: plan.outputs, id: v2.data.id } };
+    }
+    throw new FerryError("INVALID_INPUT", "input must be a predict body {features} or a v2 infer body {inputs}");
+  }
+
+  private view(record: JobRecord): JobView {
+    return {
+      id: record.id,
+      model: record.model,
+      status: record.status,
+      created_at: seconds(record.created_at),
+      started_at: record.started_at === null ? null : seconds(record.started_at),
+      finished_at: record.finished_at === null ? null : seconds(record.finished_at),
+      result: record.result ? this.render(record) : null,
+      error: record.error,
+    };
+  }
+
+  private render(record: JobRecord): unknown {
+    const rows = (record.result ?? []).map((r) => (r.ok ? r.outputs : {}));
+    const plan = this.inference.planFor(record.model, record.version);
+    const meta = record.meta as JobFormat;
+    if (meta.format === "v2") return encodeV2Response(plan.entry.config, record.version, meta.id ?? record.id, meta.outputs, rows);
+    const latency = (record.finished_at ?? record.created_at) - record.created_at;
+    return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
+  }
+}
+
+function seconds(ms: number): number {
+  return Math.round(ms) / 1000;
+}

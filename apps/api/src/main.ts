@@ -1,0 +1,49 @@
+import { serve } from "@hono/node-server";
+import { ModelRepository } from "@ferry/model-repository";
+import { InferenceClient } from "@ferry/transport";
+import { pino } from "pino";
+import { createApp } from "./app.js";
+import { loadEnv } from "./env.js";
+import { InferenceService } from "./inference-service.js";
+import { JobService } from "./job-service.js";
+import { ApiMetrics } from "./metrics.js";
+import { InFlight } from "./middleware/in-flight.js";
+import type { Services } from "./services.js";
+
+const env = loadEnv();
+const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
+const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
+const client = new InferenceClient({ redisUrl: env.REDIS_URL, prefix: env.FERRY_PREFIX });
+await client.ready();
+const metrics = new ApiMetrics();
+const inference = new InferenceService(repository, client, metrics);
+let draining = false;
+const services: Services = {
+  env,
+  log,
+  repository,
+  client,
+  inference,
+  jobs: new JobService(client, inference),
+  metrics,
+  draining: () => draining,
+};
+const inFlight = new InFlight();
+const app = createApp(services, inFlight);
+const server = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, (info) => {
+  log.info({ url: `http://${env.HOST}:${info.port}`, models: repository.list().map((m) => m.config.name) }, "api listening");
+});
+
+async function shutdown(signal: string): Promise<void> {
+  if (draining) return;
+  draining = true;
+  log.info({ signal, open: inFlight.size }, "draining: no new connections, finishing open requests");
+  server.close();
+  if ("closeIdleConnections" in server) server.closeIdleConnections();
+  await inFlight.settled(env.DRAIN_TIMEOUT_MS);
+  await client.close();
+  log.info("api stopped");
+  process.exit(0);
+}
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));

@@ -1,0 +1,63 @@
+import type { RowTiming } from "@ferry/protocol";
+import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+const latencyBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/**
+ * The API's Prometheus metrics. Queue time, compute time and batch size come back with every
+ * answer from the workers, so one scrape of any API replica shows the whole path.
+ */
+export class ApiMetrics {
+  readonly registry = new Registry();
+  readonly httpRequests = new Counter({
+    name: "ferry_http_requests_total",
+    help: "HTTP requests by route, method and status",
+    labelNames: ["route", "method", "status"],
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: "ferry_http_request_duration_seconds",
+    help: "HTTP request latency by route",
+    labelNames: ["route", "method"],
+    buckets: latencyBuckets,
+    registers: [this.registry],
+  });
+  readonly queueTime = new Histogram({
+    name: "ferry_queue_time_seconds",
+    help: "Time a request waited in the worker's batcher before its batch ran",
+    labelNames: ["model", "version"],
+    buckets: latencyBuckets,
+    registers: [this.registry],
+  });
+  readonly computeTime = new Histogram({
+    name: "ferry_compute_time_seconds",
+    help: "ONNX Runtime time of the batch a request ran in",
+    labelNames: ["model", "version"],
+    buckets: latencyBuckets,
+    registers: [this.registry],
+  });
+  readonly batchSize = new Histogram({
+    name: "ferry_batch_size",
+    help: "Size of the batch each request ran in (request-weighted)",
+    labelNames: ["model", "version"],
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+    registers: [this.registry],
+  });
+  readonly inferences = new Counter({
+    name: "ferry_inference_requests_total",
+    help: "Inference rows by model, version and outcome code",
+    labelNames: ["model", "version", "outcome"],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  observeRow(model: string, version: string, timing: RowTiming): void {
+    const labels = { model, version };
+    this.queueTime.observe(labels, timing.queue_ms / 1000);
+    this.computeTime.observe(labels, timing.compute_ms / 1000);
+    this.batchSize.observe(labels, timing.batch_size);
+  }
+}

@@ -1,0 +1,16 @@
+import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import type { AppEnv } from "../services.js";
+
+const route = createRoute({
+  method: "get",
+  path: "/metrics",
+  summary: "Prometheus metrics",
+  responses: { 200: { content: { "text/plain": { schema: z.string() } }, description: "Prometheus text format" } },
+});
+
+export function registerMetrics(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(route, async (c) => {
+    const { registry } = c.get("services").metrics;
+    return c.text(await registry.metrics(), 200, { "Content-Type": registry.contentType });
+  });
+}

@@ -1,0 +1,120 @@
+import { z } from "@hono/zod-openapi";
+
+const finite = z.number().refine(Number.isFinite, "must be a finite number");
+
+export const predictBodySchema = z
+  .object({
+    features: z.array(finite).min(1).openapi({ example: [0, 0, 5, 13, 9, 1, 0, 0] }),
+    /** Deadline for this request, in ms; past it the request is never computed (504). */
+    timeout_ms: z.number().int().positive().optional(),
+    priority: z.number().int().min(1).max(10).optional(),
+  })
+  .openapi("PredictRequest");
+export type PredictBody = z.infer<typeof predictBodySchema>;
+
+export const predictResponseSchema = z
+  .object({
+    prediction: z.number().int(),
+    confidence: z.number(),
+    latency_ms: z.number(),
+    model_version: z.string(),
+    source: z.enum(["model", "cache", "fallback_cache", "fallback_default"]),
+  })
+  .openapi("PredictResponse");
+
+/** KServe v2 data may be flat or nested to any depth. */
+type NestedNumbers = number | NestedNumbers[];
+const nestedNumbers: z.ZodType<NestedNumbers[]> = z.lazy(() => z.array(z.union([finite, nestedNumbers])));
+
+export const v2InputSchema = z.object({
+  name: z.string(),
+  shape: z.array(z.number().int().nonnegative()),
+  datatype: z.string(),
+  data: nestedNumbers,
+  parameters: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const v2InferRequestSchema = z
+  .object({
+    id: z.string().optional(),
+    inputs: z.array(v2InputSchema).min(1),
+    outputs: z.array(z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()).optional() })).optional(),
+    parameters: z
+      .object({ timeout_ms: z.number().int().positive().optional(), priority: z.number().int().min(1).max(10).optional() })
+      .catchall(z.unknown())
+      .optional(),
+  })
+  .openapi("InferenceRequest");
+export type V2InferRequest = z.infer<typeof v2InferRequestSchema>;
+
+export const v2OutputSchema = z.object({
+  name: z.string(),
+  shape: z.array(z.number().int()),
+  datatype: z.string(),
+  data: z.array(z.number()),
+});
+
+export const v2InferResponseSchema = z
+  .object({
+    model_name: z.string(),
+    model_version: z.string(),
+    id: z.string(),
+    outputs: z.array(v2OutputSchema),
+  })
+  .openapi("InferenceResponse");
+export type V2InferResponse = z.infer<typeof v2InferResponseSchema>;
+
+export const v2ErrorSchema = z.object({ error: z.string() }).openapi("KServeError");
+export const openAiErrorSchema = z
+  .object({ error: z.object({ message: z.string(), type: z.string(), code: z.string().nullable() }) })
+  .openapi("Error");
+
+const tensorMetadata = z.object({ name: z.string(), datatype: z.string(), shape: z.array(z.number().int()) });
+export const v2ModelMetadataSchema = z
+  .object({
+    name: z.string(),
+    versions: z.array(z.string()),
+    platform: z.string(),
+    inputs: z.array(tensorMetadata),
+    outputs: z.array(tensorMetadata),
+  })
+  .openapi("ModelMetadata");
+
+export const jobBodySchema = z
+  .object({
+    model: z.string(),
+    version: z.string().optional(),
+    input: z.record(z.string(), z.unknown()),
+    priority: z.number().int().min(1).max(10).optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  })
+  .openapi("JobRequest");
+
+export const jobRecordSchema = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    status: z.enum(["queued", "running", "succeeded", "failed", "cancelled", "expired"]),
+    created_at: z.number().openapi({ description: "Unix time, seconds" }),
+    started_at: z.number().nullable(),
+    finished_at: z.number().nullable(),
+    result: z.unknown().nullable(),
+    error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  })
+  .openapi("Job");
+
+export const jobAcceptedSchema = z
+  .object({
+    id: z.string(),
+    status: z.literal("queued"),
+    urls: z.object({ self: z.string(), events: z.string() }),
+  })
+  .openapi("JobAccepted");
+
+export const healthSchema = z
+  .object({
+    status: z.enum(["healthy", "degraded"]),
+    redis: z.enum(["up", "down"]),
+    models: z.record(z.string(), z.object({ ready: z.boolean(), workers: z.number().int() })),
+  })
+  .openapi("Health");

@@ -1,0 +1,24 @@
+import type { ModelRepository } from "@ferry/model-repository";
+import type { InferenceClient } from "@ferry/transport";
+import type { Logger } from "pino";
+import type { ApiEnv } from "./env.js";
+import type { InferenceService } from "./inference-service.js";
+import type { JobService } from "./job-service.js";
+import type { ApiMetrics } from "./metrics.js";
+
+/** Everything a route may use, built once at boot and handed to the routes through Hono's context. */
+export interface Services {
+  env: ApiEnv;
+  log: Logger;
+  repository: ModelRepository;
+  client: InferenceClient;
+  inference: InferenceService;
+  jobs: JobService;
+  metrics: ApiMetrics;
+  /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
+  draining: () => boolean;
+}
+
+export type AppEnv = {
+  Variables: { services: Services; requestId: string };
+};

@@ -1,0 +1,131 @@
+import type { FerryError } from "@ferry/protocol";
+import { describe, expect, it } from "vitest";
+import { Batcher, type BatcherOptions } from "./batcher.js";
+import { FakeClock } from "./fake-clock.js";
+
+/** An executor that records each batch and answers when the test says so. */
+function recorder(fail?: (x: number) => boolean) {
+  const batches: number[][] = [];
+  const release: Array<() => void> = [];
+  const execute = (inputs: number[]) => {
+    batches.push(inputs);
+    return new Promise<number[]>((resolve, reject) => {
+      release.push(() => {
+        if (fail && inputs.some(fail)) reject(new Error(`bad row in ${inputs.join(",")}`));
+        else resolve(inputs.map((x) => x * 10));
+      });
+    });
+  };
+  return { batches, release, execute };
+}
+
+const flush = () => new Promise((r) => setImmediate(r));
+const far = 1e12;
+
+function setup(options: Partial<BatcherOptions> = {}, fail?: (x: number) => boolean) {
+  const clock = new FakeClock();
+  const rec = recorder(fail);
+  const batcher = new Batcher(rec.execute, { maxBatchSize: 4, preferredBatchSizes: [], maxQueueDelayMs: 10, ...options }, clock);
+  return { clock, batcher, ...rec };
+}
+
+describe("Batcher", () => {
+  it("flushes as soon as the batch is full, without waiting for the delay", async () => {
+    const { batcher, batches, release } = setup();
+    const results = [1, 2, 3, 4].map((x) => batcher.submit(x, far));
+    expect(batches).toEqual([[1, 2, 3, 4]]);
+    release.forEach((r) => r());
+    const outs = await Promise.all(results);
+    expect(outs.map((o) => o.output)).toEqual([10, 20, 30, 40]);
+    expect(outs.every((o) => o.batchSize === 4)).toBe(true);
+  });
+
+  it("waits for the oldest row's max_queue_delay, then flushes what it has", async () => {
+    const { batcher, batches, clock, release } = setup();
+    const a = batcher.submit(1, far);
+    clock.advance(6);
+    const b = batcher.submit(2, far);
+    clock.advance(3);
+    expect(batches).toEqual([]);
+    clock.advance(1); // the oldest has now waited 10 ms; the younger row rides along
+    expect(batches).toEqual([[1, 2]]);
+    release.forEach((r) => r());
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(ra.queueMs).toBe(10);
+    expect(rb.queueMs).toBe(4);
+  });
+
+  it("dispatches a preferred size at once and keeps the rest waiting", async () => {
+    const { batcher, batches, clock } = setup({ maxBatchSize: 8, preferredBatchSizes: [2, 4] });
+    for (const x of [1, 2, 3]) void batcher.submit(x, far);
+    // 2 is preferred: the first two go at once; the third waits for its own delay
+    expect(batches).toEqual([[1, 2]]);
+    expect(batcher.pending).toBe(1);
+    clock.advance(10);
+    expect(batches).toEqual([[1, 2]]); // concurrency 1: the instance is still busy
+  });
+
+  it("gathers a larger batch while the only instance is busy", async () => {
+    const { batcher, batches, release, clock } = setup({ maxBatchSize: 8, maxQueueDelayMs: 0 });
+    void batcher.submit(1, far);
+    expect(batches).toEqual([[1]]);
+    for (const x of [2, 3, 4]) void batcher.submit(x, far);
+    clock.advance(50);
+    expect(batches.length).toBe(1);
+    release[0]?.();
+    await flush();
+    expect(batches[1]).toEqual([2, 3, 4]);
+  });
+
+  it("runs `concurrency` batches side by side", () => {
+    const { batcher, batches } = setup({ maxBatchSize: 2, maxQueueDelayMs: 10, concurrency: 2 });
+    for (const x of [1, 2, 3, 4, 5]) void batcher.submit(x, far);
+    expect(batches).toEqual([[1, 2], [3, 4]]);
+    expect(batcher.inFlight).toBe(2);
+    expect(batcher.pending).toBe(1);
+  });
+
+  it("isolates a bad row: the batch is retried row by row and only that row fails", async () => {
+    const { batcher, release, batches } = setup({ maxQueueDelayMs: 0, maxBatchSize: 3 }, (x) => x === 2);
+    const results = [1, 2, 3].map((x) => batcher.submit(x, far).then((o) => o.output, (e: FerryError) => e.code));
+    // release the batch, then each single-row retry as it arrives
+    for (let k = 0; k < 4; k++) {
+      release[k]?.();
+      await flush();
+    }
+    expect(batches).toEqual([[1], [2, 3], [2], [3]]);
+    expect(await Promise.all(results)).toEqual([10, "MODEL_ERROR", 30]);
+  });
+
+  it("never computes a row whose deadline passed while it waited", async () => {
+    const { batcher, batches, clock, release } = setup({ maxQueueDelayMs: 20 });
+    const late = batcher.submit(1, 5).catch((e: FerryError) => e.code);
+    const onTime = batcher.submit(2, far);
+    clock.advance(20);
+    expect(batches).toEqual([[2]]);
+    release[0]?.();
+    expect(await late).toBe("DEADLINE_EXCEEDED");
+    expect((await onTime).output).toBe(20);
+  });
+
+  it("drops a cancelled row before compute", async () => {
+    const { batcher, batches, clock } = setup();
+    const controller = new AbortController();
+    const cancelled = batcher.submit(1, far, controller.signal).catch((e: FerryError) => e.code);
+    controller.abort();
+    void batcher.submit(2, far);
+    clock.advance(10);
+    expect(batches).toEqual([[2]]);
+    expect(await cancelled).toBe("CANCELLED");
+  });
+
+  it("leaves no timer behind once the queue is empty", async () => {
+    const { batcher, clock, release } = setup();
+    const p = batcher.submit(1, far);
+    clock.advance(10);
+    release[0]?.();
+    await p;
+    await batcher.idle();
+    expect(clock.pendingTimers).toBe(0);
+  });
+});

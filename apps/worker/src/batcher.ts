@@ -1,0 +1,193 @@
+import { FerryError } from "@ferry/protocol";
+import { type Clock, systemClock } from "./clock.js";
+
+export interface BatcherOptions {
+  /** Rows in one batch at most. */
+  maxBatchSize: number;
+  /** Sizes that dispatch at once, without waiting for the queue delay (Triton's preferred_batch_size). */
+  preferredBatchSizes: readonly number[];
+  /** How long the oldest waiting row may wait for others, in ms. */
+  maxQueueDelayMs: number;
+  /** Batches that run at once: one per model instance. @defaultValue 1 */
+  concurrency?: number;
+}
+
+/** Runs one batch; returns one output per input, in order. */
+export type BatchExecutor<I, O> = (inputs: I[]) => Promise<O[]>;
+
+export interface BatchOutcome<O> {
+  output: O;
+  /** Time from submit to dispatch, in ms. */
+  queueMs: number;
+  /** Time the batch took to execute, in ms. */
+  computeMs: number;
+  batchSize: number;
+}
+
+interface Item<I, O> {
+  input: I;
+  enqueuedAt: number;
+  deadline: number;
+  signal: AbortSignal | undefined;
+  resolve: (outcome: BatchOutcome<O>) => void;
+  reject: (err: FerryError) => void;
+}
+
+/**
+ * Triton's dynamic batcher: rows wait until a batch is full, a preferred size is reached, or
+ * the oldest has waited `maxQueueDelayMs`, and a batch only forms when an instance is free to
+ * run it — so a busy model gathers larger batches instead of queueing small ones. Rows whose
+ * deadline passed or whose caller cancelled leave before compute is spent on them. When a
+ * batch fails, its rows are retried one by one so that one bad row fails alone.
+ *
+ * @example
+ * const batcher = new Batcher(async (rows) => rows.map((r) => r * 2), { maxBatchSize: 32, preferredBatchSizes: [], maxQueueDelayMs: 2 });
+ * const { output } = await batcher.submit(21, Date.now() + 1_000); // 42
+ */
+export class Batcher<I, O> {
+  private readonly queue: Item<I, O>[] = [];
+  private running = 0;
+  private timer: unknown;
+  private timerAt = Number.POSITIVE_INFINITY;
+  private readonly concurrency: number;
+  private readonly preferred: number[];
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly execute: BatchExecutor<I, O>,
+    private readonly options: BatcherOptions,
+    private readonly clock: Clock = systemClock,
+  ) {
+    this.concurrency = options.concurrency ?? 1;
+    this.preferred = [...options.preferredBatchSizes]
+      .filter((s) => s <= options.maxBatchSize)
+      .sort((a, b) => b - a);
+  }
+
+  /** Rows waiting for a batch. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Batches executing now. */
+  get inFlight(): number {
+    return this.running;
+  }
+
+  submit(input: I, deadline: number, signal?: AbortSignal): Promise<BatchOutcome<O>> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ input, enqueuedAt: this.clock.now(), deadline, signal, resolve, reject });
+      this.dispatch();
+    });
+  }
+
+  /** Resolves when nothing waits and nothing runs. */
+  idle(): Promise<void> {
+    if (this.queue.length === 0 && this.running === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private dispatch(): void {
+    this.dropDead();
+    while (this.running < this.concurrency && this.queue.length > 0) {
+      const take = this.batchSizeNow();
+      if (take === 0) {
+        const oldest = this.queue[0];
+        if (oldest) this.armTimer(oldest.enqueuedAt + this.options.maxQueueDelayMs);
+        return;
+      }
+      void this.run(this.queue.splice(0, take));
+    }
+    if (this.queue.length === 0) this.disarmTimer();
+  }
+
+  /** How many rows to dispatch now; 0 means wait for more rows or for the delay. */
+  private batchSizeNow(): number {
+    const n = this.queue.length;
+    const max = this.options.maxBatchSize;
+    if (n >= max) return max;
+    const preferred = this.preferred.find((size) => size <= n);
+    if (preferred !== undefined) return preferred;
+    const oldest = this.queue[0];
+    if (oldest && this.clock.now() - oldest.enqueuedAt >= this.options.maxQueueDelayMs) return n;
+    return 0;
+  }
+
+  private async run(items: Item<I, O>[]): Promise<void> {
+    this.running++;
+    const started = this.clock.now();
+    try {
+      const outputs = await this.execute(items.map((i) => i.input));
+      const computeMs = this.clock.now() - started;
+      items.forEach((item, k) => {
+        item.resolve({ output: outputs[k] as O, queueMs: started - item.enqueuedAt, computeMs, batchSize: items.length });
+      });
+    } catch (err) {
+      await this.isolate(items, started, err);
+    } finally {
+      this.running--;
+      this.dispatch();
+      if (this.queue.length === 0 && this.running === 0) {
+        for (const wake of this.idleWaiters.splice(0)) wake();
+      }
+    }
+  }
+
+  /** A failed batch: run each row alone, so that only the rows that fail by themselves fail. */
+  private async isolate(items: Item<I, O>[], started: number, batchError: unknown): Promise<void> {
+    if (items.length === 1) {
+      items[0]?.reject(modelError(batchError));
+      return;
+    }
+    for (const item of items) {
+      const t0 = this.clock.now();
+      try {
+        const [output] = await this.execute([item.input]);
+        item.resolve({ output: output as O, queueMs: started - item.enqueuedAt, computeMs: this.clock.now() - t0, batchSize: 1 });
+      } catch (err) {
+        item.reject(modelError(err));
+      }
+    }
+  }
+
+  private dropDead(): void {
+    const now = this.clock.now();
+    for (let k = this.queue.length - 1; k >= 0; k--) {
+      const item = this.queue[k];
+      if (!item) continue;
+      if (item.signal?.aborted) {
+        this.queue.splice(k, 1);
+        item.reject(new FerryError("CANCELLED", "request was cancelled before it ran"));
+      } else if (item.deadline <= now) {
+        this.queue.splice(k, 1);
+        item.reject(new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"));
+      }
+    }
+  }
+
+  private armTimer(at: number): void {
+    if (this.timer !== undefined && at >= this.timerAt) return;
+    this.disarmTimer();
+    this.timerAt = at;
+    this.timer = this.clock.setTimeout(
+      () => {
+        this.timer = undefined;
+        this.timerAt = Number.POSITIVE_INFINITY;
+        this.dispatch();
+      },
+      Math.max(0, at - this.clock.now()),
+    );
+  }
+
+  private disarmTimer(): void {
+    if (this.timer === undefined) return;
+    this.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerAt = Number.POSITIVE_INFINITY;
+  }
+}
+
+function modelError(err: unknown): FerryError {
+  if (err instanceof FerryError) return err;
+  return new FerryError("MODEL_ERROR", err instanceof Error ? err.message : String(err));
+}

@@ -1,0 +1,86 @@
+import { FerryError, type InferRow, type ModelConfig, type OutputTensor, type RowResult } from "@ferry/protocol";
+import type { InferRowContext } from "./row-context.js";
+import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
+import { Batcher } from "./batcher.js";
+import type { WorkerMetrics } from "./metrics.js";
+import { packRows, rowProblem, splitRows } from "./tensor-packing.js";
+
+/**
+ * Serves one classifier version: validates each row, batches rows dynamically and runs the
+ * batches on `instance_count` ONNX Runtime sessions.
+ */
+export class ClassifierServer {
+  private constructor(
+    readonly config: ModelConfig,
+    readonly version: string,
+    private readonly runtime: ModelRuntime,
+    private readonly batcher: Batcher<InferRow["inputs"], Record<string, OutputTensor>>,
+    private readonly metrics: WorkerMetrics,
+  ) {}
+
+  static async load(
+    config: ModelConfig,
+    version: string,
+    onnxPath: string,
+    executionProvider: ExecutionProvider,
+    metrics: WorkerMetrics,
+  ): Promise<ClassifierServer> {
+    const runtime = await ModelRuntime.load(onnxPath, {
+      instances: config.instance_count,
+      intraOpThreads: config.intra_op_threads,
+      executionProvider,
+    });
+    const labels = { model: config.name, version };
+    const batcher = new Batcher<InferRow["inputs"], Record<string, OutputTensor>>(
+      async (rows) => {
+        metrics.batchSize.observe(labels, rows.length);
+        const end = metrics.computeSeconds.startTimer(labels);
+        try {
+          return splitRows(await runtime.run(packRows(config.inputs, rows)), rows.length);
+        } finally {
+          end();
+        }
+      },
+      {
+        maxBatchSize: config.max_batch_size,
+        preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
+        maxQueueDelayMs: config.dynamic_batching.max_queue_delay_ms,
+        concurrency: config.instance_count,
+      },
+    );
+    return new ClassifierServer(config, version, runtime, batcher, metrics);
+  }
+
+  /** Answers one row; every failure becomes a row error, never an exception. */
+  async handle(row: InferRow, ctx: InferRowContext): Promise<RowResult> {
+    const labels = { model: this.config.name, version: this.version };
+    const problem = rowProblem(this.config.inputs, row.inputs);
+    if (problem) {
+      this.metrics.rows.inc({ ...labels, outcome: "invalid" });
+      return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: problem } };
+    }
+    try {
+      this.metrics.pending.set(labels, this.batcher.pending + 1);
+      const outcome = await this.batcher.submit(row.inputs, row.deadline, ctx.signal);
+      this.metrics.rows.inc({ ...labels, outcome: "ok" });
+      return {
+        rid: row.rid,
+        ok: true,
+        outputs: outcome.output,
+        timing: { queue_ms: outcome.queueMs, compute_ms: outcome.computeMs, batch_size: outcome.batchSize },
+      };
+    } catch (err) {
+      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
+      this.metrics.rows.inc({ ...labels, outcome: error.code.toLowerCase() });
+      return { rid: row.rid, ok: false, error: { code: error.code, message: error.message } };
+    } finally {
+      this.metrics.pending.set(labels, this.batcher.pending);
+    }
+  }
+
+  /** Waits for queued rows to finish, then stops the sessions. */
+  async close(): Promise<void> {
+    await this.batcher.idle();
+    await this.runtime.close();
+  }
+}

@@ -1,0 +1,29 @@
+import { type Server, createServer } from "node:http";
+import type { WorkerMetrics } from "./metrics.js";
+
+/** The worker's small HTTP port: /metrics for Prometheus, /health for Kubernetes probes. */
+export function startHealthServer(port: number, metrics: WorkerMetrics, isReady: () => boolean): Server {
+  const server = createServer((req, res) => {
+    if (req.url === "/metrics") {
+      void metrics.registry.metrics().then((text) => {
+        res.writeHead(200, { "content-type": metrics.registry.contentType });
+        res.end(text);
+      });
+      return;
+    }
+    if (req.url === "/health" || req.url === "/health/ready") {
+      const ready = isReady();
+      res.writeHead(ready ? 200 : 503, { "content-type": "application/json" });
+      res.end(JSON.stringify({ status: ready ? "ready" : "not_ready" }));
+      return;
+    }
+    if (req.url === "/health/live") {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end('{"status":"live"}');
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  server.listen(port, "0.0.0.0");
+  return server;
+}

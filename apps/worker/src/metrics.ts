@@ -1,0 +1,36 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+/** The worker's own Prometheus metrics, served on its health port. */
+export class WorkerMetrics {
+  readonly registry = new Registry();
+  readonly batchSize = new Histogram({
+    name: "ferry_worker_batch_size",
+    help: "Rows per executed batch",
+    labelNames: ["model", "version"],
+    buckets: [1, 2, 4, 8, 16, 32, 64, 128],
+    registers: [this.registry],
+  });
+  readonly computeSeconds = new Histogram({
+    name: "ferry_worker_compute_seconds",
+    help: "Time one batch spent in ONNX Runtime",
+    labelNames: ["model", "version"],
+    buckets: [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly rows = new Counter({
+    name: "ferry_worker_rows_total",
+    help: "Rows handled, by outcome",
+    labelNames: ["model", "version", "outcome"],
+    registers: [this.registry],
+  });
+  readonly pending = new Gauge({
+    name: "ferry_worker_pending_rows",
+    help: "Rows waiting in the batcher",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -1,0 +1,42 @@
+import { Redis, type RedisOptions } from "ioredis";
+
+/**
+ * A Redis connection as BullMQ wants it: `maxRetriesPerRequest: null` so that blocking
+ * commands wait through a reconnect instead of failing, and a capped reconnect backoff.
+ */
+export function createRedis(url: string, options: RedisOptions = {}): Redis {
+  return new Redis(url, {
+    maxRetriesPerRequest: null,
+    enableReadyCheck: true,
+    retryStrategy: (times) => Math.min(times * 100, 2_000),
+    ...options,
+  });
+}
+
+/**
+ * A connection for request paths that must fail fast while Redis is down (503 in a
+ * millisecond budget, not a hang): no offline queue, a bounded number of retries.
+ */
+export function createFastFailRedis(url: string): Redis {
+  return createRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+}
+
+/** True when something answers PING at `url` within `timeoutMs`. */
+export async function pingRedis(url: string, timeoutMs = 1_000): Promise<boolean> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: timeoutMs,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableOfflineQueue: false,
+  });
+  redis.on("error", () => {});
+  try {
+    await redis.connect();
+    return (await redis.ping()) === "PONG";
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}

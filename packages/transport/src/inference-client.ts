@@ -1,0 +1,305 @@
+import { randomUUID } from "node:crypto";
+import {
+  type CancelMessage,
+  FerryError,
+  type InferJob,
+  type InferReply,
+  type RowInputs,
+  type RowResult,
+  TERMINAL_STATUSES,
+  WIRE_VERSION,
+  bullPriority,
+  parseQueueName,
+  queueName,
+} from "@ferry/protocol";
+import { Job, Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import { type CoalescedGroup, Coalescer } from "./coalescer.js";
+import { createRedis } from "./connection.js";
+import { type JobIndexEntry, type JobRecord, parseFailure, statusOf } from "./job-records.js";
+import { Keys } from "./keys.js";
+import { QueueDepth } from "./queue-depth.js";
+import { ReplyRouter } from "./reply-router.js";
+import { WorkerRegistry } from "./worker-registry.js";
+
+export interface InferenceClientOptions {
+  redisUrl: string;
+  /** Key prefix shared by the API and its workers. @defaultValue "ferry" */
+  prefix?: string;
+  /** How long finished async jobs stay pollable, in seconds. @defaultValue 86_400 */
+  jobTtlS?: number;
+}
+
+export interface InferRequest {
+  model: string;
+  version: string;
+  inputs: RowInputs;
+  /** Epoch ms after which the row must not be computed. */
+  deadline: number;
+  /** 1 (lowest) to 10 (highest). */
+  priority: number;
+  /** Rows one job may carry: the model's max_batch_size. */
+  maxRowsPerJob: number;
+  /** Requests waiting past which `infer` and `submitJob` refuse with QUEUE_FULL. */
+  maxQueueSize: number;
+}
+
+export interface AsyncJobRequest extends Omit<InferRequest, "inputs"> {
+  rows: RowInputs[];
+  /** Opaque to workers: what the API needs to render the result when polled. */
+  meta: Record<string, unknown>;
+}
+
+/**
+ * The API's side of the transport: sends inference work to the workers over BullMQ and
+ * receives the answers over Redis pub/sub. Nothing else in the API talks to Redis.
+ */
+export class InferenceClient {
+  readonly keys: Keys;
+  readonly instanceId = randomUUID();
+  readonly workers: WorkerRegistry;
+  private readonly redis: Redis;
+  private readonly subscriber: Redis;
+  private readonly queues = new Map<string, Queue>();
+  private readonly router: ReplyRouter;
+  private readonly coalescer: Coalescer;
+  private readonly depth: QueueDepth;
+  private readonly jobTtlS: number;
+  private nextRow = 0;
+
+  constructor(options: InferenceClientOptions) {
+    this.keys = new Keys(options.prefix ?? "ferry");
+    this.jobTtlS = options.jobTtlS ?? 86_400;
+    // No offline queue: while Redis is down a request fails in a moment (503), never hangs.
+    this.redis = createRedis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    this.subscriber = createRedis(options.redisUrl);
+    this.redis.on("error", () => {});
+    this.subscriber.on("error", () => {});
+    this.router = new ReplyRouter(this.subscriber, this.keys.reply(this.instanceId), (jobs) =>
+      void this.recover(jobs),
+    );
+    this.coalescer = new Coalescer((group) => void this.send(group));
+    this.depth = new QueueDepth((name) => this.queue(name));
+    this.workers = new WorkerRegistry(this.redis, this.keys);
+  }
+
+  /** Resolves once both connections are up and the reply channel is subscribed. */
+  async ready(): Promise<void> {
+    if (this.redis.status !== "ready") {
+      await new Promise<void>((resolve) => this.redis.once("ready", () => resolve()));
+    }
+    await this.router.whenReady();
+  }
+
+  get redisUp(): boolean {
+    return this.redis.status === "ready";
+  }
+
+  async ping(): Promise<boolean> {
+    try {
+      return (await this.redis.ping()) === "PONG";
+    } catch {
+      return false;
+    }
+  }
+
+  /** Runs one row through the model and waits for its answer (coalesced with its neighbours). */
+  async infer(req: InferRequest): Promise<RowResult> {
+    this.assertUp();
+    const name = queueName(req.model, req.version);
+    await this.depth.admit(name, req.maxQueueSize);
+    const rid = `${this.instanceId}.${this.nextRow++}`;
+    const answer = this.router.wait(rid);
+    const wait = Math.max(0, req.deadline - Date.now());
+    const timer = setTimeout(() => {
+      this.router.settle(rid, deadlineResult(rid));
+    }, wait);
+    this.depth.enter(name);
+    this.coalescer.push(name, req.priority, req.maxRowsPerJob, {
+      rid,
+      inputs: req.inputs,
+      deadline: req.deadline,
+    });
+    try {
+      return await answer;
+    } finally {
+      clearTimeout(timer);
+      this.depth.leave(name);
+    }
+  }
+
+  /** Enqueues rows as one async job that can be polled, cancelled and outlives this process. */
+  async submitJob(req: AsyncJobRequest): Promise<JobRecord> {
+    this.assertUp();
+    const name = queueName(req.model, req.version);
+    await this.depth.admit(name, req.maxQueueSize);
+    const id = randomUUID();
+    const now = Date.now();
+    const index: JobIndexEntry = { queue: name, model: req.model, version: req.version, created_at: now, meta: req.meta };
+    const data: InferJob = {
+      v: WIRE_VERSION,
+      kind: "infer",
+      model: req.model,
+      version: req.version,
+      rows: req.rows.map((inputs, k) => ({ rid: `${id}.${k}`, inputs, deadline: req.deadline })),
+      accepted_at: now,
+      meta: req.meta,
+    };
+    await this.guard(async () => {
+      await this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.jobTtlS);
+      await this.queue(name).add("infer", data, {
+        jobId: id,
+        priority: bullPriority(req.priority),
+        removeOnComplete: { age: this.jobTtlS },
+        removeOnFail: { age: this.jobTtlS },
+      });
+    });
+    return emptyRecord(id, index, "queued");
+  }
+
+  /** The job's state as a poll reports it; undefined when the id is unknown or expired. */
+  async getJob(id: string): Promise<JobRecord | undefined> {
+    this.assertUp();
+    const [rawIndex, cancelled] = await this.guard(() =>
+      this.redis.mget(this.keys.jobQueue(id), this.keys.cancelled(id)),
+    );
+    if (!rawIndex) return undefined;
+    const index = JSON.parse(rawIndex) as JobIndexEntry;
+    const job = await this.guard(() => Job.fromId<InferJob, InferReply>(this.queue(index.queue), id));
+    if (!job) {
+      // Removed while queued by a cancel, or lost between writing the index and the job.
+      if (cancelled) return emptyRecord(id, index, "cancelled");
+      return { ...emptyRecord(id, index, "failed"), error: { code: "UNAVAILABLE", message: "job was not stored" } };
+    }
+    const state = await this.guard(() => job.getState());
+    const status = statusOf(state, job.failedReason, cancelled !== null);
+    const result = status === "succeeded" ? (job.returnvalue?.results ?? null) : null;
+    const record = emptyRecord(id, index, status);
+    return {
+      ...record,
+      started_at: job.processedOn ?? null,
+      finished_at: job.finishedOn ?? null,
+      result,
+      error: status !== "cancelled" && state === "failed" ? parseFailure(job.failedReason) : record.error,
+    };
+  }
+
+  /** Cancels a job: a queued one never runs; a running one is told to stop on every worker. */
+  async cancelJob(id: string): Promise<JobRecord | undefined> {
+    const record = await this.getJob(id);
+    if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
+    const message: CancelMessage = { v: WIRE_VERSION, job: id };
+    await this.guard(() =>
+      this.redis
+        .multi()
+        .set(this.keys.cancelled(id), "1", "EX", this.jobTtlS)
+        .publish(this.keys.cancelChannel, JSON.stringify(message))
+        .exec(),
+    );
+    const index = await this.redis.get(this.keys.jobQueue(id));
+    if (index) {
+      const job = await Job.fromId(this.queue((JSON.parse(index) as JobIndexEntry).queue), id);
+      // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
+      await job?.remove().catch(() => undefined);
+    }
+    return this.getJob(id);
+  }
+
+  /** Jobs waiting in a model version's queue (sync groups and async jobs alike). */
+  async waitingJobs(model: string, version: string): Promise<number> {
+    const counts = await this.queue(queueName(model, version)).getJobCounts("wait", "prioritized");
+    return (counts.wait ?? 0) + (counts.prioritized ?? 0);
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
+    this.subscriber.disconnect();
+    await this.redis.quit().catch(() => undefined);
+  }
+
+  private queue(name: string): Queue {
+    let queue = this.queues.get(name);
+    if (!queue) {
+      queue = new Queue(name, { connection: this.redis, prefix: this.keys.prefix });
+      queue.on("error", () => {});
+      this.queues.set(name, queue);
+    }
+    return queue;
+  }
+
+  private async send(group: CoalescedGroup): Promise<void> {
+    const first = group.rows[0];
+    if (!first) return;
+    const { model, version } = parseQueueName(group.queue);
+    const data: InferJob = {
+      v: WIRE_VERSION,
+      kind: "infer",
+      model,
+      version,
+      rows: group.rows,
+      reply_to: this.router.channel,
+      accepted_at: Date.now(),
+    };
+    try {
+      const job = await this.queue(group.queue).add("infer", data, {
+        priority: bullPriority(group.priority),
+        // Kept a minute so that answers published while our subscriber reconnected are found.
+        removeOnComplete: { age: 60, count: 10_000 },
+        removeOnFail: { age: 60, count: 10_000 },
+      });
+      for (const row of group.rows) if (job.id) this.router.assign(row.rid, job.id);
+    } catch (err) {
+      const message = `queue unavailable: ${err instanceof Error ? err.message : String(err)}`;
+      for (const row of group.rows) {
+        this.router.settle(row.rid, { rid: row.rid, ok: false, error: { code: "UNAVAILABLE", message } });
+      }
+    }
+  }
+
+  /** After a reconnect: answers published meanwhile are read back from the finished jobs. */
+  private async recover(jobIds: string[]): Promise<void> {
+    for (const name of this.queues.keys()) {
+      for (const id of jobIds) {
+        const job = await Job.fromId<InferJob, InferReply>(this.queue(name), id).catch(() => undefined);
+        if (job?.returnvalue) this.router.deliverReply(job.returnvalue);
+      }
+    }
+  }
+
+  private assertUp(): void {
+    if (this.redis.status !== "ready") {
+      throw new FerryError("UNAVAILABLE", "Redis is unreachable", { retryAfterS: 1 });
+    }
+  }
+
+  private async guard<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof FerryError) throw err;
+      throw new FerryError("UNAVAILABLE", `Redis error: ${err instanceof Error ? err.message : String(err)}`, {
+        retryAfterS: 1,
+        cause: err,
+      });
+    }
+  }
+}
+
+function deadlineResult(rid: string): RowResult {
+  return { rid, ok: false, error: { code: "DEADLINE_EXCEEDED", message: "deadline passed before an answer" } };
+}
+
+function emptyRecord(id: string, index: JobIndexEntry, status: JobRecord["status"]): JobRecord {
+  return {
+    id,
+    model: index.model,
+    version: index.version,
+    status,
+    created_at: index.created_at,
+    started_at: null,
+    finished_at: null,
+    result: null,
+    error: status === "cancelled" ? { code: "CANCELLED", message: "job was cancelled" } : null,
+    meta: index.meta,
+  };
+}

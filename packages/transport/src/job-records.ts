@@ -1,0 +1,52 @@
+import type { JobStatus, RowResult, WireError } from "@ferry/protocol";
+
+/** What a poll of an async job reports. */
+export interface JobRecord {
+  id: string;
+  model: string;
+  version: string;
+  status: JobStatus;
+  created_at: number;
+  started_at: number | null;
+  finished_at: number | null;
+  /** One result per row, once the job succeeded. */
+  result: RowResult[] | null;
+  error: WireError | null;
+  meta: Record<string, unknown>;
+}
+
+/** Stored under Keys.jobQueue: enough to answer a poll even after the job itself is removed. */
+export interface JobIndexEntry {
+  queue: string;
+  model: string;
+  version: string;
+  created_at: number;
+  meta: Record<string, unknown>;
+}
+
+/** BullMQ state -> Ferry status; a failure's reason carries its code ("CODE: message"). */
+export function statusOf(state: string, failedReason: string | undefined, cancelled: boolean): JobStatus {
+  if (state === "completed") return "succeeded";
+  if (cancelled) return "cancelled";
+  if (state === "active") return "running";
+  if (state === "failed") {
+    const code = parseFailure(failedReason).code;
+    if (code === "DEADLINE_EXCEEDED") return "expired";
+    if (code === "CANCELLED") return "cancelled";
+    return "failed";
+  }
+  return "queued";
+}
+
+export function parseFailure(reason: string | undefined): WireError {
+  const match = /^([A-Z_]+): ([\s\S]*)$/.exec(reason ?? "");
+  const code = match?.[1];
+  const known = ["INVALID_INPUT", "DEADLINE_EXCEEDED", "CANCELLED", "MODEL_ERROR", "UNAVAILABLE"] as const;
+  const found = known.find((k) => k === code);
+  if (found && match) return { code: found, message: match[2] ?? "" };
+  return { code: "MODEL_ERROR", message: reason ?? "job failed" };
+}
+
+export function formatFailure(error: WireError): string {
+  return `${error.code}: ${error.message}`;
+}

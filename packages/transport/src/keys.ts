@@ -1,0 +1,32 @@
+/**
+ * Names of Ferry's own Redis keys and channels (BullMQ names its own under the same prefix).
+ * One prefix per deployment, or per test file, keeps deployments apart on one Redis.
+ */
+export class Keys {
+  constructor(readonly prefix: string) {}
+
+  /** Pub/sub channel of one API process: workers publish the answers it waits for here. */
+  reply(instanceId: string): string {
+    return `${this.prefix}:reply:${instanceId}`;
+  }
+
+  /** Broadcast channel telling every worker to stop work on a job. */
+  get cancelChannel(): string {
+    return `${this.prefix}:cancel`;
+  }
+
+  /** Marks an async job cancelled; read by the worker that picks it up and by status polls. */
+  cancelled(jobId: string): string {
+    return `${this.prefix}:cancelled:${jobId}`;
+  }
+
+  /** Which queue an async job id lives in, so a poll need not know model and version. */
+  jobQueue(jobId: string): string {
+    return `${this.prefix}:job-queue:${jobId}`;
+  }
+
+  /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
+  get workers(): string {
+    return `${this.prefix}:workers`;
+  }
+}

@@ -1,0 +1,73 @@
+import { FerryError } from "@ferry/protocol";
+import type { Queue } from "bullmq";
+
+interface Sample {
+  waitingJobs: number;
+  at: number;
+  refreshing: Promise<void> | undefined;
+}
+
+/** How stale a sample of a queue's length may be before it is refreshed, in ms. */
+const STALE_MS = 100;
+
+/**
+ * Admission control for one API process: a queue's depth is its waiting jobs (sampled from
+ * Redis, at most STALE_MS old) plus this process's rows not yet answered. Near the limit the
+ * sample is refreshed before deciding, so bursts cannot overshoot by much.
+ */
+export class QueueDepth {
+  private readonly samples = new Map<string, Sample>();
+  private readonly outstanding = new Map<string, number>();
+
+  constructor(private readonly queue: (name: string) => Queue) {}
+
+  async admit(name: string, limit: number): Promise<void> {
+    const sample = this.sample(name);
+    const stale = Date.now() - sample.at > STALE_MS;
+    if (stale) {
+      const refresh = this.refresh(name, sample);
+      if (this.depth(name, sample) >= limit * 0.8) await refresh;
+    }
+    const depth = this.depth(name, sample);
+    if (depth >= limit) {
+      throw new FerryError("QUEUE_FULL", `Queue for ${name} is full (${depth} waiting, limit ${limit})`, {
+        retryAfterS: 1,
+      });
+    }
+  }
+
+  enter(name: string): void {
+    this.outstanding.set(name, (this.outstanding.get(name) ?? 0) + 1);
+  }
+
+  leave(name: string): void {
+    this.outstanding.set(name, (this.outstanding.get(name) ?? 1) - 1);
+  }
+
+  private depth(name: string, sample: Sample): number {
+    return sample.waitingJobs + (this.outstanding.get(name) ?? 0);
+  }
+
+  private sample(name: string): Sample {
+    let sample = this.samples.get(name);
+    if (!sample) {
+      sample = { waitingJobs: 0, at: 0, refreshing: undefined };
+      this.samples.set(name, sample);
+    }
+    return sample;
+  }
+
+  private refresh(name: string, sample: Sample): Promise<void> {
+    sample.refreshing ??= this.queue(name)
+      .getJobCounts("wait", "prioritized")
+      .then((counts) => {
+        sample.waitingJobs = (counts.wait ?? 0) + (counts.prioritized ?? 0);
+        sample.at = Date.now();
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        sample.refreshing = undefined;
+      });
+    return sample.refreshing;
+  }
+}

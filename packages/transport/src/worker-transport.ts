@@ -1,0 +1,158 @@
+import { hostname } from "node:os";
+import {
+  type CancelMessage,
+  type InferJob,
+  type InferReply,
+  type InferRow,
+  type RowResult,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import { type Job, UnrecoverableError, Worker } from "bullmq";
+import type { Redis } from "ioredis";
+import { createRedis } from "./connection.js";
+import { formatFailure } from "./job-records.js";
+import { Keys } from "./keys.js";
+import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
+
+export interface WorkerTransportOptions {
+  redisUrl: string;
+  /** @defaultValue "ferry" */
+  prefix?: string;
+  /** @defaultValue `${hostname()}-${pid}` */
+  workerId?: string;
+}
+
+export interface ConsumeOptions {
+  /** Jobs one queue runs at once; enough to fill every instance's batch. */
+  concurrency: number;
+  /**
+   * How long a job's lock lives without renewal, in ms. A worker that dies loses its jobs to
+   * another after about this long. @defaultValue 10_000
+   */
+  lockDurationMs?: number;
+  /** How often workers look for jobs whose lock lapsed, in ms. @defaultValue 5_000 */
+  stalledIntervalMs?: number;
+}
+
+export interface RowContext {
+  jobId: string;
+  /** Aborted when a cancel for this job is broadcast. */
+  signal: AbortSignal;
+}
+
+export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
+
+/**
+ * The worker's side of the transport: consumes model-version queues from BullMQ, hands each
+ * row to a handler, and publishes the answers to the API process that waits for them.
+ */
+export class WorkerTransport {
+  readonly keys: Keys;
+  readonly workerId: string;
+  private readonly redis: Redis;
+  private readonly subscriber: Redis;
+  private readonly registry: WorkerRegistry;
+  private readonly workers = new Map<string, Worker>();
+  private readonly running = new Map<string, AbortController>();
+  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly startedAt = Date.now();
+
+  constructor(private readonly options: WorkerTransportOptions) {
+    this.keys = new Keys(options.prefix ?? "ferry");
+    this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
+    this.redis = createRedis(options.redisUrl);
+    this.subscriber = createRedis(options.redisUrl);
+    this.redis.on("error", () => {});
+    this.subscriber.on("error", () => {});
+    this.registry = new WorkerRegistry(this.redis, this.keys);
+    this.subscriber.on("message", (channel: string, message: string) => {
+      if (channel === this.keys.cancelChannel) this.onCancel(message);
+    });
+    void this.subscriber.subscribe(this.keys.cancelChannel).catch(() => undefined);
+  }
+
+  /** Starts consuming `queue`; every row goes through `handler`. */
+  consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
+    const worker = new Worker<InferJob, InferReply>(queue, (job) => this.process(job, handler), {
+      connection: this.redis,
+      prefix: this.keys.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockDurationMs ?? 10_000,
+      stalledInterval: options.stalledIntervalMs ?? 5_000,
+      maxStalledCount: 3,
+    });
+    worker.on("error", () => {});
+    this.workers.set(queue, worker);
+  }
+
+  /** Stops taking jobs from `queue` once the running ones finish. */
+  async stopConsuming(queue: string): Promise<void> {
+    const worker = this.workers.get(queue);
+    this.workers.delete(queue);
+    await worker?.close();
+  }
+
+  /** Advertises this worker and its queues until `close`, so the API knows who is alive. */
+  startHeartbeat(): void {
+    const beat = () =>
+      void this.registry
+        .beat({ id: this.workerId, queues: [...this.workers.keys()], started_at: this.startedAt })
+        .catch(() => undefined);
+    beat();
+    this.heartbeat = setInterval(beat, HEARTBEAT_INTERVAL_MS);
+    this.heartbeat.unref();
+  }
+
+  /** Drains: no new jobs are taken, running ones finish and their answers go out. */
+  async close(): Promise<void> {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    await Promise.allSettled([...this.workers.values()].map((w) => w.close()));
+    await this.registry.remove(this.workerId).catch(() => undefined);
+    this.subscriber.disconnect();
+    await this.redis.quit().catch(() => undefined);
+  }
+
+  private async process(job: Job<InferJob, InferReply>, handler: RowHandler): Promise<InferReply> {
+    const data = job.data;
+    const id = job.id ?? "";
+    if (data.v !== WIRE_VERSION || data.kind !== "infer") {
+      throw new UnrecoverableError(`INVALID_INPUT: unsupported message (v=${String(data.v)})`);
+    }
+    const isAsync = data.reply_to === undefined;
+    // A sync group's rows are answered through reply_to; only async jobs can be cancelled.
+    if (isAsync && (await this.redis.exists(this.keys.cancelled(id))) === 1) {
+      throw new UnrecoverableError("CANCELLED: job was cancelled");
+    }
+    const controller = new AbortController();
+    this.running.set(id, controller);
+    try {
+      const ctx: RowContext = { jobId: id, signal: controller.signal };
+      const results = await Promise.all(data.rows.map((row) => handler(row, data, ctx)));
+      const reply: InferReply = {
+        v: WIRE_VERSION,
+        job: id,
+        model: data.model,
+        version: data.version,
+        worker: this.workerId,
+        results,
+      };
+      if (data.reply_to) await this.redis.publish(data.reply_to, JSON.stringify(reply));
+      if (isAsync && controller.signal.aborted) throw new UnrecoverableError("CANCELLED: job was cancelled");
+      // A bad input or a model error fails this job only, and retrying would fail it again.
+      const failed = isAsync ? results.find((r) => !r.ok) : undefined;
+      if (failed && !failed.ok) throw new UnrecoverableError(formatFailure(failed.error));
+      return reply;
+    } finally {
+      this.running.delete(id);
+    }
+  }
+
+  private onCancel(message: string): void {
+    try {
+      const msg = JSON.parse(message) as CancelMessage;
+      if (msg.v === WIRE_VERSION) this.running.get(msg.job)?.abort();
+    } catch {
+      // not ours
+    }
+  }
+}
