@@ -22,9 +22,25 @@ export const predictResponseSchema = z
   })
   .openapi("PredictResponse");
 
-/** KServe v2 data may be flat or nested to any depth. */
-type NestedNumbers = number | NestedNumbers[];
-const nestedNumbers: z.ZodType<NestedNumbers[]> = z.lazy(() => z.array(z.union([finite, nestedNumbers])));
+/** KServe v2 data may be flat or nested to any depth; every leaf must be a finite number. */
+const nestedNumbers = z
+  .array(z.unknown())
+  .superRefine((data, ctx) => {
+    const bad = firstBadLeaf(data);
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `data holds ${bad}, not a finite number` });
+  })
+  .openapi({ description: "Tensor values, flat or nested row-major", example: [0, 1, 2] });
+
+function firstBadLeaf(value: unknown): string | undefined {
+  if (Array.isArray(value)) {
+    for (const v of value) {
+      const bad = firstBadLeaf(v);
+      if (bad !== undefined) return bad;
+    }
+    return undefined;
+  }
+  return typeof value === "number" && Number.isFinite(value) ? undefined : JSON.stringify(value);
+}
 
 export const v2InputSchema = z.object({
   name: z.string(),

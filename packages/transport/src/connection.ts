@@ -40,3 +40,20 @@ export async function pingRedis(url: string, timeoutMs = 1_000): Promise<boolean
     redis.disconnect();
   }
 }
+
+/** Deletes every key under `prefix:` (a test's or a torn-down deployment's); returns the count. */
+export async function deletePrefix(url: string, prefix: string): Promise<number> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  let deleted = 0;
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
+      cursor = next;
+      if (keys.length > 0) deleted += await redis.unlink(...keys);
+    } while (cursor !== "0");
+  } finally {
+    redis.disconnect();
+  }
+  return deleted;
+}

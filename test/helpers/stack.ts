@@ -1,0 +1,125 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { deletePrefix } from "@ferry/transport";
+import { freePort } from "../../scripts/free-port.js";
+
+export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+
+export interface Proc {
+  child: ChildProcess;
+  output: string[];
+  exited: Promise<number | null>;
+}
+
+export interface StackOptions {
+  /** Workers to start at once. @defaultValue 1 */
+  workers?: number;
+  /** Extra environment for every process. */
+  env?: Record<string, string>;
+  /** Extra environment for the API only. */
+  apiEnv?: Record<string, string>;
+  /** Extra environment for workers only. */
+  workerEnv?: Record<string, string>;
+  /** Models a worker must serve before the stack counts as up. @defaultValue ["digits", "mnist"] */
+  readyModels?: string[];
+}
+
+/**
+ * The real API and workers as child processes on free ports, under a key prefix of their own
+ * so that test files can share one Redis side by side.
+ */
+export class Stack {
+  readonly prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
+  readonly workers: Proc[] = [];
+  api!: Proc;
+  baseUrl = "";
+
+  constructor(private readonly options: StackOptions = {}) {}
+
+  private env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+    return {
+      ...process.env,
+      REDIS_URL,
+      FERRY_PREFIX: this.prefix,
+      LOG_LEVEL: "warn",
+      ...this.options.env,
+      ...extra,
+    };
+  }
+
+  async start(): Promise<this> {
+    await this.startApi();
+    for (let i = 0; i < (this.options.workers ?? 1); i++) await this.startWorker();
+    return this;
+  }
+
+  async startApi(extra: Record<string, string> = {}): Promise<Proc> {
+    const port = await freePort();
+    this.baseUrl = `http://127.0.0.1:${port}`;
+    this.api = launch("apps/api/src/main.ts", this.env({ PORT: String(port), ...this.options.apiEnv, ...extra }));
+    await waitFor(async () => (await fetch(`${this.baseUrl}/v2/health/ready`)).status === 200, 30_000, this.api);
+    return this.api;
+  }
+
+  /** Starts a worker and waits until the API sees it serving the ready models. */
+  async startWorker(extra: Record<string, string> = {}): Promise<Proc> {
+    const before = await this.workerCount();
+    const proc = launch("apps/worker/src/main.ts", this.env({ ...this.options.workerEnv, ...extra }));
+    this.workers.push(proc);
+    await waitFor(async () => (await this.workerCount()) > before, 60_000, proc);
+    return proc;
+  }
+
+  /** Live workers serving every model in readyModels, as /health reports them. */
+  async workerCount(): Promise<number> {
+    const res = await fetch(`${this.baseUrl}/health`);
+    const body = (await res.json()) as { models: Record<string, { workers: number }> };
+    const models = this.options.readyModels ?? ["digits", "mnist"];
+    return Math.min(...models.map((m) => body.models[m]?.workers ?? 0));
+  }
+
+  url(path: string): string {
+    return `${this.baseUrl}${path}`;
+  }
+
+  async post(path: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+    return fetch(this.url(path), {
+      method: "POST",
+      headers: { "content-type": "application/json", ...headers },
+      body: JSON.stringify(body),
+    });
+  }
+
+  async stop(): Promise<void> {
+    const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
+    for (const p of all) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+    await Promise.all(all.map((p) => p.exited));
+    await deletePrefix(REDIS_URL, this.prefix);
+  }
+}
+
+export function launch(entry: string, env: NodeJS.ProcessEnv): Proc {
+  const child = spawn(process.execPath, ["--import", "tsx", entry], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const output: string[] = [];
+  child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+  child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+  return { child, output, exited };
+}
+
+/** Polls `check` until it holds; fails with the process's output when the process dies first. */
+export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    if (proc && proc.child.exitCode !== null) {
+      throw new Error(`process exited with ${proc.child.exitCode}:\n${proc.output.join("")}`);
+    }
+    try {
+      if (await check()) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms${proc ? `:\n${proc.output.join("")}` : ""}`);
+}
