@@ -70,6 +70,13 @@ export class Stack {
     return proc;
   }
 
+  /** Starts a worker without waiting on the API (for when the API is draining). */
+  startWorkerWithoutApi(extra: Record<string, string> = {}): Proc {
+    const proc = launch("apps/worker/src/main.ts", this.env({ ...this.options.workerEnv, ...extra }));
+    this.workers.push(proc);
+    return proc;
+  }
+
   /** Live workers serving every model in readyModels, as /health reports them. */
   async workerCount(): Promise<number> {
     const res = await fetch(`${this.baseUrl}/health`);
