@@ -18,19 +18,34 @@ export interface LocalRedis {
 export async function ensureRedis(url: string): Promise<LocalRedis> {
   if (await pingRedis(url)) return { url, stop: () => {} };
   if (spawnSync("redis-server", ["--version"]).status !== 0) {
-    console.error(`ferry: no Redis answers at ${url} and redis-server is not on PATH; start Redis or set REDIS_URL.`);
+    console.error(
+      `ferry: no Redis answers at ${url} and redis-server is not on PATH; start Redis or set REDIS_URL.`,
+    );
     process.exit(1);
   }
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "ferry-redis-"));
   const child: ChildProcess = spawn(
     "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir],
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+    ],
     { stdio: "ignore" },
   );
   const privateUrl = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await pingRedis(privateUrl, 200)); i++) await sleep(50);
-  console.log(`ferry: no Redis at ${url}; started a private redis-server at ${privateUrl} (stopped on exit)`);
+  console.log(
+    `ferry: no Redis at ${url}; started a private redis-server at ${privateUrl} (stopped on exit)`,
+  );
   let stopped = false;
   const stop = () => {
     if (stopped) return;

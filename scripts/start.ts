@@ -12,7 +12,7 @@ if (only !== undefined && only !== "api" && only !== "worker") {
 const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
 const env = { ...process.env, REDIS_URL: redis.url };
 const entries = { api: "apps/api/src/main.ts", worker: "apps/worker/src/main.ts" };
-const names = only ? [only] : (["worker", "api"] as const);
+const names: Array<keyof typeof entries> = only ? [only] : ["worker", "api"];
 const children: ChildProcess[] = names.map((name) =>
   spawn(process.execPath, ["--import", "tsx", entries[name]], { stdio: "inherit", env }),
 );

@@ -8,7 +8,11 @@ if (!command) {
   process.exit(2);
 }
 const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
-const child = spawn(command, args, { stdio: "inherit", env: { ...process.env, REDIS_URL: redis.url }, shell: false });
+const child = spawn(command, args, {
+  stdio: "inherit",
+  env: { ...process.env, REDIS_URL: redis.url },
+  shell: false,
+});
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal));
 child.on("exit", (code, signal) => {
   redis.stop();

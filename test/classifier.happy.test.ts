@@ -30,32 +30,59 @@ describe("classifier path, end to end", () => {
       const reference = await referenceLogits("digits", version, digitRows.slice(0, 4));
       const res = await stack.post(`/v2/models/digits/versions/${version}/infer`, {
         id: `req-${version}`,
-        inputs: [{ name: "input", shape: [4, 64], datatype: "FP32", data: digitRows.slice(0, 4).flat() }],
+        inputs: [
+          { name: "input", shape: [4, 64], datatype: "FP32", data: digitRows.slice(0, 4).flat() },
+        ],
       });
       expect(res.status).toBe(200);
-      const body = (await res.json()) as { model_name: string; model_version: string; id: string; outputs: Array<{ name: string; shape: number[]; data: number[] }> };
-      expect(body).toMatchObject({ model_name: "digits", model_version: version, id: `req-${version}` });
+      const body = (await res.json()) as {
+        model_name: string;
+        model_version: string;
+        id: string;
+        outputs: Array<{ name: string; shape: number[]; data: number[] }>;
+      };
+      expect(body).toMatchObject({
+        model_name: "digits",
+        model_version: version,
+        id: `req-${version}`,
+      });
       expect(body.outputs[0]?.shape).toEqual([4, 10]);
       const got = body.outputs[0]?.data ?? [];
-      reference.flat().forEach((x, k) => expect(got[k]).toBeCloseTo(x, 4));
+      for (const [k, x] of reference.flat().entries()) expect(got[k]).toBeCloseTo(x, 4);
     }
   });
 
   it("accepts nested v2 data and honours the outputs filter", async () => {
     const res = await stack.post("/v2/models/mnist/infer", {
-      inputs: [{ name: "input", shape: [2, 784], datatype: "FP32", data: samples.mnist.inputs.slice(0, 2) }],
+      inputs: [
+        {
+          name: "input",
+          shape: [2, 784],
+          datatype: "FP32",
+          data: samples.mnist.inputs.slice(0, 2),
+        },
+      ],
       outputs: [{ name: "logits" }],
     });
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { id: string; outputs: Array<{ name: string; data: number[] }> };
+    const body = (await res.json()) as {
+      id: string;
+      outputs: Array<{ name: string; data: number[] }>;
+    };
     expect(body.outputs.map((o) => o.name)).toEqual(["logits"]);
     const data = body.outputs[0]?.data ?? [];
-    expect([argmax(data.slice(0, 10)), argmax(data.slice(10, 20))]).toEqual(samples.mnist.labels.slice(0, 2));
+    expect([argmax(data.slice(0, 10)), argmax(data.slice(10, 20))]).toEqual(
+      samples.mnist.labels.slice(0, 2),
+    );
     expect(body.id).toBe(res.headers.get("x-request-id"));
   });
 
   it("echoes the caller's X-Request-Id", async () => {
-    const res = await stack.post("/v1/models/digits/predict", { features: digitRows[0] }, { "X-Request-Id": "trace-abc-123" });
+    const res = await stack.post(
+      "/v1/models/digits/predict",
+      { features: digitRows[0] },
+      { "X-Request-Id": "trace-abc-123" },
+    );
     expect(res.headers.get("x-request-id")).toBe("trace-abc-123");
   });
 
@@ -64,7 +91,9 @@ describe("classifier path, end to end", () => {
     const reference = await referenceLogits("digits", "2", samples.digits.inputs);
     const answers = await Promise.all(
       rows.map(async (k) => {
-        const res = await stack.post("/v1/models/digits/predict", { features: samples.digits.inputs[k] });
+        const res = await stack.post("/v1/models/digits/predict", {
+          features: samples.digits.inputs[k],
+        });
         return { k, status: res.status, body: (await res.json()) as { prediction: number } };
       }),
     );
@@ -79,11 +108,16 @@ describe("classifier path, end to end", () => {
     expect(sum / count).toBeGreaterThan(1);
     expect(metrics).toContain("ferry_queue_time_seconds_bucket");
     expect(metrics).toContain("ferry_compute_time_seconds_bucket");
-    expect(metrics).toMatch(/ferry_http_requests_total\{route="\/v1\/models\/:name\/predict",method="POST",status="200"\} \d+/);
+    expect(metrics).toMatch(
+      /ferry_http_requests_total\{route="\/v1\/models\/:name\/predict",method="POST",status="200"\} \d+/,
+    );
   });
 
   it("reports health, readiness and model metadata", async () => {
-    const health = (await (await fetch(stack.url("/health"))).json()) as { redis: string; models: Record<string, { ready: boolean; workers: number }> };
+    const health = (await (await fetch(stack.url("/health"))).json()) as {
+      redis: string;
+      models: Record<string, { ready: boolean; workers: number }>;
+    };
     expect(health.redis).toBe("up");
     expect(health.models.digits).toEqual({ ready: true, workers: 1 });
     expect((await fetch(stack.url("/v2/health/live"))).status).toBe(200);
@@ -99,7 +133,9 @@ describe("classifier path, end to end", () => {
   });
 
   it("publishes an OpenAPI document with every classifier route", async () => {
-    const doc = (await (await fetch(stack.url("/openapi.json"))).json()) as { paths: Record<string, unknown> };
+    const doc = (await (await fetch(stack.url("/openapi.json"))).json()) as {
+      paths: Record<string, unknown>;
+    };
     for (const path of [
       "/health",
       "/v2/health/live",

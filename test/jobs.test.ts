@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "./helpers/model-repo.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -7,7 +6,7 @@ import { Stack, waitFor } from "./helpers/stack.js";
 // No worker at first: jobs stay queued, so queue limits, deadlines and cancels are exact.
 const MAX_QUEUE = 5;
 const repo = tempRepository({ digits: { max_queue_size: MAX_QUEUE } });
-const stack = new Stack({ workers: 0, env: { MODEL_REPOSITORY: repo }, readyModels: ["digits"] });
+const stack = new Stack({ workers: 0, env: { MODEL_REPOSITORY: repo } });
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
@@ -23,7 +22,8 @@ interface JobView {
 }
 
 const features = samples.digits.inputs[0] ?? [];
-const getJob = async (id: string) => (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as JobView;
+const getJob = async (id: string) =>
+  (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as JobView;
 const submit = (body: Record<string, unknown>) => stack.post("/v1/jobs", body);
 const ids: Record<string, string> = {};
 let workerMetricsUrl = "";
@@ -32,12 +32,26 @@ describe("async jobs, deadlines and backpressure", () => {
   it("accepts a job with 202, its urls, and reports it queued", async () => {
     const res = await submit({ model: "digits", input: { features }, priority: 7 });
     expect(res.status).toBe(202);
-    const body = (await res.json()) as { id: string; status: string; urls: { self: string; events: string } };
+    const body = (await res.json()) as {
+      id: string;
+      status: string;
+      urls: { self: string; events: string };
+    };
     expect(body.status).toBe("queued");
-    expect(body.urls).toEqual({ self: `/v1/jobs/${body.id}`, events: `/v1/jobs/${body.id}/events` });
+    expect(body.urls).toEqual({
+      self: `/v1/jobs/${body.id}`,
+      events: `/v1/jobs/${body.id}/events`,
+    });
     ids.predict = body.id;
     const view = await getJob(body.id);
-    expect(view).toMatchObject({ id: body.id, model: "digits", status: "queued", started_at: null, result: null, error: null });
+    expect(view).toMatchObject({
+      id: body.id,
+      model: "digits",
+      status: "queued",
+      started_at: null,
+      result: null,
+      error: null,
+    });
   });
 
   it("a sync request whose deadline passes while queued gets 504", async () => {
@@ -60,7 +74,17 @@ describe("async jobs, deadlines and backpressure", () => {
     const v2 = await submit({
       model: "digits",
       version: "1",
-      input: { id: "v2-job", inputs: [{ name: "input", shape: [2, 64], datatype: "FP32", data: samples.digits.inputs.slice(0, 2).flat() }] },
+      input: {
+        id: "v2-job",
+        inputs: [
+          {
+            name: "input",
+            shape: [2, 64],
+            datatype: "FP32",
+            data: samples.digits.inputs.slice(0, 2).flat(),
+          },
+        ],
+      },
     });
     ids.v2 = ((await v2.json()) as { id: string }).id;
     const late = await submit({ model: "digits", input: { features }, timeout_ms: 200 });
@@ -88,22 +112,27 @@ describe("async jobs, deadlines and backpressure", () => {
   });
 
   it("once a worker comes: jobs succeed, the expired ones are never computed, the cancelled one never runs", async () => {
-    const port = await freePort();
-    workerMetricsUrl = `http://127.0.0.1:${port}/metrics`;
-    await stack.startWorker({ WORKER_PORT: String(port) });
+    const worker = await stack.startWorker();
+    workerMetricsUrl = worker.metricsUrl ?? "";
     await waitFor(async () => (await getJob(ids.predict ?? "")).status === "succeeded", 15_000);
     await waitFor(async () => (await getJob(ids.v2 ?? "")).status === "succeeded", 15_000);
     await waitFor(async () => (await getJob(ids.expired ?? "")).status === "expired", 15_000);
 
     const predict = await getJob(ids.predict ?? "");
     const [reference] = await referenceLogits("digits", "2", [features]);
-    expect(predict.result).toMatchObject({ prediction: argmax(reference ?? []), model_version: "2", source: "model" });
+    expect(predict.result).toMatchObject({
+      prediction: argmax(reference ?? []),
+      model_version: "2",
+      source: "model",
+    });
     expect(predict.started_at).toBeGreaterThanOrEqual(predict.created_at);
     expect(predict.finished_at).toBeGreaterThanOrEqual(predict.started_at ?? 0);
 
     const v2 = await getJob(ids.v2 ?? "");
     expect(v2.result).toMatchObject({ model_name: "digits", model_version: "1", id: "v2-job" });
-    expect((v2.result?.outputs as Array<{ shape: number[] }>)[0]?.shape).toEqual([2, 10]);
+    expect((v2.result?.outputs as Array<{ shape: number[] }> | undefined)?.[0]?.shape).toEqual([
+      2, 10,
+    ]);
 
     const expired = await getJob(ids.expired ?? "");
     expect(expired.error?.code).toBe("DEADLINE_EXCEEDED");
@@ -111,9 +140,13 @@ describe("async jobs, deadlines and backpressure", () => {
 
     const metrics = await (await fetch(workerMetricsUrl)).text();
     // the expired job and the expired sync row were dropped before compute
-    expect(metrics).toMatch(/ferry_worker_rows_total\{model="digits",version="2",outcome="deadline_exceeded"\} 2/);
+    expect(metrics).toMatch(
+      /ferry_worker_rows_total\{model="digits",version="2",outcome="deadline_exceeded"\} 2/,
+    );
     // rows computed on v2: the predict job and the fillers; never the cancelled job
-    const ok = /ferry_worker_rows_total\{model="digits",version="2",outcome="ok"\} (\d+)/.exec(metrics);
+    const ok = /ferry_worker_rows_total\{model="digits",version="2",outcome="ok"\} (\d+)/.exec(
+      metrics,
+    );
     expect(Number(ok?.[1])).toBe(1 + (MAX_QUEUE - 3));
   });
 

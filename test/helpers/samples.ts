@@ -10,13 +10,19 @@ interface Samples {
 export const samples = JSON.parse(readFileSync("models/samples.json", "utf8")) as Samples;
 
 /** Logits from ONNX Runtime in this process, without Ferry: the reference answers. */
-export async function referenceLogits(model: string, version: string, rows: number[][]): Promise<number[][]> {
+export async function referenceLogits(
+  model: string,
+  version: string,
+  rows: number[][],
+): Promise<number[][]> {
   const session = await InProcessSession.load(`models/${model}/${version}/model.onnx`, {
     executionProvider: "cpu",
     intraOpThreads: 1,
   });
   const width = rows[0]?.length ?? 0;
-  const out = await session.run({ input: { data: Float32Array.from(rows.flat()), dims: [rows.length, width] } });
+  const out = await session.run({
+    input: { data: Float32Array.from(rows.flat()), dims: [rows.length, width] },
+  });
   await session.release();
   const logits = Array.from(out.logits?.data as Float32Array);
   return rows.map((_, r) => logits.slice(r * 10, (r + 1) * 10));

@@ -9,6 +9,8 @@ export interface Proc {
   child: ChildProcess;
   output: string[];
   exited: Promise<number | null>;
+  /** A worker's own /metrics, when it was started with a health port. */
+  metricsUrl?: string;
 }
 
 export interface StackOptions {
@@ -20,8 +22,6 @@ export interface StackOptions {
   apiEnv?: Record<string, string>;
   /** Extra environment for workers only. */
   workerEnv?: Record<string, string>;
-  /** Models a worker must serve before the stack counts as up. @defaultValue ["digits", "mnist"] */
-  readyModels?: string[];
 }
 
 /**
@@ -41,7 +41,7 @@ export class Stack {
       ...process.env,
       REDIS_URL,
       FERRY_PREFIX: this.prefix,
-      LOG_LEVEL: "warn",
+      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
       ...this.options.env,
       ...extra,
     };
@@ -56,33 +56,39 @@ export class Stack {
   async startApi(extra: Record<string, string> = {}): Promise<Proc> {
     const port = await freePort();
     this.baseUrl = `http://127.0.0.1:${port}`;
-    this.api = launch("apps/api/src/main.ts", this.env({ PORT: String(port), ...this.options.apiEnv, ...extra }));
-    await waitFor(async () => (await fetch(`${this.baseUrl}/v2/health/ready`)).status === 200, 30_000, this.api);
+    this.api = launch(
+      "apps/api/src/main.ts",
+      this.env({ PORT: String(port), ...this.options.apiEnv, ...extra }),
+    );
+    await waitFor(
+      async () => (await fetch(`${this.baseUrl}/v2/health/ready`)).status === 200,
+      30_000,
+      this.api,
+    );
     return this.api;
   }
 
-  /** Starts a worker and waits until the API sees it serving the ready models. */
+  /** Starts a worker and waits until its own readiness probe says it consumes its queues. */
   async startWorker(extra: Record<string, string> = {}): Promise<Proc> {
-    const before = await this.workerCount();
-    const proc = launch("apps/worker/src/main.ts", this.env({ ...this.options.workerEnv, ...extra }));
-    this.workers.push(proc);
-    await waitFor(async () => (await this.workerCount()) > before, 60_000, proc);
+    const port = extra.WORKER_PORT ?? String(await freePort());
+    const proc = this.launchWorker({ ...extra, WORKER_PORT: port });
+    proc.metricsUrl = `http://127.0.0.1:${port}/metrics`;
+    await waitFor(
+      async () => (await fetch(`http://127.0.0.1:${port}/health/ready`)).status === 200,
+      60_000,
+      proc,
+    );
     return proc;
   }
 
-  /** Starts a worker without waiting on the API (for when the API is draining). */
-  startWorkerWithoutApi(extra: Record<string, string> = {}): Proc {
-    const proc = launch("apps/worker/src/main.ts", this.env({ ...this.options.workerEnv, ...extra }));
+  /** Starts a worker without waiting for it (for when the API is draining, say). */
+  launchWorker(extra: Record<string, string> = {}): Proc {
+    const proc = launch(
+      "apps/worker/src/main.ts",
+      this.env({ ...this.options.workerEnv, ...extra }),
+    );
     this.workers.push(proc);
     return proc;
-  }
-
-  /** Live workers serving every model in readyModels, as /health reports them. */
-  async workerCount(): Promise<number> {
-    const res = await fetch(`${this.baseUrl}/health`);
-    const body = (await res.json()) as { models: Record<string, { workers: number }> };
-    const models = this.options.readyModels ?? ["digits", "mnist"];
-    return Math.min(...models.map((m) => body.models[m]?.workers ?? 0));
   }
 
   url(path: string): string {
@@ -106,7 +112,10 @@ export class Stack {
 }
 
 export function launch(entry: string, env: NodeJS.ProcessEnv): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", entry], { env, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+    env,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   const output: string[] = [];
   child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
   child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
@@ -115,7 +124,11 @@ export function launch(entry: string, env: NodeJS.ProcessEnv): Proc {
 }
 
 /** Polls `check` until it holds; fails with the process's output when the process dies first. */
-export async function waitFor(check: () => Promise<boolean>, timeoutMs: number, proc?: Proc): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  proc?: Proc,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (proc && proc.child.exitCode !== null) {

@@ -36,7 +36,10 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     bodyLimit({
       maxSize: services.env.MAX_BODY_BYTES,
       onError: () => {
-        throw new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`);
+        throw new FerryError(
+          "PAYLOAD_TOO_LARGE",
+          `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
+        );
       },
     }),
   );
@@ -52,10 +55,13 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },
   });
 
-  app.notFound((c) => errorResponse(c, new FerryError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)));
+  app.notFound((c) =>
+    errorResponse(c, new FerryError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)),
+  );
   app.onError((err, c) => {
     const error = toFerryError(err);
-    if (error.code === "INTERNAL") services.log.error({ err, requestId: c.get("requestId") }, "unhandled error");
+    if (error.code === "INTERNAL")
+      services.log.error({ err, requestId: c.get("requestId") }, "unhandled error");
     return errorResponse(c, error);
   });
   return app;

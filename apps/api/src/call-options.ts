@@ -6,7 +6,10 @@ import type { CallOptions } from "./inference-service.js";
  * Priority and deadline of a request: the body's fields win over the X-Priority and
  * X-Timeout-Ms headers.
  */
-export function callOptions(c: Context, body: { priority?: number | undefined; timeout_ms?: number | undefined }): CallOptions {
+export function callOptions(
+  c: Context,
+  body: { priority?: number | undefined; timeout_ms?: number | undefined },
+): CallOptions {
   return {
     requestId: c.get("requestId") as string,
     priority: body.priority ?? intHeader(c, "X-Priority", 1, 10),

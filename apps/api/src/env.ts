@@ -13,7 +13,11 @@ const envSchema = z.object({
   ADMIN_TOKEN: z.string().optional(),
   LOG_LEVEL: z.string().default("info"),
   /** Largest request body, in bytes. */
-  MAX_BODY_BYTES: z.coerce.number().int().positive().default(8 * 1024 * 1024),
+  MAX_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
   /** How long a draining API waits for open requests before it exits, in ms. */
   DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });

@@ -47,7 +47,13 @@ export function toFerryError(err: unknown): FerryError {
   if (err instanceof FerryError) return err;
   if (err instanceof HTTPException) {
     const code: ErrorCode =
-      err.status === 413 ? "PAYLOAD_TOO_LARGE" : err.status === 401 ? "UNAUTHORIZED" : err.status < 500 ? "INVALID_INPUT" : "INTERNAL";
+      err.status === 413
+        ? "PAYLOAD_TOO_LARGE"
+        : err.status === 401
+          ? "UNAUTHORIZED"
+          : err.status < 500
+            ? "INVALID_INPUT"
+            : "INTERNAL";
     return new FerryError(code, err.message || "bad request");
   }
   return new FerryError("INTERNAL", "internal error", { cause: err });
@@ -61,5 +67,8 @@ export function errorResponse(c: Context, err: FerryError): Response {
   const status = httpStatus(err.code);
   if (err.retryAfterS !== undefined) c.header("Retry-After", String(err.retryAfterS));
   if (c.req.path.startsWith("/v2/")) return c.json({ error: err.message }, status);
-  return c.json({ error: { message: err.message, type: openAiType[err.code], code: err.code.toLowerCase() } }, status);
+  return c.json(
+    { error: { message: err.message, type: openAiType[err.code], code: err.code.toLowerCase() } },
+    status,
+  );
 }

@@ -1,5 +1,11 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
-import { DEFAULT_PRIORITY, FerryError, type OutputTensor, type RowInputs, type RowResult } from "@ferry/protocol";
+import {
+  DEFAULT_PRIORITY,
+  FerryError,
+  type OutputTensor,
+  type RowInputs,
+  type RowResult,
+} from "@ferry/protocol";
 import type { InferenceClient, InferRequest } from "@ferry/transport";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
@@ -43,32 +49,61 @@ export class InferenceService {
     const { entry, version: v } = this.resolveClassifier(model, version);
     const spec = entry.config.inputs[0];
     if (!spec || entry.config.inputs.length !== 1) {
-      throw new FerryError("INVALID_INPUT", `Model '${model}' takes several inputs; use /v2/models/${model}/infer`);
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${model}' takes several inputs; use /v2/models/${model}/infer`,
+      );
     }
     const expected = spec.dims.reduce((a, b) => a * b, 1);
     if (body.features.length !== expected) {
-      throw new FerryError("INVALID_INPUT", `Expected ${expected} features, got ${body.features.length}`);
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Expected ${expected} features, got ${body.features.length}`,
+      );
     }
     return { entry, version: v, rows: [{ [spec.name]: body.features }] };
   }
 
-  planV2(model: string, version: string | undefined, body: V2InferRequest): Plan & { outputs: string[] } {
+  planV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+  ): Plan & { outputs: string[] } {
     const { entry, version: v } = this.resolveClassifier(model, version);
     const outputs = requestedOutputs(entry.config, body);
     return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
   }
 
-  async predict(model: string, version: string | undefined, body: PredictBody, opts: CallOptions): Promise<Prediction> {
+  async predict(
+    model: string,
+    version: string | undefined,
+    body: PredictBody,
+    opts: CallOptions,
+  ): Promise<Prediction> {
     const started = performance.now();
     const plan = this.planPredict(model, version, body);
     const [outputs] = await this.run(plan, opts);
-    return { ...toPrediction(plan, outputs ?? {}), latency_ms: round2(performance.now() - started) };
+    return {
+      ...toPrediction(plan, outputs ?? {}),
+      latency_ms: round2(performance.now() - started),
+    };
   }
 
-  async inferV2(model: string, version: string | undefined, body: V2InferRequest, opts: CallOptions): Promise<V2InferResponse> {
+  async inferV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+    opts: CallOptions,
+  ): Promise<V2InferResponse> {
     const plan = this.planV2(model, version, body);
     const rows = await this.run(plan, opts);
-    return encodeV2Response(plan.entry.config, plan.version, body.id ?? opts.requestId, plan.outputs, rows);
+    return encodeV2Response(
+      plan.entry.config,
+      plan.version,
+      body.id ?? opts.requestId,
+      plan.outputs,
+      rows,
+    );
   }
 
   /** Sends every row of a plan and waits for all; the first failing row fails the request. */
@@ -82,7 +117,9 @@ export class InferenceService {
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
     };
-    const results = await Promise.all(plan.rows.map((inputs) => this.client.infer({ ...base, inputs })));
+    const results = await Promise.all(
+      plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
+    );
     return results.map((r) => this.unwrap(config.name, plan.version, r));
   }
 
@@ -104,7 +141,10 @@ export class InferenceService {
   private resolveClassifier(model: string, version: string | undefined) {
     const resolved = this.repository.resolve(model, version);
     if (resolved.entry.config.kind !== "classifier") {
-      throw new FerryError("INVALID_INPUT", `Model '${model}' is a ${resolved.entry.config.kind}; use /v1/completions`);
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${model}' is a ${resolved.entry.config.kind}; use /v1/completions`,
+      );
     }
     return resolved;
   }
@@ -119,7 +159,13 @@ export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>):
   const max = logits[best] ?? 0;
   let sum = 0;
   for (const l of logits) sum += Math.exp(l - max);
-  return { prediction: best, confidence: 1 / sum, latency_ms: 0, model_version: plan.version, source: "model" };
+  return {
+    prediction: best,
+    confidence: 1 / sum,
+    latency_ms: 0,
+    model_version: plan.version,
+    source: "model",
+  };
 }
 
 function round2(x: number): number {

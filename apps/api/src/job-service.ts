@@ -2,14 +2,21 @@ import { DEFAULT_PRIORITY, FerryError } from "@ferry/protocol";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import { type InferenceService, type Plan, toPrediction } from "./inference-service.js";
-import { jobRecordSchema, predictBodySchema, v2InferRequestSchema, type jobBodySchema } from "./schemas.js";
+import {
+  type jobBodySchema,
+  type jobRecordSchema,
+  predictBodySchema,
+  v2InferRequestSchema,
+} from "./schemas.js";
 import { encodeV2Response } from "./v2-codec.js";
 
 type JobBody = z.infer<typeof jobBodySchema>;
 type JobView = z.infer<typeof jobRecordSchema>;
 
 /** The format an async job's result is rendered in, chosen by the shape of its input. */
-type JobFormat = { format: "predict" } | { format: "v2"; outputs: string[]; id: string | undefined };
+type JobFormat =
+  | { format: "predict" }
+  | { format: "v2"; outputs: string[]; id: string | undefined };
 
 /**
  * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
@@ -50,13 +57,20 @@ export class JobService {
 
   private plan(body: JobBody): { plan: Plan; format: JobFormat } {
     const predict = predictBodySchema.safeParse(body.input);
-    if (predict.success) return { plan: this.inference.planPredict(body.model, body.version, predict.data), format: { format: "predict" } };
+    if (predict.success)
+      return {
+        plan: this.inference.planPredict(body.model, body.version, predict.data),
+        format: { format: "predict" },
+      };
     const v2 = v2InferRequestSchema.safeParse(body.input);
     if (v2.success) {
       const plan = this.inference.planV2(body.model, body.version, v2.data);
       return { plan, format: { format: "v2", outputs: plan.outputs, id: v2.data.id } };
     }
-    throw new FerryError("INVALID_INPUT", "input must be a predict body {features} or a v2 infer body {inputs}");
+    throw new FerryError(
+      "INVALID_INPUT",
+      "input must be a predict body {features} or a v2 infer body {inputs}",
+    );
   }
 
   private view(record: JobRecord): JobView {
@@ -76,7 +90,14 @@ export class JobService {
     const rows = (record.result ?? []).map((r) => (r.ok ? r.outputs : {}));
     const plan = this.inference.planFor(record.model, record.version);
     const meta = record.meta as JobFormat;
-    if (meta.format === "v2") return encodeV2Response(plan.entry.config, record.version, meta.id ?? record.id, meta.outputs, rows);
+    if (meta.format === "v2")
+      return encodeV2Response(
+        plan.entry.config,
+        record.version,
+        meta.id ?? record.id,
+        meta.outputs,
+        rows,
+      );
     const latency = (record.finished_at ?? record.created_at) - record.created_at;
     return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
   }

@@ -1,6 +1,6 @@
-import { serve } from "@hono/node-server";
 import { ModelRepository } from "@ferry/model-repository";
 import { InferenceClient } from "@ferry/transport";
+import { serve } from "@hono/node-server";
 import { pino } from "pino";
 import { createApp } from "./app.js";
 import { loadEnv } from "./env.js";
@@ -31,13 +31,19 @@ const services: Services = {
 const inFlight = new InFlight();
 const app = createApp(services, inFlight);
 const server = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, (info) => {
-  log.info({ url: `http://${env.HOST}:${info.port}`, models: repository.list().map((m) => m.config.name) }, "api listening");
+  log.info(
+    { url: `http://${env.HOST}:${info.port}`, models: repository.list().map((m) => m.config.name) },
+    "api listening",
+  );
 });
 
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;
   draining = true;
-  log.info({ signal, open: inFlight.size }, "draining: no new connections, finishing open requests");
+  log.info(
+    { signal, open: inFlight.size },
+    "draining: no new connections, finishing open requests",
+  );
   server.close();
   if ("closeIdleConnections" in server) server.closeIdleConnections();
   await inFlight.settled(env.DRAIN_TIMEOUT_MS);

@@ -1,7 +1,9 @@
 import type { RowTiming } from "@ferry/protocol";
-import { Counter, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
 
-const latencyBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+const latencyBuckets = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
 
 /**
  * The API's Prometheus metrics. Queue time, compute time and batch size come back with every

@@ -4,7 +4,10 @@ const finite = z.number().refine(Number.isFinite, "must be a finite number");
 
 export const predictBodySchema = z
   .object({
-    features: z.array(finite).min(1).openapi({ example: [0, 0, 5, 13, 9, 1, 0, 0] }),
+    features: z
+      .array(finite)
+      .min(1)
+      .openapi({ example: [0, 0, 5, 13, 9, 1, 0, 0] }),
     /** Deadline for this request, in ms; past it the request is never computed (504). */
     timeout_ms: z.number().int().positive().optional(),
     priority: z.number().int().min(1).max(10).optional(),
@@ -27,7 +30,8 @@ const nestedNumbers = z
   .array(z.unknown())
   .superRefine((data, ctx) => {
     const bad = firstBadLeaf(data);
-    if (bad !== undefined) ctx.addIssue({ code: "custom", message: `data holds ${bad}, not a finite number` });
+    if (bad !== undefined)
+      ctx.addIssue({ code: "custom", message: `data holds ${bad}, not a finite number` });
   })
   .openapi({ description: "Tensor values, flat or nested row-major", example: [0, 1, 2] });
 
@@ -54,9 +58,16 @@ export const v2InferRequestSchema = z
   .object({
     id: z.string().optional(),
     inputs: z.array(v2InputSchema).min(1),
-    outputs: z.array(z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()).optional() })).optional(),
+    outputs: z
+      .array(
+        z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()).optional() }),
+      )
+      .optional(),
     parameters: z
-      .object({ timeout_ms: z.number().int().positive().optional(), priority: z.number().int().min(1).max(10).optional() })
+      .object({
+        timeout_ms: z.number().int().positive().optional(),
+        priority: z.number().int().min(1).max(10).optional(),
+      })
       .catchall(z.unknown())
       .optional(),
   })
@@ -82,10 +93,16 @@ export type V2InferResponse = z.infer<typeof v2InferResponseSchema>;
 
 export const v2ErrorSchema = z.object({ error: z.string() }).openapi("KServeError");
 export const openAiErrorSchema = z
-  .object({ error: z.object({ message: z.string(), type: z.string(), code: z.string().nullable() }) })
+  .object({
+    error: z.object({ message: z.string(), type: z.string(), code: z.string().nullable() }),
+  })
   .openapi("Error");
 
-const tensorMetadata = z.object({ name: z.string(), datatype: z.string(), shape: z.array(z.number().int()) });
+const tensorMetadata = z.object({
+  name: z.string(),
+  datatype: z.string(),
+  shape: z.array(z.number().int()),
+});
 export const v2ModelMetadataSchema = z
   .object({
     name: z.string(),

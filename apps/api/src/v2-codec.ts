@@ -23,32 +23,45 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
     const input = body.inputs.find((i) => i.name === spec.name);
     if (!input) throw invalid(`missing input '${spec.name}'`);
     if (input.datatype !== spec.datatype) {
-      throw invalid(`input '${spec.name}' has datatype ${input.datatype}, expected ${spec.datatype}`);
+      throw invalid(
+        `input '${spec.name}' has datatype ${input.datatype}, expected ${spec.datatype}`,
+      );
     }
     const [rows, ...rest] = input.shape;
     const wantShape = `[-1,${spec.dims.join(",")}]`;
     const shapeOk =
-      rows !== undefined && rest.length === spec.dims.length && spec.dims.every((d, k) => d < 0 || d === rest[k]);
-    if (!shapeOk) throw invalid(`input '${spec.name}' has shape [${input.shape.join(",")}], expected ${wantShape}`);
+      rows !== undefined &&
+      rest.length === spec.dims.length &&
+      spec.dims.every((d, k) => d < 0 || d === rest[k]);
+    if (!shapeOk)
+      throw invalid(
+        `input '${spec.name}' has shape [${input.shape.join(",")}], expected ${wantShape}`,
+      );
     if (rows > config.max_batch_size) {
-      throw invalid(`input '${spec.name}' has ${rows} rows, more than max_batch_size ${config.max_batch_size}`);
+      throw invalid(
+        `input '${spec.name}' has ${rows} rows, more than max_batch_size ${config.max_batch_size}`,
+      );
     }
     if (batch !== undefined && rows !== batch) throw invalid("inputs disagree on the batch size");
     batch = rows;
     const values = flatten(input.data);
     const expected = input.shape.reduce((a, b) => a * b, 1);
     if (values.length !== expected) {
-      throw invalid(`input '${spec.name}' has ${values.length} values, shape [${input.shape.join(",")}] needs ${expected}`);
+      throw invalid(
+        `input '${spec.name}' has ${values.length} values, shape [${input.shape.join(",")}] needs ${expected}`,
+      );
     }
     columns.set(spec.name, { values, width: rows === 0 ? 0 : expected / rows });
   }
   for (const input of body.inputs) {
-    if (!config.inputs.some((s) => s.name === input.name)) throw invalid(`unknown input '${input.name}'`);
+    if (!config.inputs.some((s) => s.name === input.name))
+      throw invalid(`unknown input '${input.name}'`);
   }
   if (!batch) throw invalid("batch size must be at least 1");
   return Array.from({ length: batch }, (_, r) => {
     const row: RowInputs = {};
-    for (const [name, { values, width }] of columns) row[name] = values.slice(r * width, (r + 1) * width);
+    for (const [name, { values, width }] of columns)
+      row[name] = values.slice(r * width, (r + 1) * width);
     return row;
   });
 }
@@ -57,7 +70,8 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
 export function requestedOutputs(config: ModelConfig, body: V2InferRequest): string[] {
   const known = config.outputs.map((o) => o.name);
   if (!body.outputs) return known;
-  for (const o of body.outputs) if (!known.includes(o.name)) throw invalid(`unknown output '${o.name}'`);
+  for (const o of body.outputs)
+    if (!known.includes(o.name)) throw invalid(`unknown output '${o.name}'`);
   return body.outputs.map((o) => o.name);
 }
 

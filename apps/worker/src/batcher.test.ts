@@ -25,7 +25,11 @@ const far = 1e12;
 function setup(options: Partial<BatcherOptions> = {}, fail?: (x: number) => boolean) {
   const clock = new FakeClock();
   const rec = recorder(fail);
-  const batcher = new Batcher(rec.execute, { maxBatchSize: 4, preferredBatchSizes: [], maxQueueDelayMs: 10, ...options }, clock);
+  const batcher = new Batcher(
+    rec.execute,
+    { maxBatchSize: 4, preferredBatchSizes: [], maxQueueDelayMs: 10, ...options },
+    clock,
+  );
   return { clock, batcher, ...rec };
 }
 
@@ -34,7 +38,7 @@ describe("Batcher", () => {
     const { batcher, batches, release } = setup();
     const results = [1, 2, 3, 4].map((x) => batcher.submit(x, far));
     expect(batches).toEqual([[1, 2, 3, 4]]);
-    release.forEach((r) => r());
+    for (const r of release) r();
     const outs = await Promise.all(results);
     expect(outs.map((o) => o.output)).toEqual([10, 20, 30, 40]);
     expect(outs.every((o) => o.batchSize === 4)).toBe(true);
@@ -49,7 +53,7 @@ describe("Batcher", () => {
     expect(batches).toEqual([]);
     clock.advance(1); // the oldest has now waited 10 ms; the younger row rides along
     expect(batches).toEqual([[1, 2]]);
-    release.forEach((r) => r());
+    for (const r of release) r();
     const [ra, rb] = await Promise.all([a, b]);
     expect(ra.queueMs).toBe(10);
     expect(rb.queueMs).toBe(4);
@@ -80,14 +84,25 @@ describe("Batcher", () => {
   it("runs `concurrency` batches side by side", () => {
     const { batcher, batches } = setup({ maxBatchSize: 2, maxQueueDelayMs: 10, concurrency: 2 });
     for (const x of [1, 2, 3, 4, 5]) void batcher.submit(x, far);
-    expect(batches).toEqual([[1, 2], [3, 4]]);
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ]);
     expect(batcher.inFlight).toBe(2);
     expect(batcher.pending).toBe(1);
   });
 
   it("isolates a bad row: the batch is retried row by row and only that row fails", async () => {
-    const { batcher, release, batches } = setup({ maxQueueDelayMs: 0, maxBatchSize: 3 }, (x) => x === 2);
-    const results = [1, 2, 3].map((x) => batcher.submit(x, far).then((o) => o.output, (e: FerryError) => e.code));
+    const { batcher, release, batches } = setup(
+      { maxQueueDelayMs: 0, maxBatchSize: 3 },
+      (x) => x === 2,
+    );
+    const results = [1, 2, 3].map((x) =>
+      batcher.submit(x, far).then(
+        (o) => o.output,
+        (e: FerryError) => e.code,
+      ),
+    );
     // release the batch, then each single-row retry as it arrives
     for (let k = 0; k < 4; k++) {
       release[k]?.();

@@ -120,7 +120,12 @@ export class Batcher<I, O> {
       const outputs = await this.execute(items.map((i) => i.input));
       const computeMs = this.clock.now() - started;
       items.forEach((item, k) => {
-        item.resolve({ output: outputs[k] as O, queueMs: started - item.enqueuedAt, computeMs, batchSize: items.length });
+        item.resolve({
+          output: outputs[k] as O,
+          queueMs: started - item.enqueuedAt,
+          computeMs,
+          batchSize: items.length,
+        });
       });
     } catch (err) {
       await this.isolate(items, started, err);
@@ -143,7 +148,12 @@ export class Batcher<I, O> {
       const t0 = this.clock.now();
       try {
         const [output] = await this.execute([item.input]);
-        item.resolve({ output: output as O, queueMs: started - item.enqueuedAt, computeMs: this.clock.now() - t0, batchSize: 1 });
+        item.resolve({
+          output: output as O,
+          queueMs: started - item.enqueuedAt,
+          computeMs: this.clock.now() - t0,
+          batchSize: 1,
+        });
       } catch (err) {
         item.reject(modelError(err));
       }
@@ -160,7 +170,9 @@ export class Batcher<I, O> {
         item.reject(new FerryError("CANCELLED", "request was cancelled before it ran"));
       } else if (item.deadline <= now) {
         this.queue.splice(k, 1);
-        item.reject(new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"));
+        item.reject(
+          new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"),
+        );
       }
     }
   }

@@ -1,8 +1,14 @@
-import { FerryError, type InferRow, type ModelConfig, type OutputTensor, type RowResult } from "@ferry/protocol";
-import type { InferRowContext } from "./row-context.js";
+import {
+  FerryError,
+  type InferRow,
+  type ModelConfig,
+  type OutputTensor,
+  type RowResult,
+} from "@ferry/protocol";
 import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
+import type { InferRowContext } from "./row-context.js";
 import { packRows, rowProblem, splitRows } from "./tensor-packing.js";
 
 /**
@@ -67,7 +73,11 @@ export class ClassifierServer {
         rid: row.rid,
         ok: true,
         outputs: outcome.output,
-        timing: { queue_ms: outcome.queueMs, compute_ms: outcome.computeMs, batch_size: outcome.batchSize },
+        timing: {
+          queue_ms: outcome.queueMs,
+          compute_ms: outcome.computeMs,
+          batch_size: outcome.batchSize,
+        },
       };
     } catch (err) {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));

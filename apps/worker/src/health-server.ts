@@ -1,8 +1,12 @@
-import { type Server, createServer } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { WorkerMetrics } from "./metrics.js";
 
 /** The worker's small HTTP port: /metrics for Prometheus, /health for Kubernetes probes. */
-export function startHealthServer(port: number, metrics: WorkerMetrics, isReady: () => boolean): Server {
+export function startHealthServer(
+  port: number,
+  metrics: WorkerMetrics,
+  isReady: () => boolean,
+): Server {
   const server = createServer((req, res) => {
     if (req.url === "/metrics") {
       void metrics.registry.metrics().then((text) => {

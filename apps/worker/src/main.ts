@@ -11,7 +11,9 @@ const env = loadEnv();
 const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } });
 const metrics = new WorkerMetrics();
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
-const wanted = env.WORKER_MODELS.split(",").map((s) => s.trim()).filter(Boolean);
+const wanted = env.WORKER_MODELS.split(",")
+  .map((s) => s.trim())
+  .filter(Boolean);
 for (const name of wanted) repository.get(name); // fail at start on a typo, not silently
 const transport = new WorkerTransport({
   redisUrl: env.REDIS_URL,
@@ -40,7 +42,11 @@ for (const entry of repository.list()) {
     const concurrency = entry.config.max_batch_size * entry.config.instance_count * 2;
     transport.consume(
       queueName(name, version),
-      { concurrency, lockDurationMs: env.LOCK_DURATION_MS, stalledIntervalMs: env.STALLED_INTERVAL_MS },
+      {
+        concurrency,
+        lockDurationMs: env.LOCK_DURATION_MS,
+        stalledIntervalMs: env.STALLED_INTERVAL_MS,
+      },
       (row, _job, ctx) => server.handle(row, ctx),
     );
     log.info({ model: name, version, instances: entry.config.instance_count }, "serving");
@@ -48,8 +54,12 @@ for (const entry of repository.list()) {
 }
 transport.startHeartbeat();
 let draining = false;
-const health = env.WORKER_PORT > 0 ? startHealthServer(env.WORKER_PORT, metrics, () => !draining) : undefined;
-log.info({ worker: transport.workerId, models: servers.length, provider: env.EXECUTION_PROVIDER }, "worker ready");
+const health =
+  env.WORKER_PORT > 0 ? startHealthServer(env.WORKER_PORT, metrics, () => !draining) : undefined;
+log.info(
+  { worker: transport.workerId, models: servers.length, provider: env.EXECUTION_PROVIDER },
+  "worker ready",
+);
 
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;

@@ -24,12 +24,14 @@ export function rowProblem(specs: readonly TensorSpec[], inputs: RowInputs): str
 export function packRows(specs: readonly TensorSpec[], rows: readonly RowInputs[]): TensorMap {
   const feeds: TensorMap = {};
   for (const spec of specs) {
-    const width = rowLength(spec.dims) ?? (rows[0]?.[spec.name]?.length ?? 0);
+    const width = rowLength(spec.dims) ?? rows[0]?.[spec.name]?.length ?? 0;
     const data = allocate(spec.datatype, rows.length * width);
     rows.forEach((row, r) => {
       const values = row[spec.name] ?? [];
-      if (data instanceof BigInt64Array) values.forEach((v, k) => (data[r * width + k] = BigInt(Math.trunc(v))));
-      else data.set(values, r * width);
+      if (data instanceof BigInt64Array) {
+        for (let k = 0; k < values.length; k++)
+          data[r * width + k] = BigInt(Math.trunc(values[k] ?? 0));
+      } else data.set(values, r * width);
     });
     feeds[spec.name] = { data, dims: [rows.length, ...spec.dims.map((d) => (d < 0 ? width : d))] };
   }

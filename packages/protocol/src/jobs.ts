@@ -1,7 +1,14 @@
 import { z } from "zod";
 import { wireErrorSchema } from "./wire.js";
 
-export const jobStatusSchema = z.enum(["queued", "running", "succeeded", "failed", "cancelled", "expired"]);
+export const jobStatusSchema = z.enum([
+  "queued",
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+  "expired",
+]);
 export type JobStatus = z.infer<typeof jobStatusSchema>;
 
 /** API priority: 1 (lowest) to 10 (highest); requests that name none run at 5. */
@@ -13,5 +20,10 @@ export function bullPriority(priority: number): number {
   return 11 - priority;
 }
 
-export const TERMINAL_STATUSES: readonly JobStatus[] = ["succeeded", "failed", "cancelled", "expired"];
+export const TERMINAL_STATUSES: readonly JobStatus[] = [
+  "succeeded",
+  "failed",
+  "cancelled",
+  "expired",
+];
 export { wireErrorSchema };

@@ -34,7 +34,10 @@ export const modelConfigSchema = z.object({
   inputs: z.array(tensorSpecSchema).min(1),
   outputs: z.array(tensorSpecSchema).min(1),
   max_batch_size: z.number().int().positive().default(32),
-  dynamic_batching: dynamicBatchingSchema.default({ preferred_batch_sizes: [], max_queue_delay_ms: 2 }),
+  dynamic_batching: dynamicBatchingSchema.default({
+    preferred_batch_sizes: [],
+    max_queue_delay_ms: 2,
+  }),
   /** Sessions of one version that run batches side by side (Triton's instance_group count). */
   instance_count: z.number().int().positive().default(1),
   /** ONNX Runtime intra-op threads per session. */

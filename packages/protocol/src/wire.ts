@@ -49,7 +49,10 @@ export const rowTimingSchema = z.object({
 });
 export type RowTiming = z.infer<typeof rowTimingSchema>;
 
-export const outputTensorSchema = z.object({ dims: z.array(z.number().int()), data: z.array(z.number()) });
+export const outputTensorSchema = z.object({
+  dims: z.array(z.number().int()),
+  data: z.array(z.number()),
+});
 export type OutputTensor = z.infer<typeof outputTensorSchema>;
 
 export const rowResultSchema = z.discriminatedUnion("ok", [

@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import { type SessionOptions, type TensorData, type TensorMap, ortType } from "./tensor.js";
+import { ortType, type SessionOptions, type TensorData, type TensorMap } from "./tensor.js";
 
 /**
  * An ONNX Runtime session on the calling thread. `run` blocks that thread for the length of

@@ -72,7 +72,8 @@ export class ModelRuntime {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const waiting of this.backlog.splice(0)) waiting.reject(new Error("model runtime is closed"));
+    for (const waiting of this.backlog.splice(0))
+      waiting.reject(new Error("model runtime is closed"));
     await Promise.all(
       this.instances.map(
         (inst) =>
@@ -95,7 +96,10 @@ export class ModelRuntime {
       inst.busy = true;
       inst.pending.set(id, job);
       const transfer = Object.values(job.feeds).map((t) => t.data.buffer as ArrayBuffer);
-      inst.thread.postMessage({ type: "run", id, feeds: job.feeds } satisfies ThreadRequest, transfer);
+      inst.thread.postMessage(
+        { type: "run", id, feeds: job.feeds } satisfies ThreadRequest,
+        transfer,
+      );
     }
   }
 
@@ -130,10 +134,13 @@ function startThread(path: string, options: SessionOptions): Promise<StartedThre
     const onMessage = (msg: ThreadReply) => {
       thread.off("error", onError);
       thread.off("message", onMessage);
-      if (msg.type === "ready") resolve({ thread, inputNames: msg.inputNames, outputNames: msg.outputNames });
+      if (msg.type === "ready")
+        resolve({ thread, inputNames: msg.inputNames, outputNames: msg.outputNames });
       else {
         void thread.terminate();
-        reject(new Error(msg.type === "load-error" ? msg.message : "unexpected message from thread"));
+        reject(
+          new Error(msg.type === "load-error" ? msg.message : "unexpected message from thread"),
+        );
       }
     };
     const onError = (err: Error) => reject(err);

@@ -9,11 +9,16 @@ const port = parentPort;
 if (!port) throw new Error("session-thread must run in a worker thread");
 const { path, options } = workerData as { path: string; options: SessionOptions };
 
-const post = (reply: ThreadReply, transfer: ArrayBuffer[] = []) => port.postMessage(reply, transfer);
+const post = (reply: ThreadReply, transfer: ArrayBuffer[] = []) =>
+  port.postMessage(reply, transfer);
 
 InProcessSession.load(path, options).then(
   (session) => {
-    post({ type: "ready", inputNames: [...session.inputNames], outputNames: [...session.outputNames] });
+    post({
+      type: "ready",
+      inputNames: [...session.inputNames],
+      outputNames: [...session.outputNames],
+    });
     port.on("message", (msg: ThreadRequest) => {
       if (msg.type === "close") {
         void session.release().finally(() => port.close());

@@ -7,7 +7,9 @@ export interface TensorData {
 export type TensorMap = Record<string, TensorData>;
 
 /** ONNX Runtime's name for the element type a typed array holds. */
-export function ortType(data: TensorData["data"]): "float32" | "float64" | "int32" | "int64" | "bool" {
+export function ortType(
+  data: TensorData["data"],
+): "float32" | "float64" | "int32" | "int64" | "bool" {
   if (data instanceof Float32Array) return "float32";
   if (data instanceof Float64Array) return "float64";
   if (data instanceof Int32Array) return "int32";

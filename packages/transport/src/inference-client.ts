@@ -1,16 +1,16 @@
 import { randomUUID } from "node:crypto";
 import {
+  bullPriority,
   type CancelMessage,
   FerryError,
   type InferJob,
   type InferReply,
+  parseQueueName,
+  queueName,
   type RowInputs,
   type RowResult,
   TERMINAL_STATUSES,
   WIRE_VERSION,
-  bullPriority,
-  parseQueueName,
-  queueName,
 } from "@ferry/protocol";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
@@ -71,12 +71,17 @@ export class InferenceClient {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.jobTtlS = options.jobTtlS ?? 86_400;
     // No offline queue: while Redis is down a request fails in a moment (503), never hangs.
-    this.redis = createRedis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+    this.redis = createRedis(options.redisUrl, {
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
+    });
     this.subscriber = createRedis(options.redisUrl);
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
-    this.router = new ReplyRouter(this.subscriber, this.keys.reply(this.instanceId), (jobs) =>
-      void this.recover(jobs),
+    this.router = new ReplyRouter(
+      this.subscriber,
+      this.keys.reply(this.instanceId),
+      (jobs) => void this.recover(jobs),
     );
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
@@ -135,7 +140,13 @@ export class InferenceClient {
     await this.depth.admit(name, req.maxQueueSize);
     const id = randomUUID();
     const now = Date.now();
-    const index: JobIndexEntry = { queue: name, model: req.model, version: req.version, created_at: now, meta: req.meta };
+    const index: JobIndexEntry = {
+      queue: name,
+      model: req.model,
+      version: req.version,
+      created_at: now,
+      meta: req.meta,
+    };
     const data: InferJob = {
       v: WIRE_VERSION,
       kind: "infer",
@@ -165,11 +176,16 @@ export class InferenceClient {
     );
     if (!rawIndex) return undefined;
     const index = JSON.parse(rawIndex) as JobIndexEntry;
-    const job = await this.guard(() => Job.fromId<InferJob, InferReply>(this.queue(index.queue), id));
+    const job = await this.guard(() =>
+      Job.fromId<InferJob, InferReply>(this.queue(index.queue), id),
+    );
     if (!job) {
       // Removed while queued by a cancel, or lost between writing the index and the job.
       if (cancelled) return emptyRecord(id, index, "cancelled");
-      return { ...emptyRecord(id, index, "failed"), error: { code: "UNAVAILABLE", message: "job was not stored" } };
+      return {
+        ...emptyRecord(id, index, "failed"),
+        error: { code: "UNAVAILABLE", message: "job was not stored" },
+      };
     }
     const state = await this.guard(() => job.getState());
     const status = statusOf(state, job.failedReason, cancelled !== null);
@@ -180,7 +196,10 @@ export class InferenceClient {
       started_at: job.processedOn ?? null,
       finished_at: job.finishedOn ?? null,
       result,
-      error: status !== "cancelled" && state === "failed" ? parseFailure(job.failedReason) : record.error,
+      error:
+        status !== "cancelled" && state === "failed"
+          ? parseFailure(job.failedReason)
+          : record.error,
     };
   }
 
@@ -251,7 +270,11 @@ export class InferenceClient {
     } catch (err) {
       const message = `queue unavailable: ${err instanceof Error ? err.message : String(err)}`;
       for (const row of group.rows) {
-        this.router.settle(row.rid, { rid: row.rid, ok: false, error: { code: "UNAVAILABLE", message } });
+        this.router.settle(row.rid, {
+          rid: row.rid,
+          ok: false,
+          error: { code: "UNAVAILABLE", message },
+        });
       }
     }
   }
@@ -260,7 +283,9 @@ export class InferenceClient {
   private async recover(jobIds: string[]): Promise<void> {
     for (const name of this.queues.keys()) {
       for (const id of jobIds) {
-        const job = await Job.fromId<InferJob, InferReply>(this.queue(name), id).catch(() => undefined);
+        const job = await Job.fromId<InferJob, InferReply>(this.queue(name), id).catch(
+          () => undefined,
+        );
         if (job?.returnvalue) this.router.deliverReply(job.returnvalue);
       }
     }
@@ -277,16 +302,24 @@ export class InferenceClient {
       return await fn();
     } catch (err) {
       if (err instanceof FerryError) throw err;
-      throw new FerryError("UNAVAILABLE", `Redis error: ${err instanceof Error ? err.message : String(err)}`, {
-        retryAfterS: 1,
-        cause: err,
-      });
+      throw new FerryError(
+        "UNAVAILABLE",
+        `Redis error: ${err instanceof Error ? err.message : String(err)}`,
+        {
+          retryAfterS: 1,
+          cause: err,
+        },
+      );
     }
   }
 }
 
 function deadlineResult(rid: string): RowResult {
-  return { rid, ok: false, error: { code: "DEADLINE_EXCEEDED", message: "deadline passed before an answer" } };
+  return {
+    rid,
+    ok: false,
+    error: { code: "DEADLINE_EXCEEDED", message: "deadline passed before an answer" },
+  };
 }
 
 function emptyRecord(id: string, index: JobIndexEntry, status: JobRecord["status"]): JobRecord {

@@ -25,7 +25,11 @@ export interface JobIndexEntry {
 }
 
 /** BullMQ state -> Ferry status; a failure's reason carries its code ("CODE: message"). */
-export function statusOf(state: string, failedReason: string | undefined, cancelled: boolean): JobStatus {
+export function statusOf(
+  state: string,
+  failedReason: string | undefined,
+  cancelled: boolean,
+): JobStatus {
   if (state === "completed") return "succeeded";
   if (cancelled) return "cancelled";
   if (state === "active") return "running";
@@ -41,7 +45,13 @@ export function statusOf(state: string, failedReason: string | undefined, cancel
 export function parseFailure(reason: string | undefined): WireError {
   const match = /^([A-Z_]+): ([\s\S]*)$/.exec(reason ?? "");
   const code = match?.[1];
-  const known = ["INVALID_INPUT", "DEADLINE_EXCEEDED", "CANCELLED", "MODEL_ERROR", "UNAVAILABLE"] as const;
+  const known = [
+    "INVALID_INPUT",
+    "DEADLINE_EXCEEDED",
+    "CANCELLED",
+    "MODEL_ERROR",
+    "UNAVAILABLE",
+  ] as const;
   const found = known.find((k) => k === code);
   if (found && match) return { code: found, message: match[2] ?? "" };
   return { code: "MODEL_ERROR", message: reason ?? "job failed" };

@@ -30,9 +30,13 @@ export class QueueDepth {
     }
     const depth = this.depth(name, sample);
     if (depth >= limit) {
-      throw new FerryError("QUEUE_FULL", `Queue for ${name} is full (${depth} waiting, limit ${limit})`, {
-        retryAfterS: 1,
-      });
+      throw new FerryError(
+        "QUEUE_FULL",
+        `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
+        {
+          retryAfterS: 1,
+        },
+      );
     }
   }
 

@@ -16,7 +16,7 @@ export class ReplyRouter {
   private readonly ready: Promise<void>;
 
   constructor(
-    private readonly subscriber: Redis,
+    subscriber: Redis,
     readonly channel: string,
     /** Called after a reconnect with the jobs whose answers may have been missed meanwhile. */
     private readonly onResubscribed: (jobIds: string[]) => void,

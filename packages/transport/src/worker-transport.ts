@@ -57,7 +57,7 @@ export class WorkerTransport {
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
 
-  constructor(private readonly options: WorkerTransportOptions) {
+  constructor(options: WorkerTransportOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
     this.redis = createRedis(options.redisUrl);
@@ -137,7 +137,8 @@ export class WorkerTransport {
         results,
       };
       if (data.reply_to) await this.redis.publish(data.reply_to, JSON.stringify(reply));
-      if (isAsync && controller.signal.aborted) throw new UnrecoverableError("CANCELLED: job was cancelled");
+      if (isAsync && controller.signal.aborted)
+        throw new UnrecoverableError("CANCELLED: job was cancelled");
       // A bad input or a model error fails this job only, and retrying would fail it again.
       const failed = isAsync ? results.find((r) => !r.ok) : undefined;
       if (failed && !failed.ok) throw new UnrecoverableError(formatFailure(failed.error));

@@ -1,5 +1,5 @@
 import { queueName } from "@ferry/protocol";
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { healthSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json } from "./responses.js";
@@ -32,14 +32,19 @@ export function registerHealth(app: OpenAPIHono<AppEnv>): void {
   app.openapi(healthRoute, async (c) => {
     const services = c.get("services");
     const redisUp = await services.client.ping();
-    const counts = redisUp ? await workersPerQueue(services).catch(() => new Map<string, number>()) : new Map();
+    const counts = redisUp
+      ? await workersPerQueue(services).catch(() => new Map<string, number>())
+      : new Map();
     const models: Record<string, { ready: boolean; workers: number }> = {};
     for (const entry of services.repository.list()) {
       const workers = counts.get(queueName(entry.config.name, entry.defaultVersion)) ?? 0;
       models[entry.config.name] = { ready: workers > 0, workers };
     }
     const healthy = redisUp && Object.values(models).every((m) => m.ready);
-    return c.json({ status: healthy ? "healthy" : "degraded", redis: redisUp ? "up" : "down", models }, 200);
+    return c.json(
+      { status: healthy ? "healthy" : "degraded", redis: redisUp ? "up" : "down", models },
+      200,
+    );
   });
   app.openapi(liveRoute, (c) => c.json({ live: true }, 200));
   app.openapi(readyRoute, async (c) => {

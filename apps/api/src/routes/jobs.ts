@@ -1,4 +1,4 @@
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json, openAiErrors } from "./responses.js";
@@ -18,7 +18,11 @@ const getRoute = createRoute({
   path: "/v1/jobs/{id}",
   summary: "A job's status, timestamps (Unix seconds) and result",
   request: { params: idParams },
-  responses: { 200: json(jobRecordSchema, "The job"), 404: openAiErrors[404], 503: openAiErrors[503] },
+  responses: {
+    200: json(jobRecordSchema, "The job"),
+    404: openAiErrors[404],
+    503: openAiErrors[503],
+  },
 });
 
 const cancelRoute = createRoute({
@@ -26,7 +30,11 @@ const cancelRoute = createRoute({
   path: "/v1/jobs/{id}",
   summary: "Cancel: a queued job never runs, a running one stops",
   request: { params: idParams },
-  responses: { 200: json(jobRecordSchema, "The job after the cancel"), 404: openAiErrors[404], 503: openAiErrors[503] },
+  responses: {
+    200: json(jobRecordSchema, "The job after the cancel"),
+    404: openAiErrors[404],
+    503: openAiErrors[503],
+  },
 });
 
 export function registerJobs(app: OpenAPIHono<AppEnv>): void {
@@ -34,8 +42,15 @@ export function registerJobs(app: OpenAPIHono<AppEnv>): void {
     const record = await c.get("services").jobs.submit(c.req.valid("json"), c.get("requestId"));
     const self = `/v1/jobs/${record.id}`;
     c.header("Location", self);
-    return c.json({ id: record.id, status: "queued" as const, urls: { self, events: `${self}/events` } }, 202);
+    return c.json(
+      { id: record.id, status: "queued" as const, urls: { self, events: `${self}/events` } },
+      202,
+    );
   });
-  app.openapi(getRoute, async (c) => c.json(await c.get("services").jobs.get(c.req.valid("param").id), 200));
-  app.openapi(cancelRoute, async (c) => c.json(await c.get("services").jobs.cancel(c.req.valid("param").id), 200));
+  app.openapi(getRoute, async (c) =>
+    c.json(await c.get("services").jobs.get(c.req.valid("param").id), 200),
+  );
+  app.openapi(cancelRoute, async (c) =>
+    c.json(await c.get("services").jobs.cancel(c.req.valid("param").id), 200),
+  );
 }

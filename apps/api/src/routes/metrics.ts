@@ -1,11 +1,16 @@
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../services.js";
 
 const route = createRoute({
   method: "get",
   path: "/metrics",
   summary: "Prometheus metrics",
-  responses: { 200: { content: { "text/plain": { schema: z.string() } }, description: "Prometheus text format" } },
+  responses: {
+    200: {
+      content: { "text/plain": { schema: z.string() } },
+      description: "Prometheus text format",
+    },
+  },
 });
 
 export function registerMetrics(app: OpenAPIHono<AppEnv>): void {

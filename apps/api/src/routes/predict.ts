@@ -1,4 +1,4 @@
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../call-options.js";
 import { predictBodySchema, predictResponseSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
@@ -12,14 +12,22 @@ const route = createRoute({
     params: z.object({ name: z.string() }),
     body: { content: { "application/json": { schema: predictBodySchema } }, required: true },
   },
-  responses: { 200: json(predictResponseSchema, "The predicted class and its probability"), ...openAiErrors },
+  responses: {
+    200: json(predictResponseSchema, "The predicted class and its probability"),
+    ...openAiErrors,
+  },
 });
 
 export function registerPredict(app: OpenAPIHono<AppEnv>): void {
   app.openapi(route, async (c) => {
     const body = c.req.valid("json");
     const { inference } = c.get("services");
-    const result = await inference.predict(c.req.valid("param").name, undefined, body, callOptions(c, body));
+    const result = await inference.predict(
+      c.req.valid("param").name,
+      undefined,
+      body,
+      callOptions(c, body),
+    );
     return c.json(result, 200);
   });
 }

@@ -1,6 +1,9 @@
 import { openAiErrorSchema, v2ErrorSchema } from "../schemas.js";
 
-const json = <T>(schema: T, description: string) => ({ content: { "application/json": { schema } }, description });
+const json = <T>(schema: T, description: string) => ({
+  content: { "application/json": { schema } },
+  description,
+});
 
 /** The error responses every OpenAI-shaped route may give, for the OpenAPI document. */
 export const openAiErrors = {

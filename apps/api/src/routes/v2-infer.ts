@@ -1,11 +1,14 @@
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../call-options.js";
 import { v2InferRequestSchema, v2InferResponseSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json, v2Errors } from "./responses.js";
 
 const body = { content: { "application/json": { schema: v2InferRequestSchema } }, required: true };
-const responses = { 200: json(v2InferResponseSchema, "Output tensors, batch axis first"), ...v2Errors };
+const responses = {
+  200: json(v2InferResponseSchema, "Output tensors, batch axis first"),
+  ...v2Errors,
+};
 
 const inferRoute = createRoute({
   method: "post",
@@ -27,7 +30,10 @@ export function registerV2Infer(app: OpenAPIHono<AppEnv>): void {
   app.openapi(inferRoute, async (c) => {
     const req = c.req.valid("json");
     const opts = callOptions(c, req.parameters ?? {});
-    return c.json(await c.get("services").inference.inferV2(c.req.valid("param").name, undefined, req, opts), 200);
+    return c.json(
+      await c.get("services").inference.inferV2(c.req.valid("param").name, undefined, req, opts),
+      200,
+    );
   });
   app.openapi(inferVersionRoute, async (c) => {
     const req = c.req.valid("json");

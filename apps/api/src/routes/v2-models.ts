@@ -1,6 +1,6 @@
-import { type OpenAPIHono, createRoute, z } from "@hono/zod-openapi";
-import { v2ModelMetadataSchema } from "../schemas.js";
 import { queueName } from "@ferry/protocol";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { v2ModelMetadataSchema } from "../schemas.js";
 import type { AppEnv, Services } from "../services.js";
 import { json, v2Errors } from "./responses.js";
 
@@ -19,7 +19,11 @@ const readyRoute = createRoute({
   path: "/v2/models/{name}/ready",
   summary: "200 when a live worker serves the model's current version, else 503",
   request: { params: z.object({ name: z.string() }) },
-  responses: { 200: json(readySchema, "Ready"), 503: json(readySchema, "No live worker"), 404: v2Errors[404] },
+  responses: {
+    200: json(readySchema, "Ready"),
+    503: json(readySchema, "No live worker"),
+    404: v2Errors[404],
+  },
 });
 
 const versionReadyRoute = createRoute({
@@ -27,7 +31,11 @@ const versionReadyRoute = createRoute({
   path: "/v2/models/{name}/versions/{version}/ready",
   summary: "200 when a live worker serves this version, else 503",
   request: { params: z.object({ name: z.string(), version: z.string() }) },
-  responses: { 200: json(readySchema, "Ready"), 503: json(readySchema, "No live worker"), 404: v2Errors[404] },
+  responses: {
+    200: json(readySchema, "Ready"),
+    503: json(readySchema, "No live worker"),
+    404: v2Errors[404],
+  },
 });
 
 /** Live workers per queue name ("model.vN"), from the shared heartbeat hash. */
@@ -48,8 +56,16 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
         name: entry.config.name,
         versions: entry.versions,
         platform: entry.config.platform,
-        inputs: entry.config.inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: shape(t.dims) })),
-        outputs: entry.config.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: shape(t.dims) })),
+        inputs: entry.config.inputs.map((t) => ({
+          name: t.name,
+          datatype: t.datatype,
+          shape: shape(t.dims),
+        })),
+        outputs: entry.config.outputs.map((t) => ({
+          name: t.name,
+          datatype: t.datatype,
+          shape: shape(t.dims),
+        })),
       },
       200,
     );
@@ -58,7 +74,10 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
     const resolved = services.repository.resolve(name, version);
     const counts = await workersPerQueue(services);
     const ready = (counts.get(queueName(name, resolved.version)) ?? 0) > 0;
-    return { body: { name, version: resolved.version, ready }, status: ready ? (200 as const) : (503 as const) };
+    return {
+      body: { name, version: resolved.version, ready },
+      status: ready ? (200 as const) : (503 as const),
+    };
   };
   app.openapi(readyRoute, async (c) => {
     const { body, status } = await answer(c.get("services"), c.req.valid("param").name, undefined);

@@ -1,0 +1,70 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+
+/** Every import specifier of every .ts file under `dir`. */
+function importsUnder(dir: string): Array<{ file: string; spec: string }> {
+  const found: Array<{ file: string; spec: string }> = [];
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const path = join(d, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith(".ts")) {
+        const text = readFileSync(path, "utf8");
+        for (const m of text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+)["']([^"']+)["']/g)) {
+          if (m[1]) found.push({ file: path, spec: m[1] });
+        }
+      }
+    }
+  };
+  walk(dir);
+  return found;
+}
+
+const offenders = (dir: string, banned: (spec: string) => boolean) =>
+  importsUnder(dir)
+    .filter((i) => banned(i.spec))
+    .map((i) => `${i.file} imports ${i.spec}`);
+
+const packages = ["protocol", "transport", "runtime", "model-repository"];
+
+describe("dependency direction", () => {
+  it("only the transport package imports bullmq or ioredis", () => {
+    const redisy = (s: string) => s === "bullmq" || s === "ioredis";
+    for (const dir of [
+      "apps/api/src",
+      "apps/worker/src",
+      ...packages.filter((p) => p !== "transport").map((p) => `packages/${p}/src`),
+    ]) {
+      expect(offenders(dir, redisy)).toEqual([]);
+    }
+  });
+
+  it("only the runtime package imports onnxruntime-node, and the API never imports the runtime", () => {
+    const onnx = (s: string) => s.startsWith("onnxruntime");
+    for (const dir of [
+      "apps/api/src",
+      "apps/worker/src",
+      ...packages.filter((p) => p !== "runtime").map((p) => `packages/${p}/src`),
+    ]) {
+      expect(offenders(dir, onnx)).toEqual([]);
+    }
+    expect(offenders("apps/api/src", (s) => s === "@ferry/runtime")).toEqual([]);
+  });
+
+  it("the protocol package imports nothing of ours", () => {
+    expect(offenders("packages/protocol/src", (s) => s.startsWith("@ferry/"))).toEqual([]);
+  });
+
+  it("no package imports an app, and no app imports another", () => {
+    const appImport = (s: string) =>
+      s.startsWith("@ferry/api") || s.startsWith("@ferry/worker") || s.includes("apps/");
+    for (const p of packages) expect(offenders(`packages/${p}/src`, appImport)).toEqual([]);
+    expect(
+      offenders("apps/api/src", (s) => s.startsWith("@ferry/worker") || s.includes("worker/src")),
+    ).toEqual([]);
+    expect(
+      offenders("apps/worker/src", (s) => s.startsWith("@ferry/api") || s.includes("api/src")),
+    ).toEqual([]);
+  });
+});
