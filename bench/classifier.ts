@@ -1,0 +1,214 @@
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { InProcessSession } from "@ferry/runtime";
+import { freePort } from "../scripts/free-port.js";
+import { tempRepository } from "../test/helpers/model-repo.js";
+import { samples } from "../test/helpers/samples.js";
+import { Stack, waitFor } from "../test/helpers/stack.js";
+import { closedLoop, type LoadResult, quantile, round } from "./load.js";
+import { printTable } from "./table.js";
+
+const bodies = samples.mnist.inputs.map((features) => JSON.stringify({ features }));
+
+/** (a) ONNX Runtime in this process, no server: the most rows/s the model allows. */
+async function rawOnnx(): Promise<Record<string, number>> {
+  const session = await InProcessSession.load("models/mnist/1/model.onnx", {
+    executionProvider: "cpu",
+    intraOpThreads: 1,
+  });
+  const rate = async (batch: number) => {
+    const data = Float32Array.from(
+      { length: batch * 784 },
+      (_, k) => samples.mnist.inputs[0]?.[k % 784] ?? 0,
+    );
+    for (let i = 0; i < 200; i++)
+      await session.run({ input: { data: data.slice(), dims: [batch, 784] } });
+    let rows = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < 2_000) {
+      await session.run({ input: { data: data.slice(), dims: [batch, 784] } });
+      rows += batch;
+    }
+    return round(rows / ((performance.now() - t0) / 1000), 0);
+  };
+  const result = { batch_1_rows_per_s: await rate(1), batch_32_rows_per_s: await rate(32) };
+  await session.release();
+  return result;
+}
+
+async function measure(url: string, concurrency: number, durationMs: number): Promise<LoadResult> {
+  await closedLoop({ url, bodies, concurrency, durationMs: 1_000 }); // warm-up
+  return closedLoop({ url, bodies, concurrency, durationMs });
+}
+
+/** (b) Ferry over HTTP: API and one worker as separate processes, Redis in between. */
+async function ferry(): Promise<Record<string, LoadResult>> {
+  const stack = await new Stack().start();
+  try {
+    const url = stack.url("/v1/models/mnist/predict");
+    return { c1: await measure(url, 1, 5_000), c64: await measure(url, 64, 8_000) };
+  } finally {
+    await stack.stop();
+  }
+}
+
+/** (c) The seed's exercise through Ferry: 200 concurrent requests, max_batch_size 1 vs 32. */
+async function seedExercise(): Promise<Record<string, Record<string, number>>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const size of [1, 32]) {
+    const repo = tempRepository({
+      mnist: {
+        max_batch_size: size,
+        dynamic_batching: { preferred_batch_sizes: [], max_queue_delay_ms: 2 },
+      },
+    });
+    const stack = await new Stack({
+      env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "mnist" },
+    }).start();
+    try {
+      const url = stack.url("/v1/models/mnist/predict");
+      await closedLoop({ url, bodies, concurrency: 200, total: 400 });
+      const rounds: LoadResult[] = [];
+      for (let i = 0; i < 5; i++)
+        rounds.push(await closedLoop({ url, bodies, concurrency: 200, total: 200 }));
+      const rps = rounds.map((r) => r.rps).sort((a, b) => a - b);
+      const p50 = rounds.map((r) => r.p50_ms).sort((a, b) => a - b);
+      out[`max_batch_size_${size}`] = {
+        rps_median: quantile(rps, 0.5),
+        p50_ms_median: quantile(p50, 0.5),
+        errors: rounds.reduce((s, r) => s + r.errors, 0),
+      };
+    } finally {
+      await stack.stop();
+    }
+  }
+  return out;
+}
+
+async function serveAndMeasure(
+  command: string,
+  args: string[],
+  port: number,
+  path: string,
+): Promise<Record<string, LoadResult>> {
+  const child: ChildProcess = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+  const output: string[] = [];
+  child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+  child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+  const exited = new Promise<number | null>((r) => child.on("exit", r));
+  try {
+    const url = `http://127.0.0.1:${port}${path}`;
+    await waitFor(
+      async () =>
+        (
+          await fetch(url, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: bodies[0] ?? "{}",
+          })
+        ).status === 200,
+      60_000,
+      { child, output, exited },
+    );
+    return { c1: await measure(url, 1, 5_000), c64: await measure(url, 64, 8_000) };
+  } finally {
+    child.kill("SIGTERM");
+  }
+}
+
+/** (d) The seed's FastAPI + PyTorch server, when Debian's fastapi and uvicorn are installed. */
+async function peer(): Promise<Record<string, LoadResult> | string> {
+  const probe = spawnSync("/usr/bin/python3", ["-c", "import fastapi, uvicorn, torch, onnx"]);
+  if (probe.status !== 0)
+    return "skipped: needs apt-get install python3-fastapi python3-uvicorn python3-torch python3-onnx";
+  const port = await freePort();
+  return serveAndMeasure(
+    "/usr/bin/python3",
+    ["bench/peers/fastapi_server.py", "--port", String(port)],
+    port,
+    "/predict",
+  );
+}
+
+/** (e) A bare node:http server running ONNX Runtime in process: what the queue hop costs. */
+async function inProcessServer(): Promise<Record<string, LoadResult>> {
+  const port = await freePort();
+  return serveAndMeasure(
+    process.execPath,
+    ["--import", "tsx", "bench/peers/in-process-server.ts", String(port)],
+    port,
+    "/",
+  );
+}
+
+export async function classifierBench(): Promise<Record<string, unknown>> {
+  console.log(
+    "classifier bench: mnist (784-256-10), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1",
+  );
+  const raw = await rawOnnx();
+  printTable("(a) raw ONNX Runtime in process, no server", [raw]);
+  const ferryRes = await ferry();
+  const inProc = await inProcessServer();
+  const peerRes = await peer();
+  const rows: Array<Record<string, string | number>> = [];
+  const add = (name: string, r: Record<string, LoadResult>) => {
+    for (const [c, v] of Object.entries(r))
+      rows.push({
+        server: name,
+        clients: c.slice(1),
+        rps: v.rps,
+        p50_ms: v.p50_ms,
+        p99_ms: v.p99_ms,
+        errors: v.errors,
+      });
+  };
+  add("ferry (api + worker + redis)", ferryRes);
+  add("node:http + in-process ORT", inProc);
+  if (typeof peerRes === "string") console.log(`\n(d) peer ${peerRes}`);
+  else add("seed FastAPI + PyTorch", peerRes);
+  printTable("(b, d, e) HTTP /predict, 5 s at 1 client, 8 s at 64 clients", rows);
+  const seed = await seedExercise();
+  printTable(
+    "(c) the seed's exercise through Ferry: rounds of 200 concurrent requests, median of 5",
+    Object.entries(seed).map(([k, v]) => ({ config: k, ...v })),
+  );
+  const ratios: Record<string, number> = {
+    "ferry_c64_rps / raw_batch32_rows_per_s": round(
+      (ferryRes.c64?.rps ?? 0) / (raw.batch_32_rows_per_s ?? 1),
+      3,
+    ),
+    "ferry_c64_rps / in_process_c64_rps": round(
+      (ferryRes.c64?.rps ?? 0) / (inProc.c64?.rps ?? 1),
+      3,
+    ),
+    "ferry_c1_p50 - in_process_c1_p50 (ms)": round(
+      (ferryRes.c1?.p50_ms ?? 0) - (inProc.c1?.p50_ms ?? 0),
+      3,
+    ),
+    "batch32_rps / batch1_rps (seed exercise)": round(
+      (seed.max_batch_size_32?.rps_median ?? 0) / (seed.max_batch_size_1?.rps_median ?? 1),
+      2,
+    ),
+  };
+  if (typeof peerRes !== "string") {
+    ratios["ferry_c64_rps / peer_c64_rps"] = round(
+      (ferryRes.c64?.rps ?? 0) / (peerRes.c64?.rps ?? 1),
+      2,
+    );
+    ratios["ferry_c64_p99 / peer_c64_p99"] = round(
+      (ferryRes.c64?.p99_ms ?? 0) / (peerRes.c64?.p99_ms ?? 1),
+      2,
+    );
+  }
+  printTable(
+    "ratios",
+    Object.entries(ratios).map(([ratio, value]) => ({ ratio, value })),
+  );
+  return {
+    raw,
+    ferry: ferryRes,
+    in_process_server: inProc,
+    peer: peerRes,
+    seed_exercise: seed,
+    ratios,
+  };
+}
