@@ -22,6 +22,9 @@ export interface StackOptions {
   apiEnv?: Record<string, string>;
   /** Extra environment for workers only. */
   workerEnv?: Record<string, string>;
+  /** Extra node flags (--cpu-prof, say) for the API and for workers. */
+  apiNodeArgs?: string[];
+  workerNodeArgs?: string[];
 }
 
 /**
@@ -56,10 +59,8 @@ export class Stack {
   async startApi(extra: Record<string, string> = {}): Promise<Proc> {
     const port = await freePort();
     this.baseUrl = `http://127.0.0.1:${port}`;
-    this.api = launch(
-      "apps/api/src/main.ts",
-      this.env({ PORT: String(port), ...this.options.apiEnv, ...extra }),
-    );
+    const env = this.env({ PORT: String(port), ...this.options.apiEnv, ...extra });
+    this.api = launch("apps/api/src/main.ts", env, this.options.apiNodeArgs);
     await waitFor(
       async () => (await fetch(`${this.baseUrl}/v2/health/ready`)).status === 200,
       30_000,
@@ -83,10 +84,8 @@ export class Stack {
 
   /** Starts a worker without waiting for it (for when the API is draining, say). */
   launchWorker(extra: Record<string, string> = {}): Proc {
-    const proc = launch(
-      "apps/worker/src/main.ts",
-      this.env({ ...this.options.workerEnv, ...extra }),
-    );
+    const env = this.env({ ...this.options.workerEnv, ...extra });
+    const proc = launch("apps/worker/src/main.ts", env, this.options.workerNodeArgs);
     this.workers.push(proc);
     return proc;
   }
@@ -111,8 +110,8 @@ export class Stack {
   }
 }
 
-export function launch(entry: string, env: NodeJS.ProcessEnv): Proc {
-  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+export function launch(entry: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Proc {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry], {
     env,
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -1,6 +1,7 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import {
   DEFAULT_PRIORITY,
+  encodeTensor,
   FerryError,
   type OutputTensor,
   type RowInputs,
@@ -61,7 +62,11 @@ export class InferenceService {
         `Expected ${expected} features, got ${body.features.length}`,
       );
     }
-    return { entry, version: v, rows: [{ [spec.name]: body.features }] };
+    return {
+      entry,
+      version: v,
+      rows: [{ [spec.name]: encodeTensor(spec.datatype, body.features) }],
+    };
   }
 
   planV2(

@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi";
 
-const finite = z.number().refine(Number.isFinite, "must be a finite number");
+// zod 4's number() already refuses NaN and ±Infinity (JSON.parse turns 1e999 into Infinity).
+const finite = z.number();
 
 export const predictBodySchema = z
   .object({

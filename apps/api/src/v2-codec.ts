@@ -1,4 +1,11 @@
-import { FerryError, type ModelConfig, type OutputTensor, type RowInputs } from "@ferry/protocol";
+import {
+  type Datatype,
+  encodeTensor,
+  FerryError,
+  type ModelConfig,
+  type OutputTensor,
+  type RowInputs,
+} from "@ferry/protocol";
 import type { V2InferRequest, V2InferResponse } from "./schemas.js";
 
 /** Flattens KServe v2 `data`, which may be nested to any depth, in row-major order. */
@@ -18,7 +25,7 @@ export function flatten(data: unknown[]): number[] {
  */
 export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInputs[] {
   let batch: number | undefined;
-  const columns = new Map<string, { values: number[]; width: number }>();
+  const columns = new Map<string, { values: number[]; width: number; datatype: Datatype }>();
   for (const spec of config.inputs) {
     const input = body.inputs.find((i) => i.name === spec.name);
     if (!input) throw invalid(`missing input '${spec.name}'`);
@@ -51,7 +58,11 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
         `input '${spec.name}' has ${values.length} values, shape [${input.shape.join(",")}] needs ${expected}`,
       );
     }
-    columns.set(spec.name, { values, width: rows === 0 ? 0 : expected / rows });
+    columns.set(spec.name, {
+      values,
+      width: rows === 0 ? 0 : expected / rows,
+      datatype: spec.datatype,
+    });
   }
   for (const input of body.inputs) {
     if (!config.inputs.some((s) => s.name === input.name))
@@ -60,8 +71,9 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
   if (!batch) throw invalid("batch size must be at least 1");
   return Array.from({ length: batch }, (_, r) => {
     const row: RowInputs = {};
-    for (const [name, { values, width }] of columns)
-      row[name] = values.slice(r * width, (r + 1) * width);
+    for (const [name, { values, width, datatype }] of columns) {
+      row[name] = encodeTensor(datatype, values.slice(r * width, (r + 1) * width));
+    }
     return row;
   });
 }

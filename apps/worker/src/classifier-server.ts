@@ -9,7 +9,7 @@ import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
 import type { InferRowContext } from "./row-context.js";
-import { packRows, rowProblem, splitRows } from "./tensor-packing.js";
+import { type DecodedRow, decodeRow, packRows, splitRows } from "./tensor-packing.js";
 
 /**
  * Serves one classifier version: validates each row, batches rows dynamically and runs the
@@ -20,7 +20,7 @@ export class ClassifierServer {
     readonly config: ModelConfig,
     readonly version: string,
     private readonly runtime: ModelRuntime,
-    private readonly batcher: Batcher<InferRow["inputs"], Record<string, OutputTensor>>,
+    private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
     private readonly metrics: WorkerMetrics,
   ) {}
 
@@ -37,7 +37,7 @@ export class ClassifierServer {
       executionProvider,
     });
     const labels = { model: config.name, version };
-    const batcher = new Batcher<InferRow["inputs"], Record<string, OutputTensor>>(
+    const batcher = new Batcher<DecodedRow, Record<string, OutputTensor>>(
       async (rows) => {
         metrics.batchSize.observe(labels, rows.length);
         const end = metrics.computeSeconds.startTimer(labels);
@@ -60,14 +60,14 @@ export class ClassifierServer {
   /** Answers one row; every failure becomes a row error, never an exception. */
   async handle(row: InferRow, ctx: InferRowContext): Promise<RowResult> {
     const labels = { model: this.config.name, version: this.version };
-    const problem = rowProblem(this.config.inputs, row.inputs);
-    if (problem) {
+    const decoded = decodeRow(this.config.inputs, row.inputs);
+    if (typeof decoded === "string") {
       this.metrics.rows.inc({ ...labels, outcome: "invalid" });
-      return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: problem } };
+      return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };
     }
     try {
       this.metrics.pending.set(labels, this.batcher.pending + 1);
-      const outcome = await this.batcher.submit(row.inputs, row.deadline, ctx.signal);
+      const outcome = await this.batcher.submit(decoded, row.deadline, ctx.signal);
       this.metrics.rows.inc({ ...labels, outcome: "ok" });
       return {
         rid: row.rid,

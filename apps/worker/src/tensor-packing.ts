@@ -1,4 +1,10 @@
-import type { OutputTensor, RowInputs, TensorSpec } from "@ferry/protocol";
+import {
+  bytesPerElement,
+  type OutputTensor,
+  type RowInputs,
+  type TensorSpec,
+  tensorBytes,
+} from "@ferry/protocol";
 import type { TensorData, TensorMap } from "@ferry/runtime";
 
 /** Values in one row of a tensor with per-row `dims`; -1 axes make it variable (null). */
@@ -6,34 +12,44 @@ export function rowLength(dims: readonly number[]): number | null {
   return dims.some((d) => d < 0) ? null : dims.reduce((a, b) => a * b, 1);
 }
 
-/** Why a row does not fit the model's inputs, or undefined when it does. */
-export function rowProblem(specs: readonly TensorSpec[], inputs: RowInputs): string | undefined {
+/** One row's inputs as bytes, checked against the model's inputs. */
+export type DecodedRow = Record<string, Buffer>;
+
+/** Decodes a row, or says why it does not fit the model's inputs. */
+export function decodeRow(specs: readonly TensorSpec[], inputs: RowInputs): DecodedRow | string {
+  const row: DecodedRow = {};
   for (const spec of specs) {
-    const values = inputs[spec.name];
-    if (!values) return `missing input '${spec.name}'`;
+    const encoded = inputs[spec.name];
+    if (encoded === undefined) return `missing input '${spec.name}'`;
+    const bytes = tensorBytes(encoded);
+    const size = bytesPerElement[spec.datatype];
     const expected = rowLength(spec.dims);
-    if (expected !== null && values.length !== expected) {
-      return `Expected ${expected} features, got ${values.length}`;
+    if (bytes.length % size !== 0 || (expected !== null && bytes.length !== expected * size)) {
+      return `Expected ${expected ?? "a whole number of"} features, got ${bytes.length / size}`;
     }
-    if (!values.every(Number.isFinite)) return `input '${spec.name}' has a non-finite value`;
+    if (spec.datatype === "FP32" && !allFinite(bytes))
+      return `input '${spec.name}' has a non-finite value`;
+    row[spec.name] = bytes;
   }
-  return undefined;
+  return row;
 }
 
-/** Stacks rows into one batched tensor per input, in the typed array the datatype needs. */
-export function packRows(specs: readonly TensorSpec[], rows: readonly RowInputs[]): TensorMap {
+/** Stacks decoded rows into one batched tensor per input by copying their bytes. */
+export function packRows(specs: readonly TensorSpec[], rows: readonly DecodedRow[]): TensorMap {
   const feeds: TensorMap = {};
   for (const spec of specs) {
-    const width = rowLength(spec.dims) ?? rows[0]?.[spec.name]?.length ?? 0;
-    const data = allocate(spec.datatype, rows.length * width);
+    const size = bytesPerElement[spec.datatype];
+    const rowBytes = rows[0]?.[spec.name]?.length ?? 0;
+    const bytes = new Uint8Array(rows.length * rowBytes);
     rows.forEach((row, r) => {
-      const values = row[spec.name] ?? [];
-      if (data instanceof BigInt64Array) {
-        for (let k = 0; k < values.length; k++)
-          data[r * width + k] = BigInt(Math.trunc(values[k] ?? 0));
-      } else data.set(values, r * width);
+      const src = row[spec.name];
+      if (src) bytes.set(src, r * rowBytes);
     });
-    feeds[spec.name] = { data, dims: [rows.length, ...spec.dims.map((d) => (d < 0 ? width : d))] };
+    const width = rowBytes / size;
+    feeds[spec.name] = {
+      data: view(spec.datatype, bytes.buffer),
+      dims: [rows.length, ...spec.dims.map((d) => (d < 0 ? width : d))],
+    };
   }
   return feeds;
 }
@@ -51,16 +67,25 @@ export function splitRows(outputs: TensorMap, n: number): Array<Record<string, O
   return rows;
 }
 
-function allocate(datatype: TensorSpec["datatype"], length: number): TensorData["data"] {
+function allFinite(bytes: Buffer): boolean {
+  const floats = new Float32Array(new Uint8Array(bytes).buffer);
+  for (const f of floats) if (!Number.isFinite(f)) return false;
+  return true;
+}
+
+function view(datatype: TensorSpec["datatype"], buffer: ArrayBuffer): TensorData["data"] {
   switch (datatype) {
     case "FP64":
-      return new Float64Array(length);
+      return new Float64Array(buffer);
     case "INT64":
-      return new BigInt64Array(length);
+      return new BigInt64Array(buffer);
     case "INT32":
-      return new Int32Array(length);
+      return new Int32Array(buffer);
+    case "BOOL":
+    case "BYTES":
+      return new Uint8Array(buffer);
     default:
-      return new Float32Array(length);
+      return new Float32Array(buffer);
   }
 }
 

@@ -4,8 +4,11 @@ import { errorCodes } from "./errors.js";
 /** Bumped when a message that crosses Redis changes shape; readers reject other versions. */
 export const WIRE_VERSION = 1;
 
-/** One caller's input: tensor name -> row-major values of that one row (batch axis excluded). */
-export const rowInputsSchema = z.record(z.string(), z.array(z.number()));
+/**
+ * One caller's input: tensor name -> that row's values (batch axis excluded), row-major,
+ * encoded by `encodeTensor` in the datatype model.json gives the input.
+ */
+export const rowInputsSchema = z.record(z.string(), z.string());
 export type RowInputs = z.infer<typeof rowInputsSchema>;
 
 export const inferRowSchema = z.object({

@@ -1,0 +1,64 @@
+import type { Datatype } from "./model-config.js";
+
+/** Bytes per element of each datatype as it travels (little-endian, like KServe's binary extension). */
+export const bytesPerElement: Record<Datatype, number> = {
+  FP32: 4,
+  FP64: 8,
+  INT64: 8,
+  INT32: 4,
+  BOOL: 1,
+  BYTES: 1,
+};
+
+/**
+ * Encodes one row's values as base64 of their binary form. JSON numbers cost a parse on every
+ * hop and three times the bytes in Redis; a 784-pixel row is 4 KB this way.
+ *
+ * @example
+ * decodeTensor("FP32", encodeTensor("FP32", [0.5, 2])); // Float32Array [0.5, 2]
+ */
+export function encodeTensor(datatype: Datatype, values: readonly number[]): string {
+  let array: ArrayBufferView;
+  switch (datatype) {
+    case "FP64":
+      array = Float64Array.from(values);
+      break;
+    case "INT64":
+      array = BigInt64Array.from(values, (v) => BigInt(Math.trunc(v)));
+      break;
+    case "INT32":
+      array = Int32Array.from(values);
+      break;
+    case "BOOL":
+    case "BYTES":
+      array = Uint8Array.from(values);
+      break;
+    default:
+      array = Float32Array.from(values);
+  }
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString("base64");
+}
+
+/** The bytes of an encoded row (a view, no copy of the values). */
+export function tensorBytes(encoded: string): Buffer {
+  return Buffer.from(encoded, "base64");
+}
+
+/** Decodes a row back into numbers (for checks and tests; the worker copies bytes instead). */
+export function decodeTensor(datatype: Datatype, encoded: string): number[] {
+  const bytes = tensorBytes(encoded);
+  const copy = new Uint8Array(bytes).buffer;
+  switch (datatype) {
+    case "FP64":
+      return Array.from(new Float64Array(copy));
+    case "INT64":
+      return Array.from(new BigInt64Array(copy), Number);
+    case "INT32":
+      return Array.from(new Int32Array(copy));
+    case "BOOL":
+    case "BYTES":
+      return Array.from(new Uint8Array(copy));
+    default:
+      return Array.from(new Float32Array(copy));
+  }
+}
