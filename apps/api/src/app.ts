@@ -5,7 +5,9 @@ import { requestId } from "hono/request-id";
 import { errorResponse, toFerryError } from "./errors.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
+import { registerCompletions } from "./routes/completions.js";
 import { registerHealth } from "./routes/health.js";
+import { registerJobEvents } from "./routes/job-events.js";
 import { registerJobs } from "./routes/jobs.js";
 import { registerMetrics } from "./routes/metrics.js";
 import { registerPredict } from "./routes/predict.js";
@@ -50,6 +52,8 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerV2Models(app);
   registerV2Infer(app);
   registerJobs(app);
+  registerJobEvents(app);
+  registerCompletions(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },

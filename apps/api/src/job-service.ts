@@ -1,8 +1,15 @@
-import { DEFAULT_PRIORITY, FerryError } from "@ferry/protocol";
+import {
+  type CompletionResult,
+  DEFAULT_PRIORITY,
+  FerryError,
+  type InferReply,
+} from "@ferry/protocol";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
+import type { CompletionService } from "./completion-service.js";
 import { type InferenceService, type Plan, toPrediction } from "./inference-service.js";
 import {
+  completionRequestSchema,
   type jobBodySchema,
   type jobRecordSchema,
   predictBodySchema,
@@ -16,7 +23,8 @@ type JobView = z.infer<typeof jobRecordSchema>;
 /** The format an async job's result is rendered in, chosen by the shape of its input. */
 type JobFormat =
   | { format: "predict" }
-  | { format: "v2"; outputs: string[]; id: string | undefined };
+  | { format: "v2"; outputs: string[]; id: string | undefined }
+  | { format: "completion" };
 
 /**
  * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
@@ -26,9 +34,16 @@ export class JobService {
   constructor(
     private readonly client: InferenceClient,
     private readonly inference: InferenceService,
+    private readonly completions: CompletionService,
   ) {}
 
   async submit(body: JobBody, requestId: string): Promise<JobRecord> {
+    if ("prompt" in body.input) {
+      const completion = completionRequestSchema.safeParse({ ...body.input, model: body.model });
+      if (!completion.success)
+        throw new FerryError("INVALID_INPUT", `input: ${completion.error.issues[0]?.message}`);
+      return this.completions.submit({ ...completion.data, ...pick(body) }, requestId);
+    }
     const { plan, format } = this.plan(body);
     const config = plan.entry.config;
     return this.client.submitJob({
@@ -87,9 +102,16 @@ export class JobService {
   }
 
   private render(record: JobRecord): unknown {
-    const rows = (record.result ?? []).map((r) => (r.ok ? r.outputs : {}));
-    const plan = this.inference.planFor(record.model, record.version);
     const meta = record.meta as JobFormat;
+    if (meta.format === "completion")
+      return this.completions.render(
+        record.id,
+        record.model,
+        record.created_at,
+        record.result as CompletionResult,
+      );
+    const rows = (record.result as InferReply).results.map((r) => (r.ok ? r.outputs : {}));
+    const plan = this.inference.planFor(record.model, record.version);
     if (meta.format === "v2")
       return encodeV2Response(
         plan.entry.config,
@@ -101,6 +123,14 @@ export class JobService {
     const latency = (record.finished_at ?? record.created_at) - record.created_at;
     return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
   }
+}
+
+/** The job-level priority and deadline, which win over the same fields inside `input`. */
+function pick(body: JobBody): { priority?: number; timeout_ms?: number } {
+  return {
+    ...(body.priority === undefined ? {} : { priority: body.priority }),
+    ...(body.timeout_ms === undefined ? {} : { timeout_ms: body.timeout_ms }),
+  };
 }
 
 function seconds(ms: number): number {

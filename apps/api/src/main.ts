@@ -3,6 +3,7 @@ import { InferenceClient } from "@ferry/transport";
 import { serve } from "@hono/node-server";
 import { pino } from "pino";
 import { createApp } from "./app.js";
+import { CompletionService } from "./completion-service.js";
 import { loadEnv } from "./env.js";
 import { InferenceService } from "./inference-service.js";
 import { JobService } from "./job-service.js";
@@ -17,6 +18,7 @@ const client = new InferenceClient({ redisUrl: env.REDIS_URL, prefix: env.FERRY_
 await client.ready();
 const metrics = new ApiMetrics();
 const inference = new InferenceService(repository, client, metrics);
+const completions = new CompletionService(repository, client);
 let draining = false;
 const services: Services = {
   env,
@@ -24,7 +26,8 @@ const services: Services = {
   repository,
   client,
   inference,
-  jobs: new JobService(client, inference),
+  jobs: new JobService(client, inference, completions),
+  completions,
   metrics,
   draining: () => draining,
 };

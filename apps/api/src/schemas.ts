@@ -152,3 +152,61 @@ export const healthSchema = z
     models: z.record(z.string(), z.object({ ready: z.boolean(), workers: z.number().int() })),
   })
   .openapi("Health");
+
+export const completionRequestSchema = z
+  .object({
+    model: z.string(),
+    prompt: z.union([z.string(), z.array(z.string()).length(1)]),
+    max_tokens: z.number().int().positive().nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().gt(0).max(1).nullish(),
+    top_k: z.number().int().min(0).nullish(),
+    seed: z.number().int().nullish(),
+    stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+    n: z.literal(1).nullish(),
+    priority: z.number().int().min(1).max(10).optional(),
+    timeout_ms: z.number().int().positive().optional(),
+  })
+  .openapi("CompletionRequest");
+export type CompletionRequest = z.infer<typeof completionRequestSchema>;
+
+const usage = z.object({
+  prompt_tokens: z.number(),
+  completion_tokens: z.number(),
+  total_tokens: z.number(),
+});
+
+export const completionResponseSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal("text_completion"),
+    created: z.number().int(),
+    model: z.string(),
+    choices: z.array(
+      z.object({
+        text: z.string(),
+        index: z.number().int(),
+        logprobs: z.null(),
+        finish_reason: z.enum(["stop", "length"]).nullable(),
+      }),
+    ),
+    usage: usage.optional(),
+  })
+  .openapi("Completion");
+export type CompletionResponse = z.infer<typeof completionResponseSchema>;
+
+export const modelListSchema = z
+  .object({
+    object: z.literal("list"),
+    data: z.array(
+      z.object({
+        id: z.string(),
+        object: z.literal("model"),
+        created: z.number().int(),
+        owned_by: z.string(),
+      }),
+    ),
+  })
+  .openapi("ModelList");

@@ -1,6 +1,7 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
+import type { CompletionService } from "./completion-service.js";
 import type { ApiEnv } from "./env.js";
 import type { InferenceService } from "./inference-service.js";
 import type { JobService } from "./job-service.js";
@@ -14,6 +15,7 @@ export interface Services {
   client: InferenceClient;
   inference: InferenceService;
   jobs: JobService;
+  completions: CompletionService;
   metrics: ApiMetrics;
   /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
   draining: () => boolean;

@@ -4,6 +4,7 @@ import { WorkerTransport } from "@ferry/transport";
 import { pino } from "pino";
 import { ClassifierServer } from "./classifier-server.js";
 import { loadEnv } from "./env.js";
+import { GeneratorServer } from "./generation/generator-server.js";
 import { startHealthServer } from "./health-server.js";
 import { WorkerMetrics } from "./metrics.js";
 
@@ -21,12 +22,33 @@ const transport = new WorkerTransport({
   ...(env.WORKER_ID ? { workerId: env.WORKER_ID } : {}),
 });
 
-const servers: ClassifierServer[] = [];
+const servers: Array<{ close(): Promise<void> }> = [];
+const lockOptions = {
+  lockDurationMs: env.LOCK_DURATION_MS,
+  stalledIntervalMs: env.STALLED_INTERVAL_MS,
+};
 for (const entry of repository.list()) {
   const name = entry.config.name;
   if (wanted.length > 0 && !wanted.includes(name)) continue;
-  if (entry.config.kind !== "classifier") {
-    log.warn({ model: name, kind: entry.config.kind }, "model kind not served by this worker yet");
+  if (entry.config.kind === "generator") {
+    for (const version of entry.versions) {
+      const server = await GeneratorServer.load(
+        entry.config,
+        version,
+        entry.dir,
+        env.EXECUTION_PROVIDER,
+        metrics,
+      );
+      servers.push(server);
+      // One job per seat: a completion waits in BullMQ, not here, so any worker with a free
+      // seat can take it.
+      transport.consumeGenerate(
+        queueName(name, version),
+        { concurrency: server.maxNumSeqs, ...lockOptions },
+        (job, ctx) => server.handle(job, ctx.signal, ctx.emit),
+      );
+      log.info({ model: name, version, seats: server.maxNumSeqs }, "serving");
+    }
     continue;
   }
   for (const version of entry.versions) {
@@ -40,14 +62,8 @@ for (const entry of repository.list()) {
     servers.push(server);
     // Enough jobs in flight to fill every instance's batch while the previous one computes.
     const concurrency = entry.config.max_batch_size * entry.config.instance_count * 2;
-    transport.consume(
-      queueName(name, version),
-      {
-        concurrency,
-        lockDurationMs: env.LOCK_DURATION_MS,
-        stalledIntervalMs: env.STALLED_INTERVAL_MS,
-      },
-      (row, _job, ctx) => server.handle(row, ctx),
+    transport.consume(queueName(name, version), { concurrency, ...lockOptions }, (row, _job, ctx) =>
+      server.handle(row, ctx),
     );
     log.info({ model: name, version, instances: entry.config.instance_count }, "serving");
   }

@@ -30,6 +30,45 @@ export class WorkerMetrics {
     registers: [this.registry],
   });
 
+  readonly ttft = new Histogram({
+    name: "ferry_worker_time_to_first_token_seconds",
+    help: "Time from a sequence's arrival at the engine to its first token",
+    labelNames: ["model", "version"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly interToken = new Histogram({
+    name: "ferry_worker_inter_token_seconds",
+    help: "Time between consecutive tokens of a sequence",
+    labelNames: ["model", "version"],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
+  readonly runningSeqs = new Gauge({
+    name: "ferry_worker_running_sequences",
+    help: "Sequences holding a batch slot",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+  readonly waitingSeqs = new Gauge({
+    name: "ferry_worker_waiting_sequences",
+    help: "Sequences waiting for a batch slot",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+  readonly tokens = new Counter({
+    name: "ferry_worker_generated_tokens_total",
+    help: "Tokens generated",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+  readonly cancelledSeqs = new Counter({
+    name: "ferry_worker_cancelled_sequences_total",
+    help: "Sequences that left because their client cancelled",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

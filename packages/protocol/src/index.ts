@@ -1,4 +1,5 @@
 export * from "./errors.js";
+export * from "./generation.js";
 export * from "./jobs.js";
 export * from "./model-config.js";
 export * from "./queue-names.js";

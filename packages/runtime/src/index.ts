@@ -1,3 +1,5 @@
 export * from "./in-process-session.js";
+export * from "./lm-messages.js";
+export * from "./lm-runtime.js";
 export * from "./model-runtime.js";
 export * from "./tensor.js";

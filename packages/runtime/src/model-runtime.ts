@@ -1,6 +1,5 @@
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
+import { spawnThread } from "./spawn-thread.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 import type { ThreadReply, ThreadRequest } from "./thread-messages.js";
 
@@ -129,7 +128,7 @@ interface StartedThread {
 }
 
 function startThread(path: string, options: SessionOptions): Promise<StartedThread> {
-  const thread = spawnSessionThread({ path, options });
+  const thread = spawnThread("session-thread", { path, options });
   return new Promise((resolve, reject) => {
     const onMessage = (msg: ThreadReply) => {
       thread.off("error", onError);
@@ -147,18 +146,4 @@ function startThread(path: string, options: SessionOptions): Promise<StartedThre
     thread.on("message", onMessage);
     thread.once("error", onError);
   });
-}
-
-/**
- * Built output ships session-thread.js. From source the thread needs tsx, and on Node 20 a
- * worker thread does not inherit the loader hooks of a process started by tsx, so the thread
- * registers tsx itself before importing its TypeScript body.
- */
-function spawnSessionThread(workerData: unknown): Worker {
-  const js = new URL("./session-thread.js", import.meta.url);
-  if (existsSync(fileURLToPath(js))) return new Worker(js, { workerData });
-  const ts = new URL("./session-thread.ts", import.meta.url).href;
-  const tsxApi = import.meta.resolve("tsx/esm/api");
-  const entry = `import(${JSON.stringify(tsxApi)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(ts)}); })`;
-  return new Worker(entry, { eval: true, workerData });
 }

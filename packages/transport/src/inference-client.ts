@@ -2,9 +2,12 @@ import { randomUUID } from "node:crypto";
 import {
   bullPriority,
   type CancelMessage,
+  type CompletionResult,
   FerryError,
+  type GenerateJob,
   type InferJob,
   type InferReply,
+  type JobEvent,
   parseQueueName,
   queueName,
   type RowInputs,
@@ -14,8 +17,11 @@ import {
 } from "@ferry/protocol";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { ChannelMux } from "./channel-mux.js";
 import { type CoalescedGroup, Coalescer } from "./coalescer.js";
 import { createRedis } from "./connection.js";
+import { EventWriter } from "./event-log.js";
+import { EventReader } from "./event-reader.js";
 import { type JobIndexEntry, type JobRecord, parseFailure, statusOf } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { QueueDepth } from "./queue-depth.js";
@@ -62,6 +68,9 @@ export class InferenceClient {
   private readonly subscriber: Redis;
   private readonly queues = new Map<string, Queue>();
   private readonly router: ReplyRouter;
+  private readonly mux: ChannelMux;
+  private readonly writer: EventWriter;
+  private readonly reader: EventReader;
   private readonly coalescer: Coalescer;
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
@@ -78,11 +87,15 @@ export class InferenceClient {
     this.subscriber = createRedis(options.redisUrl);
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
+    this.mux = new ChannelMux(this.subscriber);
     this.router = new ReplyRouter(
       this.subscriber,
+      this.mux,
       this.keys.reply(this.instanceId),
       (jobs) => void this.recover(jobs),
     );
+    this.writer = new EventWriter(this.redis, this.keys, this.jobTtlS);
+    this.reader = new EventReader(this.redis, this.mux, this.keys);
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
     this.workers = new WorkerRegistry(this.redis, this.keys);
@@ -168,6 +181,48 @@ export class InferenceClient {
     return emptyRecord(id, index, "queued");
   }
 
+  /**
+   * Enqueues a completion as a job (one per completion); its tokens arrive through `events`.
+   */
+  async submitGenerate(
+    job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
+    priority: number,
+    maxQueueSize: number,
+  ): Promise<JobRecord> {
+    this.assertUp();
+    const name = queueName(job.model, job.version);
+    await this.depth.admit(name, maxQueueSize);
+    const id = randomUUID();
+    const now = Date.now();
+    const meta = job.meta ?? {};
+    const index: JobIndexEntry = {
+      queue: name,
+      model: job.model,
+      version: job.version,
+      created_at: now,
+      meta,
+    };
+    const data: GenerateJob = { ...job, v: WIRE_VERSION, kind: "generate", accepted_at: now };
+    await this.guard(async () => {
+      await this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.jobTtlS);
+      this.writer.emit(id, [{ type: "status", status: "queued" }]);
+      await this.writer.flush();
+      await this.queue(name).add("generate", data, {
+        jobId: id,
+        priority: bullPriority(priority),
+        removeOnComplete: { age: this.jobTtlS },
+        removeOnFail: { age: this.jobTtlS },
+      });
+    });
+    return emptyRecord(id, index, "queued");
+  }
+
+  /** A job's events after `after` (a stream id), live until its `done` event. */
+  events(jobId: string, after: string | undefined, signal?: AbortSignal): AsyncGenerator<JobEvent> {
+    this.assertUp();
+    return this.reader.read(jobId, after, signal);
+  }
+
   /** The job's state as a poll reports it; undefined when the id is unknown or expired. */
   async getJob(id: string): Promise<JobRecord | undefined> {
     this.assertUp();
@@ -177,7 +232,10 @@ export class InferenceClient {
     if (!rawIndex) return undefined;
     const index = JSON.parse(rawIndex) as JobIndexEntry;
     const job = await this.guard(() =>
-      Job.fromId<InferJob, InferReply>(this.queue(index.queue), id),
+      Job.fromId<InferJob | GenerateJob, InferReply | CompletionResult>(
+        this.queue(index.queue),
+        id,
+      ),
     );
     if (!job) {
       // Removed while queued by a cancel, or lost between writing the index and the job.
@@ -189,7 +247,7 @@ export class InferenceClient {
     }
     const state = await this.guard(() => job.getState());
     const status = statusOf(state, job.failedReason, cancelled !== null);
-    const result = status === "succeeded" ? (job.returnvalue?.results ?? null) : null;
+    const result = status === "succeeded" ? (job.returnvalue ?? null) : null;
     const record = emptyRecord(id, index, status);
     return {
       ...record,
@@ -219,7 +277,18 @@ export class InferenceClient {
     if (index) {
       const job = await Job.fromId(this.queue((JSON.parse(index) as JobIndexEntry).queue), id);
       // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
-      await job?.remove().catch(() => undefined);
+      const removed = await job?.remove().then(
+        () => true,
+        () => false,
+      );
+      if (removed) {
+        // nobody will run it now, so nobody else will close its event log
+        this.writer.emit(id, [
+          { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
+          { type: "done" },
+        ]);
+        await this.writer.flush();
+      }
     }
     return this.getJob(id);
   }

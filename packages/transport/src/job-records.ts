@@ -1,4 +1,4 @@
-import type { JobStatus, RowResult, WireError } from "@ferry/protocol";
+import type { JobStatus, WireError } from "@ferry/protocol";
 
 /** What a poll of an async job reports. */
 export interface JobRecord {
@@ -9,8 +9,8 @@ export interface JobRecord {
   created_at: number;
   started_at: number | null;
   finished_at: number | null;
-  /** One result per row, once the job succeeded. */
-  result: RowResult[] | null;
+  /** The worker's return value once the job succeeded: an InferReply or a CompletionResult. */
+  result: unknown;
   error: WireError | null;
   meta: Record<string, unknown>;
 }

@@ -25,6 +25,11 @@ export class Keys {
     return `${this.prefix}:job-queue:${jobId}`;
   }
 
+  /** A job's event log (a capped Redis Stream); also the name of its live pub/sub channel. */
+  events(jobId: string): string {
+    return `${this.prefix}:events:${jobId}`;
+  }
+
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
   get workers(): string {
     return `${this.prefix}:workers`;

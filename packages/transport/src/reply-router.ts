@@ -1,5 +1,6 @@
 import { type InferReply, type RowResult, WIRE_VERSION } from "@ferry/protocol";
 import type { Redis } from "ioredis";
+import type { ChannelMux } from "./channel-mux.js";
 
 interface Waiter {
   jobId: string | undefined;
@@ -17,14 +18,12 @@ export class ReplyRouter {
 
   constructor(
     subscriber: Redis,
+    mux: ChannelMux,
     readonly channel: string,
     /** Called after a reconnect with the jobs whose answers may have been missed meanwhile. */
     private readonly onResubscribed: (jobIds: string[]) => void,
   ) {
     let first = true;
-    subscriber.on("message", (ch: string, message: string) => {
-      if (ch === this.channel) this.deliver(message);
-    });
     subscriber.on("ready", () => {
       if (first) {
         first = false;
@@ -35,7 +34,7 @@ export class ReplyRouter {
       for (const w of this.waiters.values()) if (w.jobId) jobs.add(w.jobId);
       if (jobs.size > 0) this.onResubscribed([...jobs]);
     });
-    this.ready = subscriber.subscribe(channel).then(() => undefined);
+    this.ready = mux.listen(channel, (message) => this.deliver(message)).then(() => undefined);
   }
 
   whenReady(): Promise<void> {

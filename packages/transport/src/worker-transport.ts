@@ -1,15 +1,20 @@
 import { hostname } from "node:os";
 import {
   type CancelMessage,
+  type CompletionResult,
+  FerryError,
+  type GenerateJob,
   type InferJob,
   type InferReply,
   type InferRow,
+  type JobEventBody,
   type RowResult,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { createRedis } from "./connection.js";
+import { EventWriter } from "./event-log.js";
 import { formatFailure } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
@@ -20,6 +25,8 @@ export interface WorkerTransportOptions {
   prefix?: string;
   /** @defaultValue `${hostname()}-${pid}` */
   workerId?: string;
+  /** How long a job's event log is kept, in seconds. @defaultValue 86_400 */
+  jobTtlS?: number;
 }
 
 export interface ConsumeOptions {
@@ -40,6 +47,13 @@ export interface RowContext {
   signal: AbortSignal;
 }
 
+export interface GenerateContext extends RowContext {
+  /** Appends events to the job's log (written once per event-loop turn). */
+  emit: (events: JobEventBody[]) => void;
+}
+
+export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
+
 export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
 /**
@@ -52,6 +66,7 @@ export class WorkerTransport {
   private readonly redis: Redis;
   private readonly subscriber: Redis;
   private readonly registry: WorkerRegistry;
+  private readonly events: EventWriter;
   private readonly workers = new Map<string, Worker>();
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
@@ -65,6 +80,7 @@ export class WorkerTransport {
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
+    this.events = new EventWriter(this.redis, this.keys, options.jobTtlS ?? 86_400);
     this.subscriber.on("message", (channel: string, message: string) => {
       if (channel === this.keys.cancelChannel) this.onCancel(message);
     });
@@ -81,6 +97,27 @@ export class WorkerTransport {
       stalledInterval: options.stalledIntervalMs ?? 5_000,
       maxStalledCount: 3,
     });
+    worker.on("error", () => {});
+    this.workers.set(queue, worker);
+  }
+
+  /**
+   * Starts consuming a generator queue: each job is one completion, whose events (status,
+   * tokens, result or error, done) go to the job's log as the handler emits them.
+   */
+  consumeGenerate(queue: string, options: ConsumeOptions, handler: GenerateHandler): void {
+    const worker = new Worker<GenerateJob, CompletionResult>(
+      queue,
+      (job) => this.generate(job, handler),
+      {
+        connection: this.redis,
+        prefix: this.keys.prefix,
+        concurrency: options.concurrency,
+        lockDuration: options.lockDurationMs ?? 10_000,
+        stalledInterval: options.stalledIntervalMs ?? 5_000,
+        maxStalledCount: 3,
+      },
+    );
     worker.on("error", () => {});
     this.workers.set(queue, worker);
   }
@@ -146,6 +183,42 @@ export class WorkerTransport {
     } finally {
       this.running.delete(id);
     }
+  }
+
+  private async generate(
+    job: Job<GenerateJob, CompletionResult>,
+    handler: GenerateHandler,
+  ): Promise<CompletionResult> {
+    const id = job.id ?? "";
+    const emit = (events: JobEventBody[]) => this.events.emit(id, events);
+    if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
+      return this.failGenerate(id, new FerryError("INVALID_INPUT", "unsupported message"));
+    }
+    if ((await this.redis.exists(this.keys.cancelled(id))) === 1) {
+      return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"));
+    }
+    const controller = new AbortController();
+    this.running.set(id, controller);
+    emit([{ type: "status", status: "running" }]);
+    try {
+      const result = await handler(job.data, { jobId: id, signal: controller.signal, emit });
+      emit([{ type: "result", result }, { type: "done" }]);
+      await this.events.flush();
+      return result;
+    } catch (err) {
+      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
+      return this.failGenerate(id, error);
+    } finally {
+      this.running.delete(id);
+    }
+  }
+
+  /** Closes the job's log with its error and fails the job without retries. */
+  private async failGenerate(id: string, error: FerryError): Promise<never> {
+    const wire = { code: error.code, message: error.message };
+    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }]);
+    await this.events.flush();
+    throw new UnrecoverableError(formatFailure(wire));
   }
 
   private onCancel(message: string): void {

@@ -1,0 +1,52 @@
+import { FerryError } from "@ferry/protocol";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { streamSSE } from "hono/streaming";
+import type { AppEnv } from "../services.js";
+import { openAiErrors } from "./responses.js";
+
+/** Seconds between SSE comments that keep idle proxies from closing the stream. */
+const HEARTBEAT_MS = 15_000;
+
+const route = createRoute({
+  method: "get",
+  path: "/v1/jobs/{id}/events",
+  summary:
+    "A job's events as SSE (status, token, result, error, done), each with an id; Last-Event-ID resumes",
+  request: { params: z.object({ id: z.string() }) },
+  responses: {
+    200: {
+      content: { "text/event-stream": { schema: z.string() } },
+      description: "The event stream",
+    },
+    404: openAiErrors[404],
+    503: openAiErrors[503],
+  },
+});
+
+export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(route, async (c) => {
+    const { id } = c.req.valid("param");
+    const { client } = c.get("services");
+    if (!(await client.getJob(id))) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+    const after = c.req.header("Last-Event-ID") || undefined;
+    return streamSSE(c, async (stream) => {
+      const reading = new AbortController();
+      stream.onAbort(() => reading.abort());
+      const heartbeat = setInterval(
+        () => void stream.write(": keep-alive\n\n").catch(() => undefined),
+        HEARTBEAT_MS,
+      );
+      try {
+        for await (const event of client.events(id, after, reading.signal)) {
+          await stream.writeSSE({
+            id: event.id,
+            event: event.body.type,
+            data: JSON.stringify(event.body),
+          });
+        }
+      } finally {
+        clearInterval(heartbeat);
+      }
+    });
+  });
+}

@@ -1,0 +1,209 @@
+import { randomInt } from "node:crypto";
+import {
+  type CompletionResult,
+  FerryError,
+  type FinishReason,
+  type GenerateJob,
+  type JobEventBody,
+} from "@ferry/protocol";
+import type { LmRuntime } from "@ferry/runtime";
+import type { GenerationMetrics } from "./generation-metrics.js";
+import { OutputProcessor } from "./output-processor.js";
+import { sample, seededRandom } from "./sampler.js";
+import type { Scheduler } from "./scheduler.js";
+import type { Sequence } from "./sequence.js";
+import type { Tokenizer } from "./tokenizer.js";
+
+export interface EngineOptions {
+  /** Positions the model can attend to (prompt + completion). */
+  contextLength: number;
+  /** Prefill joining sequences in the same pass as the decode (false: a pass of its own). */
+  mixedPrefill?: boolean;
+}
+
+/**
+ * The step loop of continuous batching: schedule, execute (one batched pass for joining
+ * prompts, one for every running sequence's next token), process outputs (sample, detokenize,
+ * stop rules, events). Runs while any sequence is waiting or running.
+ */
+export class Engine {
+  private nextSeq = 1;
+  private looping = false;
+
+  constructor(
+    private readonly runtime: LmRuntime,
+    private readonly scheduler: Scheduler,
+    private readonly tokenizer: Tokenizer,
+    private readonly metrics: GenerationMetrics,
+    private readonly options: EngineOptions,
+  ) {}
+
+  /** Adds a completion; resolves with its result once it finishes. */
+  submit(
+    job: GenerateJob,
+    signal: AbortSignal,
+    emit: (events: JobEventBody[]) => void,
+  ): Promise<CompletionResult> {
+    const promptIds = this.tokenizer.encode(job.prompt);
+    if (promptIds.length === 0)
+      return Promise.reject(new FerryError("INVALID_INPUT", "prompt is empty"));
+    if (promptIds.length >= this.options.contextLength) {
+      const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
+      return Promise.reject(new FerryError("INVALID_INPUT", message));
+    }
+    return new Promise((resolve, reject) => {
+      const seq: Sequence = {
+        id: this.nextSeq++,
+        jobId: "",
+        promptIds,
+        params: job.params,
+        deadline: job.deadline,
+        signal,
+        random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
+        decoder: this.tokenizer.decoder(),
+        output: new OutputProcessor(job.params.stop),
+        generated: [],
+        pending: undefined,
+        enqueuedAt: performance.now(),
+        startedAt: undefined,
+        lastTokenAt: undefined,
+        ttftMs: undefined,
+        emit,
+        resolve,
+        reject,
+      };
+      this.scheduler.add(seq);
+      this.kick();
+    });
+  }
+
+  get numRunning(): number {
+    return this.scheduler.numRunning;
+  }
+
+  get numWaiting(): number {
+    return this.scheduler.numWaiting;
+  }
+
+  private kick(): void {
+    if (this.looping) return;
+    this.looping = true;
+    void this.loop().finally(() => {
+      this.looping = false;
+      if (this.scheduler.hasWork) this.kick();
+    });
+  }
+
+  private async loop(): Promise<void> {
+    while (this.scheduler.hasWork) {
+      this.dropDead();
+      const plan = this.scheduler.schedule();
+      this.metrics.running.set(this.scheduler.numRunning);
+      this.metrics.waiting.set(this.scheduler.numWaiting);
+      if (plan.prefill.length === 0 && plan.decode.length === 0) break;
+      const now = performance.now();
+      for (const seq of plan.prefill) seq.startedAt = now;
+      try {
+        await this.execute(plan.prefill, plan.decode);
+      } catch (err) {
+        const error = new FerryError(
+          "MODEL_ERROR",
+          err instanceof Error ? err.message : String(err),
+        );
+        for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, error);
+      }
+    }
+    this.metrics.running.set(0);
+    this.metrics.waiting.set(this.scheduler.numWaiting);
+  }
+
+  private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
+    const prefillRows = prefill.map((s) => ({ seq: s.id, tokens: s.promptIds }));
+    const decodeRows = decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] }));
+    if (this.options.mixedPrefill) {
+      const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
+      [...prefill, ...decode].forEach((seq, i) => this.advance(seq, logits[i]));
+      return;
+    }
+    if (prefillRows.length > 0) {
+      const logits = await this.runtime.step(prefillRows);
+      prefill.forEach((seq, i) => this.advance(seq, logits[i]));
+    }
+    if (decodeRows.length > 0) {
+      const logits = await this.runtime.step(decodeRows);
+      decode.forEach((seq, i) => this.advance(seq, logits[i]));
+    }
+  }
+
+  /** Samples the sequence's next token and applies the stop rules. */
+  private advance(seq: Sequence, logits: Float32Array | undefined): void {
+    if (!logits) return;
+    const now = performance.now();
+    const token = sample(logits, seq.params, seq.random);
+    if (seq.ttftMs === undefined) {
+      seq.ttftMs = now - (seq.startedAt ?? now);
+      this.metrics.ttft.observe((now - seq.enqueuedAt) / 1000);
+    } else if (seq.lastTokenAt !== undefined) {
+      this.metrics.interToken.observe((now - seq.lastTokenAt) / 1000);
+    }
+    seq.lastTokenAt = now;
+    if (token === this.tokenizer.eosTokenId) {
+      this.finish(seq, "stop");
+      return;
+    }
+    seq.generated.push(token);
+    this.metrics.tokens.inc();
+    const text = seq.output.push(seq.decoder.push(token));
+    if (text) seq.emit([{ type: "token", text, index: 0 }]);
+    if (seq.output.finished) this.finish(seq, seq.output.finished);
+    else if (seq.generated.length >= seq.params.max_tokens) this.finish(seq, "length");
+    else if (seq.promptIds.length + seq.generated.length >= this.options.contextLength)
+      this.finish(seq, "length");
+    else seq.pending = token;
+  }
+
+  private finish(seq: Sequence, reason: FinishReason): void {
+    const tail = seq.output.finished
+      ? ""
+      : seq.output.push(seq.decoder.flush()) + seq.output.finish(reason);
+    if (tail) seq.emit([{ type: "token", text: tail, index: 0 }]);
+    this.leave(seq);
+    const completion = seq.generated.length;
+    seq.resolve({
+      text: seq.output.text,
+      finish_reason: reason,
+      usage: {
+        prompt_tokens: seq.promptIds.length,
+        completion_tokens: completion,
+        total_tokens: seq.promptIds.length + completion,
+      },
+      ttft_ms: seq.ttftMs ?? 0,
+    });
+  }
+
+  private fail(seq: Sequence, error: FerryError): void {
+    this.leave(seq);
+    seq.reject(error);
+  }
+
+  private leave(seq: Sequence): void {
+    this.scheduler.remove(seq);
+    this.runtime.release([seq.id]);
+  }
+
+  /** Cancelled sequences leave now; waiting ones past their deadline are never started. */
+  private dropDead(): void {
+    const now = Date.now();
+    for (const seq of this.scheduler.all()) {
+      if (seq.signal.aborted) {
+        this.metrics.cancelled.inc();
+        this.fail(seq, new FerryError("CANCELLED", "generation was cancelled"));
+      } else if (seq.startedAt === undefined && seq.deadline <= now) {
+        this.fail(
+          seq,
+          new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"),
+        );
+      }
+    }
+  }
+}

@@ -1,0 +1,100 @@
+import { join } from "node:path";
+import type { CompletionResult, GenerateJob, JobEventBody, ModelConfig } from "@ferry/protocol";
+import { type ExecutionProvider, LmRuntime } from "@ferry/runtime";
+import { z } from "zod";
+import type { WorkerMetrics } from "../metrics.js";
+import { Engine } from "./engine.js";
+import { generationMetrics } from "./generation-metrics.js";
+import { HfTokenizer } from "./hf-tokenizer.js";
+import { Scheduler } from "./scheduler.js";
+import { ByteTokenizer, type Tokenizer } from "./tokenizer.js";
+
+/** What a generator's model.json must say beyond the common fields. */
+const generatorConfigSchema = z.object({
+  tokenizer: z.object({
+    type: z.enum(["byte", "huggingface"]),
+    eos_token_id: z.number().int().optional(),
+    /** For "huggingface": tokenizer.json, relative to the model's directory. */
+    file: z.string().default("tokenizer.json"),
+  }),
+  architecture: z.object({
+    n_layer: z.number().int().positive(),
+    n_head: z.number().int().positive(),
+    head_dim: z.number().int().positive(),
+    vocab_size: z.number().int().positive(),
+    context_length: z.number().int().positive(),
+  }),
+  scheduler: z
+    .object({
+      max_num_seqs: z.number().int().positive().default(16),
+      max_num_batched_tokens: z.number().int().positive().default(2048),
+      mixed_prefill: z.boolean().default(false),
+    })
+    .default({ max_num_seqs: 16, max_num_batched_tokens: 2048, mixed_prefill: false }),
+});
+export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;
+
+/** Serves one generator version: tokenizer, KV-cached runtime, scheduler and engine. */
+export class GeneratorServer {
+  private constructor(
+    readonly config: ModelConfig,
+    readonly generator: GeneratorConfig,
+    private readonly runtime: LmRuntime,
+    private readonly engine: Engine,
+  ) {}
+
+  static async load(
+    config: ModelConfig,
+    version: string,
+    dir: string,
+    executionProvider: ExecutionProvider,
+    metrics: WorkerMetrics,
+  ): Promise<GeneratorServer> {
+    const generator = generatorConfigSchema.parse(config);
+    const arch = generator.architecture;
+    const tokenizer: Tokenizer =
+      generator.tokenizer.type === "byte"
+        ? new ByteTokenizer(generator.tokenizer.eos_token_id)
+        : await HfTokenizer.load(
+            join(dir, generator.tokenizer.file),
+            generator.tokenizer.eos_token_id,
+          );
+    const runtime = await LmRuntime.load(
+      join(dir, version, "model.onnx"),
+      { layers: arch.n_layer, heads: arch.n_head, headDim: arch.head_dim, vocab: arch.vocab_size },
+      { executionProvider, intraOpThreads: config.intra_op_threads },
+    );
+    const scheduler = new Scheduler({
+      maxNumSeqs: generator.scheduler.max_num_seqs,
+      maxBatchedTokens: generator.scheduler.max_num_batched_tokens,
+    });
+    const engine = new Engine(
+      runtime,
+      scheduler,
+      tokenizer,
+      generationMetrics(metrics, config.name, version),
+      {
+        contextLength: arch.context_length,
+        mixedPrefill: generator.scheduler.mixed_prefill,
+      },
+    );
+    return new GeneratorServer(config, generator, runtime, engine);
+  }
+
+  /** Seats: how many completions one worker runs at once. */
+  get maxNumSeqs(): number {
+    return this.generator.scheduler.max_num_seqs;
+  }
+
+  handle(
+    job: GenerateJob,
+    signal: AbortSignal,
+    emit: (events: JobEventBody[]) => void,
+  ): Promise<CompletionResult> {
+    return this.engine.submit(job, signal, emit);
+  }
+
+  async close(): Promise<void> {
+    await this.runtime.close();
+  }
+}

@@ -1,0 +1,63 @@
+import type { FinishReason } from "@ferry/protocol";
+
+/**
+ * Turns a sequence's decoded text pieces into what the client may see: text that could be the
+ * start of a stop string is held back until it is known not to be one, and the stop string
+ * itself is never sent (OpenAI's behaviour).
+ */
+export class OutputProcessor {
+  private held = "";
+  private sent = "";
+  finished: FinishReason | undefined;
+
+  constructor(private readonly stop: readonly string[]) {}
+
+  /** Adds decoded text; returns the part that is safe to send now. */
+  push(piece: string): string {
+    if (this.finished) return "";
+    this.held += piece;
+    for (const s of this.stop) {
+      const at = this.held.indexOf(s);
+      if (at >= 0) {
+        this.finished = "stop";
+        return this.release(this.held.slice(0, at));
+      }
+    }
+    const keep = this.longestStopPrefixSuffix();
+    return this.release(
+      this.held.slice(0, this.held.length - keep),
+      this.held.slice(this.held.length - keep),
+    );
+  }
+
+  /** Ends the sequence (EOS, length, cancel): whatever was held back is released. */
+  finish(reason: FinishReason): string {
+    if (this.finished) return "";
+    this.finished = reason;
+    return this.release(this.held);
+  }
+
+  get text(): string {
+    return this.sent;
+  }
+
+  private release(out: string, rest = ""): string {
+    this.held = rest;
+    this.sent += out;
+    return out;
+  }
+
+  /** Length of the longest tail of the held text that begins some stop string. */
+  private longestStopPrefixSuffix(): number {
+    let best = 0;
+    for (const s of this.stop) {
+      for (let n = Math.min(s.length - 1, this.held.length); n > best; n--) {
+        if (this.held.endsWith(s.slice(0, n))) {
+          best = n;
+          break;
+        }
+      }
+    }
+    return best;
+  }
+}

@@ -1,0 +1,71 @@
+import type { Sequence } from "./sequence.js";
+
+export interface SchedulerOptions {
+  /** Sequences decoding at once at most (vLLM's max_num_seqs). */
+  maxNumSeqs: number;
+  /** Prompt tokens one step may prefill at most (vLLM's max_num_batched_tokens). */
+  maxBatchedTokens: number;
+}
+
+/** This step's work: sequences joining (their prompts run) and sequences decoding one token. */
+export interface StepPlan {
+  prefill: Sequence[];
+  decode: Sequence[];
+}
+
+/**
+ * Iteration-level scheduling: every step decodes every running sequence; waiting sequences
+ * join, first come first served, while seats and the prefill token budget last. A sequence
+ * that leaves frees its seat for the very next step.
+ */
+export class Scheduler {
+  private readonly waiting: Sequence[] = [];
+  private readonly running: Sequence[] = [];
+
+  constructor(private readonly options: SchedulerOptions) {}
+
+  add(seq: Sequence): void {
+    this.waiting.push(seq);
+  }
+
+  remove(seq: Sequence): void {
+    for (const list of [this.waiting, this.running]) {
+      const at = list.indexOf(seq);
+      if (at >= 0) list.splice(at, 1);
+    }
+  }
+
+  get numWaiting(): number {
+    return this.waiting.length;
+  }
+
+  get numRunning(): number {
+    return this.running.length;
+  }
+
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Every sequence the engine holds, waiting or running. */
+  all(): Sequence[] {
+    return [...this.waiting, ...this.running];
+  }
+
+  schedule(): StepPlan {
+    const decode = [...this.running];
+    const prefill: Sequence[] = [];
+    let budget = this.options.maxBatchedTokens;
+    while (this.waiting.length > 0 && this.running.length < this.options.maxNumSeqs) {
+      const next = this.waiting[0];
+      if (!next) break;
+      // a prompt longer than the whole budget still runs, alone, rather than never
+      if (next.promptIds.length > budget && prefill.length > 0) break;
+      budget -= next.promptIds.length;
+      this.waiting.shift();
+      this.running.push(next);
+      prefill.push(next);
+    }
+    return { prefill, decode };
+  }
+}

@@ -1,0 +1,29 @@
+import type { CompletionResult, FinishReason, JobEventBody, SamplingParams } from "@ferry/protocol";
+import type { OutputProcessor } from "./output-processor.js";
+
+/** One completion as the engine tracks it, from admission to its last token. */
+export interface Sequence {
+  id: number;
+  jobId: string;
+  promptIds: number[];
+  params: SamplingParams;
+  /** Epoch ms after which it must not start. */
+  deadline: number;
+  signal: AbortSignal;
+  random: () => number;
+  decoder: { push(id: number): string; flush(): string };
+  output: OutputProcessor;
+  /** Completion token ids so far. */
+  generated: number[];
+  /** The token sampled last step, fed to the model this step. */
+  pending: number | undefined;
+  enqueuedAt: number;
+  startedAt: number | undefined;
+  lastTokenAt: number | undefined;
+  ttftMs: number | undefined;
+  emit: (events: JobEventBody[]) => void;
+  resolve: (result: CompletionResult) => void;
+  reject: (err: Error) => void;
+}
+
+export type { FinishReason };

@@ -1,0 +1,27 @@
+/** Turns text into token ids and ids back into text, one token at a time. */
+export interface Tokenizer {
+  encode(text: string): number[];
+  /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
+  decoder(): { push(id: number): string; flush(): string };
+  readonly eosTokenId: number | undefined;
+}
+
+/**
+ * Bytes are tokens: ids 0..255 are UTF-8 bytes, and one more id ends the text. Decoding holds
+ * back the bytes of a character that is not complete yet.
+ */
+export class ByteTokenizer implements Tokenizer {
+  constructor(readonly eosTokenId: number | undefined = 256) {}
+
+  encode(text: string): number[] {
+    return Array.from(Buffer.from(text, "utf8"));
+  }
+
+  decoder() {
+    const utf8 = new TextDecoder("utf-8");
+    return {
+      push: (id: number) => (id < 256 ? utf8.decode(Uint8Array.of(id), { stream: true }) : ""),
+      flush: () => utf8.decode(),
+    };
+  }
+}

@@ -1,0 +1,68 @@
+import { z } from "zod";
+import { WIRE_VERSION } from "./wire.js";
+
+/** Sampling parameters of one completion, as OpenAI's API names them. */
+export const samplingParamsSchema = z.object({
+  max_tokens: z.number().int().positive(),
+  /** 0 means greedy. */
+  temperature: z.number().min(0).max(2),
+  top_p: z.number().gt(0).max(1),
+  /** 0 means no top-k cut. */
+  top_k: z.number().int().min(0),
+  /** Same seed, same text, whatever else shares the batch. */
+  seed: z.number().int().optional(),
+  stop: z.array(z.string()).max(4),
+});
+export type SamplingParams = z.infer<typeof samplingParamsSchema>;
+
+/** Job data for a generator queue: one job per completion. */
+export const generateJobSchema = z.object({
+  v: z.literal(WIRE_VERSION),
+  kind: z.literal("generate"),
+  model: z.string(),
+  version: z.string(),
+  prompt: z.string(),
+  params: samplingParamsSchema,
+  /** Epoch ms after which the completion must not start. */
+  deadline: z.number(),
+  accepted_at: z.number(),
+  meta: z.record(z.string(), z.unknown()).optional(),
+});
+export type GenerateJob = z.infer<typeof generateJobSchema>;
+
+export const finishReasonSchema = z.enum(["stop", "length", "cancelled"]);
+export type FinishReason = z.infer<typeof finishReasonSchema>;
+
+export const usageSchema = z.object({
+  prompt_tokens: z.number().int(),
+  completion_tokens: z.number().int(),
+  total_tokens: z.number().int(),
+});
+export type Usage = z.infer<typeof usageSchema>;
+
+/** The final answer of a completion, stored as the job's return value. */
+export const completionResultSchema = z.object({
+  text: z.string(),
+  finish_reason: finishReasonSchema,
+  usage: usageSchema,
+  /** Time to first token, in ms from the job's start. */
+  ttft_ms: z.number(),
+});
+export type CompletionResult = z.infer<typeof completionResultSchema>;
+
+/**
+ * What a job's event log holds, in order: `status` changes, `token` chunks of text, then one
+ * `result` or `error`, then `done`. Every event has the id Redis gave it in the job's stream.
+ */
+export type JobEventBody =
+  | { type: "status"; status: "running" | "queued" }
+  | { type: "token"; text: string; index: number }
+  | { type: "result"; result: unknown }
+  | { type: "error"; error: { code: string; message: string } }
+  | { type: "done" };
+
+export interface JobEvent {
+  /** Stream id ("<ms>-<seq>"): increasing, and what Last-Event-ID names. */
+  id: string;
+  body: JobEventBody;
+}
