@@ -1,0 +1,276 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { referenceGreedy } from "./helpers/reference-lm.js";
+import { readSse } from "./helpers/sse.js";
+import { Stack, waitFor } from "./helpers/stack.js";
+
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+let openai: OpenAI;
+beforeAll(async () => {
+  await stack.start();
+  openai = new OpenAI({ baseURL: stack.url("/v1"), apiKey: "not-needed", maxRetries: 0 });
+});
+afterAll(() => stack.stop());
+
+const prompts = [
+  "The meaning of life is",
+  "Q: What is a computer?\nA:",
+  "Once upon a time",
+  "You will",
+  "Never trust a",
+  "The best way to",
+  "A man walks into a bar",
+  "Love is",
+];
+
+const workerMetric = async (name: string) => {
+  const text = await (await fetch(stack.workers[0]?.metricsUrl ?? "")).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{`));
+  return Number(line?.split(" ").at(-1) ?? 0);
+};
+
+describe("completions through the official openai client", () => {
+  it("answers a completion with text, finish_reason and usage", async () => {
+    const res = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: "Hello",
+      max_tokens: 8,
+      temperature: 0,
+    });
+    expect(res.object).toBe("text_completion");
+    expect(res.choices[0]?.finish_reason).toMatch(/^(stop|length)$/);
+    expect(res.usage).toMatchObject({ prompt_tokens: 5 });
+    expect(res.usage?.total_tokens).toBe(
+      (res.usage?.prompt_tokens ?? 0) + (res.usage?.completion_tokens ?? 0),
+    );
+  });
+
+  it("streams chunks whose text adds up to the same greedy completion, then usage", async () => {
+    const whole = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: prompts[0] ?? "",
+      max_tokens: 24,
+      temperature: 0,
+    });
+    const stream = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: prompts[0] ?? "",
+      max_tokens: 24,
+      temperature: 0,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = "";
+    let chunks = 0;
+    let usage: unknown;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.text ?? "";
+      chunks++;
+      if (chunk.usage) usage = chunk.usage;
+    }
+    expect(chunks).toBeGreaterThan(2);
+    expect(text).toBe(whole.choices[0]?.text);
+    expect(usage).toEqual(whole.usage);
+  });
+
+  it("greedy output of 8 prompts sent at once equals unbatched in-process decoding, token for token", async () => {
+    const [ferry, reference] = await Promise.all([
+      Promise.all(
+        prompts.map((prompt) =>
+          openai.completions.create({ model: "tiny-lm", prompt, max_tokens: 32, temperature: 0 }),
+        ),
+      ),
+      Promise.all(prompts.map((prompt) => referenceGreedy(prompt, 32))),
+    ]);
+    expect(ferry.map((r) => r.choices[0]?.text)).toEqual(reference);
+  });
+
+  it("the same seed gives the same text, whatever else shares the batch", async () => {
+    const request = {
+      model: "tiny-lm",
+      prompt: "Once upon a time",
+      max_tokens: 24,
+      temperature: 0.9,
+      top_p: 0.95,
+      seed: 1234,
+    };
+    const alone = await openai.completions.create(request);
+    const crowd = await Promise.all([
+      openai.completions.create(request),
+      ...prompts.map((prompt, k) =>
+        openai.completions.create({ model: "tiny-lm", prompt, max_tokens: 16 + k, temperature: 1 }),
+      ),
+    ]);
+    expect(crowd[0]?.choices[0]?.text).toBe(alone.choices[0]?.text);
+    const other = await openai.completions.create({ ...request, seed: 4321 });
+    expect(other.choices[0]?.text).not.toBe(alone.choices[0]?.text);
+  });
+
+  it("honours stop strings (never sending them) and max_tokens", async () => {
+    const full =
+      (
+        await openai.completions.create({
+          model: "tiny-lm",
+          prompt: prompts[1] ?? "",
+          max_tokens: 40,
+          temperature: 0,
+        })
+      ).choices[0]?.text ?? "";
+    const stop = full.slice(6, 8);
+    const stopped = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: prompts[1] ?? "",
+      max_tokens: 40,
+      temperature: 0,
+      stop: [stop],
+    });
+    expect(stopped.choices[0]?.finish_reason).toBe("stop");
+    expect(stopped.choices[0]?.text).toBe(full.slice(0, full.indexOf(stop)));
+    const short = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: "Hello",
+      max_tokens: 3,
+      temperature: 0,
+    });
+    expect(short.usage?.completion_tokens).toBe(3);
+    expect(short.choices[0]?.finish_reason).toBe("length");
+  });
+
+  it("rejects bad requests with OpenAI-shaped errors", async () => {
+    await expect(
+      openai.completions.create({ model: "tiny-lm", prompt: "x", max_tokens: 0 }),
+    ).rejects.toMatchObject({ status: 400 });
+    await expect(openai.completions.create({ model: "nope", prompt: "x" })).rejects.toMatchObject({
+      status: 404,
+    });
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "x",
+      max_tokens: 5000,
+    });
+    expect(res.status).toBe(400);
+    expect(
+      ((await res.json()) as { error: { message: string; type: string } }).error,
+    ).toMatchObject({ type: "invalid_request_error" });
+  });
+});
+
+describe("lossless job event streams", () => {
+  const submit = async (prompt: string, maxTokens: number) => {
+    const res = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { prompt, max_tokens: maxTokens, temperature: 0 },
+    });
+    expect(res.status).toBe(202);
+    return ((await res.json()) as { id: string }).id;
+  };
+  const events = (id: string, lastEventId?: string, abort?: AbortController) =>
+    fetch(stack.url(`/v1/jobs/${id}/events`), {
+      headers: lastEventId ? { "Last-Event-ID": lastEventId } : {},
+      ...(abort ? { signal: abort.signal } : {}),
+    });
+
+  it("a reader that drops mid-stream and reconnects with Last-Event-ID gets exactly the rest", async () => {
+    const id = await submit(prompts[2] ?? "", 64);
+    const seen: Array<{ id: string; type: string; data: Record<string, unknown> }> = [];
+    const first = new AbortController();
+    await readSse(
+      await events(id, undefined, first),
+      (e) => {
+        seen.push({ id: e.id ?? "", type: e.event ?? "", data: JSON.parse(e.data) });
+        return seen.filter((s) => s.type === "token").length >= 3 ? "stop" : undefined;
+      },
+      first,
+    );
+    const lastId = seen.at(-1)?.id;
+    await readSse(await events(id, lastId), (e) => {
+      seen.push({ id: e.id ?? "", type: e.event ?? "", data: JSON.parse(e.data) });
+      return undefined;
+    });
+    const ids = seen.map((s) => s.id);
+    expect(new Set(ids).size).toBe(ids.length); // nothing twice
+    expect(seen.at(-1)?.type).toBe("done");
+    const text = seen
+      .filter((s) => s.type === "token")
+      .map((s) => s.data.text)
+      .join("");
+    const result = seen.find((s) => s.type === "result")?.data.result as { text: string };
+    expect(text).toBe(result.text);
+    expect(text).toBe(await referenceGreedy(prompts[2] ?? "", 64));
+  });
+
+  it("a reader that connects after the job finished gets the whole stream", async () => {
+    const id = await submit(prompts[3] ?? "", 16);
+    await waitFor(
+      async () =>
+        ((await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as { status: string }).status ===
+        "succeeded",
+      30_000,
+    );
+    const types: string[] = [];
+    let text = "";
+    await readSse(await events(id), (e) => {
+      types.push(e.event ?? "");
+      if (e.event === "token") text += (JSON.parse(e.data) as { text: string }).text;
+      return undefined;
+    });
+    expect(types[0]).toBe("status");
+    expect(types.slice(-2)).toEqual(["result", "done"]);
+    const job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as {
+      result: { choices: Array<{ text: string }> };
+    };
+    expect(text).toBe(job.result.choices[0]?.text);
+  });
+
+  it("unknown job: 404", async () => {
+    expect((await events("no-such-job")).status).toBe(404);
+  });
+});
+
+describe("cancellation frees the batch slot", () => {
+  it("a streaming client that disconnects is cancelled at the next decode step", async () => {
+    const before = await workerMetric("ferry_worker_cancelled_sequences_total");
+    const abort = new AbortController();
+    const res = await fetch(stack.url("/v1/completions"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "tiny-lm",
+        prompt: "Long ago",
+        max_tokens: 200,
+        temperature: 0.8,
+        stream: true,
+      }),
+      signal: abort.signal,
+    });
+    let chunks = 0;
+    await readSse(res, () => (++chunks >= 2 ? "stop" : undefined), abort);
+    await waitFor(
+      async () => (await workerMetric("ferry_worker_cancelled_sequences_total")) > before,
+      10_000,
+    );
+    await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) === 0, 10_000);
+  });
+
+  it("DELETE stops a running generation job", async () => {
+    const res = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { prompt: "Far away", max_tokens: 200, temperature: 0.8 },
+    });
+    const { id } = (await res.json()) as { id: string };
+    await waitFor(
+      async () =>
+        ((await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as { status: string }).status ===
+        "running",
+      10_000,
+    );
+    const del = await fetch(stack.url(`/v1/jobs/${id}`), { method: "DELETE" });
+    expect(((await del.json()) as { status: string }).status).toBe("cancelled");
+    await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) === 0, 10_000);
+    const job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as {
+      status: string;
+      error: { code: string };
+    };
+    expect(job).toMatchObject({ status: "cancelled", error: { code: "CANCELLED" } });
+  });
+});

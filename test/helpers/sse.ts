@@ -1,0 +1,28 @@
+import { createParser, type EventSourceMessage } from "eventsource-parser";
+
+/**
+ * Reads an SSE response with eventsource-parser, calling `onEvent` for each event; resolves
+ * when the stream ends or when `onEvent` returns "stop" (then the connection is dropped).
+ */
+export async function readSse(
+  res: Response,
+  onEvent: (event: EventSourceMessage) => "stop" | undefined,
+  abort?: AbortController,
+): Promise<void> {
+  if (!res.body) throw new Error("no body");
+  let stopped = false;
+  const parser = createParser({
+    onEvent: (event) => {
+      if (!stopped && onEvent(event) === "stop") stopped = true;
+    },
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  while (!stopped) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    parser.feed(decoder.decode(value, { stream: true }));
+  }
+  abort?.abort();
+  await reader.cancel().catch(() => undefined);
+}
