@@ -100,7 +100,12 @@ export class Engine {
       const plan = this.scheduler.schedule();
       this.metrics.running.set(this.scheduler.numRunning);
       this.metrics.waiting.set(this.scheduler.numWaiting);
-      if (plan.prefill.length === 0 && plan.decode.length === 0) break;
+      if (plan.prefill.length === 0 && plan.decode.length === 0) {
+        const wait = this.scheduler.staticWaitLeft();
+        if (wait === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        continue;
+      }
       const now = performance.now();
       for (const seq of plan.prefill) seq.startedAt = now;
       try {
@@ -122,17 +127,21 @@ export class Engine {
     const decodeRows = decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] }));
     if (this.options.mixedPrefill) {
       const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
-      [...prefill, ...decode].forEach((seq, i) => this.advance(seq, logits[i]));
+      this.advanceAll([...prefill, ...decode], logits);
       return;
     }
     if (prefillRows.length > 0) {
       const logits = await this.runtime.step(prefillRows);
-      prefill.forEach((seq, i) => this.advance(seq, logits[i]));
+      this.advanceAll(prefill, logits);
     }
     if (decodeRows.length > 0) {
       const logits = await this.runtime.step(decodeRows);
-      decode.forEach((seq, i) => this.advance(seq, logits[i]));
+      this.advanceAll(decode, logits);
     }
+  }
+
+  private advanceAll(seqs: Sequence[], logits: Float32Array[]): void {
+    for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
   }
 
   /** Samples the sequence's next token and applies the stop rules. */

@@ -29,8 +29,16 @@ const generatorConfigSchema = z.object({
       max_num_seqs: z.number().int().positive().default(16),
       max_num_batched_tokens: z.number().int().positive().default(2048),
       mixed_prefill: z.boolean().default(false),
+      policy: z.enum(["continuous", "static"]).default("continuous"),
+      static_wait_ms: z.number().nonnegative().default(50),
     })
-    .default({ max_num_seqs: 16, max_num_batched_tokens: 2048, mixed_prefill: false }),
+    .default({
+      max_num_seqs: 16,
+      max_num_batched_tokens: 2048,
+      mixed_prefill: false,
+      policy: "continuous",
+      static_wait_ms: 50,
+    }),
 });
 export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;
 
@@ -67,6 +75,8 @@ export class GeneratorServer {
     const scheduler = new Scheduler({
       maxNumSeqs: generator.scheduler.max_num_seqs,
       maxBatchedTokens: generator.scheduler.max_num_batched_tokens,
+      policy: generator.scheduler.policy,
+      staticWaitMs: generator.scheduler.static_wait_ms,
     });
     const engine = new Engine(
       runtime,

@@ -5,6 +5,14 @@ export interface SchedulerOptions {
   maxNumSeqs: number;
   /** Prompt tokens one step may prefill at most (vLLM's max_num_batched_tokens). */
   maxBatchedTokens: number;
+  /**
+   * "continuous" (default): sequences join at any step. "static": a batch forms only when the
+   * last one has finished, from a full set of waiting sequences or whatever waited
+   * `staticWaitMs`, and runs to completion — the baseline continuous batching beats.
+   */
+  policy?: "continuous" | "static";
+  /** @defaultValue 50 */
+  staticWaitMs?: number;
 }
 
 /** This step's work: sequences joining (their prompts run) and sequences decoding one token. */
@@ -23,6 +31,19 @@ export class Scheduler {
   private readonly running: Sequence[] = [];
 
   constructor(private readonly options: SchedulerOptions) {}
+
+  /** When a static batch is not ready yet, how long until it is (ms); else 0. */
+  staticWaitLeft(): number {
+    if (this.options.policy !== "static" || this.running.length > 0 || this.waiting.length === 0)
+      return 0;
+    if (this.waiting.length >= this.options.maxNumSeqs) return 0;
+    const oldest = this.waiting[0]?.enqueuedAt ?? performance.now();
+    return Math.max(0, oldest + (this.options.staticWaitMs ?? 50) - performance.now());
+  }
+
+  private staticBatchReady(): boolean {
+    return this.running.length === 0 && this.staticWaitLeft() === 0;
+  }
 
   add(seq: Sequence): void {
     this.waiting.push(seq);
@@ -54,6 +75,8 @@ export class Scheduler {
 
   schedule(): StepPlan {
     const decode = [...this.running];
+    if (this.options.policy === "static" && !this.staticBatchReady())
+      return { prefill: [], decode };
     const prefill: Sequence[] = [];
     let budget = this.options.maxBatchedTokens;
     while (this.waiting.length > 0 && this.running.length < this.options.maxNumSeqs) {

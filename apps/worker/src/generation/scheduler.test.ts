@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { Scheduler } from "./scheduler.js";
+import type { Sequence } from "./sequence.js";
+
+const seq = (id: number, promptLength: number, enqueuedAt = performance.now()) =>
+  ({ id, promptIds: new Array(promptLength).fill(1), enqueuedAt }) as unknown as Sequence;
+
+describe("Scheduler", () => {
+  it("admits waiting sequences at any step while seats last, and decodes every running one", () => {
+    const s = new Scheduler({ maxNumSeqs: 2, maxBatchedTokens: 100 });
+    const [a, b, c] = [seq(1, 5), seq(2, 5), seq(3, 5)];
+    s.add(a);
+    expect(s.schedule()).toEqual({ prefill: [a], decode: [] });
+    s.add(b);
+    s.add(c);
+    expect(s.schedule()).toEqual({ prefill: [b], decode: [a] });
+    expect(s.numWaiting).toBe(1);
+    s.remove(a); // a finished: its seat goes to c at the very next step
+    expect(s.schedule()).toEqual({ prefill: [c], decode: [b] });
+  });
+
+  it("keeps prefill within the token budget, but never starves a long prompt", () => {
+    const s = new Scheduler({ maxNumSeqs: 8, maxBatchedTokens: 10 });
+    const [a, b, long] = [seq(1, 6), seq(2, 6), seq(3, 50)];
+    s.add(a);
+    s.add(b);
+    expect(s.schedule().prefill).toEqual([a]);
+    expect(s.schedule().prefill).toEqual([b]);
+    s.add(long);
+    expect(s.schedule().prefill).toEqual([long]);
+  });
+
+  it("static policy: a batch forms only when the previous one is done, full or after the wait", () => {
+    const s = new Scheduler({
+      maxNumSeqs: 2,
+      maxBatchedTokens: 100,
+      policy: "static",
+      staticWaitMs: 1_000,
+    });
+    const [a, b, c] = [seq(1, 3), seq(2, 3), seq(3, 3)];
+    s.add(a);
+    expect(s.schedule().prefill).toEqual([]); // one is not a full batch, and it has not waited
+    s.add(b);
+    expect(s.schedule()).toEqual({ prefill: [a, b], decode: [] });
+    s.add(c);
+    expect(s.schedule()).toEqual({ prefill: [], decode: [a, b] }); // c waits for the batch to end
+    s.remove(a);
+    s.remove(b);
+    const old = seq(4, 3, performance.now() - 5_000);
+    s.remove(c);
+    s.add(old);
+    expect(s.schedule().prefill).toEqual([old]); // waited long enough to go alone
+  });
+});
