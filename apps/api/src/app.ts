@@ -3,6 +3,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { errorResponse, toFerryError } from "./errors.js";
+import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { registerCompletions } from "./routes/completions.js";
@@ -45,6 +46,14 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
       },
     }),
   );
+
+  const keys = (services.env.API_KEYS ?? "")
+    .split(",")
+    .map((k) => k.trim())
+    .filter(Boolean);
+  app.use("/v1/*", apiKeyAuth(keys));
+  app.use("/v2/*", apiKeyAuth(keys));
+  app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
 
   registerHealth(app);
   registerMetrics(app);

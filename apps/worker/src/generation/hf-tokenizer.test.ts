@@ -1,0 +1,85 @@
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { HfTokenizer } from "./hf-tokenizer.js";
+
+/** GPT-2's byte -> printable character table, which byte-level BPE vocabularies are written in. */
+function bytesToUnicode(): string[] {
+  const printable = [...range(33, 126), ...range(161, 172), ...range(174, 255)];
+  let extra = 0;
+  return range(0, 255).map((b) =>
+    printable.includes(b) ? String.fromCharCode(b) : String.fromCharCode(256 + extra++),
+  );
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, k) => from + k);
+}
+
+/** A small byte-level BPE tokenizer.json in GPT-2's format, with a few merges. */
+function writeTokenizerJson(): string {
+  const chars = bytesToUnicode();
+  const vocab: Record<string, number> = {};
+  chars.forEach((c, k) => {
+    vocab[c] = k;
+  });
+  const merges = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r"];
+  for (const m of merges) vocab[m.replace(" ", "")] = Object.keys(vocab).length;
+  vocab["<|endoftext|>"] = Object.keys(vocab).length;
+  const byteLevel = {
+    type: "ByteLevel",
+    add_prefix_space: false,
+    trim_offsets: true,
+    use_regex: true,
+  };
+  const json = {
+    version: "1.0",
+    truncation: null,
+    padding: null,
+    added_tokens: [
+      {
+        id: vocab["<|endoftext|>"],
+        content: "<|endoftext|>",
+        single_word: false,
+        lstrip: false,
+        rstrip: false,
+        normalized: false,
+        special: true,
+      },
+    ],
+    normalizer: null,
+    pre_tokenizer: byteLevel,
+    post_processor: null,
+    decoder: byteLevel,
+    model: {
+      type: "BPE",
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: "",
+      end_of_word_suffix: "",
+      fuse_unk: false,
+      byte_fallback: false,
+      vocab,
+      merges,
+    },
+  };
+  const dir = mkdtempSync(join(tmpdir(), "ferry-tok-"));
+  const path = join(dir, "tokenizer.json");
+  writeFileSync(path, JSON.stringify(json));
+  return path;
+}
+
+describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
+  it("encodes with the merges and decodes incrementally back to the same text", async () => {
+    const tok = await HfTokenizer.load(writeTokenizerJson(), 263);
+    const ids = tok.encode("hello world café");
+    expect(ids.length).toBeLessThan("hello world café".length); // merges applied
+    const decoder = tok.decoder();
+    const pieces = ids.map((id) => decoder.push(id));
+    expect(pieces.join("") + decoder.flush()).toBe("hello world café");
+    // the two bytes of "é" come out as one piece, never as a replacement character
+    expect(pieces.some((p) => p.includes("\uFFFD"))).toBe(false);
+    expect(tok.eosTokenId).toBe(263);
+  });
+});

@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+const secured = new Stack({
+  env: { WORKER_MODELS: "digits" },
+  apiEnv: { API_KEYS: "key-one, key-two", ADMIN_TOKEN: "admin-secret", LOG_LEVEL: "debug" },
+});
+const open = new Stack({ workers: 0 });
+beforeAll(() => Promise.all([secured.start(), open.start()]));
+afterAll(() => Promise.all([secured.stop(), open.stop()]));
+
+const features = samples.digits.inputs[0];
+const auth = (token: string) => ({ Authorization: `Bearer ${token}` });
+
+describe("API keys", () => {
+  it("guard /v1 with 401s in OpenAI's shape, and let a listed key through", async () => {
+    const none = await secured.post("/v1/models/digits/predict", { features });
+    expect(none.status).toBe(401);
+    expect(await none.json()).toMatchObject({
+      error: { type: "authentication_error", message: "Missing API key" },
+    });
+    expect(
+      (await secured.post("/v1/models/digits/predict", { features }, auth("key-three"))).status,
+    ).toBe(401);
+    expect(
+      (await secured.post("/v1/models/digits/predict", { features }, auth("key-two"))).status,
+    ).toBe(200);
+  });
+
+  it("guard /v2 in KServe's shape, but not the health probes, /health or /metrics", async () => {
+    const body = { inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: features }] };
+    const res = await secured.post("/v2/models/digits/infer", body);
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: "Missing API key" });
+    expect((await secured.post("/v2/models/digits/infer", body, auth("key-one"))).status).toBe(200);
+    for (const path of ["/v2/health/live", "/v2/health/ready", "/health", "/metrics"]) {
+      expect((await fetch(secured.url(path))).status).toBe(200);
+    }
+  });
+
+  it("leave everything open when API_KEYS is unset", async () => {
+    expect((await fetch(open.url("/v1/models"))).status).toBe(200);
+  });
+});
+
+describe("admin token", () => {
+  it("401 without or with a wrong token", async () => {
+    expect((await fetch(secured.url("/admin/models"))).status).toBe(401);
+    expect((await fetch(secured.url("/admin/models"), { headers: auth("nope") })).status).toBe(401);
+    const ok = await fetch(secured.url("/admin/models"), { headers: auth("admin-secret") });
+    expect([401, 403]).not.toContain(ok.status);
+  });
+
+  it("403 on every admin route when ADMIN_TOKEN is unset", async () => {
+    expect((await fetch(open.url("/admin/models"), { headers: auth("anything") })).status).toBe(
+      403,
+    );
+  });
+
+  it("never logs a key or the token", () => {
+    const logs = secured.api.output.join("");
+    for (const secret of ["key-one", "key-two", "admin-secret"]) expect(logs).not.toContain(secret);
+  });
+});
