@@ -5,7 +5,10 @@ import { Stack, waitFor } from "./helpers/stack.js";
 
 // No worker at first: jobs stay queued, so queue limits, deadlines and cancels are exact.
 const MAX_QUEUE = 5;
-const repo = tempRepository({ digits: { max_queue_size: MAX_QUEUE } });
+// Fallbacks and the cache off: here a missing worker must show as a deadline, not an answer.
+const repo = tempRepository({
+  digits: { max_queue_size: MAX_QUEUE, fallback: { enabled: false }, cache: { enabled: false } },
+});
 const stack = new Stack({ workers: 0, env: { MODEL_REPOSITORY: repo } });
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());

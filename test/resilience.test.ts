@@ -9,6 +9,8 @@ const repo = tempRepository({
   mnist: {
     dynamic_batching: { preferred_batch_sizes: [], max_queue_delay_ms: 150 },
     max_batch_size: 64,
+    fallback: { enabled: false },
+    cache: { enabled: false },
   },
 });
 const stack = new Stack({

@@ -101,7 +101,7 @@ def main():
             "labels": labels,
             "versions": versions,
             "stable_version": "2",
-            "fallback": {"default_prediction": majority},
+            "fallback": {"enabled": True, "default_prediction": majority},
         },
     )
 
@@ -123,7 +123,7 @@ def main():
             "labels": labels,
             "versions": {"1": {"accuracy": round(acc, 4), "params": 784 * 256 + 256 + 2570}},
             "stable_version": "1",
-            "fallback": {"default_prediction": majority},
+            "fallback": {"enabled": True, "default_prediction": majority},
         },
     )
     # A fixed sample of held-out inputs with their labels, for tests and benches that need

@@ -156,17 +156,19 @@ def train(model, train_data, val, minutes):
     # Short windows first: many more optimizer steps per minute on a 2-core box; the last
     # stretch trains at full length so every position embedding is learned.
     full_ctx = CONFIG["context_length"]
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.05, betas=(0.9, 0.98))
+    peak = float(os.environ.get("LR", "3e-3"))  # a resumed run wants a lower peak, e.g. 8e-4
+    short = float(os.environ.get("SHORT_CTX_FRACTION", "0.7"))
+    opt = torch.optim.AdamW(model.parameters(), lr=peak, weight_decay=0.05, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(0)
     start, step, best = time.time(), 0, float("inf")
     budget = minutes * 60
     warmup = 200
     while (elapsed := time.time() - start) < budget:
         frac = elapsed / budget
-        lr = 3e-3 * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        lr = peak * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
-        ctx, bsz = (full_ctx // 2, 24) if frac < 0.7 else (full_ctx, 12)
+        ctx, bsz = (full_ctx // 2, 24) if frac < short else (full_ctx, 12)
         loss = loss_on(model, *batches(train_data, bsz, ctx, gen))
         opt.zero_grad()
         loss.backward()
@@ -241,6 +243,13 @@ def export(model, val_loss, steps, minutes):
     size = os.path.getsize(path)
     assert size < 10 * 1024 * 1024, f"{path} is {size} bytes"
     params = sum(p.numel() for p in model.parameters())
+    json_path = os.path.join(OUT_DIR, "model.json")
+    if os.environ.get("RESUME") and os.path.exists(json_path):
+        # a resumed run reports the training of every run together
+        with open(json_path) as f:
+            before = json.load(f)["versions"]["1"]
+        steps += before.get("train_steps", 0)
+        minutes += before.get("train_minutes", 0)
     config = {
         "name": "tiny-lm",
         "kind": "generator",
@@ -278,6 +287,7 @@ def main():
     model = TinyLM(**CONFIG)
     if os.environ.get("RESUME") and os.path.exists(CKPT):
         model.load_state_dict(torch.load(CKPT))
+        print(f"resumed from {CKPT}: validation loss {evaluate(model, val, CONFIG['context_length']):.4f}", flush=True)
     steps = train(model, train_data, val, minutes) if minutes > 0 else 0
     if os.path.exists(CKPT):
         model.load_state_dict(torch.load(CKPT))

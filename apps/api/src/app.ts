@@ -6,6 +6,7 @@ import { errorResponse, toFerryError } from "./errors.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
+import { registerAdmin } from "./routes/admin.js";
 import { registerCompletions } from "./routes/completions.js";
 import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
@@ -62,6 +63,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerV2Infer(app);
   registerJobs(app);
   registerJobEvents(app);
+  registerAdmin(app);
   registerCompletions(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",

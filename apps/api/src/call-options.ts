@@ -8,12 +8,17 @@ import type { CallOptions } from "./inference-service.js";
  */
 export function callOptions(
   c: Context,
-  body: { priority?: number | undefined; timeout_ms?: number | undefined },
+  body: {
+    priority?: number | undefined;
+    timeout_ms?: number | undefined;
+    cache?: boolean | undefined;
+  },
 ): CallOptions {
   return {
     requestId: c.get("requestId") as string,
     priority: body.priority ?? intHeader(c, "X-Priority", 1, 10),
     timeoutMs: body.timeout_ms ?? intHeader(c, "X-Timeout-Ms", 1, 3_600_000),
+    cache: body.cache ?? (c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined),
   };
 }
 

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import {
   DEFAULT_PRIORITY,
@@ -8,8 +9,10 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import type { InferenceClient, InferRequest } from "@ferry/transport";
+import { type AnswerSource, fallbackEnabled, isModelPathFailure } from "./fallbacks.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
+import type { TrafficRouter } from "./traffic-router.js";
 import { decodeV2Rows, encodeV2Response, requestedOutputs } from "./v2-codec.js";
 
 export interface CallOptions {
@@ -18,6 +21,8 @@ export interface CallOptions {
   priority?: number | undefined;
   /** Deadline from now, in ms; defaults to the model's default_timeout_ms. */
   timeoutMs?: number | undefined;
+  /** false skips the prediction cache for this request (`Cache-Control: no-cache`). */
+  cache?: boolean | undefined;
 }
 
 export interface Prediction {
@@ -25,7 +30,7 @@ export interface Prediction {
   confidence: number;
   latency_ms: number;
   model_version: string;
-  source: "model";
+  source: AnswerSource;
 }
 
 /** A model version resolved for one request, with the rows it will send. */
@@ -44,6 +49,7 @@ export class InferenceService {
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly metrics: ApiMetrics,
+    private readonly router: TrafficRouter,
   ) {}
 
   planPredict(model: string, version: string | undefined, body: PredictBody): Plan {
@@ -79,6 +85,16 @@ export class InferenceService {
     return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
   }
 
+  /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
+  async routeVersion(model: string, version: string | undefined): Promise<string> {
+    if (version !== undefined) return version;
+    return this.router.pick(this.repository.get(model));
+  }
+
+  /**
+   * A classifier answer: from the shared cache when fresh, else from the model; when the
+   * model path fails, from the last stored answer or the model's default (model.json).
+   */
   async predict(
     model: string,
     version: string | undefined,
@@ -86,12 +102,82 @@ export class InferenceService {
     opts: CallOptions,
   ): Promise<Prediction> {
     const started = performance.now();
-    const plan = this.planPredict(model, version, body);
-    const [outputs] = await this.run(plan, opts);
-    return {
-      ...toPrediction(plan, outputs ?? {}),
-      latency_ms: round2(performance.now() - started),
-    };
+    const plan = this.planPredict(model, await this.routeVersion(model, version), body);
+    const config = plan.entry.config;
+    const cacheOn = config.cache?.enabled === true && opts.cache !== false;
+    const keep = cacheOn || fallbackEnabled(config);
+    const hash = keep ? inputHash(plan.rows[0] ?? {}) : "";
+    const elapsed = () => round2(performance.now() - started);
+    if (cacheOn) {
+      const hit = await this.client.cache
+        .get<Prediction>(config.name, plan.version, hash)
+        .catch(() => undefined);
+      const fresh = hit !== undefined && Date.now() - hit.at < (config.cache?.ttl_s ?? 0) * 1000;
+      this.metrics.cache.inc({ model: config.name, result: fresh ? "hit" : "miss" });
+      this.client.state.recordCache(config.name, fresh);
+      if (hit && fresh) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
+    }
+    try {
+      if (
+        fallbackEnabled(config) &&
+        !(await this.client.hasLiveWorker(config.name, plan.version))
+      ) {
+        throw new FerryError(
+          "UNAVAILABLE",
+          `No live worker serves ${config.name} version ${plan.version}`,
+        );
+      }
+      const [outputs] = await this.run(plan, opts);
+      const answer = toPrediction(plan, outputs ?? {});
+      this.client.state.record(config.name, plan.version, elapsed(), false);
+      if (keep) {
+        const keepS = Math.max(config.cache?.ttl_s ?? 0, config.fallback?.keep_s ?? 0);
+        void this.client.cache
+          .put(config.name, plan.version, hash, answer, keepS, config.cache?.max_entries ?? 100_000)
+          .catch(() => undefined);
+      }
+      return { ...answer, latency_ms: elapsed() };
+    } catch (err) {
+      this.client.state.record(config.name, plan.version, elapsed(), true);
+      if (!fallbackEnabled(config) || !isModelPathFailure(err)) throw err;
+      return this.fallback(plan, hash, err as FerryError, elapsed);
+    }
+  }
+
+  private async fallback(
+    plan: Plan,
+    hash: string,
+    cause: FerryError,
+    elapsed: () => number,
+  ): Promise<Prediction> {
+    const config = plan.entry.config;
+    const stored = await this.client.cache
+      .get<Prediction>(config.name, plan.version, hash)
+      .catch(() => undefined);
+    if (stored) {
+      this.countFallback(config.name, "fallback_cache");
+      return { ...stored.value, latency_ms: elapsed(), source: "fallback_cache" };
+    }
+    const prediction = config.fallback?.default_prediction;
+    if (prediction !== undefined) {
+      this.countFallback(config.name, "fallback_default");
+      return {
+        prediction,
+        confidence: 0,
+        latency_ms: elapsed(),
+        model_version: plan.version,
+        source: "fallback_default",
+      };
+    }
+    this.countFallback(config.name, "none");
+    throw new FerryError("UNAVAILABLE", `${cause.message}; no fallback answer for this input`, {
+      retryAfterS: 1,
+    });
+  }
+
+  private countFallback(model: string, source: string): void {
+    this.metrics.fallbacks.inc({ model, source });
+    this.client.state.recordFallback(model, source);
   }
 
   async inferV2(
@@ -100,8 +186,13 @@ export class InferenceService {
     body: V2InferRequest,
     opts: CallOptions,
   ): Promise<V2InferResponse> {
-    const plan = this.planV2(model, version, body);
-    const rows = await this.run(plan, opts);
+    const started = performance.now();
+    const plan = this.planV2(model, await this.routeVersion(model, version), body);
+    const rows = await this.run(plan, opts).catch((err: unknown) => {
+      this.client.state.record(model, plan.version, performance.now() - started, true);
+      throw err;
+    });
+    this.client.state.record(model, plan.version, performance.now() - started, false);
     return encodeV2Response(
       plan.entry.config,
       plan.version,
@@ -171,6 +262,14 @@ export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>):
     model_version: plan.version,
     source: "model",
   };
+}
+
+/** Names an input for the cache: a hash of its encoded tensors, in input order. */
+function inputHash(row: RowInputs): string {
+  const hash = createHash("sha256");
+  for (const [name, encoded] of Object.entries(row))
+    hash.update(name).update("\u0000").update(encoded);
+  return hash.digest("base64url");
 }
 
 function round2(x: number): number {

@@ -10,6 +10,7 @@ import { JobService } from "./job-service.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
 import type { Services } from "./services.js";
+import { TrafficRouter } from "./traffic-router.js";
 
 const env = loadEnv();
 const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
@@ -17,7 +18,12 @@ const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
 const client = new InferenceClient({ redisUrl: env.REDIS_URL, prefix: env.FERRY_PREFIX });
 await client.ready();
 const metrics = new ApiMetrics();
-const inference = new InferenceService(repository, client, metrics);
+const inference = new InferenceService(
+  repository,
+  client,
+  metrics,
+  new TrafficRouter(client.state),
+);
 const completions = new CompletionService(repository, client);
 let draining = false;
 const services: Services = {

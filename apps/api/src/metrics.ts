@@ -52,6 +52,19 @@ export class ApiMetrics {
     registers: [this.registry],
   });
 
+  readonly cache = new Counter({
+    name: "ferry_cache_requests_total",
+    help: "Prediction cache lookups by result (hit, miss)",
+    labelNames: ["model", "result"],
+    registers: [this.registry],
+  });
+  readonly fallbacks = new Counter({
+    name: "ferry_fallbacks_total",
+    help: "Answers given by a fallback, by source (fallback_cache, fallback_default, none = 503)",
+    labelNames: ["model", "source"],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -12,6 +12,8 @@ export const predictBodySchema = z
     /** Deadline for this request, in ms; past it the request is never computed (504). */
     timeout_ms: z.number().int().positive().optional(),
     priority: z.number().int().min(1).max(10).optional(),
+    /** false skips the prediction cache for this request (as `Cache-Control: no-cache`). */
+    cache: z.boolean().optional(),
   })
   .openapi("PredictRequest");
 export type PredictBody = z.infer<typeof predictBodySchema>;

@@ -50,7 +50,18 @@ export const modelConfigSchema = z.object({
   versions: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
   stable_version: z.string().optional(),
   cache: cacheConfigSchema.optional(),
-  fallback: z.object({ default_prediction: z.number().int().optional() }).optional(),
+  /**
+   * When the model path fails (worker error, deadline, no live worker): answer with the last
+   * stored answer for the input, else `default_prediction`, else 503.
+   */
+  fallback: z
+    .object({
+      enabled: z.boolean().default(false),
+      default_prediction: z.number().int().optional(),
+      /** How long a last answer stays available to fallbacks, in seconds. */
+      keep_s: z.number().int().positive().default(86_400),
+    })
+    .optional(),
   tokenizer: z.record(z.string(), z.unknown()).optional(),
   architecture: z.record(z.string(), z.unknown()).optional(),
   scheduler: z.record(z.string(), z.unknown()).optional(),

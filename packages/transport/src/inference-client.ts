@@ -24,8 +24,10 @@ import { EventWriter } from "./event-log.js";
 import { EventReader } from "./event-reader.js";
 import { type JobIndexEntry, type JobRecord, parseFailure, statusOf } from "./job-records.js";
 import { Keys } from "./keys.js";
+import { PredictionCache } from "./prediction-cache.js";
 import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
+import { ServingState } from "./serving-state.js";
 import { WorkerRegistry } from "./worker-registry.js";
 
 export interface InferenceClientOptions {
@@ -64,6 +66,9 @@ export class InferenceClient {
   readonly keys: Keys;
   readonly instanceId = randomUUID();
   readonly workers: WorkerRegistry;
+  /** Traffic splits and per-version stats shared by every replica. */
+  readonly state: ServingState;
+  readonly cache: PredictionCache;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
   private readonly queues = new Map<string, Queue>();
@@ -75,6 +80,8 @@ export class InferenceClient {
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
   private nextRow = 0;
+  private liveQueues = new Set<string>();
+  private liveAt = 0;
 
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -95,6 +102,8 @@ export class InferenceClient {
       (jobs) => void this.recover(jobs),
     );
     this.writer = new EventWriter(this.redis, this.keys, this.jobTtlS);
+    this.state = new ServingState(this.redis, this.mux, this.keys);
+    this.cache = new PredictionCache(this.redis, this.keys);
     this.reader = new EventReader(this.redis, this.mux, this.keys);
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
@@ -107,6 +116,7 @@ export class InferenceClient {
       await new Promise<void>((resolve) => this.redis.once("ready", () => resolve()));
     }
     await this.router.whenReady();
+    await this.state.start();
   }
 
   get redisUp(): boolean {
@@ -293,6 +303,16 @@ export class InferenceClient {
     return this.getJob(id);
   }
 
+  /** Whether a live worker consumes the queue of `model` at `version` (cached for a second). */
+  async hasLiveWorker(model: string, version: string): Promise<boolean> {
+    if (Date.now() - this.liveAt > 1_000) {
+      this.liveAt = Date.now();
+      const live = await this.workers.live();
+      this.liveQueues = new Set(live.flatMap((w) => w.queues));
+    }
+    return this.liveQueues.has(queueName(model, version));
+  }
+
   /** Jobs waiting in a model version's queue (sync groups and async jobs alike). */
   async waitingJobs(model: string, version: string): Promise<number> {
     const counts = await this.queue(queueName(model, version)).getJobCounts("wait", "prioritized");
@@ -300,6 +320,8 @@ export class InferenceClient {
   }
 
   async close(): Promise<void> {
+    this.state.stop();
+    await this.state.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.subscriber.disconnect();
     await this.redis.quit().catch(() => undefined);

@@ -30,6 +30,31 @@ export class Keys {
     return `${this.prefix}:events:${jobId}`;
   }
 
+  /** Hash of version -> percent of a model's unpinned traffic. */
+  traffic(model: string): string {
+    return `${this.prefix}:traffic:${model}`;
+  }
+
+  /** Broadcast when shared serving config changes (traffic, reloads), so replicas refresh at once. */
+  get configChannel(): string {
+    return `${this.prefix}:config`;
+  }
+
+  /** Hash of per-version counters and latency histogram buckets of a model. */
+  stats(model: string): string {
+    return `${this.prefix}:stats:${model}`;
+  }
+
+  /** A cached prediction. */
+  cacheEntry(model: string, version: string, inputHash: string): string {
+    return `${this.prefix}:cache:${model}:${version}:${inputHash}`;
+  }
+
+  /** Sorted set of a model's cache entries by insertion time, to bound their number. */
+  cacheIndex(model: string): string {
+    return `${this.prefix}:cache-index:${model}`;
+  }
+
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
   get workers(): string {
     return `${this.prefix}:workers`;

@@ -1,0 +1,74 @@
+import type { Redis } from "ioredis";
+import type { Keys } from "./keys.js";
+
+/**
+ * Stores the entry, indexes it by time, and trims the index to `max` entries, deleting the
+ * oldest: the cache bounds itself, since BullMQ requires Redis to run with `noeviction`.
+ * (The trimmed keys are not declared in KEYS, which a Redis Cluster would refuse; Ferry's
+ * keys of one deployment live on one Redis.)
+ */
+const PUT = `
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[2]) * 1000)
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+if over > 0 then
+  local old = redis.call('ZRANGE', KEYS[2], 0, over - 1)
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
+  for _, key in ipairs(old) do redis.call('DEL', key) end
+end
+return over
+`;
+
+export interface CachedAnswer<T> {
+  value: T;
+  /** Epoch ms when it was stored. */
+  at: number;
+}
+
+/**
+ * The shared prediction cache: model, version and a hash of the input name one answer. An
+ * entry is fresh for `ttl_s`; it is kept `keep_s` (longer) so that a failing model can still
+ * answer with the last known result (`fallback_cache`).
+ */
+export class PredictionCache {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+  ) {
+    redis.defineCommand("ferryCachePut", { numberOfKeys: 2, lua: PUT });
+  }
+
+  async get<T>(
+    model: string,
+    version: string,
+    inputHash: string,
+  ): Promise<CachedAnswer<T> | undefined> {
+    const raw = await this.redis.get(this.keys.cacheEntry(model, version, inputHash));
+    return raw === null ? undefined : (JSON.parse(raw) as CachedAnswer<T>);
+  }
+
+  async put<T>(
+    model: string,
+    version: string,
+    inputHash: string,
+    value: T,
+    keepS: number,
+    maxEntries: number,
+  ): Promise<void> {
+    const now = Date.now();
+    const entry: CachedAnswer<T> = { value, at: now };
+    const put = (
+      this.redis as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>>
+    ).ferryCachePut;
+    await put?.call(
+      this.redis,
+      this.keys.cacheEntry(model, version, inputHash),
+      this.keys.cacheIndex(model),
+      JSON.stringify(entry),
+      keepS,
+      now,
+      maxEntries,
+    );
+  }
+}

@@ -1,0 +1,215 @@
+import type { Redis } from "ioredis";
+import type { ChannelMux } from "./channel-mux.js";
+import type { Keys } from "./keys.js";
+
+/** Upper bounds of the latency histogram kept per version, in ms. */
+export const LATENCY_BUCKETS_MS = [
+  1,
+  2,
+  5,
+  10,
+  20,
+  50,
+  100,
+  200,
+  500,
+  1_000,
+  2_000,
+  5_000,
+  10_000,
+  Number.POSITIVE_INFINITY,
+];
+
+export interface VersionStats {
+  requests: number;
+  errors: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+}
+
+export interface ModelStats {
+  versions: Record<string, VersionStats>;
+  cache: { hits: number; misses: number };
+  fallbacks: Record<string, number>;
+}
+
+interface PendingStats {
+  requests: number;
+  errors: number;
+  buckets: number[];
+}
+
+/** How often a replica adds its counts to the shared ones, in ms. */
+const FLUSH_MS = 1_000;
+
+/**
+ * Serving configuration and statistics every API replica shares through Redis: traffic splits
+ * (cached per replica, dropped at once on a config broadcast) and per-version request, error
+ * and latency counts (counted locally, added to Redis once a second).
+ */
+export class ServingState {
+  private readonly traffic = new Map<string, Record<string, number> | null>();
+  private readonly pending = new Map<string, Map<string, PendingStats>>();
+  /** model -> field -> count, for cache hits and misses and fallbacks by source. */
+  private readonly counters = new Map<string, Map<string, number>>();
+  private readonly listeners: Array<(message: string) => void> = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly mux: ChannelMux,
+    private readonly keys: Keys,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.mux.listen(this.keys.configChannel, (message) => {
+      this.traffic.clear();
+      for (const listener of this.listeners) listener(message);
+    });
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
+    this.timer.unref();
+  }
+
+  /** Called with every config broadcast (after the cached splits are dropped). */
+  onConfigChange(listener: (message: string) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** The model's split, or null when none was set (the stable version takes everything). */
+  async getTraffic(model: string): Promise<Record<string, number> | null> {
+    if (this.traffic.has(model)) return this.traffic.get(model) ?? null;
+    const raw = await this.redis.hgetall(this.keys.traffic(model));
+    const split =
+      Object.keys(raw).length === 0
+        ? null
+        : Object.fromEntries(Object.entries(raw).map(([v, w]) => [v, Number(w)]));
+    this.traffic.set(model, split);
+    return split;
+  }
+
+  /** Replaces the split in one transaction and tells every replica. */
+  async setTraffic(model: string, split: Record<string, number>): Promise<void> {
+    await this.redis
+      .multi()
+      .del(this.keys.traffic(model))
+      .hset(this.keys.traffic(model), split)
+      .publish(this.keys.configChannel, JSON.stringify({ type: "traffic", model }))
+      .exec();
+    this.traffic.delete(model);
+  }
+
+  /** Tells every replica (and worker) that the serving config changed. */
+  async broadcast(message: Record<string, unknown>): Promise<void> {
+    await this.redis.publish(this.keys.configChannel, JSON.stringify(message));
+  }
+
+  record(model: string, version: string, latencyMs: number, failed: boolean): void {
+    let byVersion = this.pending.get(model);
+    if (!byVersion) {
+      byVersion = new Map();
+      this.pending.set(model, byVersion);
+    }
+    let stats = byVersion.get(version);
+    if (!stats) {
+      stats = { requests: 0, errors: 0, buckets: LATENCY_BUCKETS_MS.map(() => 0) };
+      byVersion.set(version, stats);
+    }
+    stats.requests++;
+    if (failed) stats.errors++;
+    const bucket = LATENCY_BUCKETS_MS.findIndex((b) => latencyMs <= b);
+    stats.buckets[bucket] = (stats.buckets[bucket] ?? 0) + 1;
+  }
+
+  recordCache(model: string, hit: boolean): void {
+    this.count(model, hit ? "cache:hits" : "cache:misses");
+  }
+
+  recordFallback(model: string, source: string): void {
+    this.count(model, `fallback:${source}`);
+  }
+
+  private count(model: string, field: string): void {
+    let fields = this.counters.get(model);
+    if (!fields) {
+      fields = new Map();
+      this.counters.set(model, fields);
+    }
+    fields.set(field, (fields.get(field) ?? 0) + 1);
+  }
+
+  /** Adds this replica's counts to the shared ones. */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0 && this.counters.size === 0) return;
+    const pipeline = this.redis.pipeline();
+    for (const [model, fields] of this.counters) {
+      for (const [field, n] of fields) pipeline.hincrby(this.keys.stats(model), field, n);
+    }
+    this.counters.clear();
+    for (const [model, byVersion] of this.pending) {
+      for (const [version, s] of byVersion) {
+        const key = this.keys.stats(model);
+        pipeline.hincrby(key, `${version}:requests`, s.requests);
+        if (s.errors) pipeline.hincrby(key, `${version}:errors`, s.errors);
+        s.buckets.forEach((n, k) => {
+          if (n) pipeline.hincrby(key, `${version}:le:${k}`, n);
+        });
+      }
+    }
+    this.pending.clear();
+    await pipeline.exec();
+  }
+
+  /** Shared counts: per version (quantiles at bucket resolution), cache and fallbacks. */
+  async stats(model: string): Promise<ModelStats> {
+    const raw = await this.redis.hgetall(this.keys.stats(model));
+    const out: Record<string, VersionStats> = {};
+    const cache = {
+      hits: Number(raw["cache:hits"] ?? 0),
+      misses: Number(raw["cache:misses"] ?? 0),
+    };
+    const fallbacks: Record<string, number> = {};
+    for (const [field, value] of Object.entries(raw)) {
+      if (field.startsWith("fallback:")) fallbacks[field.slice("fallback:".length)] = Number(value);
+    }
+    const buckets = new Map<string, number[]>();
+    for (const [field, value] of Object.entries(raw)) {
+      const [version = "", kind = "", index] = field.split(":");
+      if (version === "cache" || version === "fallback") continue;
+      out[version] ??= { requests: 0, errors: 0, p50_ms: null, p95_ms: null };
+      const stats = out[version];
+      if (!stats) continue;
+      if (kind === "requests") stats.requests = Number(value);
+      else if (kind === "errors") stats.errors = Number(value);
+      else if (kind === "le") {
+        const list = buckets.get(version) ?? LATENCY_BUCKETS_MS.map(() => 0);
+        list[Number(index)] = Number(value);
+        buckets.set(version, list);
+      }
+    }
+    for (const [version, list] of buckets) {
+      const stats = out[version];
+      if (!stats) continue;
+      stats.p50_ms = quantileOf(list, 0.5);
+      stats.p95_ms = quantileOf(list, 0.95);
+    }
+    return { versions: out, cache, fallbacks };
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}
+
+function quantileOf(counts: number[], q: number): number | null {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total === 0) return null;
+  let seen = 0;
+  for (const [k, n] of counts.entries()) {
+    seen += n;
+    if (seen >= q * total) {
+      const bound = LATENCY_BUCKETS_MS[k] ?? Number.POSITIVE_INFINITY;
+      return Number.isFinite(bound) ? bound : (LATENCY_BUCKETS_MS.at(-2) ?? 0);
+    }
+  }
+  return null;
+}
