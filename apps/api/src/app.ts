@@ -7,6 +7,7 @@ import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { registerAdmin } from "./routes/admin.js";
+import { registerAdminReload } from "./routes/admin-reload.js";
 import { registerCompletions } from "./routes/completions.js";
 import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
@@ -64,6 +65,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerJobs(app);
   registerJobEvents(app);
   registerAdmin(app);
+  registerAdminReload(app);
   registerCompletions(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",

@@ -17,6 +17,13 @@ const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
 const client = new InferenceClient({ redisUrl: env.REDIS_URL, prefix: env.FERRY_PREFIX });
 await client.ready();
+// Another replica's reload: re-read the repository so that every replica sees the same versions.
+client.state.onConfigChange((message) => {
+  if (message.includes('"reload"'))
+    void repository
+      .reload()
+      .catch((err: unknown) => log.error({ err }, "repository reload failed"));
+});
 const metrics = new ApiMetrics();
 const inference = new InferenceService(
   repository,

@@ -23,8 +23,13 @@ export interface ModelEntry {
 export class ModelRepository {
   private constructor(
     readonly root: string,
-    private readonly models: Map<string, ModelEntry>,
+    private models: Map<string, ModelEntry>,
   ) {}
+
+  /** Re-reads the repository; on any error the current view stays and the error is thrown. */
+  async reload(): Promise<void> {
+    this.models = (await ModelRepository.open(this.root)).models;
+  }
 
   static async open(root: string): Promise<ModelRepository> {
     const abs = resolve(root);

@@ -313,6 +313,32 @@ export class InferenceClient {
     return this.liveQueues.has(queueName(model, version));
   }
 
+  /**
+   * Asks every live worker to reload `model` from the repository and collects their answers
+   * (until all have answered or `timeoutMs` passes).
+   */
+  async requestReload(model: string, timeoutMs = 60_000): Promise<Array<Record<string, unknown>>> {
+    const expected = (await this.workers.live()).length;
+    const reply = `${this.keys.prefix}:reload-acks:${randomUUID()}`;
+    const answers: Array<Record<string, unknown>> = [];
+    let done: () => void = () => {};
+    const finished = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    const unlisten = await this.mux.listen(reply, (message) => {
+      answers.push(JSON.parse(message) as Record<string, unknown>);
+      if (answers.length >= expected) done();
+    });
+    try {
+      await this.state.broadcast({ type: "reload", model, reply });
+      if (expected > 0)
+        await Promise.race([finished, new Promise((r) => setTimeout(r, timeoutMs))]);
+      return answers;
+    } finally {
+      unlisten();
+    }
+  }
+
   /** Jobs waiting in a model version's queue (sync groups and async jobs alike). */
   async waitingJobs(model: string, version: string): Promise<number> {
     const counts = await this.queue(queueName(model, version)).getJobCounts("wait", "prioritized");

@@ -47,6 +47,13 @@ export interface RowContext {
   signal: AbortSignal;
 }
 
+/** A serving-config broadcast: what changed, and where to answer when an answer is wanted. */
+export interface ConfigMessage {
+  type: string;
+  model?: string;
+  reply?: string;
+}
+
 export interface GenerateContext extends RowContext {
   /** Appends events to the job's log (written once per event-loop turn). */
   emit: (events: JobEventBody[]) => void;
@@ -120,6 +127,35 @@ export class WorkerTransport {
     );
     worker.on("error", () => {});
     this.workers.set(queue, worker);
+  }
+
+  /**
+   * Calls `listener` with every serving-config broadcast ({type: "reload", model, reply}, ...);
+   * `answer` publishes the listener's result to the broadcast's reply channel.
+   */
+  onConfig(listener: (message: ConfigMessage, answer: (result: unknown) => void) => void): void {
+    this.subscriber.on("message", (channel: string, raw: string) => {
+      if (channel !== this.keys.configChannel) return;
+      let message: ConfigMessage;
+      try {
+        message = JSON.parse(raw) as ConfigMessage;
+      } catch {
+        return;
+      }
+      const reply = message.reply;
+      listener(message, (result) => {
+        if (reply)
+          void this.redis
+            .publish(reply, JSON.stringify({ worker: this.workerId, ...(result as object) }))
+            .catch(() => undefined);
+      });
+    });
+    void this.subscriber.subscribe(this.keys.configChannel).catch(() => undefined);
+  }
+
+  /** Re-advertises the served queues at once (after a reload added some). */
+  async beatNow(queues: string[]): Promise<void> {
+    await this.registry.beat({ id: this.workerId, queues, started_at: this.startedAt });
   }
 
   /** Stops taking jobs from `queue` once the running ones finish. */

@@ -77,6 +77,11 @@ export class Engine {
     });
   }
 
+  /** Resolves once no sequence waits or runs (for a swap or a drain). */
+  async whenIdle(): Promise<void> {
+    while (this.scheduler.hasWork) await new Promise((r) => setTimeout(r, 20));
+  }
+
   get numRunning(): number {
     return this.scheduler.numRunning;
   }

@@ -104,7 +104,9 @@ export class GeneratorServer {
     return this.engine.submit(job, signal, emit);
   }
 
+  /** Lets every sequence it holds finish, then stops the runtime. */
   async close(): Promise<void> {
+    await this.engine.whenIdle();
     await this.runtime.close();
   }
 }

@@ -1,0 +1,155 @@
+import { stat } from "node:fs/promises";
+import { ModelRepository } from "@ferry/model-repository";
+import { type ModelConfig, queueName } from "@ferry/protocol";
+import type { ExecutionProvider } from "@ferry/runtime";
+import type { WorkerTransport } from "@ferry/transport";
+import type { Logger } from "pino";
+import { ClassifierServer } from "./classifier-server.js";
+import { GeneratorServer } from "./generation/generator-server.js";
+import type { WorkerMetrics } from "./metrics.js";
+
+interface Served {
+  server: ClassifierServer | GeneratorServer;
+  /** What was loaded, to tell whether a reload has anything new to load. */
+  fingerprint: string;
+}
+
+export interface HostOptions {
+  repositoryRoot: string;
+  /** Models to serve; empty serves every model. */
+  models: string[];
+  executionProvider: ExecutionProvider;
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+}
+
+export interface ReloadOutcome {
+  model: string;
+  loaded: string[];
+  unchanged: string[];
+  failed: Array<{ version: string; error: string }>;
+}
+
+/**
+ * The model versions one worker serves, each behind its queue. A reload loads new or changed
+ * versions beside the old ones and swaps them in when they load; the old one finishes the
+ * rows it holds, then closes. A version whose file does not load is refused, and the one
+ * already serving keeps serving.
+ */
+export class ModelHost {
+  private readonly served = new Map<string, Served>();
+
+  constructor(
+    private readonly transport: WorkerTransport,
+    private readonly metrics: WorkerMetrics,
+    private readonly log: Logger,
+    private readonly options: HostOptions,
+  ) {}
+
+  /** Loads and serves every wanted model; a model that does not load stops the start. */
+  async start(): Promise<void> {
+    const repository = await ModelRepository.open(this.options.repositoryRoot);
+    for (const name of this.options.models) repository.get(name); // a typo fails at start
+    for (const entry of repository.list()) {
+      if (!this.wants(entry.config.name)) continue;
+      const outcome = await this.load(repository, entry.config.name);
+      const first = outcome.failed[0];
+      if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
+    }
+  }
+
+  /** Re-reads the model from the repository and swaps in what changed. */
+  async reload(model: string): Promise<ReloadOutcome> {
+    if (!this.wants(model)) return { model, loaded: [], unchanged: [], failed: [] };
+    const repository = await ModelRepository.open(this.options.repositoryRoot);
+    return this.load(repository, model);
+  }
+
+  get servedQueues(): string[] {
+    return [...this.served.keys()];
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.served.values()].map((s) => s.server.close()));
+  }
+
+  private wants(model: string): boolean {
+    return this.options.models.length === 0 || this.options.models.includes(model);
+  }
+
+  private async load(repository: ModelRepository, model: string): Promise<ReloadOutcome> {
+    const outcome: ReloadOutcome = { model, loaded: [], unchanged: [], failed: [] };
+    const entry = repository.get(model);
+    for (const version of entry.versions) {
+      const queue = queueName(model, version);
+      const path = repository.onnxPath(model, version);
+      const fingerprint = await fingerprintOf(entry.config, path);
+      const current = this.served.get(queue);
+      if (current?.fingerprint === fingerprint) {
+        outcome.unchanged.push(version);
+        continue;
+      }
+      try {
+        const server =
+          entry.config.kind === "generator"
+            ? await GeneratorServer.load(
+                entry.config,
+                version,
+                entry.dir,
+                this.options.executionProvider,
+                this.metrics,
+              )
+            : await ClassifierServer.load(
+                entry.config,
+                version,
+                path,
+                this.options.executionProvider,
+                this.metrics,
+              );
+        this.served.set(queue, { server, fingerprint });
+        if (current)
+          void current.server.close(); // finishes what it holds first
+        else this.consume(queue, entry.config);
+        outcome.loaded.push(version);
+        this.log.info({ model, version, swapped: current !== undefined }, "serving");
+      } catch (err) {
+        const error = err instanceof Error ? err.message : String(err);
+        outcome.failed.push({ version, error });
+        this.log.error(
+          { model, version, error },
+          "model version failed to load; the previous one keeps serving",
+        );
+      }
+    }
+    return outcome;
+  }
+
+  /** Starts the queue's consumer; it looks the server up per job, so a swap needs no restart. */
+  private consume(queue: string, config: ModelConfig): void {
+    const lock = {
+      lockDurationMs: this.options.lockDurationMs,
+      stalledIntervalMs: this.options.stalledIntervalMs,
+    };
+    const current = () => this.served.get(queue)?.server;
+    if (config.kind === "generator") {
+      const seats = (current() as GeneratorServer).maxNumSeqs;
+      // One job per seat: a completion waits in BullMQ, not here, so any worker with a free
+      // seat can take it.
+      this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) =>
+        (current() as GeneratorServer).handle(job, ctx.signal, ctx.emit),
+      );
+      return;
+    }
+    // Enough jobs in flight to fill every instance's batch while the previous one computes.
+    const concurrency = config.max_batch_size * config.instance_count * 2;
+    this.transport.consume(queue, { concurrency, ...lock }, (row, _job, ctx) =>
+      (current() as ClassifierServer).handle(row, ctx),
+    );
+  }
+}
+
+/** Config and file identity of a version: a reload with neither changed loads nothing. */
+async function fingerprintOf(config: ModelConfig, onnxPath: string): Promise<string> {
+  const s = await stat(onnxPath);
+  return `${s.size}:${s.mtimeMs}:${JSON.stringify(config)}`;
+}

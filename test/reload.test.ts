@@ -1,0 +1,94 @@
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { referenceLogits, samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+const repo = tempRepository({ digits: { cache: { enabled: false } } });
+const stack = new Stack({
+  env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
+  apiEnv: { ADMIN_TOKEN: "t" },
+});
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const rows = samples.digits.inputs.slice(0, 4);
+const reload = () =>
+  fetch(stack.url("/admin/models/digits/reload"), {
+    method: "POST",
+    headers: { Authorization: "Bearer t" },
+  });
+const infer = async (version: string) => {
+  const res = await stack.post(`/v2/models/digits/versions/${version}/infer`, {
+    inputs: [{ name: "input", shape: [rows.length, 64], datatype: "FP32", data: rows.flat() }],
+  });
+  return {
+    status: res.status,
+    body: (await res.json()) as { outputs?: Array<{ data: number[] }> },
+  };
+};
+
+/** Predicts in a loop until stopped; every answer must be a 200. */
+function load() {
+  let running = true;
+  const statuses: number[] = [];
+  const done = (async () => {
+    while (running) {
+      const res = await stack.post("/v1/models/digits/predict", {
+        features: rows[statuses.length % rows.length],
+      });
+      statuses.push(res.status);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await done;
+      return statuses;
+    },
+  };
+}
+
+describe("hot reload", () => {
+  it("swaps changed files and new versions in under load, dropping nothing", async () => {
+    const traffic = [load(), load(), load()];
+    // version 2 gets version 1's weights; version 3 appears
+    copyFileSync(join(repo, "digits/1/model.onnx"), join(repo, "digits/2/model.onnx"));
+    mkdirSync(join(repo, "digits/3"));
+    copyFileSync(join(repo, "digits/1/model.onnx"), join(repo, "digits/3/model.onnx"));
+    const res = await reload();
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      versions: string[];
+      workers: Array<{ loaded: string[]; unchanged: string[] }>;
+    };
+    expect(body.versions).toEqual(["1", "2", "3"]);
+    expect(body.workers[0]?.loaded.sort()).toEqual(["2", "3"]);
+    expect(body.workers[0]?.unchanged).toEqual(["1"]);
+    await new Promise((r) => setTimeout(r, 300));
+    const statuses = (await Promise.all(traffic.map((t) => t.stop()))).flat();
+    expect(statuses.length).toBeGreaterThan(20);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+
+    const v1 = (await referenceLogits("digits", "1", rows)).flat();
+    for (const version of ["2", "3"]) {
+      const { status, body: out } = await infer(version);
+      expect(status).toBe(200);
+      out.outputs?.[0]?.data.forEach((x, k) => expect(x).toBeCloseTo(v1[k] ?? 0, 4));
+    }
+  });
+
+  it("refuses a broken .onnx with a clear error, and the old files keep serving", async () => {
+    const before = await infer("2");
+    writeFileSync(join(repo, "digits/2/model.onnx"), "not an onnx file");
+    const res = await reload();
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /version 2: .*(Protobuf|parse|load)/i,
+    );
+    const after = await infer("2");
+    expect(after.status).toBe(200);
+    expect(after.body.outputs?.[0]?.data).toEqual(before.body.outputs?.[0]?.data);
+  });
+});
