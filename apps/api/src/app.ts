@@ -8,6 +8,7 @@ import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { registerAdmin } from "./routes/admin.js";
 import { registerAdminReload } from "./routes/admin-reload.js";
+import { registerBatches } from "./routes/batches.js";
 import { registerCompletions } from "./routes/completions.js";
 import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
@@ -37,17 +38,21 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   });
   app.use(inFlight.middleware());
   app.use(httpMetrics());
-  app.use(
-    bodyLimit({
-      maxSize: services.env.MAX_BODY_BYTES,
-      onError: () => {
-        throw new FerryError(
-          "PAYLOAD_TOO_LARGE",
-          `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
-        );
-      },
-    }),
-  );
+  const limit = bodyLimit({
+    maxSize: services.env.MAX_BODY_BYTES,
+    onError: () => {
+      throw new FerryError(
+        "PAYLOAD_TOO_LARGE",
+        `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
+      );
+    },
+  });
+  // An NDJSON batch is read line by line in bounded memory, so it may be of any size.
+  app.use((c, next) => {
+    const streamed =
+      c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson");
+    return streamed ? next() : limit(c, next);
+  });
 
   const keys = (services.env.API_KEYS ?? "")
     .split(",")
@@ -65,6 +70,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerJobs(app);
   registerJobEvents(app);
   registerAdmin(app);
+  registerBatches(app);
   registerAdminReload(app);
   registerCompletions(app);
   app.doc31("/openapi.json", {

@@ -3,6 +3,7 @@ import { InferenceClient } from "@ferry/transport";
 import { serve } from "@hono/node-server";
 import { pino } from "pino";
 import { createApp } from "./app.js";
+import { BatchService } from "./batch-service.js";
 import { CompletionService } from "./completion-service.js";
 import { loadEnv } from "./env.js";
 import { InferenceService } from "./inference-service.js";
@@ -41,6 +42,7 @@ const services: Services = {
   inference,
   jobs: new JobService(client, inference, completions),
   completions,
+  batches: new BatchService(repository, client),
   metrics,
   draining: () => draining,
 };

@@ -1,6 +1,7 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
+import type { BatchService } from "./batch-service.js";
 import type { CompletionService } from "./completion-service.js";
 import type { ApiEnv } from "./env.js";
 import type { InferenceService } from "./inference-service.js";
@@ -16,6 +17,7 @@ export interface Services {
   inference: InferenceService;
   jobs: JobService;
   completions: CompletionService;
+  batches: BatchService;
   metrics: ApiMetrics;
   /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
   draining: () => boolean;

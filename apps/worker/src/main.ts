@@ -37,6 +37,7 @@ transport.onConfig((message, answer) => {
       answer({ model, loaded: [], unchanged: [], failed: [{ version: "*", error: String(err) }] }),
   );
 });
+transport.consumeBatchControl();
 transport.startHeartbeat();
 let draining = false;
 const health =

@@ -1,3 +1,4 @@
+export * from "./batch.js";
 export * from "./errors.js";
 export * from "./generation.js";
 export * from "./jobs.js";

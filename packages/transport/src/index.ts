@@ -1,3 +1,4 @@
+export * from "./batch-store.js";
 export * from "./connection.js";
 export * from "./inference-client.js";
 export * from "./job-records.js";

@@ -17,6 +17,7 @@ import {
 } from "@ferry/protocol";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
+import { BatchStore } from "./batch-store.js";
 import { ChannelMux } from "./channel-mux.js";
 import { type CoalescedGroup, Coalescer } from "./coalescer.js";
 import { createRedis } from "./connection.js";
@@ -69,6 +70,8 @@ export class InferenceClient {
   /** Traffic splits and per-version stats shared by every replica. */
   readonly state: ServingState;
   readonly cache: PredictionCache;
+  /** Offline batch prediction: flows of chunk jobs, results stored by key. */
+  readonly batches: BatchStore;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
   private readonly queues = new Map<string, Queue>();
@@ -104,6 +107,7 @@ export class InferenceClient {
     this.writer = new EventWriter(this.redis, this.keys, this.jobTtlS);
     this.state = new ServingState(this.redis, this.mux, this.keys);
     this.cache = new PredictionCache(this.redis, this.keys);
+    this.batches = new BatchStore(this.redis, this.keys, (name) => this.queue(name), this.jobTtlS);
     this.reader = new EventReader(this.redis, this.mux, this.keys);
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
@@ -347,6 +351,7 @@ export class InferenceClient {
 
   async close(): Promise<void> {
     this.state.stop();
+    await this.batches.close().catch(() => undefined);
     await this.state.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.subscriber.disconnect();

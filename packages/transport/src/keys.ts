@@ -55,6 +55,21 @@ export class Keys {
     return `${this.prefix}:cache-index:${model}`;
   }
 
+  /** Hash describing one offline batch: model, version, status, counts, timestamps. */
+  batch(id: string): string {
+    return `${this.prefix}:batch:${id}`;
+  }
+
+  /** Hash of item key -> NDJSON result line of one batch. */
+  batchResults(id: string): string {
+    return `${this.prefix}:batch-results:${id}`;
+  }
+
+  /** Hash of item key -> the latest stored prediction of a model (served without inference). */
+  predictions(model: string): string {
+    return `${this.prefix}:predictions:${model}`;
+  }
+
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
   get workers(): string {
     return `${this.prefix}:workers`;

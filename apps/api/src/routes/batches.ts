@@ -1,0 +1,138 @@
+import { FerryError } from "@ferry/protocol";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { stream } from "hono/streaming";
+import { ndjsonItems, type RawItem } from "../batch-service.js";
+import type { AppEnv } from "../services.js";
+import { json, openAiErrors } from "./responses.js";
+
+const batchBodySchema = z
+  .object({
+    model: z.string(),
+    version: z.string().optional(),
+    items: z.array(z.object({ key: z.string(), features: z.array(z.number()) })).min(1),
+  })
+  .openapi("BatchRequest");
+const statusSchema = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    version: z.string(),
+    status: z.enum(["ingesting", "running", "completed"]),
+    total: z.number(),
+    succeeded: z.number(),
+    failed: z.number(),
+    created_at: z.number(),
+    finished_at: z.number().nullable(),
+  })
+  .openapi("Batch");
+const idParam = z.object({ id: z.string() });
+
+const createBatchRoute = createRoute({
+  method: "post",
+  path: "/v1/batches",
+  summary:
+    "Offline batch prediction: JSON {model, items}, or an NDJSON body of {key, features} lines with ?model=",
+  request: {
+    query: z.object({ model: z.string().optional(), version: z.string().optional() }),
+    body: {
+      content: {
+        "application/json": { schema: batchBodySchema },
+        "application/x-ndjson": { schema: z.string() },
+      },
+      required: false,
+    },
+  },
+  responses: {
+    202: json(z.object({ id: z.string(), status: z.string(), total: z.number() }), "Accepted"),
+    ...openAiErrors,
+  },
+});
+
+const statusRoute = createRoute({
+  method: "get",
+  path: "/v1/batches/{id}",
+  summary: "A batch's status and counts",
+  request: { params: idParam },
+  responses: { 200: json(statusSchema, "The batch"), 404: openAiErrors[404] },
+});
+
+const resultsRoute = createRoute({
+  method: "get",
+  path: "/v1/batches/{id}/results",
+  summary: "A batch's results as NDJSON, one line per key",
+  request: { params: idParam },
+  responses: {
+    200: { content: { "application/x-ndjson": { schema: z.string() } }, description: "NDJSON" },
+    404: openAiErrors[404],
+  },
+});
+
+const predictionRoute = createRoute({
+  method: "get",
+  path: "/v1/predictions/{model}/{key}",
+  summary: "The stored answer for a key, with no inference",
+  request: { params: z.object({ model: z.string(), key: z.string() }) },
+  responses: {
+    200: json(z.record(z.string(), z.unknown()), "The stored prediction"),
+    404: openAiErrors[404],
+  },
+});
+
+async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
+  yield* items;
+}
+
+export function registerBatches(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(createBatchRoute, async (c) => {
+    const { batches } = c.get("services");
+    const type = c.req.header("Content-Type") ?? "";
+    let result: { id: string; total: number };
+    if (type.includes("ndjson")) {
+      const { model, version } = c.req.valid("query");
+      if (!model)
+        throw new FerryError(
+          "INVALID_INPUT",
+          "an NDJSON batch names its model: POST /v1/batches?model=<name>",
+        );
+      if (!c.req.raw.body) throw new FerryError("INVALID_INPUT", "empty body");
+      result = await batches.ingest(model, version, ndjsonItems(c.req.raw.body));
+    } else {
+      const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
+      if (!body.success)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
+        );
+      result = await batches.ingest(body.data.model, body.data.version, fromArray(body.data.items));
+    }
+    c.header("Location", `/v1/batches/${result.id}`);
+    return c.json({ id: result.id, status: "running", total: result.total }, 202);
+  });
+
+  app.openapi(statusRoute, async (c) => {
+    const status = await c.get("services").client.batches.status(c.req.valid("param").id);
+    if (!status) throw new FerryError("NOT_FOUND", `Batch '${c.req.valid("param").id}' not found`);
+    return c.json(status, 200);
+  });
+
+  app.openapi(resultsRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    const store = c.get("services").client.batches;
+    if (!(await store.status(id))) throw new FerryError("NOT_FOUND", `Batch '${id}' not found`);
+    c.header("Content-Type", "application/x-ndjson");
+    const body = stream(c, async (out) => {
+      for await (const lines of store.results(id)) await out.write(`${lines.join("\n")}\n`);
+    });
+    // a streamed body has no typed-response form in zod-openapi; the route documents it
+    return body as unknown as never;
+  });
+
+  app.openapi(predictionRoute, async (c) => {
+    const { model, key } = c.req.valid("param");
+    c.get("services").repository.get(model);
+    const stored = await c.get("services").client.batches.prediction(model, key);
+    if (!stored)
+      throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
+    return c.json(stored as unknown as Record<string, unknown>, 200);
+  });
+}

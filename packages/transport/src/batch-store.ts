@@ -1,0 +1,152 @@
+import { randomUUID } from "node:crypto";
+import {
+  BATCH_GATE_QUEUE,
+  BATCH_QUEUE,
+  type BatchChunkJob,
+  type BatchItem,
+  bullPriority,
+  queueName,
+  type StoredPrediction,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import { FlowProducer, Job, type Queue } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Keys } from "./keys.js";
+
+export interface BatchStatus {
+  id: string;
+  model: string;
+  version: string;
+  status: "ingesting" | "running" | "completed";
+  total: number;
+  succeeded: number;
+  failed: number;
+  created_at: number;
+  finished_at: number | null;
+}
+
+/** A gate never runs by its delay: ingestion promotes it when the last chunk is queued. */
+const GATE_DELAY_MS = 365 * 24 * 3_600_000;
+
+/**
+ * Offline batch prediction as a BullMQ flow: a parent job per batch, whose children are the
+ * chunks (on the model's queue, at the lowest priority so live traffic goes first) and one
+ * gate. The gate keeps the parent from completing while chunks are still being added; when
+ * ingestion ends it is promoted, and once every child is done the parent completes the batch.
+ */
+export class BatchStore {
+  private readonly flows: FlowProducer;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    private readonly queue: (name: string) => Queue,
+    private readonly ttlS: number,
+  ) {
+    this.flows = new FlowProducer({ connection: redis, prefix: keys.prefix });
+    this.flows.on("error", () => {});
+  }
+
+  async create(model: string, version: string): Promise<string> {
+    const id = randomUUID();
+    await this.redis
+      .multi()
+      .hset(this.keys.batch(id), {
+        model,
+        version,
+        status: "ingesting",
+        total: 0,
+        succeeded: 0,
+        failed: 0,
+        created_at: Date.now(),
+      })
+      .expire(this.keys.batch(id), this.ttlS)
+      .exec();
+    await this.flows.add({
+      name: "batch",
+      queueName: BATCH_QUEUE,
+      data: { batch: id },
+      opts: { jobId: id, removeOnComplete: { age: this.ttlS } },
+      children: [
+        {
+          name: "gate",
+          queueName: BATCH_GATE_QUEUE,
+          data: { batch: id },
+          opts: { jobId: `gate-${id}`, delay: GATE_DELAY_MS },
+        },
+      ],
+    });
+    return id;
+  }
+
+  /** Queues one chunk as a child of the batch. */
+  async addChunk(id: string, model: string, version: string, items: BatchItem[]): Promise<void> {
+    const data: BatchChunkJob = {
+      v: WIRE_VERSION,
+      kind: "batch",
+      batch: id,
+      model,
+      version,
+      items,
+    };
+    await this.queue(queueName(model, version)).add("batch", data, {
+      parent: { id, queue: `${this.keys.prefix}:${BATCH_QUEUE}` },
+      priority: bullPriority(1),
+      removeOnComplete: true,
+      // A chunk that fails for good still lets the batch finish; its items count as failed.
+      failParentOnFailure: false,
+      ignoreDependencyOnFailure: true,
+      attempts: 3,
+    });
+    await this.redis.hincrby(this.keys.batch(id), "total", items.length);
+  }
+
+  /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
+  async seal(id: string): Promise<void> {
+    await this.redis.hset(this.keys.batch(id), "status", "running");
+    const gate = await Job.fromId(this.queue(BATCH_GATE_QUEUE), `gate-${id}`);
+    await gate?.promote();
+  }
+
+  async status(id: string): Promise<BatchStatus | undefined> {
+    const raw = await this.redis.hgetall(this.keys.batch(id));
+    if (!raw.model) return undefined;
+    return {
+      id,
+      model: raw.model,
+      version: raw.version ?? "",
+      status: (raw.status as BatchStatus["status"]) ?? "running",
+      total: Number(raw.total ?? 0),
+      succeeded: Number(raw.succeeded ?? 0),
+      failed: Number(raw.failed ?? 0),
+      created_at: Number(raw.created_at ?? 0),
+      finished_at: raw.finished_at ? Number(raw.finished_at) : null,
+    };
+  }
+
+  /** The batch's result lines, a page at a time, so that no reader holds them all. */
+  async *results(id: string): AsyncGenerator<string[]> {
+    let cursor = "0";
+    do {
+      const [next, flat] = await this.redis.hscan(
+        this.keys.batchResults(id),
+        cursor,
+        "COUNT",
+        1_000,
+      );
+      cursor = next;
+      const lines: string[] = [];
+      for (let k = 1; k < flat.length; k += 2) lines.push(flat[k] ?? "");
+      if (lines.length > 0) yield lines;
+    } while (cursor !== "0");
+  }
+
+  async prediction(model: string, key: string): Promise<StoredPrediction | undefined> {
+    const raw = await this.redis.hget(this.keys.predictions(model), key);
+    return raw === null ? undefined : (JSON.parse(raw) as StoredPrediction);
+  }
+
+  async close(): Promise<void> {
+    await this.flows.close();
+  }
+}
