@@ -46,6 +46,7 @@ async function streamLoad(url: string, concurrency: number): Promise<StreamStats
           prompt: prompts[n++ % prompts.length],
           max_tokens: MAX_TOKENS,
           temperature: 0.8,
+          ignore_eos: true,
           stream: true,
         }),
       });

@@ -239,6 +239,7 @@ describe("cancellation frees the batch slot", () => {
         prompt: "Long ago",
         max_tokens: 200,
         temperature: 0.8,
+        ignore_eos: true,
         stream: true,
       }),
       signal: abort.signal,
@@ -255,7 +256,7 @@ describe("cancellation frees the batch slot", () => {
   it("DELETE stops a running generation job", async () => {
     const res = await stack.post("/v1/jobs", {
       model: "tiny-lm",
-      input: { prompt: "Far away", max_tokens: 200, temperature: 0.8 },
+      input: { prompt: "Far away", max_tokens: 200, temperature: 0.8, ignore_eos: true },
     });
     const { id } = (await res.json()) as { id: string };
     await waitFor(

@@ -75,7 +75,8 @@ describe("hot reload", () => {
     for (const version of ["2", "3"]) {
       const { status, body: out } = await infer(version);
       expect(status).toBe(200);
-      out.outputs?.[0]?.data.forEach((x, k) => expect(x).toBeCloseTo(v1[k] ?? 0, 4));
+      for (const [k, x] of (out.outputs?.[0]?.data ?? []).entries())
+        expect(x).toBeCloseTo(v1[k] ?? 0, 4);
     }
   });
 

@@ -38,6 +38,7 @@ export class CompletionService {
       temperature: body.temperature ?? 1,
       top_p: body.top_p ?? 1,
       top_k: body.top_k ?? 0,
+      ignore_eos: body.ignore_eos ?? false,
       stop:
         body.stop === undefined || body.stop === null
           ? []

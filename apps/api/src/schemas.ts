@@ -168,6 +168,8 @@ export const completionRequestSchema = z
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
     n: z.literal(1).nullish(),
+    /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
+    ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),
     timeout_ms: z.number().int().positive().optional(),
   })

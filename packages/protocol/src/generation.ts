@@ -12,6 +12,8 @@ export const samplingParamsSchema = z.object({
   /** Same seed, same text, whatever else shares the batch. */
   seed: z.number().int().optional(),
   stop: z.array(z.string()).max(4),
+  /** vLLM's extension: keep generating past the end-of-text token, up to max_tokens. */
+  ignore_eos: z.boolean().default(false),
 });
 export type SamplingParams = z.infer<typeof samplingParamsSchema>;
 

@@ -161,7 +161,7 @@ export class Engine {
       this.metrics.interToken.observe((now - seq.lastTokenAt) / 1000);
     }
     seq.lastTokenAt = now;
-    if (token === this.tokenizer.eosTokenId) {
+    if (token === this.tokenizer.eosTokenId && !seq.params.ignore_eos) {
       this.finish(seq, "stop");
       return;
     }
