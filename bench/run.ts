@@ -4,10 +4,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { classifierBench } from "./classifier.js";
 import { generationBench } from "./generation.js";
+import { servingBench } from "./serving.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
   generation: generationBench,
+  serving: servingBench,
 };
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : Object.keys(sections);
