@@ -1,4 +1,5 @@
 import { ModelRepository } from "@ferry/model-repository";
+import { queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import { serve } from "@hono/node-server";
 import { pino } from "pino";
@@ -26,6 +27,18 @@ client.state.onConfigChange((message) => {
       .catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
 const metrics = new ApiMetrics();
+metrics.watchQueues(async () => {
+  const depths: Record<string, number> = {};
+  for (const entry of repository.list()) {
+    for (const version of entry.versions) {
+      depths[queueName(entry.config.name, version)] = await client.waitingJobs(
+        entry.config.name,
+        version,
+      );
+    }
+  }
+  return depths;
+});
 const inference = new InferenceService(
   repository,
   client,

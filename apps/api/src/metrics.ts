@@ -1,5 +1,5 @@
 import type { RowTiming } from "@ferry/protocol";
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
 const latencyBuckets = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -64,6 +64,29 @@ export class ApiMetrics {
     labelNames: ["model", "source"],
     registers: [this.registry],
   });
+
+  /** Jobs waiting per queue (BullMQ wait + prioritized): what KEDA scales workers on. */
+  readonly queueDepth = new Gauge({
+    name: "ferry_queue_waiting_jobs",
+    help: "Jobs waiting in each model version's queue (waiting + prioritized), read at scrape time",
+    labelNames: ["queue"],
+    registers: [this.registry],
+  });
+  private depthSource: (() => Promise<Record<string, number>>) | undefined;
+
+  /** Where queue depths come from at scrape time (the transport). */
+  watchQueues(source: () => Promise<Record<string, number>>): void {
+    this.depthSource = source;
+  }
+
+  /** Refreshes the scrape-time gauges, then renders every metric. */
+  async render(): Promise<string> {
+    if (this.depthSource) {
+      const depths = await this.depthSource().catch(() => ({}));
+      for (const [queue, n] of Object.entries(depths)) this.queueDepth.set({ queue }, n);
+    }
+    return this.registry.metrics();
+  }
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

@@ -15,7 +15,7 @@ const route = createRoute({
 
 export function registerMetrics(app: OpenAPIHono<AppEnv>): void {
   app.openapi(route, async (c) => {
-    const { registry } = c.get("services").metrics;
-    return c.text(await registry.metrics(), 200, { "Content-Type": registry.contentType });
+    const { metrics } = c.get("services");
+    return c.text(await metrics.render(), 200, { "Content-Type": metrics.registry.contentType });
   });
 }
