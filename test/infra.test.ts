@@ -35,6 +35,7 @@ function render(overlay: string): K8sObject[] {
 const find = (objects: K8sObject[], kind: string, name: string) => {
   const found = objects.find((o) => o.kind === kind && o.metadata.name === name);
   if (!found) throw new Error(`${kind}/${name} missing`);
+  // biome-ignore lint/suspicious/noExplicitAny: rendered YAML is untyped; the assertions walk into it
   return found as K8sObject & { spec: Record<string, any> };
 };
 
