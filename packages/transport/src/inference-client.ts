@@ -311,7 +311,7 @@ export class InferenceClient {
   async hasLiveWorker(model: string, version: string): Promise<boolean> {
     if (Date.now() - this.liveAt > 1_000) {
       this.liveAt = Date.now();
-      const live = await this.workers.live();
+      const live = await this.guard(() => this.workers.live());
       this.liveQueues = new Set(live.flatMap((w) => w.queues));
     }
     return this.liveQueues.has(queueName(model, version));

@@ -1,3 +1,4 @@
+import { FerryError } from "@ferry/protocol";
 import type { Redis } from "ioredis";
 import type { ChannelMux } from "./channel-mux.js";
 import type { Keys } from "./keys.js";
@@ -78,7 +79,13 @@ export class ServingState {
   /** The model's split, or null when none was set (the stable version takes everything). */
   async getTraffic(model: string): Promise<Record<string, number> | null> {
     if (this.traffic.has(model)) return this.traffic.get(model) ?? null;
-    const raw = await this.redis.hgetall(this.keys.traffic(model));
+    const raw = await this.redis.hgetall(this.keys.traffic(model)).catch((err: unknown) => {
+      throw new FerryError(
+        "UNAVAILABLE",
+        `Redis error: ${err instanceof Error ? err.message : String(err)}`,
+        { retryAfterS: 1 },
+      );
+    });
     const split =
       Object.keys(raw).length === 0
         ? null

@@ -1,0 +1,100 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pingRedis } from "@ferry/transport";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../scripts/free-port.js";
+import { tempRepository } from "./helpers/model-repo.js";
+import { samples } from "./helpers/samples.js";
+import { Stack, waitFor } from "./helpers/stack.js";
+
+// A Redis of this test's own, with AOF fsynced on every write, that it can SIGKILL and start
+// again; the shared Redis is never touched.
+const dir = mkdtempSync(join(tmpdir(), "ferry-aof-"));
+let port = 0;
+let redis: ChildProcess | undefined;
+const startRedis = async () => {
+  redis = spawn(
+    "redis-server",
+    [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--dir",
+      dir,
+      "--appendonly",
+      "yes",
+      "--appendfsync",
+      "always",
+      "--save",
+      "",
+    ],
+    { stdio: "ignore" },
+  );
+  await waitFor(() => pingRedis(`redis://127.0.0.1:${port}`, 200), 10_000);
+};
+
+const repo = tempRepository({
+  digits: { fallback: { enabled: false }, cache: { enabled: false } },
+});
+let stack: Stack;
+beforeAll(async () => {
+  port = await freePort();
+  await startRedis();
+  stack = new Stack({
+    env: {
+      REDIS_URL: `redis://127.0.0.1:${port}`,
+      MODEL_REPOSITORY: repo,
+      WORKER_MODELS: "digits",
+    },
+    workerEnv: { LOCK_DURATION_MS: "2000", STALLED_INTERVAL_MS: "1000" },
+  });
+  await stack.start();
+});
+afterAll(async () => {
+  await stack.stop().catch(() => undefined);
+  redis?.kill("SIGKILL");
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("Redis killed and restarted", () => {
+  it("the API answers 503 fast while it is down, and every accepted job completes after", async () => {
+    const ids: string[] = [];
+    for (let i = 0; i < 150; i++) {
+      const res = await stack.post("/v1/jobs", {
+        model: "digits",
+        input: { features: samples.digits.inputs[i % 64] },
+      });
+      expect(res.status).toBe(202);
+      ids.push(((await res.json()) as { id: string }).id);
+    }
+    redis?.kill("SIGKILL");
+    await new Promise((r) => redis?.once("exit", r));
+
+    const t0 = Date.now();
+    const down = await stack.post("/v1/models/digits/predict", {
+      features: samples.digits.inputs[0],
+    });
+    expect(down.status).toBe(503);
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect((await fetch(stack.url("/v2/health/ready"))).status).toBe(503);
+    expect(((await (await fetch(stack.url("/health"))).json()) as { redis: string }).redis).toBe(
+      "down",
+    );
+
+    await startRedis();
+    await waitFor(async () => (await fetch(stack.url("/v2/health/ready"))).status === 200, 20_000);
+    const status = async (id: string) =>
+      ((await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as { status: string }).status;
+    await waitFor(
+      async () => (await Promise.all(ids.map(status))).every((s) => s === "succeeded"),
+      60_000,
+    );
+    const after = await stack.post("/v1/models/digits/predict", {
+      features: samples.digits.inputs[0],
+    });
+    expect(after.status).toBe(200);
+  }, 120_000);
+});
