@@ -134,7 +134,13 @@ async function inProcessServer(): Promise<Record<string, LoadResult>> {
   const port = await freePort();
   return serveAndMeasure(
     process.execPath,
-    ["--import", "tsx", "bench/peers/in-process-server.ts", String(port)],
+    [
+      "--conditions=ferry-source",
+      "--import",
+      "tsx",
+      "bench/peers/in-process-server.ts",
+      String(port),
+    ],
     port,
     "/",
   );

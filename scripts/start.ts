@@ -14,7 +14,10 @@ const env = { ...process.env, REDIS_URL: redis.url };
 const entries = { api: "apps/api/src/main.ts", worker: "apps/worker/src/main.ts" };
 const names: Array<keyof typeof entries> = only ? [only] : ["worker", "api"];
 const children: ChildProcess[] = names.map((name) =>
-  spawn(process.execPath, ["--import", "tsx", entries[name]], { stdio: "inherit", env }),
+  spawn(process.execPath, ["--conditions=ferry-source", "--import", "tsx", entries[name]], {
+    stdio: "inherit",
+    env,
+  }),
 );
 
 let exitCode = 0;

@@ -111,10 +111,14 @@ export class Stack {
 }
 
 export function launch(entry: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Proc {
-  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry], {
-    env,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [...nodeArgs, "--conditions=ferry-source", "--import", "tsx", entry],
+    {
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   const output: string[] = [];
   child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
   child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
