@@ -47,6 +47,7 @@ const inference = new InferenceService(
 );
 const completions = new CompletionService(repository, client);
 let draining = false;
+const drain = new AbortController();
 const services: Services = {
   env,
   log,
@@ -58,6 +59,7 @@ const services: Services = {
   batches: new BatchService(repository, client),
   metrics,
   draining: () => draining,
+  drainSignal: drain.signal,
 };
 const inFlight = new InFlight();
 const app = createApp(services, inFlight);
@@ -71,6 +73,7 @@ const server = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, (
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;
   draining = true;
+  drain.abort();
   log.info(
     { signal, open: inFlight.size },
     "draining: no new connections, finishing open requests",

@@ -21,6 +21,8 @@ export interface Services {
   metrics: ApiMetrics;
   /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
   draining: () => boolean;
+  /** Aborted when the drain starts: resumable streams end and their clients reconnect elsewhere. */
+  drainSignal: AbortSignal;
 }
 
 export type AppEnv = {

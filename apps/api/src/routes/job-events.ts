@@ -32,6 +32,12 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
     return streamSSE(c, async (stream) => {
       const reading = new AbortController();
       stream.onAbort(() => reading.abort());
+      // This replica is draining: end the stream so that the client reconnects (through the
+      // Service, to another replica) with Last-Event-ID, and misses nothing.
+      const { drainSignal } = c.get("services");
+      const onDrain = () => reading.abort();
+      if (drainSignal.aborted) onDrain();
+      drainSignal.addEventListener("abort", onDrain);
       const heartbeat = setInterval(
         () => void stream.write(": keep-alive\n\n").catch(() => undefined),
         HEARTBEAT_MS,
@@ -44,8 +50,10 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
             data: JSON.stringify(event.body),
           });
         }
+        if (drainSignal.aborted) await stream.write("retry: 250\n\n");
       } finally {
         clearInterval(heartbeat);
+        drainSignal.removeEventListener("abort", onDrain);
       }
     });
   });

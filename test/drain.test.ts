@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../scripts/free-port.js";
+import { readSse } from "./helpers/sse.js";
+import { launch, type Proc, REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+let second: Proc;
+let secondUrl = "";
+beforeAll(async () => {
+  await stack.start();
+  const port = await freePort();
+  secondUrl = `http://127.0.0.1:${port}`;
+  second = launch("apps/api/src/main.ts", {
+    ...process.env,
+    REDIS_URL,
+    FERRY_PREFIX: stack.prefix,
+    PORT: String(port),
+    LOG_LEVEL: "warn",
+  });
+  await waitFor(
+    async () => (await fetch(`${secondUrl}/v2/health/ready`)).status === 200,
+    30_000,
+    second,
+  );
+});
+afterAll(async () => {
+  second?.child.kill("SIGKILL");
+  await stack.stop();
+});
+
+describe("graceful drain", () => {
+  it("an API replica told to stop ends its event streams; the client resumes on another replica and misses no token", async () => {
+    const res = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: {
+        prompt: "It was a dark and stormy night",
+        max_tokens: 200,
+        temperature: 0.7,
+        seed: 5,
+        ignore_eos: true,
+      },
+    });
+    const { id } = (await res.json()) as { id: string };
+    const events: Array<{ id: string; type: string; data: string }> = [];
+    const first = await fetch(stack.url(`/v1/jobs/${id}/events`));
+    let drained = false;
+    const reading = readSse(first, (e) => {
+      events.push({ id: e.id ?? "", type: e.event ?? "", data: e.data });
+      if (!drained && events.filter((x) => x.type === "token").length >= 5) {
+        drained = true;
+        stack.api.child.kill("SIGTERM");
+      }
+      return undefined;
+    });
+    await reading;
+    // the stream ended before the job did: the client has to resume
+    expect(events.at(-1)?.type).not.toBe("done");
+    expect(await stack.api.exited).toBe(0);
+
+    const resumed = await fetch(`${secondUrl}/v1/jobs/${id}/events`, {
+      headers: { "Last-Event-ID": events.at(-1)?.id ?? "" },
+    });
+    await readSse(resumed, (e) => {
+      events.push({ id: e.id ?? "", type: e.event ?? "", data: e.data });
+      return undefined;
+    });
+    const ids = events.map((e) => e.id);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(events.at(-1)?.type).toBe("done");
+    const text = events
+      .filter((e) => e.type === "token")
+      .map((e) => (JSON.parse(e.data) as { text: string }).text)
+      .join("");
+    const result = JSON.parse(events.find((e) => e.type === "result")?.data ?? "{}") as {
+      result: { text: string; usage: { completion_tokens: number } };
+    };
+    expect(text).toBe(result.result.text);
+    expect(result.result.usage.completion_tokens).toBe(200);
+  });
+
+  it("a worker told to stop finishes the generations it holds before it exits", async () => {
+    const submit = async () => {
+      const res = await fetch(`${secondUrl}/v1/jobs`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "tiny-lm",
+          input: { prompt: "Hello", max_tokens: 120, temperature: 0.8, ignore_eos: true },
+        }),
+      });
+      return ((await res.json()) as { id: string }).id;
+    };
+    const ids = await Promise.all(Array.from({ length: 4 }, submit));
+    const view = async (id: string) =>
+      (await (await fetch(`${secondUrl}/v1/jobs/${id}`)).json()) as { status: string };
+    await waitFor(
+      async () => (await Promise.all(ids.map(view))).every((j) => j.status === "running"),
+      15_000,
+    );
+    const worker = stack.workers[0];
+    worker?.child.kill("SIGTERM");
+    expect(await worker?.exited).toBe(0);
+    const after = await Promise.all(ids.map(view));
+    expect(after.map((j) => j.status)).toEqual([
+      "succeeded",
+      "succeeded",
+      "succeeded",
+      "succeeded",
+    ]);
+  });
+});
