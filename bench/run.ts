@@ -5,14 +5,18 @@ import { cpus } from "node:os";
 import { classifierBench } from "./classifier.js";
 import { generationBench } from "./generation.js";
 import { servingBench } from "./serving.js";
+import { soakBench } from "./soak.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
   generation: generationBench,
   serving: servingBench,
+  soak: soakBench,
 };
+/** Run when no section is named: all but the soak, which takes ten minutes on its own. */
+const defaults = ["classifier", "generation", "serving"];
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
-const chosen = wanted.length > 0 ? wanted : Object.keys(sections);
+const chosen = wanted.length > 0 ? wanted : defaults;
 
 mkdirSync("bench/results", { recursive: true });
 for (const name of chosen) {
