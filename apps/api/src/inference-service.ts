@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import {
+  classify,
   DEFAULT_PRIORITY,
   encodeTensor,
   FerryError,
@@ -246,22 +247,11 @@ export class InferenceService {
   }
 }
 
-/** Softmax over the first output's logits: the argmax and its probability. */
+/** The class, and its probability, from the first output's logits. */
 export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>): Prediction {
   const name = plan.entry.config.outputs[0]?.name ?? "";
-  const logits = outputs[name]?.data ?? [];
-  let best = 0;
-  for (let k = 1; k < logits.length; k++) if ((logits[k] ?? 0) > (logits[best] ?? 0)) best = k;
-  const max = logits[best] ?? 0;
-  let sum = 0;
-  for (const l of logits) sum += Math.exp(l - max);
-  return {
-    prediction: best,
-    confidence: 1 / sum,
-    latency_ms: 0,
-    model_version: plan.version,
-    source: "model",
-  };
+  const { prediction, confidence } = classify(outputs[name]?.data ?? []);
+  return { prediction, confidence, latency_ms: 0, model_version: plan.version, source: "model" };
 }
 
 /** Names an input for the cache: a hash of its encoded tensors, in input order. */

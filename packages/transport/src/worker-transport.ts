@@ -126,16 +126,14 @@ export class WorkerTransport {
 
   /** Starts consuming `queue`; every row goes through `handler`. */
   consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
-    const worker = new Worker<InferJob, InferReply>(queue, (job) => this.process(job, handler), {
-      connection: this.redis,
-      prefix: this.keys.prefix,
-      concurrency: options.concurrency,
-      lockDuration: options.lockDurationMs ?? 10_000,
-      stalledInterval: options.stalledIntervalMs ?? 5_000,
-      maxStalledCount: 3,
-    });
-    worker.on("error", () => {});
-    this.workers.set(queue, worker);
+    this.register(
+      queue,
+      new Worker<InferJob, InferReply>(
+        queue,
+        (job) => this.process(job, handler),
+        this.workerOptions(options),
+      ),
+    );
   }
 
   /**
@@ -143,18 +141,29 @@ export class WorkerTransport {
    * tokens, result or error, done) go to the job's log as the handler emits them.
    */
   consumeGenerate(queue: string, options: ConsumeOptions, handler: GenerateHandler): void {
-    const worker = new Worker<GenerateJob, CompletionResult>(
+    this.register(
       queue,
-      (job) => this.generate(job, handler),
-      {
-        connection: this.redis,
-        prefix: this.keys.prefix,
-        concurrency: options.concurrency,
-        lockDuration: options.lockDurationMs ?? 10_000,
-        stalledInterval: options.stalledIntervalMs ?? 5_000,
-        maxStalledCount: 3,
-      },
+      new Worker<GenerateJob, CompletionResult>(
+        queue,
+        (job) => this.generate(job, handler),
+        this.workerOptions(options),
+      ),
     );
+  }
+
+  private workerOptions(options: ConsumeOptions) {
+    return {
+      connection: this.redis,
+      prefix: this.keys.prefix,
+      concurrency: options.concurrency,
+      lockDuration: options.lockDurationMs ?? 10_000,
+      stalledInterval: options.stalledIntervalMs ?? 5_000,
+      // a job whose worker keeps dying (a poison input crashing the process) fails after this
+      maxStalledCount: 3,
+    };
+  }
+
+  private register(queue: string, worker: Worker): void {
     worker.on("error", () => {});
     this.workers.set(queue, worker);
   }
