@@ -12,6 +12,8 @@ const envSchema = z.object({
   /** Bearer token for /admin; unset answers 403 there. */
   ADMIN_TOKEN: z.string().optional(),
   LOG_LEVEL: z.string().default("info"),
+  /** How long finished async jobs, their event logs and batch results stay readable, in s. */
+  JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
   /** Largest request body, in bytes. */
   MAX_BODY_BYTES: z.coerce
     .number()

@@ -17,7 +17,11 @@ import { TrafficRouter } from "./traffic-router.js";
 const env = loadEnv();
 const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
-const client = new InferenceClient({ redisUrl: env.REDIS_URL, prefix: env.FERRY_PREFIX });
+const client = new InferenceClient({
+  redisUrl: env.REDIS_URL,
+  prefix: env.FERRY_PREFIX,
+  jobTtlS: env.JOB_TTL_S,
+});
 await client.ready();
 // Another replica's reload: re-read the repository so that every replica sees the same versions.
 client.state.onConfigChange((message) => {

@@ -14,6 +14,8 @@ const envSchema = z.object({
   LOCK_DURATION_MS: z.coerce.number().int().positive().default(10_000),
   STALLED_INTERVAL_MS: z.coerce.number().int().positive().default(5_000),
   LOG_LEVEL: z.string().default("info"),
+  /** How long job event logs and batch results stay readable, in s (as the API's). */
+  JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
   WORKER_ID: z.string().optional(),
 });
 export type WorkerEnv = z.infer<typeof envSchema>;

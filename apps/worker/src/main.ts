@@ -11,6 +11,7 @@ const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
   redisUrl: env.REDIS_URL,
   prefix: env.FERRY_PREFIX,
+  jobTtlS: env.JOB_TTL_S,
   ...(env.WORKER_ID ? { workerId: env.WORKER_ID } : {}),
 });
 const host = new ModelHost(transport, metrics, log, {
