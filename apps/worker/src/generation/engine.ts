@@ -185,7 +185,7 @@ export class Engine {
     const completion = seq.generated.length;
     seq.resolve({
       text: seq.output.text,
-      finish_reason: reason,
+      finish_reason: seq.output.finished ?? reason,
       usage: {
         prompt_tokens: seq.promptIds.length,
         completion_tokens: completion,
