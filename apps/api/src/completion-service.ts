@@ -55,7 +55,7 @@ export class CompletionService {
         `max_tokens must be below the model's context length ${context}`,
       );
     }
-    return this.client.submitGenerate(
+    return this.client.jobs.submitGenerate(
       {
         model: entry.config.name,
         version,
@@ -76,7 +76,7 @@ export class CompletionService {
     priority?: number,
   ): Promise<CompletionResponse> {
     const job = await this.submit(body, requestId, priority);
-    for await (const event of this.client.events(job.id, undefined)) {
+    for await (const event of this.client.jobs.events(job.id, undefined)) {
       if (event.body.type === "result")
         return this.render(
           job.id,

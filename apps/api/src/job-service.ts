@@ -46,26 +46,25 @@ export class JobService {
     }
     const { plan, format } = this.plan(body);
     const config = plan.entry.config;
-    return this.client.submitJob({
+    return this.client.jobs.submit({
       model: config.name,
       version: plan.version,
       rows: plan.rows,
       deadline: Date.now() + (body.timeout_ms ?? config.default_timeout_ms),
       priority: body.priority ?? DEFAULT_PRIORITY,
-      maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
       meta: { ...format, request_id: requestId },
     });
   }
 
   async get(id: string): Promise<JobView> {
-    const record = await this.client.getJob(id);
+    const record = await this.client.jobs.get(id);
     if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
     return this.view(record);
   }
 
   async cancel(id: string): Promise<JobView> {
-    const record = await this.client.cancelJob(id);
+    const record = await this.client.jobs.cancel(id);
     if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
     return this.view(record);
   }

@@ -1,18 +1,12 @@
 import { randomUUID } from "node:crypto";
 import {
   bullPriority,
-  type CancelMessage,
-  type CompletionResult,
-  FerryError,
-  type GenerateJob,
   type InferJob,
   type InferReply,
-  type JobEvent,
   parseQueueName,
   queueName,
   type RowInputs,
   type RowResult,
-  TERMINAL_STATUSES,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Job, Queue } from "bullmq";
@@ -23,10 +17,11 @@ import { type CoalescedGroup, Coalescer } from "./coalescer.js";
 import { createRedis } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { EventReader } from "./event-reader.js";
-import { type JobIndexEntry, type JobRecord, parseFailure, statusOf } from "./job-records.js";
+import { JobClient } from "./job-client.js";
 import { Keys } from "./keys.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { QueueDepth } from "./queue-depth.js";
+import { assertReady, guarded } from "./redis-guard.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
 import { WorkerRegistry } from "./worker-registry.js";
@@ -53,12 +48,6 @@ export interface InferRequest {
   maxQueueSize: number;
 }
 
-export interface AsyncJobRequest extends Omit<InferRequest, "inputs"> {
-  rows: RowInputs[];
-  /** Opaque to workers: what the API needs to render the result when polled. */
-  meta: Record<string, unknown>;
-}
-
 /**
  * The API's side of the transport: sends inference work to the workers over BullMQ and
  * receives the answers over Redis pub/sub. Nothing else in the API talks to Redis.
@@ -67,6 +56,8 @@ export class InferenceClient {
   readonly keys: Keys;
   readonly instanceId = randomUUID();
   readonly workers: WorkerRegistry;
+  /** Async jobs: submit, poll, follow, cancel. */
+  readonly jobs: JobClient;
   /** Traffic splits and per-version stats shared by every replica. */
   readonly state: ServingState;
   readonly cache: PredictionCache;
@@ -77,8 +68,7 @@ export class InferenceClient {
   private readonly queues = new Map<string, Queue>();
   private readonly router: ReplyRouter;
   private readonly mux: ChannelMux;
-  private readonly writer: EventWriter;
-  private readonly reader: EventReader;
+
   private readonly coalescer: Coalescer;
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
@@ -104,14 +94,21 @@ export class InferenceClient {
       this.keys.reply(this.instanceId),
       (jobs) => void this.recover(jobs),
     );
-    this.writer = new EventWriter(this.redis, this.keys, this.jobTtlS);
     this.state = new ServingState(this.redis, this.mux, this.keys);
     this.cache = new PredictionCache(this.redis, this.keys);
     this.batches = new BatchStore(this.redis, this.keys, (name) => this.queue(name), this.jobTtlS);
-    this.reader = new EventReader(this.redis, this.mux, this.keys);
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
     this.workers = new WorkerRegistry(this.redis, this.keys);
+    this.jobs = new JobClient(
+      this.redis,
+      this.keys,
+      (name) => this.queue(name),
+      this.depth,
+      new EventWriter(this.redis, this.keys, this.jobTtlS),
+      new EventReader(this.redis, this.mux, this.keys),
+      this.jobTtlS,
+    );
   }
 
   /** Resolves once both connections are up and the reply channel is subscribed. */
@@ -137,7 +134,7 @@ export class InferenceClient {
 
   /** Runs one row through the model and waits for its answer (coalesced with its neighbours). */
   async infer(req: InferRequest): Promise<RowResult> {
-    this.assertUp();
+    assertReady(this.redis);
     const name = queueName(req.model, req.version);
     await this.depth.admit(name, req.maxQueueSize);
     const rid = `${this.instanceId}.${this.nextRow++}`;
@@ -160,158 +157,11 @@ export class InferenceClient {
     }
   }
 
-  /** Enqueues rows as one async job that can be polled, cancelled and outlives this process. */
-  async submitJob(req: AsyncJobRequest): Promise<JobRecord> {
-    this.assertUp();
-    const name = queueName(req.model, req.version);
-    await this.depth.admit(name, req.maxQueueSize);
-    const id = randomUUID();
-    const now = Date.now();
-    const index: JobIndexEntry = {
-      queue: name,
-      model: req.model,
-      version: req.version,
-      created_at: now,
-      meta: req.meta,
-    };
-    const data: InferJob = {
-      v: WIRE_VERSION,
-      kind: "infer",
-      model: req.model,
-      version: req.version,
-      rows: req.rows.map((inputs, k) => ({ rid: `${id}.${k}`, inputs, deadline: req.deadline })),
-      accepted_at: now,
-      meta: req.meta,
-    };
-    await this.guard(async () => {
-      await this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.jobTtlS);
-      await this.queue(name).add("infer", data, {
-        jobId: id,
-        priority: bullPriority(req.priority),
-        removeOnComplete: { age: this.jobTtlS },
-        removeOnFail: { age: this.jobTtlS },
-      });
-    });
-    return emptyRecord(id, index, "queued");
-  }
-
-  /**
-   * Enqueues a completion as a job (one per completion); its tokens arrive through `events`.
-   */
-  async submitGenerate(
-    job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
-    priority: number,
-    maxQueueSize: number,
-  ): Promise<JobRecord> {
-    this.assertUp();
-    const name = queueName(job.model, job.version);
-    await this.depth.admit(name, maxQueueSize);
-    const id = randomUUID();
-    const now = Date.now();
-    const meta = job.meta ?? {};
-    const index: JobIndexEntry = {
-      queue: name,
-      model: job.model,
-      version: job.version,
-      created_at: now,
-      meta,
-    };
-    const data: GenerateJob = { ...job, v: WIRE_VERSION, kind: "generate", accepted_at: now };
-    await this.guard(async () => {
-      await this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.jobTtlS);
-      this.writer.emit(id, [{ type: "status", status: "queued" }]);
-      await this.writer.flush();
-      await this.queue(name).add("generate", data, {
-        jobId: id,
-        priority: bullPriority(priority),
-        removeOnComplete: { age: this.jobTtlS },
-        removeOnFail: { age: this.jobTtlS },
-      });
-    });
-    return emptyRecord(id, index, "queued");
-  }
-
-  /** A job's events after `after` (a stream id), live until its `done` event. */
-  events(jobId: string, after: string | undefined, signal?: AbortSignal): AsyncGenerator<JobEvent> {
-    this.assertUp();
-    return this.reader.read(jobId, after, signal);
-  }
-
-  /** The job's state as a poll reports it; undefined when the id is unknown or expired. */
-  async getJob(id: string): Promise<JobRecord | undefined> {
-    this.assertUp();
-    const [rawIndex, cancelled] = await this.guard(() =>
-      this.redis.mget(this.keys.jobQueue(id), this.keys.cancelled(id)),
-    );
-    if (!rawIndex) return undefined;
-    const index = JSON.parse(rawIndex) as JobIndexEntry;
-    const job = await this.guard(() =>
-      Job.fromId<InferJob | GenerateJob, InferReply | CompletionResult>(
-        this.queue(index.queue),
-        id,
-      ),
-    );
-    if (!job) {
-      // Removed while queued by a cancel, or lost between writing the index and the job.
-      if (cancelled) return emptyRecord(id, index, "cancelled");
-      return {
-        ...emptyRecord(id, index, "failed"),
-        error: { code: "UNAVAILABLE", message: "job was not stored" },
-      };
-    }
-    const state = await this.guard(() => job.getState());
-    const status = statusOf(state, job.failedReason, cancelled !== null);
-    const result = status === "succeeded" ? (job.returnvalue ?? null) : null;
-    const record = emptyRecord(id, index, status);
-    return {
-      ...record,
-      started_at: job.processedOn ?? null,
-      finished_at: job.finishedOn ?? null,
-      result,
-      error:
-        status !== "cancelled" && state === "failed"
-          ? parseFailure(job.failedReason)
-          : record.error,
-    };
-  }
-
-  /** Cancels a job: a queued one never runs; a running one is told to stop on every worker. */
-  async cancelJob(id: string): Promise<JobRecord | undefined> {
-    const record = await this.getJob(id);
-    if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
-    const message: CancelMessage = { v: WIRE_VERSION, job: id };
-    await this.guard(() =>
-      this.redis
-        .multi()
-        .set(this.keys.cancelled(id), "1", "EX", this.jobTtlS)
-        .publish(this.keys.cancelChannel, JSON.stringify(message))
-        .exec(),
-    );
-    const index = await this.redis.get(this.keys.jobQueue(id));
-    if (index) {
-      const job = await Job.fromId(this.queue((JSON.parse(index) as JobIndexEntry).queue), id);
-      // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
-      const removed = await job?.remove().then(
-        () => true,
-        () => false,
-      );
-      if (removed) {
-        // nobody will run it now, so nobody else will close its event log
-        this.writer.emit(id, [
-          { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
-          { type: "done" },
-        ]);
-        await this.writer.flush();
-      }
-    }
-    return this.getJob(id);
-  }
-
   /** Whether a live worker consumes the queue of `model` at `version` (cached for a second). */
   async hasLiveWorker(model: string, version: string): Promise<boolean> {
     if (Date.now() - this.liveAt > 1_000) {
       this.liveAt = Date.now();
-      const live = await this.guard(() => this.workers.live());
+      const live = await guarded(() => this.workers.live());
       this.liveQueues = new Set(live.flatMap((w) => w.queues));
     }
     return this.liveQueues.has(queueName(model, version));
@@ -412,28 +262,6 @@ export class InferenceClient {
       }
     }
   }
-
-  private assertUp(): void {
-    if (this.redis.status !== "ready") {
-      throw new FerryError("UNAVAILABLE", "Redis is unreachable", { retryAfterS: 1 });
-    }
-  }
-
-  private async guard<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof FerryError) throw err;
-      throw new FerryError(
-        "UNAVAILABLE",
-        `Redis error: ${err instanceof Error ? err.message : String(err)}`,
-        {
-          retryAfterS: 1,
-          cause: err,
-        },
-      );
-    }
-  }
 }
 
 function deadlineResult(rid: string): RowResult {
@@ -441,20 +269,5 @@ function deadlineResult(rid: string): RowResult {
     rid,
     ok: false,
     error: { code: "DEADLINE_EXCEEDED", message: "deadline passed before an answer" },
-  };
-}
-
-function emptyRecord(id: string, index: JobIndexEntry, status: JobRecord["status"]): JobRecord {
-  return {
-    id,
-    model: index.model,
-    version: index.version,
-    status,
-    created_at: index.created_at,
-    started_at: null,
-    finished_at: null,
-    result: null,
-    error: status === "cancelled" ? { code: "CANCELLED", message: "job was cancelled" } : null,
-    meta: index.meta,
   };
 }

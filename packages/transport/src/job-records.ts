@@ -60,3 +60,23 @@ export function parseFailure(reason: string | undefined): WireError {
 export function formatFailure(error: WireError): string {
   return `${error.code}: ${error.message}`;
 }
+
+/** A record with only what the index knows (no BullMQ job read). */
+export function emptyRecord(
+  id: string,
+  index: JobIndexEntry,
+  status: JobRecord["status"],
+): JobRecord {
+  return {
+    id,
+    model: index.model,
+    version: index.version,
+    status,
+    created_at: index.created_at,
+    started_at: null,
+    finished_at: null,
+    result: null,
+    error: status === "cancelled" ? { code: "CANCELLED", message: "job was cancelled" } : null,
+    meta: index.meta,
+  };
+}

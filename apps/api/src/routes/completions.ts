@@ -60,10 +60,10 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
       // A client that goes away frees its batch slot: the job is cancelled on every worker.
       stream.onAbort(() => {
         reading.abort();
-        void client.cancelJob(job.id).catch(() => undefined);
+        void client.jobs.cancel(job.id).catch(() => undefined);
       });
       const send = (payload: unknown) => stream.writeSSE({ data: JSON.stringify(payload) });
-      for await (const event of client.events(job.id, undefined, reading.signal)) {
+      for await (const event of client.jobs.events(job.id, undefined, reading.signal)) {
         const e = event.body;
         if (e.type === "token")
           await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));

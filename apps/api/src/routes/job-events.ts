@@ -27,7 +27,8 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
   app.openapi(route, async (c) => {
     const { id } = c.req.valid("param");
     const { client } = c.get("services");
-    if (!(await client.getJob(id))) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+    if (!(await client.jobs.get(id)))
+      throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
     const after = c.req.header("Last-Event-ID") || undefined;
     return streamSSE(c, async (stream) => {
       const reading = new AbortController();
@@ -43,7 +44,7 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
         HEARTBEAT_MS,
       );
       try {
-        for await (const event of client.events(id, after, reading.signal)) {
+        for await (const event of client.jobs.events(id, after, reading.signal)) {
           await stream.writeSSE({
             id: event.id,
             event: event.body.type,

@@ -54,7 +54,6 @@ export class Engine {
     return new Promise((resolve, reject) => {
       const seq: Sequence = {
         id: this.nextSeq++,
-        jobId: "",
         promptIds,
         params: job.params,
         deadline: job.deadline,

@@ -4,7 +4,6 @@ import type { OutputProcessor } from "./output-processor.js";
 /** One completion as the engine tracks it, from admission to its last token. */
 export interface Sequence {
   id: number;
-  jobId: string;
   promptIds: number[];
   params: SamplingParams;
   /** Epoch ms after which it must not start. */
