@@ -1,11 +1,8 @@
 import { hostname } from "node:os";
 import {
-  BATCH_GATE_QUEUE,
-  BATCH_QUEUE,
   type BatchChunkJob,
   type CancelMessage,
   type CompletionResult,
-  classify,
   FerryError,
   type GenerateJob,
   type InferJob,
@@ -13,38 +10,16 @@ import {
   type InferRow,
   type JobEventBody,
   type RowResult,
-  type StoredPrediction,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
+import { BatchConsumer } from "./batch-consumer.js";
 import { createRedis } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { formatFailure } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
-
-/**
- * Stores a chunk's answers: the batch's result line and the model's prediction per key, and
- * counts an item only the first time its line is written, so that a retried chunk (after a
- * worker died mid-chunk) counts nothing twice. ARGV: ttl, then (key, line, ok) triples.
- */
-const STORE_BATCH = `
-local fresh = 0
-for i = 2, #ARGV, 3 do
-  local key, line, ok = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if redis.call('HSET', KEYS[1], key, line) == 1 then
-    fresh = fresh + 1
-    redis.call('HINCRBY', KEYS[3], ok == '1' and 'succeeded' or 'failed', 1)
-  end
-  if ok == '1' then redis.call('HSET', KEYS[2], key, line) end
-end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return fresh
-`;
-
-/** Batch rows handed to the batcher at once. */
-const BATCH_SLICE = 64;
 
 export interface WorkerTransportOptions {
   redisUrl: string;
@@ -102,6 +77,7 @@ export class WorkerTransport {
   private readonly registry: WorkerRegistry;
   private readonly events: EventWriter;
   private readonly jobTtlS: number;
+  private readonly batches: BatchConsumer;
   private readonly workers = new Map<string, Worker>();
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
@@ -117,7 +93,7 @@ export class WorkerTransport {
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
     this.events = new EventWriter(this.redis, this.keys, this.jobTtlS);
-    this.redis.defineCommand("ferryStoreBatch", { numberOfKeys: 3, lua: STORE_BATCH });
+    this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
     this.subscriber.on("message", (channel: string, message: string) => {
       if (channel === this.keys.cancelChannel) this.onCancel(message);
     });
@@ -224,93 +200,17 @@ export class WorkerTransport {
     await this.redis.quit().catch(() => undefined);
   }
 
-  /**
-   * Consumes the batch control queues: a gate only needs to complete, and a parent, which
-   * BullMQ runs once all its chunks are done, marks its batch complete.
-   */
+  /** Consumes the batch control queues (gates and parents) beside the model queues. */
   consumeBatchControl(): void {
     const options = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
-    const gates = new Worker(BATCH_GATE_QUEUE, async () => "open", options);
-    const parents = new Worker<{ batch: string }>(
-      BATCH_QUEUE,
-      async (job) => {
-        await this.redis.hset(this.keys.batch(job.data.batch), {
-          status: "completed",
-          finished_at: Date.now(),
-        });
-      },
-      options,
-    );
-    for (const w of [gates, parents]) w.on("error", () => {});
-    this.workers.set(BATCH_GATE_QUEUE, gates);
-    this.workers.set(BATCH_QUEUE, parents);
-  }
-
-  /** A chunk of an offline batch: every item through the row handler, answers stored by key. */
-  private async processBatch(
-    job: Job<BatchChunkJob>,
-    handler: RowHandler,
-  ): Promise<{ stored: number }> {
-    const data = job.data;
-    const deadline = Date.now() + 600_000;
-    const ctx: RowContext = { jobId: job.id ?? "", signal: new AbortController().signal };
-    const infer: InferJob = {
-      v: WIRE_VERSION,
-      kind: "infer",
-      model: data.model,
-      version: data.version,
-      rows: [],
-      accepted_at: Date.now(),
-    };
-    // Slices, not the whole chunk at once, so that live rows reaching the same batcher
-    // meanwhile are not stuck behind a thousand batch rows.
-    const results: RowResult[] = [];
-    for (let at = 0; at < data.items.length; at += BATCH_SLICE) {
-      const slice = data.items.slice(at, at + BATCH_SLICE);
-      results.push(
-        ...(await Promise.all(
-          slice.map((item) =>
-            handler({ rid: item.key, inputs: item.inputs, deadline }, infer, ctx),
-          ),
-        )),
-      );
-    }
-    const args: string[] = [];
-    for (const [k, result] of results.entries()) {
-      const key = data.items[k]?.key ?? "";
-      if (result.ok) {
-        const logits = Object.values(result.outputs)[0]?.data ?? [];
-        const stored: StoredPrediction = {
-          key,
-          ...classify(logits),
-          model_version: data.version,
-          batch: data.batch,
-        };
-        args.push(key, JSON.stringify(stored), "1");
-      } else {
-        args.push(key, JSON.stringify({ key, error: result.error }), "0");
-      }
-    }
-    const store = (
-      this.redis as unknown as Record<string, (...a: Array<string | number>) => Promise<number>>
-    ).ferryStoreBatch;
-    const fresh = await store?.call(
-      this.redis,
-      this.keys.batchResults(data.batch),
-      this.keys.predictions(data.model),
-      this.keys.batch(data.batch),
-      this.jobTtlS,
-      ...args,
-    );
-    return { stored: fresh ?? 0 };
+    for (const [queue, worker] of this.batches.controlWorkers(options))
+      this.register(queue, worker);
   }
 
   private async process(job: Job<InferJob, InferReply>, handler: RowHandler): Promise<InferReply> {
     if ((job.data as unknown as BatchChunkJob).kind === "batch") {
-      return (await this.processBatch(
-        job as unknown as Job<BatchChunkJob>,
-        handler,
-      )) as unknown as InferReply;
+      const stored = await this.batches.processChunk(job as unknown as Job<BatchChunkJob>, handler);
+      return stored as unknown as InferReply;
     }
     const data = job.data;
     const id = job.id ?? "";

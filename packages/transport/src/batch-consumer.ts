@@ -1,0 +1,128 @@
+import {
+  BATCH_GATE_QUEUE,
+  BATCH_QUEUE,
+  type BatchChunkJob,
+  classify,
+  type InferJob,
+  type RowResult,
+  type StoredPrediction,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import { type Job, Worker, type WorkerOptions } from "bullmq";
+import type { Redis } from "ioredis";
+import type { Keys } from "./keys.js";
+import type { RowContext, RowHandler } from "./worker-transport.js";
+
+/**
+ * Stores a chunk's answers: the batch's result line and the model's prediction per key, and
+ * counts an item only the first time its line is written, so that a retried chunk (after a
+ * worker died mid-chunk) counts nothing twice. ARGV: ttl, then (key, line, ok) triples.
+ */
+const STORE_BATCH = `
+local fresh = 0
+for i = 2, #ARGV, 3 do
+  local key, line, ok = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if redis.call('HSET', KEYS[1], key, line) == 1 then
+    fresh = fresh + 1
+    redis.call('HINCRBY', KEYS[3], ok == '1' and 'succeeded' or 'failed', 1)
+  end
+  if ok == '1' then redis.call('HSET', KEYS[2], key, line) end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return fresh
+`;
+
+/** Batch rows handed to the batcher at once. */
+const BATCH_SLICE = 64;
+
+/** How long a batch row may take, in ms: batches have no caller waiting on a deadline. */
+const BATCH_ROW_DEADLINE_MS = 600_000;
+
+/** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
+export class BatchConsumer {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: Keys,
+    private readonly ttlS: number,
+  ) {
+    redis.defineCommand("ferryStoreBatch", { numberOfKeys: 3, lua: STORE_BATCH });
+  }
+
+  /**
+   * Workers for the control queues: a gate only needs to complete, and a parent, which BullMQ
+   * runs once all its chunks are done, marks its batch complete.
+   */
+  controlWorkers(options: WorkerOptions): Array<[string, Worker]> {
+    const gates = new Worker(BATCH_GATE_QUEUE, async () => "open", options);
+    const parents = new Worker<{ batch: string }>(
+      BATCH_QUEUE,
+      async (job) => {
+        await this.redis.hset(this.keys.batch(job.data.batch), {
+          status: "completed",
+          finished_at: Date.now(),
+        });
+      },
+      options,
+    );
+    return [
+      [BATCH_GATE_QUEUE, gates],
+      [BATCH_QUEUE, parents],
+    ];
+  }
+
+  /** A chunk of an offline batch: every item through the row handler, answers stored by key. */
+  async processChunk(job: Job<BatchChunkJob>, handler: RowHandler): Promise<{ stored: number }> {
+    const data = job.data;
+    const deadline = Date.now() + BATCH_ROW_DEADLINE_MS;
+    const ctx: RowContext = { jobId: job.id ?? "", signal: new AbortController().signal };
+    const infer: InferJob = {
+      v: WIRE_VERSION,
+      kind: "infer",
+      model: data.model,
+      version: data.version,
+      rows: [],
+      accepted_at: Date.now(),
+    };
+    // Slices, not the whole chunk at once, so that live rows reaching the same batcher
+    // meanwhile are not stuck behind a thousand batch rows.
+    const results: RowResult[] = [];
+    for (let at = 0; at < data.items.length; at += BATCH_SLICE) {
+      const slice = data.items.slice(at, at + BATCH_SLICE);
+      results.push(
+        ...(await Promise.all(
+          slice.map((item) =>
+            handler({ rid: item.key, inputs: item.inputs, deadline }, infer, ctx),
+          ),
+        )),
+      );
+    }
+    const args: string[] = [];
+    for (const [k, result] of results.entries()) {
+      const key = data.items[k]?.key ?? "";
+      if (result.ok) {
+        const logits = Object.values(result.outputs)[0]?.data ?? [];
+        const stored: StoredPrediction = {
+          key,
+          ...classify(logits),
+          model_version: data.version,
+          batch: data.batch,
+        };
+        args.push(key, JSON.stringify(stored), "1");
+      } else {
+        args.push(key, JSON.stringify({ key, error: result.error }), "0");
+      }
+    }
+    const store = (
+      this.redis as unknown as Record<string, (...a: Array<string | number>) => Promise<number>>
+    ).ferryStoreBatch;
+    const fresh = await store?.call(
+      this.redis,
+      this.keys.batchResults(data.batch),
+      this.keys.predictions(data.model),
+      this.keys.batch(data.batch),
+      this.ttlS,
+      ...args,
+    );
+    return { stored: fresh ?? 0 };
+  }
+}
