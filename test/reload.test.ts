@@ -2,10 +2,12 @@ import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
-import { referenceLogits, samples } from "./helpers/samples.js";
+import { argmax, referenceLogits, samples } from "./helpers/samples.js";
 import { Stack } from "./helpers/stack.js";
 
-const repo = tempRepository({ digits: { cache: { enabled: false } } });
+const repo = tempRepository({
+  digits: { cache: { enabled: true, ttl_s: 3600, max_entries: 1000 } },
+});
 const stack = new Stack({
   env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
   apiEnv: { ADMIN_TOKEN: "t" },
@@ -72,6 +74,15 @@ describe("hot reload", () => {
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
 
     const v1 = (await referenceLogits("digits", "1", rows)).flat();
+    // no answer cached from the replaced files is served: version 2 answers as version 1 now
+    const fresh = await stack.post("/v1/models/digits/predict", { features: rows[0] });
+    const answer = (await fresh.json()) as { prediction: number; confidence: number };
+    expect(answer.prediction).toBe(argmax(v1.slice(0, 10)));
+    // the probability tells the two networks apart even where they agree on the class
+    const logits = v1.slice(0, 10);
+    const top = Math.max(...logits);
+    const probability = 1 / logits.reduce((sum, l) => sum + Math.exp(l - top), 0);
+    expect(answer.confidence).toBeCloseTo(probability, 5);
     for (const version of ["2", "3"]) {
       const { status, body: out } = await infer(version);
       expect(status).toBe(200);

@@ -107,7 +107,9 @@ export class InferenceService {
     const config = plan.entry.config;
     const cacheOn = config.cache?.enabled === true && opts.cache !== false;
     const keep = cacheOn || fallbackEnabled(config);
-    const hash = keep ? inputHash(plan.rows[0] ?? {}) : "";
+    const hash = keep
+      ? `${await this.client.state.generation(config.name)}.${inputHash(plan.rows[0] ?? {})}`
+      : "";
     const elapsed = () => round2(performance.now() - started);
     if (cacheOn) {
       const hit = await this.client.cache

@@ -24,11 +24,10 @@ const client = new InferenceClient({
 });
 await client.ready();
 // Another replica's reload: re-read the repository so that every replica sees the same versions.
-client.state.onConfigChange((message) => {
-  if (message.includes('"reload"'))
-    void repository
-      .reload()
-      .catch((err: unknown) => log.error({ err }, "repository reload failed"));
+client.state.onConfigChange((raw) => {
+  const message = JSON.parse(raw) as { type?: string; model?: string };
+  if (message.type !== "reload") return;
+  void repository.reload().catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
 const metrics = new ApiMetrics();
 metrics.watchQueues(async () => {

@@ -73,8 +73,8 @@ export class InferenceClient {
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
   private nextRow = 0;
-  private liveQueues = new Set<string>();
-  private liveAt = 0;
+  private live: { queues: Set<string>; at: number } | undefined;
+  private liveRefresh: Promise<void> | undefined;
 
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -159,12 +159,19 @@ export class InferenceClient {
 
   /** Whether a live worker consumes the queue of `model` at `version` (cached for a second). */
   async hasLiveWorker(model: string, version: string): Promise<boolean> {
-    if (Date.now() - this.liveAt > 1_000) {
-      this.liveAt = Date.now();
-      const live = await guarded(() => this.workers.live());
-      this.liveQueues = new Set(live.flatMap((w) => w.queues));
+    if (!this.live || Date.now() - this.live.at > 1_000) {
+      // one read at a time; callers meanwhile use the previous view, or wait for the first
+      this.liveRefresh ??= guarded(() => this.workers.live())
+        .then((workers) => {
+          this.live = { queues: new Set(workers.flatMap((w) => w.queues)), at: Date.now() };
+        })
+        .finally(() => {
+          this.liveRefresh = undefined;
+        });
+      if (!this.live) await this.liveRefresh;
+      else this.liveRefresh.catch(() => undefined); // a failed refresh keeps the previous view
     }
-    return this.liveQueues.has(queueName(model, version));
+    return this.live?.queues.has(queueName(model, version)) ?? false;
   }
 
   /**

@@ -50,6 +50,11 @@ export class Keys {
     return `${this.prefix}:cache:${model}:${version}:${inputHash}`;
   }
 
+  /** Counter bumped by each reload of a model; cache keys carry it. */
+  generation(model: string): string {
+    return `${this.prefix}:generation:${model}`;
+  }
+
   /** Sorted set of a model's cache entries by insertion time, to bound their number. */
   cacheIndex(model: string): string {
     return `${this.prefix}:cache-index:${model}`;

@@ -32,9 +32,18 @@ export interface CachedAnswer<T> {
  * answer with the last known result (`fallback_cache`).
  */
 export class PredictionCache {
+  /**
+   * A small LRU of this replica's recent answers in front of Redis: an answer never changes
+   * for a given model, version and input, so a local copy is as good as the shared one and
+   * saves the round trip.
+   */
+  private readonly local = new Map<string, CachedAnswer<unknown>>();
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
+    /** Entries this replica keeps in memory. @defaultValue 10_000 */
+    private readonly localEntries = 10_000,
   ) {
     redis.defineCommand("ferryCachePut", { numberOfKeys: 2, lua: PUT });
   }
@@ -44,8 +53,17 @@ export class PredictionCache {
     version: string,
     inputHash: string,
   ): Promise<CachedAnswer<T> | undefined> {
-    const raw = await this.redis.get(this.keys.cacheEntry(model, version, inputHash));
-    return raw === null ? undefined : (JSON.parse(raw) as CachedAnswer<T>);
+    const key = this.keys.cacheEntry(model, version, inputHash);
+    const near = this.local.get(key);
+    if (near) {
+      this.remember(key, near);
+      return near as CachedAnswer<T>;
+    }
+    const raw = await this.redis.get(key);
+    if (raw === null) return undefined;
+    const answer = JSON.parse(raw) as CachedAnswer<T>;
+    this.remember(key, answer);
+    return answer;
   }
 
   async put<T>(
@@ -58,17 +76,29 @@ export class PredictionCache {
   ): Promise<void> {
     const now = Date.now();
     const entry: CachedAnswer<T> = { value, at: now };
+    const key = this.keys.cacheEntry(model, version, inputHash);
+    this.remember(key, entry);
     const put = (
       this.redis as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>>
     ).ferryCachePut;
     await put?.call(
       this.redis,
-      this.keys.cacheEntry(model, version, inputHash),
+      key,
       this.keys.cacheIndex(model),
       JSON.stringify(entry),
       keepS,
       now,
       maxEntries,
     );
+  }
+
+  /** Most recently used last; the oldest entry leaves when the map is full. */
+  private remember(key: string, answer: CachedAnswer<unknown>): void {
+    this.local.delete(key);
+    this.local.set(key, answer);
+    if (this.local.size > this.localEntries) {
+      const oldest = this.local.keys().next().value;
+      if (oldest !== undefined) this.local.delete(oldest);
+    }
   }
 }

@@ -50,6 +50,7 @@ const FLUSH_MS = 1_000;
  */
 export class ServingState {
   private readonly traffic = new Map<string, Record<string, number> | null>();
+  private readonly generations = new Map<string, number>();
   private readonly pending = new Map<string, Map<string, PendingStats>>();
   /** model -> field -> count, for cache hits and misses and fallbacks by source. */
   private readonly counters = new Map<string, Map<string, number>>();
@@ -65,6 +66,7 @@ export class ServingState {
   async start(): Promise<void> {
     await this.mux.listen(this.keys.configChannel, (message) => {
       this.traffic.clear();
+      this.generations.clear();
       for (const listener of this.listeners) listener(message);
     });
     this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
@@ -92,6 +94,29 @@ export class ServingState {
         : Object.fromEntries(Object.entries(raw).map(([v, w]) => [v, Number(w)]));
     this.traffic.set(model, split);
     return split;
+  }
+
+  /**
+   * The model's generation: bumped by every reload and part of every cache key, so that no
+   * answer cached from files a reload replaced is served again (even one stored by a request
+   * that was in flight during the reload).
+   */
+  async generation(model: string): Promise<number> {
+    const known = this.generations.get(model);
+    if (known !== undefined) return known;
+    const raw = await this.redis.get(this.keys.generation(model)).catch(() => null);
+    const value = Number(raw ?? 0);
+    this.generations.set(model, value);
+    return value;
+  }
+
+  async bumpGeneration(model: string): Promise<void> {
+    await this.redis
+      .multi()
+      .incr(this.keys.generation(model))
+      .publish(this.keys.configChannel, JSON.stringify({ type: "generation", model }))
+      .exec();
+    this.generations.delete(model);
   }
 
   /** Replaces the split in one transaction and tells every replica. */

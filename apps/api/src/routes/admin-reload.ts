@@ -53,6 +53,8 @@ export function registerAdminReload(app: OpenAPIHono<AppEnv>): void {
         `Reload of '${name}' refused; the previous files keep serving. ${failures.join("; ")}`,
       );
     }
+    // answers cached before now may come from the files the reload replaced
+    await client.state.bumpGeneration(name);
     return c.json({ model: name, versions: entry.versions, workers }, 200);
   });
 }
