@@ -5,24 +5,37 @@ import type { Keys } from "./keys.js";
 /**
  * Appends events to a job's stream and publishes each with the id the stream gave it, in one
  * atomic step: a reader that subscribes first and then replays the stream sees every event,
- * and can drop the duplicates by id.
+ * and can drop the duplicates by id. A worker's writes are fenced by its BullMQ lock: once
+ * the lock is gone (the job stalled and went to another worker), its late writes are dropped.
+ * KEYS: stream, lock (the stream again when unfenced). ARGV: channel, maxlen, ttl, token, events.
  */
 const APPEND = `
-local maxlen = ARGV[2]
-for i = 4, #ARGV do
-  local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', maxlen, '*', 'e', ARGV[i])
+if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
+for i = 5, #ARGV do
+  local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[i])
   redis.call('PUBLISH', ARGV[1], id .. ' ' .. ARGV[i])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return #ARGV - 3
+return #ARGV - 4
 `;
 
 /** Events a job's log keeps at most; plenty for the longest completion a model allows. */
 const MAX_EVENTS = 10_000;
 
-/** The writing side of job event logs (workers). Events of one turn go out in one pipeline. */
+/** Whose writes these are: the job's BullMQ lock key and the token the writer holds it with. */
+export interface WriteFence {
+  lockKey: string;
+  token: string;
+}
+
+interface Pending {
+  events: JobEventBody[];
+  fence: WriteFence | undefined;
+}
+
+/** The writing side of job event logs. Events of one event-loop turn go out in one pipeline. */
 export class EventWriter {
-  private readonly buffered = new Map<string, JobEventBody[]>();
+  private readonly buffered = new Map<string, Pending>();
   private scheduled = false;
 
   constructor(
@@ -30,17 +43,18 @@ export class EventWriter {
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    redis.defineCommand("ferryAppendEvents", { numberOfKeys: 1, lua: APPEND });
+    redis.defineCommand("ferryAppendEvents", { numberOfKeys: 2, lua: APPEND });
   }
 
   /** Queues events for a job; they are written together at the end of this turn. */
-  emit(jobId: string, events: JobEventBody[]): void {
-    const list = this.buffered.get(jobId);
-    if (list) list.push(...events);
-    else this.buffered.set(jobId, [...events]);
+  emit(jobId: string, events: JobEventBody[], fence?: WriteFence): void {
+    const pending = this.buffered.get(jobId);
+    if (pending) pending.events.push(...events);
+    else this.buffered.set(jobId, { events: [...events], fence });
     if (!this.scheduled) {
       this.scheduled = true;
-      setImmediate(() => void this.flush());
+      // a failed write surfaces at the next explicit flush; a timer has nobody to tell
+      setImmediate(() => void this.flush().catch(() => undefined));
     }
   }
 
@@ -49,17 +63,20 @@ export class EventWriter {
     this.scheduled = false;
     if (this.buffered.size === 0) return;
     const pipeline = this.redis.pipeline();
-    for (const [jobId, events] of this.buffered) {
+    const append = (pipeline as unknown as Record<string, (...a: string[]) => void>)
+      .ferryAppendEvents;
+    for (const [jobId, { events, fence }] of this.buffered) {
       const key = this.keys.events(jobId);
-      const args = [
+      const body = events.map((e) => JSON.stringify(e));
+      append?.call(
+        pipeline,
         key,
+        fence?.lockKey ?? key,
         key,
         String(MAX_EVENTS),
         String(this.ttlS),
-        ...events.map((e) => JSON.stringify(e)),
-      ];
-      (pipeline as unknown as Record<string, (...a: string[]) => void>).ferryAppendEvents?.(
-        ...args,
+        fence?.token ?? "",
+        ...body,
       );
     }
     this.buffered.clear();

@@ -1,5 +1,6 @@
 export * from "./batch-store.js";
 export * from "./connection.js";
+export * from "./event-log.js";
 export * from "./inference-client.js";
 export * from "./job-client.js";
 export * from "./job-records.js";

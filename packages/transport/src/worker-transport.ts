@@ -16,7 +16,7 @@ import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { BatchConsumer } from "./batch-consumer.js";
 import { createRedis } from "./connection.js";
-import { EventWriter } from "./event-log.js";
+import { EventWriter, type WriteFence } from "./event-log.js";
 import { formatFailure } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
@@ -121,7 +121,7 @@ export class WorkerTransport {
       queue,
       new Worker<GenerateJob, CompletionResult>(
         queue,
-        (job) => this.generate(job, handler),
+        (job, token) => this.generate(job, handler, token),
         this.workerOptions(options),
       ),
     );
@@ -250,14 +250,19 @@ export class WorkerTransport {
   private async generate(
     job: Job<GenerateJob, CompletionResult>,
     handler: GenerateHandler,
+    token: string | undefined,
   ): Promise<CompletionResult> {
     const id = job.id ?? "";
-    const emit = (events: JobEventBody[]) => this.events.emit(id, events);
+    // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
+    const fence = token
+      ? { lockKey: `${this.keys.prefix}:${job.queueName}:${id}:lock`, token }
+      : undefined;
+    const emit = (events: JobEventBody[]) => this.events.emit(id, events, fence);
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
-      return this.failGenerate(id, new FerryError("INVALID_INPUT", "unsupported message"));
+      return this.failGenerate(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
     }
     if ((await this.redis.exists(this.keys.cancelled(id))) === 1) {
-      return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"));
+      return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"), fence);
     }
     const controller = new AbortController();
     this.running.set(id, controller);
@@ -269,16 +274,20 @@ export class WorkerTransport {
       return result;
     } catch (err) {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      return this.failGenerate(id, error);
+      return this.failGenerate(id, error, fence);
     } finally {
       this.running.delete(id);
     }
   }
 
   /** Closes the job's log with its error and fails the job without retries. */
-  private async failGenerate(id: string, error: FerryError): Promise<never> {
+  private async failGenerate(
+    id: string,
+    error: FerryError,
+    fence: WriteFence | undefined,
+  ): Promise<never> {
     const wire = { code: error.code, message: error.message };
-    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }]);
+    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }], fence);
     await this.events.flush();
     throw new UnrecoverableError(formatFailure(wire));
   }
