@@ -6,9 +6,9 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
+import type { RowContext } from "@ferry/transport";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
-import type { InferRowContext } from "./row-context.js";
 import { type DecodedRow, decodeRow, packRows, splitRows } from "./tensor-packing.js";
 
 /**
@@ -22,7 +22,12 @@ export class ClassifierServer {
     private readonly runtime: ModelRuntime,
     private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
     private readonly metrics: WorkerMetrics,
-  ) {}
+  ) {
+    this.rowsOk = metrics.rows.labels({ model: config.name, version, outcome: "ok" });
+  }
+
+  /** The hot path's counter, with its labels bound once. */
+  private readonly rowsOk: { inc(): void };
 
   static async load(
     config: ModelConfig,
@@ -40,6 +45,8 @@ export class ClassifierServer {
     const batcher = new Batcher<DecodedRow, Record<string, OutputTensor>>(
       async (rows) => {
         metrics.batchSize.observe(labels, rows.length);
+        // sampled once per batch, not twice per row: rows still waiting behind this one
+        metrics.pending.set(labels, batcher.pending);
         const end = metrics.computeSeconds.startTimer(labels);
         try {
           return splitRows(await runtime.run(packRows(config.inputs, rows)), rows.length);
@@ -58,17 +65,15 @@ export class ClassifierServer {
   }
 
   /** Answers one row; every failure becomes a row error, never an exception. */
-  async handle(row: InferRow, ctx: InferRowContext): Promise<RowResult> {
-    const labels = { model: this.config.name, version: this.version };
+  async handle(row: InferRow, ctx: Pick<RowContext, "signal">): Promise<RowResult> {
     const decoded = decodeRow(this.config.inputs, row.inputs);
     if (typeof decoded === "string") {
-      this.metrics.rows.inc({ ...labels, outcome: "invalid" });
+      this.countRow("invalid");
       return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };
     }
     try {
-      this.metrics.pending.set(labels, this.batcher.pending + 1);
       const outcome = await this.batcher.submit(decoded, row.deadline, ctx.signal);
-      this.metrics.rows.inc({ ...labels, outcome: "ok" });
+      this.rowsOk.inc();
       return {
         rid: row.rid,
         ok: true,
@@ -81,11 +86,13 @@ export class ClassifierServer {
       };
     } catch (err) {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      this.metrics.rows.inc({ ...labels, outcome: error.code.toLowerCase() });
+      this.countRow(error.code.toLowerCase());
       return { rid: row.rid, ok: false, error: { code: error.code, message: error.message } };
-    } finally {
-      this.metrics.pending.set(labels, this.batcher.pending);
     }
+  }
+
+  private countRow(outcome: string): void {
+    this.metrics.rows.inc({ model: this.config.name, version: this.version, outcome });
   }
 
   /** Waits for queued rows to finish, then stops the sessions. */

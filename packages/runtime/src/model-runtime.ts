@@ -57,10 +57,6 @@ export class ModelRuntime {
     return runtime;
   }
 
-  get instanceCount(): number {
-    return this.instances.length;
-  }
-
   run(feeds: TensorMap): Promise<TensorMap> {
     if (this.closed) return Promise.reject(new Error("model runtime is closed"));
     return new Promise((resolve, reject) => {

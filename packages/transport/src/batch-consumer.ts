@@ -8,7 +8,7 @@ import {
   type StoredPrediction,
   WIRE_VERSION,
 } from "@ferry/protocol";
-import { type Job, Worker, type WorkerOptions } from "bullmq";
+import { Worker, type WorkerOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Keys } from "./keys.js";
 import type { RowContext, RowHandler } from "./worker-transport.js";
@@ -71,10 +71,13 @@ export class BatchConsumer {
   }
 
   /** A chunk of an offline batch: every item through the row handler, answers stored by key. */
-  async processChunk(job: Job<BatchChunkJob>, handler: RowHandler): Promise<{ stored: number }> {
-    const data = job.data;
+  async processChunk(
+    data: BatchChunkJob,
+    jobId: string,
+    handler: RowHandler,
+  ): Promise<{ stored: number }> {
     const deadline = Date.now() + BATCH_ROW_DEADLINE_MS;
-    const ctx: RowContext = { jobId: job.id ?? "", signal: new AbortController().signal };
+    const ctx: RowContext = { jobId, signal: new AbortController().signal };
     const infer: InferJob = {
       v: WIRE_VERSION,
       kind: "infer",

@@ -120,10 +120,6 @@ export class InferenceClient {
     await this.state.start();
   }
 
-  get redisUp(): boolean {
-    return this.redis.status === "ready";
-  }
-
   async ping(): Promise<boolean> {
     try {
       return (await this.redis.ping()) === "PONG";

@@ -1,4 +1,4 @@
-import type { JobStatus, WireError } from "@ferry/protocol";
+import { isErrorCode, type JobStatus, type WireError } from "@ferry/protocol";
 
 /** What a poll of an async job reports. */
 export interface JobRecord {
@@ -45,15 +45,7 @@ export function statusOf(
 export function parseFailure(reason: string | undefined): WireError {
   const match = /^([A-Z_]+): ([\s\S]*)$/.exec(reason ?? "");
   const code = match?.[1];
-  const known = [
-    "INVALID_INPUT",
-    "DEADLINE_EXCEEDED",
-    "CANCELLED",
-    "MODEL_ERROR",
-    "UNAVAILABLE",
-  ] as const;
-  const found = known.find((k) => k === code);
-  if (found && match) return { code: found, message: match[2] ?? "" };
+  if (isErrorCode(code)) return { code, message: match?.[2] ?? "" };
   return { code: "MODEL_ERROR", message: reason ?? "job failed" };
 }
 

@@ -104,7 +104,7 @@ export class WorkerTransport {
   consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
     this.register(
       queue,
-      new Worker<InferJob, InferReply>(
+      new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
         queue,
         (job) => this.process(job, handler),
         this.workerOptions(options),
@@ -173,13 +173,6 @@ export class WorkerTransport {
     await this.registry.beat({ id: this.workerId, queues, started_at: this.startedAt });
   }
 
-  /** Stops taking jobs from `queue` once the running ones finish. */
-  async stopConsuming(queue: string): Promise<void> {
-    const worker = this.workers.get(queue);
-    this.workers.delete(queue);
-    await worker?.close();
-  }
-
   /** Advertises this worker and its queues until `close`, so the API knows who is alive. */
   startHeartbeat(): void {
     const beat = () =>
@@ -207,12 +200,13 @@ export class WorkerTransport {
       this.register(queue, worker);
   }
 
-  private async process(job: Job<InferJob, InferReply>, handler: RowHandler): Promise<InferReply> {
-    if ((job.data as unknown as BatchChunkJob).kind === "batch") {
-      const stored = await this.batches.processChunk(job as unknown as Job<BatchChunkJob>, handler);
-      return stored as unknown as InferReply;
-    }
+  /** A model queue carries live rows (infer) and offline batch chunks (batch). */
+  private async process(
+    job: Job<InferJob | BatchChunkJob>,
+    handler: RowHandler,
+  ): Promise<InferReply | { stored: number }> {
     const data = job.data;
+    if (data.kind === "batch") return this.batches.processChunk(data, job.id ?? "", handler);
     const id = job.id ?? "";
     if (data.v !== WIRE_VERSION || data.kind !== "infer") {
       throw new UnrecoverableError(`INVALID_INPUT: unsupported message (v=${String(data.v)})`);

@@ -81,14 +81,6 @@ export class Engine {
     while (this.scheduler.hasWork) await new Promise((r) => setTimeout(r, 20));
   }
 
-  get numRunning(): number {
-    return this.scheduler.numRunning;
-  }
-
-  get numWaiting(): number {
-    return this.scheduler.numWaiting;
-  }
-
   private kick(): void {
     if (this.looping) return;
     this.looping = true;
