@@ -58,7 +58,12 @@ export type CompletionResult = z.infer<typeof completionResultSchema>;
  */
 export type JobEventBody =
   | { type: "status"; status: "running" | "queued" }
-  | { type: "token"; text: string; index: number }
+  /**
+   * `ids`: the token ids sampled since the previous token event (text may lag them while a
+   * stop string or a UTF-8 character is incomplete). A worker that takes over a stalled job
+   * replays them to resume where the client's view ends. Internal: not shown to clients.
+   */
+  | { type: "token"; text: string; index: number; ids?: number[] }
   | { type: "result"; result: unknown }
   | { type: "error"; error: { code: string; message: string } }
   | { type: "done" };

@@ -38,10 +38,15 @@ export class EventWriter {
   private readonly buffered = new Map<string, Pending>();
   private scheduled = false;
 
+  /**
+   * @param onFenceLost called with a job whose fenced write was refused: its lock belongs to
+   * another worker now, so whatever this one still computes for it is wasted.
+   */
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly ttlS: number,
+    private readonly onFenceLost: (fence: WriteFence) => void = () => {},
   ) {
     redis.defineCommand("ferryAppendEvents", { numberOfKeys: 2, lua: APPEND });
   }
@@ -65,6 +70,7 @@ export class EventWriter {
     const pipeline = this.redis.pipeline();
     const append = (pipeline as unknown as Record<string, (...a: string[]) => void>)
       .ferryAppendEvents;
+    const fences = [...this.buffered.values()].map((p) => p.fence);
     for (const [jobId, { events, fence }] of this.buffered) {
       const key = this.keys.events(jobId);
       const body = events.map((e) => JSON.stringify(e));
@@ -80,7 +86,17 @@ export class EventWriter {
       );
     }
     this.buffered.clear();
-    await pipeline.exec();
+    const results = (await pipeline.exec()) ?? [];
+    results.forEach(([, written], i) => {
+      const fence = fences[i];
+      if (written === -1 && fence) this.onFenceLost(fence);
+    });
+  }
+
+  /** Every event a job's log holds so far, oldest first. */
+  async history(jobId: string): Promise<JobEventBody[]> {
+    const entries = await this.redis.xrange(this.keys.events(jobId), "-", "+");
+    return entries.map(([, fields]) => JSON.parse(fields[1] ?? "{}") as JobEventBody);
   }
 }
 

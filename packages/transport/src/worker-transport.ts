@@ -59,6 +59,11 @@ export interface ConfigMessage {
 export interface GenerateContext extends RowContext {
   /** Appends events to the job's log (written once per event-loop turn). */
   emit: (events: JobEventBody[]) => void;
+  /**
+   * Token ids an earlier attempt already sent to the log (this job stalled over from a worker
+   * that died or lost its link): continue after them rather than send their text twice.
+   */
+  resume: number[];
 }
 
 export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
@@ -80,6 +85,8 @@ export class WorkerTransport {
   private readonly batches: BatchConsumer;
   private readonly workers = new Map<string, Worker>();
   private readonly running = new Map<string, AbortController>();
+  /** Generations by the lock token they run under (a job can come back to the same worker). */
+  private readonly attempts = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
 
@@ -92,7 +99,10 @@ export class WorkerTransport {
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
-    this.events = new EventWriter(this.redis, this.keys, this.jobTtlS);
+    // a job that stalled over to another worker: stop computing what nobody will see
+    this.events = new EventWriter(this.redis, this.keys, this.jobTtlS, (fence) =>
+      this.attempts.get(fence.token)?.abort(),
+    );
     this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
     this.subscriber.on("message", (channel: string, message: string) => {
       if (channel === this.keys.cancelChannel) this.onCancel(message);
@@ -258,11 +268,20 @@ export class WorkerTransport {
     if ((await this.redis.exists(this.keys.cancelled(id))) === 1) {
       return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"), fence);
     }
+    const logged = await this.events.history(id);
+    const ended = logged.find((e) => e.type === "result" || e.type === "error");
+    // the earlier attempt finished and wrote its answer, but lost its lock before completing
+    if (ended?.type === "result") return ended.result as CompletionResult;
+    if (ended?.type === "error")
+      throw new UnrecoverableError(`${ended.error.code}: ${ended.error.message}`);
+    const resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
     const controller = new AbortController();
     this.running.set(id, controller);
-    emit([{ type: "status", status: "running" }]);
+    if (token) this.attempts.set(token, controller);
+    if (resume.length === 0) emit([{ type: "status", status: "running" }]);
     try {
-      const result = await handler(job.data, { jobId: id, signal: controller.signal, emit });
+      const ctx = { jobId: id, signal: controller.signal, emit, resume };
+      const result = await handler(job.data, ctx);
       emit([{ type: "result", result }, { type: "done" }]);
       await this.events.flush();
       return result;
@@ -270,7 +289,8 @@ export class WorkerTransport {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
       return this.failGenerate(id, error, fence);
     } finally {
-      this.running.delete(id);
+      if (this.running.get(id) === controller) this.running.delete(id);
+      if (token) this.attempts.delete(token);
     }
   }
 

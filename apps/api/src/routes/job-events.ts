@@ -1,4 +1,4 @@
-import { FerryError } from "@ferry/protocol";
+import { FerryError, type JobEventBody } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
 import type { AppEnv } from "../services.js";
@@ -48,7 +48,7 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
           await stream.writeSSE({
             id: event.id,
             event: event.body.type,
-            data: JSON.stringify(event.body),
+            data: JSON.stringify(shown(event.body)),
           });
         }
         if (drainSignal.aborted) await stream.write("retry: 250\n\n");
@@ -58,4 +58,11 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
       }
     });
   });
+}
+
+/** An event as clients see it: token ids are the workers' resume bookkeeping, not output. */
+function shown(body: JobEventBody): JobEventBody {
+  if (body.type !== "token") return body;
+  const { ids: _ids, ...rest } = body;
+  return rest;
 }

@@ -11,7 +11,7 @@ import type { GenerationMetrics } from "./generation-metrics.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
-import type { Sequence } from "./sequence.js";
+import { prefillIds, type Sequence } from "./sequence.js";
 import type { Tokenizer } from "./tokenizer.js";
 
 export interface EngineOptions {
@@ -38,11 +38,16 @@ export class Engine {
     private readonly options: EngineOptions,
   ) {}
 
-  /** Adds a completion; resolves with its result once it finishes. */
+  /**
+   * Adds a completion; resolves with its result once it finishes. `resume`: the token ids an
+   * earlier attempt already sent (a job taken over from a worker that died); the sequence
+   * continues after them, as if it had never stopped, and sends none of their text again.
+   */
   submit(
     job: GenerateJob,
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
+    resume: readonly number[] = [],
   ): Promise<CompletionResult> {
     const promptIds = this.tokenizer.encode(job.prompt);
     if (promptIds.length === 0)
@@ -62,6 +67,7 @@ export class Engine {
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop),
         generated: [],
+        unsent: [],
         pending: undefined,
         enqueuedAt: performance.now(),
         startedAt: undefined,
@@ -71,9 +77,26 @@ export class Engine {
         resolve,
         reject,
       };
+      if (resume.length > 0 && this.replay(seq, resume)) return;
       this.scheduler.add(seq);
       this.kick();
     });
+  }
+
+  /**
+   * Brings a fresh sequence to where an earlier attempt's last token event left it: same
+   * detokenizer and stop-string state, same random draws used (one per sampled token). Its
+   * prefill then covers prompt and replayed tokens. True when it is already finished.
+   */
+  private replay(seq: Sequence, ids: readonly number[]): boolean {
+    for (const id of ids) {
+      seq.generated.push(id);
+      seq.output.push(seq.decoder.push(id));
+      if (seq.params.temperature > 0) seq.random();
+    }
+    const reason = this.finishedBy(seq);
+    if (reason) this.finish(seq, reason);
+    return reason !== undefined;
   }
 
   /** Resolves once no sequence waits or runs (for a swap or a drain). */
@@ -119,7 +142,7 @@ export class Engine {
   }
 
   private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
-    const prefillRows = prefill.map((s) => ({ seq: s.id, tokens: s.promptIds }));
+    const prefillRows = prefill.map((s) => ({ seq: s.id, tokens: prefillIds(s) }));
     const decodeRows = decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] }));
     if (this.options.mixedPrefill) {
       const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
@@ -157,21 +180,33 @@ export class Engine {
       return;
     }
     seq.generated.push(token);
+    seq.unsent.push(token);
     this.metrics.tokens.inc();
     const text = seq.output.push(seq.decoder.push(token));
-    if (text) seq.emit([{ type: "token", text, index: 0 }]);
-    if (seq.output.finished) this.finish(seq, seq.output.finished);
-    else if (seq.generated.length >= seq.params.max_tokens) this.finish(seq, "length");
-    else if (seq.promptIds.length + seq.generated.length >= this.options.contextLength)
-      this.finish(seq, "length");
+    if (text) this.send(seq, text);
+    const reason = this.finishedBy(seq);
+    if (reason) this.finish(seq, reason);
     else seq.pending = token;
+  }
+
+  private finishedBy(seq: Sequence): FinishReason | undefined {
+    if (seq.output.finished) return seq.output.finished;
+    if (seq.generated.length >= seq.params.max_tokens) return "length";
+    if (seq.promptIds.length + seq.generated.length >= this.options.contextLength) return "length";
+    return undefined;
+  }
+
+  /** A token event: the text now safe to show, with every id sampled since the last one. */
+  private send(seq: Sequence, text: string): void {
+    seq.emit([{ type: "token", text, index: 0, ids: seq.unsent }]);
+    seq.unsent = [];
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {
     const tail = seq.output.finished
       ? ""
       : seq.output.push(seq.decoder.flush()) + seq.output.finish(reason);
-    if (tail) seq.emit([{ type: "token", text: tail, index: 0 }]);
+    if (tail) this.send(seq, tail);
     this.leave(seq);
     const completion = seq.generated.length;
     seq.resolve({

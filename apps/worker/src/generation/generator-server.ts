@@ -100,8 +100,9 @@ export class GeneratorServer {
     job: GenerateJob,
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
+    resume: readonly number[] = [],
   ): Promise<CompletionResult> {
-    return this.engine.submit(job, signal, emit);
+    return this.engine.submit(job, signal, emit, resume);
   }
 
   /** Lets every sequence it holds finish, then stops the runtime. */

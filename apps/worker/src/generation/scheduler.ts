@@ -1,4 +1,4 @@
-import type { Sequence } from "./sequence.js";
+import { prefillIds, type Sequence } from "./sequence.js";
 
 export interface SchedulerOptions {
   /** Sequences decoding at once at most (vLLM's max_num_seqs). */
@@ -83,8 +83,9 @@ export class Scheduler {
       const next = this.waiting[0];
       if (!next) break;
       // a prompt longer than the whole budget still runs, alone, rather than never
-      if (next.promptIds.length > budget && prefill.length > 0) break;
-      budget -= next.promptIds.length;
+      const tokens = prefillIds(next).length;
+      if (tokens > budget && prefill.length > 0) break;
+      budget -= tokens;
       this.waiting.shift();
       this.running.push(next);
       prefill.push(next);

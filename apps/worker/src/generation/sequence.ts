@@ -14,6 +14,8 @@ export interface Sequence {
   output: OutputProcessor;
   /** Completion token ids so far. */
   generated: number[];
+  /** Ids sampled since the last token event went out (they travel with the next one). */
+  unsent: number[];
   /** The token sampled last step, fed to the model this step. */
   pending: number | undefined;
   enqueuedAt: number;
@@ -26,3 +28,8 @@ export interface Sequence {
 }
 
 export type { FinishReason };
+
+/** What a joining sequence prefills: its prompt, and any completion it resumes. */
+export function prefillIds(seq: Sequence): number[] {
+  return seq.generated.length === 0 ? seq.promptIds : [...seq.promptIds, ...seq.generated];
+}
