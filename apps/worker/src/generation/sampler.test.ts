@@ -26,4 +26,34 @@ describe("sample", () => {
       expect(sample(logits, { temperature: 1, top_k: 0, top_p: 0.5 }, rng)).toBe(1);
     }
   });
+
+  it("draws each token as often as its softmax probability says, with and without top-k", () => {
+    const wide = Float32Array.from({ length: 64 }, (_, i) => Math.sin(i) * 2);
+    const softmax = (ids: number[], t: number) => {
+      const w = ids.map((i) => Math.exp((wide[i] ?? 0) / t));
+      const z = w.reduce((a, b) => a + b, 0);
+      return new Map(ids.map((id, j) => [id, (w[j] ?? 0) / z]));
+    };
+    const all = Array.from(wide.keys());
+    const top5 = [...all].sort((a, b) => (wide[b] ?? 0) - (wide[a] ?? 0)).slice(0, 5);
+    for (const [topK, support] of [
+      [0, all],
+      [5, top5],
+    ] as const) {
+      const expected = softmax([...support], 0.8);
+      const rng = seededRandom(42);
+      const counts = new Map<number, number>();
+      const n = 40_000;
+      for (let i = 0; i < n; i++) {
+        const id = sample(wide, { temperature: 0.8, top_k: topK, top_p: 1 }, rng);
+        counts.set(id, (counts.get(id) ?? 0) + 1);
+      }
+      for (const id of counts.keys()) expect(expected.has(id)).toBe(true);
+      for (const [id, p] of expected) {
+        const seen = (counts.get(id) ?? 0) / n;
+        // four standard deviations of a binomial proportion
+        expect(Math.abs(seen - p)).toBeLessThan(4 * Math.sqrt((p * (1 - p)) / n) + 1e-4);
+      }
+    }
+  });
 });

@@ -15,7 +15,7 @@ export function seededRandom(seed: number): () => number {
 /**
  * Picks the next token from last-position logits: greedy at temperature 0, else softmax at
  * `temperature` over the `top_k` most likely tokens, cut to the smallest set whose mass
- * reaches `top_p`, drawn with the sequence's own generator.
+ * reaches `top_p`, drawn with the sequence's own generator (one draw per token).
  */
 export function sample(
   logits: Float32Array,
@@ -23,9 +23,11 @@ export function sample(
   random: () => number,
 ): number {
   if (params.temperature === 0) return argmax(logits);
-  const order = Array.from(logits.keys()).sort((a, b) => (logits[b] ?? 0) - (logits[a] ?? 0));
-  const k = params.top_k > 0 ? Math.min(params.top_k, order.length) : order.length;
-  const top = order.slice(0, k);
+  const n = logits.length;
+  const k = params.top_k > 0 && params.top_k < n ? params.top_k : n;
+  // The common case needs no ranking: a draw over the whole softmax, in vocabulary order.
+  if (k === n && params.top_p >= 1) return drawAll(logits, params.temperature, random);
+  const top = topIndices(logits, k);
   const max = logits[top[0] ?? 0] ?? 0;
   const weights = top.map((id) => Math.exp(((logits[id] ?? 0) - max) / params.temperature));
   const total = weights.reduce((s, w) => s + w, 0);
@@ -43,10 +45,57 @@ export function sample(
   const keptTotal = weights.slice(0, kept).reduce((s, w) => s + w, 0);
   let r = random() * keptTotal;
   for (let i = 0; i < kept; i++) {
-    r -= weights[i] ?? 0;
-    if (r <= 0) return top[i] ?? 0;
+    const w = weights[i] ?? 0;
+    if (r < w) return top[i] ?? 0;
+    r -= w;
   }
   return top[kept - 1] ?? 0;
+}
+
+let scratch = new Float64Array(0);
+
+function drawAll(logits: Float32Array, temperature: number, random: () => number): number {
+  const n = logits.length;
+  if (scratch.length < n) scratch = new Float64Array(n);
+  let max = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < n; i++) max = Math.max(max, logits[i] ?? max);
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const w = Math.exp(((logits[i] ?? max) - max) / temperature);
+    scratch[i] = w;
+    total += w;
+  }
+  let r = random() * total;
+  let last = 0;
+  for (let i = 0; i < n; i++) {
+    const w = scratch[i] ?? 0;
+    if (w === 0) continue;
+    if (r < w) return i;
+    r -= w;
+    last = i;
+  }
+  // rounding left a sliver of r: the last token with any weight
+  return last;
+}
+
+/** The `k` largest logits' ids, largest first (insertion into a short ranked list). */
+function topIndices(logits: Float32Array, k: number): number[] {
+  if (k * 8 > logits.length) {
+    const order = Array.from(logits.keys());
+    return order.sort((a, b) => (logits[b] ?? 0) - (logits[a] ?? 0)).slice(0, k);
+  }
+  const ids: number[] = [];
+  for (let i = 0; i < logits.length; i++) {
+    const v = logits[i] ?? 0;
+    if (ids.length === k && v <= (logits[ids[k - 1] ?? 0] ?? 0)) continue;
+    let at = ids.length === k ? k - 1 : ids.length;
+    while (at > 0 && (logits[ids[at - 1] ?? 0] ?? 0) < v) {
+      ids[at] = ids[at - 1] ?? 0;
+      at--;
+    }
+    ids[at] = i;
+  }
+  return ids;
 }
 
 export function argmax(xs: Float32Array): number {
