@@ -21,5 +21,6 @@ export type LmRequest =
 export type LmReply =
   | { type: "ready" }
   | { type: "load-error"; message: string }
-  | { type: "logits"; id: number; logits: Float32Array[] }
+  /** Last-position logits of every row, row-major [rows, vocab], in one transferable buffer. */
+  | { type: "logits"; id: number; logits: Float32Array }
   | { type: "error"; id: number; message: string };

@@ -19,13 +19,21 @@ export class LmRuntime {
     { resolve: (l: Float32Array[]) => void; reject: (e: Error) => void }
   >();
 
-  private constructor(private readonly thread: Worker) {
+  private constructor(
+    private readonly thread: Worker,
+    private readonly vocab: number,
+  ) {
     thread.on("message", (msg: LmReply) => {
       if (msg.type !== "logits" && msg.type !== "error") return;
       const p = this.pending.get(msg.id);
       this.pending.delete(msg.id);
-      if (msg.type === "logits") p?.resolve(msg.logits);
-      else p?.reject(new Error(msg.message));
+      if (msg.type === "logits") {
+        const vocab = this.vocab;
+        const rows = msg.logits.length / vocab;
+        p?.resolve(
+          Array.from({ length: rows }, (_, i) => msg.logits.subarray(i * vocab, (i + 1) * vocab)),
+        );
+      } else p?.reject(new Error(msg.message));
     });
     thread.on("exit", (code) => {
       for (const p of this.pending.values())
@@ -50,7 +58,7 @@ export class LmRuntime {
       });
       thread.once("error", reject);
     });
-    return new LmRuntime(thread);
+    return new LmRuntime(thread, shape.vocab);
   }
 
   step(rows: StepRow[]): Promise<Float32Array[]> {

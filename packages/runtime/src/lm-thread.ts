@@ -1,5 +1,6 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { InProcessSession } from "./in-process-session.js";
+import { KvStore } from "./kv-store.js";
 import type { LmReply, LmRequest, LmShape, StepRow } from "./lm-messages.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 
@@ -13,14 +14,7 @@ const { path, options, shape } = workerData as {
   shape: LmShape;
 };
 
-/** A sequence's cache: per layer, key and value as [heads, len, headDim]. */
-interface Cache {
-  len: number;
-  keys: Float32Array[];
-  values: Float32Array[];
-}
-
-const caches = new Map<number, Cache>();
+const kv = new KvStore(shape);
 const post = (reply: LmReply, transfer: ArrayBuffer[] = []) => port.postMessage(reply, transfer);
 
 InProcessSession.load(path, options).then(
@@ -28,14 +22,10 @@ InProcessSession.load(path, options).then(
     post({ type: "ready" });
     port.on("message", (msg: LmRequest) => {
       if (msg.type === "close") void session.release().finally(() => port.close());
-      else if (msg.type === "release") for (const seq of msg.seqs) caches.delete(seq);
+      else if (msg.type === "release") for (const seq of msg.seqs) kv.release(seq);
       else
         step(session, msg.rows).then(
-          (logits) =>
-            post(
-              { type: "logits", id: msg.id, logits },
-              logits.map((l) => l.buffer as ArrayBuffer),
-            ),
+          (logits) => post({ type: "logits", id: msg.id, logits }, [logits.buffer as ArrayBuffer]),
           (err: unknown) =>
             post({
               type: "error",
@@ -50,15 +40,17 @@ InProcessSession.load(path, options).then(
 );
 
 /**
- * One batched forward pass. Rows are left-padded twice: the past to the longest cache (P) and
- * the new tokens to the longest chunk (S); the attention mask hides every pad, and position
- * ids carry each row's own positions, so each row computes what it would alone.
+ * One batched forward pass; returns the last position's logits of every row, [b, vocab].
+ * Rows are left-padded twice: the past to the longest cache (P) and the new tokens to the
+ * longest chunk (S); the attention mask hides every pad, and position ids carry each row's
+ * own positions, so each row computes what it would alone.
  */
-async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32Array[]> {
-  const { layers, heads, headDim: d, vocab } = shape;
+async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32Array> {
+  const { layers, vocab } = shape;
   const b = rows.length;
-  const lens = rows.map((r) => caches.get(r.seq)?.len ?? 0);
-  const P = Math.max(0, ...lens);
+  const seqs = rows.map((r) => r.seq);
+  const past = kv.past(seqs);
+  const { P, lens } = past;
   const S = Math.max(1, ...rows.map((r) => r.tokens.length));
   const ids = new BigInt64Array(b * S);
   const positions = new BigInt64Array(b * S);
@@ -66,7 +58,7 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
   rows.forEach((row, i) => {
     const len = lens[i] ?? 0;
     const s = row.tokens.length;
-    for (let j = 0; j < len; j++) mask[i * (P + S) + (P - len) + j] = 1n;
+    mask.fill(1n, i * (P + S) + (P - len), i * (P + S) + P);
     for (let j = 0; j < s; j++) {
       const slot = S - s + j;
       ids[i * S + slot] = BigInt(row.tokens[j] ?? 0);
@@ -79,47 +71,29 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
     attention_mask: { data: mask, dims: [b, P + S] },
     position_ids: { data: positions, dims: [b, S] },
   };
+  const { heads, headDim: d } = shape;
   for (let layer = 0; layer < layers; layer++) {
-    for (const kind of ["key", "value"] as const) {
-      const past = new Float32Array(b * heads * P * d);
-      rows.forEach((row, i) => {
-        const cache = caches.get(row.seq);
-        const len = lens[i] ?? 0;
-        if (!cache || len === 0) return;
-        const src = (kind === "key" ? cache.keys : cache.values)[layer] ?? new Float32Array();
-        for (let h = 0; h < heads; h++) {
-          past.set(
-            src.subarray(h * len * d, (h + 1) * len * d),
-            ((i * heads + h) * P + (P - len)) * d,
-          );
-        }
-      });
-      feeds[`past_key_values.${layer}.${kind}`] = { data: past, dims: [b, heads, P, d] };
+    for (const [k, kind] of (["key", "value"] as const).entries()) {
+      const data = past.tensors[layer * 2 + k] ?? new Float32Array();
+      feeds[`past_key_values.${layer}.${kind}`] = { data, dims: [b, heads, P, d] };
     }
   }
   const out = await session.run(feeds);
+  const present: Float32Array[] = [];
+  for (let layer = 0; layer < layers; layer++)
+    for (const kind of ["key", "value"])
+      present.push(out[`present.${layer}.${kind}`]?.data as Float32Array);
+  kv.absorb(
+    seqs,
+    past,
+    S,
+    rows.map((r) => r.tokens.length),
+    present,
+  );
   const logits = out.logits?.data as Float32Array;
-  const T = P + S;
-  rows.forEach((row, i) => {
-    const len = lens[i] ?? 0;
-    const s = row.tokens.length;
-    const next: Cache = { len: len + s, keys: [], values: [] };
-    for (let layer = 0; layer < layers; layer++) {
-      for (const kind of ["key", "value"] as const) {
-        const present = out[`present.${layer}.${kind}`]?.data as Float32Array;
-        const dst = new Float32Array(heads * (len + s) * d);
-        for (let h = 0; h < heads; h++) {
-          const base = (i * heads + h) * T * d;
-          dst.set(present.subarray(base + (P - len) * d, base + P * d), h * (len + s) * d);
-          dst.set(
-            present.subarray(base + (P + S - s) * d, base + T * d),
-            (h * (len + s) + len) * d,
-          );
-        }
-        (kind === "key" ? next.keys : next.values).push(dst);
-      }
-    }
-    caches.set(row.seq, next);
-  });
-  return rows.map((_, i) => logits.slice((i * S + S - 1) * vocab, (i * S + S) * vocab));
+  if (S === 1) return logits;
+  const last = new Float32Array(b * vocab);
+  for (let i = 0; i < b; i++)
+    last.set(logits.subarray((i * S + S - 1) * vocab, (i * S + S) * vocab), i * vocab);
+  return last;
 }

@@ -1,0 +1,93 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { LmRuntime } from "./lm-runtime.js";
+
+const MODEL = "models/tiny-lm/1/model.onnx";
+const arch = (
+  JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
+    architecture: { n_layer: number; n_head: number; head_dim: number; vocab_size: number };
+  }
+).architecture;
+const shape = {
+  layers: arch.n_layer,
+  heads: arch.n_head,
+  headDim: arch.head_dim,
+  vocab: arch.vocab_size,
+};
+const options = { executionProvider: "cpu" as const, intraOpThreads: 1 };
+const bytes = (text: string) => Array.from(Buffer.from(text, "utf8"));
+
+let batched: LmRuntime;
+let alone: LmRuntime;
+beforeAll(async () => {
+  [batched, alone] = await Promise.all([
+    LmRuntime.load(MODEL, shape, options),
+    LmRuntime.load(MODEL, shape, options),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([batched.close(), alone.close()]);
+});
+
+/** The same rows stepped one sequence at a time: what each would compute on its own. */
+async function reference(rows: Array<{ seq: number; tokens: number[] }>) {
+  const out: Float32Array[] = [];
+  for (const row of rows) out.push(...(await alone.step([row])));
+  return out;
+}
+
+async function expectSame(rows: Array<{ seq: number; tokens: number[] }>) {
+  const [got, want] = await Promise.all([batched.step(rows), reference(rows)]);
+  expect(got).toHaveLength(rows.length);
+  got.forEach((logits, i) => {
+    const w = want[i] ?? new Float32Array();
+    let worst = 0;
+    for (let k = 0; k < logits.length; k++)
+      worst = Math.max(worst, Math.abs((logits[k] ?? 0) - (w[k] ?? 0)));
+    expect(worst).toBeLessThan(1e-3);
+  });
+}
+
+describe("LmRuntime's KV caches", () => {
+  it("batched steps, as sequences join and leave, compute what each sequence computes alone", async () => {
+    // two prompts of different lengths prefill together, then decode as a batch
+    await expectSame([
+      { seq: 1, tokens: bytes("Once upon a time") },
+      { seq: 2, tokens: bytes("Love is") },
+    ]);
+    for (const t of [32, 116, 104]) {
+      await expectSame([
+        { seq: 1, tokens: [t] },
+        { seq: 2, tokens: [t + 1] },
+      ]);
+    }
+    // a third joins: its prefill runs alone while the other two's batch waits untouched
+    await expectSame([{ seq: 3, tokens: bytes("Never trust a") }]);
+    for (const t of [101, 32]) {
+      await expectSame([
+        { seq: 1, tokens: [t] },
+        { seq: 2, tokens: [t] },
+        { seq: 3, tokens: [t] },
+      ]);
+    }
+    // the longest leaves; the rest go on without it
+    batched.release([1]);
+    alone.release([1]);
+    for (const t of [97, 110]) {
+      await expectSame([
+        { seq: 2, tokens: [t] },
+        { seq: 3, tokens: [t] },
+      ]);
+    }
+    // a prompt and a decode in one pass (mixed prefill), then decoding again
+    await expectSame([
+      { seq: 4, tokens: bytes("You will") },
+      { seq: 2, tokens: [33] },
+    ]);
+    await expectSame([
+      { seq: 2, tokens: [10] },
+      { seq: 3, tokens: [10] },
+      { seq: 4, tokens: [10] },
+    ]);
+  });
+});
