@@ -79,6 +79,7 @@ export class WorkerTransport {
   readonly workerId: string;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
+  private readonly eventsRedis: Redis;
   private readonly registry: WorkerRegistry;
   private readonly events: EventWriter;
   private readonly jobTtlS: number;
@@ -95,12 +96,14 @@ export class WorkerTransport {
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
     this.redis = createRedis(options.redisUrl);
     this.subscriber = createRedis(options.redisUrl);
-    this.redis.on("error", () => {});
-    this.subscriber.on("error", () => {});
+    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
+    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
+    this.eventsRedis = createRedis(options.redisUrl);
+    for (const r of [this.redis, this.subscriber, this.eventsRedis]) r.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
     // a job that stalled over to another worker: stop computing what nobody will see
-    this.events = new EventWriter(this.redis, this.keys, this.jobTtlS, (fence) =>
+    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, (fence) =>
       this.attempts.get(fence.token)?.abort(),
     );
     this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
@@ -200,7 +203,8 @@ export class WorkerTransport {
     await Promise.allSettled([...this.workers.values()].map((w) => w.close()));
     await this.registry.remove(this.workerId).catch(() => undefined);
     this.subscriber.disconnect();
-    await this.redis.quit().catch(() => undefined);
+    await this.events.flush().catch(() => undefined);
+    await Promise.all([this.redis, this.eventsRedis].map((r) => r.quit().catch(() => undefined)));
   }
 
   /** Consumes the batch control queues (gates and parents) beside the model queues. */
