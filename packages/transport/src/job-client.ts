@@ -193,15 +193,19 @@ export class JobClient {
     const now = Date.now();
     const index: JobIndexEntry = { queue, model, version, created_at: now, meta };
     await guarded(async () => {
-      await this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.ttlS);
       const { name, data } = build(id, now);
-      await this.writer.flush();
-      await this.queue(queue).add(name, data, {
-        jobId: id,
-        priority: bullPriority(priority),
-        removeOnComplete: { age: this.ttlS },
-        removeOnFail: { age: this.ttlS },
-      });
+      // One round trip, not three: one connection runs commands in the order they were sent,
+      // so the index and the first event are stored before any worker can see the job.
+      await Promise.all([
+        this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.ttlS),
+        this.writer.flush(),
+        this.queue(queue).add(name, data, {
+          jobId: id,
+          priority: bullPriority(priority),
+          removeOnComplete: { age: this.ttlS },
+          removeOnFail: { age: this.ttlS },
+        }),
+      ]);
     });
     return emptyRecord(id, index, "queued");
   }

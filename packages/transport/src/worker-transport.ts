@@ -269,10 +269,13 @@ export class WorkerTransport {
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
       return this.failGenerate(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
     }
-    if ((await this.redis.exists(this.keys.cancelled(id))) === 1) {
+    const [cancelled, logged] = await Promise.all([
+      this.redis.exists(this.keys.cancelled(id)),
+      this.events.history(id),
+    ]);
+    if (cancelled === 1) {
       return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"), fence);
     }
-    const logged = await this.events.history(id);
     const ended = logged.find((e) => e.type === "result" || e.type === "error");
     // the earlier attempt finished and wrote its answer, but lost its lock before completing
     if (ended?.type === "result") return ended.result as CompletionResult;
