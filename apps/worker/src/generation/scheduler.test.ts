@@ -3,7 +3,12 @@ import { Scheduler } from "./scheduler.js";
 import type { Sequence } from "./sequence.js";
 
 const seq = (id: number, promptLength: number, enqueuedAt = performance.now()) =>
-  ({ id, promptIds: new Array(promptLength).fill(1), enqueuedAt }) as unknown as Sequence;
+  ({
+    id,
+    promptIds: new Array(promptLength).fill(1),
+    generated: [],
+    enqueuedAt,
+  }) as unknown as Sequence;
 
 describe("Scheduler", () => {
   it("admits waiting sequences at any step while seats last, and decodes every running one", () => {
