@@ -3,7 +3,6 @@ import {
   type BatchChunkJob,
   type CancelMessage,
   type CompletionResult,
-  FerryError,
   type GenerateJob,
   type InferJob,
   type InferReply,
@@ -16,7 +15,7 @@ import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { BatchConsumer } from "./batch-consumer.js";
 import { createRedis } from "./connection.js";
-import { EventWriter, type WriteFence } from "./event-log.js";
+import { GenerationConsumer } from "./generation-consumer.js";
 import { formatFailure } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
@@ -79,15 +78,12 @@ export class WorkerTransport {
   readonly workerId: string;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
-  private readonly eventsRedis: Redis;
   private readonly registry: WorkerRegistry;
-  private readonly events: EventWriter;
+  private readonly generation: GenerationConsumer;
   private readonly jobTtlS: number;
   private readonly batches: BatchConsumer;
   private readonly workers = new Map<string, Worker>();
   private readonly running = new Map<string, AbortController>();
-  /** Generations by the lock token they run under (a job can come back to the same worker). */
-  private readonly attempts = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
 
@@ -96,15 +92,16 @@ export class WorkerTransport {
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
     this.redis = createRedis(options.redisUrl);
     this.subscriber = createRedis(options.redisUrl);
-    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
-    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
-    this.eventsRedis = createRedis(options.redisUrl);
-    for (const r of [this.redis, this.subscriber, this.eventsRedis]) r.on("error", () => {});
+    this.redis.on("error", () => {});
+    this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
-    // a job that stalled over to another worker: stop computing what nobody will see
-    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, (fence) =>
-      this.attempts.get(fence.token)?.abort(),
+    this.generation = new GenerationConsumer(
+      options.redisUrl,
+      this.redis,
+      this.keys,
+      this.jobTtlS,
+      this.running,
     );
     this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
     this.subscriber.on("message", (channel: string, message: string) => {
@@ -134,7 +131,7 @@ export class WorkerTransport {
       queue,
       new Worker<GenerateJob, CompletionResult>(
         queue,
-        (job, token) => this.generate(job, handler, token),
+        (job, token) => this.generation.process(job, handler, token),
         this.workerOptions(options),
       ),
     );
@@ -203,8 +200,8 @@ export class WorkerTransport {
     await Promise.allSettled([...this.workers.values()].map((w) => w.close()));
     await this.registry.remove(this.workerId).catch(() => undefined);
     this.subscriber.disconnect();
-    await this.events.flush().catch(() => undefined);
-    await Promise.all([this.redis, this.eventsRedis].map((r) => r.quit().catch(() => undefined)));
+    await this.generation.close();
+    await this.redis.quit().catch(() => undefined);
   }
 
   /** Consumes the batch control queues (gates and parents) beside the model queues. */
@@ -253,64 +250,6 @@ export class WorkerTransport {
     } finally {
       this.running.delete(id);
     }
-  }
-
-  private async generate(
-    job: Job<GenerateJob, CompletionResult>,
-    handler: GenerateHandler,
-    token: string | undefined,
-  ): Promise<CompletionResult> {
-    const id = job.id ?? "";
-    // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
-    const fence = token
-      ? { lockKey: `${this.keys.prefix}:${job.queueName}:${id}:lock`, token }
-      : undefined;
-    const emit = (events: JobEventBody[]) => this.events.emit(id, events, fence);
-    if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
-      return this.failGenerate(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
-    }
-    const [cancelled, logged] = await Promise.all([
-      this.redis.exists(this.keys.cancelled(id)),
-      this.events.history(id),
-    ]);
-    if (cancelled === 1) {
-      return this.failGenerate(id, new FerryError("CANCELLED", "job was cancelled"), fence);
-    }
-    const ended = logged.find((e) => e.type === "result" || e.type === "error");
-    // the earlier attempt finished and wrote its answer, but lost its lock before completing
-    if (ended?.type === "result") return ended.result as CompletionResult;
-    if (ended?.type === "error")
-      throw new UnrecoverableError(`${ended.error.code}: ${ended.error.message}`);
-    const resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
-    const controller = new AbortController();
-    this.running.set(id, controller);
-    if (token) this.attempts.set(token, controller);
-    if (resume.length === 0) emit([{ type: "status", status: "running" }]);
-    try {
-      const ctx = { jobId: id, signal: controller.signal, emit, resume };
-      const result = await handler(job.data, ctx);
-      emit([{ type: "result", result }, { type: "done" }]);
-      await this.events.flush();
-      return result;
-    } catch (err) {
-      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      return this.failGenerate(id, error, fence);
-    } finally {
-      if (this.running.get(id) === controller) this.running.delete(id);
-      if (token) this.attempts.delete(token);
-    }
-  }
-
-  /** Closes the job's log with its error and fails the job without retries. */
-  private async failGenerate(
-    id: string,
-    error: FerryError,
-    fence: WriteFence | undefined,
-  ): Promise<never> {
-    const wire = { code: error.code, message: error.message };
-    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }], fence);
-    await this.events.flush();
-    throw new UnrecoverableError(formatFailure(wire));
   }
 
   private onCancel(message: string): void {

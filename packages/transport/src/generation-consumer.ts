@@ -1,0 +1,107 @@
+import {
+  type CompletionResult,
+  FerryError,
+  type GenerateJob,
+  type JobEventBody,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import { type Job, UnrecoverableError } from "bullmq";
+import type { Redis } from "ioredis";
+import { createRedis } from "./connection.js";
+import { EventWriter, type WriteFence } from "./event-log.js";
+import { formatFailure } from "./job-records.js";
+import type { Keys } from "./keys.js";
+import type { GenerateHandler } from "./worker-transport.js";
+
+/**
+ * Runs generator jobs: one completion each, whose events (status, tokens, result or error,
+ * done) go to the job's log as the handler emits them. A job that stalled over from another
+ * worker resumes after the tokens that worker already logged; a worker that lost a job's lock
+ * has its writes refused and stops computing it.
+ */
+export class GenerationConsumer {
+  private readonly redis: Redis;
+  private readonly events: EventWriter;
+  /** Generations by the lock token they run under (a job can come back to the same worker). */
+  private readonly attempts = new Map<string, AbortController>();
+
+  /**
+   * @param commands the connection for plain commands (BullMQ's)
+   * @param running running jobs by id, where cancel broadcasts find them
+   */
+  constructor(
+    redisUrl: string,
+    private readonly commands: Redis,
+    private readonly keys: Keys,
+    ttlS: number,
+    private readonly running: Map<string, AbortController>,
+  ) {
+    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
+    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
+    this.redis = createRedis(redisUrl);
+    this.redis.on("error", () => {});
+    // a job that stalled over to another worker: stop computing what nobody will see
+    this.events = new EventWriter(this.redis, keys, ttlS, (fence) =>
+      this.attempts.get(fence.token)?.abort(),
+    );
+  }
+
+  async process(
+    job: Job<GenerateJob, CompletionResult>,
+    handler: GenerateHandler,
+    token: string | undefined,
+  ): Promise<CompletionResult> {
+    const id = job.id ?? "";
+    // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
+    const fence = token
+      ? { lockKey: `${this.keys.prefix}:${job.queueName}:${id}:lock`, token }
+      : undefined;
+    const emit = (events: JobEventBody[]) => this.events.emit(id, events, fence);
+    if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
+      return this.fail(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
+    }
+    const [cancelled, logged] = await Promise.all([
+      this.commands.exists(this.keys.cancelled(id)),
+      this.events.history(id),
+    ]);
+    if (cancelled === 1) {
+      return this.fail(id, new FerryError("CANCELLED", "job was cancelled"), fence);
+    }
+    const ended = logged.find((e) => e.type === "result" || e.type === "error");
+    // the earlier attempt finished and wrote its answer, but lost its lock before completing
+    if (ended?.type === "result") return ended.result as CompletionResult;
+    if (ended?.type === "error")
+      throw new UnrecoverableError(`${ended.error.code}: ${ended.error.message}`);
+    const resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
+    const controller = new AbortController();
+    this.running.set(id, controller);
+    if (token) this.attempts.set(token, controller);
+    if (resume.length === 0) emit([{ type: "status", status: "running" }]);
+    try {
+      const ctx = { jobId: id, signal: controller.signal, emit, resume };
+      const result = await handler(job.data, ctx);
+      emit([{ type: "result", result }, { type: "done" }]);
+      await this.events.flush();
+      return result;
+    } catch (err) {
+      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
+      return this.fail(id, error, fence);
+    } finally {
+      if (this.running.get(id) === controller) this.running.delete(id);
+      if (token) this.attempts.delete(token);
+    }
+  }
+
+  /** Closes the job's log with its error and fails the job without retries. */
+  private async fail(id: string, error: FerryError, fence: WriteFence | undefined): Promise<never> {
+    const wire = { code: error.code, message: error.message };
+    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }], fence);
+    await this.events.flush();
+    throw new UnrecoverableError(formatFailure(wire));
+  }
+
+  async close(): Promise<void> {
+    await this.events.flush().catch(() => undefined);
+    await this.redis.quit().catch(() => undefined);
+  }
+}
