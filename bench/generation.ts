@@ -1,9 +1,10 @@
 import { readFileSync } from "node:fs";
 import { LmRuntime } from "@ferry/runtime";
 import { tempRepository } from "../test/helpers/model-repo.js";
-import { readSse } from "../test/helpers/sse.js";
-import { Stack } from "../test/helpers/stack.js";
+import { REDIS_URL, Stack } from "../test/helpers/stack.js";
+import { cpuMeter, redisPid } from "./cpu.js";
 import { quantile, round } from "./load.js";
+import { postSse } from "./sse-client.js";
 import { printTable } from "./table.js";
 
 const MAX_TOKENS = 48;
@@ -25,10 +26,19 @@ interface StreamStats {
   ttft_p99_ms: number;
   itl_p50_ms: number;
   itl_p99_ms: number;
+  /** CPU microseconds per streamed token: API / worker / Redis / this load generator. */
+  cpu_us_per_token: string;
 }
 
 /** `concurrency` clients, each streaming one completion after another for DURATION_MS. */
-async function streamLoad(url: string, concurrency: number): Promise<StreamStats> {
+async function streamLoad(stack: Stack, concurrency: number): Promise<StreamStats> {
+  const url = stack.url("/v1/completions");
+  const meter = cpuMeter({
+    api: stack.api.child.pid,
+    worker: stack.workers[0]?.child.pid,
+    redis: redisPid(REDIS_URL),
+    client: process.pid,
+  });
   const ttft: number[] = [];
   const itl: number[] = [];
   let tokens = 0;
@@ -38,29 +48,28 @@ async function streamLoad(url: string, concurrency: number): Promise<StreamStats
     while (performance.now() - started < DURATION_MS) {
       const t0 = performance.now();
       let last = 0;
-      const res = await fetch(url, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
+      const status = await postSse(
+        url,
+        {
           model: "tiny-lm",
           prompt: prompts[n++ % prompts.length],
           max_tokens: MAX_TOKENS,
           temperature: 0.8,
           ignore_eos: true,
           stream: true,
-        }),
-      });
-      await readSse(res, (e) => {
-        if (e.data === "[DONE]") return undefined;
-        const chunk = JSON.parse(e.data) as { choices: Array<{ text: string }> };
-        if (!chunk.choices[0]?.text) return undefined;
-        const now = performance.now();
-        if (last === 0) ttft.push(now - t0);
-        else itl.push(now - last);
-        last = now;
-        tokens++;
-        return undefined;
-      });
+        },
+        (e) => {
+          if (e.data === "[DONE]") return;
+          const chunk = JSON.parse(e.data) as { choices: Array<{ text: string }> };
+          if (!chunk.choices[0]?.text) return;
+          const now = performance.now();
+          if (last === 0) ttft.push(now - t0);
+          else itl.push(now - last);
+          last = now;
+          tokens++;
+        },
+      );
+      if (status !== 200) throw new Error(`completion stream answered HTTP ${status}`);
     }
   };
   await Promise.all(Array.from({ length: concurrency }, (_, k) => client(k)));
@@ -74,6 +83,7 @@ async function streamLoad(url: string, concurrency: number): Promise<StreamStats
     ttft_p99_ms: round(quantile(ttft, 0.99)),
     itl_p50_ms: round(quantile(itl, 0.5)),
     itl_p99_ms: round(quantile(itl, 0.99)),
+    cpu_us_per_token: meter.perUnit(tokens),
   };
 }
 
@@ -119,7 +129,7 @@ async function ferryMode(
   }).start();
   try {
     const out: Record<string, StreamStats> = {};
-    for (const c of CONCURRENCY) out[`c${c}`] = await streamLoad(stack.url("/v1/completions"), c);
+    for (const c of CONCURRENCY) out[`c${c}`] = await streamLoad(stack, c);
     console.log(`  measured ${name}`);
     return out;
   } finally {
@@ -130,7 +140,8 @@ async function ferryMode(
 export async function generationBench(): Promise<Record<string, unknown>> {
   console.log(
     `generation bench: tiny-lm, streaming completions of ${MAX_TOKENS} tokens at temperature 0.8 over HTTP SSE, ` +
-      `closed-loop clients at ${CONCURRENCY.join(", ")} streams, ${DURATION_MS / 1000} s each`,
+      `closed-loop clients at ${CONCURRENCY.join(", ")} streams, ${DURATION_MS / 1000} s each; ` +
+      "cpu_us_per_token: CPU of the API / worker / Redis / load generator per token (all share this machine's cores)",
   );
   const modes = {
     sequential: await ferryMode("sequential (max_num_seqs 1)", { max_num_seqs: 1 }),
