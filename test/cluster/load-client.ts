@@ -12,7 +12,7 @@ const JOB_CLIENTS = Number(process.env.JOB_CLIENTS ?? 4);
 const STREAM_CLIENTS = Number(process.env.STREAM_CLIENTS ?? 4);
 /** How long an accepted request may take, from acceptance, before it counts as lost. */
 const GIVE_UP_MS = Number(process.env.GIVE_UP_MS ?? 120_000);
-const MAX_TOKENS = 48;
+const MAX_TOKENS = 64;
 const PROMPTS = ["The meaning of life is", "Once upon a time", "Never trust a", "Love is"];
 
 export type Outcome = "completed" | "rejected" | "lost" | "duplicated" | "wrong";

@@ -234,12 +234,17 @@ try {
   net.cut(w2);
   await sleep(CUT_MS);
   net.restore(w2);
+  const w2TokensAtRestore = await workerMetric(w2, "ferry_worker_generated_tokens_total");
   faults.push({
     name: `(b) link of w2 cut for ${CUT_MS / 1000} s (lock ${LOCK_MS / 1000} s, ${w2Running} streams decoding), restored`,
     at: cutAt,
   });
   await sleep(12_000);
 
+  const w2Tokens = await workerMetric(w2, "ferry_worker_generated_tokens_total");
+  const resumed =
+    (await workerMetric(w2, "ferry_worker_resumed_sequences_total")) +
+    (await workerMetric(w3, "ferry_worker_resumed_sequences_total"));
   const w3Rows = await workerMetric(w3, "ferry_worker_rows_total");
   const w3Tokens = await workerMetric(w3, "ferry_worker_generated_tokens_total");
   const stopped = expectEvent((e) => e.ev === "stopped", 180_000, "load to drain");
@@ -255,6 +260,8 @@ try {
   for (const r of recoveries)
     console.log(`${r.name} at +${((r.at - loadStart) / 1000).toFixed(1)} s: ${r.text}`);
   console.log(`w3 after joining: ${w3Rows} classifier rows, ${w3Tokens} generated tokens`);
+  console.log(`w2 after its link came back: ${w2Tokens - w2TokensAtRestore} generated tokens`);
+  console.log(`streams resumed mid-completion by another worker: ${resumed}`);
   console.log(`completions per second: ${summary.timeline(loadStart)}`);
 
   const problems: string[] = [];
@@ -264,6 +271,8 @@ try {
   if (c.wrong > 0) problems.push(`${c.wrong} wrong answers`);
   if (c.completed < 50) problems.push(`only ${c.completed} completed`);
   if (!(w3Rows + w3Tokens > 0)) problems.push("the joining worker took no work");
+  if (!(w2Tokens > w2TokensAtRestore)) problems.push("w2 took no work after its link came back");
+  if (!(resumed > 0)) problems.push("no stream was resumed by another worker");
   for (const r of recoveries)
     if (r.recoveredMs === undefined) problems.push(`${r.name}: throughput never recovered`);
   // the kill and the cut each caught requests mid-flight that then waited for the lock to lapse

@@ -68,6 +68,12 @@ export class WorkerMetrics {
     labelNames: ["model", "version"],
     registers: [this.registry],
   });
+  readonly resumedSeqs = new Counter({
+    name: "ferry_worker_resumed_sequences_total",
+    help: "Completions taken over from a worker that died or lost its lock, resumed after the tokens already sent",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });

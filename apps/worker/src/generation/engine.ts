@@ -77,7 +77,10 @@ export class Engine {
         resolve,
         reject,
       };
-      if (resume.length > 0 && this.replay(seq, resume)) return;
+      if (resume.length > 0) {
+        this.metrics.resumed.inc();
+        if (this.replay(seq, resume)) return;
+      }
       this.scheduler.add(seq);
       this.kick();
     });

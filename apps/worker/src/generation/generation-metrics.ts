@@ -8,6 +8,7 @@ export interface GenerationMetrics {
   waiting: { set(n: number): void };
   tokens: { inc(n?: number): void };
   cancelled: { inc(n?: number): void };
+  resumed: { inc(n?: number): void };
 }
 
 export function generationMetrics(
@@ -23,5 +24,6 @@ export function generationMetrics(
     waiting: metrics.waitingSeqs.labels(labels),
     tokens: metrics.tokens.labels(labels),
     cancelled: metrics.cancelledSeqs.labels(labels),
+    resumed: metrics.resumedSeqs.labels(labels),
   };
 }
