@@ -24,6 +24,22 @@ export class CompletionService {
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
   async submit(body: CompletionRequest, requestId: string, priority?: number): Promise<JobRecord> {
+    const { job, rank, maxQueueSize } = this.prepare(body, requestId, priority);
+    return this.client.jobs.submitGenerate(job, rank, maxQueueSize);
+  }
+
+  /** Validates a request, enqueues it and follows its events (subscribed before it can run). */
+  async follow(
+    body: CompletionRequest,
+    requestId: string,
+    priority?: number,
+    signal?: AbortSignal,
+  ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
+    const { job, rank, maxQueueSize } = this.prepare(body, requestId, priority);
+    return this.client.jobs.submitGenerateFollowing(job, rank, maxQueueSize, signal);
+  }
+
+  private prepare(body: CompletionRequest, requestId: string, priority?: number) {
     const { entry, version } = this.repository.resolve(body.model);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
@@ -55,8 +71,8 @@ export class CompletionService {
         `max_tokens must be below the model's context length ${context}`,
       );
     }
-    return this.client.jobs.submitGenerate(
-      {
+    return {
+      job: {
         model: entry.config.name,
         version,
         prompt,
@@ -64,9 +80,9 @@ export class CompletionService {
         deadline: Date.now() + (body.timeout_ms ?? entry.config.default_timeout_ms),
         meta: { format: "completion", request_id: requestId },
       },
-      priority ?? body.priority ?? DEFAULT_PRIORITY,
-      entry.config.max_queue_size,
-    );
+      rank: priority ?? body.priority ?? DEFAULT_PRIORITY,
+      maxQueueSize: entry.config.max_queue_size,
+    };
   }
 
   /** Waits for the whole completion (no streaming). */
@@ -75,16 +91,20 @@ export class CompletionService {
     requestId: string,
     priority?: number,
   ): Promise<CompletionResponse> {
-    const job = await this.submit(body, requestId, priority);
-    for await (const event of this.client.jobs.events(job.id, undefined)) {
-      if (event.body.type === "result")
-        return this.render(
-          job.id,
-          job.model,
-          job.created_at,
-          event.body.result as CompletionResult,
-        );
-      if (event.body.type === "error") throw errorOf(event);
+    const { record: job, events, close } = await this.follow(body, requestId, priority);
+    try {
+      for await (const event of events) {
+        if (event.body.type === "result")
+          return this.render(
+            job.id,
+            job.model,
+            job.created_at,
+            event.body.result as CompletionResult,
+          );
+        if (event.body.type === "error") throw errorOf(event);
+      }
+    } finally {
+      close();
     }
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
   }

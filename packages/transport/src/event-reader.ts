@@ -17,47 +17,72 @@ export class EventReader {
     private readonly keys: Keys,
   ) {}
 
+  /** Subscribes to a job's events now; what is read from the result starts from this moment. */
+  async open(jobId: string): Promise<EventFollow> {
+    const key = this.keys.events(jobId);
+    const live: JobEvent[] = [];
+    const state: { wake: (() => void) | undefined } = { wake: undefined };
+    const listening = await this.mux.listen(key, (message) => {
+      const event = parsePublished(message);
+      if (event) live.push(event);
+      state.wake?.();
+    });
+    let open = true;
+    const unlisten = () => {
+      if (open) listening();
+      open = false;
+    };
+    const redis = this.redis;
+    return {
+      close: unlisten,
+      async *events(after, signal) {
+        const onAbort = () => state.wake?.();
+        signal?.addEventListener("abort", onAbort);
+        try {
+          let last = after ?? "0-0";
+          const replay = await redis.xrange(key, after ? `(${after}` : "-", "+");
+          for (const [id, fields] of replay) {
+            const body = JSON.parse(fields[1] ?? "{}") as JobEventBody;
+            last = id;
+            yield { id, body };
+            if (body.type === "done") return;
+          }
+          while (!signal?.aborted) {
+            const event = live.shift();
+            if (!event) {
+              await new Promise<void>((resolve) => {
+                state.wake = resolve;
+              });
+              state.wake = undefined;
+              continue;
+            }
+            if (!streamIdAfter(event.id, last)) continue;
+            last = event.id;
+            yield event;
+            if (event.body.type === "done") return;
+          }
+        } finally {
+          signal?.removeEventListener("abort", onAbort);
+          unlisten();
+        }
+      },
+    };
+  }
+
   async *read(
     jobId: string,
     after: string | undefined,
     signal?: AbortSignal,
   ): AsyncGenerator<JobEvent> {
-    const key = this.keys.events(jobId);
-    const live: JobEvent[] = [];
-    let wake: (() => void) | undefined;
-    const unlisten = await this.mux.listen(key, (message) => {
-      const event = parsePublished(message);
-      if (event) live.push(event);
-      wake?.();
-    });
-    const onAbort = () => wake?.();
-    signal?.addEventListener("abort", onAbort);
-    try {
-      let last = after ?? "0-0";
-      const replay = await this.redis.xrange(key, after ? `(${after}` : "-", "+");
-      for (const [id, fields] of replay) {
-        const body = JSON.parse(fields[1] ?? "{}") as JobEventBody;
-        last = id;
-        yield { id, body };
-        if (body.type === "done") return;
-      }
-      while (!signal?.aborted) {
-        const event = live.shift();
-        if (!event) {
-          await new Promise<void>((resolve) => {
-            wake = resolve;
-          });
-          wake = undefined;
-          continue;
-        }
-        if (!streamIdAfter(event.id, last)) continue;
-        last = event.id;
-        yield event;
-        if (event.body.type === "done") return;
-      }
-    } finally {
-      signal?.removeEventListener("abort", onAbort);
-      unlisten();
-    }
+    const follow = await this.open(jobId);
+    yield* follow.events(after, signal);
   }
+}
+
+/** A subscription to one job's events, opened before they are read. */
+export interface EventFollow {
+  /** Replays the log after `after`, then follows it live until `done`; ends the subscription. */
+  events(after: string | undefined, signal?: AbortSignal): AsyncGenerator<JobEvent>;
+  /** Ends the subscription (idempotent; reading to `done` ends it too). */
+  close(): void;
 }

@@ -57,13 +57,15 @@ export class JobClient {
 
   /** Enqueues classifier rows as one job. */
   async submit(req: AsyncJobRequest): Promise<JobRecord> {
+    const id = randomUUID();
     return this.enqueue(
+      id,
       req.model,
       req.version,
       req.priority,
       req.maxQueueSize,
       req.meta,
-      (id, now) => {
+      (now) => {
         const data: InferJob = {
           v: WIRE_VERSION,
           kind: "infer",
@@ -87,20 +89,50 @@ export class JobClient {
     job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
     priority: number,
     maxQueueSize: number,
+    id: string = randomUUID(),
   ): Promise<JobRecord> {
     return this.enqueue(
+      id,
       job.model,
       job.version,
       priority,
       maxQueueSize,
       job.meta ?? {},
-      (id, now) => {
+      (now) => {
         // a reader that connects before any worker takes the job sees it queued
         this.writer.emit(id, [{ type: "status", status: "queued" }]);
         const data: GenerateJob = { ...job, v: WIRE_VERSION, kind: "generate", accepted_at: now };
         return { name: "generate", data };
       },
     );
+  }
+
+  /**
+   * Enqueues a completion and follows its events: the subscription is made while the job is
+   * stored, not after, which takes a round trip off the time to the first token.
+   */
+  async submitGenerateFollowing(
+    job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
+    priority: number,
+    maxQueueSize: number,
+    signal?: AbortSignal,
+  ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
+    assertReady(this.redis);
+    const id = randomUUID();
+    const [follow, record] = await Promise.allSettled([
+      guarded(() => this.reader.open(id)),
+      this.submitGenerate(job, priority, maxQueueSize, id),
+    ]);
+    if (record.status === "rejected") {
+      if (follow.status === "fulfilled") follow.value.close();
+      throw record.reason;
+    }
+    if (follow.status === "rejected") throw follow.reason;
+    return {
+      record: record.value,
+      events: follow.value.events(undefined, signal),
+      close: follow.value.close,
+    };
   }
 
   /** A job's events after `after` (a stream id), live until its `done` event. */
@@ -179,21 +211,21 @@ export class JobClient {
   }
 
   private async enqueue(
+    id: string,
     model: string,
     version: string,
     priority: number,
     maxQueueSize: number,
     meta: Record<string, unknown>,
-    build: (id: string, now: number) => { name: string; data: InferJob | GenerateJob },
+    build: (now: number) => { name: string; data: InferJob | GenerateJob },
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(model, version);
     await this.depth.admit(queue, maxQueueSize);
-    const id = randomUUID();
     const now = Date.now();
     const index: JobIndexEntry = { queue, model, version, created_at: now, meta };
     await guarded(async () => {
-      const { name, data } = build(id, now);
+      const { name, data } = build(now);
       // One round trip, not three: one connection runs commands in the order they were sent,
       // so the index and the first event are stored before any worker can see the job.
       await Promise.all([

@@ -53,36 +53,44 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
     const { completions, client } = c.get("services");
     const { requestId, priority } = callOptions(c, body);
     if (!body.stream) return c.json(await completions.complete(body, requestId, priority), 200);
-    const job = await completions.submit(body, requestId, priority);
+    const reading = new AbortController();
+    const {
+      record: job,
+      events,
+      close,
+    } = await completions.follow(body, requestId, priority, reading.signal);
     const includeUsage = body.stream_options?.include_usage === true;
     return streamSSE(c, async (stream) => {
-      const reading = new AbortController();
       // A client that goes away frees its batch slot: the job is cancelled on every worker.
       stream.onAbort(() => {
         reading.abort();
         void client.jobs.cancel(job.id).catch(() => undefined);
       });
       const send = (payload: unknown) => stream.writeSSE({ data: JSON.stringify(payload) });
-      for await (const event of client.jobs.events(job.id, undefined, reading.signal)) {
-        const e = event.body;
-        if (e.type === "token")
-          await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
-        else if (e.type === "result") {
-          const result = e.result as CompletionResult;
-          const finish = result.finish_reason === "length" ? "length" : "stop";
-          await send(completions.chunk(job.id, job.model, job.created_at, "", finish));
-          if (includeUsage)
+      try {
+        for await (const event of events) {
+          const e = event.body;
+          if (e.type === "token")
+            await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
+          else if (e.type === "result") {
+            const result = e.result as CompletionResult;
+            const finish = result.finish_reason === "length" ? "length" : "stop";
+            await send(completions.chunk(job.id, job.model, job.created_at, "", finish));
+            if (includeUsage)
+              await send({
+                ...completions.chunk(job.id, job.model, job.created_at, "", null),
+                choices: [],
+                usage: result.usage,
+              });
+          } else if (e.type === "error") {
+            const err = errorOf(event);
             await send({
-              ...completions.chunk(job.id, job.model, job.created_at, "", null),
-              choices: [],
-              usage: result.usage,
+              error: { message: err.message, type: "server_error", code: err.code.toLowerCase() },
             });
-        } else if (e.type === "error") {
-          const err = errorOf(event);
-          await send({
-            error: { message: err.message, type: "server_error", code: err.code.toLowerCase() },
-          });
+          }
         }
+      } finally {
+        close();
       }
       if (!reading.signal.aborted) await stream.writeSSE({ data: "[DONE]" });
     });
