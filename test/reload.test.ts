@@ -103,4 +103,19 @@ describe("hot reload", () => {
     expect(after.status).toBe(200);
     expect(after.body.outputs?.[0]?.data).toEqual(before.body.outputs?.[0]?.data);
   });
+
+  it("a refused new version is neither listed nor made the default", async () => {
+    mkdirSync(join(repo, "digits/9"), { recursive: true });
+    writeFileSync(join(repo, "digits/9/model.onnx"), "not an onnx file either");
+    const res = await reload();
+    expect(res.status).toBe(400);
+    const model = (await (await fetch(stack.url("/v2/models/digits"))).json()) as {
+      versions: string[];
+    };
+    expect(model.versions).not.toContain("9");
+    const res2 = await stack.post("/v1/models/digits/predict", {
+      features: samples.digits.inputs[0],
+    });
+    expect(res2.status).toBe(200);
+  });
 });

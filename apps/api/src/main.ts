@@ -23,10 +23,12 @@ const client = new InferenceClient({
   jobTtlS: env.JOB_TTL_S,
 });
 await client.ready();
-// Another replica's reload: re-read the repository so that every replica sees the same versions.
+// A reload the workers accepted (announced with the model's new generation, by whichever
+// replica ran it): re-read the repository so that every replica sees the same versions. Not
+// on the reload request itself: the workers may still refuse the new files.
 client.state.onConfigChange((raw) => {
   const message = JSON.parse(raw) as { type?: string; model?: string };
-  if (message.type !== "reload") return;
+  if (message.type !== "generation") return;
   void repository.reload().catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
 const metrics = new ApiMetrics();

@@ -28,7 +28,17 @@ export class ModelRepository {
 
   /** Re-reads the repository; on any error the current view stays and the error is thrown. */
   async reload(): Promise<void> {
-    this.models = (await ModelRepository.open(this.root)).models;
+    this.adopt(await this.reread());
+  }
+
+  /** The repository as the disk has it now, without changing this view. */
+  async reread(): Promise<ModelRepository> {
+    return ModelRepository.open(this.root);
+  }
+
+  /** Takes `next`'s view (from `reread`) as this one's: used once the new files were accepted. */
+  adopt(next: ModelRepository): void {
+    this.models = next.models;
   }
 
   static async open(root: string): Promise<ModelRepository> {

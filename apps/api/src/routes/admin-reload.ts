@@ -33,15 +33,16 @@ export function registerAdminReload(app: OpenAPIHono<AppEnv>): void {
   app.openapi(route, async (c) => {
     const { repository, client, log } = c.get("services");
     const { name } = c.req.valid("param");
+    let next: typeof repository;
     try {
-      await repository.reload();
+      next = await repository.reread();
     } catch (err) {
       throw new FerryError(
         "INVALID_INPUT",
         `Repository refused: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
-    const entry = repository.get(name);
+    const entry = next.get(name);
     const workers = (await client.requestReload(name)) as Array<z.infer<typeof outcomeSchema>>;
     const failures = workers.flatMap((w) =>
       w.failed.map((f) => `${w.worker}: version ${f.version}: ${f.error}`),
@@ -53,6 +54,9 @@ export function registerAdminReload(app: OpenAPIHono<AppEnv>): void {
         `Reload of '${name}' refused; the previous files keep serving. ${failures.join("; ")}`,
       );
     }
+    // Only now does this API route to what the workers accepted: a refused new version is
+    // never listed, nor made the default, here.
+    repository.adopt(next);
     // answers cached before now may come from the files the reload replaced
     await client.state.bumpGeneration(name);
     return c.json({ model: name, versions: entry.versions, workers }, 200);
