@@ -7,8 +7,16 @@ import { quantile, round } from "./load.js";
 import { postSse } from "./sse-client.js";
 import { printTable } from "./table.js";
 
+/** The raw loop's completion length: the mean of LENGTHS. */
 const MAX_TOKENS = 48;
-const DURATION_MS = 8_000;
+/**
+ * Completion lengths, taken in turn by each client (mean 48): real traffic mixes short and long
+ * answers, which is what separates continuous from static batching.
+ */
+const LENGTHS = [16, 80, 32, 64, 24, 72];
+const DURATION_MS = 6_000;
+/** Rounds over every cell; medians are reported (GEN_ROUNDS). */
+const ROUNDS = Number(process.env.GEN_ROUNDS ?? 3);
 const CONCURRENCY = [1, 4, 16];
 const prompts = [
   "The meaning of life is",
@@ -53,7 +61,7 @@ async function streamLoad(stack: Stack, concurrency: number): Promise<StreamStat
         {
           model: "tiny-lm",
           prompt: prompts[n++ % prompts.length],
-          max_tokens: MAX_TOKENS,
+          max_tokens: LENGTHS[n % LENGTHS.length],
           temperature: 0.8,
           ignore_eos: true,
           stream: true,
@@ -116,74 +124,128 @@ async function rawDecode(batch: number): Promise<number> {
   return round(rate, 1);
 }
 
-async function ferryMode(
-  name: string,
-  scheduler: Record<string, unknown>,
-): Promise<Record<string, StreamStats>> {
+/** Scheduler settings of each way of serving that the bench compares. */
+const MODES: Record<string, { label: string; scheduler: Record<string, unknown> }> = {
+  sequential: { label: "sequential (max_num_seqs 1)", scheduler: { max_num_seqs: 1 } },
+  static: { label: "static batching", scheduler: { policy: "static", static_wait_ms: 50 } },
+  continuous: { label: "continuous batching", scheduler: {} },
+  continuous_mixed_prefill: {
+    label: "continuous, prefill in the decode pass",
+    scheduler: { mixed_prefill: true },
+  },
+};
+
+async function startMode(scheduler: Record<string, unknown>): Promise<Stack> {
   const base = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     scheduler: Record<string, unknown>;
   };
   const repo = tempRepository({ "tiny-lm": { scheduler: { ...base.scheduler, ...scheduler } } });
-  const stack = await new Stack({
-    env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" },
-  }).start();
-  try {
-    const out: Record<string, StreamStats> = {};
-    for (const c of CONCURRENCY) out[`c${c}`] = await streamLoad(stack, c);
-    console.log(`  measured ${name}`);
-    return out;
-  } finally {
-    await stack.stop();
-  }
+  return new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } }).start();
+}
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return quantile(sorted, 0.5);
+}
+
+/** Field by field medians of one cell's rounds; the CPU split of its median-throughput round. */
+function medianStats(runs: StreamStats[]): StreamStats & { tokens_per_s_rounds: string } {
+  const byRate = [...runs].sort((a, b) => a.tokens_per_s - b.tokens_per_s);
+  const mid = byRate[Math.floor((byRate.length - 1) / 2)] ?? runs[0];
+  const m = (k: keyof Omit<StreamStats, "cpu_us_per_token">) => median(runs.map((r) => r[k]));
+  return {
+    streams: m("streams"),
+    tokens_per_s: m("tokens_per_s"),
+    tokens_per_s_rounds: runs.map((r) => Math.round(r.tokens_per_s)).join("/"),
+    ttft_p50_ms: m("ttft_p50_ms"),
+    ttft_p99_ms: m("ttft_p99_ms"),
+    itl_p50_ms: m("itl_p50_ms"),
+    itl_p99_ms: m("itl_p99_ms"),
+    cpu_us_per_token: mid?.cpu_us_per_token ?? "",
+  };
 }
 
 export async function generationBench(): Promise<Record<string, unknown>> {
   console.log(
-    `generation bench: tiny-lm, streaming completions of ${MAX_TOKENS} tokens at temperature 0.8 over HTTP SSE, ` +
-      `closed-loop clients at ${CONCURRENCY.join(", ")} streams, ${DURATION_MS / 1000} s each; ` +
-      "cpu_us_per_token: CPU of the API / worker / Redis / load generator per token (all share this machine's cores)",
+    `generation bench: tiny-lm, streaming completions of ${LENGTHS.join("/")} tokens in turn (mean ${MAX_TOKENS}) at temperature 0.8 over HTTP SSE, ` +
+      `closed-loop clients at ${CONCURRENCY.join(", ")} streams, ${DURATION_MS / 1000} s a cell; ` +
+      `${ROUNDS} rounds, each running every mode in turn (one stack up at a time), medians shown ` +
+      "(tokens_per_s_rounds: each round's figure); cpu_us_per_token: CPU of the API / worker / " +
+      "Redis / load generator per token (all share this machine's cores)",
   );
-  const modes = {
-    sequential: await ferryMode("sequential (max_num_seqs 1)", { max_num_seqs: 1 }),
-    static: await ferryMode("static batching", { policy: "static", static_wait_ms: 50 }),
-    continuous: await ferryMode("continuous batching", {}),
-    continuous_mixed_prefill: await ferryMode("continuous, prefill in the decode pass", {
-      mixed_prefill: true,
-    }),
-  };
-  const raw: Record<string, number> = {};
-  for (const c of CONCURRENCY) raw[`c${c}`] = await rawDecode(c);
+  const names = Object.keys(MODES);
+  const runs: Record<string, Record<string, StreamStats[]>> = {};
+  const rawRuns: Record<string, number[]> = {};
+  for (const name of names) runs[name] = Object.fromEntries(CONCURRENCY.map((c) => [`c${c}`, []]));
+  for (let r = 1; r <= ROUNDS; r++) {
+    // one stack at a time: an idle stack's timers (stall checks, heartbeats) would be noise
+    for (const name of names) {
+      const stack = await startMode(MODES[name]?.scheduler ?? {});
+      try {
+        for (const c of CONCURRENCY) runs[name]?.[`c${c}`]?.push(await streamLoad(stack, c));
+      } finally {
+        await stack.stop();
+      }
+    }
+    for (const c of CONCURRENCY) {
+      const limit = await rawDecode(c);
+      rawRuns[`c${c}`] = [...(rawRuns[`c${c}`] ?? []), limit];
+    }
+    console.log(`  round ${r}/${ROUNDS} measured`);
+  }
+  const modes: Record<string, Record<string, ReturnType<typeof medianStats>>> = {};
+  for (const name of names)
+    modes[name] = Object.fromEntries(
+      Object.entries(runs[name] ?? {}).map(([c, list]) => [c, medianStats(list)]),
+    );
+  const raw = Object.fromEntries(
+    Object.entries(rawRuns).map(([c, list]) => [c, round(median(list), 1)]),
+  );
   const rows: Array<Record<string, string | number>> = [];
   for (const [mode, byC] of Object.entries(modes)) {
     for (const stats of Object.values(byC)) rows.push({ mode, ...stats });
   }
-  for (const [c, rate] of Object.entries(raw))
+  for (const [c, list] of Object.entries(rawRuns))
     rows.push({
       mode: "raw batched decode (limit)",
       streams: Number(c.slice(1)),
-      tokens_per_s: rate,
+      tokens_per_s: raw[c] ?? 0,
+      tokens_per_s_rounds: list.map(Math.round).join("/"),
     });
-  printTable("tokens/s, time to first token and inter-token latency", rows);
-  const at16 = (m: Record<string, StreamStats>) => m.c16?.tokens_per_s ?? 0;
-  const ratios = {
-    "continuous / sequential tokens/s at 16": round(
-      at16(modes.continuous) / at16(modes.sequential),
-      2,
+  printTable("tokens/s, time to first token and inter-token latency (medians of the rounds)", rows);
+  // each ratio within a round (its cells ran a minute or two apart at most), then their median
+  const perRound = (f: (r: number) => number) =>
+    Array.from({ length: ROUNDS }, (_, r) => f(r)).filter(Number.isFinite);
+  const cell = (mode: string, c: number, r: number) => runs[mode]?.[`c${c}`]?.[r];
+  const rate = (mode: string, r: number) => cell(mode, 16, r)?.tokens_per_s ?? Number.NaN;
+  const ratioRows = Object.entries({
+    "continuous / sequential tokens/s at 16": perRound(
+      (r) => rate("continuous", r) / rate("sequential", r),
     ),
-    "continuous / static tokens/s at 16": round(at16(modes.continuous) / at16(modes.static), 2),
-    "continuous / raw decode limit at 16": round(at16(modes.continuous) / (raw.c16 ?? 1), 2),
-    "continuous TTFT p50 at 16 / at 1": round(
-      (modes.continuous.c16?.ttft_p50_ms ?? 0) / (modes.continuous.c1?.ttft_p50_ms ?? 1),
-      2,
+    "continuous / static tokens/s at 16": perRound(
+      (r) => rate("continuous", r) / rate("static", r),
     ),
-    "mixed-prefill / separate-prefill tokens/s at 16": round(
-      at16(modes.continuous_mixed_prefill) / at16(modes.continuous),
-      2,
+    "continuous / raw decode limit at 16": perRound(
+      (r) => rate("continuous", r) / (rawRuns.c16?.[r] ?? Number.NaN),
     ),
+    "continuous TTFT p50 at 16 / at 1": perRound(
+      (r) =>
+        (cell("continuous", 16, r)?.ttft_p50_ms ?? Number.NaN) /
+        (cell("continuous", 1, r)?.ttft_p50_ms ?? Number.NaN),
+    ),
+    "mixed-prefill / separate-prefill tokens/s at 16": perRound(
+      (r) => rate("continuous_mixed_prefill", r) / rate("continuous", r),
+    ),
+  }).map(([ratio, values]) => ({
+    ratio,
+    median: round(median(values), 2),
+    rounds: values.map((v) => round(v, 2)).join(" / "),
+  }));
+  printTable("ratios", ratioRows);
+  return {
+    modes,
+    raw_decode_tokens_per_s: raw,
+    ratios: Object.fromEntries(ratioRows.map((r) => [r.ratio, r.median])),
+    rounds: { runs, raw: rawRuns },
   };
-  printTable(
-    "ratios",
-    Object.entries(ratios).map(([ratio, value]) => ({ ratio, value })),
-  );
-  return { modes, raw_decode_tokens_per_s: raw, ratios };
 }
