@@ -70,8 +70,7 @@ export class GenerationConsumer {
     const ended = logged.find((e) => e.type === "result" || e.type === "error");
     // the earlier attempt finished and wrote its answer, but lost its lock before completing
     if (ended?.type === "result") return ended.result as CompletionResult;
-    if (ended?.type === "error")
-      throw new UnrecoverableError(`${ended.error.code}: ${ended.error.message}`);
+    if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
     const resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
     const controller = new AbortController();
     this.running.set(id, controller);

@@ -49,7 +49,7 @@ export function parseFailure(reason: string | undefined): WireError {
   return { code: "MODEL_ERROR", message: reason ?? "job failed" };
 }
 
-export function formatFailure(error: WireError): string {
+export function formatFailure(error: Pick<WireError, "message"> & { code: string }): string {
   return `${error.code}: ${error.message}`;
 }
 
