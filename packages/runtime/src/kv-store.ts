@@ -50,13 +50,7 @@ export class KvStore {
     for (let t = 0; t < layers * 2; t++) {
       const dst = new Float32Array(seqs.length * heads * P * d);
       seqs.forEach((seq, i) => {
-        const len = lens[i] ?? 0;
-        const from = len > 0 ? this.source(seq, t) : undefined;
-        if (!from) return;
-        for (let h = 0; h < heads; h++) {
-          const src = from.offset(h, len);
-          dst.set(from.data.subarray(src, src + len * d), ((i * heads + h) * P + (P - len)) * d);
-        }
+        this.copyRow(seq, t, lens[i] ?? 0, dst, (h, len) => ((i * heads + h) * P + (P - len)) * d);
       });
       tensors.push(dst);
     }
@@ -140,16 +134,28 @@ export class KvStore {
     const { layers, heads, headDim: d } = this.shape;
     const tensors: Float32Array[] = [];
     for (let t = 0; t < layers * 2; t++) {
-      const from = this.source(seq, t);
       const dst = new Float32Array(heads * len * d);
-      if (from)
-        for (let h = 0; h < heads; h++) {
-          const src = from.offset(h, len);
-          dst.set(from.data.subarray(src, src + len * d), h * len * d);
-        }
+      this.copyRow(seq, t, len, dst, (h) => h * len * d);
       tensors.push(dst);
     }
     this.own.set(seq, { len, tensors });
+  }
+
+  /** Copies a sequence's last `len` positions of tensor `t`, head by head, to `at(h, len)`. */
+  private copyRow(
+    seq: number,
+    t: number,
+    len: number,
+    dst: Float32Array,
+    at: (h: number, len: number) => number,
+  ): void {
+    const from = len > 0 ? this.source(seq, t) : undefined;
+    if (!from) return;
+    const { heads, headDim: d } = this.shape;
+    for (let h = 0; h < heads; h++) {
+      const src = from.offset(h, len);
+      dst.set(from.data.subarray(src, src + len * d), at(h, len));
+    }
   }
 }
 

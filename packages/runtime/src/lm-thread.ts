@@ -15,6 +15,13 @@ const { path, options, shape } = workerData as {
 };
 
 const kv = new KvStore(shape);
+/** The KV tensors in KvStore's order (per layer, key then value), by their Optimum names. */
+const KV_SLOTS = Array.from({ length: shape.layers }, (_, layer) =>
+  (["key", "value"] as const).map((kind) => ({
+    input: `past_key_values.${layer}.${kind}`,
+    output: `present.${layer}.${kind}`,
+  })),
+).flat();
 const post = (reply: LmReply, transfer: ArrayBuffer[] = []) => port.postMessage(reply, transfer);
 
 InProcessSession.load(path, options).then(
@@ -46,7 +53,7 @@ InProcessSession.load(path, options).then(
  * own positions, so each row computes what it would alone.
  */
 async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32Array> {
-  const { layers, vocab } = shape;
+  const { vocab } = shape;
   const b = rows.length;
   const seqs = rows.map((r) => r.seq);
   const past = kv.past(seqs);
@@ -71,18 +78,12 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
     attention_mask: { data: mask, dims: [b, P + S] },
     position_ids: { data: positions, dims: [b, S] },
   };
-  const { heads, headDim: d } = shape;
-  for (let layer = 0; layer < layers; layer++) {
-    for (const [k, kind] of (["key", "value"] as const).entries()) {
-      const data = past.tensors[layer * 2 + k] ?? new Float32Array();
-      feeds[`past_key_values.${layer}.${kind}`] = { data, dims: [b, heads, P, d] };
-    }
-  }
+  KV_SLOTS.forEach(({ input }, t) => {
+    const data = past.tensors[t] ?? new Float32Array();
+    feeds[input] = { data, dims: [b, shape.heads, P, shape.headDim] };
+  });
   const out = await session.run(feeds);
-  const present: Float32Array[] = [];
-  for (let layer = 0; layer < layers; layer++)
-    for (const kind of ["key", "value"])
-      present.push(out[`present.${layer}.${kind}`]?.data as Float32Array);
+  const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
   kv.absorb(
     seqs,
     past,
