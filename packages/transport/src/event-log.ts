@@ -96,8 +96,13 @@ export class EventWriter {
   /** Every event a job's log holds so far, oldest first. */
   async history(jobId: string): Promise<JobEventBody[]> {
     const entries = await this.redis.xrange(this.keys.events(jobId), "-", "+");
-    return entries.map(([, fields]) => JSON.parse(fields[1] ?? "{}") as JobEventBody);
+    return entries.map((entry) => parseEntry(entry).body);
   }
+}
+
+/** An entry of a job's stream, as XRANGE returns it: [id, ["e", json]]. */
+export function parseEntry([id, fields]: [string, string[]]): JobEvent {
+  return { id, body: JSON.parse(fields[1] ?? "{}") as JobEventBody };
 }
 
 /** Parses what the append script published: "<id> <json>". */

@@ -1,7 +1,7 @@
-import type { JobEvent, JobEventBody } from "@ferry/protocol";
+import type { JobEvent } from "@ferry/protocol";
 import type { Redis } from "ioredis";
 import type { ChannelMux } from "./channel-mux.js";
-import { parsePublished, streamIdAfter } from "./event-log.js";
+import { parseEntry, parsePublished, streamIdAfter } from "./event-log.js";
 import type { Keys } from "./keys.js";
 
 /**
@@ -21,11 +21,11 @@ export class EventReader {
   async open(jobId: string): Promise<EventFollow> {
     const key = this.keys.events(jobId);
     const live: JobEvent[] = [];
-    const state: { wake: (() => void) | undefined } = { wake: undefined };
+    let wake: (() => void) | undefined;
     const listening = await this.mux.listen(key, (message) => {
       const event = parsePublished(message);
       if (event) live.push(event);
-      state.wake?.();
+      wake?.();
     });
     let open = true;
     const unlisten = () => {
@@ -36,24 +36,24 @@ export class EventReader {
     return {
       close: unlisten,
       async *events(after, signal) {
-        const onAbort = () => state.wake?.();
+        const onAbort = () => wake?.();
         signal?.addEventListener("abort", onAbort);
         try {
           let last = after ?? "0-0";
           const replay = await redis.xrange(key, after ? `(${after}` : "-", "+");
-          for (const [id, fields] of replay) {
-            const body = JSON.parse(fields[1] ?? "{}") as JobEventBody;
-            last = id;
-            yield { id, body };
-            if (body.type === "done") return;
+          for (const entry of replay) {
+            const event = parseEntry(entry);
+            last = event.id;
+            yield event;
+            if (event.body.type === "done") return;
           }
           while (!signal?.aborted) {
             const event = live.shift();
             if (!event) {
               await new Promise<void>((resolve) => {
-                state.wake = resolve;
+                wake = resolve;
               });
-              state.wake = undefined;
+              wake = undefined;
               continue;
             }
             if (!streamIdAfter(event.id, last)) continue;

@@ -25,13 +25,9 @@ export class GenerationConsumer {
   /** Generations by the lock token they run under (a job can come back to the same worker). */
   private readonly attempts = new Map<string, AbortController>();
 
-  /**
-   * @param commands the connection for plain commands (BullMQ's)
-   * @param running running jobs by id, where cancel broadcasts find them
-   */
+  /** @param running running jobs by id, where cancel broadcasts find them */
   constructor(
     redisUrl: string,
-    private readonly commands: Redis,
     private readonly keys: Keys,
     ttlS: number,
     private readonly running: Map<string, AbortController>,
@@ -61,7 +57,7 @@ export class GenerationConsumer {
       return this.fail(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
     }
     const [cancelled, logged] = await Promise.all([
-      this.commands.exists(this.keys.cancelled(id)),
+      this.redis.exists(this.keys.cancelled(id)),
       this.events.history(id),
     ]);
     if (cancelled === 1) {

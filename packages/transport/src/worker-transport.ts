@@ -98,7 +98,6 @@ export class WorkerTransport {
     this.jobTtlS = options.jobTtlS ?? 86_400;
     this.generation = new GenerationConsumer(
       options.redisUrl,
-      this.redis,
       this.keys,
       this.jobTtlS,
       this.running,
