@@ -1,13 +1,20 @@
 import type { LmShape } from "./lm-messages.js";
 
 /**
- * Left-padded past for a batch: per layer, key then value, each [b, heads, P, headDim]; row i
- * holds its `lens[i]` positions at the right end (columns P - len .. P - 1).
+ * How a step's rows sit in the past tensors (per layer, key then value, each
+ * [rows, heads, P, headDim], left-padded: a row's `lens[i]` positions are its last columns).
+ * A row is a requested sequence or a hole: a seat freed by a sequence that left, kept so
+ * that the batch need not be copied until another sequence takes it.
  */
-export interface Past {
+export interface Layout {
   P: number;
+  /** Per row: the index of its sequence in the step's request, or -1 for a hole. */
+  from: number[];
+  /** Per row: positions cached (0 for a hole). */
   lens: number[];
   tensors: Float32Array[];
+  /** True when every row adds one token to a cached sequence: the outputs become the batch. */
+  decode: boolean;
 }
 
 /** A sequence's cache on its own: per layer, key then value, each [heads, len, headDim]. */
@@ -16,18 +23,33 @@ interface Own {
   tensors: Float32Array[];
 }
 
+interface Batch {
+  /** Per row: the sequence it holds, or undefined for a hole. */
+  seqs: (number | undefined)[];
+  P: number;
+  lens: number[];
+  tensors: Float32Array[];
+  /** Decode steps in a row that ran with holes and nobody to fill them. */
+  idleSteps: number;
+}
+
+/** Steps a hole may stay empty before the batch is compacted without it. */
+const HOLE_PATIENCE = 8;
+
 /**
- * Every sequence's KV cache, kept so that steady decoding copies nothing: the last decode
- * step's `present` outputs (already left-padded, batch-major) are fed back as the next step's
- * past while the same sequences decode in the same order. Only when membership changes (a
- * sequence joins or leaves) is a new batch gathered, once, from the old batch and from the
- * caches of sequences that have just been prefilled.
+ * Every sequence's KV cache, kept so that decoding copies as little as it can: the last
+ * decode step's `present` outputs (already left-padded, batch-major) are fed back as the next
+ * step's past. A sequence that leaves leaves a hole in its row; one that joins (its prompt
+ * prefilled in a pass of its own) is copied into a hole, one row, instead of the whole batch
+ * being gathered anew. The batch is gathered (compacted) only when it must grow, when a
+ * joiner is longer than its width, when holes stay empty, or when the left padding that the
+ * longest departed sequences leave behind grows past a quarter of the width.
  */
 export class KvStore {
-  private batch: (Past & { seqs: number[] }) | undefined;
-  /** Batch rows that no longer count: released, or cut out into a cache of their own. */
-  private readonly gone = new Set<number>();
+  private batch: Batch | undefined;
   private readonly own = new Map<number, Own>();
+  /** Whole-batch copies and single-row fills so far: what the layout policy costs. */
+  readonly copies = { gathers: 0, fills: 0 };
 
   constructor(private readonly shape: LmShape) {}
 
@@ -39,14 +61,112 @@ export class KvStore {
     return at >= 0 ? (this.batch?.lens[at] ?? 0) : 0;
   }
 
-  /** The past for a step over `seqs`, in that order: the previous batch itself when it can be. */
-  past(seqs: number[]): Past {
-    const batch = this.batch;
-    if (batch && this.gone.size === 0 && sameOrder(batch.seqs, seqs)) return batch;
+  /** Rows of the current batch (holes included); 0 when there is none. For tests and metrics. */
+  get width(): { rows: number; P: number } {
+    return { rows: this.batch?.seqs.length ?? 0, P: this.batch?.P ?? 0 };
+  }
+
+  /** Where each of `seqs` (adding `added[i]` tokens) sits in this step's past. */
+  layout(seqs: number[], added: number[]): Layout {
     const lens = seqs.map((s) => this.length(s));
+    const decode = added.every((n) => n === 1) && lens.every((l) => l > 0);
+    if (decode) {
+      const seated = this.seat(seqs, lens);
+      if (seated) return seated;
+    }
+    const dense = this.gather(seqs, lens);
+    return { ...dense, from: seqs.map((_, i) => i), decode };
+  }
+
+  /**
+   * Takes a step's `present` outputs ([rows, heads, P + S, d]; row i's new tokens are its
+   * last `added` columns). A decode step's outputs become the batch as they are; after a
+   * prefill each sequence's cache is cut out on its own, leaving the decoding batch untouched.
+   */
+  absorb(seqs: number[], layout: Layout, S: number, added: number[], present: Float32Array[]) {
+    if (layout.decode) {
+      for (const seq of seqs) this.own.delete(seq);
+      this.batch = {
+        seqs: layout.from.map((k) => (k < 0 ? undefined : seqs[k])),
+        P: layout.P + 1,
+        lens: layout.lens.map((l, i) => ((layout.from[i] ?? -1) < 0 ? 0 : l + 1)),
+        tensors: present,
+        idleSteps: this.batch?.idleSteps ?? 0,
+      };
+      return;
+    }
+    const { heads, headDim: d } = this.shape;
+    const T = layout.P + S;
+    layout.from.forEach((k, i) => {
+      const seq = seqs[k] ?? -1;
+      const len = layout.lens[i] ?? 0;
+      const s = added[k] ?? 0;
+      const tensors = present.map((out) => {
+        const dst = new Float32Array(heads * (len + s) * d);
+        for (let h = 0; h < heads; h++) {
+          const base = (i * heads + h) * T * d;
+          dst.set(
+            out.subarray(base + (layout.P - len) * d, base + layout.P * d),
+            h * (len + s) * d,
+          );
+          dst.set(out.subarray(base + (T - s) * d, base + T * d), (h * (len + s) + len) * d);
+        }
+        return dst;
+      });
+      this.own.set(seq, { len: len + s, tensors });
+      this.vacate(seq);
+    });
+  }
+
+  /** Forgets a sequence. Its batch row becomes a hole; nothing is copied now. */
+  release(seq: number): void {
+    this.own.delete(seq);
+    this.vacate(seq);
+  }
+
+  /**
+   * A decode step's layout on the current batch, when the batch can take it: sequences keep
+   * their rows, joiners fill holes. Undefined when the batch must be gathered anew.
+   */
+  private seat(seqs: number[], lens: number[]): Layout | undefined {
+    const batch = this.batch;
+    if (!batch) return undefined;
+    const index = new Map(seqs.map((s, k) => [s, k]));
+    // a live sequence that sits this step out keeps its cache on its own
+    batch.seqs.forEach((s, i) => {
+      if (s !== undefined && !index.has(s)) {
+        this.detach(s, i);
+        batch.seqs[i] = undefined;
+        batch.lens[i] = 0;
+      }
+    });
+    const joiners = seqs.filter((s) => this.batchRow(s) < 0);
+    const holes = batch.seqs.flatMap((s, i) => (s === undefined ? [i] : []));
+    if (joiners.length > holes.length) return undefined;
+    if (joiners.some((s) => this.length(s) > batch.P)) return undefined;
+    batch.idleSteps = joiners.length === 0 && holes.length > 0 ? batch.idleSteps + 1 : 0;
+    if (batch.idleSteps > HOLE_PATIENCE) return undefined;
+    const longest = Math.max(...lens);
+    if (batch.P - longest > Math.max(8, batch.P / 4)) return undefined;
+    for (const [j, seq] of joiners.entries()) this.fill(batch, holes[j] ?? -1, seq);
+    return {
+      P: batch.P,
+      from: batch.seqs.map((s) => (s === undefined ? -1 : (index.get(s) ?? -1))),
+      lens: [...batch.lens],
+      tensors: batch.tensors,
+      decode: true,
+    };
+  }
+
+  /** A dense past for `seqs` in that order, copied from wherever each one's cache is. */
+  private gather(
+    seqs: number[],
+    lens: number[],
+  ): { P: number; lens: number[]; tensors: Float32Array[] } {
     const P = Math.max(0, ...lens);
     const { layers, heads, headDim: d } = this.shape;
     const tensors: Float32Array[] = [];
+    if (P > 0) this.copies.gathers++;
     for (let t = 0; t < layers * 2; t++) {
       const dst = new Float32Array(seqs.length * heads * P * d);
       seqs.forEach((seq, i) => {
@@ -54,62 +174,46 @@ export class KvStore {
       });
       tensors.push(dst);
     }
+    if (this.batch) this.batch.idleSteps = 0;
     return { P, lens, tensors };
   }
 
-  /**
-   * Takes a step's `present` outputs ([b, heads, P + S, d]; row i's new tokens are its last
-   * `added[i]` columns). A decode step's outputs become the batch as they are; after a prefill
-   * each sequence's cache is cut out on its own, leaving the decoding batch untouched.
-   */
-  absorb(seqs: number[], past: Past, S: number, added: number[], present: Float32Array[]): void {
-    if (S === 1 && past.lens.every((len) => len > 0)) {
-      // rows of the old batch that did not take part keep their caches on their own
-      for (const seq of this.batch?.seqs ?? [])
-        if (!this.gone.has(seq) && !seqs.includes(seq)) this.detach(seq);
-      for (const seq of seqs) this.own.delete(seq);
-      this.gone.clear();
-      this.batch = {
-        seqs: [...seqs],
-        P: past.P + 1,
-        lens: past.lens.map((l) => l + 1),
-        tensors: present,
-      };
-      return;
-    }
+  /** Copies a sequence's own cache into hole `row`, zeroing the row's padding. */
+  private fill(batch: Batch, row: number, seq: number): void {
+    const own = this.own.get(seq);
+    if (!own || row < 0) return;
     const { heads, headDim: d } = this.shape;
-    const T = past.P + S;
-    seqs.forEach((seq, i) => {
-      const len = past.lens[i] ?? 0;
-      const s = added[i] ?? 0;
-      const tensors = present.map((out) => {
-        const dst = new Float32Array(heads * (len + s) * d);
-        for (let h = 0; h < heads; h++) {
-          const base = (i * heads + h) * T * d;
-          dst.set(out.subarray(base + (past.P - len) * d, base + past.P * d), h * (len + s) * d);
-          dst.set(out.subarray(base + (T - s) * d, base + T * d), (h * (len + s) + len) * d);
-        }
-        return dst;
-      });
-      this.own.set(seq, { len: len + s, tensors });
-      if (this.batchRow(seq) >= 0) this.gone.add(seq);
+    const { P } = batch;
+    const len = own.len;
+    batch.tensors.forEach((dst, t) => {
+      // a hole's stale columns are whatever its last occupant or a dummy token left there;
+      // masked, but a NaN there would still poison the row's attention, so they are cleared
+      dst.fill(0, row * heads * P * d, (row * heads + heads) * P * d);
+      const src = own.tensors[t];
+      if (!src) return;
+      for (let h = 0; h < heads; h++)
+        dst.set(
+          src.subarray(h * len * d, (h + 1) * len * d),
+          ((row * heads + h) * P + P - len) * d,
+        );
     });
+    batch.seqs[row] = seq;
+    batch.lens[row] = len;
+    this.own.delete(seq);
+    this.copies.fills++;
   }
 
-  /** Forgets a sequence. A batch row is not copied away now: the next step gathers without it. */
-  release(seq: number): void {
-    this.own.delete(seq);
-    if (this.batchRow(seq) < 0) return;
-    this.gone.add(seq);
-    if (this.batch?.seqs.every((s) => this.gone.has(s))) {
-      this.batch = undefined;
-      this.gone.clear();
-    }
+  private vacate(seq: number): void {
+    const batch = this.batch;
+    const at = this.batchRow(seq);
+    if (!batch || at < 0) return;
+    batch.seqs[at] = undefined;
+    batch.lens[at] = 0;
+    if (batch.seqs.every((s) => s === undefined)) this.batch = undefined;
   }
 
   private batchRow(seq: number): number {
-    if (!this.batch || this.gone.has(seq)) return -1;
-    return this.batch.seqs.indexOf(seq);
+    return this.batch ? this.batch.seqs.indexOf(seq) : -1;
   }
 
   /** Where a sequence's tensor `t` lives, with the offset of head h's last `len` positions. */
@@ -128,9 +232,9 @@ export class KvStore {
     return { data, offset: (h: number, len: number) => ((at * heads + h) * P + (P - len)) * d };
   }
 
-  /** Copies a batch row out into a cache of its own. */
-  private detach(seq: number): void {
-    const len = this.length(seq);
+  /** Copies batch row `row` (sequence `seq`) out into a cache of its own. */
+  private detach(seq: number, row: number): void {
+    const len = this.batch?.lens[row] ?? 0;
     const { layers, heads, headDim: d } = this.shape;
     const tensors: Float32Array[] = [];
     for (let t = 0; t < layers * 2; t++) {
@@ -157,8 +261,4 @@ export class KvStore {
       dst.set(from.data.subarray(src, src + len * d), at(h, len));
     }
   }
-}
-
-function sameOrder(a: number[], b: number[]): boolean {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
 }

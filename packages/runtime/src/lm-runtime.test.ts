@@ -70,22 +70,39 @@ describe("LmRuntime's KV caches", () => {
         { seq: 3, tokens: [t] },
       ]);
     }
+    // a short one leaves: its row runs empty, then a newcomer is seated in it
+    batched.release([2]);
+    alone.release([2]);
+    for (const t of [104, 105]) {
+      await expectSame([
+        { seq: 1, tokens: [t] },
+        { seq: 3, tokens: [t] },
+      ]);
+    }
+    await expectSame([{ seq: 5, tokens: bytes("A man") }]);
+    for (const t of [97, 110]) {
+      await expectSame([
+        { seq: 3, tokens: [t] },
+        { seq: 5, tokens: [t] },
+        { seq: 1, tokens: [t] },
+      ]);
+    }
     // the longest leaves; the rest go on without it
     batched.release([1]);
     alone.release([1]);
     for (const t of [97, 110]) {
       await expectSame([
-        { seq: 2, tokens: [t] },
+        { seq: 5, tokens: [t] },
         { seq: 3, tokens: [t] },
       ]);
     }
     // a prompt and a decode in one pass (mixed prefill), then decoding again
     await expectSame([
       { seq: 4, tokens: bytes("You will") },
-      { seq: 2, tokens: [33] },
+      { seq: 5, tokens: [33] },
     ]);
     await expectSame([
-      { seq: 2, tokens: [10] },
+      { seq: 5, tokens: [10] },
       { seq: 3, tokens: [10] },
       { seq: 4, tokens: [10] },
     ]);

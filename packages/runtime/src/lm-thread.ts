@@ -47,28 +47,31 @@ InProcessSession.load(path, options).then(
 );
 
 /**
- * One batched forward pass; returns the last position's logits of every row, [b, vocab].
- * Rows are left-padded twice: the past to the longest cache (P) and the new tokens to the
- * longest chunk (S); the attention mask hides every pad, and position ids carry each row's
- * own positions, so each row computes what it would alone.
+ * One batched forward pass; returns the last position's logits of every requested row, in
+ * request order, [rows, vocab]. Rows are left-padded twice: the past to the widest cache (P)
+ * and the new tokens to the longest chunk (S); the attention mask hides every pad, and
+ * position ids carry each row's own positions, so each row computes what it would alone.
+ * Holes in the batch (seats of sequences that left) run a dummy token that attends to itself.
  */
 async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32Array> {
   const { vocab } = shape;
-  const b = rows.length;
   const seqs = rows.map((r) => r.seq);
-  const past = kv.past(seqs);
-  const { P, lens } = past;
-  const S = Math.max(1, ...rows.map((r) => r.tokens.length));
+  const added = rows.map((r) => r.tokens.length);
+  const layout = kv.layout(seqs, added);
+  const { P, lens, from } = layout;
+  const b = from.length;
+  const S = Math.max(1, ...added);
   const ids = new BigInt64Array(b * S);
   const positions = new BigInt64Array(b * S);
   const mask = new BigInt64Array(b * (P + S));
-  rows.forEach((row, i) => {
+  from.forEach((k, i) => {
+    const tokens = rows[k]?.tokens ?? [0];
     const len = lens[i] ?? 0;
-    const s = row.tokens.length;
+    const s = tokens.length;
     mask.fill(1n, i * (P + S) + (P - len), i * (P + S) + P);
     for (let j = 0; j < s; j++) {
       const slot = S - s + j;
-      ids[i * S + slot] = BigInt(row.tokens[j] ?? 0);
+      ids[i * S + slot] = BigInt(tokens[j] ?? 0);
       positions[i * S + slot] = BigInt(len + j);
       mask[i * (P + S) + P + slot] = 1n;
     }
@@ -79,22 +82,16 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
     position_ids: { data: positions, dims: [b, S] },
   };
   KV_SLOTS.forEach(({ input }, t) => {
-    const data = past.tensors[t] ?? new Float32Array();
+    const data = layout.tensors[t] ?? new Float32Array();
     feeds[input] = { data, dims: [b, shape.heads, P, shape.headDim] };
   });
   const out = await session.run(feeds);
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
-  kv.absorb(
-    seqs,
-    past,
-    S,
-    rows.map((r) => r.tokens.length),
-    present,
-  );
+  kv.absorb(seqs, layout, S, added, present);
   const logits = out.logits?.data as Float32Array;
-  if (S === 1) return logits;
-  const last = new Float32Array(b * vocab);
-  for (let i = 0; i < b; i++)
-    last.set(logits.subarray((i * S + S - 1) * vocab, (i * S + S) * vocab), i * vocab);
+  const last = new Float32Array(rows.length * vocab);
+  from.forEach((k, i) => {
+    if (k >= 0) last.set(logits.subarray((i * S + S - 1) * vocab, (i * S + S) * vocab), k * vocab);
+  });
   return last;
 }
