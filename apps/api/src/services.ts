@@ -1,5 +1,6 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
+import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
 import type { BatchService } from "./batch-service.js";
 import type { CompletionService } from "./completion-service.js";
@@ -26,5 +27,7 @@ export interface Services {
 }
 
 export type AppEnv = {
+  /** The Node request and response, for the routes that write their answer themselves (SSE). */
+  Bindings: HttpBindings;
   Variables: { services: Services; requestId: string };
 };

@@ -1,10 +1,10 @@
 import type { CompletionResult } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { streamSSE } from "hono/streaming";
 import { callOptions } from "../call-options.js";
 import { errorOf } from "../completion-service.js";
 import { completionRequestSchema, completionResponseSchema, modelListSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
+import { sse } from "../sse.js";
 import { json, openAiErrors } from "./responses.js";
 
 const modelsRoute = createRoute({
@@ -60,13 +60,13 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
       close,
     } = await completions.follow(body, requestId, priority, reading.signal);
     const includeUsage = body.stream_options?.include_usage === true;
-    return streamSSE(c, async (stream) => {
+    return sse(c, async (stream) => {
       // A client that goes away frees its batch slot: the job is cancelled on every worker.
       stream.onAbort(() => {
         reading.abort();
         void client.jobs.cancel(job.id).catch(() => undefined);
       });
-      const send = (payload: unknown) => stream.writeSSE({ data: JSON.stringify(payload) });
+      const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
       try {
         for await (const event of events) {
           const e = event.body;
@@ -92,7 +92,7 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
       } finally {
         close();
       }
-      if (!reading.signal.aborted) await stream.writeSSE({ data: "[DONE]" });
+      if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
     });
   });
 }

@@ -1,7 +1,7 @@
 import { FerryError, type JobEventBody } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import { streamSSE } from "hono/streaming";
 import type { AppEnv } from "../services.js";
+import { sse } from "../sse.js";
 import { openAiErrors } from "./responses.js";
 
 /** Seconds between SSE comments that keep idle proxies from closing the stream. */
@@ -30,7 +30,7 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
     if (!(await client.jobs.get(id)))
       throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
     const after = c.req.header("Last-Event-ID") || undefined;
-    return streamSSE(c, async (stream) => {
+    return sse(c, async (stream) => {
       const reading = new AbortController();
       stream.onAbort(() => reading.abort());
       // This replica is draining: end the stream so that the client reconnects (through the
@@ -39,19 +39,16 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
       const onDrain = () => reading.abort();
       if (drainSignal.aborted) onDrain();
       drainSignal.addEventListener("abort", onDrain);
-      const heartbeat = setInterval(
-        () => void stream.write(": keep-alive\n\n").catch(() => undefined),
-        HEARTBEAT_MS,
-      );
+      const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
       try {
         for await (const event of client.jobs.events(id, after, reading.signal)) {
-          await stream.writeSSE({
+          await stream.send({
             id: event.id,
             event: event.body.type,
             data: JSON.stringify(shown(event.body)),
           });
         }
-        if (drainSignal.aborted) await stream.write("retry: 250\n\n");
+        if (drainSignal.aborted) await stream.raw("retry: 250\n\n");
       } finally {
         clearInterval(heartbeat);
         drainSignal.removeEventListener("abort", onDrain);
