@@ -1,4 +1,4 @@
-import type { LmShape } from "./lm-messages.js";
+import type { LmShape, SeqCache } from "./lm-messages.js";
 
 /**
  * How a step's rows sit in the past tensors (per layer, key then value, each
@@ -18,10 +18,7 @@ export interface Layout {
 }
 
 /** A sequence's cache on its own: per layer, key then value, each [heads, len, headDim]. */
-interface Own {
-  len: number;
-  tensors: Float32Array[];
-}
+type Own = Omit<SeqCache, "seq">;
 
 interface Batch {
   /** Per row: the sequence it holds, or undefined for a hole. */
@@ -116,6 +113,22 @@ export class KvStore {
       this.own.set(seq, { len: len + s, tensors });
       this.vacate(seq);
     });
+  }
+
+  /** Hands a sequence's cache over (to another thread) and forgets it here. */
+  export(seq: number): SeqCache {
+    const len = this.length(seq);
+    const row = this.batchRow(seq);
+    if (!this.own.has(seq) && row >= 0) this.detach(seq, row);
+    const own = this.own.get(seq) ?? { len, tensors: [] };
+    this.release(seq);
+    return { seq, len: own.len, tensors: own.tensors };
+  }
+
+  /** Takes over a cache built elsewhere; the sequence joins the batch at its next decode. */
+  adopt({ seq, len, tensors }: SeqCache): void {
+    this.vacate(seq);
+    this.own.set(seq, { len, tensors });
   }
 
   /** Forgets a sequence. Its batch row becomes a hole; nothing is copied now. */

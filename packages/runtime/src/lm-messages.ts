@@ -13,8 +13,20 @@ export interface LmShape {
   vocab: number;
 }
 
+/** A sequence's KV cache on its own, handed between threads: per layer, key then value. */
+export interface SeqCache {
+  seq: number;
+  /** Positions cached; each tensor is [heads, len, headDim]. */
+  len: number;
+  tensors: Float32Array[];
+}
+
 export type LmRequest =
   | { type: "step"; id: number; rows: StepRow[] }
+  /** A step over fresh prompts whose caches leave with the logits (for the decode thread). */
+  | { type: "prefill"; id: number; rows: StepRow[] }
+  /** Caches prefilled elsewhere; the sequences decode here from now on. */
+  | { type: "adopt"; caches: SeqCache[] }
   | { type: "release"; seqs: number[] }
   | { type: "close" };
 
@@ -23,4 +35,5 @@ export type LmReply =
   | { type: "load-error"; message: string }
   /** Last-position logits of every row, row-major [rows, vocab], in one transferable buffer. */
   | { type: "logits"; id: number; logits: Float32Array }
+  | { type: "prefilled"; id: number; logits: Float32Array; caches: SeqCache[] }
   | { type: "error"; id: number; message: string };

@@ -38,7 +38,11 @@ async function reference(rows: Array<{ seq: number; tokens: number[] }>) {
 
 async function expectSame(rows: Array<{ seq: number; tokens: number[] }>) {
   const [got, want] = await Promise.all([batched.step(rows), reference(rows)]);
-  expect(got).toHaveLength(rows.length);
+  expectClose(got, want);
+}
+
+function expectClose(got: Float32Array[], want: Float32Array[]) {
+  expect(got).toHaveLength(want.length);
   got.forEach((logits, i) => {
     const w = want[i] ?? new Float32Array();
     let worst = 0;
@@ -106,5 +110,33 @@ describe("LmRuntime's KV caches", () => {
       { seq: 3, tokens: [10] },
       { seq: 4, tokens: [10] },
     ]);
+  });
+
+  it("prompts prefilled on a thread of their own decode on the decode thread as if run there", async () => {
+    const split = await LmRuntime.load(MODEL, shape, options, { prefillThread: true });
+    try {
+      const a = { seq: 101, tokens: bytes("Once upon a time") };
+      const b = { seq: 102, tokens: bytes("Love is") };
+      expectClose(await split.prefill([a]), await reference([a]));
+      // b's prompt runs while a decode step of a is in flight
+      const [stepped, joined] = await Promise.all([
+        split.step([{ seq: 101, tokens: [32] }]),
+        split.prefill([b]),
+      ]);
+      expectClose(stepped, await reference([{ seq: 101, tokens: [32] }]));
+      expectClose(joined, await reference([b]));
+      for (const t of [116, 104, 101]) {
+        const rows = [
+          { seq: 102, tokens: [t] },
+          { seq: 101, tokens: [t] },
+        ];
+        expectClose(await split.step(rows), await reference(rows));
+      }
+      split.release([101]);
+      const rows = [{ seq: 102, tokens: [33] }];
+      expectClose(await split.step(rows), await reference(rows));
+    } finally {
+      await split.close();
+    }
   });
 });

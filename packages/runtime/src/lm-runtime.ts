@@ -1,39 +1,32 @@
 import type { Worker } from "node:worker_threads";
-import type { LmReply, LmRequest, LmShape, StepRow } from "./lm-messages.js";
+import type { LmReply, LmRequest, LmShape, SeqCache, StepRow } from "./lm-messages.js";
 import { spawnThread } from "./spawn-thread.js";
 import type { SessionOptions } from "./tensor.js";
 
-/**
- * A decoder LM with a KV cache in Hugging Face Optimum's naming, loaded on a worker thread
- * that also keeps every sequence's cache. `step` appends tokens to sequences and returns the
- * logits of each one's last position.
- *
- * @example
- * const lm = await LmRuntime.load("models/tiny-lm/1/model.onnx", { layers: 4, heads: 4, headDim: 32, vocab: 257 }, opts);
- * const [logits] = await lm.step([{ seq: 1, tokens: [72, 105] }]);
- */
-export class LmRuntime {
+export interface LmRuntimeOptions {
+  /**
+   * Run prompts on a thread (and session) of their own, so that a joining sequence's prefill
+   * does not wait for the decode step in flight, nor the decode step for it; each prefilled
+   * cache is then handed to the decode thread. @defaultValue false
+   */
+  prefillThread?: boolean;
+}
+
+/** One LM thread and the requests it has not answered yet. */
+class LmThread {
   private nextId = 0;
   private readonly pending = new Map<
     number,
-    { resolve: (l: Float32Array[]) => void; reject: (e: Error) => void }
+    { resolve: (reply: LmReply) => void; reject: (e: Error) => void }
   >();
 
-  private constructor(
-    private readonly thread: Worker,
-    private readonly vocab: number,
-  ) {
+  private constructor(readonly thread: Worker) {
     thread.on("message", (msg: LmReply) => {
-      if (msg.type !== "logits" && msg.type !== "error") return;
+      if (msg.type !== "logits" && msg.type !== "prefilled" && msg.type !== "error") return;
       const p = this.pending.get(msg.id);
       this.pending.delete(msg.id);
-      if (msg.type === "logits") {
-        const vocab = this.vocab;
-        const rows = msg.logits.length / vocab;
-        p?.resolve(
-          Array.from({ length: rows }, (_, i) => msg.logits.subarray(i * vocab, (i + 1) * vocab)),
-        );
-      } else p?.reject(new Error(msg.message));
+      if (msg.type === "error") p?.reject(new Error(msg.message));
+      else p?.resolve(msg);
     });
     thread.on("exit", (code) => {
       for (const p of this.pending.values())
@@ -42,7 +35,7 @@ export class LmRuntime {
     });
   }
 
-  static async load(path: string, shape: LmShape, options: SessionOptions): Promise<LmRuntime> {
+  static async start(path: string, shape: LmShape, options: SessionOptions): Promise<LmThread> {
     const thread = spawnThread("lm-thread", { path, options, shape });
     await new Promise<void>((resolve, reject) => {
       thread.once("message", (msg: LmReply) => {
@@ -58,27 +51,97 @@ export class LmRuntime {
       });
       thread.once("error", reject);
     });
-    return new LmRuntime(thread, shape.vocab);
+    return new LmThread(thread);
   }
 
-  step(rows: StepRow[]): Promise<Float32Array[]> {
+  request(type: "step" | "prefill", rows: StepRow[]): Promise<LmReply> {
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.thread.postMessage({ type: "step", id, rows } satisfies LmRequest);
+      this.thread.postMessage({ type, id, rows } satisfies LmRequest);
     });
   }
 
-  /** Frees the caches of sequences that finished or left. */
-  release(seqs: number[]): void {
-    if (seqs.length > 0) this.thread.postMessage({ type: "release", seqs } satisfies LmRequest);
+  send(msg: LmRequest, transfer: ArrayBuffer[] = []): void {
+    this.thread.postMessage(msg, transfer);
   }
 
   async close(): Promise<void> {
     await new Promise<void>((resolve) => {
       this.thread.once("exit", () => resolve());
-      this.thread.postMessage({ type: "close" } satisfies LmRequest);
+      this.send({ type: "close" });
       setTimeout(() => void this.thread.terminate(), 5_000).unref();
     });
+  }
+}
+
+/**
+ * A decoder LM with a KV cache in Hugging Face Optimum's naming, loaded on a worker thread
+ * that also keeps every sequence's cache. `step` appends tokens to sequences and returns the
+ * logits of each one's last position; `prefill` does the same for fresh prompts, on a thread
+ * of its own when asked to.
+ *
+ * @example
+ * const lm = await LmRuntime.load("models/tiny-lm/1/model.onnx", { layers: 4, heads: 4, headDim: 32, vocab: 257 }, opts);
+ * const [logits] = await lm.step([{ seq: 1, tokens: [72, 105] }]);
+ */
+export class LmRuntime {
+  private constructor(
+    private readonly decoder: LmThread,
+    private readonly prefiller: LmThread | undefined,
+    private readonly vocab: number,
+  ) {}
+
+  static async load(
+    path: string,
+    shape: LmShape,
+    options: SessionOptions,
+    runtime: LmRuntimeOptions = {},
+  ): Promise<LmRuntime> {
+    const [decoder, prefiller] = await Promise.all([
+      LmThread.start(path, shape, options),
+      runtime.prefillThread ? LmThread.start(path, shape, options) : undefined,
+    ]);
+    return new LmRuntime(decoder, prefiller, shape.vocab);
+  }
+
+  async step(rows: StepRow[]): Promise<Float32Array[]> {
+    return this.split(await this.decoder.request("step", rows));
+  }
+
+  /**
+   * Runs sequences' first tokens (prompts, or prompts and resumed tokens). With a prefill
+   * thread the caches move to the decode thread before this resolves, so a `step` sent
+   * after it finds them there.
+   */
+  async prefill(rows: StepRow[]): Promise<Float32Array[]> {
+    if (!this.prefiller) return this.step(rows);
+    const reply = await this.prefiller.request("prefill", rows);
+    if (reply.type === "prefilled") this.adopt(reply.caches);
+    return this.split(reply);
+  }
+
+  /** Frees the caches of sequences that finished or left. */
+  release(seqs: number[]): void {
+    if (seqs.length === 0) return;
+    this.decoder.send({ type: "release", seqs });
+    this.prefiller?.send({ type: "release", seqs });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.decoder.close(), this.prefiller?.close()]);
+  }
+
+  private adopt(caches: SeqCache[]): void {
+    const buffers = caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
+    this.decoder.send({ type: "adopt", caches }, buffers);
+  }
+
+  private split(reply: LmReply): Float32Array[] {
+    if (reply.type !== "logits" && reply.type !== "prefilled") return [];
+    const { logits } = reply;
+    const vocab = this.vocab;
+    const rows = logits.length / vocab;
+    return Array.from({ length: rows }, (_, i) => logits.subarray(i * vocab, (i + 1) * vocab));
   }
 }

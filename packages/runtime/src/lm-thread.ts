@@ -27,24 +27,39 @@ const post = (reply: LmReply, transfer: ArrayBuffer[] = []) => port.postMessage(
 InProcessSession.load(path, options).then(
   (session) => {
     post({ type: "ready" });
+    // one request at a time, in arrival order: a step's layout and its absorb must not
+    // interleave with another step, nor with the release or adoption of a sequence in it
+    let queue = Promise.resolve();
     port.on("message", (msg: LmRequest) => {
-      if (msg.type === "close") void session.release().finally(() => port.close());
-      else if (msg.type === "release") for (const seq of msg.seqs) kv.release(seq);
-      else
-        step(session, msg.rows).then(
-          (logits) => post({ type: "logits", id: msg.id, logits }, [logits.buffer as ArrayBuffer]),
-          (err: unknown) =>
-            post({
-              type: "error",
-              id: msg.id,
-              message: err instanceof Error ? err.message : String(err),
-            }),
-        );
+      queue = queue.then(() => handle(session, msg)).catch(() => undefined);
     });
   },
   (err: unknown) =>
     post({ type: "load-error", message: err instanceof Error ? err.message : String(err) }),
 );
+
+async function handle(session: InProcessSession, msg: LmRequest): Promise<void> {
+  if (msg.type === "close") {
+    await session.release().finally(() => port?.close());
+    return;
+  }
+  if (msg.type === "release") for (const seq of msg.seqs) kv.release(seq);
+  if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
+  if (msg.type !== "step" && msg.type !== "prefill") return;
+  try {
+    const logits = await step(session, msg.rows);
+    if (msg.type === "step")
+      return post({ type: "logits", id: msg.id, logits }, [logits.buffer as ArrayBuffer]);
+    const caches = msg.rows.map((row) => kv.export(row.seq));
+    const buffers = caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
+    post({ type: "prefilled", id: msg.id, logits, caches }, [
+      logits.buffer as ArrayBuffer,
+      ...buffers,
+    ]);
+  } catch (err) {
+    post({ type: "error", id: msg.id, message: err instanceof Error ? err.message : String(err) });
+  }
+}
 
 /**
  * One batched forward pass; returns the last position's logits of every requested row, in

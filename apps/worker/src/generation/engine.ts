@@ -19,6 +19,11 @@ export interface EngineOptions {
   contextLength: number;
   /** Prefill joining sequences in the same pass as the decode (false: a pass of its own). */
   mixedPrefill?: boolean;
+  /**
+   * The runtime prefills on a thread of its own: joiners are admitted the moment they arrive
+   * and their prompts run while the decode step in flight goes on, instead of after it.
+   */
+  prefillThread?: boolean;
 }
 
 /**
@@ -29,6 +34,10 @@ export interface EngineOptions {
 export class Engine {
   private nextSeq = 1;
   private looping = false;
+  /** Sequences whose prefill is on the prefill thread now; their caches are not released yet. */
+  private readonly prefilling = new Set<Sequence>();
+  /** Wakes a loop that has nothing to decode until a prefill returns. */
+  private wake: (() => void) | undefined;
 
   constructor(
     private readonly runtime: LmRuntime,
@@ -108,6 +117,7 @@ export class Engine {
   }
 
   private kick(): void {
+    if (this.options.prefillThread) this.admitNow();
     if (this.looping) return;
     this.looping = true;
     void this.loop().finally(() => {
@@ -118,7 +128,11 @@ export class Engine {
 
   private async loop(): Promise<void> {
     while (this.scheduler.hasWork) {
-      this.dropDead();
+      this.dropDead(this.scheduler.all());
+      if (this.options.prefillThread) {
+        if (!(await this.decodeOnce())) break;
+        continue;
+      }
       const plan = this.scheduler.schedule();
       this.metrics.running.set(this.scheduler.numRunning);
       this.metrics.waiting.set(this.scheduler.numWaiting);
@@ -133,15 +147,83 @@ export class Engine {
       try {
         await this.execute(plan.prefill, plan.decode);
       } catch (err) {
-        const error = new FerryError(
-          "MODEL_ERROR",
-          err instanceof Error ? err.message : String(err),
-        );
-        for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, error);
+        for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, modelError(err));
       }
     }
     this.metrics.running.set(0);
     this.metrics.waiting.set(this.scheduler.numWaiting);
+  }
+
+  /**
+   * With a prefill thread: admits joiners (their prefill starts at once), then runs one decode
+   * step over every sequence that has its first token, or waits for a prefill to return.
+   * False when there is nothing left to do.
+   */
+  private async decodeOnce(): Promise<boolean> {
+    this.admitNow();
+    const decode = this.scheduler.decodable();
+    this.metrics.running.set(this.scheduler.numRunning);
+    this.metrics.waiting.set(this.scheduler.numWaiting);
+    if (decode.length > 0) {
+      try {
+        const logits = await this.runtime.step(
+          decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] })),
+        );
+        this.advanceAll(decode, logits);
+      } catch (err) {
+        for (const seq of decode) this.fail(seq, modelError(err));
+      }
+      return true;
+    }
+    if (this.prefilling.size > 0) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+      return true;
+    }
+    const wait = this.scheduler.staticWaitLeft();
+    if (wait === 0) return false;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    return true;
+  }
+
+  /**
+   * Seats waiting sequences and starts their prefill on the prefill thread, without waiting
+   * for it: the first token is sampled (and sent) the moment the prompt has run, and the
+   * sequence decodes from the next step on.
+   */
+  private admitNow(): void {
+    this.dropDead(this.scheduler.queued());
+    const joining = this.scheduler.admit();
+    if (joining.length === 0) return;
+    const now = performance.now();
+    for (const seq of joining) {
+      seq.startedAt = now;
+      this.prefilling.add(seq);
+    }
+    this.runtime
+      .prefill(joining.map((s) => ({ seq: s.id, tokens: prefillIds(s) })))
+      .then(
+        (logits) => {
+          for (const seq of joining) this.prefilling.delete(seq);
+          // a sequence cancelled meanwhile kept its cache until now; it goes with it
+          const gone = joining.filter((s) => !this.scheduler.holds(s));
+          this.runtime.release(gone.map((s) => s.id));
+          joining.forEach((seq, i) => {
+            if (this.scheduler.holds(seq)) this.advance(seq, logits[i]);
+          });
+        },
+        (err: unknown) => {
+          for (const seq of joining) this.prefilling.delete(seq);
+          for (const seq of joining) if (this.scheduler.holds(seq)) this.fail(seq, modelError(err));
+        },
+      )
+      .finally(() => {
+        const wake = this.wake;
+        this.wake = undefined;
+        wake?.();
+        this.kick();
+      });
   }
 
   private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
@@ -153,7 +235,7 @@ export class Engine {
       return;
     }
     if (prefillRows.length > 0) {
-      const logits = await this.runtime.step(prefillRows);
+      const logits = await this.runtime.prefill(prefillRows);
       this.advanceAll(prefill, logits);
     }
     if (decodeRows.length > 0) {
@@ -231,13 +313,17 @@ export class Engine {
 
   private leave(seq: Sequence): void {
     this.scheduler.remove(seq);
-    this.runtime.release([seq.id]);
+    // a prefill in flight would bring the cache back after a release; it is released on return
+    if (!this.prefilling.has(seq)) this.runtime.release([seq.id]);
   }
 
-  /** Cancelled sequences leave now; waiting ones past their deadline are never started. */
-  private dropDead(): void {
+  /**
+   * Cancelled sequences leave now; waiting ones past their deadline are never started. Only
+   * between decode steps for running ones: a step in flight still holds their rows.
+   */
+  private dropDead(seqs: Sequence[]): void {
     const now = Date.now();
-    for (const seq of this.scheduler.all()) {
+    for (const seq of seqs) {
       if (seq.signal.aborted) {
         this.metrics.cancelled.inc();
         this.fail(seq, new FerryError("CANCELLED", "generation was cancelled"));
@@ -249,4 +335,8 @@ export class Engine {
       }
     }
   }
+}
+
+function modelError(err: unknown): FerryError {
+  return new FerryError("MODEL_ERROR", err instanceof Error ? err.message : String(err));
 }

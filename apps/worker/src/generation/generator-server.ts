@@ -29,6 +29,11 @@ const generatorConfigSchema = z.object({
       max_num_seqs: z.number().int().positive().default(16),
       max_num_batched_tokens: z.number().int().positive().default(2048),
       mixed_prefill: z.boolean().default(false),
+      /**
+       * Prompts run on a second thread (and session) while the decode step goes on; ignored
+       * with mixed_prefill. Costs one more copy of the weights in memory.
+       */
+      prefill_thread: z.boolean().default(true),
       policy: z.enum(["continuous", "static"]).default("continuous"),
       static_wait_ms: z.number().nonnegative().default(50),
     })
@@ -36,6 +41,7 @@ const generatorConfigSchema = z.object({
       max_num_seqs: 16,
       max_num_batched_tokens: 2048,
       mixed_prefill: false,
+      prefill_thread: true,
       policy: "continuous",
       static_wait_ms: 50,
     }),
@@ -67,10 +73,12 @@ export class GeneratorServer {
             join(dir, generator.tokenizer.file),
             generator.tokenizer.eos_token_id,
           );
+    const prefillThread = generator.scheduler.prefill_thread && !generator.scheduler.mixed_prefill;
     const runtime = await LmRuntime.load(
       join(dir, version, "model.onnx"),
       { layers: arch.n_layer, heads: arch.n_head, headDim: arch.head_dim, vocab: arch.vocab_size },
       { executionProvider, intraOpThreads: config.intra_op_threads },
+      { prefillThread },
     );
     const scheduler = new Scheduler({
       maxNumSeqs: generator.scheduler.max_num_seqs,
@@ -86,6 +94,7 @@ export class GeneratorServer {
       {
         contextLength: arch.context_length,
         mixedPrefill: generator.scheduler.mixed_prefill,
+        prefillThread,
       },
     );
     return new GeneratorServer(config, generator, runtime, engine);

@@ -8,7 +8,13 @@ const seq = (id: number, promptLength: number, enqueuedAt = performance.now()) =
     promptIds: new Array(promptLength).fill(1),
     generated: [],
     enqueuedAt,
+    pending: undefined,
   }) as unknown as Sequence;
+
+/** What the engine does once a prefill returns: the first token is the next to feed. */
+const prefilled = (...seqs: Sequence[]) => {
+  for (const s of seqs) s.pending = 0;
+};
 
 describe("Scheduler", () => {
   it("admits waiting sequences at any step while seats last, and decodes every running one", () => {
@@ -18,8 +24,11 @@ describe("Scheduler", () => {
     expect(s.schedule()).toEqual({ prefill: [a], decode: [] });
     s.add(b);
     s.add(c);
-    expect(s.schedule()).toEqual({ prefill: [b], decode: [a] });
+    expect(s.schedule()).toEqual({ prefill: [b], decode: [] }); // a's prefill has not returned
     expect(s.numWaiting).toBe(1);
+    prefilled(a);
+    expect(s.schedule()).toEqual({ prefill: [], decode: [a] });
+    prefilled(b);
     s.remove(a); // a finished: its seat goes to c at the very next step
     expect(s.schedule()).toEqual({ prefill: [c], decode: [b] });
   });
@@ -47,6 +56,7 @@ describe("Scheduler", () => {
     expect(s.schedule().prefill).toEqual([]); // one is not a full batch, and it has not waited
     s.add(b);
     expect(s.schedule()).toEqual({ prefill: [a, b], decode: [] });
+    prefilled(a, b);
     s.add(c);
     expect(s.schedule()).toEqual({ prefill: [], decode: [a, b] }); // c waits for the batch to end
     s.remove(a);

@@ -74,9 +74,18 @@ export class Scheduler {
   }
 
   schedule(): StepPlan {
-    const decode = [...this.running];
-    if (this.options.policy === "static" && !this.staticBatchReady())
-      return { prefill: [], decode };
+    const decode = this.decodable();
+    return { prefill: this.admit(), decode };
+  }
+
+  /** Running sequences with a token to feed: all but those whose prefill has not returned. */
+  decodable(): Sequence[] {
+    return this.running.filter((s) => s.pending !== undefined);
+  }
+
+  /** Waiting sequences that take seats now, first come first served, within the token budget. */
+  admit(): Sequence[] {
+    if (this.options.policy === "static" && !this.staticBatchReady()) return [];
     const prefill: Sequence[] = [];
     let budget = this.options.maxBatchedTokens;
     while (this.waiting.length > 0 && this.running.length < this.options.maxNumSeqs) {
@@ -90,6 +99,16 @@ export class Scheduler {
       this.running.push(next);
       prefill.push(next);
     }
-    return { prefill, decode };
+    return prefill;
+  }
+
+  /** True while the sequence has not left (finished, failed or cancelled). */
+  holds(seq: Sequence): boolean {
+    return this.running.includes(seq) || this.waiting.includes(seq);
+  }
+
+  /** Sequences not admitted yet. */
+  queued(): Sequence[] {
+    return [...this.waiting];
   }
 }
