@@ -110,12 +110,13 @@ export class LmRuntime {
   }
 
   /**
-   * Runs sequences' first tokens (prompts, or prompts and resumed tokens). With a prefill
-   * thread the caches move to the decode thread before this resolves, so a `step` sent
-   * after it finds them there.
+   * Runs sequences' first tokens (prompts, or prompts and resumed tokens). On the prefill
+   * thread (when there is one and `onPrefillThread`), the caches move to the decode thread
+   * before this resolves, so a `step` sent after it finds them there. An idle decode thread
+   * answers sooner than the prefill thread, whose first work after a pause pays for waking it.
    */
-  async prefill(rows: StepRow[]): Promise<Float32Array[]> {
-    if (!this.prefiller) return this.step(rows);
+  async prefill(rows: StepRow[], onPrefillThread = true): Promise<Float32Array[]> {
+    if (!this.prefiller || !onPrefillThread) return this.step(rows);
     const reply = await this.prefiller.request("prefill", rows);
     if (reply.type === "prefilled") this.adopt(reply.caches);
     return this.split(reply);

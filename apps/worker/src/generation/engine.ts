@@ -38,6 +38,8 @@ export class Engine {
   private readonly prefilling = new Set<Sequence>();
   /** Wakes a loop that has nothing to decode until a prefill returns. */
   private wake: (() => void) | undefined;
+  /** A decode step is in flight. */
+  private stepping = false;
 
   constructor(
     private readonly runtime: LmRuntime,
@@ -165,6 +167,7 @@ export class Engine {
     this.metrics.running.set(this.scheduler.numRunning);
     this.metrics.waiting.set(this.scheduler.numWaiting);
     if (decode.length > 0) {
+      this.stepping = true;
       try {
         const logits = await this.runtime.step(
           decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] })),
@@ -172,6 +175,8 @@ export class Engine {
         this.advanceAll(decode, logits);
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
+      } finally {
+        this.stepping = false;
       }
       return true;
     }
@@ -194,6 +199,8 @@ export class Engine {
    */
   private admitNow(): void {
     this.dropDead(this.scheduler.queued());
+    // with no decode step in flight or about to be sent, the decode thread is free and warm
+    const decoderBusy = this.stepping || this.scheduler.decodable().length > 0;
     const joining = this.scheduler.admit();
     if (joining.length === 0) return;
     const now = performance.now();
@@ -202,7 +209,10 @@ export class Engine {
       this.prefilling.add(seq);
     }
     this.runtime
-      .prefill(joining.map((s) => ({ seq: s.id, tokens: prefillIds(s) })))
+      .prefill(
+        joining.map((s) => ({ seq: s.id, tokens: prefillIds(s) })),
+        decoderBusy,
+      )
       .then(
         (logits) => {
           for (const seq of joining) this.prefilling.delete(seq);
