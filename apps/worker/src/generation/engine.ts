@@ -193,9 +193,10 @@ export class Engine {
   }
 
   /**
-   * Seats waiting sequences and starts their prefill on the prefill thread, without waiting
-   * for it: the first token is sampled (and sent) the moment the prompt has run, and the
-   * sequence decodes from the next step on.
+   * Seats waiting sequences and starts their prefill without waiting for it (on the prefill
+   * thread while the decode thread is busy, else on the decode thread): the first token is
+   * sampled (and sent) the moment the prompt has run, and the sequence decodes from the next
+   * step on.
    */
   private admitNow(): void {
     this.dropDead(this.scheduler.queued());
