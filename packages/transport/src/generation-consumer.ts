@@ -56,19 +56,29 @@ export class GenerationConsumer {
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
       return this.fail(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
     }
-    const [cancelled, logged] = await Promise.all([
-      this.redis.exists(this.keys.cancelled(id)),
-      this.events.history(id),
-    ]);
-    if (cancelled === 1) {
-      return this.fail(id, new FerryError("CANCELLED", "job was cancelled"), fence);
-    }
-    const ended = logged.find((e) => e.type === "result" || e.type === "error");
-    // the earlier attempt finished and wrote its answer, but lost its lock before completing
-    if (ended?.type === "result") return ended.result as CompletionResult;
-    if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
-    const resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
     const controller = new AbortController();
+    const cancelled = this.redis.exists(this.keys.cancelled(id));
+    // Only a job that was active before (it stalled over from a worker that died or lost its
+    // lock) can have a log to answer from or resume after; a fresh one starts at once, its
+    // first token not waiting on a round trip, and a cancel flag found meanwhile stops it.
+    const fresh = job.attemptsStarted <= 1 && job.stalledCounter === 0;
+    let resume: number[] = [];
+    if (fresh) {
+      cancelled.then(
+        (n) => n === 1 && controller.abort(),
+        () => undefined,
+      );
+    } else {
+      const [flag, logged] = await Promise.all([cancelled, this.events.history(id)]);
+      if (flag === 1) {
+        return this.fail(id, new FerryError("CANCELLED", "job was cancelled"), fence);
+      }
+      const ended = logged.find((e) => e.type === "result" || e.type === "error");
+      // the earlier attempt finished and wrote its answer, but lost its lock before completing
+      if (ended?.type === "result") return ended.result as CompletionResult;
+      if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
+      resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
+    }
     this.running.set(id, controller);
     if (token) this.attempts.set(token, controller);
     if (resume.length === 0) emit([{ type: "status", status: "running" }]);
