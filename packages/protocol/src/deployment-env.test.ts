@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { deploymentEnvSchema, parseEnv } from "./deployment-env.js";
+
+describe("parseEnv", () => {
+  const schema = deploymentEnvSchema.extend({ PORT: z.coerce.number().int().default(8000) });
+
+  it("fills the deployment's shared defaults and coerces numbers", () => {
+    expect(parseEnv(schema, { PORT: "9000" })).toEqual({
+      REDIS_URL: "redis://127.0.0.1:6379",
+      FERRY_PREFIX: "ferry",
+      MODEL_REPOSITORY: "./models",
+      LOG_LEVEL: "info",
+      JOB_TTL_S: 86_400,
+      PORT: 9000,
+    });
+  });
+
+  it("names the variable that is wrong", () => {
+    expect(() => parseEnv(schema, { JOB_TTL_S: "-5" })).toThrow(/invalid environment: JOB_TTL_S/);
+  });
+});

@@ -1,0 +1,29 @@
+import { z } from "zod";
+
+/**
+ * Environment every process of one deployment reads alike: the API and the workers must agree
+ * on where Redis is, the key prefix, the model repository and how long job logs live, so the
+ * defaults are written once.
+ */
+export const deploymentEnvSchema = z.object({
+  REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
+  /** Prefix of every Redis key; API and workers of one deployment share it. */
+  FERRY_PREFIX: z.string().default("ferry"),
+  MODEL_REPOSITORY: z.string().default("./models"),
+  LOG_LEVEL: z.string().default("info"),
+  /** How long finished async jobs, their event logs and batch results stay readable, in s. */
+  JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
+});
+
+/** Reads an environment against a schema; a bad value fails naming the variable. */
+export function parseEnv<S extends z.ZodType>(
+  schema: S,
+  source: NodeJS.ProcessEnv = process.env,
+): z.infer<S> {
+  const parsed = schema.safeParse(source);
+  if (!parsed.success) {
+    const first = parsed.error.issues[0];
+    throw new Error(`invalid environment: ${first?.path.join(".")}: ${first?.message}`);
+  }
+  return parsed.data;
+}
