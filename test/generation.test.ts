@@ -1,5 +1,6 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scrapeMetric } from "./helpers/metrics.js";
 import { referenceGreedy } from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -23,11 +24,7 @@ const prompts = [
   "Love is",
 ];
 
-const workerMetric = async (name: string) => {
-  const text = await (await fetch(stack.workers[0]?.metricsUrl ?? "")).text();
-  const line = text.split("\n").find((l) => l.startsWith(`${name}{`));
-  return Number(line?.split(" ").at(-1) ?? 0);
-};
+const workerMetric = (name: string) => scrapeMetric(stack.workers[0]?.metricsUrl ?? "", name);
 
 describe("completions through the official openai client", () => {
   it("answers a completion with text, finish_reason and usage", async () => {

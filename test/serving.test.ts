@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { scrapeMetric } from "./helpers/metrics.js";
 import { tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -31,13 +32,8 @@ const admin = (path: string, method: string, body?: unknown) =>
 /** An input no other test sent: a sample with one pixel changed. */
 const fresh = (k: number, pixel: number) =>
   (samples.digits.inputs[k] ?? []).map((v, i) => (i === pixel ? (v + 7) % 17 : v));
-const workerRows = async () => {
-  const text = await (await fetch(stack.workers.at(-1)?.metricsUrl ?? "")).text();
-  return text
-    .split("\n")
-    .filter((l) => l.startsWith('ferry_worker_rows_total{model="digits"'))
-    .reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0);
-};
+const workerRows = () =>
+  scrapeMetric(stack.workers.at(-1)?.metricsUrl ?? "", "ferry_worker_rows_total", 'model="digits"');
 
 async function many(
   n: number,

@@ -4,6 +4,7 @@
 // one JSON line per finished request, then a report, on stdout.
 import { createInterface } from "node:readline";
 import OpenAI from "openai";
+import { scrapeMetric } from "../helpers/metrics.js";
 import { referenceGreedy } from "../helpers/reference-lm.js";
 import { argmax, referenceLogits, samples } from "../helpers/samples.js";
 
@@ -146,15 +147,7 @@ async function waitReady(url: string): Promise<void> {
 
 /** A worker's metric, summed over its label sets (0 when absent). */
 async function metric(url: string, name: string): Promise<void> {
-  let value = 0;
-  try {
-    const text = await (await fetch(url)).text();
-    for (const line of text.split("\n"))
-      if (line.startsWith(`${name}{`) || line.startsWith(`${name} `))
-        value += Number(line.split(" ").at(-1));
-  } catch {
-    value = Number.NaN;
-  }
+  const value = await scrapeMetric(url, name).catch(() => Number.NaN);
   out({ ev: "metric", url, name, value });
 }
 
