@@ -21,6 +21,11 @@ export interface SeqCache {
   tensors: Float32Array[];
 }
 
+/** The buffers of caches to hand over: moved to the other thread, not copied. */
+export function cacheBuffers(caches: SeqCache[]): ArrayBuffer[] {
+  return caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
+}
+
 export type LmRequest =
   | { type: "step"; id: number; rows: StepRow[] }
   /** A step over fresh prompts whose caches leave with the logits (for the decode thread). */

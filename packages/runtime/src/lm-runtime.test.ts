@@ -52,6 +52,16 @@ function expectClose(got: Float32Array[], want: Float32Array[]) {
   });
 }
 
+/** One decode step per token, every sequence in `seqs` (in that order) taking it. */
+async function decodeEach(seqs: number[], tokens: number[]) {
+  for (const t of tokens) await expectSame(seqs.map((seq) => ({ seq, tokens: [t] })));
+}
+
+function releaseBoth(seq: number) {
+  batched.release([seq]);
+  alone.release([seq]);
+}
+
 describe("LmRuntime's KV caches", () => {
   it("batched steps, as sequences join and leave, compute what each sequence computes alone", async () => {
     // two prompts of different lengths prefill together, then decode as a batch
@@ -67,49 +77,21 @@ describe("LmRuntime's KV caches", () => {
     }
     // a third joins: its prefill runs alone while the other two's batch waits untouched
     await expectSame([{ seq: 3, tokens: bytes("Never trust a") }]);
-    for (const t of [101, 32]) {
-      await expectSame([
-        { seq: 1, tokens: [t] },
-        { seq: 2, tokens: [t] },
-        { seq: 3, tokens: [t] },
-      ]);
-    }
+    await decodeEach([1, 2, 3], [101, 32]);
     // a short one leaves: its row runs empty, then a newcomer is seated in it
-    batched.release([2]);
-    alone.release([2]);
-    for (const t of [104, 105]) {
-      await expectSame([
-        { seq: 1, tokens: [t] },
-        { seq: 3, tokens: [t] },
-      ]);
-    }
+    releaseBoth(2);
+    await decodeEach([1, 3], [104, 105]);
     await expectSame([{ seq: 5, tokens: bytes("A man") }]);
-    for (const t of [97, 110]) {
-      await expectSame([
-        { seq: 3, tokens: [t] },
-        { seq: 5, tokens: [t] },
-        { seq: 1, tokens: [t] },
-      ]);
-    }
+    await decodeEach([3, 5, 1], [97, 110]);
     // the longest leaves; the rest go on without it
-    batched.release([1]);
-    alone.release([1]);
-    for (const t of [97, 110]) {
-      await expectSame([
-        { seq: 5, tokens: [t] },
-        { seq: 3, tokens: [t] },
-      ]);
-    }
+    releaseBoth(1);
+    await decodeEach([5, 3], [97, 110]);
     // a prompt and a decode in one pass (mixed prefill), then decoding again
     await expectSame([
       { seq: 4, tokens: bytes("You will") },
       { seq: 5, tokens: [33] },
     ]);
-    await expectSame([
-      { seq: 5, tokens: [10] },
-      { seq: 3, tokens: [10] },
-      { seq: 4, tokens: [10] },
-    ]);
+    await decodeEach([5, 3, 4], [10]);
   });
 
   it("prompts prefilled on a thread of their own decode on the decode thread as if run there", async () => {

@@ -1,5 +1,12 @@
 import type { Worker } from "node:worker_threads";
-import type { LmReply, LmRequest, LmShape, SeqCache, StepRow } from "./lm-messages.js";
+import {
+  cacheBuffers,
+  type LmReply,
+  type LmRequest,
+  type LmShape,
+  type SeqCache,
+  type StepRow,
+} from "./lm-messages.js";
 import { spawnThread } from "./spawn-thread.js";
 import type { SessionOptions } from "./tensor.js";
 
@@ -20,7 +27,7 @@ class LmThread {
     { resolve: (reply: LmReply) => void; reject: (e: Error) => void }
   >();
 
-  private constructor(readonly thread: Worker) {
+  private constructor(private readonly thread: Worker) {
     thread.on("message", (msg: LmReply) => {
       if (msg.type !== "logits" && msg.type !== "prefilled" && msg.type !== "error") return;
       const p = this.pending.get(msg.id);
@@ -134,8 +141,7 @@ export class LmRuntime {
   }
 
   private adopt(caches: SeqCache[]): void {
-    const buffers = caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
-    this.decoder.send({ type: "adopt", caches }, buffers);
+    this.decoder.send({ type: "adopt", caches }, cacheBuffers(caches));
   }
 
   private split(reply: LmReply): Float32Array[] {

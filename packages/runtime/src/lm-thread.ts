@@ -1,7 +1,13 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { InProcessSession } from "./in-process-session.js";
 import { KvStore } from "./kv-store.js";
-import type { LmReply, LmRequest, LmShape, StepRow } from "./lm-messages.js";
+import {
+  cacheBuffers,
+  type LmReply,
+  type LmRequest,
+  type LmShape,
+  type StepRow,
+} from "./lm-messages.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 
 // Body of an LmRuntime: owns the session and every sequence's KV cache, so that only token
@@ -51,10 +57,9 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
     if (msg.type === "step")
       return post({ type: "logits", id: msg.id, logits }, [logits.buffer as ArrayBuffer]);
     const caches = msg.rows.map((row) => kv.export(row.seq));
-    const buffers = caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
     post({ type: "prefilled", id: msg.id, logits, caches }, [
       logits.buffer as ArrayBuffer,
-      ...buffers,
+      ...cacheBuffers(caches),
     ]);
   } catch (err) {
     post({ type: "error", id: msg.id, message: err instanceof Error ? err.message : String(err) });

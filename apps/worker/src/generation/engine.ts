@@ -11,7 +11,7 @@ import type { GenerationMetrics } from "./generation-metrics.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
-import { prefillIds, type Sequence } from "./sequence.js";
+import { decodeRow, prefillRow, type Sequence } from "./sequence.js";
 import type { Tokenizer } from "./tokenizer.js";
 
 export interface EngineOptions {
@@ -169,9 +169,7 @@ export class Engine {
     if (decode.length > 0) {
       this.stepping = true;
       try {
-        const logits = await this.runtime.step(
-          decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] })),
-        );
+        const logits = await this.runtime.step(decode.map(decodeRow));
         this.advanceAll(decode, logits);
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
@@ -210,10 +208,7 @@ export class Engine {
       this.prefilling.add(seq);
     }
     this.runtime
-      .prefill(
-        joining.map((s) => ({ seq: s.id, tokens: prefillIds(s) })),
-        decoderBusy,
-      )
+      .prefill(joining.map(prefillRow), decoderBusy)
       .then(
         (logits) => {
           for (const seq of joining) this.prefilling.delete(seq);
@@ -238,8 +233,8 @@ export class Engine {
   }
 
   private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
-    const prefillRows = prefill.map((s) => ({ seq: s.id, tokens: prefillIds(s) }));
-    const decodeRows = decode.map((s) => ({ seq: s.id, tokens: [s.pending ?? 0] }));
+    const prefillRows = prefill.map(prefillRow);
+    const decodeRows = decode.map(decodeRow);
     if (this.options.mixedPrefill) {
       const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
       this.advanceAll([...prefill, ...decode], logits);

@@ -1,4 +1,5 @@
 import type { CompletionResult, FinishReason, JobEventBody, SamplingParams } from "@ferry/protocol";
+import type { StepRow } from "@ferry/runtime";
 import type { OutputProcessor } from "./output-processor.js";
 
 /** One completion as the engine tracks it, from admission to its last token. */
@@ -32,4 +33,14 @@ export type { FinishReason };
 /** What a joining sequence prefills: its prompt, and any completion it resumes. */
 export function prefillIds(seq: Sequence): number[] {
   return seq.generated.length === 0 ? seq.promptIds : [...seq.promptIds, ...seq.generated];
+}
+
+/** A joining sequence's row of a prefill pass. */
+export function prefillRow(seq: Sequence): StepRow {
+  return { seq: seq.id, tokens: prefillIds(seq) };
+}
+
+/** A running sequence's row of a decode step: the token it sampled last. */
+export function decodeRow(seq: Sequence): StepRow {
+  return { seq: seq.id, tokens: [seq.pending ?? 0] };
 }
