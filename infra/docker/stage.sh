@@ -6,7 +6,7 @@
 set -eu
 out=$1
 mkdir -p "$out"
-cp package.json package-lock.json "$out/"
+cp package.json package-lock.json .npmrc "$out/"
 for dir in packages/* apps/*; do
   [ -f "$dir/package.json" ] || continue
   mkdir -p "$out/$dir"
