@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
-import { tempRepository } from "./helpers/model-repo.js";
+import { brokenRepository, tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
-import { Stack, waitFor } from "./helpers/stack.js";
+import { Stack } from "./helpers/stack.js";
 
 // mnist: fallbacks on but no default answer, so that the last resort (503) shows.
 const repo = tempRepository({
@@ -122,37 +122,44 @@ describe("prediction cache", () => {
   });
 });
 
-describe("fallbacks", () => {
-  it("a deadline that passes falls back to the last answer for that input", async () => {
+describe("fallbacks: only for a model that fails, never for one that is starting", () => {
+  it("a deadline that passes is a 504, not a fallback answer", async () => {
     const features = fresh(41, 21);
-    await predict(features); // stores the answer
-    await new Promise((r) => setTimeout(r, 50));
-    const late = await predict(features, { "Cache-Control": "no-cache", "X-Timeout-Ms": "1" });
-    expect(late.status).toBe(200);
-    expect(late.body.source).toBe("fallback_cache");
-  });
-
-  it("with no live worker: last answer, else the model's default, else a clear 503", async () => {
+    await predict(features); // stores the answer a fallback could have used
     for (const w of stack.workers) w.child.kill("SIGTERM");
     await Promise.all(stack.workers.map((w) => w.exited));
-    await waitFor(
-      async () =>
-        (
-          (await (await fetch(stack.url("/health"))).json()) as {
-            models: { digits: { ready: boolean } };
-          }
-        ).models.digits.ready === false,
-      15_000,
-    );
-    await new Promise((r) => setTimeout(r, 1_100)); // the API's view of live workers is a second old at most
-    const seen = await predict(fresh(40, 20), { "Cache-Control": "no-cache" });
+    const late = await predict(features, { "Cache-Control": "no-cache", "X-Timeout-Ms": "300" });
+    expect(late.status).toBe(504);
+  });
+
+  it("with no live worker a request waits in the queue and is answered by the model once one starts", async () => {
+    const waiting = predict(fresh(43, 23), {
+      "Cache-Control": "no-cache",
+      "X-Timeout-Ms": "20000",
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    await stack.startWorker();
+    const answer = await waiting;
+    expect(answer.status).toBe(200);
+    expect(answer.body.source).toBe("model");
+  });
+
+  it("a model that fails on its worker: the last answer for that input, else the default, else a clear 503", async () => {
+    const seenBefore = fresh(40, 20);
+    expect((await predict(seenBefore)).body.source).toMatch(/model|cache/);
+    // the same models, versions and generation, but every run now fails on the worker
+    for (const w of stack.workers) w.child.kill("SIGTERM");
+    await Promise.all(stack.workers.map((w) => w.exited));
+    const broken = brokenRepository(brokenRepository(repo, "digits", "mnist"), "mnist", "digits");
+    await stack.startWorker({ MODEL_REPOSITORY: broken });
+    const seen = await predict(seenBefore, { "Cache-Control": "no-cache" });
     expect(seen.body.source).toBe("fallback_cache");
     const unseen = await predict(fresh(42, 22), { "Cache-Control": "no-cache" });
     expect(unseen.body).toMatchObject({ source: "fallback_default", prediction: 3 });
     const res = await stack.post("/v1/models/mnist/predict", { features: samples.mnist.inputs[0] });
     expect(res.status).toBe(503);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
-      /No live worker serves mnist.*no fallback answer/,
+      /no fallback answer for this input/,
     );
     const fallbacks = await (await fetch(stack.url("/metrics"))).text();
     expect(fallbacks).toMatch(

@@ -16,3 +16,20 @@ export function tempRepository(overrides: Record<string, Record<string, unknown>
   }
   return root;
 }
+
+/**
+ * A copy of `repo` in which every version of `model` runs another model's graph (one with a
+ * different input width), so that each run fails on the worker with MODEL_ERROR while the
+ * config, versions and the serving generation stay the same: a model that fails, not one
+ * that is missing.
+ */
+export function brokenRepository(repo: string, model: string, graphOf: string): string {
+  const root = mkdtempSync(join(tmpdir(), "ferry-broken-"));
+  cpSync(repo, root, { recursive: true });
+  const config = JSON.parse(readFileSync(join(root, model, "model.json"), "utf8")) as {
+    versions: Record<string, unknown>;
+  };
+  for (const version of Object.keys(config.versions))
+    cpSync(join("models", graphOf, "1", "model.onnx"), join(root, model, version, "model.onnx"));
+  return root;
+}

@@ -1,4 +1,4 @@
-import { FerryError } from "@ferry/protocol";
+import { FerryError, MAX_TIMEOUT_MS } from "@ferry/protocol";
 import type { Context } from "hono";
 import type { CallOptions } from "./inference-service.js";
 
@@ -17,7 +17,7 @@ export function callOptions(
   return {
     requestId: c.get("requestId") as string,
     priority: body.priority ?? intHeader(c, "X-Priority", 1, 10),
-    timeoutMs: body.timeout_ms ?? intHeader(c, "X-Timeout-Ms", 1, 3_600_000),
+    timeoutMs: body.timeout_ms ?? intHeader(c, "X-Timeout-Ms", 1, MAX_TIMEOUT_MS),
     cache: body.cache ?? (c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined),
   };
 }

@@ -10,7 +10,7 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import type { InferenceClient, InferRequest } from "@ferry/transport";
-import { type AnswerSource, fallbackEnabled, isModelPathFailure } from "./fallbacks.js";
+import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
 import type { TrafficRouter } from "./traffic-router.js";
@@ -94,7 +94,7 @@ export class InferenceService {
 
   /**
    * A classifier answer: from the shared cache when fresh, else from the model; when the
-   * model path fails, from the last stored answer or the model's default (model.json).
+   * model fails on a worker, from the last stored answer or the model's default (model.json).
    */
   async predict(
     model: string,
@@ -121,15 +121,6 @@ export class InferenceService {
       if (hit && fresh) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
     }
     try {
-      if (
-        fallbackEnabled(config) &&
-        !(await this.client.hasLiveWorker(config.name, plan.version))
-      ) {
-        throw new FerryError(
-          "UNAVAILABLE",
-          `No live worker serves ${config.name} version ${plan.version}`,
-        );
-      }
       const [outputs] = await this.run(plan, opts);
       const answer = toPrediction(plan, outputs ?? {});
       this.client.state.record(config.name, plan.version, elapsed(), false);
@@ -142,7 +133,7 @@ export class InferenceService {
       return { ...answer, latency_ms: elapsed() };
     } catch (err) {
       this.client.state.record(config.name, plan.version, elapsed(), true);
-      if (!fallbackEnabled(config) || !isModelPathFailure(err)) throw err;
+      if (!fallbackEnabled(config) || !isModelFailure(err)) throw err;
       return this.fallback(plan, hash, err as FerryError, elapsed);
     }
   }

@@ -1,3 +1,4 @@
+import { timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
 // zod 4's number() already refuses NaN and ±Infinity (JSON.parse turns 1e999 into Infinity).
@@ -10,7 +11,7 @@ export const predictBodySchema = z
       .min(1)
       .openapi({ example: [0, 0, 5, 13, 9, 1, 0, 0] }),
     /** Deadline for this request, in ms; past it the request is never computed (504). */
-    timeout_ms: z.number().int().positive().optional(),
+    timeout_ms: timeoutMsSchema.optional(),
     priority: z.number().int().min(1).max(10).optional(),
     /** false skips the prediction cache for this request (as `Cache-Control: no-cache`). */
     cache: z.boolean().optional(),
@@ -68,7 +69,7 @@ export const v2InferRequestSchema = z
       .optional(),
     parameters: z
       .object({
-        timeout_ms: z.number().int().positive().optional(),
+        timeout_ms: timeoutMsSchema.optional(),
         priority: z.number().int().min(1).max(10).optional(),
       })
       .catchall(z.unknown())
@@ -122,7 +123,7 @@ export const jobBodySchema = z
     version: z.string().optional(),
     input: z.record(z.string(), z.unknown()),
     priority: z.number().int().min(1).max(10).optional(),
-    timeout_ms: z.number().int().positive().optional(),
+    timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("JobRequest");
 
@@ -171,7 +172,7 @@ export const completionRequestSchema = z
     /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
     ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),
-    timeout_ms: z.number().int().positive().optional(),
+    timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;

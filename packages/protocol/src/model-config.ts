@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { timeoutMsSchema } from "./jobs.js";
 
 /** Tensor element types, named as KServe's Open Inference Protocol names them. */
 export const datatypeSchema = z.enum(["FP32", "FP64", "INT64", "INT32", "BOOL", "BYTES"]);
@@ -45,14 +46,16 @@ export const modelConfigSchema = z.object({
   /** Requests waiting in the queue past which new ones get 429. */
   max_queue_size: z.number().int().positive().default(1000),
   /** Deadline applied when a request names none, in ms. */
-  default_timeout_ms: z.number().int().positive().default(30_000),
+  default_timeout_ms: timeoutMsSchema.default(30_000),
   labels: z.array(z.string()).optional(),
   versions: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
   stable_version: z.string().optional(),
   cache: cacheConfigSchema.optional(),
   /**
-   * When the model path fails (worker error, deadline, no live worker): answer with the last
-   * stored answer for the input, else `default_prediction`, else 503.
+   * When the model fails on a worker (MODEL_ERROR: the run itself failed): answer with the last
+   * stored answer for the input, else `default_prediction`, else 503. Never for a model that is
+   * still starting or scaled to zero (the request waits in the queue until its deadline, 504),
+   * for Redis being down (503), a passed deadline (504), a full queue (429) or bad input (400).
    */
   fallback: z
     .object({

@@ -21,7 +21,7 @@ import { JobClient } from "./job-client.js";
 import { Keys } from "./keys.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { QueueDepth } from "./queue-depth.js";
-import { assertReady, guarded } from "./redis-guard.js";
+import { assertReady } from "./redis-guard.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
 import { WorkerRegistry } from "./worker-registry.js";
@@ -73,8 +73,6 @@ export class InferenceClient {
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
   private nextRow = 0;
-  private live: { queues: Set<string>; at: number } | undefined;
-  private liveRefresh: Promise<void> | undefined;
 
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -151,23 +149,6 @@ export class InferenceClient {
       clearTimeout(timer);
       this.depth.leave(name);
     }
-  }
-
-  /** Whether a live worker consumes the queue of `model` at `version` (cached for a second). */
-  async hasLiveWorker(model: string, version: string): Promise<boolean> {
-    if (!this.live || Date.now() - this.live.at > 1_000) {
-      // one read at a time; callers meanwhile use the previous view, or wait for the first
-      this.liveRefresh ??= guarded(() => this.workers.live())
-        .then((workers) => {
-          this.live = { queues: new Set(workers.flatMap((w) => w.queues)), at: Date.now() };
-        })
-        .finally(() => {
-          this.liveRefresh = undefined;
-        });
-      if (!this.live) await this.liveRefresh;
-      else this.liveRefresh.catch(() => undefined); // a failed refresh keeps the previous view
-    }
-    return this.live?.queues.has(queueName(model, version)) ?? false;
   }
 
   /**
