@@ -6,6 +6,7 @@ import { errorResponse, toFerryError } from "./errors.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
+import { tenantLimits } from "./middleware/tenant-limits.js";
 import { registerAdmin } from "./routes/admin.js";
 import { registerAdminReload } from "./routes/admin-reload.js";
 import { registerBatches } from "./routes/batches.js";
@@ -58,8 +59,16 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     .split(",")
     .map((k) => k.trim())
     .filter(Boolean);
-  app.use("/v1/*", apiKeyAuth(keys));
-  app.use("/v2/*", apiKeyAuth(keys));
+  const auth = apiKeyAuth(keys, services.env.ADMIN_TOKEN);
+  const limits = tenantLimits({
+    ratePerS: services.env.KEY_RATE_LIMIT_RPS,
+    burst: services.env.KEY_RATE_BURST,
+    maxConcurrent: services.env.KEY_MAX_CONCURRENT,
+  });
+  for (const path of ["/v1/*", "/v2/*"]) {
+    app.use(path, auth);
+    app.use(path, limits);
+  }
   app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
 
   registerHealth(app);

@@ -1,6 +1,7 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import { BATCH_CHUNK_SIZE, type BatchItem, encodeTensor, FerryError } from "@ferry/protocol";
-import type { InferenceClient } from "@ferry/transport";
+import type { BatchStatus, InferenceClient } from "@ferry/transport";
+import { assertVisible, type Tenant } from "./tenant.js";
 
 /** One line of a batch: a key and the model's input row. */
 export interface RawItem {
@@ -24,6 +25,7 @@ export class BatchService {
     model: string,
     version: string | undefined,
     items: AsyncIterable<RawItem>,
+    owner: string,
   ): Promise<{ id: string; total: number }> {
     const { entry, version: v } = this.repository.resolve(model, version);
     const spec = entry.config.inputs[0];
@@ -32,7 +34,7 @@ export class BatchService {
     }
     const width = spec.dims.reduce((a, b) => a * b, 1);
     const batches = this.client.batches;
-    const id = await batches.create(model, v);
+    const id = await batches.create(model, v, owner);
     let chunk: BatchItem[] = [];
     let total = 0;
     try {
@@ -53,11 +55,11 @@ export class BatchService {
           inputs: { [spec.name]: encodeTensor(spec.datatype, features as number[]) },
         });
         if (chunk.length >= BATCH_CHUNK_SIZE) {
-          await batches.addChunk(id, model, v, chunk);
+          await batches.addChunk(id, model, v, owner, chunk);
           chunk = [];
         }
       }
-      if (chunk.length > 0) await batches.addChunk(id, model, v, chunk);
+      if (chunk.length > 0) await batches.addChunk(id, model, v, owner, chunk);
     } finally {
       // what was queued runs either way; the batch completes with the items it took
       await batches.seal(id);
@@ -67,33 +69,115 @@ export class BatchService {
   }
 }
 
+/** Status, results and stored predictions, each visible to the tenant that made them. */
+export class BatchReader {
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+  ) {}
+
+  async status(id: string, tenant: Tenant): Promise<BatchStatus> {
+    const status = await this.client.batches.status(id);
+    const notFound = () => new FerryError("NOT_FOUND", `Batch '${id}' not found`);
+    if (!status) throw notFound();
+    assertVisible(tenant, status.owner, notFound);
+    return status;
+  }
+
+  /** The batch's result lines, a page at a time. */
+  async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
+    await this.status(id, tenant);
+    return this.client.batches.results(id);
+  }
+
+  /**
+   * The stored answer for `key`, from the tenant's own batches; the admin names whose with
+   * `owner` (a tenant id, as batch statuses show it), else reads the open tenant's.
+   */
+  async prediction(model: string, key: string, tenant: Tenant, owner?: string) {
+    this.repository.get(model);
+    const scope = tenant.admin ? (owner ?? "") : tenant.id;
+    const stored = await this.client.batches.prediction(model, key, scope);
+    if (!stored)
+      throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
+    return stored;
+  }
+}
+
 function invalidItem(line: number, problem: string): FerryError {
   return new FerryError("INVALID_INPUT", `item ${line} ${problem}`);
 }
 
-/** Parses an NDJSON byte stream line by line, holding one partial line at most. */
-export async function* ndjsonItems(body: ReadableStream<Uint8Array>): AsyncGenerator<RawItem> {
+/** Limits on an NDJSON upload, enforced while it streams in. */
+export interface NdjsonLimits {
+  /** Bytes of the whole body. */
+  maxBodyBytes: number;
+  /** Bytes of one line (one item). */
+  maxLineBytes: number;
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * Parses an NDJSON byte stream line by line in bounded memory and linear time: each chunk is
+ * scanned for newlines once, a partial line is held as the chunks it came in (never re-joined
+ * or re-scanned as more arrive), and a body or a line past its limit is refused (413) the
+ * moment it crosses it, before it is buffered whole.
+ */
+export async function* ndjsonItems(
+  body: ReadableStream<Uint8Array>,
+  limits: NdjsonLimits,
+): AsyncGenerator<RawItem> {
   const decoder = new TextDecoder();
-  let buffered = "";
+  let partial: Uint8Array[] = [];
+  let partialBytes = 0;
+  let bodyBytes = 0;
   let line = 0;
-  const parse = (text: string): RawItem => {
+  const parse = (bytes: Uint8Array): RawItem | undefined => {
     line++;
+    const text = decoder.decode(bytes).trim();
+    if (!text) return undefined;
     try {
       return JSON.parse(text) as RawItem;
     } catch {
       throw new FerryError("INVALID_INPUT", `line ${line} is not valid JSON`);
     }
   };
+  const take = (piece: Uint8Array): Uint8Array => {
+    const whole = partial.length === 0 ? piece : Buffer.concat([...partial, piece]);
+    partial = [];
+    partialBytes = 0;
+    return whole;
+  };
+  const tooLong = () =>
+    new FerryError(
+      "PAYLOAD_TOO_LARGE",
+      `line ${line + 1} exceeds ${limits.maxLineBytes} bytes; one item per line`,
+    );
   for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
-    buffered += decoder.decode(chunk, { stream: true });
-    let newline = buffered.indexOf("\n");
+    bodyBytes += chunk.byteLength;
+    if (bodyBytes > limits.maxBodyBytes)
+      throw new FerryError(
+        "PAYLOAD_TOO_LARGE",
+        `NDJSON body exceeds ${limits.maxBodyBytes} bytes; split it into several batches`,
+      );
+    let start = 0;
+    let newline = chunk.indexOf(NEWLINE, start);
     while (newline >= 0) {
-      const text = buffered.slice(0, newline).trim();
-      buffered = buffered.slice(newline + 1);
-      if (text) yield parse(text);
-      newline = buffered.indexOf("\n");
+      if (partialBytes + newline - start > limits.maxLineBytes) throw tooLong();
+      const item = parse(take(chunk.subarray(start, newline)));
+      if (item !== undefined) yield item;
+      start = newline + 1;
+      newline = chunk.indexOf(NEWLINE, start);
+    }
+    if (start < chunk.byteLength) {
+      partial.push(chunk.subarray(start));
+      partialBytes += chunk.byteLength - start;
+      if (partialBytes > limits.maxLineBytes) throw tooLong();
     }
   }
-  const rest = (buffered + decoder.decode()).trim();
-  if (rest) yield parse(rest);
+  if (partialBytes > 0) {
+    const item = parse(take(new Uint8Array(0)));
+    if (item !== undefined) yield item;
+  }
 }

@@ -1,4 +1,10 @@
-import type { ModelRepository } from "@ferry/model-repository";
+import {
+  loadTokenizer,
+  type ModelEntry,
+  type ModelRepository,
+  type Tokenizer,
+  tokenizerConfigSchema,
+} from "@ferry/model-repository";
 import {
   type CompletionResult,
   DEFAULT_PRIORITY,
@@ -6,40 +12,61 @@ import {
   type JobEvent,
   type SamplingParams,
 } from "@ferry/protocol";
-import type { InferenceClient, JobRecord } from "@ferry/transport";
+import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
+import type { CallOptions } from "./inference-service.js";
 import type { CompletionRequest, CompletionResponse } from "./schemas.js";
 
 /** OpenAI's defaults for fields a request leaves out. */
 const DEFAULT_MAX_TOKENS = 16;
 
 /**
+ * Characters of prompt per token of context past which a prompt cannot fit whatever the
+ * tokenizer: refused before it is tokenized, so that a huge prompt costs the API no CPU.
+ */
+const MAX_CHARS_PER_TOKEN = 64;
+
+/** A completion's job and the events it answers with, subscribed before the job could run. */
+export interface FollowedCompletion {
+  record: JobRecord;
+  events: AsyncGenerator<JobEvent>;
+  close: () => void;
+}
+
+/**
  * OpenAI-compatible completions on generator models: every completion is a job on the
- * model's queue, and its tokens come back through the job's event log.
+ * model's queue, and its tokens come back through the job's event log. A request that cannot
+ * fit the model's context is refused here, before anything is queued.
  */
 export class CompletionService {
+  private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
+
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
   ) {}
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
-  async submit(body: CompletionRequest, requestId: string, priority?: number): Promise<JobRecord> {
-    const { job, rank, maxQueueSize } = this.prepare(body, requestId, priority);
-    return this.client.jobs.submitGenerate(job, rank, maxQueueSize);
+  async submit(body: CompletionRequest, opts: CallOptions): Promise<JobRecord> {
+    const { job, options } = await this.prepare(body, opts);
+    return this.client.jobs.submitGenerate(job, options);
   }
 
   /** Validates a request, enqueues it and follows its events (subscribed before it can run). */
   async follow(
     body: CompletionRequest,
-    requestId: string,
-    priority?: number,
+    opts: CallOptions,
     signal?: AbortSignal,
-  ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
-    const { job, rank, maxQueueSize } = this.prepare(body, requestId, priority);
-    return this.client.jobs.submitGenerateFollowing(job, rank, maxQueueSize, signal);
+  ): Promise<FollowedCompletion> {
+    const { job, options } = await this.prepare(body, opts);
+    return this.client.jobs.submitGenerateFollowing(job, options, signal);
   }
 
-  private prepare(body: CompletionRequest, requestId: string, priority?: number) {
+  /** Stops a completion: its seat is freed at the next decode step. */
+  cancel(id: string): void {
+    void this.client.jobs.cancel(id).catch(() => undefined);
+  }
+
+  private async prepare(body: CompletionRequest, opts: CallOptions) {
     const { entry, version } = this.repository.resolve(body.model);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
@@ -63,35 +90,63 @@ export class CompletionService {
             : body.stop,
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed }),
     };
-    const context =
-      (entry.config.architecture?.context_length as number | undefined) ?? Number.POSITIVE_INFINITY;
-    if (params.max_tokens >= context) {
-      throw new FerryError(
-        "INVALID_INPUT",
-        `max_tokens must be below the model's context length ${context}`,
-      );
-    }
+    await this.checkContext(entry, prompt, params.max_tokens);
     return {
       job: {
         model: entry.config.name,
         version,
         prompt,
         params,
-        deadline: Date.now() + (body.timeout_ms ?? entry.config.default_timeout_ms),
-        meta: { format: "completion", request_id: requestId },
+        deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
+        meta: { format: "completion", request_id: opts.requestId },
+      } satisfies GenerateRequest,
+      options: {
+        priority: opts.priority ?? DEFAULT_PRIORITY,
+        maxQueueSize: entry.config.max_queue_size,
+        owner: opts.tenant.id,
       },
-      rank: priority ?? body.priority ?? DEFAULT_PRIORITY,
-      maxQueueSize: entry.config.max_queue_size,
     };
   }
 
-  /** Waits for the whole completion (no streaming). */
+  /** Prompt plus completion must fit the context window, as vLLM and OpenAI require. */
+  private async checkContext(entry: ModelEntry, prompt: string, maxTokens: number): Promise<void> {
+    const context = entry.config.architecture?.context_length;
+    if (typeof context !== "number") return;
+    if (prompt.length > context * MAX_CHARS_PER_TOKEN)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This model's maximum context length is ${context} tokens; the prompt has ${prompt.length} characters, far more than fit`,
+      );
+    const promptTokens = (await this.tokenizer(entry)).count(prompt);
+    if (promptTokens + maxTokens > context)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the prompt, ${maxTokens} for the completion). Please reduce the length of the prompt or completion.`,
+      );
+  }
+
+  private tokenizer(entry: ModelEntry): Promise<Tokenizer> {
+    let tokenizer = this.tokenizers.get(entry);
+    if (!tokenizer) {
+      const config = tokenizerConfigSchema.parse(entry.config.tokenizer ?? { type: "byte" });
+      tokenizer = loadTokenizer(entry.dir, config);
+      this.tokenizers.set(entry, tokenizer);
+    }
+    return tokenizer;
+  }
+
+  /**
+   * Waits for the whole completion (no streaming). A caller that goes away (`signal`) cancels
+   * it, as a streaming client's disconnect does, so it holds no seat it will never read.
+   */
   async complete(
     body: CompletionRequest,
-    requestId: string,
-    priority?: number,
+    opts: CallOptions,
+    signal?: AbortSignal,
   ): Promise<CompletionResponse> {
-    const { record: job, events, close } = await this.follow(body, requestId, priority);
+    const { record: job, events, close } = await this.follow(body, opts, signal);
+    const onAbort = () => this.cancel(job.id);
+    signal?.addEventListener("abort", onAbort);
     try {
       for await (const event of events) {
         if (event.body.type === "result")
@@ -104,8 +159,10 @@ export class CompletionService {
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {
+      signal?.removeEventListener("abort", onAbort);
       close();
     }
+    if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
   }
 

@@ -14,6 +14,22 @@ const envSchema = deploymentEnvSchema.extend({
     .int()
     .positive()
     .default(8 * 1024 * 1024),
+  /** Requests per second one API key may start, per API process; unset: no limit. */
+  KEY_RATE_LIMIT_RPS: z.coerce.number().positive().optional(),
+  /** Requests one key may start at once after a pause. @defaultValue 2 x KEY_RATE_LIMIT_RPS */
+  KEY_RATE_BURST: z.coerce.number().int().positive().optional(),
+  /** Requests of one API key open at once, per API process; unset: no cap. */
+  KEY_MAX_CONCURRENT: z.coerce.number().int().positive().optional(),
+  /** Event streams (SSE) one API process holds open; past it, 503. */
+  MAX_STREAMS: z.coerce.number().int().positive().default(1_000),
+  /** Event streams one API key holds open per API process; past it, 429. */
+  MAX_STREAMS_PER_KEY: z.coerce.number().int().positive().default(100),
+  /** Largest NDJSON batch upload, in bytes (read as it streams in, never buffered whole). */
+  MAX_BATCH_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024),
   /** How long a draining API waits for open requests before it exits, in ms. */
   DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });

@@ -13,11 +13,14 @@ import type { InferenceClient, InferRequest } from "@ferry/transport";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
+import type { Tenant } from "./tenant.js";
 import type { TrafficRouter } from "./traffic-router.js";
 import { decodeV2Rows, encodeV2Response, requestedOutputs } from "./v2-codec.js";
 
 export interface CallOptions {
   requestId: string;
+  /** Whose request this is: owner of what it creates, and the scope of what it may see. */
+  tenant: Tenant;
   /** 1..10; header X-Priority or the body's priority. */
   priority?: number | undefined;
   /** Deadline from now, in ms; defaults to the model's default_timeout_ms. */
@@ -108,7 +111,8 @@ export class InferenceService {
     const cacheOn = config.cache?.enabled === true && opts.cache !== false;
     const keep = cacheOn || fallbackEnabled(config);
     const hash = keep
-      ? `${await this.client.state.generation(config.name)}.${inputHash(plan.rows[0] ?? {})}`
+      ? // a tenant's answers are its own: another key neither reads them nor learns they exist
+        `${await this.client.state.generation(config.name)}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
       : "";
     const elapsed = () => round2(performance.now() - started);
     if (cacheOn) {

@@ -3,11 +3,18 @@ import {
   DEFAULT_PRIORITY,
   FerryError,
   type InferReply,
+  type JobEvent,
+  type JobEventBody,
 } from "@ferry/protocol";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import type { CompletionService } from "./completion-service.js";
-import { type InferenceService, type Plan, toPrediction } from "./inference-service.js";
+import {
+  type CallOptions,
+  type InferenceService,
+  type Plan,
+  toPrediction,
+} from "./inference-service.js";
 import {
   completionRequestSchema,
   type jobBodySchema,
@@ -15,6 +22,7 @@ import {
   predictBodySchema,
   v2InferRequestSchema,
 } from "./schemas.js";
+import { assertVisible, type Tenant } from "./tenant.js";
 import { encodeV2Response } from "./v2-codec.js";
 
 type JobBody = z.infer<typeof jobBodySchema>;
@@ -37,12 +45,18 @@ export class JobService {
     private readonly completions: CompletionService,
   ) {}
 
-  async submit(body: JobBody, requestId: string): Promise<JobRecord> {
+  /** `opts` carries the job-level priority and deadline (body fields, else headers). */
+  async submit(body: JobBody, opts: CallOptions): Promise<JobRecord> {
     if ("prompt" in body.input) {
       const completion = completionRequestSchema.safeParse({ ...body.input, model: body.model });
       if (!completion.success)
         throw new FerryError("INVALID_INPUT", `input: ${completion.error.issues[0]?.message}`);
-      return this.completions.submit({ ...completion.data, ...pick(body) }, requestId);
+      const inner = completion.data;
+      return this.completions.submit(inner, {
+        ...opts,
+        priority: opts.priority ?? inner.priority,
+        timeoutMs: opts.timeoutMs ?? inner.timeout_ms,
+      });
     }
     const { plan, format } = this.plan(body);
     const config = plan.entry.config;
@@ -50,23 +64,61 @@ export class JobService {
       model: config.name,
       version: plan.version,
       rows: plan.rows,
-      deadline: Date.now() + (body.timeout_ms ?? config.default_timeout_ms),
-      priority: body.priority ?? DEFAULT_PRIORITY,
+      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+      priority: opts.priority ?? DEFAULT_PRIORITY,
       maxQueueSize: config.max_queue_size,
-      meta: { ...format, request_id: requestId },
+      owner: opts.tenant.id,
+      meta: { ...format, request_id: opts.requestId },
     });
   }
 
-  async get(id: string): Promise<JobView> {
-    const record = await this.client.jobs.get(id);
-    if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+  async get(id: string, tenant: Tenant): Promise<JobView> {
+    return this.view(await this.find(id, tenant));
+  }
+
+  async cancel(id: string, tenant: Tenant): Promise<JobView> {
+    await this.find(id, tenant);
+    const record = await this.client.jobs.cancel(id);
+    if (!record) throw notFound(id);
     return this.view(record);
   }
 
-  async cancel(id: string): Promise<JobView> {
-    const record = await this.client.jobs.cancel(id);
-    if (!record) throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
-    return this.view(record);
+  /**
+   * The job's events after `after`, as clients see them: classifier results rendered as a
+   * poll renders them, token ids (the workers' resume bookkeeping) left out.
+   */
+  async events(
+    id: string,
+    tenant: Tenant,
+    after: string | undefined,
+    signal: AbortSignal,
+  ): Promise<AsyncGenerator<JobEvent>> {
+    const record = await this.find(id, tenant);
+    const events = this.client.jobs.events(record, after, signal);
+    const shown = (body: JobEventBody) => this.shown(record, body);
+    return (async function* () {
+      for await (const event of events) yield { id: event.id, body: shown(event.body) };
+    })();
+  }
+
+  /** The job, if `tenant` may see it; another tenant's job reads as unknown. */
+  private async find(id: string, tenant: Tenant): Promise<JobRecord> {
+    const record = await this.client.jobs.get(id);
+    if (!record) throw notFound(id);
+    assertVisible(tenant, record.owner, () => notFound(id));
+    return record;
+  }
+
+  private shown(record: JobRecord, body: JobEventBody): JobEventBody {
+    if (body.type === "token") {
+      const { ids: _ids, ...rest } = body;
+      return rest;
+    }
+    // a completion's result event keeps the worker's {text, finish_reason, usage}, as it
+    // always has; a classifier's raw replies are rendered as its poll renders them
+    if (body.type === "result" && (record.meta as JobFormat).format !== "completion")
+      return { type: "result", result: this.render({ ...record, result: body.result }) };
+    return body;
   }
 
   private plan(body: JobBody): { plan: Plan; format: JobFormat } {
@@ -119,17 +171,13 @@ export class JobService {
         meta.outputs,
         rows,
       );
-    const latency = (record.finished_at ?? record.created_at) - record.created_at;
+    const latency = (record.finished_at ?? Date.now()) - record.created_at;
     return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
   }
 }
 
-/** The job-level priority and deadline, which win over the same fields inside `input`. */
-function pick(body: JobBody): { priority?: number; timeout_ms?: number } {
-  return {
-    ...(body.priority === undefined ? {} : { priority: body.priority }),
-    ...(body.timeout_ms === undefined ? {} : { timeout_ms: body.timeout_ms }),
-  };
+function notFound(id: string): FerryError {
+  return new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
 }
 
 function seconds(ms: number): number {

@@ -4,7 +4,7 @@ import { InferenceClient } from "@ferry/transport";
 import { serve } from "@hono/node-server";
 import { pino } from "pino";
 import { createApp } from "./app.js";
-import { BatchService } from "./batch-service.js";
+import { BatchReader, BatchService } from "./batch-service.js";
 import { CompletionService } from "./completion-service.js";
 import { loadEnv } from "./env.js";
 import { InferenceService } from "./inference-service.js";
@@ -12,6 +12,7 @@ import { JobService } from "./job-service.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
 import type { Services } from "./services.js";
+import { StreamSlots } from "./stream-slots.js";
 import { TrafficRouter } from "./traffic-router.js";
 
 const env = loadEnv();
@@ -62,7 +63,9 @@ const services: Services = {
   jobs: new JobService(client, inference, completions),
   completions,
   batches: new BatchService(repository, client),
+  batchReader: new BatchReader(repository, client),
   metrics,
+  streams: new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY),
   draining: () => draining,
   drainSignal: drain.signal,
 };

@@ -2,12 +2,14 @@ import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
 import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
-import type { BatchService } from "./batch-service.js";
+import type { BatchReader, BatchService } from "./batch-service.js";
 import type { CompletionService } from "./completion-service.js";
 import type { ApiEnv } from "./env.js";
 import type { InferenceService } from "./inference-service.js";
 import type { JobService } from "./job-service.js";
 import type { ApiMetrics } from "./metrics.js";
+import type { StreamSlots } from "./stream-slots.js";
+import type { Tenant } from "./tenant.js";
 
 /** Everything a route may use, built once at boot and handed to the routes through Hono's context. */
 export interface Services {
@@ -19,7 +21,10 @@ export interface Services {
   jobs: JobService;
   completions: CompletionService;
   batches: BatchService;
+  batchReader: BatchReader;
   metrics: ApiMetrics;
+  /** Open event streams, capped per process and per tenant. */
+  streams: StreamSlots;
   /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
   draining: () => boolean;
   /** Aborted when the drain starts: resumable streams end and their clients reconnect elsewhere. */
@@ -29,5 +34,5 @@ export interface Services {
 export type AppEnv = {
   /** The Node request and response, for the routes that write their answer themselves (SSE). */
   Bindings: HttpBindings;
-  Variables: { services: Services; requestId: string };
+  Variables: { services: Services; requestId: string; tenant: Tenant };
 };

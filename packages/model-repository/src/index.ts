@@ -1,1 +1,3 @@
+export * from "./hf-tokenizer.js";
 export * from "./model-repository.js";
+export * from "./tokenizer.js";

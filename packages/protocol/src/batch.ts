@@ -18,9 +18,11 @@ export const batchChunkJobSchema = z.object({
   batch: z.string(),
   model: z.string(),
   version: z.string(),
+  /** The tenant whose batch this is: its predictions are stored where only it reads them. */
+  owner: z.string().default(""),
   items: z.array(batchItemSchema).min(1),
 });
-export type BatchChunkJob = z.infer<typeof batchChunkJobSchema>;
+export type BatchChunkJob = z.input<typeof batchChunkJobSchema>;
 
 /** What a batch stores per key and `GET /v1/predictions/{model}/{key}` serves. */
 export interface StoredPrediction {

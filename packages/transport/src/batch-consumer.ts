@@ -121,7 +121,7 @@ export class BatchConsumer {
     const fresh = await store?.call(
       this.redis,
       this.keys.batchResults(data.batch),
-      this.keys.predictions(data.model),
+      this.keys.predictions(data.model, data.owner ?? ""),
       this.keys.batch(data.batch),
       this.ttlS,
       ...args,

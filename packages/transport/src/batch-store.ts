@@ -23,6 +23,8 @@ export interface BatchStatus {
   failed: number;
   created_at: number;
   finished_at: number | null;
+  /** The tenant that created the batch ("" when the API is open). */
+  owner: string;
 }
 
 /** A gate never runs by its delay: ingestion promotes it when the last chunk is queued. */
@@ -47,13 +49,14 @@ export class BatchStore {
     this.flows.on("error", () => {});
   }
 
-  async create(model: string, version: string): Promise<string> {
+  async create(model: string, version: string, owner: string): Promise<string> {
     const id = randomUUID();
     await this.redis
       .multi()
       .hset(this.keys.batch(id), {
         model,
         version,
+        owner,
         status: "ingesting",
         total: 0,
         succeeded: 0,
@@ -80,13 +83,20 @@ export class BatchStore {
   }
 
   /** Queues one chunk as a child of the batch. */
-  async addChunk(id: string, model: string, version: string, items: BatchItem[]): Promise<void> {
+  async addChunk(
+    id: string,
+    model: string,
+    version: string,
+    owner: string,
+    items: BatchItem[],
+  ): Promise<void> {
     const data: BatchChunkJob = {
       v: WIRE_VERSION,
       kind: "batch",
       batch: id,
       model,
       version,
+      owner,
       items,
     };
     await this.queue(queueName(model, version)).add("batch", data, {
@@ -121,6 +131,7 @@ export class BatchStore {
       failed: Number(raw.failed ?? 0),
       created_at: Number(raw.created_at ?? 0),
       finished_at: raw.finished_at ? Number(raw.finished_at) : null,
+      owner: raw.owner ?? "",
     };
   }
 
@@ -141,8 +152,12 @@ export class BatchStore {
     } while (cursor !== "0");
   }
 
-  async prediction(model: string, key: string): Promise<StoredPrediction | undefined> {
-    const raw = await this.redis.hget(this.keys.predictions(model), key);
+  async prediction(
+    model: string,
+    key: string,
+    owner: string,
+  ): Promise<StoredPrediction | undefined> {
+    const raw = await this.redis.hget(this.keys.predictions(model, owner), key);
     return raw === null ? undefined : (JSON.parse(raw) as StoredPrediction);
   }
 

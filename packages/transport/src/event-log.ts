@@ -38,17 +38,22 @@ export class EventWriter {
   private readonly buffered = new Map<string, Pending>();
   private scheduled = false;
 
-  /**
-   * @param onFenceLost called with a job whose fenced write was refused: its lock belongs to
-   * another worker now, so whatever this one still computes for it is wasted.
-   */
+  private fenceLost: (fence: WriteFence) => void = () => {};
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly ttlS: number,
-    private readonly onFenceLost: (fence: WriteFence) => void = () => {},
   ) {
     redis.defineCommand("ferryAppendEvents", { numberOfKeys: 2, lua: APPEND });
+  }
+
+  /**
+   * `listener` is called with a fence whose write was refused: the job's lock belongs to
+   * another worker now, so whatever this one still computes for it is wasted.
+   */
+  onFenceLost(listener: (fence: WriteFence) => void): void {
+    this.fenceLost = listener;
   }
 
   /** Queues events for a job; they are written together at the end of this turn. */
@@ -89,7 +94,7 @@ export class EventWriter {
     const results = (await pipeline.exec()) ?? [];
     results.forEach(([, written], i) => {
       const fence = fences[i];
-      if (written === -1 && fence) this.onFenceLost(fence);
+      if (written === -1 && fence) this.fenceLost(fence);
     });
   }
 

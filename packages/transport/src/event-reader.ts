@@ -47,6 +47,8 @@ export class EventReader {
             yield event;
             if (event.body.type === "done") return;
           }
+          // a reader that resumes at or past the log's `done` has nothing more to wait for
+          if (after && (await endsBefore(redis, key, after))) return;
           while (!signal?.aborted) {
             const event = live.shift();
             if (!event) {
@@ -77,6 +79,14 @@ export class EventReader {
     const follow = await this.open(jobId);
     yield* follow.events(after, signal);
   }
+}
+
+/** Whether the log's last event is its `done` and lies at or before `after`. */
+async function endsBefore(redis: Redis, key: string, after: string): Promise<boolean> {
+  const [entry] = await redis.xrevrange(key, "+", "-", "COUNT", 1);
+  if (!entry) return false;
+  const last = parseEntry(entry);
+  return last.body.type === "done" && !streamIdAfter(last.id, after);
 }
 
 /** A subscription to one job's events, opened before they are read. */

@@ -7,8 +7,7 @@ import {
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { Redis } from "ioredis";
-import { createRedis } from "./connection.js";
-import { EventWriter, type WriteFence } from "./event-log.js";
+import type { EventWriter, WriteFence } from "./event-log.js";
 import { formatFailure } from "./job-records.js";
 import type { Keys } from "./keys.js";
 import type { GenerateHandler } from "./worker-transport.js";
@@ -20,26 +19,21 @@ import type { GenerateHandler } from "./worker-transport.js";
  * has its writes refused and stops computing it.
  */
 export class GenerationConsumer {
-  private readonly redis: Redis;
-  private readonly events: EventWriter;
   /** Generations by the lock token they run under (a job can come back to the same worker). */
   private readonly attempts = new Map<string, AbortController>();
 
-  /** @param running running jobs by id, where cancel broadcasts find them */
+  /**
+   * @param redis the event writer's connection (not BullMQ's: see WorkerTransport)
+   * @param running running jobs by id, where cancel broadcasts find them
+   */
   constructor(
-    redisUrl: string,
+    private readonly redis: Redis,
+    private readonly events: EventWriter,
     private readonly keys: Keys,
-    ttlS: number,
     private readonly running: Map<string, AbortController>,
   ) {
-    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
-    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
-    this.redis = createRedis(redisUrl);
-    this.redis.on("error", () => {});
     // a job that stalled over to another worker: stop computing what nobody will see
-    this.events = new EventWriter(this.redis, keys, ttlS, (fence) =>
-      this.attempts.get(fence.token)?.abort(),
-    );
+    events.onFenceLost((fence) => this.attempts.get(fence.token)?.abort());
   }
 
   async process(
@@ -49,9 +43,7 @@ export class GenerationConsumer {
   ): Promise<CompletionResult> {
     const id = job.id ?? "";
     // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
-    const fence = token
-      ? { lockKey: `${this.keys.prefix}:${job.queueName}:${id}:lock`, token }
-      : undefined;
+    const fence = fenceOf(this.keys, job, token);
     const emit = (events: JobEventBody[]) => this.events.emit(id, events, fence);
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
       return this.fail(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
@@ -104,9 +96,9 @@ export class GenerationConsumer {
     await this.events.flush();
     throw new UnrecoverableError(formatFailure(wire));
   }
+}
 
-  async close(): Promise<void> {
-    await this.events.flush().catch(() => undefined);
-    await this.redis.quit().catch(() => undefined);
-  }
+/** The lock a worker holds `job` with, which its event writes must still hold to land. */
+export function fenceOf(keys: Keys, job: Job, token: string | undefined): WriteFence | undefined {
+  return token ? { lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`, token } : undefined;
 }

@@ -27,18 +27,32 @@ import type { Keys } from "./keys.js";
 import type { QueueDepth } from "./queue-depth.js";
 import { assertReady, guarded } from "./redis-guard.js";
 
-export interface AsyncJobRequest {
+/** How a job is queued and whose it is. */
+export interface EnqueueOptions {
+  /** 1 (lowest) to 10 (highest). */
+  priority: number;
+  /** Requests waiting past which the queue refuses new ones with QUEUE_FULL. */
+  maxQueueSize: number;
+  /** The tenant the job belongs to ("" when the API is open to all). */
+  owner: string;
+}
+
+export interface AsyncJobRequest extends EnqueueOptions {
   model: string;
   version: string;
   rows: RowInputs[];
   /** Epoch ms after which the rows must not be computed. */
   deadline: number;
-  /** 1 (lowest) to 10 (highest). */
-  priority: number;
-  maxQueueSize: number;
   /** Opaque to workers: what the API needs to render the result when polled. */
   meta: Record<string, unknown>;
 }
+
+/** A completion as the API hands it over; the transport adds the wire fields. */
+export type GenerateRequest = Omit<GenerateJob, "v" | "kind" | "accepted_at">;
+
+/** Marks an expired job under Keys.cancelled, where "1" marks a cancelled one. */
+const EXPIRED = "expired";
+const NOT_COMPUTED = "deadline passed while queued; not computed";
 
 /**
  * Async jobs: one BullMQ job each, that can be polled, followed (events), cancelled, and
@@ -60,11 +74,8 @@ export class JobClient {
     const id = randomUUID();
     return this.enqueue(
       id,
-      req.model,
-      req.version,
-      req.priority,
-      req.maxQueueSize,
-      req.meta,
+      { model: req.model, version: req.version, deadline: req.deadline, meta: req.meta },
+      req,
       (now) => {
         const data: InferJob = {
           v: WIRE_VERSION,
@@ -86,21 +97,15 @@ export class JobClient {
 
   /** Enqueues a completion (one job each); its tokens arrive through `events`. */
   async submitGenerate(
-    job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
-    priority: number,
-    maxQueueSize: number,
+    job: GenerateRequest,
+    options: EnqueueOptions,
     id: string = randomUUID(),
   ): Promise<JobRecord> {
     return this.enqueue(
       id,
-      job.model,
-      job.version,
-      priority,
-      maxQueueSize,
-      job.meta ?? {},
+      { model: job.model, version: job.version, deadline: job.deadline, meta: job.meta ?? {} },
+      options,
       (now) => {
-        // a reader that connects before any worker takes the job sees it queued
-        this.writer.emit(id, [{ type: "status", status: "queued" }]);
         const data: GenerateJob = { ...job, v: WIRE_VERSION, kind: "generate", accepted_at: now };
         return { name: "generate", data };
       },
@@ -112,16 +117,15 @@ export class JobClient {
    * stored, not after, which takes a round trip off the time to the first token.
    */
   async submitGenerateFollowing(
-    job: Omit<GenerateJob, "v" | "kind" | "accepted_at">,
-    priority: number,
-    maxQueueSize: number,
+    job: GenerateRequest,
+    options: EnqueueOptions,
     signal?: AbortSignal,
   ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
     assertReady(this.redis);
     const id = randomUUID();
     const [follow, record] = await Promise.allSettled([
       guarded(() => this.reader.open(id)),
-      this.submitGenerate(job, priority, maxQueueSize, id),
+      this.submitGenerate(job, options, id),
     ]);
     if (record.status === "rejected") {
       if (follow.status === "fulfilled") follow.value.close();
@@ -130,15 +134,83 @@ export class JobClient {
     if (follow.status === "rejected") throw follow.reason;
     return {
       record: record.value,
-      events: follow.value.events(undefined, signal),
+      events: this.untilDeadline(id, job.deadline, follow.value.events(undefined, signal)),
       close: follow.value.close,
     };
   }
 
-  /** A job's events after `after` (a stream id), live until its `done` event. */
-  events(jobId: string, after: string | undefined, signal?: AbortSignal): AsyncGenerator<JobEvent> {
+  /**
+   * A job's events after `after` (a stream id), live until its `done` event. A job still
+   * queued at its deadline is expired then, so the stream ends on time with or without workers.
+   */
+  events(
+    record: JobRecord,
+    after: string | undefined,
+    signal?: AbortSignal,
+  ): AsyncGenerator<JobEvent> {
     assertReady(this.redis);
-    return this.reader.read(jobId, after, signal);
+    return this.untilDeadline(
+      record.id,
+      record.deadline,
+      this.reader.read(record.id, after, signal),
+    );
+  }
+
+  /**
+   * Passes a job's events through; if none says it started before `deadline`, the job is
+   * expired (removed from its queue, its log closed with DEADLINE_EXCEEDED), which ends the
+   * stream. The API owns the deadline: no worker has to be up for it to hold.
+   */
+  private async *untilDeadline(
+    id: string,
+    deadline: number | undefined,
+    events: AsyncGenerator<JobEvent>,
+  ): AsyncGenerator<JobEvent> {
+    if (deadline === undefined) return yield* events;
+    let started = false;
+    const timer = setTimeout(
+      () => {
+        if (!started) void this.expire(id).catch(() => undefined);
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    timer.unref();
+    try {
+      for await (const event of events) {
+        if (event.body.type !== "status" || event.body.status !== "queued") started = true;
+        yield event;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * Expires a job still waiting in its queue: it is removed (so no worker ever computes it),
+   * marked expired for polls, and its log closed with DEADLINE_EXCEEDED. False when a worker
+   * holds it already (BullMQ refuses to remove a locked job).
+   */
+  async expire(id: string): Promise<boolean> {
+    const index = await this.index(id);
+    if (!index) return false;
+    const job = await guarded(() => Job.fromId(this.queue(index.queue), id));
+    const removed = await job?.remove().then(
+      () => true,
+      () => false,
+    );
+    if (!removed) return false;
+    await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
+    this.writer.emit(id, [
+      { type: "error", error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED } },
+      { type: "done" },
+    ]);
+    await this.writer.flush();
+    return true;
+  }
+
+  private async index(id: string): Promise<JobIndexEntry | undefined> {
+    const raw = await guarded(() => this.redis.get(this.keys.jobQueue(id)));
+    return raw ? (JSON.parse(raw) as JobIndexEntry) : undefined;
   }
 
   /** The job's state as a poll reports it; undefined when the id is unknown or expired. */
@@ -156,7 +228,13 @@ export class JobClient {
       ),
     );
     if (!job) {
-      // Removed while queued by a cancel, or lost between writing the index and the job.
+      // Removed while queued by a cancel or at its deadline, or lost between writing the
+      // index and the job.
+      if (cancelled === EXPIRED)
+        return {
+          ...emptyRecord(id, index, "expired"),
+          error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED },
+        };
       if (cancelled) return emptyRecord(id, index, "cancelled");
       return {
         ...emptyRecord(id, index, "failed"),
@@ -164,6 +242,11 @@ export class JobClient {
       };
     }
     const state = await guarded(() => job.getState());
+    const waiting = state === "waiting" || state === "prioritized" || state === "delayed";
+    if (waiting && index.deadline !== undefined && Date.now() >= index.deadline) {
+      // nobody took it in time: it never will be computed, whether or not a poll asks
+      if (await this.expire(id)) return this.get(id);
+    }
     const status = statusOf(state, job.failedReason, cancelled !== null);
     const record = emptyRecord(id, index, status);
     return {
@@ -182,6 +265,7 @@ export class JobClient {
   async cancel(id: string): Promise<JobRecord | undefined> {
     const record = await this.get(id);
     if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
+    const index = await this.index(id);
     const message: CancelMessage = { v: WIRE_VERSION, job: id };
     await guarded(() =>
       this.redis
@@ -190,9 +274,8 @@ export class JobClient {
         .publish(this.keys.cancelChannel, JSON.stringify(message))
         .exec(),
     );
-    const index = await this.redis.get(this.keys.jobQueue(id));
     if (index) {
-      const job = await Job.fromId(this.queue((JSON.parse(index) as JobIndexEntry).queue), id);
+      const job = await Job.fromId(this.queue(index.queue), id);
       // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
       const removed = await job?.remove().then(
         () => true,
@@ -212,20 +295,21 @@ export class JobClient {
 
   private async enqueue(
     id: string,
-    model: string,
-    version: string,
-    priority: number,
-    maxQueueSize: number,
-    meta: Record<string, unknown>,
+    job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
+    options: EnqueueOptions,
     build: (now: number) => { name: string; data: InferJob | GenerateJob },
   ): Promise<JobRecord> {
     assertReady(this.redis);
-    const queue = queueName(model, version);
-    await this.depth.admit(queue, maxQueueSize);
+    const queue = queueName(job.model, job.version);
+    await this.depth.admit(queue, options.maxQueueSize);
+    // counted at once: jobs admitted before the next sample of the queue's length still count
+    this.depth.added(queue);
     const now = Date.now();
-    const index: JobIndexEntry = { queue, model, version, created_at: now, meta };
+    const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     await guarded(async () => {
       const { name, data } = build(now);
+      // a reader that connects before any worker takes the job sees it queued
+      this.writer.emit(id, [{ type: "status", status: "queued" }]);
       // One round trip, not three: one connection runs commands in the order they were sent,
       // so the index and the first event are stored before any worker can see the job.
       await Promise.all([
@@ -233,7 +317,7 @@ export class JobClient {
         this.writer.flush(),
         this.queue(queue).add(name, data, {
           jobId: id,
-          priority: bullPriority(priority),
+          priority: bullPriority(options.priority),
           removeOnComplete: { age: this.ttlS },
           removeOnFail: { age: this.ttlS },
         }),

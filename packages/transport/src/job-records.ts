@@ -13,6 +13,10 @@ export interface JobRecord {
   result: unknown;
   error: WireError | null;
   meta: Record<string, unknown>;
+  /** The tenant that created the job ("" when the API is open). */
+  owner: string;
+  /** Epoch ms after which the job must not start; unset on jobs stored before deadlines were. */
+  deadline: number | undefined;
 }
 
 /** Stored under Keys.jobQueue: enough to answer a poll even after the job itself is removed. */
@@ -22,6 +26,8 @@ export interface JobIndexEntry {
   version: string;
   created_at: number;
   meta: Record<string, unknown>;
+  owner?: string;
+  deadline?: number;
 }
 
 /** BullMQ state -> Ferry status; a failure's reason carries its code ("CODE: message"). */
@@ -70,5 +76,7 @@ export function emptyRecord(
     result: null,
     error: status === "cancelled" ? { code: "CANCELLED", message: "job was cancelled" } : null,
     meta: index.meta,
+    owner: index.owner ?? "",
+    deadline: index.deadline,
   };
 }

@@ -70,9 +70,14 @@ export class Keys {
     return `${this.prefix}:batch-results:${id}`;
   }
 
-  /** Hash of item key -> the latest stored prediction of a model (served without inference). */
-  predictions(model: string): string {
-    return `${this.prefix}:predictions:${model}`;
+  /**
+   * Hash of item key -> the latest stored prediction of a model (served without inference),
+   * one per tenant so that no key can read or overwrite another's.
+   */
+  predictions(model: string, owner: string): string {
+    return owner === ""
+      ? `${this.prefix}:predictions:${model}`
+      : `${this.prefix}:predictions:${model}:${owner}`;
   }
 
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */

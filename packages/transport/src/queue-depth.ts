@@ -40,6 +40,14 @@ export class QueueDepth {
     }
   }
 
+  /**
+   * A job was just added: it counts until the next sample, which includes it. Without this,
+   * a burst arriving within one sample's age would all be admitted against the same count.
+   */
+  added(name: string): void {
+    this.sample(name).waitingJobs++;
+  }
+
   enter(name: string): void {
     this.outstanding.set(name, (this.outstanding.get(name) ?? 0) + 1);
   }

@@ -10,12 +10,14 @@ import {
   type JobEventBody,
   type RowResult,
   WIRE_VERSION,
+  type WireError,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
 import { BatchConsumer } from "./batch-consumer.js";
 import { createRedis } from "./connection.js";
-import { GenerationConsumer } from "./generation-consumer.js";
+import { EventWriter } from "./event-log.js";
+import { fenceOf, GenerationConsumer } from "./generation-consumer.js";
 import { formatFailure } from "./job-records.js";
 import { Keys } from "./keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
@@ -69,6 +71,9 @@ export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promis
 
 export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
+/** The signal of a sync group's rows: they are never cancelled, only past their deadline. */
+const NEVER = new AbortController().signal;
+
 /**
  * The worker's side of the transport: consumes model-version queues from BullMQ, hands each
  * row to a handler, and publishes the answers to the API process that waits for them.
@@ -78,6 +83,9 @@ export class WorkerTransport {
   readonly workerId: string;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
+  /** Event-log appends: a connection of their own (see the constructor). */
+  private readonly eventsRedis: Redis;
+  private readonly events: EventWriter;
   private readonly registry: WorkerRegistry;
   private readonly generation: GenerationConsumer;
   private readonly jobTtlS: number;
@@ -96,10 +104,15 @@ export class WorkerTransport {
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
+    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
+    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
+    this.eventsRedis = createRedis(options.redisUrl);
+    this.eventsRedis.on("error", () => {});
+    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS);
     this.generation = new GenerationConsumer(
-      options.redisUrl,
+      this.eventsRedis,
+      this.events,
       this.keys,
-      this.jobTtlS,
       this.running,
     );
     this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
@@ -115,7 +128,7 @@ export class WorkerTransport {
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
         queue,
-        (job) => this.process(job, handler),
+        (job, token) => this.process(job, handler, token),
         this.workerOptions(options),
       ),
     );
@@ -199,7 +212,8 @@ export class WorkerTransport {
     await Promise.allSettled([...this.workers.values()].map((w) => w.close()));
     await this.registry.remove(this.workerId).catch(() => undefined);
     this.subscriber.disconnect();
-    await this.generation.close();
+    await this.events.flush().catch(() => undefined);
+    await this.eventsRedis.quit().catch(() => undefined);
     await this.redis.quit().catch(() => undefined);
   }
 
@@ -214,6 +228,7 @@ export class WorkerTransport {
   private async process(
     job: Job<InferJob | BatchChunkJob>,
     handler: RowHandler,
+    token: string | undefined,
   ): Promise<InferReply | { stored: number }> {
     const data = job.data;
     if (data.kind === "batch") return this.batches.processChunk(data, job.id ?? "", handler);
@@ -221,34 +236,61 @@ export class WorkerTransport {
     if (data.v !== WIRE_VERSION || data.kind !== "infer") {
       throw new UnrecoverableError(`INVALID_INPUT: unsupported message (v=${String(data.v)})`);
     }
-    const isAsync = data.reply_to === undefined;
-    // A sync group's rows are answered through reply_to; only async jobs can be cancelled.
-    if (isAsync && (await this.redis.exists(this.keys.cancelled(id))) === 1) {
-      throw new UnrecoverableError("CANCELLED: job was cancelled");
-    }
+    // A sync group's rows are answered through reply_to; async jobs are followed through
+    // their event log (status, result or error, done) and can be cancelled.
+    if (data.reply_to === undefined) return this.processAsync(job, data, handler, token);
+    const results = await Promise.all(
+      data.rows.map((row) => handler(row, data, { jobId: id, signal: NEVER })),
+    );
+    const reply = this.reply(id, data, results);
+    await this.redis.publish(data.reply_to, JSON.stringify(reply));
+    return reply;
+  }
+
+  private async processAsync(
+    job: Job<InferJob | BatchChunkJob>,
+    data: InferJob,
+    handler: RowHandler,
+    token: string | undefined,
+  ): Promise<InferReply> {
+    const id = job.id ?? "";
+    const fence = fenceOf(this.keys, job, token);
+    const fail = async (error: WireError): Promise<never> => {
+      this.events.emit(id, [{ type: "error", error }, { type: "done" }], fence);
+      await this.events.flush();
+      throw new UnrecoverableError(formatFailure(error));
+    };
+    if ((await this.redis.exists(this.keys.cancelled(id))) === 1)
+      return fail({ code: "CANCELLED", message: "job was cancelled" });
     const controller = new AbortController();
     this.running.set(id, controller);
+    this.events.emit(id, [{ type: "status", status: "running" }], fence);
     try {
       const ctx: RowContext = { jobId: id, signal: controller.signal };
       const results = await Promise.all(data.rows.map((row) => handler(row, data, ctx)));
-      const reply: InferReply = {
-        v: WIRE_VERSION,
-        job: id,
-        model: data.model,
-        version: data.version,
-        worker: this.workerId,
-        results,
-      };
-      if (data.reply_to) await this.redis.publish(data.reply_to, JSON.stringify(reply));
-      if (isAsync && controller.signal.aborted)
-        throw new UnrecoverableError("CANCELLED: job was cancelled");
+      if (controller.signal.aborted)
+        return fail({ code: "CANCELLED", message: "job was cancelled" });
       // A bad input or a model error fails this job only, and retrying would fail it again.
-      const failed = isAsync ? results.find((r) => !r.ok) : undefined;
-      if (failed && !failed.ok) throw new UnrecoverableError(formatFailure(failed.error));
+      const failed = results.find((r) => !r.ok);
+      if (failed && !failed.ok) return fail(failed.error);
+      const reply = this.reply(id, data, results);
+      this.events.emit(id, [{ type: "result", result: reply }, { type: "done" }], fence);
+      await this.events.flush();
       return reply;
     } finally {
       this.running.delete(id);
     }
+  }
+
+  private reply(id: string, data: InferJob, results: RowResult[]): InferReply {
+    return {
+      v: WIRE_VERSION,
+      job: id,
+      model: data.model,
+      version: data.version,
+      worker: this.workerId,
+      results,
+    };
   }
 
   private onCancel(message: string): void {

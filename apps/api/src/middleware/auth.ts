@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
 import type { Context, MiddlewareHandler } from "hono";
+import { OPEN_TENANT, type Tenant } from "../tenant.js";
 
 /** Compares secrets in constant time: both sides are hashed first, so lengths leak nothing. */
 export function secretEquals(given: string, expected: string): boolean {
@@ -9,28 +10,46 @@ export function secretEquals(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-function bearer(c: Context): string | undefined {
-  const header = c.req.header("Authorization");
-  if (!header?.startsWith("Bearer ")) return undefined;
-  return header.slice("Bearer ".length).trim();
+/** The credentials of `Authorization: Bearer <token>`; the scheme is case-insensitive (RFC 7235). */
+export function bearer(c: Context): string | undefined {
+  const match = /^bearer[ \t]+(\S+)[ \t]*$/i.exec(c.req.header("Authorization") ?? "");
+  return match?.[1];
+}
+
+/** A key's tenant id: a digest, so that neither Redis nor the logs ever hold the key itself. */
+export function tenantOf(key: string): string {
+  return createHash("sha256").update(key).digest("hex").slice(0, 16);
 }
 
 /**
  * API keys for /v1 and /v2 (health probes excepted), as OpenAI clients send them:
- * `Authorization: Bearer <key>`. No keys configured leaves the API open.
+ * `Authorization: Bearer <key>`. Each key is a tenant: what it creates is its own. The admin
+ * token is accepted here too and sees every tenant's work. No keys configured leaves the API
+ * open, with one shared tenant.
  */
-export function apiKeyAuth(keys: readonly string[]): MiddlewareHandler {
+export function apiKeyAuth(
+  keys: readonly string[],
+  adminToken: string | undefined,
+): MiddlewareHandler {
+  const tenants = keys.map((key) => ({ key, tenant: { id: tenantOf(key), admin: false } }));
   return async (c, next) => {
-    if (keys.length > 0 && !c.req.path.startsWith("/v2/health/")) {
-      const given = bearer(c);
-      // every key is compared, so the time taken does not say which one nearly matched
-      const ok = given !== undefined && keys.map((k) => secretEquals(given, k)).includes(true);
-      if (!ok)
-        throw new FerryError(
-          "UNAUTHORIZED",
-          given === undefined ? "Missing API key" : "Invalid API key",
-        );
+    if (keys.length === 0 || c.req.path.startsWith("/v2/health/")) {
+      c.set("tenant", OPEN_TENANT);
+      return next();
     }
+    const given = bearer(c);
+    let tenant: Tenant | undefined;
+    if (given !== undefined) {
+      // every key is compared, so the time taken does not say which one nearly matched
+      for (const t of tenants) if (secretEquals(given, t.key)) tenant = t.tenant;
+      if (adminToken && secretEquals(given, adminToken)) tenant = { id: "admin", admin: true };
+    }
+    if (!tenant)
+      throw new FerryError(
+        "UNAUTHORIZED",
+        given === undefined ? "Missing API key" : "Invalid API key",
+      );
+    c.set("tenant", tenant);
     await next();
   };
 }
@@ -43,6 +62,7 @@ export function adminAuth(token: string | undefined): MiddlewareHandler {
     const given = bearer(c);
     if (given === undefined || !secretEquals(given, token))
       throw new FerryError("UNAUTHORIZED", "Invalid or missing admin token");
+    c.set("tenant", { id: "admin", admin: true });
     await next();
   };
 }

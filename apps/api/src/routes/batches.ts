@@ -23,6 +23,7 @@ const statusSchema = z
     failed: z.number(),
     created_at: z.number(),
     finished_at: z.number().nullable(),
+    owner: z.string().openapi({ description: "Tenant id of the key that created it" }),
   })
   .openapi("Batch");
 const idParam = z.object({ id: z.string() });
@@ -71,12 +72,18 @@ const predictionRoute = createRoute({
   method: "get",
   path: "/v1/predictions/{model}/{key}",
   summary: "The stored answer for a key, with no inference",
-  request: { params: z.object({ model: z.string(), key: z.string() }) },
+  request: {
+    params: z.object({ model: z.string(), key: z.string() }),
+    query: z.object({ owner: z.string().optional() }),
+  },
   responses: {
     200: json(z.record(z.string(), z.unknown()), "The stored prediction"),
     404: openAiErrors[404],
   },
 });
+
+/** Bytes of one NDJSON line (one item): an item of a few thousand features is far below. */
+const MAX_LINE_BYTES = 1024 * 1024;
 
 async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
   yield* items;
@@ -84,7 +91,8 @@ async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
 
 export function registerBatches(app: OpenAPIHono<AppEnv>): void {
   app.openapi(createBatchRoute, async (c) => {
-    const { batches } = c.get("services");
+    const { batches, env } = c.get("services");
+    const owner = c.get("tenant").id;
     const type = c.req.header("Content-Type") ?? "";
     let result: { id: string; total: number };
     if (type.includes("ndjson")) {
@@ -95,7 +103,11 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
           "an NDJSON batch names its model: POST /v1/batches?model=<name>",
         );
       if (!c.req.raw.body) throw new FerryError("INVALID_INPUT", "empty body");
-      result = await batches.ingest(model, version, ndjsonItems(c.req.raw.body));
+      const limits = {
+        maxBodyBytes: env.MAX_BATCH_BODY_BYTES,
+        maxLineBytes: Math.min(env.MAX_BODY_BYTES, MAX_LINE_BYTES),
+      };
+      result = await batches.ingest(model, version, ndjsonItems(c.req.raw.body, limits), owner);
     } else {
       const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
       if (!body.success)
@@ -103,25 +115,28 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
           "INVALID_INPUT",
           `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
         );
-      result = await batches.ingest(body.data.model, body.data.version, fromArray(body.data.items));
+      result = await batches.ingest(
+        body.data.model,
+        body.data.version,
+        fromArray(body.data.items),
+        owner,
+      );
     }
     c.header("Location", `/v1/batches/${result.id}`);
     return c.json({ id: result.id, status: "running", total: result.total }, 202);
   });
 
   app.openapi(statusRoute, async (c) => {
-    const status = await c.get("services").client.batches.status(c.req.valid("param").id);
-    if (!status) throw new FerryError("NOT_FOUND", `Batch '${c.req.valid("param").id}' not found`);
-    return c.json(status, 200);
+    const { batchReader } = c.get("services");
+    return c.json(await batchReader.status(c.req.valid("param").id, c.get("tenant")), 200);
   });
 
   app.openapi(resultsRoute, async (c) => {
     const { id } = c.req.valid("param");
-    const store = c.get("services").client.batches;
-    if (!(await store.status(id))) throw new FerryError("NOT_FOUND", `Batch '${id}' not found`);
+    const pages = await c.get("services").batchReader.results(id, c.get("tenant"));
     c.header("Content-Type", "application/x-ndjson");
     const body = stream(c, async (out) => {
-      for await (const lines of store.results(id)) await out.write(`${lines.join("\n")}\n`);
+      for await (const lines of pages) await out.write(`${lines.join("\n")}\n`);
     });
     // a streamed body has no typed-response form in zod-openapi; the route documents it
     return body as unknown as never;
@@ -129,10 +144,10 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
 
   app.openapi(predictionRoute, async (c) => {
     const { model, key } = c.req.valid("param");
-    c.get("services").repository.get(model);
-    const stored = await c.get("services").client.batches.prediction(model, key);
-    if (!stored)
-      throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
+    const { owner } = c.req.valid("query");
+    const stored = await c
+      .get("services")
+      .batchReader.prediction(model, key, c.get("tenant"), owner);
     return c.json(stored as unknown as Record<string, unknown>, 200);
   });
 }

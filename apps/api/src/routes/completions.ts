@@ -1,8 +1,15 @@
-import type { CompletionResult } from "@ferry/protocol";
+import type { CompletionResult, JobEvent } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { callOptions } from "../call-options.js";
 import { errorOf } from "../completion-service.js";
-import { completionRequestSchema, completionResponseSchema, modelListSchema } from "../schemas.js";
+import type { CallOptions } from "../inference-service.js";
+import {
+  type CompletionRequest,
+  completionRequestSchema,
+  completionResponseSchema,
+  modelListSchema,
+} from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { sse } from "../sse.js";
 import { json, openAiErrors } from "./responses.js";
@@ -50,49 +57,89 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
 
   app.openapi(completionsRoute, async (c) => {
     const body = c.req.valid("json");
-    const { completions, client } = c.get("services");
-    const { requestId, priority } = callOptions(c, body);
-    if (!body.stream) return c.json(await completions.complete(body, requestId, priority), 200);
-    const reading = new AbortController();
-    const {
-      record: job,
-      events,
-      close,
-    } = await completions.follow(body, requestId, priority, reading.signal);
-    const includeUsage = body.stream_options?.include_usage === true;
-    return sse(c, async (stream) => {
-      // A client that goes away frees its batch slot: the job is cancelled on every worker.
-      stream.onAbort(() => {
-        reading.abort();
-        void client.jobs.cancel(job.id).catch(() => undefined);
-      });
-      const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
-      try {
-        for await (const event of events) {
-          const e = event.body;
-          if (e.type === "token")
-            await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
-          else if (e.type === "result") {
-            const result = e.result as CompletionResult;
-            const finish = result.finish_reason === "length" ? "length" : "stop";
-            await send(completions.chunk(job.id, job.model, job.created_at, "", finish));
-            if (includeUsage)
-              await send({
-                ...completions.chunk(job.id, job.model, job.created_at, "", null),
-                choices: [],
-                usage: result.usage,
-              });
-          } else if (e.type === "error") {
-            const err = errorOf(event);
-            await send({
-              error: { message: err.message, type: "server_error", code: err.code.toLowerCase() },
-            });
-          }
-        }
-      } finally {
-        close();
-      }
-      if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
-    });
+    const { completions, streams } = c.get("services");
+    const opts = callOptions(c, body);
+    const gone = clientGone(c);
+    if (!body.stream) return c.json(await completions.complete(body, opts, gone), 200);
+    const release = streams.acquire(opts.tenant);
+    try {
+      return await streamCompletion(c, body, opts, gone, release);
+    } catch (err) {
+      release();
+      throw err;
+    }
   });
+}
+
+async function streamCompletion(
+  c: Context<AppEnv>,
+  body: CompletionRequest,
+  opts: CallOptions,
+  gone: AbortSignal,
+  release: () => void,
+): Promise<Response> {
+  const { completions } = c.get("services");
+  const reading = new AbortController();
+  const { record: job, events, close } = await completions.follow(body, opts, reading.signal);
+  // A client that goes away frees its batch slot: the job is cancelled on every worker.
+  const onGone = () => {
+    reading.abort();
+    completions.cancel(job.id);
+  };
+  if (gone.aborted) onGone();
+  gone.addEventListener("abort", onGone);
+  // The status line waits for the job's first output: a job that expires in the queue or
+  // fails before its first token is answered with its HTTP error (504, 503), not a 200
+  // followed by an error chunk.
+  let first = await events.next();
+  while (!first.done && first.value.body.type === "status") first = await events.next();
+  if (!first.done && first.value.body.type === "error") {
+    gone.removeEventListener("abort", onGone);
+    close();
+    throw errorOf(first.value);
+  }
+  const includeUsage = body.stream_options?.include_usage === true;
+  return sse(c, async (stream) => {
+    const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
+    const write = async (event: JobEvent) => {
+      const e = event.body;
+      if (e.type === "token")
+        await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
+      else if (e.type === "result") {
+        const result = e.result as CompletionResult;
+        const finish = result.finish_reason === "length" ? "length" : "stop";
+        await send(completions.chunk(job.id, job.model, job.created_at, "", finish));
+        if (includeUsage)
+          await send({
+            ...completions.chunk(job.id, job.model, job.created_at, "", null),
+            choices: [],
+            usage: result.usage,
+          });
+      } else if (e.type === "error") {
+        const err = errorOf(event);
+        await send({
+          error: { message: err.message, type: "server_error", code: err.code.toLowerCase() },
+        });
+      }
+    };
+    try {
+      if (!first.done) await write(first.value);
+      for await (const event of events) await write(event);
+    } finally {
+      gone.removeEventListener("abort", onGone);
+      close();
+      release();
+    }
+    if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
+  });
+}
+
+/** Aborted when the client closes its connection before the answer has been written. */
+function clientGone(c: Context<AppEnv>): AbortSignal {
+  const controller = new AbortController();
+  const res = c.env?.outgoing;
+  res?.once("close", () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return controller.signal;
 }

@@ -1,4 +1,4 @@
-import { FerryError, type JobEventBody } from "@ferry/protocol";
+import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../services.js";
 import { sse } from "../sse.js";
@@ -6,6 +6,9 @@ import { openAiErrors } from "./responses.js";
 
 /** Seconds between SSE comments that keep idle proxies from closing the stream. */
 const HEARTBEAT_MS = 15_000;
+
+/** A Redis Stream id, the only thing Last-Event-ID may hold: `<ms>-<seq>`. */
+const STREAM_ID = /^[0-9]{1,15}-[0-9]{1,15}$/;
 
 const route = createRoute({
   method: "get",
@@ -18,7 +21,9 @@ const route = createRoute({
       content: { "text/event-stream": { schema: z.string() } },
       description: "The event stream",
     },
+    400: openAiErrors[400],
     404: openAiErrors[404],
+    429: openAiErrors[429],
     503: openAiErrors[503],
   },
 });
@@ -26,40 +31,44 @@ const route = createRoute({
 export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
   app.openapi(route, async (c) => {
     const { id } = c.req.valid("param");
-    const { client } = c.get("services");
-    if (!(await client.jobs.get(id)))
-      throw new FerryError("JOB_NOT_FOUND", `Job '${id}' not found`);
+    const { jobs, streams, drainSignal } = c.get("services");
     const after = c.req.header("Last-Event-ID") || undefined;
+    if (after !== undefined && !STREAM_ID.test(after))
+      throw new FerryError(
+        "INVALID_INPUT",
+        "Last-Event-ID must be an event id this stream sent (<ms>-<seq>)",
+      );
+    const release = streams.acquire(c.get("tenant"));
+    const reading = new AbortController();
+    let events: Awaited<ReturnType<typeof jobs.events>>;
+    try {
+      events = await jobs.events(id, c.get("tenant"), after, reading.signal);
+    } catch (err) {
+      release();
+      throw err;
+    }
     return sse(c, async (stream) => {
-      const reading = new AbortController();
       stream.onAbort(() => reading.abort());
       // This replica is draining: end the stream so that the client reconnects (through the
       // Service, to another replica) with Last-Event-ID, and misses nothing.
-      const { drainSignal } = c.get("services");
       const onDrain = () => reading.abort();
       if (drainSignal.aborted) onDrain();
       drainSignal.addEventListener("abort", onDrain);
       const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
       try {
-        for await (const event of client.jobs.events(id, after, reading.signal)) {
+        for await (const event of events) {
           await stream.send({
             id: event.id,
             event: event.body.type,
-            data: JSON.stringify(shown(event.body)),
+            data: JSON.stringify(event.body),
           });
         }
         if (drainSignal.aborted) await stream.raw("retry: 250\n\n");
       } finally {
         clearInterval(heartbeat);
         drainSignal.removeEventListener("abort", onDrain);
+        release();
       }
     });
   });
-}
-
-/** An event as clients see it: token ids are the workers' resume bookkeeping, not output. */
-function shown(body: JobEventBody): JobEventBody {
-  if (body.type !== "token") return body;
-  const { ids: _ids, ...rest } = body;
-  return rest;
 }

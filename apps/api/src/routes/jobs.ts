@@ -1,4 +1,5 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { callOptions } from "../call-options.js";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json, openAiErrors } from "./responses.js";
@@ -39,7 +40,8 @@ const cancelRoute = createRoute({
 
 export function registerJobs(app: OpenAPIHono<AppEnv>): void {
   app.openapi(submitRoute, async (c) => {
-    const record = await c.get("services").jobs.submit(c.req.valid("json"), c.get("requestId"));
+    const body = c.req.valid("json");
+    const record = await c.get("services").jobs.submit(body, callOptions(c, body));
     const self = `/v1/jobs/${record.id}`;
     c.header("Location", self);
     return c.json(
@@ -48,9 +50,9 @@ export function registerJobs(app: OpenAPIHono<AppEnv>): void {
     );
   });
   app.openapi(getRoute, async (c) =>
-    c.json(await c.get("services").jobs.get(c.req.valid("param").id), 200),
+    c.json(await c.get("services").jobs.get(c.req.valid("param").id, c.get("tenant")), 200),
   );
   app.openapi(cancelRoute, async (c) =>
-    c.json(await c.get("services").jobs.cancel(c.req.valid("param").id), 200),
+    c.json(await c.get("services").jobs.cancel(c.req.valid("param").id, c.get("tenant")), 200),
   );
 }

@@ -1,4 +1,5 @@
 import { randomInt } from "node:crypto";
+import type { Tokenizer } from "@ferry/model-repository";
 import {
   type CompletionResult,
   FerryError,
@@ -12,7 +13,6 @@ import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
 import { decodeRow, prefillRow, type Sequence } from "./sequence.js";
-import type { Tokenizer } from "./tokenizer.js";
 
 export interface EngineOptions {
   /** Positions the model can attend to (prompt + completion). */

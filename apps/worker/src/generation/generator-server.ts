@@ -1,22 +1,16 @@
 import { join } from "node:path";
+import { loadTokenizer, tokenizerConfigSchema } from "@ferry/model-repository";
 import type { CompletionResult, GenerateJob, JobEventBody, ModelConfig } from "@ferry/protocol";
 import { type ExecutionProvider, LmRuntime } from "@ferry/runtime";
 import { z } from "zod";
 import type { WorkerMetrics } from "../metrics.js";
 import { Engine } from "./engine.js";
 import { generationMetrics } from "./generation-metrics.js";
-import { HfTokenizer } from "./hf-tokenizer.js";
 import { Scheduler } from "./scheduler.js";
-import { ByteTokenizer, type Tokenizer } from "./tokenizer.js";
 
 /** What a generator's model.json must say beyond the common fields. */
 const generatorConfigSchema = z.object({
-  tokenizer: z.object({
-    type: z.enum(["byte", "huggingface"]),
-    eos_token_id: z.number().int().optional(),
-    /** For "huggingface": tokenizer.json, relative to the model's directory. */
-    file: z.string().default("tokenizer.json"),
-  }),
+  tokenizer: tokenizerConfigSchema,
   architecture: z.object({
     n_layer: z.number().int().positive(),
     n_head: z.number().int().positive(),
@@ -66,13 +60,7 @@ export class GeneratorServer {
   ): Promise<GeneratorServer> {
     const generator = generatorConfigSchema.parse(config);
     const arch = generator.architecture;
-    const tokenizer: Tokenizer =
-      generator.tokenizer.type === "byte"
-        ? new ByteTokenizer(generator.tokenizer.eos_token_id)
-        : await HfTokenizer.load(
-            join(dir, generator.tokenizer.file),
-            generator.tokenizer.eos_token_id,
-          );
+    const tokenizer = await loadTokenizer(dir, generator.tokenizer);
     const prefillThread = generator.scheduler.prefill_thread && !generator.scheduler.mixed_prefill;
     const runtime = await LmRuntime.load(
       join(dir, version, "model.onnx"),

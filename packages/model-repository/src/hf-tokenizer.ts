@@ -23,6 +23,10 @@ export class HfTokenizer implements Tokenizer {
     return this.impl.encode(text, { add_special_tokens: false }).ids;
   }
 
+  count(text: string): number {
+    return this.encode(text).length;
+  }
+
   decoder() {
     const ids: number[] = [];
     let emitted = "";

@@ -1,0 +1,52 @@
+import { join } from "node:path";
+import { z } from "zod";
+import { HfTokenizer } from "./hf-tokenizer.js";
+
+/** Turns text into token ids and ids back into text, one token at a time. */
+export interface Tokenizer {
+  encode(text: string): number[];
+  /** How many tokens `text` encodes to (cheaper than encoding where the tokenizer allows). */
+  count(text: string): number;
+  /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
+  decoder(): { push(id: number): string; flush(): string };
+  readonly eosTokenId: number | undefined;
+}
+
+/**
+ * Bytes are tokens: ids 0..255 are UTF-8 bytes, and one more id ends the text. Decoding holds
+ * back the bytes of a character that is not complete yet.
+ */
+export class ByteTokenizer implements Tokenizer {
+  constructor(readonly eosTokenId: number | undefined = 256) {}
+
+  encode(text: string): number[] {
+    return Array.from(Buffer.from(text, "utf8"));
+  }
+
+  count(text: string): number {
+    return Buffer.byteLength(text, "utf8");
+  }
+
+  decoder() {
+    const utf8 = new TextDecoder("utf-8");
+    return {
+      push: (id: number) => (id < 256 ? utf8.decode(Uint8Array.of(id), { stream: true }) : ""),
+      flush: () => utf8.decode(),
+    };
+  }
+}
+
+/** How a generator's model.json names its tokenizer. */
+export const tokenizerConfigSchema = z.object({
+  type: z.enum(["byte", "huggingface"]),
+  eos_token_id: z.number().int().optional(),
+  /** For "huggingface": tokenizer.json, relative to the model's directory. */
+  file: z.string().default("tokenizer.json"),
+});
+export type TokenizerConfig = z.infer<typeof tokenizerConfigSchema>;
+
+/** The tokenizer a generator's model.json names, loaded from the model's directory. */
+export async function loadTokenizer(dir: string, config: TokenizerConfig): Promise<Tokenizer> {
+  if (config.type === "byte") return new ByteTokenizer(config.eos_token_id);
+  return HfTokenizer.load(join(dir, config.file), config.eos_token_id);
+}
