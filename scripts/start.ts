@@ -1,7 +1,12 @@
 // `npm start`: the whole local stack (API + one worker) in the foreground; `--only api|worker`
-// starts one process alone for scaling out. Ctrl-C drains every child before exiting.
+// starts one process alone for scaling out. Ctrl-C drains every child before exiting. A child
+// that dies on its own is restarted, so one crash never takes the healthy process down with it.
 import { type ChildProcess, spawn } from "node:child_process";
 import { ensureRedis } from "./redis-local.js";
+
+/** A child that dies this many times within RESTART_WINDOW_MS is left down, and the stack stops. */
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 60_000;
 
 const onlyAt = process.argv.indexOf("--only");
 const only = onlyAt >= 0 ? process.argv[onlyAt + 1] : undefined;
@@ -12,35 +17,60 @@ if (only !== undefined && only !== "api" && only !== "worker") {
 const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
 const env = { ...process.env, REDIS_URL: redis.url };
 const entries = { api: "apps/api/src/main.ts", worker: "apps/worker/src/main.ts" };
-const names: Array<keyof typeof entries> = only ? [only] : ["worker", "api"];
-const children: ChildProcess[] = names.map((name) =>
-  spawn(process.execPath, ["--conditions=ferry-source", "--import", "tsx", entries[name]], {
-    stdio: "inherit",
-    env,
-  }),
-);
+type Name = keyof typeof entries;
+const names: Name[] = only ? [only] : ["worker", "api"];
 
+const running = new Map<Name, ChildProcess>();
+const deaths = new Map<Name, number[]>();
 let exitCode = 0;
 let stopping = false;
-const stopAll = (signal: NodeJS.Signals) => {
+let done: () => void = () => {};
+const allExited = new Promise<void>((resolve) => {
+  done = resolve;
+});
+
+function launch(name: Name): void {
+  const child = spawn(
+    process.execPath,
+    ["--conditions=ferry-source", "--import", "tsx", entries[name]],
+    { stdio: "inherit", env },
+  );
+  running.set(name, child);
+  child.on("exit", (code, signal) => {
+    running.delete(name);
+    if (stopping) {
+      if (code) exitCode = code;
+      if (running.size === 0) done();
+      return;
+    }
+    const now = Date.now();
+    const recent = [...(deaths.get(name) ?? []), now].filter((t) => now - t < RESTART_WINDOW_MS);
+    deaths.set(name, recent);
+    const how = signal ? `signal ${signal}` : `code ${code}`;
+    if (recent.length > MAX_RESTARTS) {
+      console.error(
+        `ferry: the ${name} died ${recent.length} times in a minute (${how}); stopping`,
+      );
+      exitCode = code || 1;
+      stopAll("SIGTERM");
+      if (running.size === 0) done();
+      return;
+    }
+    console.error(`ferry: the ${name} exited (${how}); restarting it`);
+    setTimeout(() => !stopping && launch(name), 500 * recent.length);
+  });
+}
+
+function stopAll(signal: NodeJS.Signals): void {
   if (stopping) return;
   stopping = true;
-  for (const child of children) if (child.exitCode === null) child.kill(signal);
-};
+  for (const child of running.values()) child.kill(signal);
+  if (running.size === 0) done();
+}
+
 process.on("SIGINT", () => stopAll("SIGINT"));
 process.on("SIGTERM", () => stopAll("SIGTERM"));
-await Promise.all(
-  children.map(
-    (child) =>
-      new Promise<void>((resolve) =>
-        child.on("exit", (code) => {
-          if (code) exitCode = code;
-          // One process dying takes the stack down rather than leaving half of it serving.
-          stopAll("SIGTERM");
-          resolve();
-        }),
-      ),
-  ),
-);
+for (const name of names) launch(name);
+await allExited;
 redis.stop();
 process.exit(exitCode);

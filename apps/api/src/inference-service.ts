@@ -10,6 +10,7 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import type { InferenceClient, InferRequest } from "@ferry/transport";
+import { beforeDeadline } from "./deadline.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
@@ -99,7 +100,17 @@ export class InferenceService {
    * A classifier answer: from the shared cache when fresh, else from the model; when the
    * model fails on a worker, from the last stored answer or the model's default (model.json).
    */
-  async predict(
+  predict(
+    model: string,
+    version: string | undefined,
+    body: PredictBody,
+    opts: CallOptions,
+  ): Promise<Prediction> {
+    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
+    return beforeDeadline(this.answer(model, version, body, opts), timeoutMs);
+  }
+
+  private async answer(
     model: string,
     version: string | undefined,
     body: PredictBody,
@@ -178,7 +189,17 @@ export class InferenceService {
     this.client.state.recordFallback(model, source);
   }
 
-  async inferV2(
+  inferV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+    opts: CallOptions,
+  ): Promise<V2InferResponse> {
+    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
+    return beforeDeadline(this.answerV2(model, version, body, opts), timeoutMs);
+  }
+
+  private async answerV2(
     model: string,
     version: string | undefined,
     body: V2InferRequest,

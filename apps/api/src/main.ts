@@ -53,6 +53,7 @@ const inference = new InferenceService(
 );
 const completions = new CompletionService(repository, client);
 let draining = false;
+const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
 const services: Services = {
   env,
@@ -65,7 +66,7 @@ const services: Services = {
   batches: new BatchService(repository, client),
   batchReader: new BatchReader(repository, client),
   metrics,
-  streams: new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY),
+  streams,
   draining: () => draining,
   drainSignal: drain.signal,
 };
@@ -83,12 +84,21 @@ async function shutdown(signal: string): Promise<void> {
   draining = true;
   drain.abort();
   log.info(
-    { signal, open: inFlight.size },
+    { signal, open: inFlight.size, streams: streams.open },
     "draining: no new connections, finishing open requests",
   );
   server.close();
   if ("closeIdleConnections" in server) server.closeIdleConnections();
-  await inFlight.settled(env.DRAIN_TIMEOUT_MS);
+  // Open streams (completions included: their requests returned when their stream began) run
+  // to their end within the drain timeout; what is still open then is ended with where to
+  // resume, and the jobs behind them go on in the workers.
+  const until = Date.now() + env.DRAIN_TIMEOUT_MS;
+  await Promise.all([
+    inFlight.settled(env.DRAIN_TIMEOUT_MS),
+    streams.settled(env.DRAIN_TIMEOUT_MS),
+  ]);
+  if (streams.open > 0) log.warn({ open: streams.open }, "drain timeout: ending open streams");
+  await streams.closeAll(Math.max(1_000, until - Date.now()));
   await client.close();
   log.info("api stopped");
   process.exit(0);

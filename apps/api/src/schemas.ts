@@ -29,25 +29,35 @@ export const predictResponseSchema = z
   })
   .openapi("PredictResponse");
 
-/** KServe v2 data may be flat or nested to any depth; every leaf must be a finite number. */
+/** How deep v2 `data` may nest: a tensor has a handful of axes, never thousands. */
+export const MAX_DATA_DEPTH = 32;
+
+/**
+ * KServe v2 data may be flat or nested row-major; every leaf must be a finite number. Walked
+ * with an explicit stack, so that hostile nesting is a 400, not a stack overflow.
+ */
 const nestedNumbers = z
   .array(z.unknown())
   .superRefine((data, ctx) => {
     const bad = firstBadLeaf(data);
-    if (bad !== undefined)
-      ctx.addIssue({ code: "custom", message: `data holds ${bad}, not a finite number` });
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
   })
   .openapi({ description: "Tensor values, flat or nested row-major", example: [0, 1, 2] });
 
-function firstBadLeaf(value: unknown): string | undefined {
-  if (Array.isArray(value)) {
-    for (const v of value) {
-      const bad = firstBadLeaf(v);
-      if (bad !== undefined) return bad;
+function firstBadLeaf(data: unknown[]): string | undefined {
+  const stack: Array<{ values: unknown[]; depth: number }> = [{ values: data, depth: 1 }];
+  for (let top = stack.pop(); top; top = stack.pop()) {
+    for (const v of top.values) {
+      if (Array.isArray(v)) {
+        if (top.depth >= MAX_DATA_DEPTH)
+          return `data is nested deeper than ${MAX_DATA_DEPTH} levels`;
+        stack.push({ values: v, depth: top.depth + 1 });
+      } else if (typeof v !== "number" || !Number.isFinite(v)) {
+        return `data holds ${JSON.stringify(v)?.slice(0, 40)}, not a finite number`;
+      }
     }
-    return undefined;
   }
-  return typeof value === "number" && Number.isFinite(value) ? undefined : JSON.stringify(value);
+  return undefined;
 }
 
 export const v2InputSchema = z.object({
@@ -156,6 +166,20 @@ export const healthSchema = z
   })
   .openapi("Health");
 
+/** A field Ferry does not implement: absent, null or its no-op value, else a 400 naming it. */
+function unsupported(field: string, ...noop: unknown[]) {
+  return z
+    .unknown()
+    .optional()
+    .superRefine((value, ctx) => {
+      if (value === undefined || value === null || noop.includes(value)) return;
+      ctx.addIssue({ code: "custom", message: `${field} is not supported by this server` });
+    });
+}
+
+/** A stop sequence: matched against every token's text, so it is kept short. */
+const stopString = z.string().max(256);
+
 export const completionRequestSchema = z
   .object({
     model: z.string(),
@@ -165,10 +189,15 @@ export const completionRequestSchema = z
     top_p: z.number().gt(0).max(1).nullish(),
     top_k: z.number().int().min(0).nullish(),
     seed: z.number().int().nullish(),
-    stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
+    stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
     stream: z.boolean().nullish(),
     stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
     n: z.literal(1).nullish(),
+    // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
+    echo: unsupported("echo", false),
+    logprobs: unsupported("logprobs", null, 0),
+    best_of: unsupported("best_of", 1),
+    suffix: unsupported("suffix", null),
     /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
     ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),

@@ -1,14 +1,24 @@
 import { FerryError } from "@ferry/protocol";
 import type { Tenant } from "./tenant.js";
 
+/** One open event stream's hold on its slot. */
+export interface StreamSlot {
+  /** Gives the slot back (idempotent). */
+  release(): void;
+  /** Aborted when the process must end its streams now (a drain that ran out of time). */
+  closing: AbortSignal;
+}
+
 /**
  * Caps the event streams (SSE) one API process holds open, in all and per tenant: each holds
  * a socket, buffers and a Redis subscription for as long as its client likes. A slot is taken
- * before any work is queued, so a refused stream costs nothing.
+ * before any work is queued, so a refused stream costs nothing. A draining process waits for
+ * its streams here before it exits.
  */
 export class StreamSlots {
-  private total = 0;
   private readonly perTenant = new Map<string, number>();
+  private readonly held = new Set<AbortController>();
+  private waiters: Array<() => void> = [];
 
   constructor(
     private readonly maxTotal: number,
@@ -16,12 +26,12 @@ export class StreamSlots {
   ) {}
 
   get open(): number {
-    return this.total;
+    return this.held.size;
   }
 
   /** Takes a slot or refuses: 503 when the process is full, 429 when the tenant is. */
-  acquire(tenant: Tenant): () => void {
-    if (this.total >= this.maxTotal)
+  acquire(tenant: Tenant): StreamSlot {
+    if (this.held.size >= this.maxTotal)
       throw new FerryError(
         "UNAVAILABLE",
         `This API process holds ${this.maxTotal} open streams, its limit`,
@@ -34,16 +44,33 @@ export class StreamSlots {
         `Too many open streams for this key (limit ${this.maxPerTenant})`,
         { retryAfterS: 1 },
       );
-    this.total++;
+    const closing = new AbortController();
+    this.held.add(closing);
     this.perTenant.set(tenant.id, mine + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.total--;
-      const left = (this.perTenant.get(tenant.id) ?? 1) - 1;
-      if (left === 0) this.perTenant.delete(tenant.id);
-      else this.perTenant.set(tenant.id, left);
+    return {
+      closing: closing.signal,
+      release: () => {
+        if (!this.held.delete(closing)) return;
+        const left = (this.perTenant.get(tenant.id) ?? 1) - 1;
+        if (left === 0) this.perTenant.delete(tenant.id);
+        else this.perTenant.set(tenant.id, left);
+        if (this.held.size === 0) for (const wake of this.waiters.splice(0)) wake();
+      },
     };
+  }
+
+  /** Resolves when no stream is open, or after `timeoutMs`. */
+  settled(timeoutMs: number): Promise<void> {
+    if (this.held.size === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push(resolve);
+      setTimeout(resolve, timeoutMs).unref();
+    });
+  }
+
+  /** Tells every open stream to end now; resolves once they have (or after `timeoutMs`). */
+  closeAll(timeoutMs: number): Promise<void> {
+    for (const closing of this.held) closing.abort();
+    return this.settled(timeoutMs);
   }
 }

@@ -6,17 +6,11 @@ import {
   type OutputTensor,
   type RowInputs,
 } from "@ferry/protocol";
-import type { V2InferRequest, V2InferResponse } from "./schemas.js";
+import { MAX_DATA_DEPTH, type V2InferRequest, type V2InferResponse } from "./schemas.js";
 
-/** Flattens KServe v2 `data`, which may be nested to any depth, in row-major order. */
+/** Flattens KServe v2 `data` (checked by the schema: nested at most MAX_DATA_DEPTH deep). */
 export function flatten(data: unknown[]): number[] {
-  const out: number[] = [];
-  const walk = (value: unknown) => {
-    if (Array.isArray(value)) for (const v of value) walk(v);
-    else out.push(value as number);
-  };
-  walk(data);
-  return out;
+  return data.flat(MAX_DATA_DEPTH) as number[];
 }
 
 /**
@@ -64,9 +58,12 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
       datatype: spec.datatype,
     });
   }
+  const seen = new Set<string>();
   for (const input of body.inputs) {
     if (!config.inputs.some((s) => s.name === input.name))
       throw invalid(`unknown input '${input.name}'`);
+    if (seen.has(input.name)) throw invalid(`input '${input.name}' is given more than once`);
+    seen.add(input.name);
   }
   if (!batch) throw invalid("batch size must be at least 1");
   return Array.from({ length: batch }, (_, r) => {

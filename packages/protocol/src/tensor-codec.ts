@@ -1,4 +1,26 @@
+import { FerryError } from "./errors.js";
 import type { Datatype } from "./model-config.js";
+
+/** The largest finite float32: a larger JSON number would reach the model as Infinity. */
+const FP32_MAX = 3.4028234663852886e38;
+
+/** Whether `v` is a value of `datatype` as it will be stored (no overflow, no truncation). */
+function fits(datatype: Datatype, v: number): boolean {
+  switch (datatype) {
+    case "FP64":
+      return Number.isFinite(v);
+    case "INT64":
+      return Number.isSafeInteger(v);
+    case "INT32":
+      return Number.isInteger(v) && v >= -2_147_483_648 && v <= 2_147_483_647;
+    case "BOOL":
+      return v === 0 || v === 1;
+    case "BYTES":
+      return Number.isInteger(v) && v >= 0 && v <= 255;
+    default:
+      return Number.isFinite(v) && Math.abs(v) <= FP32_MAX;
+  }
+}
 
 /** Bytes per element of each datatype as it travels (little-endian, like KServe's binary extension). */
 export const bytesPerElement: Record<Datatype, number> = {
@@ -11,13 +33,22 @@ export const bytesPerElement: Record<Datatype, number> = {
 };
 
 /**
- * Encodes one row's values as base64 of their binary form. JSON numbers cost a parse on every
+ * Encodes one row's values as base64 of their binary form, refusing (400) any value the
+ * datatype cannot hold rather than letting it overflow or truncate on the way. JSON numbers cost a parse on every
  * hop and three times the bytes in Redis; a 784-pixel row is 4 KB this way.
  *
  * @example
  * decodeTensor("FP32", encodeTensor("FP32", [0.5, 2])); // Float32Array [0.5, 2]
  */
 export function encodeTensor(datatype: Datatype, values: readonly number[]): string {
+  for (let k = 0; k < values.length; k++) {
+    const v = values[k] as number;
+    if (!fits(datatype, v))
+      throw new FerryError(
+        "INVALID_INPUT",
+        `value ${v} at index ${k} does not fit ${datatype} (a bad input never reaches a worker)`,
+      );
+  }
   let array: ArrayBufferView;
   switch (datatype) {
     case "FP64":

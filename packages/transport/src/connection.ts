@@ -13,12 +13,21 @@ export function createRedis(url: string, options: RedisOptions = {}): Redis {
   });
 }
 
+/** How long a request-path command may wait for Redis before it fails, in ms. */
+export const COMMAND_TIMEOUT_MS = 1_000;
+
 /**
  * A connection for request paths that must fail fast while Redis is down (503 in a
- * millisecond budget, not a hang): no offline queue, a bounded number of retries.
+ * millisecond budget, not a hang): no offline queue, a bounded number of retries, and a
+ * command timeout, since a Redis that stops answering (paused, swapping, partitioned without
+ * a reset) keeps its socket open and would otherwise hold every request forever.
  */
 export function createFastFailRedis(url: string): Redis {
-  return createRedis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  return createRedis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: COMMAND_TIMEOUT_MS,
+  });
 }
 
 /** True when something answers PING at `url` within `timeoutMs`. */

@@ -14,7 +14,7 @@ import type { Redis } from "ioredis";
 import { BatchStore } from "./batch-store.js";
 import { ChannelMux } from "./channel-mux.js";
 import { type CoalescedGroup, Coalescer } from "./coalescer.js";
-import { createRedis } from "./connection.js";
+import { createFastFailRedis, createRedis } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { EventReader } from "./event-reader.js";
 import { JobClient } from "./job-client.js";
@@ -77,11 +77,8 @@ export class InferenceClient {
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.jobTtlS = options.jobTtlS ?? 86_400;
-    // No offline queue: while Redis is down a request fails in a moment (503), never hangs.
-    this.redis = createRedis(options.redisUrl, {
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-    });
+    // While Redis is down or frozen a request fails in a moment (503), never hangs.
+    this.redis = createFastFailRedis(options.redisUrl);
     this.subscriber = createRedis(options.redisUrl);
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});

@@ -301,9 +301,7 @@ export class JobClient {
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    await this.depth.admit(queue, options.maxQueueSize);
-    // counted at once: jobs admitted before the next sample of the queue's length still count
-    this.depth.added(queue);
+    await this.depth.admit(queue, options.maxQueueSize, true);
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     await guarded(async () => {

@@ -3,8 +3,11 @@ import type { Queue } from "bullmq";
 
 interface Sample {
   waitingJobs: number;
+  /** When the count was asked for: jobs admitted since may not be in it. */
   at: number;
   refreshing: Promise<void> | undefined;
+  /** When each job admitted since `at` was admitted (they count on top of the sample). */
+  admitted: number[];
 }
 
 /** How stale a sample of a queue's length may be before it is refreshed, in ms. */
@@ -21,7 +24,12 @@ export class QueueDepth {
 
   constructor(private readonly queue: (name: string) => Queue) {}
 
-  async admit(name: string, limit: number): Promise<void> {
+  /**
+   * Admits one request or refuses it with QUEUE_FULL. With `job`, the request becomes a job of
+   * its own: it counts from this moment until a sample of the queue includes it, so that a
+   * burst within one sample's age cannot all be admitted against the same count.
+   */
+  async admit(name: string, limit: number, job = false): Promise<void> {
     const sample = this.sample(name);
     const stale = Date.now() - sample.at > STALE_MS;
     if (stale) {
@@ -38,14 +46,7 @@ export class QueueDepth {
         },
       );
     }
-  }
-
-  /**
-   * A job was just added: it counts until the next sample, which includes it. Without this,
-   * a burst arriving within one sample's age would all be admitted against the same count.
-   */
-  added(name: string): void {
-    this.sample(name).waitingJobs++;
+    if (job) sample.admitted.push(Date.now());
   }
 
   enter(name: string): void {
@@ -57,24 +58,27 @@ export class QueueDepth {
   }
 
   private depth(name: string, sample: Sample): number {
-    return sample.waitingJobs + (this.outstanding.get(name) ?? 0);
+    return sample.waitingJobs + sample.admitted.length + (this.outstanding.get(name) ?? 0);
   }
 
   private sample(name: string): Sample {
     let sample = this.samples.get(name);
     if (!sample) {
-      sample = { waitingJobs: 0, at: 0, refreshing: undefined };
+      sample = { waitingJobs: 0, at: 0, refreshing: undefined, admitted: [] };
       this.samples.set(name, sample);
     }
     return sample;
   }
 
   private refresh(name: string, sample: Sample): Promise<void> {
+    const askedAt = Date.now();
     sample.refreshing ??= this.queue(name)
       .getJobCounts("wait", "prioritized")
       .then((counts) => {
         sample.waitingJobs = (counts.wait ?? 0) + (counts.prioritized ?? 0);
-        sample.at = Date.now();
+        sample.at = askedAt;
+        // those admitted before the count was asked for are in it now (or already taken)
+        sample.admitted = sample.admitted.filter((t) => t >= askedAt);
       })
       .catch(() => undefined)
       .finally(() => {

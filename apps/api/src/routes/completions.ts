@@ -12,6 +12,7 @@ import {
 } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { sse } from "../sse.js";
+import type { StreamSlot } from "../stream-slots.js";
 import { json, openAiErrors } from "./responses.js";
 
 const modelsRoute = createRoute({
@@ -61,11 +62,11 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
     const opts = callOptions(c, body);
     const gone = clientGone(c);
     if (!body.stream) return c.json(await completions.complete(body, opts, gone), 200);
-    const release = streams.acquire(opts.tenant);
+    const slot = streams.acquire(opts.tenant);
     try {
-      return await streamCompletion(c, body, opts, gone, release);
+      return await streamCompletion(c, body, opts, gone, slot);
     } catch (err) {
-      release();
+      slot.release();
       throw err;
     }
   });
@@ -76,7 +77,7 @@ async function streamCompletion(
   body: CompletionRequest,
   opts: CallOptions,
   gone: AbortSignal,
-  release: () => void,
+  slot: StreamSlot,
 ): Promise<Response> {
   const { completions } = c.get("services");
   const reading = new AbortController();
@@ -99,10 +100,19 @@ async function streamCompletion(
     throw errorOf(first.value);
   }
   const includeUsage = body.stream_options?.include_usage === true;
+  // The job behind the stream: /v1/jobs/{id}/events with Last-Event-ID (the chunks' ids)
+  // continues it from anywhere, should this connection or this replica go away.
+  c.header("X-Job-Id", job.id);
+  // A drain that runs out of time ends the stream; the client resumes through the job.
+  const onClosing = () => reading.abort();
+  slot.closing.addEventListener("abort", onClosing);
+  let lastId: string | undefined;
   return sse(c, async (stream) => {
-    const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
+    const send = (payload: unknown) =>
+      stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
     const write = async (event: JobEvent) => {
       const e = event.body;
+      lastId = event.id;
       if (e.type === "token")
         await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
       else if (e.type === "result") {
@@ -127,10 +137,25 @@ async function streamCompletion(
       for await (const event of events) await write(event);
     } finally {
       gone.removeEventListener("abort", onGone);
+      slot.closing.removeEventListener("abort", onClosing);
       close();
-      release();
     }
-    if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
+    try {
+      if (slot.closing.aborted) {
+        const resume = `/v1/jobs/${job.id}/events`;
+        await send({
+          error: {
+            message: `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`,
+            type: "service_unavailable_error",
+            code: "unavailable",
+            job: job.id,
+            resume,
+          },
+        });
+      } else if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
+    } finally {
+      slot.release();
+    }
   });
 }
 

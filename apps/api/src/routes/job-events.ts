@@ -38,13 +38,13 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
         "INVALID_INPUT",
         "Last-Event-ID must be an event id this stream sent (<ms>-<seq>)",
       );
-    const release = streams.acquire(c.get("tenant"));
+    const slot = streams.acquire(c.get("tenant"));
     const reading = new AbortController();
     let events: Awaited<ReturnType<typeof jobs.events>>;
     try {
       events = await jobs.events(id, c.get("tenant"), after, reading.signal);
     } catch (err) {
-      release();
+      slot.release();
       throw err;
     }
     return sse(c, async (stream) => {
@@ -67,7 +67,7 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
       } finally {
         clearInterval(heartbeat);
         drainSignal.removeEventListener("abort", onDrain);
-        release();
+        slot.release();
       }
     });
   });

@@ -4,6 +4,17 @@ import { v2ModelMetadataSchema } from "../schemas.js";
 import type { AppEnv, Services } from "../services.js";
 import { json, v2Errors } from "./responses.js";
 
+const serverMetadataSchema = z
+  .object({ name: z.string(), version: z.string(), extensions: z.array(z.string()) })
+  .openapi("ServerMetadata");
+
+const serverRoute = createRoute({
+  method: "get",
+  path: "/v2",
+  summary: "Server metadata (KServe Open Inference Protocol)",
+  responses: { 200: json(serverMetadataSchema, "Name, version and protocol extensions") },
+});
+
 const readySchema = z.object({ name: z.string(), version: z.string(), ready: z.boolean() });
 
 const metadataRoute = createRoute({
@@ -48,6 +59,7 @@ export async function workersPerQueue(services: Services): Promise<Map<string, n
 }
 
 export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(serverRoute, (c) => c.json({ name: "ferry", version: "0.1.0", extensions: [] }, 200));
   app.openapi(metadataRoute, (c) => {
     const entry = c.get("services").repository.get(c.req.valid("param").name);
     const shape = (dims: number[]) => [-1, ...dims];
