@@ -41,7 +41,9 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   app.use(httpMetrics());
   const limit = bodyLimit({
     maxSize: services.env.MAX_BODY_BYTES,
-    onError: () => {
+    onError: (c) => {
+      // the rest of the refused body is left unread: the connection cannot carry another request
+      c.header("Connection", "close");
       throw new FerryError(
         "PAYLOAD_TOO_LARGE",
         `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,

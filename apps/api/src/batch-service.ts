@@ -125,7 +125,7 @@ const NEWLINE = 0x0a;
  * moment it crosses it, before it is buffered whole.
  */
 export async function* ndjsonItems(
-  body: ReadableStream<Uint8Array>,
+  body: AsyncIterable<Uint8Array>,
   limits: NdjsonLimits,
 ): AsyncGenerator<RawItem> {
   const decoder = new TextDecoder();
@@ -154,7 +154,7 @@ export async function* ndjsonItems(
       "PAYLOAD_TOO_LARGE",
       `line ${line + 1} exceeds ${limits.maxLineBytes} bytes; one item per line`,
     );
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const chunk of body) {
     bodyBytes += chunk.byteLength;
     if (bodyBytes > limits.maxBodyBytes)
       throw new FerryError(

@@ -3,6 +3,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
 import { ndjsonItems, type RawItem } from "../batch-service.js";
 import type { AppEnv } from "../services.js";
+import { bodyChunks, linger } from "../upload.js";
 import { json, openAiErrors } from "./responses.js";
 
 const batchBodySchema = z
@@ -85,6 +86,9 @@ const predictionRoute = createRoute({
 /** Bytes of one NDJSON line (one item): an item of a few thousand features is far below. */
 const MAX_LINE_BYTES = 1024 * 1024;
 
+/** What is read and dropped of a refused upload before its connection is cut. */
+const LINGER_BYTES = 64 * 1024 * 1024;
+
 async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
   yield* items;
 }
@@ -102,12 +106,22 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
           "INVALID_INPUT",
           "an NDJSON batch names its model: POST /v1/batches?model=<name>",
         );
-      if (!c.req.raw.body) throw new FerryError("INVALID_INPUT", "empty body");
       const limits = {
         maxBodyBytes: env.MAX_BATCH_BODY_BYTES,
         maxLineBytes: Math.min(env.MAX_BODY_BYTES, MAX_LINE_BYTES),
       };
-      result = await batches.ingest(model, version, ndjsonItems(c.req.raw.body, limits), owner);
+      const incoming = c.env.incoming;
+      try {
+        result = await batches.ingest(
+          model,
+          version,
+          ndjsonItems(bodyChunks(incoming), limits),
+          owner,
+        );
+      } catch (err) {
+        linger(incoming, LINGER_BYTES);
+        throw err;
+      }
     } else {
       const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
       if (!body.success)

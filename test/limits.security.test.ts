@@ -1,0 +1,311 @@
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { samples } from "./helpers/samples.js";
+import { REDIS_URL, Stack } from "./helpers/stack.js";
+
+// tiny-lm has no worker here (its jobs stay queued) and a small queue; streams are capped low.
+const repo = tempRepository({ digits: {}, "tiny-lm": { max_queue_size: 20 } });
+const stack = new Stack({
+  env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
+  apiEnv: {
+    API_KEYS: "k1,k2",
+    MAX_STREAMS: "5",
+    MAX_STREAMS_PER_KEY: "3",
+    MAX_BATCH_BODY_BYTES: String(4 * 1024 * 1024),
+  },
+});
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const k1 = { Authorization: "Bearer k1" };
+const k2 = { Authorization: "Bearer k2" };
+const message = async (res: Response) =>
+  ((await res.json()) as { error: { message: string } }).error.message;
+
+/** Keys under this stack's prefix matching `pattern` (jobs stored, say). */
+async function countKeys(pattern: string): Promise<number> {
+  const redis = new Redis(REDIS_URL);
+  try {
+    let n = 0;
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${stack.prefix}:${pattern}`);
+      cursor = next;
+      n += keys.length;
+    } while (cursor !== "0");
+    return n;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** A body that streams `total` bytes of one NDJSON line that never ends. */
+function endlessLine(total: number): ReadableStream<Uint8Array> {
+  const chunk = new TextEncoder().encode(`{"key":"a","features":[${"1,".repeat(32_000)}`);
+  let sent = 0;
+  return new ReadableStream({
+    pull(controller) {
+      if (sent >= total) return controller.close();
+      controller.enqueue(chunk);
+      sent += chunk.byteLength;
+    },
+  });
+}
+
+const ndjson = (body: ReadableStream<Uint8Array> | string) =>
+  fetch(stack.url("/v1/batches?model=digits"), {
+    method: "POST",
+    headers: { ...k1, "content-type": "application/x-ndjson" },
+    body,
+    duplex: "half",
+  } as RequestInit);
+
+describe("NDJSON batch uploads are bounded while they stream", () => {
+  it("a 30 MB line without a newline: 413 as soon as it passes the line limit", async () => {
+    const started = performance.now();
+    const res = await ndjson(endlessLine(30 * 1024 * 1024));
+    expect(res.status).toBe(413);
+    expect(await message(res)).toMatch(/line 1 exceeds 1048576 bytes/);
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
+  it("a body past MAX_BATCH_BODY_BYTES of valid lines: 413", async () => {
+    const line = `${JSON.stringify({ key: "k", features: samples.digits.inputs[0] })}\n`;
+    const res = await ndjson(line.repeat(Math.ceil((5 * 1024 * 1024) / line.length)));
+    expect(res.status).toBe(413);
+    expect(await message(res)).toMatch(/NDJSON body exceeds 4194304 bytes/);
+  });
+});
+
+describe("prompts that cannot fit the model are refused before anything is queued", () => {
+  it("sync, streamed and async: OpenAI's 400 with the token counts, and no job stored", async () => {
+    const before = await countKeys("job-queue:*");
+    const long = "x".repeat(300);
+    for (const stream of [false, true]) {
+      const res = await stack.post(
+        "/v1/completions",
+        { model: "tiny-lm", prompt: long, max_tokens: 10, stream },
+        k1,
+      );
+      expect(res.status).toBe(400);
+      expect(await message(res)).toBe(
+        "This model's maximum context length is 256 tokens. However, you requested 310 tokens (300 in the prompt, 10 for the completion). Please reduce the length of the prompt or completion.",
+      );
+    }
+    const fits = await stack.post(
+      "/v1/completions",
+      { model: "tiny-lm", prompt: "x".repeat(250), max_tokens: 10 },
+      k1,
+    );
+    expect(fits.status).toBe(400); // 260 > 256: prompt and completion must fit together
+    const huge = await stack.post(
+      "/v1/jobs",
+      { model: "tiny-lm", input: { prompt: "y".repeat(7 * 1024 * 1024) } },
+      k1,
+    );
+    expect(huge.status).toBe(400);
+    expect(await message(huge)).toMatch(/maximum context length is 256 tokens/);
+    expect(await countKeys("job-queue:*")).toBe(before);
+  });
+
+  it("stop sequences are capped in size", async () => {
+    const res = await stack.post(
+      "/v1/completions",
+      { model: "tiny-lm", prompt: "Q:", stop: ["z".repeat(257)] },
+      k1,
+    );
+    expect(res.status).toBe(400);
+    expect(await message(res)).toMatch(/stop/);
+  });
+});
+
+describe("open event streams are capped", () => {
+  it("per key (429) and per process (503); a closed stream frees its slot", async () => {
+    const job = await stack.post(
+      "/v1/jobs",
+      { model: "digits", input: { features: samples.digits.inputs[0] } },
+      k1,
+    );
+    const { id } = (await job.json()) as { id: string };
+    // a finished job's stream ends by itself; hold streams open on a queued generation instead
+    const queued = await stack.post("/v1/jobs", { model: "tiny-lm", input: { prompt: "Q:" } }, k1);
+    expect(queued.status).toBe(202);
+    const qid = ((await queued.json()) as { id: string }).id;
+    const open: AbortController[] = [];
+    const follow = async (key: Record<string, string>, jobId = qid) => {
+      const abort = new AbortController();
+      const res = await fetch(stack.url(`/v1/jobs/${jobId}/events`), {
+        headers: key,
+        signal: abort.signal,
+      });
+      if (res.status === 200) open.push(abort);
+      else await res.body?.cancel();
+      return res.status;
+    };
+    for (let i = 0; i < 100; i++) {
+      const poll = await fetch(stack.url(`/v1/jobs/${id}`), { headers: k1 });
+      if (((await poll.json()) as { status: string }).status === "succeeded") break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(await follow(k1, id)).toBe(200); // a finished job's stream ends: the slot comes back
+    await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 3; i++) expect(await follow(k1)).toBe(200);
+    expect(await follow(k1)).toBe(429);
+    // k2 may not follow k1's job, so it holds streams on a job of its own
+    const own = await stack.post("/v1/jobs", { model: "tiny-lm", input: { prompt: "A:" } }, k2);
+    const k2job = ((await own.json()) as { id: string }).id;
+    expect(await follow(k2, k2job)).toBe(200);
+    expect(await follow(k2, k2job)).toBe(200);
+    expect(await follow(k2, k2job)).toBe(503);
+    for (const a of open) a.abort();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await follow(k2, k2job)).toBe(200);
+    for (const a of open) a.abort();
+  });
+});
+
+describe("max_queue_size holds for generators", () => {
+  it("60 async completions at once against a queue of 20: 20 accepted, the rest 429", async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 60 }, (_, k) =>
+        stack.post(
+          "/v1/jobs",
+          { model: "tiny-lm", input: { prompt: `Q: ${k}?`, max_tokens: 4 } },
+          k2,
+        ),
+      ),
+    );
+    // the stream test above left 2 completions queued
+    const accepted = answers.filter((r) => r.status === 202).length;
+    expect(accepted).toBe(18);
+    const refused = answers.filter((r) => r.status === 429);
+    expect(refused.length).toBe(42);
+    expect(refused[0]?.headers.get("retry-after")).toBe("1");
+  });
+});
+
+describe("deadlines are bounded", () => {
+  it("a timeout_ms past an hour is a 400, not a timer that fires at once", async () => {
+    const features = samples.digits.inputs[0];
+    const v1 = await stack.post(
+      "/v1/models/digits/predict",
+      { features, timeout_ms: 2_147_483_648 },
+      k1,
+    );
+    expect(v1.status).toBe(400);
+    expect(await message(v1)).toMatch(/timeout_ms/);
+    const v2 = await stack.post(
+      "/v2/models/digits/infer",
+      {
+        inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: features }],
+        parameters: { timeout_ms: 3_000_000_000 },
+      },
+      k1,
+    );
+    expect(v2.status).toBe(400);
+  });
+});
+
+describe("hostile inputs beside normal load", () => {
+  /** Closed-loop predicts with a different input each time, for `ms`; their latencies. */
+  async function normalLoad(ms: number, seed: number): Promise<number[]> {
+    const latencies: number[] = [];
+    const until = Date.now() + ms;
+    let n = seed;
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (Date.now() < until) {
+          const k = n++;
+          const rows = samples.digits.inputs;
+          const features = (rows[k % rows.length] ?? []).map((v, i) =>
+            i === k % 64 ? (v + 1 + Math.floor(k / 64)) % 17 : v,
+          );
+          const t = performance.now();
+          const res = await stack.post("/v1/models/digits/predict", { features }, k2);
+          await res.arrayBuffer();
+          expect(res.status).toBe(200);
+          latencies.push(performance.now() - t);
+        }
+      }),
+    );
+    return latencies;
+  }
+  const p99 = (sorted: number[]) => sorted[Math.floor(sorted.length * 0.99)] ?? 0;
+
+  /** The API's resident memory and its event-loop delay p99 since the last scrape. */
+  async function apiVitals(): Promise<{ rssMb: number; lagMs: number }> {
+    const text = await (await fetch(stack.url("/metrics"))).text();
+    const value = (name: string) =>
+      Number(
+        text
+          .split("\n")
+          .find((l) => l.startsWith(`${name} `))
+          ?.split(" ")[1] ?? Number.NaN,
+      );
+    return {
+      rssMb: value("process_resident_memory_bytes") / 2 ** 20,
+      lagMs: value("nodejs_eventloop_lag_p99_seconds") * 1000,
+    };
+  }
+
+  it("normal requests' p99 moves by less than 2x; the API's memory and event loop stay bounded", async () => {
+    // Built once, outside the measured windows: the client's own work must not be measured.
+    const prompt = Buffer.from(JSON.stringify({ model: "tiny-lm", prompt: "p".repeat(7_000_000) }));
+    const deep = Buffer.from(
+      `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(100_000)}1${"]".repeat(100_000)}}]}`,
+    );
+    const send = (path: string, body: Buffer) =>
+      fetch(stack.url(path), {
+        method: "POST",
+        headers: { ...k1, "content-type": "application/json" },
+        body,
+      }).then((r) => r.arrayBuffer());
+    // Calm and hostile windows alternate, so that whatever else the machine does falls on both.
+    let hostileOn = false;
+    let rounds = 0;
+    let stop = false;
+    const hostile = (async () => {
+      // every hostile input of the limits above, five rounds a second while a window is on
+      while (!stop) {
+        if (!hostileOn) {
+          await new Promise((r) => setTimeout(r, 20));
+          continue;
+        }
+        const round = Promise.all([
+          ndjson(endlessLine(30 * 1024 * 1024)).then((r) => r.arrayBuffer()),
+          send("/v1/completions", prompt),
+          send("/v2/models/digits/infer", deep),
+        ]);
+        await Promise.all([round, new Promise((r) => setTimeout(r, 200))]);
+        rounds++;
+      }
+    })();
+    const baseline: number[] = [];
+    const loaded: number[] = [];
+    let calm = { rssMb: 0, lagMs: 0 };
+    let stormy = { rssMb: 0, lagMs: 0 };
+    for (let w = 0; w < 4; w++) {
+      await apiVitals(); // starts the event-loop histogram's window
+      baseline.push(...(await normalLoad(1_000, w * 10_000)));
+      calm = await apiVitals();
+      hostileOn = true;
+      loaded.push(...(await normalLoad(1_000, w * 10_000 + 5_000)));
+      hostileOn = false;
+      stormy = await apiVitals();
+    }
+    stop = true;
+    await hostile;
+    baseline.sort((a, b) => a - b);
+    loaded.sort((a, b) => a - b);
+    console.log(
+      `normal predict p99: ${p99(baseline).toFixed(1)} ms alone (n=${baseline.length}), ` +
+        `${p99(loaded).toFixed(1)} ms beside ${rounds} rounds of hostile inputs (n=${loaded.length}); ` +
+        `API RSS ${calm.rssMb.toFixed(0)} -> ${stormy.rssMb.toFixed(0)} MB; ` +
+        `API event-loop delay p99 (last windows) ${calm.lagMs.toFixed(1)} -> ${stormy.lagMs.toFixed(1)} ms`,
+    );
+    expect(rounds).toBeGreaterThan(5);
+    expect(p99(loaded)).toBeLessThan(2 * p99(baseline));
+    expect(stormy.rssMb - calm.rssMb).toBeLessThan(200);
+  });
+});
