@@ -48,6 +48,9 @@ export interface InferRequest {
   maxQueueSize: number;
 }
 
+/** How often async jobs past their deadline are looked for, in ms. */
+const DEADLINE_SWEEP_MS = 250;
+
 /**
  * The API's side of the transport: sends inference work to the workers over BullMQ and
  * receives the answers over Redis pub/sub. Nothing else in the API talks to Redis.
@@ -73,6 +76,7 @@ export class InferenceClient {
   private readonly depth: QueueDepth;
   private readonly jobTtlS: number;
   private nextRow = 0;
+  private sweeping: NodeJS.Timeout | undefined;
 
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -113,6 +117,10 @@ export class InferenceClient {
     }
     await this.router.whenReady();
     await this.state.start();
+    this.sweeping = setInterval(() => {
+      if (this.redis.status === "ready") void this.jobs.sweepDeadlines().catch(() => undefined);
+    }, DEADLINE_SWEEP_MS);
+    this.sweeping.unref();
   }
 
   async ping(): Promise<boolean> {
@@ -181,6 +189,7 @@ export class InferenceClient {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeping);
     this.state.stop();
     await this.batches.close().catch(() => undefined);
     await this.state.flush().catch(() => undefined);

@@ -53,6 +53,10 @@ export type GenerateRequest = Omit<GenerateJob, "v" | "kind" | "accepted_at">;
 /** Marks an expired job under Keys.cancelled, where "1" marks a cancelled one. */
 const EXPIRED = "expired";
 const NOT_COMPUTED = "deadline passed while queued; not computed";
+/** BullMQ states of a job no worker has taken yet. */
+const WAITING_STATES = ["waiting", "prioritized", "delayed", "waiting-children"];
+/** Jobs one sweep expires at most; the next sweep takes the rest. */
+const SWEEP_BATCH = 200;
 
 /**
  * Async jobs: one BullMQ job each, that can be polled, followed (events), cancelled, and
@@ -194,9 +198,12 @@ export class JobClient {
     const index = await this.index(id);
     if (!index) return false;
     const job = await guarded(() => Job.fromId(this.queue(index.queue), id));
-    const removed = await job?.remove().then(
+    // only a job still waiting: a finished one keeps its answer, and a running one its worker
+    const state = await job?.getState();
+    if (!job || !WAITING_STATES.includes(state ?? "")) return false;
+    const removed = await job.remove().then(
       () => true,
-      () => false,
+      () => false, // taken by a worker meanwhile: it holds the lock now
     );
     if (!removed) return false;
     await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
@@ -206,6 +213,26 @@ export class JobClient {
     ]);
     await this.writer.flush();
     return true;
+  }
+
+  /**
+   * Expires every job whose deadline has passed while it waited, whether or not anyone polls
+   * or follows it and whether or not a worker is up (a model scaled to zero, say). Each API
+   * replica sweeps; expiring is idempotent, so they need no coordination.
+   */
+  async sweepDeadlines(now = Date.now()): Promise<number> {
+    const due = await this.redis.zrangebyscore(
+      this.keys.deadlines,
+      "-inf",
+      now,
+      "LIMIT",
+      0,
+      SWEEP_BATCH,
+    );
+    let expired = 0;
+    for (const id of due) if (await this.expire(id).catch(() => false)) expired++;
+    if (due.length > 0) await this.redis.zrem(this.keys.deadlines, ...due);
+    return expired;
   }
 
   private async index(id: string): Promise<JobIndexEntry | undefined> {
@@ -242,8 +269,11 @@ export class JobClient {
       };
     }
     const state = await guarded(() => job.getState());
-    const waiting = state === "waiting" || state === "prioritized" || state === "delayed";
-    if (waiting && index.deadline !== undefined && Date.now() >= index.deadline) {
+    if (
+      WAITING_STATES.includes(state) &&
+      index.deadline !== undefined &&
+      Date.now() >= index.deadline
+    ) {
       // nobody took it in time: it never will be computed, whether or not a poll asks
       if (await this.expire(id)) return this.get(id);
     }
@@ -312,6 +342,9 @@ export class JobClient {
       // so the index and the first event are stored before any worker can see the job.
       await Promise.all([
         this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.ttlS),
+        ...(job.deadline === undefined
+          ? []
+          : [this.redis.zadd(this.keys.deadlines, job.deadline, id)]),
         this.writer.flush(),
         this.queue(queue).add(name, data, {
           jobId: id,

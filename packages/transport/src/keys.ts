@@ -20,6 +20,11 @@ export class Keys {
     return `${this.prefix}:cancelled:${jobId}`;
   }
 
+  /** Sorted set of async job ids by deadline (epoch ms), swept by the API to expire them. */
+  get deadlines(): string {
+    return `${this.prefix}:deadlines`;
+  }
+
   /** Which queue an async job id lives in, so a poll need not know model and version. */
   jobQueue(jobId: string): string {
     return `${this.prefix}:job-queue:${jobId}`;
