@@ -44,14 +44,16 @@ export async function* bodyChunks(body: Readable): AsyncGenerator<Uint8Array> {
 /**
  * Reads and drops what is left of a refused upload, up to `maxBytes`, so that the client,
  * still sending, reads the refusal instead of a reset connection (nginx's lingering close).
- * Past the bound the connection is cut.
+ * Past either bound (bytes, or `maxMs` for a sender that trickles) the connection is cut.
  */
-export function linger(body: Readable, maxBytes: number): void {
+export function linger(body: Readable, maxBytes: number, maxMs = 5_000): void {
   if (body.readableEnded || body.destroyed) return;
   let dropped = 0;
+  const cut = setTimeout(() => body.destroy(), maxMs);
   body.on("data", (chunk: Uint8Array) => {
     dropped += chunk.byteLength;
     if (dropped > maxBytes) body.destroy();
   });
+  body.once("close", () => clearTimeout(cut));
   body.resume();
 }
