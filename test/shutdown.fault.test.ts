@@ -1,0 +1,210 @@
+import { execFileSync, spawn } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../scripts/free-port.js";
+import { scrapeMetric } from "./helpers/metrics.js";
+import { samples } from "./helpers/samples.js";
+import { readSse } from "./helpers/sse.js";
+import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,digits" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const completion = (prompt: string, maxTokens: number, stream: boolean, signal?: AbortSignal) =>
+  fetch(stack.url("/v1/completions"), {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: maxTokens,
+      ignore_eos: true,
+      temperature: 0.8,
+      seed: 3,
+      stream,
+    }),
+    ...(signal ? { signal } : {}),
+  });
+
+/** Reads a completion stream: its text, the id of its last chunk, and whether it said [DONE]. */
+async function readCompletion(res: Response, onChunk?: () => void) {
+  let text = "";
+  let lastId: string | undefined;
+  let done = false;
+  let error: { job?: string; message: string } | undefined;
+  await readSse(res, (e) => {
+    if (e.data === "[DONE]") done = true;
+    else {
+      const chunk = JSON.parse(e.data) as {
+        choices?: Array<{ text: string }>;
+        error?: { job?: string; message: string };
+      };
+      if (chunk.error) error = chunk.error;
+      text += chunk.choices?.[0]?.text ?? "";
+      if (e.id) lastId = e.id;
+      onChunk?.();
+    }
+    return undefined;
+  });
+  return { text, lastId, done, error };
+}
+
+describe("Ctrl-C (SIGINT) drains the API", () => {
+  it("every open completion stream runs to [DONE] before the API exits", async () => {
+    let started = 0;
+    let allStarted: () => void = () => {};
+    const ready = new Promise<void>((r) => {
+      allStarted = r;
+    });
+    const streams = Array.from({ length: 12 }, async (_, k) => {
+      const res = await completion(`Q: ${k}?\nA:`, 120, true);
+      expect(res.status).toBe(200);
+      let first = true;
+      return readCompletion(res, () => {
+        if (first && ++started === 12) allStarted();
+        first = false;
+      });
+    });
+    await ready;
+    stack.api.child.kill("SIGINT");
+    const results = await Promise.all(streams);
+    for (const r of results) {
+      expect(r.done).toBe(true);
+      expect(r.error).toBeUndefined();
+      expect(r.text.length).toBeGreaterThan(100);
+    }
+    expect(await stack.api.exited).toBe(0);
+    await stack.startApi();
+  });
+
+  it("streams still open when the drain runs out of time end with where to resume, and lose nothing", async () => {
+    await stack.api.child.kill("SIGKILL");
+    await stack.api.exited;
+    await stack.startApi({ DRAIN_TIMEOUT_MS: "1" });
+    const res = await completion("It was a dark and stormy night", 200, true);
+    const jobId = res.headers.get("x-job-id") ?? "";
+    let chunks = 0;
+    const read = readCompletion(res, () => {
+      if (++chunks === 5) stack.api.child.kill("SIGTERM");
+    });
+    const cut = await read;
+    expect(cut.done).toBe(false);
+    expect(cut.error?.job).toBe(jobId);
+    expect(cut.error?.message).toMatch(/resume at \/v1\/jobs\/.*\/events with Last-Event-ID/);
+    expect(await stack.api.exited).toBe(0);
+
+    await stack.startApi();
+    const rest = await fetch(stack.url(`/v1/jobs/${jobId}/events`), {
+      headers: { "Last-Event-ID": cut.lastId ?? "" },
+    });
+    let text = cut.text;
+    let result = "";
+    await readSse(rest, (e) => {
+      const body = JSON.parse(e.data) as { text?: string; result?: { text: string } };
+      if (e.event === "token") text += body.text ?? "";
+      if (e.event === "result") result = body.result?.text ?? "";
+      return undefined;
+    });
+    expect(result.length).toBeGreaterThan(0);
+    expect(text).toBe(result);
+  });
+});
+
+describe("a client that goes away frees its seat", () => {
+  it("non-streamed completions whose clients disconnect are cancelled at the next step", async () => {
+    const metrics = stack.workers[0]?.metricsUrl ?? "";
+    const cancelledBefore = await scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total");
+    const tokensBefore = await scrapeMetric(metrics, "ferry_worker_generated_tokens_total");
+    const aborts = Array.from({ length: 8 }, () => new AbortController());
+    const calls = aborts.map((a, k) =>
+      completion(`Q: ${k}!\nA:`, 220, false, a.signal).catch(() => undefined),
+    );
+    await waitFor(
+      async () => (await scrapeMetric(metrics, "ferry_worker_running_sequences")) >= 1,
+      10_000,
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    for (const a of aborts) a.abort();
+    await Promise.all(calls);
+    const t = Date.now();
+    await waitFor(
+      async () => (await scrapeMetric(metrics, "ferry_worker_running_sequences")) === 0,
+      3_000,
+    );
+    expect(Date.now() - t).toBeLessThan(3_000);
+    expect(await scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total")).toBe(
+      cancelledBefore + 8,
+    );
+    // far fewer tokens than the 8 x 220 that running them to the end would have made
+    const tokens =
+      (await scrapeMetric(metrics, "ferry_worker_generated_tokens_total")) - tokensBefore;
+    expect(tokens).toBeLessThan(0.6 * 8 * 220);
+  });
+});
+
+describe("npm start", () => {
+  it("a worker killed with -9 is restarted; the API keeps serving", async () => {
+    const port = await freePort();
+    const prefix = `${stack.prefix}-start`;
+    const start = spawn(
+      process.execPath,
+      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+      {
+        env: {
+          ...process.env,
+          REDIS_URL,
+          FERRY_PREFIX: prefix,
+          PORT: String(port),
+          WORKER_MODELS: "digits",
+          LOG_LEVEL: "warn",
+        },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    const output: string[] = [];
+    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+    const url = `http://127.0.0.1:${port}`;
+    const predict = () =>
+      fetch(`${url}/v1/models/digits/predict`, {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "X-Timeout-Ms": "20000",
+          "Cache-Control": "no-cache",
+        },
+        body: JSON.stringify({ features: samples.digits.inputs[5] }),
+      });
+    try {
+      await waitFor(async () => (await predict()).status === 200, 60_000);
+      const children = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)])
+        .toString()
+        .trim()
+        .split("\n");
+      const workerPid = Number(
+        children
+          .find((c) => c.includes("worker/src/main.ts"))
+          ?.trim()
+          .split(" ")[0],
+      );
+      const apiPid = children
+        .find((c) => c.includes("api/src/main.ts"))
+        ?.trim()
+        .split(" ")[0];
+      process.kill(workerPid, "SIGKILL");
+      await waitFor(
+        async () => /the worker exited \(signal SIGKILL\)/.test(output.join("")),
+        5_000,
+      );
+      const after = await predict(); // waits in the queue for the restarted worker
+      expect(after.status).toBe(200);
+      expect(start.exitCode).toBeNull();
+      const now = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)]).toString();
+      expect(now).toContain(`${apiPid} `);
+      expect(output.join("")).toMatch(/the worker exited \(signal SIGKILL\); restarting it/);
+    } finally {
+      start.kill("SIGINT");
+      await new Promise((r) => start.once("exit", r));
+    }
+  }, 90_000);
+});
