@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
+import { readSse } from "./helpers/sse.js";
+import { Stack, waitFor } from "./helpers/stack.js";
+
+const stack = new Stack({
+  env: { WORKER_MODELS: "digits" },
+  apiEnv: { API_KEYS: "edge-key" },
+});
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const key = { Authorization: "Bearer edge-key" };
+const features = samples.digits.inputs[0] ?? [];
+const message = async (res: Response) => {
+  const body = (await res.json()) as { error: string | { message: string } };
+  return typeof body.error === "string" ? body.error : body.error.message;
+};
+const raw = (path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(stack.url(path), {
+    method: "POST",
+    headers: { ...key, "content-type": "application/json", ...headers },
+    body,
+  });
+
+describe("hostile nesting", () => {
+  const deep = `${"[".repeat(100_000)}1${"]".repeat(100_000)}`;
+  it("v2 data nested 100k levels deep: 400, not a stack overflow", async () => {
+    const res = await raw(
+      "/v2/models/digits/infer",
+      `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${deep}}]}`,
+    );
+    expect(res.status).toBe(400);
+    expect(await message(res)).toMatch(/nested deeper than 32 levels/);
+  });
+
+  it("the same inside an async job's input: 400", async () => {
+    const res = await raw(
+      "/v1/jobs",
+      `{"model":"digits","input":{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${deep}}]}}`,
+    );
+    expect(res.status).toBe(400);
+  });
+});
+
+describe("job event streams", () => {
+  it("a classifier job's events: status, result (rendered as its poll), done, and the stream ends", async () => {
+    const submitted = await stack.post("/v1/jobs", { model: "digits", input: { features } }, key);
+    const { id } = (await submitted.json()) as { id: string };
+    const events: Array<{ id: string; type: string; data: string }> = [];
+    const res = await fetch(stack.url(`/v1/jobs/${id}/events`), { headers: key });
+    await readSse(res, (e) => {
+      events.push({ id: e.id ?? "", type: e.event ?? "", data: e.data });
+      return undefined;
+    });
+    expect(events.map((e) => e.type)).toEqual(["status", "status", "result", "done"]);
+    const result = JSON.parse(events[2]?.data ?? "{}") as { result: { prediction: number } };
+    const poll = (await (await fetch(stack.url(`/v1/jobs/${id}`), { headers: key })).json()) as {
+      result: { prediction: number };
+    };
+    expect(result.result.prediction).toBe(poll.result.prediction);
+    for (const e of events) expect(e.id).toMatch(/^\d+-\d+$/);
+  });
+
+  it("Last-Event-ID that is not an event id: 400; one past the end of a finished job: ends at once", async () => {
+    const submitted = await stack.post("/v1/jobs", { model: "digits", input: { features } }, key);
+    const { id } = (await submitted.json()) as { id: string };
+    await waitFor(async () => {
+      const r = await fetch(stack.url(`/v1/jobs/${id}`), { headers: key });
+      return ((await r.json()) as { status: string }).status === "succeeded";
+    }, 10_000);
+    const garbage = await fetch(stack.url(`/v1/jobs/${id}/events`), {
+      headers: { ...key, "Last-Event-ID": "garbage" },
+    });
+    expect(garbage.status).toBe(400);
+    expect(await message(garbage)).toMatch(/Last-Event-ID/);
+    const t = performance.now();
+    const past = await fetch(stack.url(`/v1/jobs/${id}/events`), {
+      headers: { ...key, "Last-Event-ID": `${Date.now() + 60_000}-0` },
+    });
+    expect(past.status).toBe(200);
+    expect(await past.text()).toBe("");
+    expect(performance.now() - t).toBeLessThan(2_000);
+  });
+});
+
+describe("headers", () => {
+  it("X-Priority takes plain digits only", async () => {
+    for (const bad of ["0x5", "0b101", "1e0", "5.0", "+5"]) {
+      const res = await stack.post(
+        "/v1/models/digits/predict",
+        { features },
+        { ...key, "X-Priority": bad },
+      );
+      expect(res.status, bad).toBe(400);
+    }
+    const ok = await stack.post(
+      "/v1/models/digits/predict",
+      { features },
+      { ...key, "X-Priority": "7" },
+    );
+    expect(ok.status).toBe(200);
+  });
+
+  it("the bearer scheme is case-insensitive (RFC 7235)", async () => {
+    for (const scheme of ["bearer", "BEARER", "Bearer"]) {
+      const res = await fetch(stack.url("/v1/models"), {
+        headers: { Authorization: `${scheme} edge-key` },
+      });
+      expect(res.status, scheme).toBe(200);
+    }
+  });
+
+  it("X-Request-Id is echoed when it is an id (1-255 of A-Z a-z 0-9 - _ =), else replaced", async () => {
+    const mine = await fetch(stack.url("/v1/models"), {
+      headers: { ...key, "X-Request-Id": "trace-42_a=" },
+    });
+    expect(mine.headers.get("x-request-id")).toBe("trace-42_a=");
+    const odd = await fetch(stack.url("/v1/models"), {
+      headers: { ...key, "X-Request-Id": "has space" },
+    });
+    expect(odd.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe("KServe v2 and OpenAI edges", () => {
+  const v2 = (inputs: unknown[]) => stack.post("/v2/models/digits/infer", { inputs }, key);
+  const input = { name: "input", shape: [1, 64], datatype: "FP32", data: features };
+
+  it("two inputs with the same name: 400", async () => {
+    const res = await v2([input, input]);
+    expect(res.status).toBe(400);
+    expect(await message(res)).toMatch(/given more than once/);
+  });
+
+  it("a value beyond FP32's range never reaches a worker: 400", async () => {
+    const res = await v2([{ ...input, data: [1e300, ...features.slice(1)] }]);
+    expect(res.status).toBe(400);
+    expect(await message(res)).toMatch(/does not fit FP32/);
+    const v1 = await stack.post(
+      "/v1/models/digits/predict",
+      { features: [1e39, ...features.slice(1)] },
+      key,
+    );
+    expect(v1.status).toBe(400);
+  });
+
+  it("GET /v2: server metadata", async () => {
+    const res = await fetch(stack.url("/v2"), { headers: key });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ name: "ferry", extensions: [] });
+  });
+
+  it("OpenAI fields not implemented are refused by name, not ignored", async () => {
+    for (const [field, value] of [
+      ["echo", true],
+      ["logprobs", 2],
+      ["best_of", 3],
+    ] as const) {
+      const res = await stack.post(
+        "/v1/completions",
+        { model: "tiny-lm", prompt: "Q:", [field]: value },
+        key,
+      );
+      expect(res.status, field).toBe(400);
+      expect(await message(res)).toMatch(new RegExp(`${field}.*not supported`));
+    }
+  });
+});
