@@ -4,17 +4,19 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { classifierBench } from "./classifier.js";
 import { generationBench } from "./generation.js";
+import { hostileBench } from "./hostile.js";
 import { servingBench } from "./serving.js";
 import { soakBench } from "./soak.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
   generation: generationBench,
+  hostile: hostileBench,
   serving: servingBench,
   soak: soakBench,
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
-const defaults = ["classifier", "generation", "serving"];
+const defaults = ["classifier", "generation", "serving", "hostile"];
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : defaults;
 

@@ -208,113 +208,24 @@ describe("deadlines are bounded", () => {
 });
 
 describe("hostile inputs beside normal load", () => {
-  /** Closed-loop predicts with a different input each time, for `ms`; their latencies. */
-  async function normalLoad(ms: number, seed: number): Promise<number[]> {
-    const latencies: number[] = [];
-    const until = Date.now() + ms;
-    let n = seed;
-    await Promise.all(
-      Array.from({ length: 4 }, async () => {
-        while (Date.now() < until) {
-          const k = n++;
-          const rows = samples.digits.inputs;
-          const features = (rows[k % rows.length] ?? []).map((v, i) =>
-            i === k % 64 ? (v + 1 + Math.floor(k / 64)) % 17 : v,
-          );
-          const t = performance.now();
-          const res = await stack.post("/v1/models/digits/predict", { features }, k2);
-          await res.arrayBuffer();
-          expect(res.status).toBe(200);
-          latencies.push(performance.now() - t);
-        }
-      }),
-    );
-    return latencies;
-  }
-  const p99 = (sorted: number[]) => sorted[Math.floor(sorted.length * 0.99)] ?? 0;
-
-  /** The API's resident memory and its event-loop delay p99 since the last scrape. */
-  async function apiVitals(): Promise<{ rssMb: number; lagMs: number }> {
-    const text = await (await fetch(stack.url("/metrics"))).text();
-    const value = (name: string) =>
-      Number(
-        text
-          .split("\n")
-          .find((l) => l.startsWith(`${name} `))
-          ?.split(" ")[1] ?? Number.NaN,
-      );
-    return {
-      rssMb: value("process_resident_memory_bytes") / 2 ** 20,
-      lagMs: value("nodejs_eventloop_lag_p99_seconds") * 1000,
-    };
-  }
-
-  it("normal requests' p99 moves by less than 2x; the API's memory and event loop stay bounded", async () => {
-    // Built once, outside the measured windows: the client's own work must not be measured.
-    const prompt = Buffer.from(JSON.stringify({ model: "tiny-lm", prompt: "p".repeat(7_000_000) }));
-    const deep = Buffer.from(
-      `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(100_000)}1${"]".repeat(100_000)}}]}`,
-    );
-    const send = (path: string, body: Buffer) =>
+  // How much they cost normal requests (p99, RSS, event-loop delay) is measured by
+  // `npm run bench -- hostile`; here: a predict sent while each hostile input is being
+  // refused is still answered, and the API stays up.
+  it("a predict is answered while a 30 MB line, a 7 MB prompt and 100k-deep data are refused", async () => {
+    const prompt = JSON.stringify({ model: "tiny-lm", prompt: "p".repeat(7_000_000) });
+    const deep = `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(100_000)}1${"]".repeat(100_000)}}]}`;
+    const post = (path: string, body: string) =>
       fetch(stack.url(path), {
         method: "POST",
         headers: { ...k1, "content-type": "application/json" },
         body,
-      }).then((r) => r.arrayBuffer());
-    // Calm and hostile windows alternate, so that whatever else the machine does falls on both.
-    let hostileOn = false;
-    let rounds = 0;
-    let stop = false;
-    const hostile = (async () => {
-      // every hostile input of the limits above, five rounds a second while a window is on
-      while (!stop) {
-        if (!hostileOn) {
-          await new Promise((r) => setTimeout(r, 20));
-          continue;
-        }
-        const round = Promise.all([
-          ndjson(endlessLine(30 * 1024 * 1024)).then((r) => r.arrayBuffer()),
-          send("/v1/completions", prompt),
-          send("/v2/models/digits/infer", deep),
-        ]);
-        await Promise.all([round, new Promise((r) => setTimeout(r, 200))]);
-        rounds++;
-      }
-    })();
-    // Pairs of windows side by side in time: the median of their p99 ratios is what the
-    // hostile inputs cost, whatever else the machine did in one window or another.
-    const ratios: number[] = [];
-    const baseline: number[] = [];
-    const loaded: number[] = [];
-    let calm = { rssMb: 0, lagMs: 0 };
-    let stormy = { rssMb: 0, lagMs: 0 };
-    for (let w = 0; w < 6; w++) {
-      await apiVitals(); // starts the event-loop histogram's window
-      const quiet = await normalLoad(800, w * 10_000);
-      calm = await apiVitals();
-      hostileOn = true;
-      const busy = await normalLoad(800, w * 10_000 + 5_000);
-      hostileOn = false;
-      stormy = await apiVitals();
-      ratios.push(p99(busy.sort((a, b) => a - b)) / p99(quiet.sort((a, b) => a - b)));
-      baseline.push(...quiet);
-      loaded.push(...busy);
-    }
-    stop = true;
-    await hostile;
-    baseline.sort((a, b) => a - b);
-    loaded.sort((a, b) => a - b);
-    ratios.sort((a, b) => a - b);
-    const median = ((ratios[2] ?? 0) + (ratios[3] ?? 0)) / 2;
-    console.log(
-      `normal predict p99: ${p99(baseline).toFixed(1)} ms alone (n=${baseline.length}), ` +
-        `${p99(loaded).toFixed(1)} ms beside ${rounds} rounds of hostile inputs (n=${loaded.length}); ` +
-        `p99 ratio per window pair ${ratios.map((r) => r.toFixed(2)).join(" ")} (median ${median.toFixed(2)}); ` +
-        `API RSS ${calm.rssMb.toFixed(0)} -> ${stormy.rssMb.toFixed(0)} MB; ` +
-        `API event-loop delay p99 (last windows) ${calm.lagMs.toFixed(1)} -> ${stormy.lagMs.toFixed(1)} ms`,
-    );
-    expect(rounds).toBeGreaterThan(10);
-    expect(median).toBeLessThan(2);
-    expect(stormy.rssMb - calm.rssMb).toBeLessThan(200);
+      });
+    const [line, big, nested, predict] = await Promise.all([
+      ndjson(endlessLine(30 * 1024 * 1024)),
+      post("/v1/completions", prompt),
+      post("/v2/models/digits/infer", deep),
+      stack.post("/v1/models/digits/predict", { features: samples.digits.inputs[9] }, k2),
+    ]);
+    expect([line.status, big.status, nested.status, predict.status]).toEqual([413, 400, 400, 200]);
   });
 });

@@ -3,7 +3,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 
-const statusOf: Record<ErrorCode, ContentfulStatusCode> = {
+const httpStatusOf: Record<ErrorCode, ContentfulStatusCode> = {
   INVALID_INPUT: 400,
   UNAUTHORIZED: 401,
   FORBIDDEN: 403,
@@ -39,7 +39,7 @@ const openAiType: Record<ErrorCode, string> = {
 };
 
 export function httpStatus(code: ErrorCode): ContentfulStatusCode {
-  return statusOf[code];
+  return httpStatusOf[code];
 }
 
 /** Any thrown value as a FerryError: HTTPExceptions keep their status's meaning. */

@@ -1,7 +1,6 @@
 import { createHash } from "node:crypto";
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import {
-  classify,
   DEFAULT_PRIORITY,
   encodeTensor,
   FerryError,
@@ -10,6 +9,7 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import type { InferenceClient, InferRequest } from "@ferry/transport";
+import { classify } from "./classify.js";
 import { beforeDeadline } from "./deadline.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import type { ApiMetrics } from "./metrics.js";

@@ -3,8 +3,9 @@ import { queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import { serve } from "@hono/node-server";
 import { pino } from "pino";
+import { AdminService, HealthService } from "./admin-service.js";
 import { createApp } from "./app.js";
-import { BatchReader, BatchService } from "./batch-service.js";
+import { BatchJobReader, BatchJobService } from "./batch-job-service.js";
 import { CompletionService } from "./completion-service.js";
 import { loadEnv } from "./env.js";
 import { InferenceService } from "./inference-service.js";
@@ -27,8 +28,7 @@ await client.ready();
 // A reload the workers accepted (announced with the model's new generation, by whichever
 // replica ran it): re-read the repository so that every replica sees the same versions. Not
 // on the reload request itself: the workers may still refuse the new files.
-client.state.onConfigChange((raw) => {
-  const message = JSON.parse(raw) as { type?: string; model?: string };
+client.state.onConfigChange((message) => {
   if (message.type !== "generation") return;
   void repository.reload().catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
@@ -57,14 +57,16 @@ const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
 const services: Services = {
   env,
+  admin: new AdminService(repository, client, log),
+  health: new HealthService(repository, client, () => draining),
   log,
   repository,
   client,
   inference,
   jobs: new JobService(client, inference, completions),
   completions,
-  batches: new BatchService(repository, client),
-  batchReader: new BatchReader(repository, client),
+  batchJobs: new BatchJobService(repository, client),
+  batchJobReader: new BatchJobReader(repository, client),
   metrics,
   streams,
   draining: () => draining,

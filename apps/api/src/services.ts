@@ -2,7 +2,8 @@ import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
 import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
-import type { BatchReader, BatchService } from "./batch-service.js";
+import type { AdminService, HealthService } from "./admin-service.js";
+import type { BatchJobReader, BatchJobService } from "./batch-job-service.js";
 import type { CompletionService } from "./completion-service.js";
 import type { ApiEnv } from "./env.js";
 import type { InferenceService } from "./inference-service.js";
@@ -14,14 +15,16 @@ import type { Tenant } from "./tenant.js";
 /** Everything a route may use, built once at boot and handed to the routes through Hono's context. */
 export interface Services {
   env: ApiEnv;
+  admin: AdminService;
+  health: HealthService;
   log: Logger;
   repository: ModelRepository;
   client: InferenceClient;
   inference: InferenceService;
   jobs: JobService;
   completions: CompletionService;
-  batches: BatchService;
-  batchReader: BatchReader;
+  batchJobs: BatchJobService;
+  batchJobReader: BatchJobReader;
   metrics: ApiMetrics;
   /** Open event streams, capped per process and per tenant. */
   streams: StreamSlots;

@@ -9,7 +9,7 @@ import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
 import type { RowContext } from "@ferry/transport";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
-import { type DecodedRow, decodeRow, packRows, splitRows } from "./tensor-packing.js";
+import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
 
 /**
  * Serves one classifier version: validates each row, batches rows dynamically and runs the
@@ -66,7 +66,7 @@ export class ClassifierServer {
 
   /** Answers one row; every failure becomes a row error, never an exception. */
   async handle(row: InferRow, ctx: Pick<RowContext, "signal">): Promise<RowResult> {
-    const decoded = decodeRow(this.config.inputs, row.inputs);
+    const decoded = decodeInputRow(this.config.inputs, row.inputs);
     if (typeof decoded === "string") {
       this.countRow("invalid");
       return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };

@@ -26,17 +26,10 @@ const host = new ModelHost(transport, metrics, log, {
 await host.start();
 
 // POST /admin/models/{name}/reload reaches every worker; each answers what it loaded.
-transport.onConfig((message, answer) => {
-  if (message.type !== "reload" || !message.model) return;
-  const model = message.model;
-  host.reload(model).then(
-    async (outcome) => {
-      await transport.beatNow(host.servedQueues).catch(() => undefined);
-      answer(outcome);
-    },
-    (err: unknown) =>
-      answer({ model, loaded: [], unchanged: [], failed: [{ version: "*", error: String(err) }] }),
-  );
+transport.onReload(async (model) => {
+  const outcome = await host.reload(model);
+  await transport.beatNow(host.servedQueues).catch(() => undefined);
+  return outcome;
 });
 transport.consumeBatchControl();
 transport.startHeartbeat();

@@ -1,6 +1,10 @@
 import { stat } from "node:fs/promises";
 import { ModelRepository } from "@ferry/model-repository";
-import { type ModelConfig, queueName } from "@ferry/protocol";
+import {
+  type ModelConfig,
+  queueName,
+  type ReloadOutcome as WorkerReloadOutcome,
+} from "@ferry/protocol";
 import type { ExecutionProvider } from "@ferry/runtime";
 import type { WorkerTransport } from "@ferry/transport";
 import type { Logger } from "pino";
@@ -23,12 +27,8 @@ export interface HostOptions {
   stalledIntervalMs: number;
 }
 
-export interface ReloadOutcome {
-  model: string;
-  loaded: string[];
-  unchanged: string[];
-  failed: Array<{ version: string; error: string }>;
-}
+/** What a reload did here: the control channel's answer, less the worker's name. */
+export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
 
 /**
  * The model versions one worker serves, each behind its queue. A reload loads new or changed

@@ -16,7 +16,10 @@ export function rowLength(dims: readonly number[]): number | null {
 export type DecodedRow = Record<string, Buffer>;
 
 /** Decodes a row, or says why it does not fit the model's inputs. */
-export function decodeRow(specs: readonly TensorSpec[], inputs: RowInputs): DecodedRow | string {
+export function decodeInputRow(
+  specs: readonly TensorSpec[],
+  inputs: RowInputs,
+): DecodedRow | string {
   const row: DecodedRow = {};
   for (const spec of specs) {
     const encoded = inputs[spec.name];

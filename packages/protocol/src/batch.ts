@@ -24,27 +24,10 @@ export const batchChunkJobSchema = z.object({
 });
 export type BatchChunkJob = z.input<typeof batchChunkJobSchema>;
 
-/** What a batch stores per key and `GET /v1/predictions/{model}/{key}` serves. */
-export interface StoredPrediction {
-  key: string;
-  prediction: number;
-  confidence: number;
-  scores: number[];
-  model_version: string;
-  batch: string;
-}
-
-/** Softmax of logits: the argmax, its probability, and every class's probability. */
-export function classify(logits: readonly number[]): {
-  prediction: number;
-  confidence: number;
-  scores: number[];
-} {
-  let best = 0;
-  for (let k = 1; k < logits.length; k++) if ((logits[k] ?? 0) > (logits[best] ?? 0)) best = k;
-  const max = logits[best] ?? 0;
-  const exp = logits.map((l) => Math.exp(l - max));
-  const sum = exp.reduce((a, b) => a + b, 0);
-  const scores = exp.map((e) => e / sum);
-  return { prediction: best, confidence: scores[best] ?? 0, scores };
-}
+/**
+ * What a batch job stores per key: the model's first output as it came (the API turns it into
+ * a prediction when it is read, as it does for live requests), or the row's error.
+ */
+export type StoredBatchRow =
+  | { key: string; logits: number[]; model_version: string; batch: string }
+  | { key: string; error: { code: string; message: string } };

@@ -79,7 +79,3 @@ export const inferReplySchema = z.object({
   results: z.array(rowResultSchema),
 });
 export type InferReply = z.infer<typeof inferReplySchema>;
-
-/** Broadcast to every worker: stop work on these jobs (BullMQ's own cancel is worker-local). */
-export const cancelMessageSchema = z.object({ v: z.literal(WIRE_VERSION), job: z.string() });
-export type CancelMessage = z.infer<typeof cancelMessageSchema>;

@@ -12,7 +12,7 @@ function run(kv: KvStore, rows: Array<{ seq: number; tokens: number[] }>): Layou
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
   const layout = kv.layout(seqs, added);
-  const { P, from } = layout;
+  const { width: P, from } = layout;
   const S = Math.max(...added);
   const { heads, headDim: d } = shape;
   const b = from.length;
@@ -45,7 +45,7 @@ function expectHistories(
   rows: Array<{ seq: number }>,
   history: Map<number, number[]>,
 ) {
-  const { P, from, lens } = layout;
+  const { width: P, from, lens } = layout;
   const { heads, headDim: d } = shape;
   from.forEach((k, i) => {
     if (k < 0) return;
@@ -92,22 +92,22 @@ describe("KvStore", () => {
     decode([2, 3, 4], 16); // 4 takes 1's row
     decode([4, 3, 2], 17); // the request's order is not the batch's
     expect(kv.copies).toEqual({ gathers: 2, fills: 1 });
-    expect(kv.width.rows).toBe(3);
+    expect(kv.dims.rows).toBe(3);
 
     kv.release(2);
     step([{ seq: 5, tokens: Array.from({ length: 20 }, (_, i) => 20 + i) }]);
     decode([3, 4, 5], 18); // longer than the batch is wide: gathered wider
     expect(kv.copies.gathers).toBe(3);
-    expect(kv.width).toEqual({ rows: 3, P: 21 });
+    expect(kv.dims).toEqual({ rows: 3, width: 21 });
 
     kv.release(3);
     for (let i = 0; i < 9; i++) decode([4, 5], 40 + i); // nobody takes the hole: compacted once
     expect(kv.copies.gathers).toBe(4);
-    expect(kv.width.rows).toBe(2);
+    expect(kv.dims.rows).toBe(2);
 
     kv.release(5);
     for (let i = 0; i < 3; i++) decode([4], 60 + i); // the widest left: its padding is dropped
     expect(kv.copies.gathers).toBe(5);
-    expect(kv.width.P).toBe(history.get(4)?.length ?? 0);
+    expect(kv.dims.width).toBe(history.get(4)?.length ?? 0);
   });
 });

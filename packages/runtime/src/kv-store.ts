@@ -2,12 +2,13 @@ import type { LmShape, SeqCache } from "./lm-messages.js";
 
 /**
  * How a step's rows sit in the past tensors (per layer, key then value, each
- * [rows, heads, P, headDim], left-padded: a row's `lens[i]` positions are its last columns).
+ * [rows, heads, width, headDim], left-padded: a row's `lens[i]` positions are its last columns).
  * A row is a requested sequence or a hole: a seat freed by a sequence that left, kept so
  * that the batch need not be copied until another sequence takes it.
  */
 export interface Layout {
-  P: number;
+  /** Width of the batch: past positions every row is padded to. */
+  width: number;
   /** Per row: the index of its sequence in the step's request, or -1 for a hole. */
   from: number[];
   /** Per row: positions cached (0 for a hole). */
@@ -18,12 +19,13 @@ export interface Layout {
 }
 
 /** A sequence's cache on its own: per layer, key then value, each [heads, len, headDim]. */
-type Own = Omit<SeqCache, "seq">;
+type DetachedCache = Omit<SeqCache, "seq">;
 
 interface Batch {
   /** Per row: the sequence it holds, or undefined for a hole. */
   seqs: (number | undefined)[];
-  P: number;
+  /** Width of the batch: past positions every row is padded to. */
+  width: number;
   lens: number[];
   tensors: Float32Array[];
   /** Decode steps in a row that ran with holes and nobody to fill them. */
@@ -44,7 +46,7 @@ const HOLE_PATIENCE = 8;
  */
 export class KvStore {
   private batch: Batch | undefined;
-  private readonly own = new Map<number, Own>();
+  private readonly detached = new Map<number, DetachedCache>();
   /** Whole-batch copies and single-row fills so far: what the layout policy costs. */
   readonly copies = { gathers: 0, fills: 0 };
 
@@ -52,15 +54,15 @@ export class KvStore {
 
   /** Positions cached for a sequence (0 when it has none). */
   length(seq: number): number {
-    const own = this.own.get(seq);
+    const own = this.detached.get(seq);
     if (own) return own.len;
     const at = this.batchRow(seq);
     return at >= 0 ? (this.batch?.lens[at] ?? 0) : 0;
   }
 
   /** Rows of the current batch (holes included); 0 when there is none. For tests and metrics. */
-  get width(): { rows: number; P: number } {
-    return { rows: this.batch?.seqs.length ?? 0, P: this.batch?.P ?? 0 };
+  get dims(): { rows: number; width: number } {
+    return { rows: this.batch?.seqs.length ?? 0, width: this.batch?.width ?? 0 };
   }
 
   /** Where each of `seqs` (adding `added[i]` tokens) sits in this step's past. */
@@ -76,16 +78,16 @@ export class KvStore {
   }
 
   /**
-   * Takes a step's `present` outputs ([rows, heads, P + S, d]; row i's new tokens are its
+   * Takes a step's `present` outputs ([rows, heads, width + chunk, d]; row i's new tokens are its
    * last `added` columns). A decode step's outputs become the batch as they are; after a
    * prefill each sequence's cache is cut out on its own, leaving the decoding batch untouched.
    */
-  absorb(seqs: number[], layout: Layout, S: number, added: number[], present: Float32Array[]) {
+  absorb(seqs: number[], layout: Layout, chunk: number, added: number[], present: Float32Array[]) {
     if (layout.decode) {
-      for (const seq of seqs) this.own.delete(seq);
+      for (const seq of seqs) this.detached.delete(seq);
       this.batch = {
         seqs: layout.from.map((k) => (k < 0 ? undefined : seqs[k])),
-        P: layout.P + 1,
+        width: layout.width + 1,
         lens: layout.lens.map((l, i) => ((layout.from[i] ?? -1) < 0 ? 0 : l + 1)),
         tensors: present,
         idleSteps: this.batch?.idleSteps ?? 0,
@@ -93,7 +95,7 @@ export class KvStore {
       return;
     }
     const { heads, headDim: d } = this.shape;
-    const T = layout.P + S;
+    const T = layout.width + chunk;
     layout.from.forEach((k, i) => {
       const seq = seqs[k] ?? -1;
       const len = layout.lens[i] ?? 0;
@@ -103,14 +105,14 @@ export class KvStore {
         for (let h = 0; h < heads; h++) {
           const base = (i * heads + h) * T * d;
           dst.set(
-            out.subarray(base + (layout.P - len) * d, base + layout.P * d),
+            out.subarray(base + (layout.width - len) * d, base + layout.width * d),
             h * (len + s) * d,
           );
           dst.set(out.subarray(base + (T - s) * d, base + T * d), (h * (len + s) + len) * d);
         }
         return dst;
       });
-      this.own.set(seq, { len: len + s, tensors });
+      this.detached.set(seq, { len: len + s, tensors });
       this.vacate(seq);
     });
   }
@@ -119,8 +121,8 @@ export class KvStore {
   export(seq: number): SeqCache {
     const len = this.length(seq);
     const row = this.batchRow(seq);
-    if (!this.own.has(seq) && row >= 0) this.detach(seq, row);
-    const own = this.own.get(seq) ?? { len, tensors: [] };
+    if (!this.detached.has(seq) && row >= 0) this.detach(seq, row);
+    const own = this.detached.get(seq) ?? { len, tensors: [] };
     this.release(seq);
     return { seq, len: own.len, tensors: own.tensors };
   }
@@ -128,12 +130,12 @@ export class KvStore {
   /** Takes over a cache built elsewhere; the sequence joins the batch at its next decode. */
   adopt({ seq, len, tensors }: SeqCache): void {
     this.vacate(seq);
-    this.own.set(seq, { len, tensors });
+    this.detached.set(seq, { len, tensors });
   }
 
   /** Forgets a sequence. Its batch row becomes a hole; nothing is copied now. */
   release(seq: number): void {
-    this.own.delete(seq);
+    this.detached.delete(seq);
     this.vacate(seq);
   }
 
@@ -156,14 +158,14 @@ export class KvStore {
     const joiners = seqs.filter((s) => this.batchRow(s) < 0);
     const holes = batch.seqs.flatMap((s, i) => (s === undefined ? [i] : []));
     if (joiners.length > holes.length) return undefined;
-    if (joiners.some((s) => this.length(s) > batch.P)) return undefined;
+    if (joiners.some((s) => this.length(s) > batch.width)) return undefined;
     batch.idleSteps = joiners.length === 0 && holes.length > 0 ? batch.idleSteps + 1 : 0;
     if (batch.idleSteps > HOLE_PATIENCE) return undefined;
     const longest = Math.max(...lens);
-    if (batch.P - longest > Math.max(8, batch.P / 4)) return undefined;
+    if (batch.width - longest > Math.max(8, batch.width / 4)) return undefined;
     for (const [j, seq] of joiners.entries()) this.fill(batch, holes[j] ?? -1, seq);
     return {
-      P: batch.P,
+      width: batch.width,
       from: batch.seqs.map((s) => (s === undefined ? -1 : (index.get(s) ?? -1))),
       lens: [...batch.lens],
       tensors: batch.tensors,
@@ -175,44 +177,54 @@ export class KvStore {
   private gather(
     seqs: number[],
     lens: number[],
-  ): { P: number; lens: number[]; tensors: Float32Array[] } {
-    const P = Math.max(0, ...lens);
+  ): {
+    /** Width of the batch: past positions every row is padded to. */ width: number;
+    lens: number[];
+    tensors: Float32Array[];
+  } {
+    const width = Math.max(0, ...lens);
     const { layers, heads, headDim: d } = this.shape;
     const tensors: Float32Array[] = [];
-    if (P > 0) this.copies.gathers++;
+    if (width > 0) this.copies.gathers++;
     for (let t = 0; t < layers * 2; t++) {
-      const dst = new Float32Array(seqs.length * heads * P * d);
+      const dst = new Float32Array(seqs.length * heads * width * d);
       seqs.forEach((seq, i) => {
-        this.copyRow(seq, t, lens[i] ?? 0, dst, (h, len) => ((i * heads + h) * P + (P - len)) * d);
+        this.copyRow(
+          seq,
+          t,
+          lens[i] ?? 0,
+          dst,
+          (h, len) => ((i * heads + h) * width + (width - len)) * d,
+        );
       });
       tensors.push(dst);
     }
     if (this.batch) this.batch.idleSteps = 0;
-    return { P, lens, tensors };
+    return { width, lens, tensors };
   }
 
   /** Copies a sequence's own cache into hole `row`, zeroing the row's padding. */
   private fill(batch: Batch, row: number, seq: number): void {
-    const own = this.own.get(seq);
+    const own = this.detached.get(seq);
     if (!own || row < 0) return;
     const { heads, headDim: d } = this.shape;
-    const { P } = batch;
+    const { width } = batch;
     const len = own.len;
     batch.tensors.forEach((dst, t) => {
       // a hole's stale columns are whatever its last occupant or a dummy token left there;
       // masked, but a NaN there would still poison the row's attention, so they are cleared
-      dst.fill(0, row * heads * P * d, (row * heads + heads) * P * d);
+      dst.fill(0, row * heads * width * d, (row * heads + heads) * width * d);
       const src = own.tensors[t];
       if (!src) return;
       for (let h = 0; h < heads; h++)
         dst.set(
           src.subarray(h * len * d, (h + 1) * len * d),
-          ((row * heads + h) * P + P - len) * d,
+          ((row * heads + h) * width + width - len) * d,
         );
     });
     batch.seqs[row] = seq;
     batch.lens[row] = len;
-    this.own.delete(seq);
+    this.detached.delete(seq);
     this.copies.fills++;
   }
 
@@ -232,7 +244,7 @@ export class KvStore {
   /** Where a sequence's tensor `t` lives, with the offset of head h's last `len` positions. */
   private source(seq: number, t: number) {
     const { heads, headDim: d } = this.shape;
-    const own = this.own.get(seq);
+    const own = this.detached.get(seq);
     if (own) {
       const data = own.tensors[t];
       return data && { data, offset: (h: number, _len: number) => h * own.len * d };
@@ -241,8 +253,11 @@ export class KvStore {
     const batch = this.batch;
     const data = batch?.tensors[t];
     if (!batch || !data || at < 0) return undefined;
-    const P = batch.P;
-    return { data, offset: (h: number, len: number) => ((at * heads + h) * P + (P - len)) * d };
+    const width = batch.width;
+    return {
+      data,
+      offset: (h: number, len: number) => ((at * heads + h) * width + (width - len)) * d,
+    };
   }
 
   /** Copies batch row `row` (sequence `seq`) out into a cache of its own. */
@@ -255,7 +270,7 @@ export class KvStore {
       this.copyRow(seq, t, len, dst, (h) => h * len * d);
       tensors.push(dst);
     }
-    this.own.set(seq, { len, tensors });
+    this.detached.set(seq, { len, tensors });
   }
 
   /** Copies a sequence's last `len` positions of tensor `t`, head by head, to `at(h, len)`. */

@@ -1,4 +1,3 @@
-import type { Worker } from "node:worker_threads";
 import {
   cacheBuffers,
   type LmReply,
@@ -7,8 +6,8 @@ import {
   type SeqCache,
   type StepRow,
 } from "./lm-messages.js";
-import { spawnThread } from "./spawn-thread.js";
 import type { SessionOptions } from "./tensor.js";
+import { ThreadClient } from "./thread-client.js";
 
 export interface LmRuntimeOptions {
   /**
@@ -19,67 +18,13 @@ export interface LmRuntimeOptions {
   prefillThread?: boolean;
 }
 
-/** One LM thread and the requests it has not answered yet. */
-class LmThread {
-  private nextId = 0;
-  private readonly pending = new Map<
-    number,
-    { resolve: (reply: LmReply) => void; reject: (e: Error) => void }
-  >();
+/** The calling side of one LM thread (lm-thread.ts): the decode thread or the prefill thread. */
+type LmThreadClient = ThreadClient<LmRequest, LmReply>;
 
-  private constructor(private readonly thread: Worker) {
-    thread.on("message", (msg: LmReply) => {
-      if (msg.type !== "logits" && msg.type !== "prefilled" && msg.type !== "error") return;
-      const p = this.pending.get(msg.id);
-      this.pending.delete(msg.id);
-      if (msg.type === "error") p?.reject(new Error(msg.message));
-      else p?.resolve(msg);
-    });
-    thread.on("exit", (code) => {
-      for (const p of this.pending.values())
-        p.reject(new Error(`lm thread exited with code ${code}`));
-      this.pending.clear();
-    });
-  }
-
-  static async start(path: string, shape: LmShape, options: SessionOptions): Promise<LmThread> {
-    const thread = spawnThread("lm-thread", { path, options, shape });
-    await new Promise<void>((resolve, reject) => {
-      thread.once("message", (msg: LmReply) => {
-        if (msg.type === "ready") resolve();
-        else {
-          void thread.terminate();
-          reject(
-            new Error(
-              msg.type === "load-error" ? msg.message : "unexpected message from lm thread",
-            ),
-          );
-        }
-      });
-      thread.once("error", reject);
-    });
-    return new LmThread(thread);
-  }
-
-  request(type: "step" | "prefill", rows: StepRow[]): Promise<LmReply> {
-    const id = this.nextId++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.thread.postMessage({ type, id, rows } satisfies LmRequest);
-    });
-  }
-
-  send(msg: LmRequest, transfer: ArrayBuffer[] = []): void {
-    this.thread.postMessage(msg, transfer);
-  }
-
-  async close(): Promise<void> {
-    await new Promise<void>((resolve) => {
-      this.thread.once("exit", () => resolve());
-      this.send({ type: "close" });
-      setTimeout(() => void this.thread.terminate(), 5_000).unref();
-    });
-  }
+function startLmThread(path: string, shape: LmShape, options: SessionOptions) {
+  return ThreadClient.start<LmRequest, LmReply>("lm-thread", { path, options, shape }).then(
+    (started) => started.client,
+  );
 }
 
 /**
@@ -94,8 +39,8 @@ class LmThread {
  */
 export class LmRuntime {
   private constructor(
-    private readonly decoder: LmThread,
-    private readonly prefiller: LmThread | undefined,
+    private readonly decoder: LmThreadClient,
+    private readonly prefiller: LmThreadClient | undefined,
     private readonly vocab: number,
   ) {}
 
@@ -106,14 +51,14 @@ export class LmRuntime {
     runtime: LmRuntimeOptions = {},
   ): Promise<LmRuntime> {
     const [decoder, prefiller] = await Promise.all([
-      LmThread.start(path, shape, options),
-      runtime.prefillThread ? LmThread.start(path, shape, options) : undefined,
+      startLmThread(path, shape, options),
+      runtime.prefillThread ? startLmThread(path, shape, options) : undefined,
     ]);
     return new LmRuntime(decoder, prefiller, shape.vocab);
   }
 
   async step(rows: StepRow[]): Promise<Float32Array[]> {
-    return this.split(await this.decoder.request("step", rows));
+    return this.split(await this.decoder.request((id) => ({ type: "step", id, rows })));
   }
 
   /**
@@ -124,7 +69,7 @@ export class LmRuntime {
    */
   async prefill(rows: StepRow[], onPrefillThread = true): Promise<Float32Array[]> {
     if (!this.prefiller || !onPrefillThread) return this.step(rows);
-    const reply = await this.prefiller.request("prefill", rows);
+    const reply = await this.prefiller.request((id) => ({ type: "prefill", id, rows }));
     if (reply.type === "prefilled") this.adopt(reply.caches);
     return this.split(reply);
   }
@@ -137,7 +82,10 @@ export class LmRuntime {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.decoder.close(), this.prefiller?.close()]);
+    await Promise.all([
+      this.decoder.close({ type: "close" }),
+      this.prefiller?.close({ type: "close" }),
+    ]);
   }
 
   private adopt(caches: SeqCache[]): void {

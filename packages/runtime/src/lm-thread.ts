@@ -68,8 +68,8 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
 
 /**
  * One batched forward pass; returns the last position's logits of every requested row, in
- * request order, [rows, vocab]. Rows are left-padded twice: the past to the widest cache (P)
- * and the new tokens to the longest chunk (S); the attention mask hides every pad, and
+ * request order, [rows, vocab]. Rows are left-padded twice: the past to the widest cache (`past`)
+ * and the new tokens to the longest chunk (`chunk`); the attention mask hides every pad, and
  * position ids carry each row's own positions, so each row computes what it would alone.
  * Holes in the batch (seats of sequences that left) run a dummy token that attends to itself.
  */
@@ -78,40 +78,44 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
   const layout = kv.layout(seqs, added);
-  const { P, lens, from } = layout;
+  const { width: past, lens, from } = layout;
   const b = from.length;
-  const S = Math.max(1, ...added);
-  const ids = new BigInt64Array(b * S);
-  const positions = new BigInt64Array(b * S);
-  const mask = new BigInt64Array(b * (P + S));
+  const chunk = Math.max(1, ...added);
+  const ids = new BigInt64Array(b * chunk);
+  const positions = new BigInt64Array(b * chunk);
+  const mask = new BigInt64Array(b * (past + chunk));
   from.forEach((k, i) => {
     const tokens = rows[k]?.tokens ?? [0];
     const len = lens[i] ?? 0;
     const s = tokens.length;
-    mask.fill(1n, i * (P + S) + (P - len), i * (P + S) + P);
+    mask.fill(1n, i * (past + chunk) + (past - len), i * (past + chunk) + past);
     for (let j = 0; j < s; j++) {
-      const slot = S - s + j;
-      ids[i * S + slot] = BigInt(tokens[j] ?? 0);
-      positions[i * S + slot] = BigInt(len + j);
-      mask[i * (P + S) + P + slot] = 1n;
+      const slot = chunk - s + j;
+      ids[i * chunk + slot] = BigInt(tokens[j] ?? 0);
+      positions[i * chunk + slot] = BigInt(len + j);
+      mask[i * (past + chunk) + past + slot] = 1n;
     }
   });
   const feeds: TensorMap = {
-    input_ids: { data: ids, dims: [b, S] },
-    attention_mask: { data: mask, dims: [b, P + S] },
-    position_ids: { data: positions, dims: [b, S] },
+    input_ids: { data: ids, dims: [b, chunk] },
+    attention_mask: { data: mask, dims: [b, past + chunk] },
+    position_ids: { data: positions, dims: [b, chunk] },
   };
   KV_SLOTS.forEach(({ input }, t) => {
     const data = layout.tensors[t] ?? new Float32Array();
-    feeds[input] = { data, dims: [b, shape.heads, P, shape.headDim] };
+    feeds[input] = { data, dims: [b, shape.heads, past, shape.headDim] };
   });
   const out = await session.run(feeds);
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
-  kv.absorb(seqs, layout, S, added, present);
+  kv.absorb(seqs, layout, chunk, added, present);
   const logits = out.logits?.data as Float32Array;
   const last = new Float32Array(rows.length * vocab);
   from.forEach((k, i) => {
-    if (k >= 0) last.set(logits.subarray((i * S + S - 1) * vocab, (i * S + S) * vocab), k * vocab);
+    if (k >= 0)
+      last.set(
+        logits.subarray((i * chunk + chunk - 1) * vocab, (i * chunk + chunk) * vocab),
+        k * vocab,
+      );
   });
   return last;
 }

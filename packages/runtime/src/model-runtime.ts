@@ -1,6 +1,5 @@
-import type { Worker } from "node:worker_threads";
-import { spawnThread } from "./spawn-thread.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
+import { ThreadClient } from "./thread-client.js";
 import type { ThreadReply, ThreadRequest } from "./thread-messages.js";
 
 export interface ModelRuntimeOptions extends SessionOptions {
@@ -14,9 +13,8 @@ interface Pending {
 }
 
 interface Instance {
-  thread: Worker;
+  client: ThreadClient<ThreadRequest, ThreadReply>;
   busy: boolean;
-  pending: Map<number, Pending>;
 }
 
 /**
@@ -28,7 +26,6 @@ interface Instance {
  * const { logits } = await rt.run({ input: { data: new Float32Array(64), dims: [1, 64] } });
  */
 export class ModelRuntime {
-  private nextId = 0;
   private readonly backlog: Array<{ feeds: TensorMap } & Pending> = [];
   private closed = false;
 
@@ -41,20 +38,21 @@ export class ModelRuntime {
   /** Loads every instance; rejects (and stops the threads) when the file does not load. */
   static async load(path: string, options: ModelRuntimeOptions): Promise<ModelRuntime> {
     const started = await Promise.allSettled(
-      Array.from({ length: options.instances }, () => startThread(path, options)),
+      Array.from({ length: options.instances }, () =>
+        ThreadClient.start<ThreadRequest, ThreadReply>("session-thread", { path, options }),
+      ),
     );
     const failed = started.find((s) => s.status === "rejected");
     if (failed) {
-      for (const s of started) if (s.status === "fulfilled") void s.value.thread.terminate();
+      for (const s of started)
+        if (s.status === "fulfilled") void s.value.client.close({ type: "close" });
       throw (failed as PromiseRejectedResult).reason;
     }
-    const ready = (started as PromiseFulfilledResult<StartedThread>[]).map((s) => s.value);
-    const first = ready[0];
-    if (!first) throw new Error("ModelRuntime needs at least one instance");
-    const instances = ready.map((r) => ({ thread: r.thread, busy: false, pending: new Map() }));
-    const runtime = new ModelRuntime(instances, first.inputNames, first.outputNames);
-    for (const inst of instances) runtime.attach(inst);
-    return runtime;
+    const ready = (started as PromiseFulfilledResult<Started>[]).map((s) => s.value);
+    const first = ready[0]?.ready;
+    if (first?.type !== "ready") throw new Error("ModelRuntime needs at least one instance");
+    const instances = ready.map((r) => ({ client: r.client, busy: false }));
+    return new ModelRuntime(instances, first.inputNames, first.outputNames);
   }
 
   run(feeds: TensorMap): Promise<TensorMap> {
@@ -69,77 +67,32 @@ export class ModelRuntime {
     this.closed = true;
     for (const waiting of this.backlog.splice(0))
       waiting.reject(new Error("model runtime is closed"));
-    await Promise.all(
-      this.instances.map(
-        (inst) =>
-          new Promise<void>((resolve) => {
-            inst.thread.once("exit", () => resolve());
-            inst.thread.postMessage({ type: "close" } satisfies ThreadRequest);
-            // A thread stuck in a long run must not hold shutdown hostage.
-            setTimeout(() => void inst.thread.terminate(), 5_000).unref();
-          }),
-      ),
-    );
+    await Promise.all(this.instances.map((inst) => inst.client.close({ type: "close" })));
   }
 
   private dispatch(): void {
     for (const inst of this.instances) {
-      if (inst.busy) continue;
+      // a dead thread is never handed work again; its requests failed when it exited
+      if (inst.busy || !inst.client.running) continue;
       const job = this.backlog.shift();
       if (!job) return;
-      const id = this.nextId++;
       inst.busy = true;
-      inst.pending.set(id, job);
       const transfer = Object.values(job.feeds).map((t) => t.data.buffer as ArrayBuffer);
-      inst.thread.postMessage(
-        { type: "run", id, feeds: job.feeds } satisfies ThreadRequest,
-        transfer,
-      );
+      inst.client
+        .request((id) => ({ type: "run", id, feeds: job.feeds }), transfer)
+        .then(
+          (reply) =>
+            reply.type === "result"
+              ? job.resolve(reply.outputs)
+              : job.reject(new Error(`unexpected ${reply.type} reply`)),
+          (err: Error) => job.reject(err),
+        )
+        .finally(() => {
+          inst.busy = false;
+          this.dispatch();
+        });
     }
   }
-
-  private attach(inst: Instance): void {
-    inst.thread.on("message", (msg: ThreadReply) => {
-      if (msg.type !== "result" && msg.type !== "error") return;
-      const pending = inst.pending.get(msg.id);
-      inst.pending.delete(msg.id);
-      inst.busy = false;
-      if (msg.type === "result") pending?.resolve(msg.outputs);
-      else pending?.reject(new Error(msg.message));
-      this.dispatch();
-    });
-    inst.thread.on("exit", (code) => {
-      const err = new Error(`inference thread exited with code ${code}`);
-      for (const p of inst.pending.values()) p.reject(err);
-      inst.pending.clear();
-      inst.busy = true; // never dispatch to a dead thread
-    });
-  }
 }
 
-interface StartedThread {
-  thread: Worker;
-  inputNames: string[];
-  outputNames: string[];
-}
-
-function startThread(path: string, options: SessionOptions): Promise<StartedThread> {
-  const thread = spawnThread("session-thread", { path, options });
-  return new Promise((resolve, reject) => {
-    const onMessage = (msg: ThreadReply) => {
-      thread.off("error", onError);
-      thread.off("message", onMessage);
-      if (msg.type === "ready")
-        resolve({ thread, inputNames: msg.inputNames, outputNames: msg.outputNames });
-      else {
-        void thread.terminate();
-        reject(
-          new Error(msg.type === "load-error" ? msg.message : "unexpected message from thread"),
-        );
-      }
-    };
-    const onError = (err: Error) => reject(err);
-    thread.on("message", onMessage);
-    thread.once("error", onError);
-  });
-}
+type Started = Awaited<ReturnType<typeof ThreadClient.start<ThreadRequest, ThreadReply>>>;

@@ -1,14 +1,17 @@
-import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../services.js";
 import { json, openAiErrors } from "./responses.js";
 
-const outcomeSchema = z.object({
-  worker: z.string(),
-  loaded: z.array(z.string()),
-  unchanged: z.array(z.string()),
-  failed: z.array(z.object({ version: z.string(), error: z.string() })),
-});
+// The OpenAPI view of @ferry/protocol's ReloadOutcome (zod-openapi needs its own zod).
+const outcomeSchema = z
+  .object({
+    worker: z.string(),
+    model: z.string(),
+    loaded: z.array(z.string()),
+    unchanged: z.array(z.string()),
+    failed: z.array(z.object({ version: z.string(), error: z.string() })),
+  })
+  .openapi("ReloadOutcome");
 
 const route = createRoute({
   method: "post",
@@ -30,35 +33,7 @@ const route = createRoute({
 });
 
 export function registerAdminReload(app: OpenAPIHono<AppEnv>): void {
-  app.openapi(route, async (c) => {
-    const { repository, client, log } = c.get("services");
-    const { name } = c.req.valid("param");
-    let next: typeof repository;
-    try {
-      next = await repository.reread();
-    } catch (err) {
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Repository refused: ${err instanceof Error ? err.message : String(err)}`,
-      );
-    }
-    const entry = next.get(name);
-    const workers = (await client.requestReload(name)) as Array<z.infer<typeof outcomeSchema>>;
-    const failures = workers.flatMap((w) =>
-      w.failed.map((f) => `${w.worker}: version ${f.version}: ${f.error}`),
-    );
-    log.info({ model: name, workers: workers.length, failures: failures.length }, "reload");
-    if (failures.length > 0) {
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Reload of '${name}' refused; the previous files keep serving. ${failures.join("; ")}`,
-      );
-    }
-    // Only now does this API route to what the workers accepted: a refused new version is
-    // never listed, nor made the default, here.
-    repository.adopt(next);
-    // answers cached before now may come from the files the reload replaced
-    await client.state.bumpGeneration(name);
-    return c.json({ model: name, versions: entry.versions, workers }, 200);
-  });
+  app.openapi(route, async (c) =>
+    c.json(await c.get("services").admin.reload(c.req.valid("param").name), 200),
+  );
 }

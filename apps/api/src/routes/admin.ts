@@ -1,6 +1,5 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import type { AppEnv, Services } from "../services.js";
-import { validateSplit } from "../traffic-router.js";
+import type { AppEnv } from "../services.js";
 import { json, openAiErrors } from "./responses.js";
 
 const versionStats = z.object({
@@ -57,57 +56,17 @@ const rollbackRoute = createRoute({
   },
 });
 
-async function describe(
-  services: Services,
-  name: string,
-): Promise<z.infer<typeof modelAdminSchema>> {
-  const entry = services.repository.get(name);
-  const state = services.client.state;
-  await state.flush();
-  const [split, stats] = await Promise.all([state.getTraffic(name), state.stats(name)]);
-  const { hits, misses } = stats.cache;
-  return {
-    name,
-    kind: entry.config.kind,
-    versions: entry.versions,
-    stable_version: entry.defaultVersion,
-    traffic: split ?? { [entry.defaultVersion]: 100 },
-    stats: Object.fromEntries(
-      Object.entries(stats.versions).map(([v, s]) => [
-        v,
-        { ...s, error_rate: s.requests ? s.errors / s.requests : null },
-      ]),
-    ),
-    cache: { hits, misses, hit_rate: hits + misses > 0 ? hits / (hits + misses) : null },
-    fallbacks: stats.fallbacks,
-  };
-}
-
 export function registerAdmin(app: OpenAPIHono<AppEnv>): void {
-  app.openapi(listRoute, async (c) => {
-    const services = c.get("services");
-    const models = await Promise.all(
-      services.repository.list().map((m) => describe(services, m.config.name)),
-    );
-    return c.json({ models }, 200);
-  });
-  app.openapi(trafficRoute, async (c) => {
-    const services = c.get("services");
-    const { name } = c.req.valid("param");
-    const entry = services.repository.get(name);
-    await services.client.state.setTraffic(name, validateSplit(entry, c.req.valid("json")));
-    services.log.info({ model: name, traffic: c.req.valid("json") }, "traffic split changed");
-    return c.json(await describe(services, name), 200);
-  });
-  app.openapi(rollbackRoute, async (c) => {
-    const services = c.get("services");
-    const { name } = c.req.valid("param");
-    const entry = services.repository.get(name);
-    await services.client.state.setTraffic(name, { [entry.defaultVersion]: 100 });
-    services.log.warn(
-      { model: name, version: entry.defaultVersion },
-      "rolled back to the stable version",
-    );
-    return c.json(await describe(services, name), 200);
-  });
+  app.openapi(listRoute, async (c) =>
+    c.json({ models: await c.get("services").admin.models() }, 200),
+  );
+  app.openapi(trafficRoute, async (c) =>
+    c.json(
+      await c.get("services").admin.setTraffic(c.req.valid("param").name, c.req.valid("json")),
+      200,
+    ),
+  );
+  app.openapi(rollbackRoute, async (c) =>
+    c.json(await c.get("services").admin.rollback(c.req.valid("param").name), 200),
+  );
 }

@@ -1,7 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
-import { ndjsonItems, type RawItem } from "../batch-service.js";
+import { ndjsonItems, type RawItem } from "../batch-job-service.js";
 import type { AppEnv } from "../services.js";
 import { bodyChunks, linger } from "../upload.js";
 import { json, openAiErrors } from "./responses.js";
@@ -95,7 +95,7 @@ async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
 
 export function registerBatches(app: OpenAPIHono<AppEnv>): void {
   app.openapi(createBatchRoute, async (c) => {
-    const { batches, env } = c.get("services");
+    const { batchJobs, env } = c.get("services");
     const owner = c.get("tenant").id;
     const type = c.req.header("Content-Type") ?? "";
     let result: { id: string; total: number };
@@ -112,7 +112,7 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
       };
       const incoming = c.env.incoming;
       try {
-        result = await batches.ingest(
+        result = await batchJobs.ingest(
           model,
           version,
           ndjsonItems(bodyChunks(incoming), limits),
@@ -129,7 +129,7 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
           "INVALID_INPUT",
           `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
         );
-      result = await batches.ingest(
+      result = await batchJobs.ingest(
         body.data.model,
         body.data.version,
         fromArray(body.data.items),
@@ -141,13 +141,13 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
   });
 
   app.openapi(statusRoute, async (c) => {
-    const { batchReader } = c.get("services");
-    return c.json(await batchReader.status(c.req.valid("param").id, c.get("tenant")), 200);
+    const { batchJobReader } = c.get("services");
+    return c.json(await batchJobReader.status(c.req.valid("param").id, c.get("tenant")), 200);
   });
 
   app.openapi(resultsRoute, async (c) => {
     const { id } = c.req.valid("param");
-    const pages = await c.get("services").batchReader.results(id, c.get("tenant"));
+    const pages = await c.get("services").batchJobReader.results(id, c.get("tenant"));
     c.header("Content-Type", "application/x-ndjson");
     const body = stream(c, async (out) => {
       for await (const lines of pages) await out.write(`${lines.join("\n")}\n`);
@@ -161,7 +161,7 @@ export function registerBatches(app: OpenAPIHono<AppEnv>): void {
     const { owner } = c.req.valid("query");
     const stored = await c
       .get("services")
-      .batchReader.prediction(model, key, c.get("tenant"), owner);
+      .batchJobReader.prediction(model, key, c.get("tenant"), owner);
     return c.json(stored as unknown as Record<string, unknown>, 200);
   });
 }

@@ -3,7 +3,6 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { healthSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json } from "./responses.js";
-import { workersPerQueue } from "./v2-models.js";
 
 const probeSchema = z.object({ live: z.boolean().optional(), ready: z.boolean().optional() });
 
@@ -31,9 +30,9 @@ const readyRoute = createRoute({
 export function registerHealth(app: OpenAPIHono<AppEnv>): void {
   app.openapi(healthRoute, async (c) => {
     const services = c.get("services");
-    const redisUp = await services.client.ping();
+    const redisUp = await services.health.redisUp();
     const counts = redisUp
-      ? await workersPerQueue(services).catch(() => new Map<string, number>())
+      ? await services.health.workersPerQueue().catch(() => new Map<string, number>())
       : new Map();
     const models: Record<string, { ready: boolean; workers: number }> = {};
     for (const entry of services.repository.list()) {
@@ -48,9 +47,8 @@ export function registerHealth(app: OpenAPIHono<AppEnv>): void {
   });
   app.openapi(liveRoute, (c) => c.json({ live: true }, 200));
   app.openapi(readyRoute, async (c) => {
-    const services = c.get("services");
     // An API replica can take requests when it can queue them; workers may scale to zero.
-    const ready = !services.draining() && (await services.client.ping());
+    const ready = await c.get("services").health.ready();
     return c.json({ ready }, ready ? 200 : 503);
   });
 }

@@ -1,4 +1,3 @@
-import { queueName } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { v2ModelMetadataSchema } from "../schemas.js";
 import type { AppEnv, Services } from "../services.js";
@@ -49,15 +48,6 @@ const versionReadyRoute = createRoute({
   },
 });
 
-/** Live workers per queue name ("model.vN"), from the shared heartbeat hash. */
-export async function workersPerQueue(services: Services): Promise<Map<string, number>> {
-  const counts = new Map<string, number>();
-  for (const w of await services.client.workers.live()) {
-    for (const q of w.queues) counts.set(q, (counts.get(q) ?? 0) + 1);
-  }
-  return counts;
-}
-
 export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
   app.openapi(serverRoute, (c) => c.json({ name: "ferry", version: "0.1.0", extensions: [] }, 200));
   app.openapi(metadataRoute, (c) => {
@@ -83,11 +73,9 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
     );
   });
   const answer = async (services: Services, name: string, version: string | undefined) => {
-    const resolved = services.repository.resolve(name, version);
-    const counts = await workersPerQueue(services);
-    const ready = (counts.get(queueName(name, resolved.version)) ?? 0) > 0;
+    const { version: v, ready } = await services.health.modelReady(name, version);
     return {
-      body: { name, version: resolved.version, ready },
+      body: { name, version: v, ready },
       status: ready ? (200 as const) : (503 as const),
     };
   };

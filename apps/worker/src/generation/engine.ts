@@ -12,7 +12,7 @@ import type { GenerationMetrics } from "./generation-metrics.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
-import { decodeRow, prefillRow, type Sequence } from "./sequence.js";
+import { decodeStepRow, prefillStepRow, type Sequence } from "./sequence.js";
 
 export interface EngineOptions {
   /** Positions the model can attend to (prompt + completion). */
@@ -169,7 +169,7 @@ export class Engine {
     if (decode.length > 0) {
       this.stepping = true;
       try {
-        const logits = await this.runtime.step(decode.map(decodeRow));
+        const logits = await this.runtime.step(decode.map(decodeStepRow));
         this.advanceAll(decode, logits);
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
@@ -208,7 +208,7 @@ export class Engine {
       this.prefilling.add(seq);
     }
     this.runtime
-      .prefill(joining.map(prefillRow), decoderBusy)
+      .prefill(joining.map(prefillStepRow), decoderBusy)
       .then(
         (logits) => {
           for (const seq of joining) this.prefilling.delete(seq);
@@ -233,8 +233,8 @@ export class Engine {
   }
 
   private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
-    const prefillRows = prefill.map(prefillRow);
-    const decodeRows = decode.map(decodeRow);
+    const prefillRows = prefill.map(prefillStepRow);
+    const decodeRows = decode.map(decodeStepRow);
     if (this.options.mixedPrefill) {
       const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
       this.advanceAll([...prefill, ...decode], logits);

@@ -36,11 +36,11 @@ export function prefillIds(seq: Sequence): number[] {
 }
 
 /** A joining sequence's row of a prefill pass. */
-export function prefillRow(seq: Sequence): StepRow {
+export function prefillStepRow(seq: Sequence): StepRow {
   return { seq: seq.id, tokens: prefillIds(seq) };
 }
 
 /** A running sequence's row of a decode step: the token it sampled last. */
-export function decodeRow(seq: Sequence): StepRow {
+export function decodeStepRow(seq: Sequence): StepRow {
   return { seq: seq.id, tokens: [seq.pending ?? 0] };
 }

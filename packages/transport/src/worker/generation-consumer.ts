@@ -7,10 +7,10 @@ import {
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { Redis } from "ioredis";
-import type { EventWriter, WriteFence } from "./event-log.js";
-import { formatFailure } from "./job-records.js";
-import type { Keys } from "./keys.js";
-import type { GenerateHandler } from "./worker-transport.js";
+import type { EventWriter, WriteFence } from "../shared/event-log.js";
+import { formatFailure } from "../shared/job-records.js";
+import type { Keys } from "../shared/keys.js";
+import type { GenerateHandler } from "./handlers.js";
 
 /**
  * Runs generator jobs: one completion each, whose events (status, tokens, result or error,

@@ -11,20 +11,21 @@ import {
 } from "@ferry/protocol";
 import { Job, Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import { BatchStore } from "./batch-store.js";
-import { ChannelMux } from "./channel-mux.js";
+import { ChannelMux } from "../shared/channel-mux.js";
+import { createFastFailRedis, createRedis } from "../shared/connection.js";
+import { ControlChannel } from "../shared/control-channel.js";
+import { EventWriter } from "../shared/event-log.js";
+import { Keys } from "../shared/keys.js";
+import { assertReady } from "../shared/redis-guard.js";
+import { WorkerRegistry } from "../shared/worker-registry.js";
+import { BatchJobStore } from "./batch-job-store.js";
 import { type CoalescedGroup, Coalescer } from "./coalescer.js";
-import { createFastFailRedis, createRedis } from "./connection.js";
-import { EventWriter } from "./event-log.js";
 import { EventReader } from "./event-reader.js";
 import { JobClient } from "./job-client.js";
-import { Keys } from "./keys.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { QueueDepth } from "./queue-depth.js";
-import { assertReady } from "./redis-guard.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
-import { WorkerRegistry } from "./worker-registry.js";
 
 export interface InferenceClientOptions {
   redisUrl: string;
@@ -64,8 +65,10 @@ export class InferenceClient {
   /** Traffic splits and per-version stats shared by every replica. */
   readonly state: ServingState;
   readonly cache: PredictionCache;
+  /** Broadcasts to every replica and worker: config changes, reloads, cancels. */
+  readonly control: ControlChannel;
   /** Offline batch prediction: flows of chunk jobs, results stored by key. */
-  readonly batches: BatchStore;
+  readonly batches: BatchJobStore;
   private readonly redis: Redis;
   private readonly subscriber: Redis;
   private readonly queues = new Map<string, Queue>();
@@ -93,9 +96,15 @@ export class InferenceClient {
       this.keys.reply(this.instanceId),
       (jobs) => void this.recover(jobs),
     );
-    this.state = new ServingState(this.redis, this.mux, this.keys);
+    this.control = new ControlChannel(this.redis, this.mux, this.keys);
+    this.state = new ServingState(this.redis, this.control, this.keys);
     this.cache = new PredictionCache(this.redis, this.keys);
-    this.batches = new BatchStore(this.redis, this.keys, (name) => this.queue(name), this.jobTtlS);
+    this.batches = new BatchJobStore(
+      this.redis,
+      this.keys,
+      (name) => this.queue(name),
+      this.jobTtlS,
+    );
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.depth = new QueueDepth((name) => this.queue(name));
     this.workers = new WorkerRegistry(this.redis, this.keys);
@@ -106,6 +115,7 @@ export class InferenceClient {
       this.depth,
       new EventWriter(this.redis, this.keys, this.jobTtlS),
       new EventReader(this.redis, this.mux, this.keys),
+      this.control,
       this.jobTtlS,
     );
   }
@@ -153,32 +163,6 @@ export class InferenceClient {
     } finally {
       clearTimeout(timer);
       this.depth.leave(name);
-    }
-  }
-
-  /**
-   * Asks every live worker to reload `model` from the repository and collects their answers
-   * (until all have answered or `timeoutMs` passes).
-   */
-  async requestReload(model: string, timeoutMs = 60_000): Promise<Array<Record<string, unknown>>> {
-    const expected = (await this.workers.live()).length;
-    const reply = `${this.keys.prefix}:reload-acks:${randomUUID()}`;
-    const answers: Array<Record<string, unknown>> = [];
-    let done: () => void = () => {};
-    const finished = new Promise<void>((resolve) => {
-      done = resolve;
-    });
-    const unlisten = await this.mux.listen(reply, (message) => {
-      answers.push(JSON.parse(message) as Record<string, unknown>);
-      if (answers.length >= expected) done();
-    });
-    try {
-      await this.state.broadcast({ type: "reload", model, reply });
-      if (expected > 0)
-        await Promise.race([finished, new Promise((r) => setTimeout(r, timeoutMs))]);
-      return answers;
-    } finally {
-      unlisten();
     }
   }
 

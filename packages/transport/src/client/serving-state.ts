@@ -1,7 +1,7 @@
-import { FerryError } from "@ferry/protocol";
+import { type ControlMessage, FerryError, WIRE_VERSION } from "@ferry/protocol";
 import type { Redis } from "ioredis";
-import type { ChannelMux } from "./channel-mux.js";
-import type { Keys } from "./keys.js";
+import type { ControlChannel } from "../shared/control-channel.js";
+import type { Keys } from "../shared/keys.js";
 
 /** Upper bounds of the latency histogram kept per version, in ms. */
 export const LATENCY_BUCKETS_MS = [
@@ -54,27 +54,28 @@ export class ServingState {
   private readonly pending = new Map<string, Map<string, PendingStats>>();
   /** model -> field -> count, for cache hits and misses and fallbacks by source. */
   private readonly counters = new Map<string, Map<string, number>>();
-  private readonly listeners: Array<(message: string) => void> = [];
+  private readonly listeners: Array<(message: ControlMessage) => void> = [];
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly redis: Redis,
-    private readonly mux: ChannelMux,
+    private readonly control: ControlChannel,
     private readonly keys: Keys,
   ) {}
 
   async start(): Promise<void> {
-    await this.mux.listen(this.keys.configChannel, (message) => {
-      this.traffic.clear();
-      this.generations.clear();
+    await this.control.listen((message) => {
+      if (message.type === "reload") return;
+      this.traffic.delete(message.model);
+      this.generations.delete(message.model);
       for (const listener of this.listeners) listener(message);
     });
     this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
     this.timer.unref();
   }
 
-  /** Called with every config broadcast (after the cached splits are dropped). */
-  onConfigChange(listener: (message: string) => void): void {
+  /** Called with every config change (after what this replica cached of it is dropped). */
+  onConfigChange(listener: (message: ControlMessage) => void): void {
     this.listeners.push(listener);
   }
 
@@ -111,28 +112,19 @@ export class ServingState {
   }
 
   async bumpGeneration(model: string): Promise<void> {
-    await this.redis
-      .multi()
-      .incr(this.keys.generation(model))
-      .publish(this.keys.configChannel, JSON.stringify({ type: "generation", model }))
-      .exec();
+    const tx = this.redis.multi().incr(this.keys.generation(model));
+    await this.control.announce(tx, { v: WIRE_VERSION, type: "generation", model }).exec();
     this.generations.delete(model);
   }
 
   /** Replaces the split in one transaction and tells every replica. */
   async setTraffic(model: string, split: Record<string, number>): Promise<void> {
-    await this.redis
+    const tx = this.redis
       .multi()
       .del(this.keys.traffic(model))
-      .hset(this.keys.traffic(model), split)
-      .publish(this.keys.configChannel, JSON.stringify({ type: "traffic", model }))
-      .exec();
+      .hset(this.keys.traffic(model), split);
+    await this.control.announce(tx, { v: WIRE_VERSION, type: "traffic", model }).exec();
     this.traffic.delete(model);
-  }
-
-  /** Tells every replica (and worker) that the serving config changed. */
-  async broadcast(message: Record<string, unknown>): Promise<void> {
-    await this.redis.publish(this.keys.configChannel, JSON.stringify(message));
   }
 
   record(model: string, version: string, latencyMs: number, failed: boolean): void {

@@ -2,16 +2,15 @@ import {
   BATCH_GATE_QUEUE,
   BATCH_QUEUE,
   type BatchChunkJob,
-  classify,
   type InferJob,
   type RowResult,
-  type StoredPrediction,
+  type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { Redis } from "ioredis";
-import type { Keys } from "./keys.js";
-import type { RowContext, RowHandler } from "./worker-transport.js";
+import type { Keys } from "../shared/keys.js";
+import type { RowContext, RowHandler } from "./handlers.js";
 
 /**
  * Stores a chunk's answers: the batch's result line and the model's prediction per key, and
@@ -39,7 +38,7 @@ const BATCH_SLICE = 64;
 const BATCH_ROW_DEADLINE_MS = 600_000;
 
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
-export class BatchConsumer {
+export class BatchJobConsumer {
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
@@ -104,15 +103,16 @@ export class BatchConsumer {
       const key = data.items[k]?.key ?? "";
       if (result.ok) {
         const logits = Object.values(result.outputs)[0]?.data ?? [];
-        const stored: StoredPrediction = {
+        const stored: StoredBatchRow = {
           key,
-          ...classify(logits),
+          logits,
           model_version: data.version,
           batch: data.batch,
         };
         args.push(key, JSON.stringify(stored), "1");
       } else {
-        args.push(key, JSON.stringify({ key, error: result.error }), "0");
+        const failed: StoredBatchRow = { key, error: result.error };
+        args.push(key, JSON.stringify(failed), "0");
       }
     }
     const store = (

@@ -1,6 +1,6 @@
 import { type InferReply, type RowResult, WIRE_VERSION } from "@ferry/protocol";
 import type { Redis } from "ioredis";
-import type { ChannelMux } from "./channel-mux.js";
+import type { ChannelMux } from "../shared/channel-mux.js";
 
 interface Waiter {
   jobId: string | undefined;

@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import type { Keys } from "./keys.js";
+import type { Keys } from "../shared/keys.js";
 
 /**
  * Stores the entry, indexes it by time, and trims the index to `max` entries, deleting the

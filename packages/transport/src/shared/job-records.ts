@@ -31,7 +31,7 @@ export interface JobIndexEntry {
 }
 
 /** BullMQ state -> Ferry status; a failure's reason carries its code ("CODE: message"). */
-export function statusOf(
+export function jobStatusOf(
   state: string,
   failedReason: string | undefined,
   cancelled: boolean,

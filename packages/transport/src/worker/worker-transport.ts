@@ -1,26 +1,33 @@
 import { hostname } from "node:os";
 import {
   type BatchChunkJob,
-  type CancelMessage,
   type CompletionResult,
   type GenerateJob,
   type InferJob,
   type InferReply,
-  type InferRow,
-  type JobEventBody,
+  type ReloadOutcome,
   type RowResult,
   WIRE_VERSION,
   type WireError,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import type { Redis } from "ioredis";
-import { BatchConsumer } from "./batch-consumer.js";
-import { createRedis } from "./connection.js";
-import { EventWriter } from "./event-log.js";
+import { ChannelMux } from "../shared/channel-mux.js";
+import { createRedis } from "../shared/connection.js";
+import { ControlChannel } from "../shared/control-channel.js";
+import { EventWriter } from "../shared/event-log.js";
+import { formatFailure } from "../shared/job-records.js";
+import { Keys } from "../shared/keys.js";
+import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
+import { BatchJobConsumer } from "./batch-job-consumer.js";
 import { fenceOf, GenerationConsumer } from "./generation-consumer.js";
-import { formatFailure } from "./job-records.js";
-import { Keys } from "./keys.js";
-import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "./worker-registry.js";
+import type {
+  ConsumeOptions,
+  GenerateHandler,
+  ReloadHandler,
+  RowContext,
+  RowHandler,
+} from "./handlers.js";
 
 export interface WorkerTransportOptions {
   redisUrl: string;
@@ -31,45 +38,6 @@ export interface WorkerTransportOptions {
   /** How long a job's event log is kept, in seconds. @defaultValue 86_400 */
   jobTtlS?: number;
 }
-
-export interface ConsumeOptions {
-  /** Jobs one queue runs at once; enough to fill every instance's batch. */
-  concurrency: number;
-  /**
-   * How long a job's lock lives without renewal, in ms. A worker that dies loses its jobs to
-   * another after about this long. @defaultValue 10_000
-   */
-  lockDurationMs?: number;
-  /** How often workers look for jobs whose lock lapsed, in ms. @defaultValue 5_000 */
-  stalledIntervalMs?: number;
-}
-
-export interface RowContext {
-  jobId: string;
-  /** Aborted when a cancel for this job is broadcast. */
-  signal: AbortSignal;
-}
-
-/** A serving-config broadcast: what changed, and where to answer when an answer is wanted. */
-export interface ConfigMessage {
-  type: string;
-  model?: string;
-  reply?: string;
-}
-
-export interface GenerateContext extends RowContext {
-  /** Appends events to the job's log (written once per event-loop turn). */
-  emit: (events: JobEventBody[]) => void;
-  /**
-   * Token ids an earlier attempt already sent to the log (this job stalled over from a worker
-   * that died or lost its link): continue after them rather than send their text twice.
-   */
-  resume: number[];
-}
-
-export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
-
-export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
 /** The signal of a sync group's rows: they are never cancelled, only past their deadline. */
 const NEVER = new AbortController().signal;
@@ -89,7 +57,8 @@ export class WorkerTransport {
   private readonly registry: WorkerRegistry;
   private readonly generation: GenerationConsumer;
   private readonly jobTtlS: number;
-  private readonly batches: BatchConsumer;
+  private readonly batches: BatchJobConsumer;
+  private readonly control: ControlChannel;
   private readonly workers = new Map<string, Worker>();
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
@@ -115,11 +84,9 @@ export class WorkerTransport {
       this.keys,
       this.running,
     );
-    this.batches = new BatchConsumer(this.redis, this.keys, this.jobTtlS);
-    this.subscriber.on("message", (channel: string, message: string) => {
-      if (channel === this.keys.cancelChannel) this.onCancel(message);
-    });
-    void this.subscriber.subscribe(this.keys.cancelChannel).catch(() => undefined);
+    this.batches = new BatchJobConsumer(this.redis, this.keys, this.jobTtlS);
+    this.control = new ControlChannel(this.redis, new ChannelMux(this.subscriber), this.keys);
+    void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
   }
 
   /** Starts consuming `queue`; every row goes through `handler`. */
@@ -167,27 +134,29 @@ export class WorkerTransport {
   }
 
   /**
-   * Calls `listener` with every serving-config broadcast ({type: "reload", model, reply}, ...);
-   * `answer` publishes the listener's result to the broadcast's reply channel.
+   * Serves reload requests (POST /admin/models/{name}/reload reaches every worker): `handler`
+   * reloads the model, and its outcome is the answer this worker sends back.
    */
-  onConfig(listener: (message: ConfigMessage, answer: (result: unknown) => void) => void): void {
-    this.subscriber.on("message", (channel: string, raw: string) => {
-      if (channel !== this.keys.configChannel) return;
-      let message: ConfigMessage;
-      try {
-        message = JSON.parse(raw) as ConfigMessage;
-      } catch {
-        return;
-      }
-      const reply = message.reply;
-      listener(message, (result) => {
-        if (reply)
-          void this.redis
-            .publish(reply, JSON.stringify({ worker: this.workerId, ...(result as object) }))
-            .catch(() => undefined);
-      });
-    });
-    void this.subscriber.subscribe(this.keys.configChannel).catch(() => undefined);
+  onReload(handler: ReloadHandler): void {
+    const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
+      void this.control
+        .answerReload(reply, { ...outcome, worker: this.workerId })
+        .catch(() => undefined);
+    void this.control
+      .listen((message) => {
+        if (message.type !== "reload") return;
+        handler(message.model).then(
+          (outcome) => answer(message.reply, outcome),
+          (err: unknown) =>
+            answer(message.reply, {
+              model: message.model,
+              loaded: [],
+              unchanged: [],
+              failed: [{ version: "*", error: String(err) }],
+            }),
+        );
+      })
+      .catch(() => undefined);
   }
 
   /** Re-advertises the served queues at once (after a reload added some). */
@@ -291,14 +260,5 @@ export class WorkerTransport {
       worker: this.workerId,
       results,
     };
-  }
-
-  private onCancel(message: string): void {
-    try {
-      const msg = JSON.parse(message) as CancelMessage;
-      if (msg.v === WIRE_VERSION) this.running.get(msg.job)?.abort();
-    } catch {
-      // not ours
-    }
   }
 }

@@ -1,8 +1,8 @@
 import type { JobEvent } from "@ferry/protocol";
 import type { Redis } from "ioredis";
-import type { ChannelMux } from "./channel-mux.js";
-import { parseEntry, parsePublished, streamIdAfter } from "./event-log.js";
-import type { Keys } from "./keys.js";
+import type { ChannelMux } from "../shared/channel-mux.js";
+import { parseEntry, parsePublished, streamIdAfter } from "../shared/event-log.js";
+import type { Keys } from "../shared/keys.js";
 
 /**
  * The reading side of job event logs (the API). A reader subscribes to the job's channel

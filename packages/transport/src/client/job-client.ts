@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
   bullPriority,
-  type CancelMessage,
   type CompletionResult,
   type GenerateJob,
   type InferJob,
@@ -14,18 +13,19 @@ import {
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import type { EventWriter } from "./event-log.js";
-import type { EventReader } from "./event-reader.js";
+import type { ControlChannel } from "../shared/control-channel.js";
+import type { EventWriter } from "../shared/event-log.js";
 import {
   emptyRecord,
   type JobIndexEntry,
   type JobRecord,
+  jobStatusOf,
   parseFailure,
-  statusOf,
-} from "./job-records.js";
-import type { Keys } from "./keys.js";
+} from "../shared/job-records.js";
+import type { Keys } from "../shared/keys.js";
+import { assertReady, guarded } from "../shared/redis-guard.js";
+import type { EventReader } from "./event-reader.js";
 import type { QueueDepth } from "./queue-depth.js";
-import { assertReady, guarded } from "./redis-guard.js";
 
 /** How a job is queued and whose it is. */
 export interface EnqueueOptions {
@@ -70,6 +70,7 @@ export class JobClient {
     private readonly depth: QueueDepth,
     private readonly writer: EventWriter,
     private readonly reader: EventReader,
+    private readonly control: ControlChannel,
     private readonly ttlS: number,
   ) {}
 
@@ -277,7 +278,7 @@ export class JobClient {
       // nobody took it in time: it never will be computed, whether or not a poll asks
       if (await this.expire(id)) return this.get(id);
     }
-    const status = statusOf(state, job.failedReason, cancelled !== null);
+    const status = jobStatusOf(state, job.failedReason, cancelled !== null);
     const record = emptyRecord(id, index, status);
     return {
       ...record,
@@ -296,12 +297,9 @@ export class JobClient {
     const record = await this.get(id);
     if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
     const index = await this.index(id);
-    const message: CancelMessage = { v: WIRE_VERSION, job: id };
     await guarded(() =>
-      this.redis
-        .multi()
-        .set(this.keys.cancelled(id), "1", "EX", this.ttlS)
-        .publish(this.keys.cancelChannel, JSON.stringify(message))
+      this.control
+        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", this.ttlS), id)
         .exec(),
     );
     if (index) {

@@ -6,14 +6,14 @@ import {
   type BatchItem,
   bullPriority,
   queueName,
-  type StoredPrediction,
+  type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { FlowProducer, Job, type Queue } from "bullmq";
 import type { Redis } from "ioredis";
-import type { Keys } from "./keys.js";
+import type { Keys } from "../shared/keys.js";
 
-export interface BatchStatus {
+export interface BatchJobStatus {
   id: string;
   model: string;
   version: string;
@@ -36,7 +36,7 @@ const GATE_DELAY_MS = 365 * 24 * 3_600_000;
  * gate. The gate keeps the parent from completing while chunks are still being added; when
  * ingestion ends it is promoted, and once every child is done the parent completes the batch.
  */
-export class BatchStore {
+export class BatchJobStore {
   private readonly flows: FlowProducer;
 
   constructor(
@@ -118,14 +118,14 @@ export class BatchStore {
     await gate?.promote();
   }
 
-  async status(id: string): Promise<BatchStatus | undefined> {
+  async status(id: string): Promise<BatchJobStatus | undefined> {
     const raw = await this.redis.hgetall(this.keys.batch(id));
     if (!raw.model) return undefined;
     return {
       id,
       model: raw.model,
       version: raw.version ?? "",
-      status: (raw.status as BatchStatus["status"]) ?? "running",
+      status: (raw.status as BatchJobStatus["status"]) ?? "running",
       total: Number(raw.total ?? 0),
       succeeded: Number(raw.succeeded ?? 0),
       failed: Number(raw.failed ?? 0),
@@ -152,13 +152,9 @@ export class BatchStore {
     } while (cursor !== "0");
   }
 
-  async prediction(
-    model: string,
-    key: string,
-    owner: string,
-  ): Promise<StoredPrediction | undefined> {
+  async prediction(model: string, key: string, owner: string): Promise<StoredBatchRow | undefined> {
     const raw = await this.redis.hget(this.keys.predictions(model, owner), key);
-    return raw === null ? undefined : (JSON.parse(raw) as StoredPrediction);
+    return raw === null ? undefined : (JSON.parse(raw) as StoredBatchRow);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,13 @@
 import type { ModelRepository } from "@ferry/model-repository";
-import { BATCH_CHUNK_SIZE, type BatchItem, encodeTensor, FerryError } from "@ferry/protocol";
-import type { BatchStatus, InferenceClient } from "@ferry/transport";
+import {
+  BATCH_CHUNK_SIZE,
+  type BatchItem,
+  encodeTensor,
+  FerryError,
+  type StoredBatchRow,
+} from "@ferry/protocol";
+import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
+import { classify } from "./classify.js";
 import { assertVisible, type Tenant } from "./tenant.js";
 
 /** One line of a batch: a key and the model's input row. */
@@ -14,7 +21,7 @@ export interface RawItem {
  * arrive and queued a chunk at a time, so a batch of any size passes through the API in
  * bounded memory.
  */
-export class BatchService {
+export class BatchJobService {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
@@ -70,13 +77,13 @@ export class BatchService {
 }
 
 /** Status, results and stored predictions, each visible to the tenant that made them. */
-export class BatchReader {
+export class BatchJobReader {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
   ) {}
 
-  async status(id: string, tenant: Tenant): Promise<BatchStatus> {
+  async status(id: string, tenant: Tenant): Promise<BatchJobStatus> {
     const status = await this.client.batches.status(id);
     const notFound = () => new FerryError("NOT_FOUND", `Batch '${id}' not found`);
     if (!status) throw notFound();
@@ -84,10 +91,14 @@ export class BatchReader {
     return status;
   }
 
-  /** The batch's result lines, a page at a time. */
+  /** The batch's result lines (NDJSON, a prediction or an error per key), a page at a time. */
   async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
     await this.status(id, tenant);
-    return this.client.batches.results(id);
+    const pages = this.client.batches.results(id);
+    return (async function* () {
+      for await (const lines of pages)
+        yield lines.map((line) => JSON.stringify(render(JSON.parse(line) as StoredBatchRow)));
+    })();
   }
 
   /**
@@ -100,8 +111,20 @@ export class BatchReader {
     const stored = await this.client.batches.prediction(model, key, scope);
     if (!stored)
       throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
-    return stored;
+    return render(stored);
   }
+}
+
+/** A stored row as clients read it: the prediction from its logits, or its error. */
+function render(row: StoredBatchRow): Record<string, unknown> {
+  if (!("logits" in row)) return row;
+  const { logits, ...rest } = row;
+  return {
+    key: rest.key,
+    ...classify(logits),
+    model_version: rest.model_version,
+    batch: rest.batch,
+  };
 }
 
 function invalidItem(line: number, problem: string): FerryError {

@@ -1,0 +1,47 @@
+// What a worker plugs into its transport: the handlers that serve rows and completions, and
+// what each is given. Types only, so that the consumers and the transport share them without
+// importing one another.
+import type {
+  CompletionResult,
+  GenerateJob,
+  InferJob,
+  InferRow,
+  JobEventBody,
+  ReloadOutcome,
+  RowResult,
+} from "@ferry/protocol";
+
+export interface ConsumeOptions {
+  /** Jobs one queue runs at once; enough to fill every instance's batch. */
+  concurrency: number;
+  /**
+   * How long a job's lock lives without renewal, in ms. A worker that dies loses its jobs to
+   * another after about this long. @defaultValue 10_000
+   */
+  lockDurationMs?: number;
+  /** How often workers look for jobs whose lock lapsed, in ms. @defaultValue 5_000 */
+  stalledIntervalMs?: number;
+}
+
+export interface RowContext {
+  jobId: string;
+  /** Aborted when a cancel for this job is broadcast. */
+  signal: AbortSignal;
+}
+
+export interface GenerateContext extends RowContext {
+  /** Appends events to the job's log (written once per event-loop turn). */
+  emit: (events: JobEventBody[]) => void;
+  /**
+   * Token ids an earlier attempt already sent to the log (this job stalled over from a worker
+   * that died or lost its link): continue after them rather than send their text twice.
+   */
+  resume: number[];
+}
+
+export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
+
+export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
+
+/** Reloads a model from the repository; the outcome is this worker's answer to the request. */
+export type ReloadHandler = (model: string) => Promise<Omit<ReloadOutcome, "worker">>;
