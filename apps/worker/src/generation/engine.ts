@@ -12,7 +12,7 @@ import type { GenerationMetrics } from "./generation-metrics.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
-import { decodeStepRow, prefillStepRow, type Sequence } from "./sequence.js";
+import { Sequence } from "./sequence.js";
 
 export interface EngineOptions {
   /** Positions the model can attend to (prompt + completion). */
@@ -40,6 +40,8 @@ export class Engine {
   private wake: (() => void) | undefined;
   /** A decode step is in flight. */
   private stepping = false;
+  /** One pass of the loop, chosen once for the configured strategy; false: nothing left. */
+  private readonly step: () => Promise<boolean>;
 
   constructor(
     private readonly runtime: LmRuntime,
@@ -47,7 +49,13 @@ export class Engine {
     private readonly tokenizer: Tokenizer,
     private readonly metrics: GenerationMetrics,
     private readonly options: EngineOptions,
-  ) {}
+  ) {
+    this.step = options.prefillThread
+      ? () => this.stepWithPrefillThread()
+      : options.mixedPrefill
+        ? () => this.stepMixed()
+        : () => this.stepSeparate();
+  }
 
   /**
    * Adds a completion; resolves with its result once it finishes. `resume`: the token ids an
@@ -68,7 +76,7 @@ export class Engine {
       return Promise.reject(new FerryError("INVALID_INPUT", message));
     }
     return new Promise((resolve, reject) => {
-      const seq: Sequence = {
+      const seq = new Sequence({
         id: this.nextSeq++,
         promptIds,
         params: job.params,
@@ -77,17 +85,10 @@ export class Engine {
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop),
-        generated: [],
-        unsent: [],
-        pending: undefined,
-        enqueuedAt: performance.now(),
-        startedAt: undefined,
-        lastTokenAt: undefined,
-        ttftMs: undefined,
         emit,
         resolve,
         reject,
-      };
+      });
       if (resume.length > 0) {
         this.metrics.resumed.inc();
         if (this.replay(seq, resume)) return;
@@ -103,12 +104,8 @@ export class Engine {
    * prefill then covers prompt and replayed tokens. True when it is already finished.
    */
   private replay(seq: Sequence, ids: readonly number[]): boolean {
-    for (const id of ids) {
-      seq.generated.push(id);
-      seq.output.push(seq.decoder.push(id));
-      if (seq.params.temperature > 0) seq.random();
-    }
-    const reason = this.finishedBy(seq);
+    for (const id of ids) seq.replay(id);
+    const reason = seq.finishedBy(this.options.contextLength);
     if (reason) this.finish(seq, reason);
     return reason !== undefined;
   }
@@ -131,46 +128,74 @@ export class Engine {
   private async loop(): Promise<void> {
     while (this.scheduler.hasWork) {
       this.dropDead(this.scheduler.all());
-      if (this.options.prefillThread) {
-        if (!(await this.decodeOnce())) break;
-        continue;
-      }
-      const plan = this.scheduler.schedule();
-      this.metrics.running.set(this.scheduler.numRunning);
-      this.metrics.waiting.set(this.scheduler.numWaiting);
-      if (plan.prefill.length === 0 && plan.decode.length === 0) {
-        const wait = this.scheduler.staticWaitLeft();
-        if (wait === 0) break;
-        await new Promise((resolve) => setTimeout(resolve, wait));
-        continue;
-      }
-      const now = performance.now();
-      for (const seq of plan.prefill) seq.startedAt = now;
-      try {
-        await this.execute(plan.prefill, plan.decode);
-      } catch (err) {
-        for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, modelError(err));
-      }
+      if (!(await this.step())) break;
     }
     this.metrics.running.set(0);
     this.metrics.waiting.set(this.scheduler.numWaiting);
   }
 
+  private observeQueue(): void {
+    this.metrics.running.set(this.scheduler.numRunning);
+    this.metrics.waiting.set(this.scheduler.numWaiting);
+  }
+
+  /** Nothing to run now: waits out a static batch's gathering time. False: nothing left. */
+  private async idle(): Promise<boolean> {
+    const wait = this.scheduler.staticWaitLeft();
+    if (wait === 0) return false;
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    return true;
+  }
+
+  /**
+   * Prompts in the plan's own passes: the joiners' prefill, then one decode step over the
+   * running sequences (prefill_thread off, mixed_prefill off).
+   */
+  private async stepSeparate(): Promise<boolean> {
+    return this.stepPlanned(async (prefill, decode) => {
+      if (prefill.length > 0)
+        this.advanceAll(prefill, await this.runtime.prefill(prefill.map((s) => s.prefillRow())));
+      if (decode.length > 0)
+        this.advanceAll(decode, await this.runtime.step(decode.map((s) => s.decodeRow())));
+    });
+  }
+
+  /** Prompts in the decode step itself: one pass for joiners and running sequences alike. */
+  private async stepMixed(): Promise<boolean> {
+    return this.stepPlanned(async (prefill, decode) => {
+      const rows = [...prefill.map((s) => s.prefillRow()), ...decode.map((s) => s.decodeRow())];
+      this.advanceAll([...prefill, ...decode], await this.runtime.step(rows));
+    });
+  }
+
+  private async stepPlanned(
+    run: (prefill: Sequence[], decode: Sequence[]) => Promise<void>,
+  ): Promise<boolean> {
+    const plan = this.scheduler.schedule();
+    this.observeQueue();
+    if (plan.prefill.length === 0 && plan.decode.length === 0) return this.idle();
+    const now = performance.now();
+    for (const seq of plan.prefill) seq.startedAt = now;
+    try {
+      await run(plan.prefill, plan.decode);
+    } catch (err) {
+      for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, modelError(err));
+    }
+    return true;
+  }
+
   /**
    * With a prefill thread: admits joiners (their prefill starts at once), then runs one decode
    * step over every sequence that has its first token, or waits for a prefill to return.
-   * False when there is nothing left to do.
    */
-  private async decodeOnce(): Promise<boolean> {
+  private async stepWithPrefillThread(): Promise<boolean> {
     this.admitNow();
     const decode = this.scheduler.decodable();
-    this.metrics.running.set(this.scheduler.numRunning);
-    this.metrics.waiting.set(this.scheduler.numWaiting);
+    this.observeQueue();
     if (decode.length > 0) {
       this.stepping = true;
       try {
-        const logits = await this.runtime.step(decode.map(decodeStepRow));
-        this.advanceAll(decode, logits);
+        this.advanceAll(decode, await this.runtime.step(decode.map((s) => s.decodeRow())));
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
       } finally {
@@ -184,10 +209,7 @@ export class Engine {
       });
       return true;
     }
-    const wait = this.scheduler.staticWaitLeft();
-    if (wait === 0) return false;
-    await new Promise((resolve) => setTimeout(resolve, wait));
-    return true;
+    return this.idle();
   }
 
   /**
@@ -208,7 +230,10 @@ export class Engine {
       this.prefilling.add(seq);
     }
     this.runtime
-      .prefill(joining.map(prefillStepRow), decoderBusy)
+      .prefill(
+        joining.map((s) => s.prefillRow()),
+        decoderBusy,
+      )
       .then(
         (logits) => {
           for (const seq of joining) this.prefilling.delete(seq);
@@ -232,24 +257,6 @@ export class Engine {
       });
   }
 
-  private async execute(prefill: Sequence[], decode: Sequence[]): Promise<void> {
-    const prefillRows = prefill.map(prefillStepRow);
-    const decodeRows = decode.map(decodeStepRow);
-    if (this.options.mixedPrefill) {
-      const logits = await this.runtime.step([...prefillRows, ...decodeRows]);
-      this.advanceAll([...prefill, ...decode], logits);
-      return;
-    }
-    if (prefillRows.length > 0) {
-      const logits = await this.runtime.prefill(prefillRows);
-      this.advanceAll(prefill, logits);
-    }
-    if (decodeRows.length > 0) {
-      const logits = await this.runtime.step(decodeRows);
-      this.advanceAll(decode, logits);
-    }
-  }
-
   private advanceAll(seqs: Sequence[], logits: Float32Array[]): void {
     for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
   }
@@ -257,64 +264,28 @@ export class Engine {
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
-    const now = performance.now();
     const token = sample(logits, seq.params, seq.random);
-    if (seq.ttftMs === undefined) {
-      seq.ttftMs = now - (seq.startedAt ?? now);
-      this.metrics.ttft.observe((now - seq.enqueuedAt) / 1000);
-    } else if (seq.lastTokenAt !== undefined) {
-      this.metrics.interToken.observe((now - seq.lastTokenAt) / 1000);
-    }
-    seq.lastTokenAt = now;
+    const { ttftS, interTokenS } = seq.timeToken(performance.now());
+    if (ttftS !== undefined) this.metrics.ttft.observe(ttftS);
+    if (interTokenS !== undefined) this.metrics.interToken.observe(interTokenS);
     if (token === this.tokenizer.eosTokenId && !seq.params.ignore_eos) {
       this.finish(seq, "stop");
       return;
     }
-    seq.generated.push(token);
-    seq.unsent.push(token);
+    seq.accept(token);
     this.metrics.tokens.inc();
-    const text = seq.output.push(seq.decoder.push(token));
-    if (text) this.send(seq, text);
-    const reason = this.finishedBy(seq);
+    const reason = seq.finishedBy(this.options.contextLength);
     if (reason) this.finish(seq, reason);
-    else seq.pending = token;
-  }
-
-  private finishedBy(seq: Sequence): FinishReason | undefined {
-    if (seq.output.finished) return seq.output.finished;
-    if (seq.generated.length >= seq.params.max_tokens) return "length";
-    if (seq.promptIds.length + seq.generated.length >= this.options.contextLength) return "length";
-    return undefined;
-  }
-
-  /** A token event: the text now safe to show, with every id sampled since the last one. */
-  private send(seq: Sequence, text: string): void {
-    seq.emit([{ type: "token", text, index: 0, ids: seq.unsent }]);
-    seq.unsent = [];
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {
-    const tail = seq.output.finished
-      ? ""
-      : seq.output.push(seq.decoder.flush()) + seq.output.finish(reason);
-    if (tail) this.send(seq, tail);
     this.leave(seq);
-    const completion = seq.generated.length;
-    seq.resolve({
-      text: seq.output.text,
-      finish_reason: seq.output.finished ?? reason,
-      usage: {
-        prompt_tokens: seq.promptIds.length,
-        completion_tokens: completion,
-        total_tokens: seq.promptIds.length + completion,
-      },
-      ttft_ms: seq.ttftMs ?? 0,
-    });
+    seq.finish(reason);
   }
 
   private fail(seq: Sequence, error: FerryError): void {
     this.leave(seq);
-    seq.reject(error);
+    seq.fail(error);
   }
 
   private leave(seq: Sequence): void {

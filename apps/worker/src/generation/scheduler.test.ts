@@ -1,15 +1,25 @@
 import { describe, expect, it } from "vitest";
+import { OutputProcessor } from "./output-processor.js";
 import { Scheduler } from "./scheduler.js";
-import type { Sequence } from "./sequence.js";
+import { Sequence } from "./sequence.js";
 
-const seq = (id: number, promptLength: number, enqueuedAt = performance.now()) =>
-  ({
+const seq = (id: number, promptLength: number, enqueuedAt = performance.now()) => {
+  const s = new Sequence({
     id,
     promptIds: new Array(promptLength).fill(1),
-    generated: [],
-    enqueuedAt,
-    pending: undefined,
-  }) as unknown as Sequence;
+    params: { max_tokens: 8, temperature: 0, top_p: 1, top_k: 0, stop: [], ignore_eos: false },
+    deadline: Number.POSITIVE_INFINITY,
+    signal: new AbortController().signal,
+    random: Math.random,
+    decoder: { push: () => "", flush: () => "" },
+    output: new OutputProcessor([]),
+    emit: () => {},
+    resolve: () => {},
+    reject: () => {},
+  });
+  Object.assign(s, { enqueuedAt });
+  return s;
+};
 
 /** What the engine does once a prefill returns: the first token is the next to feed. */
 const prefilled = (...seqs: Sequence[]) => {

@@ -1,4 +1,4 @@
-import { prefillIds, type Sequence } from "./sequence.js";
+import type { Sequence } from "./sequence.js";
 
 export interface SchedulerOptions {
   /** Sequences decoding at once at most (vLLM's max_num_seqs). */
@@ -92,7 +92,7 @@ export class Scheduler {
       const next = this.waiting[0];
       if (!next) break;
       // a prompt longer than the whole budget still runs, alone, rather than never
-      const tokens = prefillIds(next).length;
+      const tokens = next.prefillIds().length;
       if (tokens > budget && prefill.length > 0) break;
       budget -= tokens;
       this.waiting.shift();

@@ -2,8 +2,10 @@ import type { CompletionResult, FinishReason, JobEventBody, SamplingParams } fro
 import type { StepRow } from "@ferry/runtime";
 import type { OutputProcessor } from "./output-processor.js";
 
-/** One completion as the engine tracks it, from admission to its last token. */
-export interface Sequence {
+export type { FinishReason };
+
+/** What a sequence is made of when its completion is submitted. */
+export interface SequenceInit {
   id: number;
   promptIds: number[];
   params: SamplingParams;
@@ -13,34 +15,132 @@ export interface Sequence {
   random: () => number;
   decoder: { push(id: number): string; flush(): string };
   output: OutputProcessor;
-  /** Completion token ids so far. */
-  generated: number[];
-  /** Ids sampled since the last token event went out (they travel with the next one). */
-  unsent: number[];
-  /** The token sampled last step, fed to the model this step. */
-  pending: number | undefined;
-  enqueuedAt: number;
-  startedAt: number | undefined;
-  lastTokenAt: number | undefined;
-  ttftMs: number | undefined;
   emit: (events: JobEventBody[]) => void;
   resolve: (result: CompletionResult) => void;
   reject: (err: Error) => void;
 }
 
-export type { FinishReason };
-
-/** What a joining sequence prefills: its prompt, and any completion it resumes. */
-export function prefillIds(seq: Sequence): number[] {
-  return seq.generated.length === 0 ? seq.promptIds : [...seq.promptIds, ...seq.generated];
+/** Token timings to observe: the first token's latency since submission, or the gap since the last. */
+export interface TokenTiming {
+  ttftS?: number;
+  interTokenS?: number;
 }
 
-/** A joining sequence's row of a prefill pass. */
-export function prefillStepRow(seq: Sequence): StepRow {
-  return { seq: seq.id, tokens: prefillIds(seq) };
-}
+/**
+ * One completion from submission to its last token. It keeps its own bookkeeping (tokens,
+ * what is not sent yet, detokenizer and stop state, timings); the engine decides when it
+ * runs, samples its tokens, and tells it when it is done.
+ */
+export class Sequence {
+  readonly id: number;
+  readonly promptIds: number[];
+  readonly params: SamplingParams;
+  readonly deadline: number;
+  readonly signal: AbortSignal;
+  readonly random: () => number;
+  /** Completion token ids so far. */
+  readonly generated: number[] = [];
+  /** The token sampled last step, fed to the model this step. */
+  pending: number | undefined;
+  readonly enqueuedAt = performance.now();
+  /** When its prefill began (it was admitted); undefined while it waits. */
+  startedAt: number | undefined;
+  private ttftMs: number | undefined;
+  private lastTokenAt: number | undefined;
+  /** Ids sampled since the last token event went out (they travel with the next one). */
+  private unsent: number[] = [];
+  private readonly init: SequenceInit;
 
-/** A running sequence's row of a decode step: the token it sampled last. */
-export function decodeStepRow(seq: Sequence): StepRow {
-  return { seq: seq.id, tokens: [seq.pending ?? 0] };
+  constructor(init: SequenceInit) {
+    this.init = init;
+    this.id = init.id;
+    this.promptIds = init.promptIds;
+    this.params = init.params;
+    this.deadline = init.deadline;
+    this.signal = init.signal;
+    this.random = init.random;
+  }
+
+  /** What a joining sequence prefills: its prompt, and any completion it resumes. */
+  prefillIds(): number[] {
+    return this.generated.length === 0 ? this.promptIds : [...this.promptIds, ...this.generated];
+  }
+
+  /** Its row of a prefill pass. */
+  prefillRow(): StepRow {
+    return { seq: this.id, tokens: this.prefillIds() };
+  }
+
+  /** Its row of a decode step: the token it sampled last. */
+  decodeRow(): StepRow {
+    return { seq: this.id, tokens: [this.pending ?? 0] };
+  }
+
+  /** Notes that a token was sampled `now`; returns the timings to observe. */
+  timeToken(now: number): TokenTiming {
+    const last = this.lastTokenAt;
+    this.lastTokenAt = now;
+    if (this.ttftMs === undefined) {
+      this.ttftMs = now - (this.startedAt ?? now);
+      return { ttftS: (now - this.enqueuedAt) / 1000 };
+    }
+    return last === undefined ? {} : { interTokenS: (now - last) / 1000 };
+  }
+
+  /** Takes a sampled token (not the end of text) and sends the text it completes, if any. */
+  accept(token: number): void {
+    this.generated.push(token);
+    this.unsent.push(token);
+    const text = this.init.output.push(this.init.decoder.push(token));
+    if (text) this.send(text);
+    this.pending = token;
+  }
+
+  /**
+   * Takes a token an earlier attempt already sent: the detokenizer, stop rules and random
+   * draws move on exactly as they did then, and nothing is sent again.
+   */
+  replay(token: number): void {
+    this.generated.push(token);
+    this.init.output.push(this.init.decoder.push(token));
+    if (this.params.temperature > 0) this.random();
+  }
+
+  /** Why it is done now (a stop string, max_tokens, the context window), if it is. */
+  finishedBy(contextLength: number): FinishReason | undefined {
+    if (this.init.output.finished) return this.init.output.finished;
+    if (this.generated.length >= this.params.max_tokens) return "length";
+    if (this.promptIds.length + this.generated.length >= contextLength) return "length";
+    return undefined;
+  }
+
+  /** Sends what the detokenizer and stop rules still hold, and resolves with the completion. */
+  finish(reason: FinishReason): void {
+    const output = this.init.output;
+    const tail = output.finished
+      ? ""
+      : output.push(this.init.decoder.flush()) + output.finish(reason);
+    if (tail) this.send(tail);
+    const completion = this.generated.length;
+    this.init.resolve({
+      text: output.text,
+      finish_reason: output.finished ?? reason,
+      usage: {
+        prompt_tokens: this.promptIds.length,
+        completion_tokens: completion,
+        total_tokens: this.promptIds.length + completion,
+      },
+      ttft_ms: this.ttftMs ?? 0,
+    });
+  }
+
+  fail(error: Error): void {
+    this.init.reject(error);
+  }
+
+  /** A token event: the text now safe to show, with every id sampled since the last one. */
+  private send(text: string): void {
+    this.init.emit([{ type: "token", text, index: 0, ids: this.unsent }]);
+    this.unsent = [];
+  }
 }
