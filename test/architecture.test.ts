@@ -68,3 +68,69 @@ describe("dependency direction", () => {
     ).toEqual([]);
   });
 });
+
+/** Which of our packages each may import: protocol < model-repository < runtime, transport < apps. */
+const allowed: Record<string, string[]> = {
+  protocol: [],
+  "model-repository": ["protocol"],
+  runtime: ["protocol"],
+  transport: ["protocol"],
+};
+
+describe("package order and cycles", () => {
+  it("each package imports only the packages below it", () => {
+    for (const [pkg, below] of Object.entries(allowed)) {
+      const ours = (s: string) => s.startsWith("@ferry/");
+      const wrong = importsUnder(`packages/${pkg}/src`)
+        .filter((i) => ours(i.spec) && !below.includes(i.spec.slice("@ferry/".length)))
+        .map((i) => `${i.file} imports ${i.spec}`);
+      expect(wrong).toEqual([]);
+    }
+  });
+
+  it("routes parse and render only: they never import the transport", () => {
+    expect(offenders("apps/api/src/routes", (s) => s === "@ferry/transport")).toEqual([]);
+  });
+
+  it("the transport's client side and worker side never import each other", () => {
+    expect(offenders("packages/transport/src/client", (s) => s.includes("/worker/"))).toEqual([]);
+    expect(offenders("packages/transport/src/worker", (s) => s.includes("/client/"))).toEqual([]);
+    expect(
+      offenders("packages/transport/src/shared", (s) => /\/(client|worker)\//.test(s)),
+    ).toEqual([]);
+  });
+
+  it("no import cycle in any package or app", () => {
+    for (const dir of [
+      ...packages.map((p) => `packages/${p}/src`),
+      "apps/api/src",
+      "apps/worker/src",
+    ]) {
+      expect(cycles(dir), dir).toEqual([]);
+    }
+  });
+});
+
+/** Import cycles among the files under `dir` (relative imports), each as a path of files. */
+function cycles(dir: string): string[] {
+  const graph = new Map<string, string[]>();
+  for (const { file, spec } of importsUnder(dir)) {
+    if (!spec.startsWith(".")) continue;
+    const target = join(file, "..", spec).replace(/\.js$/, ".ts");
+    graph.set(file, [...(graph.get(file) ?? []), target]);
+  }
+  const found: string[] = [];
+  const state = new Map<string, "open" | "done">();
+  const visit = (file: string, path: string[]) => {
+    if (state.get(file) === "done") return;
+    if (state.get(file) === "open") {
+      found.push([...path.slice(path.indexOf(file)), file].join(" -> "));
+      return;
+    }
+    state.set(file, "open");
+    for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+    state.set(file, "done");
+  };
+  for (const file of graph.keys()) visit(file, []);
+  return found;
+}

@@ -14,6 +14,7 @@ import {
 } from "@ferry/protocol";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "./inference-service.js";
+import { completionResponse } from "./openai-render.js";
 import type { CompletionRequest, CompletionResponse } from "./schemas.js";
 
 /** OpenAI's defaults for fields a request leaves out. */
@@ -150,12 +151,7 @@ export class CompletionService {
     try {
       for await (const event of events) {
         if (event.body.type === "result")
-          return this.render(
-            job.id,
-            job.model,
-            job.created_at,
-            event.body.result as CompletionResult,
-          );
+          return completionResponse(job, event.body.result as CompletionResult);
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {
@@ -164,40 +160,6 @@ export class CompletionService {
     }
     if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
-  }
-
-  render(
-    id: string,
-    model: string,
-    createdMs: number,
-    result: CompletionResult,
-  ): CompletionResponse {
-    return {
-      ...this.chunk(
-        id,
-        model,
-        createdMs,
-        result.text,
-        result.finish_reason === "length" ? "length" : "stop",
-      ),
-      usage: result.usage,
-    };
-  }
-
-  chunk(
-    id: string,
-    model: string,
-    createdMs: number,
-    text: string,
-    finish: "stop" | "length" | null,
-  ): CompletionResponse {
-    return {
-      id: `cmpl-${id}`,
-      object: "text_completion",
-      created: Math.floor(createdMs / 1000),
-      model,
-      choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
-    };
   }
 }
 

@@ -15,6 +15,7 @@ import {
   type Plan,
   toPrediction,
 } from "./inference-service.js";
+import { completionResponse } from "./openai-render.js";
 import {
   completionRequestSchema,
   type jobBodySchema,
@@ -155,12 +156,7 @@ export class JobService {
   private render(record: JobRecord): unknown {
     const meta = record.meta as JobFormat;
     if (meta.format === "completion")
-      return this.completions.render(
-        record.id,
-        record.model,
-        record.created_at,
-        record.result as CompletionResult,
-      );
+      return completionResponse(record, record.result as CompletionResult);
     const rows = (record.result as InferReply).results.map((r) => (r.ok ? r.outputs : {}));
     const plan = this.inference.planFor(record.model, record.version);
     if (meta.format === "v2")

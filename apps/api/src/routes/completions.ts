@@ -1,9 +1,10 @@
-import type { CompletionResult, JobEvent } from "@ferry/protocol";
+import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { callOptions } from "../call-options.js";
 import { errorOf } from "../completion-service.js";
 import type { CallOptions } from "../inference-service.js";
+import { completionChunk, finalChunks, streamError } from "../openai-render.js";
 import {
   type CompletionRequest,
   completionRequestSchema,
@@ -113,24 +114,11 @@ async function streamCompletion(
     const write = async (event: JobEvent) => {
       const e = event.body;
       lastId = event.id;
-      if (e.type === "token")
-        await send(completions.chunk(job.id, job.model, job.created_at, e.text, null));
-      else if (e.type === "result") {
-        const result = e.result as CompletionResult;
-        const finish = result.finish_reason === "length" ? "length" : "stop";
-        await send(completions.chunk(job.id, job.model, job.created_at, "", finish));
-        if (includeUsage)
-          await send({
-            ...completions.chunk(job.id, job.model, job.created_at, "", null),
-            choices: [],
-            usage: result.usage,
-          });
-      } else if (e.type === "error") {
-        const err = errorOf(event);
-        await send({
-          error: { message: err.message, type: "server_error", code: err.code.toLowerCase() },
-        });
-      }
+      if (e.type === "token") await send(completionChunk(job, e.text, null));
+      else if (e.type === "result")
+        for (const chunk of finalChunks(job, e.result as CompletionResult, includeUsage))
+          await send(chunk);
+      else if (e.type === "error") await send(streamError(errorOf(event)));
     };
     try {
       if (!first.done) await write(first.value);
@@ -143,15 +131,8 @@ async function streamCompletion(
     try {
       if (slot.closing.aborted) {
         const resume = `/v1/jobs/${job.id}/events`;
-        await send({
-          error: {
-            message: `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`,
-            type: "service_unavailable_error",
-            code: "unavailable",
-            job: job.id,
-            resume,
-          },
-        });
+        const message = `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`;
+        await send(streamError(new FerryError("UNAVAILABLE", message), { job: job.id, resume }));
       } else if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
     } finally {
       slot.release();

@@ -1,5 +1,6 @@
 import type { Redis } from "ioredis";
 import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
 
 /**
  * Stores the entry, indexes it by time, and trims the index to `max` entries, deleting the
@@ -38,6 +39,7 @@ export class PredictionCache {
    * saves the round trip.
    */
   private readonly local = new Map<string, CachedAnswer<unknown>>();
+  private readonly putScript: LuaCommand<unknown>;
 
   constructor(
     private readonly redis: Redis,
@@ -45,7 +47,7 @@ export class PredictionCache {
     /** Entries this replica keeps in memory. @defaultValue 10_000 */
     private readonly localEntries = 10_000,
   ) {
-    redis.defineCommand("ferryCachePut", { numberOfKeys: 2, lua: PUT });
+    this.putScript = new LuaCommand(redis, "ferryCachePut", 2, PUT);
   }
 
   async get<T>(
@@ -78,10 +80,7 @@ export class PredictionCache {
     const entry: CachedAnswer<T> = { value, at: now };
     const key = this.keys.cacheEntry(model, version, inputHash);
     this.remember(key, entry);
-    const put = (
-      this.redis as unknown as Record<string, (...args: Array<string | number>) => Promise<unknown>>
-    ).ferryCachePut;
-    await put?.call(
+    await this.putScript.run(
       this.redis,
       key,
       this.keys.cacheIndex(model),

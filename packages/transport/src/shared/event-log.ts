@@ -1,6 +1,7 @@
 import type { JobEvent, JobEventBody } from "@ferry/protocol";
 import type { Redis } from "ioredis";
 import type { Keys } from "./keys.js";
+import { LuaCommand } from "./lua-command.js";
 
 /**
  * Appends events to a job's stream and publishes each with the id the stream gave it, in one
@@ -39,13 +40,14 @@ export class EventWriter {
   private scheduled = false;
 
   private fenceLost: (fence: WriteFence) => void = () => {};
+  private readonly append: LuaCommand<number>;
 
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    redis.defineCommand("ferryAppendEvents", { numberOfKeys: 2, lua: APPEND });
+    this.append = new LuaCommand(redis, "ferryAppendEvents", 2, APPEND);
   }
 
   /**
@@ -73,13 +75,11 @@ export class EventWriter {
     this.scheduled = false;
     if (this.buffered.size === 0) return;
     const pipeline = this.redis.pipeline();
-    const append = (pipeline as unknown as Record<string, (...a: string[]) => void>)
-      .ferryAppendEvents;
     const fences = [...this.buffered.values()].map((p) => p.fence);
     for (const [jobId, { events, fence }] of this.buffered) {
       const key = this.keys.events(jobId);
       const body = events.map((e) => JSON.stringify(e));
-      append?.call(
+      this.append.queue(
         pipeline,
         key,
         fence?.lockKey ?? key,

@@ -10,6 +10,7 @@ import {
 import { Worker, type WorkerOptions } from "bullmq";
 import type { Redis } from "ioredis";
 import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
 import type { RowContext, RowHandler } from "./handlers.js";
 
 /**
@@ -39,12 +40,14 @@ const BATCH_ROW_DEADLINE_MS = 600_000;
 
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
 export class BatchJobConsumer {
+  private readonly store: LuaCommand<number>;
+
   constructor(
     private readonly redis: Redis,
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    redis.defineCommand("ferryStoreBatch", { numberOfKeys: 3, lua: STORE_BATCH });
+    this.store = new LuaCommand(redis, "ferryStoreBatch", 3, STORE_BATCH);
   }
 
   /**
@@ -115,10 +118,7 @@ export class BatchJobConsumer {
         args.push(key, JSON.stringify(failed), "0");
       }
     }
-    const store = (
-      this.redis as unknown as Record<string, (...a: Array<string | number>) => Promise<number>>
-    ).ferryStoreBatch;
-    const fresh = await store?.call(
+    const fresh = await this.store.run(
       this.redis,
       this.keys.batchResults(data.batch),
       this.keys.predictions(data.model, data.owner ?? ""),
@@ -126,6 +126,6 @@ export class BatchJobConsumer {
       this.ttlS,
       ...args,
     );
-    return { stored: fresh ?? 0 };
+    return { stored: fresh };
   }
 }

@@ -1,0 +1,37 @@
+import type { ChainableCommander, Redis } from "ioredis";
+
+type Arg = string | number;
+
+/**
+ * A Lua script defined on a connection as a named command (ioredis' `defineCommand`, which
+ * leaves the command untyped): called on the connection itself or queued on one of its
+ * pipelines. The untyped lookup lives here, once.
+ */
+export class LuaCommand<Result> {
+  constructor(
+    redis: Redis,
+    private readonly name: string,
+    numberOfKeys: number,
+    lua: string,
+  ) {
+    redis.defineCommand(name, { numberOfKeys, lua });
+  }
+
+  /** Runs the script: keys first, then arguments. */
+  run(redis: Redis, ...args: Arg[]): Promise<Result> {
+    return this.method(redis)(...args) as Promise<Result>;
+  }
+
+  /** Queues the script on a pipeline or MULTI of the connection it was defined on. */
+  queue(pipeline: ChainableCommander, ...args: Arg[]): void {
+    this.method(pipeline)(...args);
+  }
+
+  private method(target: Redis | ChainableCommander): (...args: Arg[]) => unknown {
+    const fn = (target as unknown as Record<string, ((...args: Arg[]) => unknown) | undefined>)[
+      this.name
+    ];
+    if (!fn) throw new Error(`Lua command ${this.name} is not defined on this connection`);
+    return fn.bind(target);
+  }
+}
