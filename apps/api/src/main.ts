@@ -37,10 +37,8 @@ metrics.watchQueues(async () => {
   const depths: Record<string, number> = {};
   for (const entry of repository.list()) {
     for (const version of entry.versions) {
-      depths[queueName(entry.config.name, version)] = await client.waitingJobs(
-        entry.config.name,
-        version,
-      );
+      const name = queueName(entry.config.name, version);
+      depths[name] = await client.depth.waiting(name);
     }
   }
   return depths;

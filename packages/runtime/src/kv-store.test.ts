@@ -12,7 +12,7 @@ function run(kv: KvStore, rows: Array<{ seq: number; tokens: number[] }>): Layou
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
   const layout = kv.layout(seqs, added);
-  const { width: P, from } = layout;
+  const { width: P, requestIndex: from } = layout;
   const S = Math.max(...added);
   const { heads, headDim: d } = shape;
   const b = from.length;
@@ -45,7 +45,7 @@ function expectHistories(
   rows: Array<{ seq: number }>,
   history: Map<number, number[]>,
 ) {
-  const { width: P, from, lens } = layout;
+  const { width: P, requestIndex: from, lens } = layout;
   const { heads, headDim: d } = shape;
   from.forEach((k, i) => {
     if (k < 0) return;

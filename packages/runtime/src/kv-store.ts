@@ -10,7 +10,7 @@ export interface Layout {
   /** Width of the batch: past positions every row is padded to. */
   width: number;
   /** Per row: the index of its sequence in the step's request, or -1 for a hole. */
-  from: number[];
+  requestIndex: number[];
   /** Per row: positions cached (0 for a hole). */
   lens: number[];
   tensors: Float32Array[];
@@ -74,7 +74,7 @@ export class KvStore {
       if (seated) return seated;
     }
     const dense = this.gather(seqs, lens);
-    return { ...dense, from: seqs.map((_, i) => i), decode };
+    return { ...dense, requestIndex: seqs.map((_, i) => i), decode };
   }
 
   /**
@@ -86,9 +86,9 @@ export class KvStore {
     if (layout.decode) {
       for (const seq of seqs) this.detached.delete(seq);
       this.batch = {
-        seqs: layout.from.map((k) => (k < 0 ? undefined : seqs[k])),
+        seqs: layout.requestIndex.map((k) => (k < 0 ? undefined : seqs[k])),
         width: layout.width + 1,
-        lens: layout.lens.map((l, i) => ((layout.from[i] ?? -1) < 0 ? 0 : l + 1)),
+        lens: layout.lens.map((l, i) => ((layout.requestIndex[i] ?? -1) < 0 ? 0 : l + 1)),
         tensors: present,
         idleSteps: this.batch?.idleSteps ?? 0,
       };
@@ -96,7 +96,7 @@ export class KvStore {
     }
     const { heads, headDim: d } = this.shape;
     const T = layout.width + chunk;
-    layout.from.forEach((k, i) => {
+    layout.requestIndex.forEach((k, i) => {
       const seq = seqs[k] ?? -1;
       const len = layout.lens[i] ?? 0;
       const s = added[k] ?? 0;
@@ -166,7 +166,7 @@ export class KvStore {
     for (const [j, seq] of joiners.entries()) this.fill(batch, holes[j] ?? -1, seq);
     return {
       width: batch.width,
-      from: batch.seqs.map((s) => (s === undefined ? -1 : (index.get(s) ?? -1))),
+      requestIndex: batch.seqs.map((s) => (s === undefined ? -1 : (index.get(s) ?? -1))),
       lens: [...batch.lens],
       tensors: batch.tensors,
       decode: true,

@@ -78,7 +78,7 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
   const layout = kv.layout(seqs, added);
-  const { width: past, lens, from } = layout;
+  const { width: past, lens, requestIndex: from } = layout;
   const b = from.length;
   const chunk = Math.max(1, ...added);
   const ids = new BigInt64Array(b * chunk);

@@ -76,7 +76,8 @@ export class InferenceClient {
   private readonly mux: ChannelMux;
 
   private readonly coalescer: Coalescer;
-  private readonly depth: QueueDepth;
+  /** Admission, and the queue lengths the queue-depth gauge exports. */
+  readonly depth: QueueDepth;
   private readonly jobTtlS: number;
   private nextRow = 0;
   private sweeping: NodeJS.Timeout | undefined;
@@ -164,12 +165,6 @@ export class InferenceClient {
       clearTimeout(timer);
       this.depth.leave(name);
     }
-  }
-
-  /** Jobs waiting in a model version's queue (sync groups and async jobs alike). */
-  async waitingJobs(model: string, version: string): Promise<number> {
-    const counts = await this.queue(queueName(model, version)).getJobCounts("wait", "prioritized");
-    return (counts.wait ?? 0) + (counts.prioritized ?? 0);
   }
 
   async close(): Promise<void> {

@@ -49,6 +49,12 @@ export class QueueDepth {
     if (job) sample.admitted.push(Date.now());
   }
 
+  /** Jobs waiting in a queue now (waiting and prioritized), read from Redis. */
+  async waiting(name: string): Promise<number> {
+    const counts = await this.queue(name).getJobCounts("wait", "prioritized");
+    return (counts.wait ?? 0) + (counts.prioritized ?? 0);
+  }
+
   enter(name: string): void {
     this.outstanding.set(name, (this.outstanding.get(name) ?? 0) + 1);
   }
