@@ -3,11 +3,29 @@ import { InProcessSession } from "@ferry/runtime";
 import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
-import { Stack, waitFor } from "../test/helpers/stack.js";
+import { REDIS_URL, Stack, waitFor } from "../test/helpers/stack.js";
+import { cpuMeter, redisCommands, redisPid } from "./cpu.js";
 import { closedLoop, type LoadResult, quantile, round } from "./load.js";
 import { printTable } from "./table.js";
 
-const bodies = samples.mnist.inputs.map((features) => JSON.stringify({ features }));
+/**
+ * Request bodies no earlier request sent (a held-out row with one pixel nudged by the
+ * request's number), so that no answer comes from the prediction cache: every row is a model
+ * run, as it is for a service whose users send new inputs.
+ */
+export function uniqueBodies(n: number, from = 0, rows = samples.mnist.inputs): string[] {
+  return Array.from({ length: n }, (_, i) => {
+    const k = from + i;
+    const base = rows[k % rows.length] ?? [];
+    const at = Math.floor(k / rows.length) % base.length;
+    const step = 1 + Math.floor(k / (rows.length * base.length));
+    return JSON.stringify({
+      features: base.map((v, i) => (i === at ? Math.round((v + step * 1e-3) * 1e6) / 1e6 : v)),
+    });
+  });
+}
+
+const warmBodies = uniqueBodies(16);
 
 /** (a) ONNX Runtime in this process, no server: the most rows/s the model allows. */
 async function rawOnnx(): Promise<Record<string, number>> {
@@ -35,17 +53,56 @@ async function rawOnnx(): Promise<Record<string, number>> {
   return result;
 }
 
+let sentSoFar = 0;
+/** The next `n` bodies no earlier run sent (a run longer than `n` requests would repeat). */
+function fresh(n: number): string[] {
+  const out = uniqueBodies(n, sentSoFar);
+  sentSoFar += n;
+  return out;
+}
+
 async function measure(url: string, concurrency: number, durationMs: number): Promise<LoadResult> {
-  await closedLoop({ url, bodies, concurrency, durationMs: 1_000 }); // warm-up
-  return closedLoop({ url, bodies, concurrency, durationMs });
+  await closedLoop({ url, bodies: fresh(5_000), concurrency, durationMs: 1_000 }); // warm-up
+  return closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
+}
+
+/** A load result with what each request cost: Redis commands, and CPU of API / worker / Redis. */
+interface CostedResult extends LoadResult {
+  redis_cmds_per_req: number;
+  cpu_us_per_req: string;
+}
+
+async function measureCosted(
+  stack: Stack,
+  url: string,
+  concurrency: number,
+  durationMs: number,
+): Promise<CostedResult> {
+  await closedLoop({ url, bodies: fresh(5_000), concurrency, durationMs: 1_000 }); // warm-up
+  const meter = cpuMeter({
+    api: stack.api.child.pid,
+    worker: stack.workers[0]?.child.pid,
+    redis: redisPid(REDIS_URL),
+  });
+  const commands = redisCommands(REDIS_URL);
+  const r = await closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
+  const total = r.requests + r.errors;
+  return {
+    ...r,
+    redis_cmds_per_req: round((redisCommands(REDIS_URL) - commands) / Math.max(1, total), 1),
+    cpu_us_per_req: meter.perUnit(total),
+  };
 }
 
 /** (b) Ferry over HTTP: API and one worker as separate processes, Redis in between. */
-async function ferry(): Promise<Record<string, LoadResult>> {
+async function ferry(): Promise<Record<string, CostedResult>> {
   const stack = await new Stack().start();
   try {
     const url = stack.url("/v1/models/mnist/predict");
-    return { c1: await measure(url, 1, 5_000), c64: await measure(url, 64, 8_000) };
+    return {
+      c1: await measureCosted(stack, url, 1, 5_000),
+      c64: await measureCosted(stack, url, 64, 8_000),
+    };
   } finally {
     await stack.stop();
   }
@@ -66,10 +123,10 @@ async function seedExercise(): Promise<Record<string, Record<string, number>>> {
     }).start();
     try {
       const url = stack.url("/v1/models/mnist/predict");
-      await closedLoop({ url, bodies, concurrency: 200, total: 400 });
+      await closedLoop({ url, bodies: fresh(400), concurrency: 200, total: 400 });
       const rounds: LoadResult[] = [];
       for (let i = 0; i < 5; i++)
-        rounds.push(await closedLoop({ url, bodies, concurrency: 200, total: 200 }));
+        rounds.push(await closedLoop({ url, bodies: fresh(200), concurrency: 200, total: 200 }));
       const rps = rounds.map((r) => r.rps).sort((a, b) => a - b);
       const p50 = rounds.map((r) => r.p50_ms).sort((a, b) => a - b);
       out[`max_batch_size_${size}`] = {
@@ -103,7 +160,7 @@ async function serveAndMeasure(
           await fetch(url, {
             method: "POST",
             headers: { "content-type": "application/json" },
-            body: bodies[0] ?? "{}",
+            body: warmBodies[0] ?? "{}",
           })
         ).status === 200,
       60_000,
@@ -148,7 +205,7 @@ async function inProcessServer(): Promise<Record<string, LoadResult>> {
 
 export async function classifierBench(): Promise<Record<string, unknown>> {
   console.log(
-    "classifier bench: mnist (784-256-10), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1",
+    "classifier bench: mnist (784-256-10), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
   );
   const raw = await rawOnnx();
   printTable("(a) raw ONNX Runtime in process, no server", [raw]);
@@ -156,7 +213,7 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
   const inProc = await inProcessServer();
   const peerRes = await peer();
   const rows: Array<Record<string, string | number>> = [];
-  const add = (name: string, r: Record<string, LoadResult>) => {
+  const add = (name: string, r: Record<string, LoadResult | CostedResult>) => {
     for (const [c, v] of Object.entries(r))
       rows.push({
         server: name,
@@ -165,6 +222,8 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
         p50_ms: v.p50_ms,
         p99_ms: v.p99_ms,
         errors: v.errors,
+        redis_cmds_per_req: "redis_cmds_per_req" in v ? v.redis_cmds_per_req : "",
+        cpu_us_per_req_api_worker_redis: "cpu_us_per_req" in v ? v.cpu_us_per_req : "",
       });
   };
   add("ferry (api + worker + redis)", ferryRes);

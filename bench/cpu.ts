@@ -44,3 +44,17 @@ export function cpuMeter(pids: Record<string, number | undefined>) {
     },
   };
 }
+
+/** Commands Redis has run so far (INFO commandstats, commands inside scripts included). */
+export function redisCommands(url: string): number {
+  try {
+    const info = execFileSync("redis-cli", ["-u", url, "info", "commandstats"], {
+      encoding: "utf8",
+    });
+    let calls = 0;
+    for (const m of info.matchAll(/calls=(\d+)/g)) calls += Number(m[1]);
+    return calls;
+  } catch {
+    return Number.NaN;
+  }
+}
