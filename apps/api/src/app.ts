@@ -10,6 +10,7 @@ import { tenantLimits } from "./middleware/tenant-limits.js";
 import { registerAdmin } from "./routes/admin.js";
 import { registerAdminReload } from "./routes/admin-reload.js";
 import { registerBatches } from "./routes/batches.js";
+import { registerChatCompletions } from "./routes/chat-completions.js";
 import { registerCompletions } from "./routes/completions.js";
 import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
@@ -84,6 +85,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerBatches(app);
   registerAdminReload(app);
   registerCompletions(app);
+  registerChatCompletions(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },

@@ -13,9 +13,15 @@ import {
   type SamplingParams,
 } from "@ferry/protocol";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
+import { ChatTemplates } from "./chat-template.js";
 import type { CallOptions } from "./inference-service.js";
-import { completionResponse } from "./openai-render.js";
-import type { CompletionRequest, CompletionResponse } from "./schemas.js";
+import { chatResponse, completionResponse } from "./openai-render.js";
+import type {
+  ChatCompletionResponse,
+  ChatCompletionRequest as ChatRequest,
+  CompletionRequest,
+  CompletionResponse,
+} from "./schemas.js";
 
 /** OpenAI's defaults for fields a request leaves out. */
 const DEFAULT_MAX_TOKENS = 16;
@@ -40,6 +46,7 @@ export interface FollowedCompletion {
  */
 export class CompletionService {
   private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
+  private readonly templates = new ChatTemplates();
 
   constructor(
     private readonly repository: ModelRepository,
@@ -47,19 +54,43 @@ export class CompletionService {
   ) {}
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
-  async submit(body: CompletionRequest, opts: CallOptions): Promise<JobRecord> {
-    const { job, options } = await this.prepare(body, opts);
+  async submit(body: CompletionRequest | ChatRequest, opts: CallOptions): Promise<JobRecord> {
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts);
     return this.client.jobs.submitGenerate(job, options);
   }
 
   /** Validates a request, enqueues it and follows its events (subscribed before it can run). */
   async follow(
-    body: CompletionRequest,
+    body: CompletionRequest | ChatRequest,
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<FollowedCompletion> {
-    const { job, options } = await this.prepare(body, opts);
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts);
     return this.client.jobs.submitGenerateFollowing(job, options, signal);
+  }
+
+  /**
+   * A chat request as the completion it is: its messages rendered by the model's chat template
+   * into one prompt that ends where the assistant's turn begins. The job remembers it was a
+   * chat, so that its result is rendered as one.
+   */
+  private async asCompletion(
+    body: CompletionRequest | ChatRequest,
+  ): Promise<CompletionRequest & { format: "completion" | "chat" }> {
+    if (!("messages" in body)) return { ...body, format: "completion" };
+    const { entry } = this.repository.resolve(body.model);
+    const messages = body.messages.map((m) => ({
+      role: m.role,
+      content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+    }));
+    const prompt = await this.templates.render(entry, messages);
+    const { messages: _m, max_completion_tokens, user: _u, ...rest } = body;
+    return {
+      ...rest,
+      prompt,
+      max_tokens: max_completion_tokens ?? body.max_tokens,
+      format: "chat",
+    };
   }
 
   /** Stops a completion: its seat is freed at the next decode step. */
@@ -67,7 +98,10 @@ export class CompletionService {
     void this.client.jobs.cancel(id).catch(() => undefined);
   }
 
-  private async prepare(body: CompletionRequest, opts: CallOptions) {
+  private async prepare(
+    body: CompletionRequest & { format: "completion" | "chat" },
+    opts: CallOptions,
+  ) {
     const { entry, version } = this.repository.resolve(body.model);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
@@ -99,7 +133,7 @@ export class CompletionService {
         prompt,
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
-        meta: { format: "completion", request_id: opts.requestId },
+        meta: { format: body.format, request_id: opts.requestId },
       } satisfies GenerateRequest,
       options: {
         priority: opts.priority ?? DEFAULT_PRIORITY,
@@ -141,17 +175,17 @@ export class CompletionService {
    * it, as a streaming client's disconnect does, so it holds no seat it will never read.
    */
   async complete(
-    body: CompletionRequest,
+    body: CompletionRequest | ChatRequest,
     opts: CallOptions,
     signal?: AbortSignal,
-  ): Promise<CompletionResponse> {
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
+    const render = "messages" in body ? chatResponse : completionResponse;
     const { record: job, events, close } = await this.follow(body, opts, signal);
     const onAbort = () => this.cancel(job.id);
     signal?.addEventListener("abort", onAbort);
     try {
       for await (const event of events) {
-        if (event.body.type === "result")
-          return completionResponse(job, event.body.result as CompletionResult);
+        if (event.body.type === "result") return render(job, event.body.result as CompletionResult);
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {

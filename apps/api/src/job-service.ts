@@ -15,7 +15,7 @@ import {
   type Plan,
   toPrediction,
 } from "./inference-service.js";
-import { completionResponse } from "./openai-render.js";
+import { chatResponse, completionResponse } from "./openai-render.js";
 import {
   completionRequestSchema,
   type jobBodySchema,
@@ -33,7 +33,8 @@ type JobView = z.infer<typeof jobRecordSchema>;
 type JobFormat =
   | { format: "predict" }
   | { format: "v2"; outputs: string[]; id: string | undefined }
-  | { format: "completion" };
+  | { format: "completion" }
+  | { format: "chat" };
 
 /**
  * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
@@ -117,7 +118,8 @@ export class JobService {
     }
     // a completion's result event keeps the worker's {text, finish_reason, usage}, as it
     // always has; a classifier's raw replies are rendered as its poll renders them
-    if (body.type === "result" && (record.meta as JobFormat).format !== "completion")
+    const format = (record.meta as JobFormat).format;
+    if (body.type === "result" && format !== "completion" && format !== "chat")
       return { type: "result", result: this.render({ ...record, result: body.result }) };
     return body;
   }
@@ -157,6 +159,7 @@ export class JobService {
     const meta = record.meta as JobFormat;
     if (meta.format === "completion")
       return completionResponse(record, record.result as CompletionResult);
+    if (meta.format === "chat") return chatResponse(record, record.result as CompletionResult);
     const rows = (record.result as InferReply).results.map((r) => (r.ok ? r.outputs : {}));
     const plan = this.inference.planFor(record.model, record.version);
     if (meta.format === "v2")

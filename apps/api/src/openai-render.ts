@@ -1,5 +1,5 @@
 import type { CompletionResult, FerryError } from "@ferry/protocol";
-import type { CompletionResponse } from "./schemas.js";
+import type { ChatCompletionResponse, CompletionResponse } from "./schemas.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -63,3 +63,67 @@ export function streamError(err: FerryError, extra: Record<string, unknown> = {}
 function finishOf(result: CompletionResult): "stop" | "length" {
   return result.finish_reason === "length" ? "length" : "stop";
 }
+
+/** One streamed chat chunk: `delta` is `{role}` on the first, `{content}` after, `{}` last. */
+export function chatChunk(
+  job: CompletionJob,
+  delta: { role?: "assistant"; content?: string },
+  finish: Finish,
+) {
+  return {
+    id: `chatcmpl-${job.id}`,
+    object: "chat.completion.chunk" as const,
+    created: Math.floor(job.created_at / 1000),
+    model: job.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+  };
+}
+
+/** The chunks that end a chat stream: the finish reason, then usage (empty choices) when asked. */
+export function chatFinalChunks(
+  job: CompletionJob,
+  result: CompletionResult,
+  includeUsage: boolean,
+) {
+  const last = chatChunk(job, {}, finishOf(result));
+  if (!includeUsage) return [last];
+  return [last, { ...chatChunk(job, {}, null), choices: [], usage: result.usage }];
+}
+
+/** The whole chat completion (non-streamed, or an async job's result). */
+export function chatResponse(job: CompletionJob, result: CompletionResult): ChatCompletionResponse {
+  return {
+    id: `chatcmpl-${job.id}`,
+    object: "chat.completion",
+    created: Math.floor(job.created_at / 1000),
+    model: job.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: result.text },
+        logprobs: null,
+        finish_reason: finishOf(result),
+      },
+    ],
+    usage: result.usage,
+  };
+}
+
+/** How a stream of one kind of completion is written: before, per token, at the end. */
+export interface StreamRenderer {
+  start(job: CompletionJob): unknown[];
+  token(job: CompletionJob, text: string): unknown;
+  end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): unknown[];
+}
+
+export const completionStream: StreamRenderer = {
+  start: () => [],
+  token: (job, text) => completionChunk(job, text, null),
+  end: finalChunks,
+};
+
+export const chatStream: StreamRenderer = {
+  start: (job) => [chatChunk(job, { role: "assistant", content: "" }, null)],
+  token: (job, text) => chatChunk(job, { content: text }, null),
+  end: chatFinalChunks,
+};

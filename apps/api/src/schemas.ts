@@ -206,6 +206,47 @@ export const completionRequestSchema = z
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 
+/** A chat message's content: a string, or OpenAI's array of text parts. */
+const chatContent = z.union([
+  z.string(),
+  z.array(z.object({ type: z.literal("text"), text: z.string() })),
+]);
+
+export const chatCompletionRequestSchema = z
+  .object({
+    model: z.string(),
+    messages: z
+      .array(
+        z.object({
+          role: z.enum(["system", "developer", "user", "assistant"]),
+          content: chatContent,
+          name: z.string().optional(),
+        }),
+      )
+      .min(1, "messages must hold at least one message"),
+    max_tokens: z.number().int().positive().nullish(),
+    max_completion_tokens: z.number().int().positive().nullish(),
+    temperature: z.number().min(0).max(2).nullish(),
+    top_p: z.number().gt(0).max(1).nullish(),
+    top_k: z.number().int().min(0).nullish(),
+    seed: z.number().int().nullish(),
+    stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+    n: z.literal(1).nullish(),
+    user: z.string().nullish(),
+    // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
+    logprobs: unsupported("logprobs", false),
+    top_logprobs: unsupported("top_logprobs", 0),
+    tools: unsupported("tools"),
+    response_format: unsupported("response_format"),
+    ignore_eos: z.boolean().nullish(),
+    priority: z.number().int().min(1).max(10).optional(),
+    timeout_ms: timeoutMsSchema.optional(),
+  })
+  .openapi("ChatCompletionRequest");
+export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
+
 const usage = z.object({
   prompt_tokens: z.number(),
   completion_tokens: z.number(),
@@ -231,16 +272,36 @@ export const completionResponseSchema = z
   .openapi("Completion");
 export type CompletionResponse = z.infer<typeof completionResponseSchema>;
 
-export const modelListSchema = z
+export const modelCardSchema = z
   .object({
-    object: z.literal("list"),
-    data: z.array(
+    id: z.string(),
+    object: z.literal("model"),
+    created: z.number().int(),
+    owned_by: z.string(),
+    /** vLLM's name for the context window, in tokens (generators). */
+    max_model_len: z.number().int().optional(),
+  })
+  .openapi("Model");
+
+export const modelListSchema = z
+  .object({ object: z.literal("list"), data: z.array(modelCardSchema) })
+  .openapi("ModelList");
+
+export const chatCompletionResponseSchema = z
+  .object({
+    id: z.string(),
+    object: z.literal("chat.completion"),
+    created: z.number().int(),
+    model: z.string(),
+    choices: z.array(
       z.object({
-        id: z.string(),
-        object: z.literal("model"),
-        created: z.number().int(),
-        owned_by: z.string(),
+        index: z.number().int(),
+        message: z.object({ role: z.literal("assistant"), content: z.string() }),
+        logprobs: z.null(),
+        finish_reason: z.enum(["stop", "length"]),
       }),
     ),
+    usage: usage,
   })
-  .openapi("ModelList");
+  .openapi("ChatCompletion");
+export type ChatCompletionResponse = z.infer<typeof chatCompletionResponseSchema>;

@@ -66,6 +66,8 @@ export const modelConfigSchema = z.object({
     })
     .optional(),
   tokenizer: z.record(z.string(), z.unknown()).optional(),
+  /** A generator's chat template (Jinja, Hugging Face's `chat_template` convention). */
+  chat_template: z.string().optional(),
   architecture: z.record(z.string(), z.unknown()).optional(),
   scheduler: z.record(z.string(), z.unknown()).optional(),
 });

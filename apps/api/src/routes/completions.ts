@@ -1,19 +1,15 @@
-import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
+import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Context } from "hono";
 import { callOptions } from "../call-options.js";
-import { errorOf } from "../completion-service.js";
-import type { CallOptions } from "../inference-service.js";
-import { completionChunk, finalChunks, streamError } from "../openai-render.js";
+import { clientGone, streamGeneration } from "../generation-stream.js";
+import { completionStream } from "../openai-render.js";
 import {
-  type CompletionRequest,
   completionRequestSchema,
   completionResponseSchema,
+  modelCardSchema,
   modelListSchema,
 } from "../schemas.js";
 import type { AppEnv } from "../services.js";
-import { sse } from "../sse.js";
-import type { StreamSlot } from "../stream-slots.js";
 import { json, openAiErrors } from "./responses.js";
 
 const modelsRoute = createRoute({
@@ -22,6 +18,26 @@ const modelsRoute = createRoute({
   summary: "Every model in the repository, in OpenAI's list shape",
   responses: { 200: json(modelListSchema, "Models") },
 });
+
+const modelRoute = createRoute({
+  method: "get",
+  path: "/v1/models/{id}",
+  summary: "One model, in OpenAI's shape",
+  request: { params: z.object({ id: z.string() }) },
+  responses: { 200: json(modelCardSchema, "The model"), 404: openAiErrors[404] },
+});
+
+/** A model as OpenAI lists it, with vLLM's `max_model_len` (the context window) for generators. */
+function modelCard(entry: ModelEntry) {
+  const context = entry.config.architecture?.context_length;
+  return {
+    id: entry.config.name,
+    object: "model" as const,
+    created: 0,
+    owned_by: "ferry",
+    ...(typeof context === "number" ? { max_model_len: context } : {}),
+  };
+}
 
 const completionsRoute = createRoute({
   method: "post",
@@ -45,107 +61,19 @@ const completionsRoute = createRoute({
 
 export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
   app.openapi(modelsRoute, (c) => {
-    const data = c
-      .get("services")
-      .repository.list()
-      .map((m) => ({
-        id: m.config.name,
-        object: "model" as const,
-        created: 0,
-        owned_by: "ferry",
-      }));
+    const data = c.get("services").repository.list().map(modelCard);
     return c.json({ object: "list" as const, data }, 200);
   });
+  app.openapi(modelRoute, (c) =>
+    c.json(modelCard(c.get("services").repository.get(c.req.valid("param").id)), 200),
+  );
 
   app.openapi(completionsRoute, async (c) => {
     const body = c.req.valid("json");
-    const { completions, streams } = c.get("services");
     const opts = callOptions(c, body);
     const gone = clientGone(c);
-    if (!body.stream) return c.json(await completions.complete(body, opts, gone), 200);
-    const slot = streams.acquire(opts.tenant);
-    try {
-      return await streamCompletion(c, body, opts, gone, slot);
-    } catch (err) {
-      slot.release();
-      throw err;
-    }
+    if (!body.stream)
+      return c.json(await c.get("services").completions.complete(body, opts, gone), 200);
+    return streamGeneration(c, body, opts, gone, completionStream);
   });
-}
-
-async function streamCompletion(
-  c: Context<AppEnv>,
-  body: CompletionRequest,
-  opts: CallOptions,
-  gone: AbortSignal,
-  slot: StreamSlot,
-): Promise<Response> {
-  const { completions } = c.get("services");
-  const reading = new AbortController();
-  const { record: job, events, close } = await completions.follow(body, opts, reading.signal);
-  // A client that goes away frees its batch slot: the job is cancelled on every worker.
-  const onGone = () => {
-    reading.abort();
-    completions.cancel(job.id);
-  };
-  if (gone.aborted) onGone();
-  gone.addEventListener("abort", onGone);
-  // The status line waits for the job's first output: a job that expires in the queue or
-  // fails before its first token is answered with its HTTP error (504, 503), not a 200
-  // followed by an error chunk.
-  let first = await events.next();
-  while (!first.done && first.value.body.type === "status") first = await events.next();
-  if (!first.done && first.value.body.type === "error") {
-    gone.removeEventListener("abort", onGone);
-    close();
-    throw errorOf(first.value);
-  }
-  const includeUsage = body.stream_options?.include_usage === true;
-  // The job behind the stream: /v1/jobs/{id}/events with Last-Event-ID (the chunks' ids)
-  // continues it from anywhere, should this connection or this replica go away.
-  c.header("X-Job-Id", job.id);
-  // A drain that runs out of time ends the stream; the client resumes through the job.
-  const onClosing = () => reading.abort();
-  slot.closing.addEventListener("abort", onClosing);
-  let lastId: string | undefined;
-  return sse(c, async (stream) => {
-    const send = (payload: unknown) =>
-      stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
-    const write = async (event: JobEvent) => {
-      const e = event.body;
-      lastId = event.id;
-      if (e.type === "token") await send(completionChunk(job, e.text, null));
-      else if (e.type === "result")
-        for (const chunk of finalChunks(job, e.result as CompletionResult, includeUsage))
-          await send(chunk);
-      else if (e.type === "error") await send(streamError(errorOf(event)));
-    };
-    try {
-      if (!first.done) await write(first.value);
-      for await (const event of events) await write(event);
-    } finally {
-      gone.removeEventListener("abort", onGone);
-      slot.closing.removeEventListener("abort", onClosing);
-      close();
-    }
-    try {
-      if (slot.closing.aborted) {
-        const resume = `/v1/jobs/${job.id}/events`;
-        const message = `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`;
-        await send(streamError(new FerryError("UNAVAILABLE", message), { job: job.id, resume }));
-      } else if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
-    } finally {
-      slot.release();
-    }
-  });
-}
-
-/** Aborted when the client closes its connection before the answer has been written. */
-function clientGone(c: Context<AppEnv>): AbortSignal {
-  const controller = new AbortController();
-  const res = c.env?.outgoing;
-  res?.once("close", () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }

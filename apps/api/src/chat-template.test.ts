@@ -1,0 +1,80 @@
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ModelEntry } from "@ferry/model-repository";
+import type { ModelConfig } from "@ferry/protocol";
+import { describe, expect, it } from "vitest";
+import { ChatTemplates } from "./chat-template.js";
+
+// ChatML as Hugging Face's chat templating guide documents it, with its documented output.
+const CHATML =
+  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const entry = (config: Partial<ModelConfig> & Record<string, unknown>, dir = "/nonexistent") =>
+  ({
+    config: { name: "m", ...config },
+    versions: ["1"],
+    defaultVersion: "1",
+    dir,
+  }) as unknown as ModelEntry;
+
+describe("ChatTemplates", () => {
+  it("renders ChatML exactly as Hugging Face documents it", async () => {
+    const prompt = await new ChatTemplates().render(entry({ chat_template: CHATML }), [
+      { role: "user", content: "Hi there!" },
+      { role: "assistant", content: "Nice to meet you!" },
+      { role: "user", content: "Can I ask a question?" },
+    ]);
+    expect(prompt).toBe(
+      "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\nNice to meet you!<|im_end|>\n<|im_start|>user\nCan I ask a question?<|im_end|>\n<|im_start|>assistant\n",
+    );
+  });
+
+  it("reads tokenizer_config.json beside the model, with its bos and eos tokens", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "ferry-tpl-"));
+    writeFileSync(
+      join(dir, "tokenizer_config.json"),
+      JSON.stringify({
+        chat_template:
+          "{{ bos_token }}{% for m in messages %}{{ m.content }}{{ eos_token }}{% endfor %}",
+        bos_token: "<s>",
+        eos_token: { content: "</s>" },
+      }),
+    );
+    const prompt = await new ChatTemplates().render(entry({}, dir), [
+      { role: "user", content: "a" },
+      { role: "assistant", content: "b" },
+    ]);
+    expect(prompt).toBe("<s>a</s>b</s>");
+  });
+
+  it("a model without a template refuses chat, naming what is missing", async () => {
+    await expect(
+      new ChatTemplates().render(entry({}), [{ role: "user", content: "hi" }]),
+    ).rejects.toThrow(/has no chat template/);
+  });
+});
+
+describe("tiny-lm's template", () => {
+  it("renders turns exactly as the chat fine-tune (models/build/build_tiny_lm_chat.py) wrote them", async () => {
+    const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as Record<
+      string,
+      unknown
+    >;
+    const templates = new ChatTemplates();
+    const tiny = entry(config);
+    expect(
+      await templates.render(tiny, [
+        { role: "system", content: "Answer briefly." },
+        { role: "user", content: "Why?" },
+      ]),
+    ).toBe("System: Answer briefly.\nQ: Why?\nA:");
+    expect(
+      await templates.render(tiny, [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: "Hello." },
+        { role: "user", content: "And?" },
+      ]),
+    ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
+  });
+});

@@ -1,0 +1,230 @@
+import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { ChatOpenAI } from "@langchain/openai";
+import { generateText, streamText } from "ai";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { readSse } from "./helpers/sse.js";
+import { Stack } from "./helpers/stack.js";
+
+// A second generator without a chat template, beside tiny-lm: chat must refuse it, not guess.
+const repo = tempRepository({ "tiny-lm": {} });
+const bare = tempRepository({ "tiny-lm": { name: "tiny-lm", chat_template: undefined } });
+const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
+const plain = new Stack({ workers: 0, env: { MODEL_REPOSITORY: bare } });
+beforeAll(() => Promise.all([stack.start(), plain.start()]));
+afterAll(() => Promise.all([stack.stop(), plain.stop()]));
+
+const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+const ask = [{ role: "user" as const, content: "Why is the sky blue?" }];
+
+describe("the openai client, unchanged", () => {
+  it("chat, not streamed: one assistant message, a finish reason and usage", async () => {
+    const res = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages: [{ role: "system", content: "Answer briefly." }, ...ask],
+      max_tokens: 40,
+      seed: 3,
+    });
+    expect(res.object).toBe("chat.completion");
+    expect(res.choices[0]?.message.role).toBe("assistant");
+    expect(typeof res.choices[0]?.message.content).toBe("string");
+    expect(["stop", "length"]).toContain(res.choices[0]?.finish_reason);
+    expect(res.usage?.total_tokens).toBe(
+      (res.usage?.prompt_tokens ?? 0) + (res.usage?.completion_tokens ?? 0),
+    );
+  });
+
+  it("chat, streamed: role first, content deltas, a finish reason, then the usage chunk", async () => {
+    const stream = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages: ask,
+      max_completion_tokens: 30,
+      stream: true,
+      stream_options: { include_usage: true },
+      seed: 4,
+    });
+    const chunks = [];
+    for await (const chunk of stream) chunks.push(chunk);
+    expect(chunks[0]?.choices[0]?.delta.role).toBe("assistant");
+    const finished = chunks.filter((c) => c.choices[0]?.finish_reason);
+    expect(finished).toHaveLength(1);
+    const last = chunks.at(-1);
+    expect(last?.choices).toEqual([]);
+    const text = chunks.map((c) => c.choices[0]?.delta.content ?? "").join("");
+    expect(last?.usage?.completion_tokens).toBeGreaterThan(0);
+    expect(text.length).toBeGreaterThan(0);
+  });
+
+  it("array-of-text-parts content, and stop strings", async () => {
+    const res = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages: [{ role: "user", content: [{ type: "text", text: "Tell me a fortune." }] }],
+      max_tokens: 60,
+      stop: ["e"],
+      temperature: 0,
+    });
+    expect(res.choices[0]?.message.content).not.toContain("e");
+  });
+
+  it("a seed gives the same answer alone and beside other requests", async () => {
+    const one = () =>
+      openai().chat.completions.create({
+        model: "tiny-lm",
+        messages: ask,
+        max_tokens: 40,
+        temperature: 0.9,
+        seed: 1234,
+        // a different mix of batch neighbours each time must not change the draws
+      });
+    const alone = await one();
+    const noise = Array.from({ length: 6 }, (_, k) =>
+      openai().chat.completions.create({
+        model: "tiny-lm",
+        messages: [{ role: "user", content: `Noise ${k}?` }],
+        max_tokens: 30 + k * 7,
+        seed: k,
+      }),
+    );
+    const [mixed] = await Promise.all([one(), ...noise]);
+    expect(mixed.choices[0]?.message.content).toBe(alone.choices[0]?.message.content);
+  });
+
+  it("OpenAI's errors: bad role, no messages, n > 1, logprobs, a prompt past the context", async () => {
+    const bad = async (body: Record<string, unknown>, pattern: RegExp) => {
+      const res = await stack.post("/v1/chat/completions", { model: "tiny-lm", ...body });
+      expect(res.status).toBe(400);
+      const error = ((await res.json()) as { error: { message: string; type: string } }).error;
+      expect(error.type).toBe("invalid_request_error");
+      expect(error.message).toMatch(pattern);
+    };
+    await bad({ messages: [{ role: "wizard", content: "hi" }] }, /messages\.0\.role/);
+    await bad({ messages: [] }, /at least one message/);
+    await bad({ messages: ask, n: 2 }, /^n: /);
+    await bad({ messages: ask, logprobs: true }, /logprobs is not supported/);
+    await bad(
+      { messages: [{ role: "user", content: "x".repeat(300) }], max_tokens: 10 },
+      /maximum context length is 256 tokens\. However, you requested 31\d tokens \(30\d in the prompt, 10 for the completion\)/,
+    );
+  });
+
+  it("a generator without a chat template refuses chat with a 400", async () => {
+    const res = await plain.post("/v1/chat/completions", { model: "tiny-lm", messages: ask });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /has no chat template/,
+    );
+  });
+});
+
+describe("Vercel's AI SDK (createOpenAICompatible), unchanged", () => {
+  const provider = () => createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") });
+
+  it("generateText and streamText with chatModel", async () => {
+    const { text, finishReason } = await generateText({
+      model: provider().chatModel("tiny-lm"),
+      prompt: "Why is the sky blue?",
+      maxOutputTokens: 30,
+    });
+    expect(typeof text).toBe("string");
+    expect(["stop", "length"]).toContain(finishReason);
+    const streamed = streamText({
+      model: provider().chatModel("tiny-lm"),
+      prompt: "Tell me a fortune.",
+      maxOutputTokens: 30,
+    });
+    let joined = "";
+    for await (const part of streamed.textStream) joined += part;
+    expect(joined).toBe(await streamed.text);
+  });
+
+  it("generateText and streamText with completionModel", async () => {
+    const { text } = await generateText({
+      model: provider().completionModel("tiny-lm"),
+      prompt: "It was a dark and stormy night",
+      maxOutputTokens: 20,
+    });
+    expect(text.length).toBeGreaterThan(0);
+    const streamed = streamText({
+      model: provider().completionModel("tiny-lm"),
+      prompt: "It was a dark and stormy night",
+      maxOutputTokens: 20,
+    });
+    let joined = "";
+    for await (const part of streamed.textStream) joined += part;
+    expect(joined.length).toBeGreaterThan(0);
+  });
+});
+
+describe("LangChain.js ChatOpenAI, unchanged", () => {
+  const chat = () =>
+    new ChatOpenAI({
+      model: "tiny-lm",
+      apiKey: "unused",
+      maxTokens: 30,
+      configuration: { baseURL: stack.url("/v1") },
+    });
+
+  it("invoke and stream", async () => {
+    const message = await chat().invoke("Why is the sky blue?");
+    expect(typeof message.content).toBe("string");
+    let joined = "";
+    for await (const chunk of await chat().stream("Tell me a fortune.")) joined += chunk.content;
+    expect(typeof joined).toBe("string");
+  });
+});
+
+describe("a chat stream is a job: resumable", () => {
+  it("its events, read through /v1/jobs/{X-Job-Id}/events, dropped mid-way and resumed with Last-Event-ID, give exactly the rest", async () => {
+    const res = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: ask,
+      max_tokens: 150,
+      ignore_eos: true,
+      stream: true,
+      seed: 9,
+    });
+    const job = res.headers.get("x-job-id") ?? "";
+    expect(job).not.toBe("");
+    // the chat stream itself is read to its end, in the background
+    let streamed = "";
+    const whole = readSse(res, (e) => {
+      if (e.data === "[DONE]") return undefined;
+      const chunk = JSON.parse(e.data) as { choices: Array<{ delta: { content?: string } }> };
+      streamed += chunk.choices[0]?.delta.content ?? "";
+      return undefined;
+    });
+    // a second reader of the same job drops after a few tokens, then resumes
+    let text = "";
+    let lastId = "";
+    let tokens = 0;
+    const first = await fetch(stack.url(`/v1/jobs/${job}/events`));
+    await readSse(
+      first,
+      (e) => {
+        lastId = e.id ?? lastId;
+        if (e.event !== "token") return undefined;
+        text += (JSON.parse(e.data) as { text: string }).text;
+        return ++tokens >= 10 ? "stop" : undefined;
+      },
+      new AbortController(),
+    );
+    const rest = await fetch(stack.url(`/v1/jobs/${job}/events`), {
+      headers: { "Last-Event-ID": lastId },
+    });
+    let result = "";
+    const ids = new Set<string>();
+    await readSse(rest, (e) => {
+      if (e.id) ids.add(e.id);
+      const body = JSON.parse(e.data) as { text?: string; result?: { text: string } };
+      if (e.event === "token") text += body.text ?? "";
+      if (e.event === "result") result = body.result?.text ?? "";
+      return undefined;
+    });
+    await whole;
+    expect(ids.has(lastId)).toBe(false);
+    expect(result.length).toBeGreaterThan(0);
+    expect(text).toBe(result);
+    expect(streamed).toBe(result);
+  });
+});
