@@ -39,8 +39,8 @@ interface StreamStats {
 }
 
 /** `concurrency` clients, each streaming one completion after another for DURATION_MS. */
-async function streamLoad(stack: Stack, concurrency: number): Promise<StreamStats> {
-  const url = stack.url("/v1/completions");
+async function streamLoad(stack: Stack, concurrency: number, chat = false): Promise<StreamStats> {
+  const url = stack.url(chat ? "/v1/chat/completions" : "/v1/completions");
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
@@ -60,7 +60,9 @@ async function streamLoad(stack: Stack, concurrency: number): Promise<StreamStat
         url,
         {
           model: "tiny-lm",
-          prompt: prompts[n++ % prompts.length],
+          ...(chat
+            ? { messages: [{ role: "user", content: prompts[n++ % prompts.length] }] }
+            : { prompt: prompts[n++ % prompts.length] }),
           max_tokens: LENGTHS[n % LENGTHS.length],
           temperature: 0.8,
           ignore_eos: true,
@@ -68,8 +70,11 @@ async function streamLoad(stack: Stack, concurrency: number): Promise<StreamStat
         },
         (e) => {
           if (e.data === "[DONE]") return;
-          const chunk = JSON.parse(e.data) as { choices: Array<{ text: string }> };
-          if (!chunk.choices[0]?.text) return;
+          const chunk = JSON.parse(e.data) as {
+            choices: Array<{ text?: string; delta?: { content?: string } }>;
+          };
+          const choice = chunk.choices[0];
+          if (!(choice?.text || choice?.delta?.content)) return;
           const now = performance.now();
           if (last === 0) ttft.push(now - t0);
           else itl.push(now - last);
@@ -125,19 +130,26 @@ async function rawDecode(batch: number): Promise<number> {
 }
 
 /** Scheduler settings of each way of serving that the bench compares. */
-const MODES: Record<string, { label: string; scheduler: Record<string, unknown> }> = {
-  sequential: { label: "sequential (max_num_seqs 1)", scheduler: { max_num_seqs: 1 } },
-  static: { label: "static batching", scheduler: { policy: "static", static_wait_ms: 50 } },
-  continuous: { label: "continuous batching (prompts on a prefill thread)", scheduler: {} },
-  continuous_prefill_pass: {
-    label: "continuous, prompts in a pass of their own on the decode thread",
-    scheduler: { prefill_thread: false },
-  },
-  continuous_mixed_prefill: {
-    label: "continuous, prompts in the decode pass",
-    scheduler: { mixed_prefill: true },
-  },
-};
+const MODES: Record<string, { label: string; scheduler: Record<string, unknown>; chat?: boolean }> =
+  {
+    sequential: { label: "sequential (max_num_seqs 1)", scheduler: { max_num_seqs: 1 } },
+    static: { label: "static batching", scheduler: { policy: "static", static_wait_ms: 50 } },
+    continuous: { label: "continuous batching (prompts on a prefill thread)", scheduler: {} },
+    continuous_prefill_pass: {
+      label: "continuous, prompts in a pass of their own on the decode thread",
+      scheduler: { prefill_thread: false },
+    },
+    continuous_mixed_prefill: {
+      label: "continuous, prompts in the decode pass",
+      scheduler: { mixed_prefill: true },
+    },
+    continuous_chat: {
+      label:
+        "continuous, the same prompts as chat messages (/v1/chat/completions, template rendered)",
+      scheduler: {},
+      chat: true,
+    },
+  };
 
 async function startMode(scheduler: Record<string, unknown>): Promise<Stack> {
   const base = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
@@ -186,7 +198,8 @@ export async function generationBench(): Promise<Record<string, unknown>> {
     for (const name of names) {
       const stack = await startMode(MODES[name]?.scheduler ?? {});
       try {
-        for (const c of CONCURRENCY) runs[name]?.[`c${c}`]?.push(await streamLoad(stack, c));
+        for (const c of CONCURRENCY)
+          runs[name]?.[`c${c}`]?.push(await streamLoad(stack, c, MODES[name]?.chat === true));
       } finally {
         await stack.stop();
       }
@@ -247,6 +260,17 @@ export async function generationBench(): Promise<Record<string, unknown>> {
     ),
     "mixed-prefill / prefill pass tokens/s at 16": perRound(
       (r) => rate("continuous_mixed_prefill", r) / rate("continuous_prefill_pass", r),
+    ),
+    // what rendering the chat template costs a first token
+    "chat / completion TTFT p50 at 1": perRound(
+      (r) =>
+        (cell("continuous_chat", 1, r)?.ttft_p50_ms ?? Number.NaN) /
+        (cell("continuous", 1, r)?.ttft_p50_ms ?? Number.NaN),
+    ),
+    "chat / completion TTFT p50 at 16": perRound(
+      (r) =>
+        (cell("continuous_chat", 16, r)?.ttft_p50_ms ?? Number.NaN) /
+        (cell("continuous", 16, r)?.ttft_p50_ms ?? Number.NaN),
     ),
   }).map(([ratio, values]) => ({
     ratio,
