@@ -1,5 +1,6 @@
 import { samples } from "../test/helpers/samples.js";
 import { Stack } from "../test/helpers/stack.js";
+import { endlessLine } from "../test/helpers/uploads.js";
 import { printTable } from "./table.js";
 
 /** Window pairs: calm, then hostile, side by side in time. */
@@ -7,19 +8,6 @@ const PAIRS = 8;
 const WINDOW_MS = 1_000;
 /** Normal clients, closed loop. */
 const CLIENTS = 4;
-
-/** A body that streams `total` bytes of one NDJSON line that never ends. */
-function endlessLine(total: number): ReadableStream<Uint8Array> {
-  const chunk = new TextEncoder().encode(`{"key":"a","features":[${"1,".repeat(32_000)}`);
-  let sent = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (sent >= total) return controller.close();
-      controller.enqueue(chunk);
-      sent += chunk.byteLength;
-    },
-  });
-}
 
 const p = (sorted: number[], q: number) => sorted[Math.floor(sorted.length * q)] ?? 0;
 

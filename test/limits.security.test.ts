@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
 import { REDIS_URL, Stack } from "./helpers/stack.js";
+import { endlessLine } from "./helpers/uploads.js";
 
 // tiny-lm has no worker here (its jobs stay queued) and a small queue; streams are capped low.
 const repo = tempRepository({ digits: {}, "tiny-lm": { max_queue_size: 20 } });
@@ -38,19 +39,6 @@ async function countKeys(pattern: string): Promise<number> {
   } finally {
     redis.disconnect();
   }
-}
-
-/** A body that streams `total` bytes of one NDJSON line that never ends. */
-function endlessLine(total: number): ReadableStream<Uint8Array> {
-  const chunk = new TextEncoder().encode(`{"key":"a","features":[${"1,".repeat(32_000)}`);
-  let sent = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (sent >= total) return controller.close();
-      controller.enqueue(chunk);
-      sent += chunk.byteLength;
-    },
-  });
 }
 
 const ndjson = (body: ReadableStream<Uint8Array> | string) =>

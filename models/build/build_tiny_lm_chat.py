@@ -97,16 +97,8 @@ def chat_examples():
 
 
 def chat_batch(examples, size, rng):
-    """Right-padded examples; the loss covers the answer and its end-of-text only."""
-    picked = [examples[rng.randrange(len(examples))] for _ in range(size)]
-    width = max(len(ids) for _, ids in picked) - 1
-    x = torch.zeros(size, width, dtype=torch.long)
-    y = torch.full((size, width), -100, dtype=torch.long)
-    for r, (prompt_len, ids) in enumerate(picked):
-        t = torch.tensor(ids)
-        x[r, : len(ids) - 1] = t[:-1]
-        y[r, prompt_len - 1 : len(ids) - 1] = t[prompt_len:]
-    return x, y
+    """A random batch of examples (see chat_batch_fixed)."""
+    return chat_batch_fixed([examples[rng.randrange(len(examples))] for _ in range(size)])
 
 
 def chat_loss(model, x, y):
@@ -128,6 +120,7 @@ def chat_val_loss(model, val):
 
 
 def chat_batch_fixed(examples):
+    """Right-padded examples; the loss covers the answer and its end-of-text only."""
     width = max(len(ids) for _, ids in examples) - 1
     x = torch.zeros(len(examples), width, dtype=torch.long)
     y = torch.full((len(examples), width), -100, dtype=torch.long)
@@ -140,23 +133,26 @@ def chat_batch_fixed(examples):
 
 @torch.no_grad()
 def stop_rate(model, val, n=60, max_new=120, temperature=0.7):
-    """Share of sampled answers that end with end-of-text before max_new tokens."""
+    """Share of sampled answers that end with end-of-text before max_new tokens (KV-cached)."""
     model.eval()
     gen = torch.Generator().manual_seed(7)
     stopped = 0
     for prompt_len, ids in val[:n]:
-        seq = ids[:prompt_len]
+        prompt = ids[:prompt_len]
+        x = torch.tensor([prompt])
+        mask = torch.ones(1, len(prompt), dtype=torch.long)
+        logits, past = model(x, mask, torch.arange(len(prompt)).unsqueeze(0), model.empty_past(1))
         for _ in range(max_new):
-            if len(seq) >= MAX_LEN:
+            pos = mask.shape[1]
+            if pos >= MAX_LEN:
                 break
-            x = torch.tensor([seq])
-            logits, _ = model(x, torch.ones_like(x), torch.arange(len(seq)).unsqueeze(0), model.empty_past(1))
             probs = (logits[0, -1] / temperature).softmax(-1)
             tok = int(torch.multinomial(probs, 1, generator=gen))
             if tok == EOS:
                 stopped += 1
                 break
-            seq.append(tok)
+            mask = torch.ones(1, pos + 1, dtype=torch.long)
+            logits, past = model(torch.tensor([[tok]]), mask, torch.tensor([[pos]]), past)
     model.train()
     return stopped / n
 

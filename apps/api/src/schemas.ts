@@ -180,19 +180,24 @@ function unsupported(field: string, ...noop: unknown[]) {
 /** A stop sequence: matched against every token's text, so it is kept short. */
 const stopString = z.string().max(256);
 
+/** What completions and chats share: sampling, stopping, streaming. */
+const sampling = {
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().min(0).nullish(),
+  seed: z.number().int().nullish(),
+  stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
+  stream: z.boolean().nullish(),
+  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  n: z.literal(1).nullish(),
+};
+
 export const completionRequestSchema = z
   .object({
     model: z.string(),
     prompt: z.union([z.string(), z.array(z.string()).length(1)]),
     max_tokens: z.number().int().positive().nullish(),
-    temperature: z.number().min(0).max(2).nullish(),
-    top_p: z.number().gt(0).max(1).nullish(),
-    top_k: z.number().int().min(0).nullish(),
-    seed: z.number().int().nullish(),
-    stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
-    stream: z.boolean().nullish(),
-    stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
-    n: z.literal(1).nullish(),
+    ...sampling,
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
     echo: unsupported("echo", false),
     logprobs: unsupported("logprobs", null, 0),
@@ -226,14 +231,7 @@ export const chatCompletionRequestSchema = z
       .min(1, "messages must hold at least one message"),
     max_tokens: z.number().int().positive().nullish(),
     max_completion_tokens: z.number().int().positive().nullish(),
-    temperature: z.number().min(0).max(2).nullish(),
-    top_p: z.number().gt(0).max(1).nullish(),
-    top_k: z.number().int().min(0).nullish(),
-    seed: z.number().int().nullish(),
-    stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
-    stream: z.boolean().nullish(),
-    stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
-    n: z.literal(1).nullish(),
+    ...sampling,
     user: z.string().nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
     logprobs: unsupported("logprobs", false),
