@@ -2,6 +2,7 @@ import type { ModelRepository } from "@ferry/model-repository";
 import { FerryError, queueName, type ReloadOutcome } from "@ferry/protocol";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
+import type { ApiMetrics } from "./metrics.js";
 import { validateSplit } from "./traffic-router.js";
 
 export interface VersionAdminView {
@@ -24,13 +25,95 @@ export interface ModelAdminView {
   fallbacks: Record<string, number>;
 }
 
+/** One model version as the dashboard shows it. */
+export interface VersionDashboard {
+  version: string;
+  queue: Record<string, number>;
+  workers: number;
+  traffic_percent: number;
+  requests: number;
+  errors: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+  /** Rows per executed batch, counted by this API replica: upper bound -> rows. */
+  batch_sizes: Record<string, number>;
+}
+
 /** Operators' actions: canary splits, rollback, reloads, and the view of every model. */
 export class AdminService {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly log: Logger,
+    private readonly metrics: ApiMetrics,
   ) {}
+
+  /** What /dashboard polls: every model version's queue, workers, split, latency, batches. */
+  async dashboard(): Promise<{
+    at: number;
+    models: Array<{ name: string; kind: string; versions: VersionDashboard[] }>;
+  }> {
+    const [workers, batches] = await Promise.all([this.workersPerQueue(), this.batchSizes()]);
+    const models = await Promise.all(
+      this.repository.list().map(async (entry) => {
+        const view = await this.describe(entry.config.name);
+        const versions = await Promise.all(
+          entry.versions.map(async (version) => {
+            const queue = queueName(entry.config.name, version);
+            const stats = view.stats[version];
+            return {
+              version,
+              queue: await this.client.depth.counts(queue),
+              workers: workers.get(queue) ?? 0,
+              traffic_percent: view.traffic[version] ?? 0,
+              requests: stats?.requests ?? 0,
+              errors: stats?.errors ?? 0,
+              p50_ms: stats?.p50_ms ?? null,
+              p95_ms: stats?.p95_ms ?? null,
+              batch_sizes: batches.get(queue) ?? {},
+            };
+          }),
+        );
+        return { name: entry.config.name, kind: entry.config.kind, versions };
+      }),
+    );
+    return { at: Date.now(), models };
+  }
+
+  private async workersPerQueue(): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    for (const w of await this.client.workers.live())
+      for (const q of w.queues) counts.set(q, (counts.get(q) ?? 0) + 1);
+    return counts;
+  }
+
+  /** Rows per batch size bucket, per queue, from this replica's histogram (not cumulative). */
+  private async batchSizes(): Promise<Map<string, Record<string, number>>> {
+    const out = new Map<string, Record<string, number>>();
+    const metric = await this.metrics.batchSize.get();
+    const byQueue = new Map<string, Array<[number, number]>>();
+    for (const v of metric.values) {
+      const le = (v.labels as Record<string, string | number | undefined>).le;
+      if (!v.metricName?.endsWith("_bucket") || le === undefined) continue;
+      const queue = queueName(String(v.labels.model), String(v.labels.version));
+      byQueue.set(queue, [
+        ...(byQueue.get(queue) ?? []),
+        [le === "+Inf" ? Infinity : Number(le), v.value],
+      ]);
+    }
+    for (const [queue, buckets] of byQueue) {
+      buckets.sort((a, b) => a[0] - b[0]);
+      const row: Record<string, number> = {};
+      let below = 0;
+      for (const [le, cumulative] of buckets) {
+        if (cumulative - below > 0)
+          row[Number.isFinite(le) ? `<=${le}` : ">128"] = cumulative - below;
+        below = cumulative;
+      }
+      out.set(queue, row);
+    }
+    return out;
+  }
 
   async models(): Promise<ModelAdminView[]> {
     return Promise.all(this.repository.list().map((m) => this.describe(m.config.name)));

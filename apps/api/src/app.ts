@@ -9,6 +9,7 @@ import type { InFlight } from "./middleware/in-flight.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { registerAdmin } from "./routes/admin.js";
 import { registerAdminReload } from "./routes/admin-reload.js";
+import { registerAdminSession } from "./routes/admin-session.js";
 import { registerBatches } from "./routes/batches.js";
 import { registerChatCompletions } from "./routes/chat-completions.js";
 import { registerCompletions } from "./routes/completions.js";
@@ -16,6 +17,7 @@ import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
 import { registerJobs } from "./routes/jobs.js";
 import { registerMetrics } from "./routes/metrics.js";
+import { registerPages } from "./routes/pages.js";
 import { registerPredict } from "./routes/predict.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
@@ -74,6 +76,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   }
   app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
 
+  registerPages(app);
   registerHealth(app);
   registerMetrics(app);
   registerPredict(app);
@@ -84,6 +87,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerAdmin(app);
   registerBatches(app);
   registerAdminReload(app);
+  registerAdminSession(app);
   registerCompletions(app);
   registerChatCompletions(app);
   app.doc31("/openapi.json", {

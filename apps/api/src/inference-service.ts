@@ -36,6 +36,8 @@ export interface Prediction {
   latency_ms: number;
   model_version: string;
   source: AnswerSource;
+  /** Every class's probability (absent from a fallback's default answer). */
+  scores?: number[];
 }
 
 /** A model version resolved for one request, with the rows it will send. */
@@ -268,8 +270,15 @@ export class InferenceService {
 /** The class, and its probability, from the first output's logits. */
 export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>): Prediction {
   const name = plan.entry.config.outputs[0]?.name ?? "";
-  const { prediction, confidence } = classify(outputs[name]?.data ?? []);
-  return { prediction, confidence, latency_ms: 0, model_version: plan.version, source: "model" };
+  const { prediction, confidence, scores } = classify(outputs[name]?.data ?? []);
+  return {
+    prediction,
+    confidence,
+    latency_ms: 0,
+    model_version: plan.version,
+    source: "model",
+    scores,
+  };
 }
 
 /** Names an input for the cache: a hash of its encoded tensors, in input order. */

@@ -55,7 +55,7 @@ const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
 const services: Services = {
   env,
-  admin: new AdminService(repository, client, log),
+  admin: new AdminService(repository, client, log, metrics),
   health: new HealthService(repository, client, () => draining),
   log,
   repository,

@@ -26,6 +26,10 @@ export const predictResponseSchema = z
     latency_ms: z.number(),
     model_version: z.string(),
     source: z.enum(["model", "cache", "fallback_cache", "fallback_default"]),
+    scores: z
+      .array(z.number())
+      .optional()
+      .openapi({ description: "Every class's probability (softmax of the logits)" }),
   })
   .openapi("PredictResponse");
 

@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
 import type { Context, MiddlewareHandler } from "hono";
+import { getCookie } from "hono/cookie";
 import { OPEN_TENANT, type Tenant } from "../tenant.js";
 
 /** Compares secrets in constant time: both sides are hashed first, so lengths leak nothing. */
@@ -54,12 +55,18 @@ export function apiKeyAuth(
   };
 }
 
-/** ADMIN_TOKEN guards /admin: unset, every admin route answers 403. */
+/** The cookie a browser signs in to /admin with (HttpOnly, SameSite=Strict). */
+export const ADMIN_COOKIE = "ferry_admin";
+
+/**
+ * ADMIN_TOKEN guards /admin: unset, every admin route answers 403. API clients send it as a
+ * Bearer token; a browser signed in at /dashboard sends it as the admin cookie.
+ */
 export function adminAuth(token: string | undefined): MiddlewareHandler {
   return async (c, next) => {
     if (token === undefined || token === "")
       throw new FerryError("FORBIDDEN", "Admin routes are disabled: ADMIN_TOKEN is not set");
-    const given = bearer(c);
+    const given = bearer(c) ?? getCookie(c, ADMIN_COOKIE);
     if (given === undefined || !secretEquals(given, token))
       throw new FerryError("UNAUTHORIZED", "Invalid or missing admin token");
     c.set("tenant", { id: "admin", admin: true });

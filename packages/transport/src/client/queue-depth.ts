@@ -49,6 +49,23 @@ export class QueueDepth {
     if (job) sample.admitted.push(Date.now());
   }
 
+  /** A queue's jobs by state, read from Redis (for dashboards, not admission). */
+  async counts(name: string): Promise<Record<string, number>> {
+    const counts = await this.queue(name).getJobCounts(
+      "wait",
+      "prioritized",
+      "active",
+      "completed",
+      "failed",
+    );
+    return {
+      waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
+      active: counts.active ?? 0,
+      completed: counts.completed ?? 0,
+      failed: counts.failed ?? 0,
+    };
+  }
+
   /** Jobs waiting in a queue now (waiting and prioritized), read from Redis. */
   async waiting(name: string): Promise<number> {
     const counts = await this.queue(name).getJobCounts("wait", "prioritized");

@@ -1,0 +1,37 @@
+import { FerryError } from "@ferry/protocol";
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import { deleteCookie, setCookie } from "hono/cookie";
+import { ADMIN_COOKIE, secretEquals } from "../middleware/auth.js";
+import type { AppEnv } from "../services.js";
+
+/** How long a browser stays signed in to /admin, in seconds. */
+const SESSION_S = 12 * 3_600;
+
+/**
+ * The browser's way into /admin: the dashboard's form posts the admin token here, and it comes
+ * back as an HttpOnly, SameSite=Strict cookie that scripts cannot read and other sites cannot
+ * send. API clients keep using `Authorization: Bearer`.
+ */
+export function registerAdminSession(app: OpenAPIHono<AppEnv>): void {
+  app.post("/dashboard/session", async (c) => {
+    const expected = c.get("services").env.ADMIN_TOKEN;
+    if (!expected)
+      throw new FerryError("FORBIDDEN", "Admin routes are disabled: ADMIN_TOKEN is not set");
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const given = typeof form.token === "string" ? form.token : "";
+    if (!secretEquals(given, expected)) throw new FerryError("UNAUTHORIZED", "Invalid admin token");
+    setCookie(c, ADMIN_COOKIE, given, {
+      httpOnly: true,
+      sameSite: "Strict",
+      path: "/",
+      maxAge: SESSION_S,
+      secure: c.req.url.startsWith("https:"),
+    });
+    return c.redirect("/dashboard", 303);
+  });
+  app.post("/dashboard/logout", (c) => {
+    deleteCookie(c, ADMIN_COOKIE, { path: "/" });
+    return c.redirect("/dashboard", 303);
+  });
+  app.get("/admin/dashboard", async (c) => c.json(await c.get("services").admin.dashboard(), 200));
+}

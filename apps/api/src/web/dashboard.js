@@ -1,0 +1,52 @@
+// Polls /admin/dashboard once a second; the admin cookie (set by the sign-in form) is the key.
+const $ = (id) => document.getElementById(id);
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+async function refresh() {
+  const res = await fetch("/admin/dashboard", { credentials: "same-origin" });
+  if (res.status === 401 || res.status === 403) {
+    $("board").hidden = true;
+    $("login").hidden = false;
+    if (res.status === 403) $("login-error").textContent = "ADMIN_TOKEN is not set on this server.";
+    return;
+  }
+  if (!res.ok) return;
+  const data = await res.json();
+  $("login").hidden = true;
+  $("board").hidden = false;
+  const rows = [];
+  for (const model of data.models)
+    for (const v of model.versions) {
+      const tr = document.createElement("tr");
+      const batches = Object.entries(v.batch_sizes)
+        .map(([k, n]) => `${k}: ${n}`)
+        .join(", ");
+      for (const text of [
+        model.name,
+        v.version,
+        `${v.traffic_percent}%`,
+        v.workers,
+        v.queue.waiting,
+        v.queue.active,
+        v.queue.completed,
+        v.queue.failed,
+        v.requests,
+        v.errors,
+        v.p50_ms ?? "",
+        v.p95_ms ?? "",
+        batches,
+      ])
+        tr.append(cell(String(text)));
+      rows.push(tr);
+    }
+  $("rows").replaceChildren(...rows);
+  $("updated").textContent = `updated ${new Date(data.at).toLocaleTimeString()}`;
+}
+
+refresh();
+setInterval(refresh, 1000);

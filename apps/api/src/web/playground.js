@@ -1,0 +1,235 @@
+// Ferry's playground: plain modules, no framework, no CDN. Every call goes through the same
+// public API a client would use.
+const $ = (id) => document.getElementById(id);
+
+/** Headers of every call: JSON, and the API key when one was given. */
+function headers() {
+  const key = $("api-key").value.trim();
+  return { "content-type": "application/json", ...(key ? { authorization: `Bearer ${key}` } : {}) };
+}
+$("api-key").value = sessionStorage.getItem("ferry-key") ?? "";
+$("api-key").addEventListener("change", () =>
+  sessionStorage.setItem("ferry-key", $("api-key").value),
+);
+
+/** Reads an SSE body, calling onEvent({event, id, data}) for each event. */
+async function readEvents(res, onEvent) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffered = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffered += decoder.decode(value, { stream: true });
+    let end = buffered.indexOf("\n\n");
+    while (end >= 0) {
+      const block = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const event = { event: "message", id: undefined, data: "" };
+      for (const line of block.split("\n")) {
+        if (line.startsWith("data: ")) event.data += line.slice(6);
+        else if (line.startsWith("event: ")) event.event = line.slice(7);
+        else if (line.startsWith("id: ")) event.id = line.slice(4);
+      }
+      if (event.data) onEvent(event);
+      end = buffered.indexOf("\n\n");
+    }
+  }
+}
+
+async function errorText(res) {
+  const body = await res.json().catch(() => ({}));
+  return `${res.status}: ${body?.error?.message ?? body?.error ?? res.statusText}`;
+}
+
+// ---- digit pad: a 32x32 bitmap, counted in 4x4 blocks into 8x8 values 0..16 ----
+const canvas = $("digit-canvas");
+const ctx = canvas.getContext("2d");
+const GRID = 32;
+const CELL = canvas.width / GRID;
+let bitmap = new Uint8Array(GRID * GRID);
+let drawing = false;
+let timer;
+
+function paint(x, y) {
+  // a 2-pixel brush at grid resolution, about a pen's width at this size
+  for (let dy = -1; dy <= 1; dy++)
+    for (let dx = -1; dx <= 1; dx++) {
+      const gx = x + dx;
+      const gy = y + dy;
+      if (gx < 0 || gy < 0 || gx >= GRID || gy >= GRID || Math.abs(dx) + Math.abs(dy) > 1) continue;
+      bitmap[gy * GRID + gx] = 1;
+      ctx.fillStyle = "#fff";
+      ctx.fillRect(gx * CELL, gy * CELL, CELL, CELL);
+    }
+}
+
+function at(event) {
+  const rect = canvas.getBoundingClientRect();
+  return [
+    Math.floor(((event.clientX - rect.left) / rect.width) * GRID),
+    Math.floor(((event.clientY - rect.top) / rect.height) * GRID),
+  ];
+}
+
+canvas.addEventListener("pointerdown", (e) => {
+  drawing = true;
+  canvas.setPointerCapture(e.pointerId);
+  paint(...at(e));
+});
+canvas.addEventListener("pointermove", (e) => {
+  if (!drawing) return;
+  paint(...at(e));
+  clearTimeout(timer);
+  timer = setTimeout(predict, 150);
+});
+canvas.addEventListener("pointerup", () => {
+  drawing = false;
+  clearTimeout(timer);
+  predict();
+});
+
+/** The 64 features: on-pixels per 4x4 block, as in scikit-learn's digits. */
+function features() {
+  const out = [];
+  for (let by = 0; by < 8; by++)
+    for (let bx = 0; bx < 8; bx++) {
+      let n = 0;
+      for (let y = 0; y < 4; y++)
+        for (let x = 0; x < 4; x++) n += bitmap[(by * 4 + y) * GRID + bx * 4 + x];
+      out.push(n);
+    }
+  return out;
+}
+
+async function predict() {
+  const res = await fetch("/v1/models/digits/predict", {
+    method: "POST",
+    headers: headers(),
+    body: JSON.stringify({ features: features() }),
+  });
+  if (!res.ok) {
+    $("digit-prediction").textContent = await errorText(res);
+    return;
+  }
+  const answer = await res.json();
+  $("digit-prediction").textContent =
+    `${answer.prediction} (${(answer.confidence * 100).toFixed(1)}%)`;
+  $("digit-meta").textContent =
+    `model version ${answer.model_version} · source ${answer.source} · ${answer.latency_ms} ms`;
+  const scores = answer.scores ?? [];
+  $("digit-bars").replaceChildren(
+    ...scores.map((p, k) => {
+      const li = document.createElement("li");
+      li.innerHTML = `<span>${k}</span><span class="bar" style="width:${(p * 100).toFixed(1)}%"></span><span>${(p * 100).toFixed(1)}%</span>`;
+      return li;
+    }),
+  );
+}
+
+function clearPad() {
+  bitmap = new Uint8Array(GRID * GRID);
+  ctx.fillStyle = "#000";
+  ctx.fillRect(0, 0, canvas.width, canvas.height);
+  $("digit-prediction").textContent = "Draw a digit";
+  $("digit-meta").textContent = "";
+  $("digit-bars").replaceChildren();
+}
+$("digit-clear").addEventListener("click", clearPad);
+clearPad();
+
+// ---- streamed text ----
+let generation;
+$("generate").addEventListener("click", async () => {
+  generation?.abort();
+  generation = new AbortController();
+  $("completion").textContent = "";
+  $("ttft").textContent = "";
+  $("rate").textContent = "";
+  $("generate").disabled = true;
+  $("stop").disabled = false;
+  const seed = $("seed").value;
+  const started = performance.now();
+  let first = 0;
+  let tokens = 0;
+  try {
+    const res = await fetch("/v1/completions", {
+      method: "POST",
+      headers: headers(),
+      signal: generation.signal,
+      body: JSON.stringify({
+        model: "tiny-lm",
+        prompt: $("prompt").value,
+        temperature: Number($("temperature").value),
+        max_tokens: Number($("max-tokens").value),
+        ...(seed ? { seed: Number(seed) } : {}),
+        stream: true,
+      }),
+    });
+    if (!res.ok) {
+      $("completion").textContent = await errorText(res);
+      return;
+    }
+    await readEvents(res, ({ data }) => {
+      if (data === "[DONE]") return;
+      const chunk = JSON.parse(data);
+      if (chunk.error) {
+        $("completion").textContent += `\n[${chunk.error.message}]`;
+        return;
+      }
+      const text = chunk.choices?.[0]?.text ?? "";
+      if (!text) return;
+      const now = performance.now();
+      if (!first) {
+        first = now;
+        $("ttft").textContent = `time to first token ${(now - started).toFixed(0)} ms`;
+      }
+      tokens++;
+      $("completion").textContent += text;
+      if (now > first)
+        $("rate").textContent = `· ${((tokens - 1) / ((now - first) / 1000)).toFixed(0)} tokens/s`;
+    });
+  } catch (err) {
+    if (err.name !== "AbortError") $("completion").textContent += `\n[${err.message}]`;
+  } finally {
+    $("generate").disabled = false;
+    $("stop").disabled = true;
+  }
+});
+// closing the stream is the cancel: the server frees the sequence's seat at its next step
+$("stop").addEventListener("click", () => generation?.abort());
+
+// ---- async job ----
+let job;
+$("job-submit").addEventListener("click", async () => {
+  $("job-events").replaceChildren();
+  const res = await fetch("/v1/jobs", {
+    method: "POST",
+    headers: headers(),
+    body: JSON.stringify({ model: "digits", input: { features: features() } }),
+  });
+  if (!res.ok) {
+    $("job-status").textContent = await errorText(res);
+    return;
+  }
+  job = await res.json();
+  $("job-status").textContent = job.status;
+  $("job-cancel").disabled = false;
+  const events = await fetch(job.urls.events, { headers: headers() });
+  await readEvents(events, ({ event, id, data }) => {
+    const li = document.createElement("li");
+    li.textContent = `${id} ${event} ${data}`;
+    $("job-events").append(li);
+    const body = JSON.parse(data);
+    if (event === "status") $("job-status").textContent = body.status;
+    if (event === "result") $("job-status").textContent = "succeeded";
+    if (event === "error")
+      $("job-status").textContent = body.error?.code === "CANCELLED" ? "cancelled" : "failed";
+  });
+  $("job-cancel").disabled = true;
+});
+$("job-cancel").addEventListener("click", async () => {
+  if (!job) return;
+  const res = await fetch(`/v1/jobs/${job.id}`, { method: "DELETE", headers: headers() });
+  if (res.ok) $("job-status").textContent = (await res.json()).status;
+});
