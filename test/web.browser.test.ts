@@ -1,3 +1,4 @@
+import { mkdirSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
@@ -12,6 +13,9 @@ const stack = new Stack({
 let browser: Browser;
 let page: Page;
 const foreign: string[] = [];
+const consoleErrors: string[] = [];
+/** Screenshots of each page, for a person to look at (test artifacts, not committed). */
+const SHOTS = "test-results/pages";
 beforeAll(async () => {
   await stack.start();
   browser = await chromium.launch({
@@ -25,36 +29,82 @@ beforeAll(async () => {
       "--no-first-run",
     ],
   });
-  page = await browser.newPage();
+  page = await browser.newPage({ viewport: { width: 1100, height: 1200 } });
   page.on("request", (r) => {
     if (!r.url().startsWith(stack.baseUrl)) foreign.push(r.url());
   });
+  page.on("console", (m) => {
+    if (m.type() === "error") consoleErrors.push(`${page.url()}: ${m.text()}`);
+  });
+  page.on("pageerror", (err) => consoleErrors.push(`${page.url()}: ${err.message}`));
+  mkdirSync(SHOTS, { recursive: true });
 });
 afterAll(async () => {
   await browser?.close();
   await stack.stop();
 });
 
+/** Draws through `points` (fractions of the pad's width and height) in one stroke. */
+async function stroke(points: Array<[number, number]>): Promise<void> {
+  const box = await page.getByTestId("digit-canvas").boundingBox();
+  if (!box) throw new Error("no canvas");
+  const [first, ...rest] = points;
+  await page.mouse.move(
+    box.x + (first?.[0] ?? 0) * box.width,
+    box.y + (first?.[1] ?? 0) * box.height,
+  );
+  await page.mouse.down();
+  for (const [x, y] of rest)
+    await page.mouse.move(box.x + x * box.width, box.y + y * box.height, { steps: 4 });
+  await page.mouse.up();
+}
+
+const prediction = () => page.getByTestId("digit-prediction").textContent();
+
 describe("playground at /", () => {
   it("a digit drawn on the pad is classified as you draw, with a bar per class", async () => {
     await page.goto(stack.url("/"));
-    const box = await page.getByTestId("digit-canvas").boundingBox();
-    if (!box) throw new Error("no canvas");
     // a vertical stroke down the middle: a one
-    await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * 0.15);
-    await page.mouse.down();
-    for (let k = 1; k <= 20; k++)
-      await page.mouse.move(box.x + box.width * 0.5, box.y + box.height * (0.15 + k * 0.035));
-    await page.mouse.up();
-    await expect
-      .poll(async () => page.getByTestId("digit-prediction").textContent(), { timeout: 10_000 })
-      .toMatch(/^1 \(\d+\.\d%\)$/);
+    await stroke(Array.from({ length: 21 }, (_, k) => [0.5, 0.15 + k * 0.035] as [number, number]));
+    await expect.poll(prediction, { timeout: 10_000 }).toMatch(/^1 \(\d+\.\d%\)$/);
     expect(await page.locator("#digit-bars li").count()).toBe(10);
     expect(await page.locator("#digit-meta").textContent()).toMatch(
       /model version \d · source model/,
     );
+    await page.screenshot({ path: `${SHOTS}/playground-one.png` });
     await page.getByTestId("digit-clear").click();
-    expect(await page.getByTestId("digit-prediction").textContent()).toBe("Draw a digit");
+    expect(await prediction()).toBe("Draw a digit");
+    // a ring: a zero
+    await stroke(
+      Array.from({ length: 33 }, (_, k) => {
+        const a = (k / 32) * 2 * Math.PI;
+        return [0.5 + 0.25 * Math.sin(a), 0.5 - 0.35 * Math.cos(a)] as [number, number];
+      }),
+    );
+    await expect.poll(prediction, { timeout: 10_000 }).toMatch(/^0 \(/);
+    await page.screenshot({ path: `${SHOTS}/playground-zero.png` });
+  });
+
+  it("seeded text streams in exactly as the same request over the API answers it", async () => {
+    const prompt = "Q: Why is the sky blue?\nA:";
+    await page.getByTestId("prompt").fill(prompt);
+    await page.locator("#max-tokens").fill("40");
+    await page.locator("#temperature").fill("0.8");
+    await page.locator("#seed").fill("7");
+    await page.getByTestId("generate").click();
+    await expect.poll(async () => page.getByTestId("generate").isEnabled()).toBe(true);
+    const shown = await page.getByTestId("completion").textContent();
+    const api = (await (
+      await stack.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt,
+        max_tokens: 40,
+        temperature: 0.8,
+        seed: 7,
+      })
+    ).json()) as { choices: Array<{ text: string }> };
+    expect(shown).toBe(api.choices[0]?.text);
+    await page.locator("#seed").fill("");
   });
 
   it("text streams in token by token with its time to first token; Stop frees the seat", async () => {
@@ -69,18 +119,40 @@ describe("playground at /", () => {
 
     const metrics = stack.workers[0]?.metricsUrl ?? "";
     const cancelled = await scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total");
-    await page.locator("#max-tokens").fill("200");
+    // other streams share the batch, so that the page's generation is still running when
+    // Stop is pressed
+    let busy = true;
+    const neighbours = Array.from({ length: 12 }, async (_, k) => {
+      while (busy)
+        await (
+          await stack.post("/v1/completions", {
+            model: "tiny-lm",
+            prompt: `Q: ${k}?`,
+            max_tokens: 200,
+            ignore_eos: true,
+          })
+        ).arrayBuffer();
+    });
+    await page.locator("#max-tokens").fill("240");
+    await page.locator("#ignore-eos").check();
     await page.getByTestId("prompt").fill("It");
     await page.getByTestId("generate").click();
     await expect
-      .poll(async () => (await page.getByTestId("completion").textContent())?.length ?? 0)
+      .poll(async () => (await page.getByTestId("completion").textContent())?.length ?? 0, {
+        intervals: [10],
+      })
       .toBeGreaterThan(0);
     await page.getByTestId("stop").click();
+    const shown = (await page.getByTestId("completion").textContent()) ?? "";
+    busy = false;
     await expect
       .poll(() => scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total"), {
         timeout: 5_000,
       })
       .toBe(cancelled + 1);
+    await Promise.all(neighbours);
+    expect(Buffer.byteLength(shown)).toBeLessThan(240);
+    await page.locator("#ignore-eos").uncheck();
   });
 
   it("an async job is submitted and followed to its end", async () => {
@@ -89,6 +161,7 @@ describe("playground at /", () => {
       .poll(async () => page.getByTestId("job-status").textContent(), { timeout: 10_000 })
       .toBe("succeeded");
     expect(await page.locator("#job-events li").count()).toBeGreaterThanOrEqual(3);
+    await page.screenshot({ path: `${SHOTS}/playground.png`, fullPage: true });
   });
 });
 
@@ -100,7 +173,15 @@ describe("API docs at /docs", () => {
         timeout: 15_000,
       })
       .toMatch(/Ferry/);
-    expect(await page.locator(".opblock").count()).toBeGreaterThan(10);
+    const routes = await page.locator(".opblock-summary-path").allTextContents();
+    for (const path of [
+      "/v1/chat/completions",
+      "/v1/completions",
+      "/v1/jobs",
+      "/v2/models/{name}/infer",
+    ])
+      expect(routes.map((r) => r.replace(/\u200b/g, ""))).toContain(path);
+    await page.screenshot({ path: `${SHOTS}/docs.png` });
   });
 });
 
@@ -117,9 +198,25 @@ describe("dashboard at /dashboard", () => {
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict" });
     // the Bearer check for API clients is unchanged: no token, no admin
     expect((await fetch(stack.url("/admin/dashboard"))).status).toBe(401);
+    await page.screenshot({ path: `${SHOTS}/dashboard.png` });
   });
 
-  it("no page asked anything of another host", () => {
+  it("a queued job is cancelled from the playground and never runs", async () => {
+    // with its worker gone the job waits in the queue, where a cancel is certain to find it
+    for (const w of stack.workers) w.child.kill("SIGTERM");
+    await Promise.all(stack.workers.map((w) => w.exited));
+    await page.goto(stack.url("/"));
+    await page.getByTestId("job-kind").selectOption("tiny-lm");
+    await page.getByTestId("job-submit").click();
+    await expect.poll(async () => page.getByTestId("job-status").textContent()).toBe("queued");
+    await page.getByTestId("job-cancel").click();
+    await expect
+      .poll(async () => page.getByTestId("job-status").textContent(), { timeout: 10_000 })
+      .toBe("cancelled");
+  });
+
+  it("no page asked anything of another host, and none logged an error", () => {
     expect(foreign).toEqual([]);
+    expect(consoleErrors).toEqual([]);
   });
 });

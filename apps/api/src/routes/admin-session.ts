@@ -1,6 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import { deleteCookie, setCookie } from "hono/cookie";
+import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { ADMIN_COOKIE, secretEquals } from "../middleware/auth.js";
 import type { AppEnv } from "../services.js";
 
@@ -32,6 +32,15 @@ export function registerAdminSession(app: OpenAPIHono<AppEnv>): void {
   app.post("/dashboard/logout", (c) => {
     deleteCookie(c, ADMIN_COOKIE, { path: "/" });
     return c.redirect("/dashboard", 303);
+  });
+  // whether this browser is signed in, always 200: a page that asks never logs a failed load
+  app.get("/dashboard/session", (c) => {
+    const expected = c.get("services").env.ADMIN_TOKEN;
+    const given = getCookie(c, ADMIN_COOKIE);
+    return c.json({
+      enabled: Boolean(expected),
+      signed_in: Boolean(expected && given && secretEquals(given, expected)),
+    });
   });
   app.get("/admin/dashboard", async (c) => c.json(await c.get("services").admin.dashboard(), 200));
 }

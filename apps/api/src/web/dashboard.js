@@ -7,15 +7,21 @@ function cell(text) {
   return td;
 }
 
+async function signedIn() {
+  const session = await (await fetch("/dashboard/session")).json();
+  if (session.signed_in) return true;
+  $("board").hidden = true;
+  $("login").hidden = false;
+  if (!session.enabled) $("login-error").textContent = "ADMIN_TOKEN is not set on this server.";
+  return false;
+}
+
 async function refresh() {
   const res = await fetch("/admin/dashboard", { credentials: "same-origin" });
-  if (res.status === 401 || res.status === 403) {
-    $("board").hidden = true;
-    $("login").hidden = false;
-    if (res.status === 403) $("login-error").textContent = "ADMIN_TOKEN is not set on this server.";
+  if (!res.ok) {
+    if (res.status === 401) await signedIn();
     return;
   }
-  if (!res.ok) return;
   const data = await res.json();
   $("login").hidden = true;
   $("board").hidden = false;
@@ -48,5 +54,7 @@ async function refresh() {
   $("updated").textContent = `updated ${new Date(data.at).toLocaleTimeString()}`;
 }
 
-refresh();
-setInterval(refresh, 1000);
+if (await signedIn()) {
+  await refresh();
+  setInterval(refresh, 1000);
+}

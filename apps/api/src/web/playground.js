@@ -163,6 +163,7 @@ $("generate").addEventListener("click", async () => {
         temperature: Number($("temperature").value),
         max_tokens: Number($("max-tokens").value),
         ...(seed ? { seed: Number(seed) } : {}),
+        ...($("ignore-eos").checked ? { ignore_eos: true } : {}),
         stream: true,
       }),
     });
@@ -206,7 +207,14 @@ $("job-submit").addEventListener("click", async () => {
   const res = await fetch("/v1/jobs", {
     method: "POST",
     headers: headers(),
-    body: JSON.stringify({ model: "digits", input: { features: features() } }),
+    body: JSON.stringify(
+      $("job-kind").value === "digits"
+        ? { model: "digits", input: { features: features() } }
+        : {
+            model: "tiny-lm",
+            input: { prompt: $("prompt").value, max_tokens: Number($("max-tokens").value) },
+          },
+    ),
   });
   if (!res.ok) {
     $("job-status").textContent = await errorText(res);
@@ -224,7 +232,8 @@ $("job-submit").addEventListener("click", async () => {
     if (event === "status") $("job-status").textContent = body.status;
     if (event === "result") $("job-status").textContent = "succeeded";
     if (event === "error")
-      $("job-status").textContent = body.error?.code === "CANCELLED" ? "cancelled" : "failed";
+      $("job-status").textContent =
+        { CANCELLED: "cancelled", DEADLINE_EXCEEDED: "expired" }[body.error?.code] ?? "failed";
   });
   $("job-cancel").disabled = true;
 });
