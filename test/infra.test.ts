@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
@@ -104,5 +105,19 @@ describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
     expect(
       find(render("cpu"), "Deployment", "ferry-worker").spec.template.spec.tolerations,
     ).toBeUndefined();
+  });
+});
+
+describe("Grafana dashboard", () => {
+  it("every metric a panel queries is one the API or a worker exports", () => {
+    const dashboard = readFileSync("infra/grafana/ferry-dashboard.json", "utf8");
+    const exported = ["apps/api/src/metrics.ts", "apps/worker/src/metrics.ts"]
+      .map((f) => readFileSync(f, "utf8"))
+      .join("\n");
+    const queried = new Set(
+      [...dashboard.matchAll(/ferry_[a-z_]+/g)].map((m) => m[0].replace(/_bucket$/, "")),
+    );
+    expect(queried.size).toBeGreaterThan(10);
+    for (const name of queried) expect(exported, name).toContain(`"${name}"`);
   });
 });
