@@ -139,7 +139,7 @@ describe("playground at /", () => {
     await page.getByTestId("generate").click();
     await expect
       .poll(async () => (await page.getByTestId("completion").textContent())?.length ?? 0, {
-        intervals: [10],
+        interval: 10,
       })
       .toBeGreaterThan(0);
     await page.getByTestId("stop").click();
@@ -199,6 +199,16 @@ describe("dashboard at /dashboard", () => {
     // the Bearer check for API clients is unchanged: no token, no admin
     expect((await fetch(stack.url("/admin/dashboard"))).status).toBe(401);
     await page.screenshot({ path: `${SHOTS}/dashboard.png` });
+  });
+
+  it("bull-board at /admin/queues shows every model version's queue to the signed-in browser", async () => {
+    await page.goto(stack.url("/admin/queues"));
+    await expect
+      .poll(async () => page.locator("body").textContent(), { timeout: 15_000 })
+      .toMatch(/digits\.v2/);
+    expect(await page.locator("body").textContent()).toMatch(/tiny-lm\.v1/);
+    await page.screenshot({ path: `${SHOTS}/queues.png` });
+    expect((await fetch(stack.url("/admin/queues"))).status).toBe(401);
   });
 
   it("a queued job is cancelled from the playground and never runs", async () => {

@@ -19,6 +19,7 @@ import { registerJobs } from "./routes/jobs.js";
 import { registerMetrics } from "./routes/metrics.js";
 import { registerPages } from "./routes/pages.js";
 import { registerPredict } from "./routes/predict.js";
+import { registerQueueBoard } from "./routes/queue-board.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
 import type { AppEnv, Services } from "./services.js";
@@ -88,6 +89,7 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   registerBatches(app);
   registerAdminReload(app);
   registerAdminSession(app);
+  services.refreshQueueBoard = registerQueueBoard(app, services);
   registerCompletions(app);
   registerChatCompletions(app);
   app.doc31("/openapi.json", {

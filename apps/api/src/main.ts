@@ -30,7 +30,10 @@ await client.ready();
 // on the reload request itself: the workers may still refuse the new files.
 client.state.onConfigChange((message) => {
   if (message.type !== "generation") return;
-  void repository.reload().catch((err: unknown) => log.error({ err }, "repository reload failed"));
+  void repository
+    .reload()
+    .then(() => services.refreshQueueBoard?.())
+    .catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
 const metrics = new ApiMetrics();
 metrics.watchQueues(async () => {

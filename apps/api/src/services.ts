@@ -28,6 +28,8 @@ export interface Services {
   metrics: ApiMetrics;
   /** Open event streams, capped per process and per tenant. */
   streams: StreamSlots;
+  /** Shows the repository's current versions on /admin/queues (after a reload). */
+  refreshQueueBoard?: () => void;
   /** True once SIGTERM arrived: readiness goes red so the load balancer stops sending. */
   draining: () => boolean;
   /** Aborted when the drain starts: resumable streams end and their clients reconnect elsewhere. */

@@ -23,6 +23,7 @@ import { type CoalescedGroup, Coalescer } from "./coalescer.js";
 import { EventReader } from "./event-reader.js";
 import { JobClient } from "./job-client.js";
 import { PredictionCache } from "./prediction-cache.js";
+import { queueBoardAdapters } from "./queue-board.js";
 import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
@@ -165,6 +166,11 @@ export class InferenceClient {
       clearTimeout(timer);
       this.depth.leave(name);
     }
+  }
+
+  /** bull-board adapters over these queues (model-version queue names). */
+  queueBoard(names: readonly string[]): ReturnType<typeof queueBoardAdapters> {
+    return queueBoardAdapters((name) => this.queue(name), names);
   }
 
   async close(): Promise<void> {

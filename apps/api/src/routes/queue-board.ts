@@ -1,0 +1,52 @@
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { createBullBoard } from "@bull-board/api";
+import { HonoAdapter } from "@bull-board/hono";
+import { queueName } from "@ferry/protocol";
+import { serveStatic } from "@hono/node-server/serve-static";
+import type { OpenAPIHono } from "@hono/zod-openapi";
+import type { AppEnv, Services } from "../services.js";
+
+const BASE = "/admin/queues";
+
+/**
+ * bull-board's page template without its link to Google's font service: Ferry's pages load
+ * nothing from another host (they work offline; the board falls back to system fonts).
+ */
+function offlineViews(): string {
+  const ui = dirname(createRequire(import.meta.url).resolve("@bull-board/ui/package.json"));
+  const template = readFileSync(join(ui, "dist", "index.ejs"), "utf8");
+  const dir = mkdtempSync(join(tmpdir(), "ferry-board-"));
+  writeFileSync(
+    join(dir, "index.ejs"),
+    template.replace(/<link[^>]*fonts\.googleapis\.com[^>]*>\s*/g, ""),
+  );
+  return dir;
+}
+
+/** Every model version's queue, by name: what the board shows. */
+function queueNames(services: Services): string[] {
+  return services.repository
+    .list()
+    .flatMap((entry) => entry.versions.map((v) => queueName(entry.config.name, v)));
+}
+
+/**
+ * bull-board at /admin/queues, behind the admin token like the rest of /admin (a browser
+ * signed in at /dashboard gets in by its cookie). Its page and assets come from
+ * @bull-board/ui, served locally. Returns a refresh for when a reload adds versions.
+ */
+export function registerQueueBoard(app: OpenAPIHono<AppEnv>, services: Services): () => void {
+  const adapter = new HonoAdapter(serveStatic);
+  const board = createBullBoard({
+    queues: services.client.queueBoard(queueNames(services)),
+    serverAdapter: adapter,
+    options: { uiConfig: { boardTitle: "Ferry queues" } },
+  });
+  adapter.setBasePath(BASE);
+  adapter.setViewsPath(offlineViews());
+  app.route(BASE, adapter.registerPlugin());
+  return () => board.replaceQueues(services.client.queueBoard(queueNames(services)));
+}
