@@ -1,7 +1,7 @@
 #!/bin/sh
 # Stages what the image runs into $1: the root manifest and lockfile, each workspace's
 # package.json and built dist/, and the model repository (models, not their build scripts).
-# Run after `npm run build`; then `npm ci --omit=dev --ignore-scripts` in $1 gives the runtime.
+# Run after `npm run build`; then `npm ci --omit=dev --omit=optional --ignore-scripts` in $1 gives the runtime.
 # The Dockerfile and test/build.test.ts both use it, so the test proves the image's recipe.
 set -eu
 out=$1
