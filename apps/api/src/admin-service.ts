@@ -48,12 +48,21 @@ export class AdminService {
     private readonly metrics: ApiMetrics,
   ) {}
 
-  /** What /dashboard polls: every model version's queue, workers, split, latency, batches. */
+  /**
+   * What /dashboard polls: every model version's queue, workers, split, latency, batches, and
+   * the tokens this replica has answered per model (the page turns them into tokens/s).
+   */
   async dashboard(): Promise<{
     at: number;
-    models: Array<{ name: string; kind: string; versions: VersionDashboard[] }>;
+    models: Array<{ name: string; kind: string; tokens: number; versions: VersionDashboard[] }>;
   }> {
-    const [workers, batches] = await Promise.all([this.workersPerQueue(), this.batchSizes()]);
+    const [workers, batches, tokens] = await Promise.all([
+      this.workersPerQueue(),
+      this.batchSizes(),
+      this.metrics.completionTokens.get(),
+    ]);
+    const tokensOf = (model: string) =>
+      tokens.values.find((v) => v.labels.model === model)?.value ?? 0;
     const models = await Promise.all(
       this.repository.list().map(async (entry) => {
         const view = await this.describe(entry.config.name);
@@ -74,7 +83,12 @@ export class AdminService {
             };
           }),
         );
-        return { name: entry.config.name, kind: entry.config.kind, versions };
+        return {
+          name: entry.config.name,
+          kind: entry.config.kind,
+          tokens: tokensOf(entry.config.name),
+          versions,
+        };
       }),
     );
     return { at: Date.now(), models };

@@ -15,6 +15,7 @@ import {
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import { ChatTemplates } from "./chat-template.js";
 import type { CallOptions } from "./inference-service.js";
+import type { ApiMetrics } from "./metrics.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
 import type {
   ChatCompletionResponse,
@@ -51,7 +52,14 @@ export class CompletionService {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
+    private readonly metrics: ApiMetrics,
   ) {}
+
+  /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
+  counted(job: JobRecord, result: CompletionResult): CompletionResult {
+    this.metrics.completionTokens.inc({ model: job.model }, result.usage.completion_tokens);
+    return result;
+  }
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
   async submit(body: CompletionRequest | ChatRequest, opts: CallOptions): Promise<JobRecord> {
@@ -185,7 +193,8 @@ export class CompletionService {
     signal?.addEventListener("abort", onAbort);
     try {
       for await (const event of events) {
-        if (event.body.type === "result") return render(job, event.body.result as CompletionResult);
+        if (event.body.type === "result")
+          return render(job, this.counted(job, event.body.result as CompletionResult));
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {

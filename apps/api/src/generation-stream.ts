@@ -74,7 +74,11 @@ async function follow(
       lastId = event.id;
       if (e.type === "token") await send(render.token(job, e.text));
       else if (e.type === "result")
-        for (const chunk of render.end(job, e.result as CompletionResult, includeUsage))
+        for (const chunk of render.end(
+          job,
+          completions.counted(job, e.result as CompletionResult),
+          includeUsage,
+        ))
           await send(chunk);
       else if (e.type === "error") await send(streamError(errorOf(event)));
     };

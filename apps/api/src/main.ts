@@ -52,7 +52,7 @@ const inference = new InferenceService(
   metrics,
   new TrafficRouter(client.state),
 );
-const completions = new CompletionService(repository, client);
+const completions = new CompletionService(repository, client, metrics);
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();

@@ -65,6 +65,13 @@ export class ApiMetrics {
     registers: [this.registry],
   });
 
+  readonly completionTokens = new Counter({
+    name: "ferry_completion_tokens_total",
+    help: "Tokens of the completions and chats this API answered (streamed or not)",
+    labelNames: ["model"],
+    registers: [this.registry],
+  });
+
   /** Jobs waiting per queue (BullMQ wait + prioritized): what KEDA scales workers on. */
   readonly queueDepth = new Gauge({
     name: "ferry_queue_waiting_jobs",

@@ -1,5 +1,7 @@
 // Polls /admin/dashboard once a second; the admin cookie (set by the sign-in form) is the key.
 const $ = (id) => document.getElementById(id);
+/** Each model's token count at the last poll: tokens/s is the difference over the interval. */
+const lastTokens = new Map();
 
 function cell(text) {
   const td = document.createElement("td");
@@ -26,7 +28,13 @@ async function refresh() {
   $("login").hidden = true;
   $("board").hidden = false;
   const rows = [];
-  for (const model of data.models)
+  for (const model of data.models) {
+    const before = lastTokens.get(model.name);
+    const rate =
+      model.kind === "generator" && before
+        ? ((model.tokens - before.tokens) / ((data.at - before.at) / 1000)).toFixed(0)
+        : "";
+    lastTokens.set(model.name, { tokens: model.tokens, at: data.at });
     for (const v of model.versions) {
       const tr = document.createElement("tr");
       const batches = Object.entries(v.batch_sizes)
@@ -48,8 +56,10 @@ async function refresh() {
         batches,
       ])
         tr.append(cell(String(text)));
+      tr.append(cell(rate));
       rows.push(tr);
     }
+  }
   $("rows").replaceChildren(...rows);
   $("updated").textContent = `updated ${new Date(data.at).toLocaleTimeString()}`;
 }
