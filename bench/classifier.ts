@@ -28,8 +28,12 @@ export function uniqueBodies(n: number, from = 0, rows = samples.mnist.inputs): 
 const warmBodies = uniqueBodies(16);
 
 /** (a) ONNX Runtime in this process, no server: the most rows/s the model allows. */
-async function rawOnnx(): Promise<Record<string, number>> {
-  const session = await InProcessSession.load("models/mnist/1/model.onnx", {
+/** The two 784-input classifiers: the seed's MLP (microseconds a row) and a compute-bound CNN. */
+const MODELS = ["mnist", "digits-cnn"] as const;
+type Model = (typeof MODELS)[number];
+
+async function rawOnnx(model: Model): Promise<Record<string, number>> {
+  const session = await InProcessSession.load(`models/${model}/1/model.onnx`, {
     executionProvider: "cpu",
     intraOpThreads: 1,
   });
@@ -95,10 +99,10 @@ async function measureCosted(
 }
 
 /** (b) Ferry over HTTP: API and one worker as separate processes, Redis in between. */
-async function ferry(): Promise<Record<string, CostedResult>> {
-  const stack = await new Stack().start();
+async function ferry(model: Model): Promise<Record<string, CostedResult>> {
+  const stack = await new Stack({ env: { WORKER_MODELS: model } }).start();
   try {
-    const url = stack.url("/v1/models/mnist/predict");
+    const url = stack.url(`/v1/models/${model}/predict`);
     return {
       c1: await measureCosted(stack, url, 1, 5_000),
       c64: await measureCosted(stack, url, 64, 8_000),
@@ -109,20 +113,20 @@ async function ferry(): Promise<Record<string, CostedResult>> {
 }
 
 /** (c) The seed's exercise through Ferry: 200 concurrent requests, max_batch_size 1 vs 32. */
-async function seedExercise(): Promise<Record<string, Record<string, number>>> {
+async function seedExercise(model: Model): Promise<Record<string, Record<string, number>>> {
   const out: Record<string, Record<string, number>> = {};
   for (const size of [1, 32]) {
     const repo = tempRepository({
-      mnist: {
+      [model]: {
         max_batch_size: size,
         dynamic_batching: { preferred_batch_sizes: [], max_queue_delay_ms: 2 },
       },
     });
     const stack = await new Stack({
-      env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "mnist" },
+      env: { MODEL_REPOSITORY: repo, WORKER_MODELS: model },
     }).start();
     try {
-      const url = stack.url("/v1/models/mnist/predict");
+      const url = stack.url(`/v1/models/${model}/predict`);
       await closedLoop({ url, bodies: fresh(400), concurrency: 200, total: 400 });
       const rounds: LoadResult[] = [];
       for (let i = 0; i < 5; i++)
@@ -205,11 +209,21 @@ async function inProcessServer(): Promise<Record<string, LoadResult>> {
 
 export async function classifierBench(): Promise<Record<string, unknown>> {
   console.log(
-    "classifier bench: mnist (784-256-10), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
+    "classifier bench: mnist (784-256-10 MLP) and digits-cnn (strided conv + 1568-1400-10 head, compute-bound), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
   );
-  const raw = await rawOnnx();
-  printTable("(a) raw ONNX Runtime in process, no server", [raw]);
-  const ferryRes = await ferry();
+  const raw = Object.fromEntries(await seq(MODELS, async (m) => [m, await rawOnnx(m)] as const));
+  printTable(
+    "(a) raw ONNX Runtime in process, no server",
+    MODELS.map((m) => ({
+      model: m,
+      ...raw[m],
+      batch_32_over_1: round(
+        (raw[m]?.batch_32_rows_per_s ?? 0) / (raw[m]?.batch_1_rows_per_s ?? 1),
+        2,
+      ),
+    })),
+  );
+  const ferryRes = Object.fromEntries(await seq(MODELS, async (m) => [m, await ferry(m)] as const));
   const inProc = await inProcessServer();
   const peerRes = await peer();
   const rows: Array<Record<string, string | number>> = [];
@@ -226,41 +240,43 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
         cpu_us_per_req_api_worker_redis: "cpu_us_per_req" in v ? v.cpu_us_per_req : "",
       });
   };
-  add("ferry (api + worker + redis)", ferryRes);
-  add("node:http + in-process ORT", inProc);
+  for (const m of MODELS) add(`ferry ${m} (api + worker + redis)`, ferryRes[m] ?? {});
+  add("node:http + in-process ORT (mnist)", inProc);
   if (typeof peerRes === "string") console.log(`\n(d) peer ${peerRes}`);
-  else add("seed FastAPI + PyTorch", peerRes);
+  else add("seed FastAPI + PyTorch (mnist)", peerRes);
   printTable("(b, d, e) HTTP /predict, 5 s at 1 client, 8 s at 64 clients", rows);
-  const seed = await seedExercise();
+  const seed = Object.fromEntries(
+    await seq(MODELS, async (m) => [m, await seedExercise(m)] as const),
+  );
   printTable(
     "(c) the seed's exercise through Ferry: rounds of 200 concurrent requests, median of 5",
-    Object.entries(seed).map(([k, v]) => ({ config: k, ...v })),
+    MODELS.flatMap((m) =>
+      Object.entries(seed[m] ?? {}).map(([k, v]) => ({ model: m, config: k, ...v })),
+    ),
   );
+  const mnist = ferryRes.mnist ?? {};
   const ratios: Record<string, number> = {
-    "ferry_c64_rps / raw_batch32_rows_per_s": round(
-      (ferryRes.c64?.rps ?? 0) / (raw.batch_32_rows_per_s ?? 1),
+    "mnist: ferry_c64_rps / in_process_c64_rps": round(
+      (mnist.c64?.rps ?? 0) / (inProc.c64?.rps ?? 1),
       3,
     ),
-    "ferry_c64_rps / in_process_c64_rps": round(
-      (ferryRes.c64?.rps ?? 0) / (inProc.c64?.rps ?? 1),
+    "mnist: ferry_c1_p50 - in_process_c1_p50 (ms)": round(
+      (mnist.c1?.p50_ms ?? 0) - (inProc.c1?.p50_ms ?? 0),
       3,
     ),
-    "ferry_c1_p50 - in_process_c1_p50 (ms)": round(
-      (ferryRes.c1?.p50_ms ?? 0) - (inProc.c1?.p50_ms ?? 0),
-      3,
-    ),
-    "batch32_rps / batch1_rps (seed exercise)": round(
-      (seed.max_batch_size_32?.rps_median ?? 0) / (seed.max_batch_size_1?.rps_median ?? 1),
+    "mnist: ferry_c64_p99 / ferry_c64_p50": round(
+      (mnist.c64?.p99_ms ?? 0) / (mnist.c64?.p50_ms ?? 1),
       2,
     ),
   };
-  if (typeof peerRes !== "string") {
-    ratios["ferry_c64_rps / peer_c64_rps"] = round(
-      (ferryRes.c64?.rps ?? 0) / (peerRes.c64?.rps ?? 1),
+  for (const m of MODELS)
+    ratios[`${m}: batch32_rps / batch1_rps (seed exercise)`] = round(
+      (seed[m]?.max_batch_size_32?.rps_median ?? 0) / (seed[m]?.max_batch_size_1?.rps_median ?? 1),
       2,
     );
-    ratios["ferry_c64_p99 / peer_c64_p99"] = round(
-      (ferryRes.c64?.p99_ms ?? 0) / (peerRes.c64?.p99_ms ?? 1),
+  if (typeof peerRes !== "string") {
+    ratios["mnist: ferry_c64_rps / peer_c64_rps"] = round(
+      (mnist.c64?.rps ?? 0) / (peerRes.c64?.rps ?? 1),
       2,
     );
   }
@@ -276,4 +292,11 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     seed_exercise: seed,
     ratios,
   };
+}
+
+/** Runs `f` over `items` one at a time (one stack up at a time: idle stacks are noise). */
+async function seq<T, R>(items: readonly T[], f: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (const item of items) out.push(await f(item));
+  return out;
 }

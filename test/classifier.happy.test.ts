@@ -25,6 +25,20 @@ describe("classifier path, end to end", () => {
     }
   });
 
+  it("the compute-bound digits-cnn answers as in-process ONNX Runtime, and knows its held-out rows", async () => {
+    const rows = samples.mnist.inputs;
+    const reference = (await referenceLogits("digits-cnn", "1", rows)).map(argmax);
+    const answers = await Promise.all(
+      rows.map(async (features) => {
+        const res = await stack.post("/v1/models/digits-cnn/predict", { features });
+        return ((await res.json()) as { prediction: number }).prediction;
+      }),
+    );
+    expect(answers).toEqual(reference);
+    const right = answers.filter((p, k) => p === samples.mnist.labels[k]).length;
+    expect(right / rows.length).toBeGreaterThanOrEqual(0.9);
+  });
+
   it("serves v2 infer on a pinned version with logits equal to in-process ONNX Runtime", async () => {
     for (const version of ["1", "2"]) {
       const reference = await referenceLogits("digits", version, digitRows.slice(0, 4));
