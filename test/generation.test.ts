@@ -227,6 +227,20 @@ describe("lossless job event streams", () => {
 describe("cancellation frees the batch slot", () => {
   it("a streaming client that disconnects is cancelled at the next decode step", async () => {
     const before = await workerMetric("ferry_worker_cancelled_sequences_total");
+    // neighbours share the batch, so that the stream is still decoding when its client leaves
+    // (alone, tiny-lm writes 200 tokens in a fraction of a second)
+    let busy = true;
+    const neighbours = Array.from({ length: 8 }, async (_, k) => {
+      while (busy)
+        await (
+          await stack.post("/v1/completions", {
+            model: "tiny-lm",
+            prompt: `Q: ${k}?`,
+            max_tokens: 200,
+            ignore_eos: true,
+          })
+        ).arrayBuffer();
+    });
     const abort = new AbortController();
     const res = await fetch(stack.url("/v1/completions"), {
       method: "POST",
@@ -243,10 +257,15 @@ describe("cancellation frees the batch slot", () => {
     });
     let chunks = 0;
     await readSse(res, () => (++chunks >= 2 ? "stop" : undefined), abort);
-    await waitFor(
-      async () => (await workerMetric("ferry_worker_cancelled_sequences_total")) > before,
-      10_000,
-    );
+    try {
+      await waitFor(
+        async () => (await workerMetric("ferry_worker_cancelled_sequences_total")) > before,
+        10_000,
+      );
+    } finally {
+      busy = false;
+      await Promise.all(neighbours);
+    }
     await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) === 0, 10_000);
   });
 
