@@ -1,6 +1,7 @@
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
+import { busyNeighbours } from "./helpers/neighbours.js";
 import { referenceGreedy } from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -227,20 +228,7 @@ describe("lossless job event streams", () => {
 describe("cancellation frees the batch slot", () => {
   it("a streaming client that disconnects is cancelled at the next decode step", async () => {
     const before = await workerMetric("ferry_worker_cancelled_sequences_total");
-    // neighbours share the batch, so that the stream is still decoding when its client leaves
-    // (alone, tiny-lm writes 200 tokens in a fraction of a second)
-    let busy = true;
-    const neighbours = Array.from({ length: 8 }, async (_, k) => {
-      while (busy)
-        await (
-          await stack.post("/v1/completions", {
-            model: "tiny-lm",
-            prompt: `Q: ${k}?`,
-            max_tokens: 200,
-            ignore_eos: true,
-          })
-        ).arrayBuffer();
-    });
+    const neighbours = busyNeighbours(stack, 8);
     const abort = new AbortController();
     const res = await fetch(stack.url("/v1/completions"), {
       method: "POST",
@@ -263,8 +251,7 @@ describe("cancellation frees the batch slot", () => {
         10_000,
       );
     } finally {
-      busy = false;
-      await Promise.all(neighbours);
+      await neighbours.stop();
     }
     await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) === 0, 10_000);
   });

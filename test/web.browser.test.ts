@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
+import { busyNeighbours } from "./helpers/neighbours.js";
 import { Stack } from "./helpers/stack.js";
 
 // The pages in Debian's chromium, headless, driven by playwright-core; every request a page
@@ -119,20 +120,8 @@ describe("playground at /", () => {
 
     const metrics = stack.workers[0]?.metricsUrl ?? "";
     const cancelled = await scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total");
-    // other streams share the batch, so that the page's generation is still running when
-    // Stop is pressed
-    let busy = true;
-    const neighbours = Array.from({ length: 12 }, async (_, k) => {
-      while (busy)
-        await (
-          await stack.post("/v1/completions", {
-            model: "tiny-lm",
-            prompt: `Q: ${k}?`,
-            max_tokens: 200,
-            ignore_eos: true,
-          })
-        ).arrayBuffer();
-    });
+    // other streams share the batch, so that the page's generation is still running at Stop
+    const neighbours = busyNeighbours(stack, 12);
     await page.locator("#max-tokens").fill("240");
     await page.locator("#ignore-eos").check();
     await page.getByTestId("prompt").fill("It");
@@ -144,13 +133,12 @@ describe("playground at /", () => {
       .toBeGreaterThan(0);
     await page.getByTestId("stop").click();
     const shown = (await page.getByTestId("completion").textContent()) ?? "";
-    busy = false;
     await expect
       .poll(() => scrapeMetric(metrics, "ferry_worker_cancelled_sequences_total"), {
         timeout: 5_000,
       })
       .toBe(cancelled + 1);
-    await Promise.all(neighbours);
+    await neighbours.stop();
     expect(Buffer.byteLength(shown)).toBeLessThan(240);
     await page.locator("#ignore-eos").uncheck();
   });
