@@ -20,6 +20,11 @@ const envSchema = deploymentEnvSchema.extend({
   KEY_RATE_BURST: z.coerce.number().int().positive().optional(),
   /** Requests of one API key open at once, per API process; unset: no cap. */
   KEY_MAX_CONCURRENT: z.coerce.number().int().positive().optional(),
+  /**
+   * Longest a sync request may expect to wait in its queue (queue depth over the rate it is
+   * being served at), in ms; past it, 429 at once rather than a late answer.
+   */
+  QUEUE_WAIT_BUDGET_MS: z.coerce.number().int().positive().default(5_000),
   /** Event streams (SSE) one API process holds open; past it, 503. */
   MAX_STREAMS: z.coerce.number().int().positive().default(1_000),
   /** Event streams one API key holds open per API process; past it, 429. */

@@ -23,6 +23,7 @@ const client = new InferenceClient({
   redisUrl: env.REDIS_URL,
   prefix: env.FERRY_PREFIX,
   jobTtlS: env.JOB_TTL_S,
+  queueWaitBudgetMs: env.QUEUE_WAIT_BUDGET_MS,
 });
 await client.ready();
 // A reload the workers accepted (announced with the model's new generation, by whichever

@@ -34,6 +34,11 @@ export interface InferenceClientOptions {
   prefix?: string;
   /** How long finished async jobs stay pollable, in seconds. @defaultValue 86_400 */
   jobTtlS?: number;
+  /**
+   * Longest a sync row may expect to wait in its queue (depth over the measured service
+   * rate), in ms; past it the row is refused with 429 at once. @defaultValue 5_000
+   */
+  queueWaitBudgetMs?: number;
 }
 
 export interface InferRequest {
@@ -108,7 +113,9 @@ export class InferenceClient {
       this.jobTtlS,
     );
     this.coalescer = new Coalescer((group) => void this.send(group));
-    this.depth = new QueueDepth((name) => this.queue(name));
+    this.depth = new QueueDepth((name) => this.queue(name), {
+      waitBudgetMs: options.queueWaitBudgetMs ?? 5_000,
+    });
     this.workers = new WorkerRegistry(this.redis, this.keys);
     this.jobs = new JobClient(
       this.redis,
@@ -147,7 +154,7 @@ export class InferenceClient {
   async infer(req: InferRequest): Promise<RowResult> {
     assertReady(this.redis);
     const name = queueName(req.model, req.version);
-    await this.depth.admit(name, req.maxQueueSize);
+    this.depth.admitRow(name, req.maxQueueSize, req.deadline);
     const rid = `${this.instanceId}.${this.nextRow++}`;
     const answer = this.router.wait(rid);
     const wait = Math.max(0, req.deadline - Date.now());
@@ -161,7 +168,9 @@ export class InferenceClient {
       deadline: req.deadline,
     });
     try {
-      return await answer;
+      const result = await answer;
+      if (result.ok || result.error.code !== "DEADLINE_EXCEEDED") this.depth.served(name);
+      return result;
     } finally {
       clearTimeout(timer);
       this.depth.leave(name);

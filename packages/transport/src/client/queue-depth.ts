@@ -13,6 +13,26 @@ interface Sample {
 /** How stale a sample of a queue's length may be before it is refreshed, in ms. */
 const STALE_MS = 100;
 
+/** Answered rows per queue, counted over windows of this length to measure its service rate. */
+const RATE_WINDOW_MS = 1_000;
+/** A rate not refreshed for this long says nothing of now (workers may have come or gone). */
+const RATE_STALE_MS = 5_000;
+
+interface ServiceRate {
+  /** Rows answered per second, smoothed over windows; 0 until a window has closed. */
+  perS: number;
+  windowStart: number;
+  count: number;
+  /** When the last window closed. */
+  at: number;
+}
+
+/** Refusing a sync row: what the caller is told, and when to try again. */
+export interface Shedding {
+  /** Longest a sync row may expect to wait in the queue, in ms (QUEUE_WAIT_BUDGET_MS). */
+  waitBudgetMs: number;
+}
+
 /**
  * Admission control for one API process: a queue's depth is its waiting jobs (sampled from
  * Redis, at most STALE_MS old) plus this process's rows not yet answered. Near the limit the
@@ -21,8 +41,57 @@ const STALE_MS = 100;
 export class QueueDepth {
   private readonly samples = new Map<string, Sample>();
   private readonly outstanding = new Map<string, number>();
+  private readonly rates = new Map<string, ServiceRate>();
 
-  constructor(private readonly queue: (name: string) => Queue) {}
+  constructor(
+    private readonly queue: (name: string) => Queue,
+    private readonly shedding: Shedding = { waitBudgetMs: Number.POSITIVE_INFINITY },
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * Admits a sync row by the wait it can expect: the queue's depth over the rate this process
+   * has seen it served at, against the row's time left and the wait budget. Refused (429)
+   * before any Redis round trip: under overload the refusal itself must be cheap. No rate
+   * known (a cold start, workers scaled to zero) never refuses: the row waits for a worker.
+   */
+  admitRow(name: string, limit: number, deadline: number): void {
+    const sample = this.sample(name);
+    if (this.now() - sample.at > STALE_MS) void this.refresh(name, sample);
+    const depth = this.depth(name, sample);
+    if (depth >= limit) throw full(name, depth, limit, 1);
+    const rate = this.rates.get(name);
+    if (!rate || rate.perS <= 0 || this.now() - rate.at > RATE_STALE_MS) return;
+    const expectedMs = (depth / rate.perS) * 1000;
+    const allowedMs = Math.min(this.shedding.waitBudgetMs, deadline - this.now());
+    if (expectedMs > allowedMs)
+      throw new FerryError(
+        "QUEUE_FULL",
+        `Queue for ${name} would take about ${Math.round(expectedMs)} ms to reach this request (${depth} ahead at ${Math.round(rate.perS)} rows/s); it can wait ${Math.max(0, Math.round(allowedMs))} ms`,
+        { retryAfterS: Math.max(1, Math.ceil(expectedMs / 1000)) },
+      );
+  }
+
+  /** A row of `name` was answered: it feeds the queue's measured service rate. */
+  served(name: string): void {
+    const now = this.now();
+    let rate = this.rates.get(name);
+    if (!rate) {
+      rate = { perS: 0, windowStart: now, count: 0, at: now };
+      this.rates.set(name, rate);
+    }
+    rate.count++;
+    const elapsed = now - rate.windowStart;
+    if (elapsed >= RATE_WINDOW_MS) {
+      const measured = (rate.count * 1000) / elapsed;
+      // a window after an idle spell says less than one under load: smooth, but let it move
+      rate.perS =
+        rate.perS > 0 && now - rate.at <= RATE_STALE_MS ? (rate.perS + measured) / 2 : measured;
+      rate.windowStart = now;
+      rate.count = 0;
+      rate.at = now;
+    }
+  }
 
   /**
    * Admits one request or refuses it with QUEUE_FULL. With `job`, the request becomes a job of
@@ -31,22 +100,17 @@ export class QueueDepth {
    */
   async admit(name: string, limit: number, job = false): Promise<void> {
     const sample = this.sample(name);
-    const stale = Date.now() - sample.at > STALE_MS;
+    const stale = this.now() - sample.at > STALE_MS;
     if (stale) {
       const refresh = this.refresh(name, sample);
-      if (this.depth(name, sample) >= limit * 0.8) await refresh;
+      const depth = this.depth(name, sample);
+      // full already: refuse at once (the refresh goes on for the next request); only a
+      // queue near its limit waits for a fresh count before deciding
+      if (depth < limit && depth >= limit * 0.8) await refresh;
     }
     const depth = this.depth(name, sample);
-    if (depth >= limit) {
-      throw new FerryError(
-        "QUEUE_FULL",
-        `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
-        {
-          retryAfterS: 1,
-        },
-      );
-    }
-    if (job) sample.admitted.push(Date.now());
+    if (depth >= limit) throw full(name, depth, limit, 1);
+    if (job) sample.admitted.push(this.now());
   }
 
   /** A queue's jobs by state, read from Redis (for dashboards, not admission). */
@@ -94,7 +158,7 @@ export class QueueDepth {
   }
 
   private refresh(name: string, sample: Sample): Promise<void> {
-    const askedAt = Date.now();
+    const askedAt = this.now();
     sample.refreshing ??= this.queue(name)
       .getJobCounts("wait", "prioritized")
       .then((counts) => {
@@ -109,4 +173,14 @@ export class QueueDepth {
       });
     return sample.refreshing;
   }
+}
+
+function full(name: string, depth: number, limit: number, retryAfterS: number): FerryError {
+  return new FerryError(
+    "QUEUE_FULL",
+    `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
+    {
+      retryAfterS,
+    },
+  );
 }
