@@ -57,10 +57,12 @@ export class AdminService {
     models: Array<{ name: string; kind: string; tokens: number; versions: VersionDashboard[] }>;
   }> {
     const [workers, batches, tokens] = await Promise.all([
-      this.workersPerQueue(),
+      this.client.workers.perQueue(),
       this.batchSizes(),
       this.metrics.completionTokens.get(),
     ]);
+    // this replica's counts join the shared ones once per view, not once per model
+    await this.client.state.flush();
     const tokensOf = (model: string) =>
       tokens.values.find((v) => v.labels.model === model)?.value ?? 0;
     const models = await Promise.all(
@@ -94,13 +96,6 @@ export class AdminService {
     return { at: Date.now(), models };
   }
 
-  private async workersPerQueue(): Promise<Map<string, number>> {
-    const counts = new Map<string, number>();
-    for (const w of await this.client.workers.live())
-      for (const q of w.queues) counts.set(q, (counts.get(q) ?? 0) + 1);
-    return counts;
-  }
-
   /** Rows per batch size bucket, per queue, from this replica's histogram (not cumulative). */
   private async batchSizes(): Promise<Map<string, Record<string, number>>> {
     const out = new Map<string, Record<string, number>>();
@@ -130,6 +125,7 @@ export class AdminService {
   }
 
   async models(): Promise<ModelAdminView[]> {
+    await this.client.state.flush();
     return Promise.all(this.repository.list().map((m) => this.describe(m.config.name)));
   }
 
@@ -137,6 +133,7 @@ export class AdminService {
     const entry = this.repository.get(name);
     await this.client.state.setTraffic(name, validateSplit(entry, split));
     this.log.info({ model: name, traffic: split }, "traffic split changed");
+    await this.client.state.flush();
     return this.describe(name);
   }
 
@@ -188,10 +185,10 @@ export class AdminService {
     return { model: name, versions: entry.versions, workers };
   }
 
+  /** One model's view from the shared state (the caller flushes this replica's counts first). */
   private async describe(name: string): Promise<ModelAdminView> {
     const entry = this.repository.get(name);
     const state = this.client.state;
-    await state.flush();
     const [split, stats] = await Promise.all([state.getTraffic(name), state.stats(name)]);
     const { hits, misses } = stats.cache;
     return {
@@ -230,12 +227,8 @@ export class HealthService {
   }
 
   /** Live workers per queue name ("model.vN"), from the shared heartbeat hash. */
-  async workersPerQueue(): Promise<Map<string, number>> {
-    const counts = new Map<string, number>();
-    for (const w of await this.client.workers.live()) {
-      for (const q of w.queues) counts.set(q, (counts.get(q) ?? 0) + 1);
-    }
-    return counts;
+  workersPerQueue(): Promise<Map<string, number>> {
+    return this.client.workers.perQueue();
   }
 
   /** Whether a live worker serves `name` at `version` (the default one when unnamed). */

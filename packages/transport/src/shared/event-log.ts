@@ -29,6 +29,15 @@ export interface WriteFence {
   token: string;
 }
 
+/** The lock a worker holds `job` with, which its event writes must still hold to land. */
+export function fenceOf(
+  keys: Keys,
+  job: { queueName: string; id?: string | undefined },
+  token: string | undefined,
+): WriteFence | undefined {
+  return token ? { lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`, token } : undefined;
+}
+
 interface Pending {
   events: JobEventBody[];
   fence: WriteFence | undefined;

@@ -47,4 +47,12 @@ export class WorkerRegistry {
     if (dead.length > 0) await this.redis.hdel(this.keys.workers, ...dead);
     return live;
   }
+
+  /** Live workers per queue name ("model.vN"). */
+  async perQueue(): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    for (const w of await this.live())
+      for (const q of w.queues) counts.set(q, (counts.get(q) ?? 0) + 1);
+    return counts;
+  }
 }

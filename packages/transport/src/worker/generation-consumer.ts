@@ -7,7 +7,7 @@ import {
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
 import type { Redis } from "ioredis";
-import type { EventWriter, WriteFence } from "../shared/event-log.js";
+import { type EventWriter, fenceOf, type WriteFence } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
 import type { Keys } from "../shared/keys.js";
 import type { GenerateHandler } from "./handlers.js";
@@ -96,9 +96,4 @@ export class GenerationConsumer {
     await this.events.flush();
     throw new UnrecoverableError(formatFailure(wire));
   }
-}
-
-/** The lock a worker holds `job` with, which its event writes must still hold to land. */
-export function fenceOf(keys: Keys, job: Job, token: string | undefined): WriteFence | undefined {
-  return token ? { lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`, token } : undefined;
 }

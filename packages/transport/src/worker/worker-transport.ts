@@ -15,12 +15,12 @@ import type { Redis } from "ioredis";
 import { ChannelMux } from "../shared/channel-mux.js";
 import { createRedis } from "../shared/connection.js";
 import { ControlChannel } from "../shared/control-channel.js";
-import { EventWriter } from "../shared/event-log.js";
+import { EventWriter, fenceOf } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
 import { Keys } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
-import { fenceOf, GenerationConsumer } from "./generation-consumer.js";
+import { GenerationConsumer } from "./generation-consumer.js";
 import type {
   ConsumeOptions,
   GenerateHandler,
