@@ -8,7 +8,7 @@ import {
   type RowInputs,
   type RowResult,
 } from "@ferry/protocol";
-import type { InferenceClient, InferRequest } from "@ferry/transport";
+import type { CacheScope, InferenceClient, InferRequest } from "@ferry/transport";
 import { classify } from "./classify.js";
 import { beforeDeadline } from "./deadline.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
@@ -123,15 +123,18 @@ export class InferenceService {
     const config = plan.entry.config;
     const cacheOn = config.cache?.enabled === true && opts.cache !== false;
     const keep = cacheOn || fallbackEnabled(config);
+    const scope = {
+      model: config.name,
+      version: plan.version,
+      keepS: Math.max(config.cache?.ttl_s ?? 0, config.fallback?.keep_s ?? 0),
+    };
     const hash = keep
       ? // a tenant's answers are its own: another key neither reads them nor learns they exist
         `${await this.client.state.generation(config.name)}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
       : "";
     const elapsed = () => round2(performance.now() - started);
     if (cacheOn) {
-      const hit = await this.client.cache
-        .get<Prediction>(config.name, plan.version, hash)
-        .catch(() => undefined);
+      const hit = await this.client.cache.get<Prediction>(scope, hash).catch(() => undefined);
       const fresh = hit !== undefined && Date.now() - hit.at < (config.cache?.ttl_s ?? 0) * 1000;
       this.metrics.cache.inc({ model: config.name, result: fresh ? "hit" : "miss" });
       this.client.state.recordCache(config.name, fresh);
@@ -141,30 +144,24 @@ export class InferenceService {
       const [outputs] = await this.run(plan, opts);
       const answer = toPrediction(plan, outputs ?? {});
       this.client.state.record(config.name, plan.version, elapsed(), false);
-      if (keep) {
-        const keepS = Math.max(config.cache?.ttl_s ?? 0, config.fallback?.keep_s ?? 0);
-        void this.client.cache
-          .put(config.name, plan.version, hash, answer, keepS, config.cache?.max_entries ?? 100_000)
-          .catch(() => undefined);
-      }
+      if (keep) this.client.cache.put(scope, hash, answer, config.cache?.max_entries ?? 100_000);
       return { ...answer, latency_ms: elapsed() };
     } catch (err) {
       this.client.state.record(config.name, plan.version, elapsed(), true);
       if (!fallbackEnabled(config) || !isModelFailure(err)) throw err;
-      return this.fallback(plan, hash, err as FerryError, elapsed);
+      return this.fallback(plan, scope, hash, err as FerryError, elapsed);
     }
   }
 
   private async fallback(
     plan: Plan,
+    scope: CacheScope,
     hash: string,
     cause: FerryError,
     elapsed: () => number,
   ): Promise<Prediction> {
     const config = plan.entry.config;
-    const stored = await this.client.cache
-      .get<Prediction>(config.name, plan.version, hash)
-      .catch(() => undefined);
+    const stored = await this.client.cache.get<Prediction>(scope, hash).catch(() => undefined);
     if (stored) {
       this.countFallback(config.name, "fallback_cache");
       return { ...stored.value, latency_ms: elapsed(), source: "fallback_cache" };

@@ -1,15 +1,14 @@
 import { randomUUID } from "node:crypto";
 import {
-  bullPriority,
   type InferJob,
-  type InferReply,
+  type InferRow,
   parseQueueName,
   queueName,
   type RowInputs,
   type RowResult,
   WIRE_VERSION,
 } from "@ferry/protocol";
-import { Job, Queue } from "bullmq";
+import { Queue } from "bullmq";
 import type { Redis } from "ioredis";
 import { ChannelMux } from "../shared/channel-mux.js";
 import { createFastFailRedis, createRedis } from "../shared/connection.js";
@@ -24,9 +23,11 @@ import { EventReader } from "./event-reader.js";
 import { JobClient } from "./job-client.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
+import { QueueCounts } from "./queue-counts.js";
 import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
+import { SyncLaneProducer } from "./sync-lane-producer.js";
 
 export interface InferenceClientOptions {
   redisUrl: string;
@@ -58,9 +59,18 @@ export interface InferRequest {
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
 
+/** A sync row sent and not yet answered: what it takes to send it again. */
+interface SentRow {
+  queue: string;
+  priority: number;
+  maxRows: number;
+  row: InferRow;
+}
+
 /**
- * The API's side of the transport: sends inference work to the workers over BullMQ and
- * receives the answers over Redis pub/sub. Nothing else in the API talks to Redis.
+ * The API's side of the transport: sends sync rows to the workers through the sync lane and
+ * async work through BullMQ, and receives the answers over Redis pub/sub. Nothing else in the
+ * API talks to Redis.
  */
 export class InferenceClient {
   readonly keys: Keys;
@@ -82,6 +92,9 @@ export class InferenceClient {
   private readonly mux: ChannelMux;
 
   private readonly coalescer: Coalescer;
+  private readonly lane: SyncLaneProducer;
+  /** Rows sent and not yet answered, by row id. */
+  private readonly unanswered = new Map<string, SentRow>();
   /** Admission, and the queue lengths the queue-depth gauge exports. */
   readonly depth: QueueDepth;
   private readonly jobTtlS: number;
@@ -97,11 +110,8 @@ export class InferenceClient {
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.mux = new ChannelMux(this.subscriber);
-    this.router = new ReplyRouter(
-      this.subscriber,
-      this.mux,
-      this.keys.reply(this.instanceId),
-      (jobs) => void this.recover(jobs),
+    this.router = new ReplyRouter(this.subscriber, this.mux, this.keys.reply(this.instanceId), () =>
+      this.resend(),
     );
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
@@ -113,7 +123,8 @@ export class InferenceClient {
       this.jobTtlS,
     );
     this.coalescer = new Coalescer((group) => void this.send(group));
-    this.depth = new QueueDepth((name) => this.queue(name), {
+    this.lane = new SyncLaneProducer(this.redis, this.keys);
+    this.depth = new QueueDepth(new QueueCounts((name) => this.queue(name), this.lane), {
       waitBudgetMs: options.queueWaitBudgetMs ?? 5_000,
     });
     this.workers = new WorkerRegistry(this.redis, this.keys);
@@ -162,17 +173,21 @@ export class InferenceClient {
       this.router.settle(rid, deadlineResult(rid));
     }, wait);
     this.depth.enter(name);
-    this.coalescer.push(name, req.priority, req.maxRowsPerJob, {
-      rid,
-      inputs: req.inputs,
-      deadline: req.deadline,
-    });
+    const sent: SentRow = {
+      queue: name,
+      priority: req.priority,
+      maxRows: req.maxRowsPerJob,
+      row: { rid, inputs: req.inputs, deadline: req.deadline },
+    };
+    this.unanswered.set(rid, sent);
+    this.coalescer.push(name, req.priority, req.maxRowsPerJob, sent.row);
     try {
       const result = await answer;
       if (result.ok || result.error.code !== "DEADLINE_EXCEEDED") this.depth.served(name);
       return result;
     } finally {
       clearTimeout(timer);
+      this.unanswered.delete(rid);
       this.depth.leave(name);
     }
   }
@@ -203,8 +218,6 @@ export class InferenceClient {
   }
 
   private async send(group: CoalescedGroup): Promise<void> {
-    const first = group.rows[0];
-    if (!first) return;
     const { model, version } = parseQueueName(group.queue);
     const data: InferJob = {
       v: WIRE_VERSION,
@@ -216,13 +229,7 @@ export class InferenceClient {
       accepted_at: Date.now(),
     };
     try {
-      const job = await this.queue(group.queue).add("infer", data, {
-        priority: bullPriority(group.priority),
-        // Kept a minute so that answers published while our subscriber reconnected are found.
-        removeOnComplete: { age: 60, count: 10_000 },
-        removeOnFail: { age: 60, count: 10_000 },
-      });
-      for (const row of group.rows) if (job.id) this.router.assign(row.rid, job.id);
+      await this.lane.send(group.queue, group.priority, data);
     } catch (err) {
       const message = `queue unavailable: ${err instanceof Error ? err.message : String(err)}`;
       for (const row of group.rows) {
@@ -235,16 +242,14 @@ export class InferenceClient {
     }
   }
 
-  /** After a reconnect: answers published meanwhile are read back from the finished jobs. */
-  private async recover(jobIds: string[]): Promise<void> {
-    for (const name of this.queues.keys()) {
-      for (const id of jobIds) {
-        const job = await Job.fromId<InferJob, InferReply>(this.queue(name), id).catch(
-          () => undefined,
-        );
-        if (job?.returnvalue) this.router.deliverReply(job.returnvalue);
-      }
-    }
+  /**
+   * After the subscriber reconnected: answers published meanwhile are lost, and so may be
+   * the lane itself (a Redis restarted without persistence). Every row still waiting is sent
+   * again; inference is a pure function of the row, and the first answer wins.
+   */
+  private resend(): void {
+    for (const sent of this.unanswered.values())
+      this.coalescer.push(sent.queue, sent.priority, sent.maxRows, sent.row);
   }
 }
 

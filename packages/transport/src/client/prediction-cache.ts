@@ -3,22 +3,20 @@ import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 
 /**
- * Stores the entry, indexes it by time, and trims the index to `max` entries, deleting the
- * oldest: the cache bounds itself, since BullMQ requires Redis to run with `noeviction`.
- * (The trimmed keys are not declared in KEYS, which a Redis Cluster would refuse; Ferry's
- * keys of one deployment live on one Redis.)
+ * Stores a turn's answers in one bucket, up to the bucket's share of the cache's size, and
+ * lets the bucket expire a span after it closes: the cache bounds itself, since BullMQ needs
+ * Redis to run with `noeviction`. KEYS: bucket. ARGV: max entries, expire-at (ms), field,
+ * value, field, value...
  */
 const PUT = `
-redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[2]) * 1000)
-local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
-if over > 0 then
-  local old = redis.call('ZRANGE', KEYS[2], 0, over - 1)
-  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
-  for _, key in ipairs(old) do redis.call('DEL', key) end
-end
-return over
+local room = tonumber(ARGV[1]) - redis.call('HLEN', KEYS[1])
+if room <= 0 then return 0 end
+local n = math.min(room, (#ARGV - 2) / 2)
+local args = {}
+for i = 3, 2 + n * 2 do args[#args + 1] = ARGV[i] end
+redis.call('HSET', KEYS[1], unpack(args))
+redis.call('PEXPIREAT', KEYS[1], ARGV[2])
+return n
 `;
 
 export interface CachedAnswer<T> {
@@ -27,10 +25,34 @@ export interface CachedAnswer<T> {
   at: number;
 }
 
+/** Which answers to keep, and for how long. */
+export interface CacheScope {
+  model: string;
+  version: string;
+  /** How long an answer is kept (its freshness, `ttl_s`, is the caller's to judge), in s. */
+  keepS: number;
+}
+
+interface Lookup {
+  field: string;
+  resolve: (raw: string | undefined) => void;
+}
+
+interface Write {
+  maxEntries: number;
+  expireAt: number;
+  fields: string[];
+}
+
 /**
  * The shared prediction cache: model, version and a hash of the input name one answer. An
  * entry is fresh for `ttl_s`; it is kept `keep_s` (longer) so that a failing model can still
  * answer with the last known result (`fallback_cache`).
+ *
+ * Answers live in hashes, one per model version and span of `keep_s` (a bucket): a turn's
+ * lookups are one HMGET of the current bucket and one of the previous, and a turn's answers
+ * one script call, however many requests the turn carried. An answer is kept at least
+ * `keep_s` and at most twice that; each bucket holds up to half of `max_entries`.
  */
 export class PredictionCache {
   /**
@@ -39,7 +61,11 @@ export class PredictionCache {
    * saves the round trip.
    */
   private readonly local = new Map<string, CachedAnswer<unknown>>();
-  private readonly putScript: LuaCommand<unknown>;
+  private readonly putScript: LuaCommand<number>;
+  /** This turn's lookups and writes, by bucket key. */
+  private readonly lookups = new Map<string, Lookup[]>();
+  private readonly writes = new Map<string, Write>();
+  private scheduled = false;
 
   constructor(
     private readonly redis: Redis,
@@ -47,48 +73,91 @@ export class PredictionCache {
     /** Entries this replica keeps in memory. @defaultValue 10_000 */
     private readonly localEntries = 10_000,
   ) {
-    this.putScript = new LuaCommand(redis, "ferryCachePut", 2, PUT);
+    this.putScript = new LuaCommand(redis, "ferryCachePut", 1, PUT);
   }
 
-  async get<T>(
-    model: string,
-    version: string,
-    inputHash: string,
-  ): Promise<CachedAnswer<T> | undefined> {
-    const key = this.keys.cacheEntry(model, version, inputHash);
-    const near = this.local.get(key);
+  async get<T>(scope: CacheScope, inputHash: string): Promise<CachedAnswer<T> | undefined> {
+    const localKey = `${scope.model}\u0000${scope.version}\u0000${inputHash}`;
+    const near = this.local.get(localKey);
     if (near) {
-      this.remember(key, near);
+      this.remember(localKey, near);
       return near as CachedAnswer<T>;
     }
-    const raw = await this.redis.get(key);
-    if (raw === null) return undefined;
+    const bucket = this.bucketOf(scope, Date.now());
+    const [current, previous] = await Promise.all([
+      this.lookup(this.keys.cacheBucket(scope.model, scope.version, bucket), inputHash),
+      this.lookup(this.keys.cacheBucket(scope.model, scope.version, bucket - 1), inputHash),
+    ]);
+    const raw = current ?? previous;
+    if (raw === undefined) return undefined;
     const answer = JSON.parse(raw) as CachedAnswer<T>;
-    this.remember(key, answer);
+    if (Date.now() - answer.at > scope.keepS * 1000) return undefined;
+    this.remember(localKey, answer);
     return answer;
   }
 
-  async put<T>(
-    model: string,
-    version: string,
-    inputHash: string,
-    value: T,
-    keepS: number,
-    maxEntries: number,
-  ): Promise<void> {
+  /** Stores an answer (with this turn's others, in one call). */
+  put<T>(scope: CacheScope, inputHash: string, value: T, maxEntries: number): void {
     const now = Date.now();
     const entry: CachedAnswer<T> = { value, at: now };
-    const key = this.keys.cacheEntry(model, version, inputHash);
-    this.remember(key, entry);
-    await this.putScript.run(
-      this.redis,
-      key,
-      this.keys.cacheIndex(model),
-      JSON.stringify(entry),
-      keepS,
-      now,
-      maxEntries,
-    );
+    this.remember(`${scope.model}\u0000${scope.version}\u0000${inputHash}`, entry);
+    const bucket = this.bucketOf(scope, now);
+    const key = this.keys.cacheBucket(scope.model, scope.version, bucket);
+    let write = this.writes.get(key);
+    if (!write) {
+      const spanMs = scope.keepS * 1000;
+      write = {
+        maxEntries: Math.max(1, Math.ceil(maxEntries / 2)),
+        expireAt: (bucket + 2) * spanMs,
+        fields: [],
+      };
+      this.writes.set(key, write);
+    }
+    write.fields.push(inputHash, JSON.stringify(entry));
+    this.schedule();
+  }
+
+  private bucketOf(scope: CacheScope, now: number): number {
+    return Math.floor(now / (Math.max(1, scope.keepS) * 1000));
+  }
+
+  private lookup(key: string, field: string): Promise<string | undefined> {
+    return new Promise((resolve) => {
+      let list = this.lookups.get(key);
+      if (!list) {
+        list = [];
+        this.lookups.set(key, list);
+      }
+      list.push({ field, resolve });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    for (const [key, list] of this.lookups) {
+      this.redis.hmget(key, ...list.map((l) => l.field)).then(
+        (values) => {
+          for (const [k, l] of list.entries()) l.resolve(values[k] ?? undefined);
+        },
+        () => {
+          // an unreachable cache is a miss: the model answers
+          for (const l of list) l.resolve(undefined);
+        },
+      );
+    }
+    this.lookups.clear();
+    for (const [key, write] of this.writes)
+      void this.putScript
+        .run(this.redis, key, write.maxEntries, write.expireAt, ...write.fields)
+        .catch(() => undefined);
+    this.writes.clear();
   }
 
   /** Most recently used last; the oldest entry leaves when the map is full. */

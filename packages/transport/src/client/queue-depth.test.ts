@@ -1,18 +1,11 @@
-import type { Queue } from "bullmq";
 import { describe, expect, it } from "vitest";
 import { QueueDepth } from "./queue-depth.js";
 
 /** A queue whose length is `waiting`, and a clock the test moves. */
 function setup(waiting: number, budgetMs: number) {
   let now = 1_000_000;
-  const queue = {
-    getJobCounts: async () => ({ wait: waiting, prioritized: 0 }),
-  } as unknown as Queue;
-  const depth = new QueueDepth(
-    () => queue,
-    { waitBudgetMs: budgetMs },
-    () => now,
-  );
+  const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
+  const depth = new QueueDepth(counter, { waitBudgetMs: budgetMs }, () => now);
   return {
     depth,
     advance: (ms: number) => {

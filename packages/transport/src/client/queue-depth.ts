@@ -1,5 +1,5 @@
 import { FerryError } from "@ferry/protocol";
-import type { Queue } from "bullmq";
+import type { QueueCounter } from "./queue-counts.js";
 
 interface Sample {
   waitingJobs: number;
@@ -44,7 +44,7 @@ export class QueueDepth {
   private readonly rates = new Map<string, ServiceRate>();
 
   constructor(
-    private readonly queue: (name: string) => Queue,
+    private readonly counter: QueueCounter,
     private readonly shedding: Shedding = { waitBudgetMs: Number.POSITIVE_INFINITY },
     private readonly now: () => number = Date.now,
   ) {}
@@ -113,27 +113,14 @@ export class QueueDepth {
     if (job) sample.admitted.push(this.now());
   }
 
-  /** A queue's jobs by state, read from Redis (for dashboards, not admission). */
-  async counts(name: string): Promise<Record<string, number>> {
-    const counts = await this.queue(name).getJobCounts(
-      "wait",
-      "prioritized",
-      "active",
-      "completed",
-      "failed",
-    );
-    return {
-      waiting: (counts.wait ?? 0) + (counts.prioritized ?? 0),
-      active: counts.active ?? 0,
-      completed: counts.completed ?? 0,
-      failed: counts.failed ?? 0,
-    };
+  /** A queue's work by state, read from Redis (for dashboards, not admission). */
+  counts(name: string): Promise<Record<string, number>> {
+    return this.counter.counts(name);
   }
 
-  /** Jobs waiting in a queue now (waiting and prioritized), read from Redis. */
-  async waiting(name: string): Promise<number> {
-    const counts = await this.queue(name).getJobCounts("wait", "prioritized");
-    return (counts.wait ?? 0) + (counts.prioritized ?? 0);
+  /** Work waiting in a queue now (async jobs and sync groups), read from Redis. */
+  waiting(name: string): Promise<number> {
+    return this.counter.waiting(name);
   }
 
   enter(name: string): void {
@@ -159,10 +146,10 @@ export class QueueDepth {
 
   private refresh(name: string, sample: Sample): Promise<void> {
     const askedAt = this.now();
-    sample.refreshing ??= this.queue(name)
-      .getJobCounts("wait", "prioritized")
-      .then((counts) => {
-        sample.waitingJobs = (counts.wait ?? 0) + (counts.prioritized ?? 0);
+    sample.refreshing ??= this.counter
+      .waiting(name)
+      .then((waiting) => {
+        sample.waitingJobs = waiting;
         sample.at = askedAt;
         // those admitted before the count was asked for are in it now (or already taken)
         sample.admitted = sample.admitted.filter((t) => t >= askedAt);

@@ -2,10 +2,7 @@ import { type InferReply, type RowResult, WIRE_VERSION } from "@ferry/protocol";
 import type { Redis } from "ioredis";
 import type { ChannelMux } from "../shared/channel-mux.js";
 
-interface Waiter {
-  jobId: string | undefined;
-  resolve: (result: RowResult) => void;
-}
+type Waiter = (result: RowResult) => void;
 
 /**
  * One subscriber connection per API process, demultiplexing every answer addressed to this
@@ -20,8 +17,8 @@ export class ReplyRouter {
     subscriber: Redis,
     mux: ChannelMux,
     readonly channel: string,
-    /** Called after a reconnect with the jobs whose answers may have been missed meanwhile. */
-    private readonly onResubscribed: (jobIds: string[]) => void,
+    /** Called after a reconnect: answers published meanwhile were missed. */
+    private readonly onResubscribed: () => void,
   ) {
     let first = true;
     subscriber.on("ready", () => {
@@ -29,10 +26,9 @@ export class ReplyRouter {
         first = false;
         return;
       }
-      // ioredis re-subscribes by itself; whatever was published in the gap is recovered here.
-      const jobs = new Set<string>();
-      for (const w of this.waiters.values()) if (w.jobId) jobs.add(w.jobId);
-      if (jobs.size > 0) this.onResubscribed([...jobs]);
+      // ioredis re-subscribes by itself; whatever was published in the gap is recovered by
+      // the owner (the rows still waiting are sent again; a second answer is ignored)
+      if (this.waiters.size > 0) this.onResubscribed();
     });
     this.ready = mux.listen(channel, (message) => this.deliver(message)).then(() => undefined);
   }
@@ -43,13 +39,7 @@ export class ReplyRouter {
 
   /** Waits for the answer to row `rid`; the caller owns timeouts and calls `forget`. */
   wait(rid: string): Promise<RowResult> {
-    return new Promise((resolve) => this.waiters.set(rid, { jobId: undefined, resolve }));
-  }
-
-  /** Records which job carries `rid`, for recovery after a reconnect. */
-  assign(rid: string, jobId: string): void {
-    const waiter = this.waiters.get(rid);
-    if (waiter) waiter.jobId = jobId;
+    return new Promise((resolve) => this.waiters.set(rid, resolve));
   }
 
   get waiting(): number {
@@ -61,12 +51,12 @@ export class ReplyRouter {
     for (const result of reply.results) this.settle(result.rid, result);
   }
 
-  /** Answers one row, once: later answers for it (a retried job's, say) are ignored. */
+  /** Answers one row, once: later answers for it (a claimed or resent group's) are ignored. */
   settle(rid: string, result: RowResult): void {
     const waiter = this.waiters.get(rid);
     if (!waiter) return;
     this.waiters.delete(rid);
-    waiter.resolve(result);
+    waiter(result);
   }
 
   private deliver(message: string): void {

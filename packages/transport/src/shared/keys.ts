@@ -15,6 +15,15 @@ export class Keys {
     return `${this.prefix}:cancel`;
   }
 
+  /**
+   * The sync lane of a model-version queue at one priority band (0 = highest): a Redis Stream
+   * of coalesced row groups, read by the workers' consumer group. The queue name in braces is
+   * a hash tag, so that a worker's one read across the bands stays within one slot.
+   */
+  syncLane(queue: string, band: number): string {
+    return `${this.prefix}:sync:{${queue}}:${band}`;
+  }
+
   /** Marks an async job cancelled; read by the worker that picks it up and by status polls. */
   cancelled(jobId: string): string {
     return `${this.prefix}:cancelled:${jobId}`;
@@ -50,19 +59,14 @@ export class Keys {
     return `${this.prefix}:stats:${model}`;
   }
 
-  /** A cached prediction. */
-  cacheEntry(model: string, version: string, inputHash: string): string {
-    return `${this.prefix}:cache:${model}:${version}:${inputHash}`;
+  /** Hash of a model version's cached predictions stored within one span of time (a bucket). */
+  cacheBucket(model: string, version: string, bucket: number): string {
+    return `${this.prefix}:cache:${model}:${version}:${bucket}`;
   }
 
   /** Counter bumped by each reload of a model; cache keys carry it. */
   generation(model: string): string {
     return `${this.prefix}:generation:${model}`;
-  }
-
-  /** Sorted set of a model's cache entries by insertion time, to bound their number. */
-  cacheIndex(model: string): string {
-    return `${this.prefix}:cache-index:${model}`;
   }
 
   /** Hash describing one offline batch: model, version, status, counts, timestamps. */

@@ -5,6 +5,7 @@ import {
   type GenerateJob,
   type InferJob,
   type InferReply,
+  parseQueueName,
   type ReloadOutcome,
   type RowResult,
   WIRE_VERSION,
@@ -28,6 +29,7 @@ import type {
   RowContext,
   RowHandler,
 } from "./handlers.js";
+import { SyncLaneConsumer } from "./sync-lane-consumer.js";
 
 export interface WorkerTransportOptions {
   redisUrl: string;
@@ -39,8 +41,8 @@ export interface WorkerTransportOptions {
   jobTtlS?: number;
 }
 
-/** The signal of a sync group's rows: they are never cancelled, only past their deadline. */
-const NEVER = new AbortController().signal;
+/** A job whose worker keeps dying (a poison input crashing the process) fails after this. */
+const MAX_STALLED = 3;
 
 /**
  * The worker's side of the transport: consumes model-version queues from BullMQ, hands each
@@ -60,6 +62,8 @@ export class WorkerTransport {
   private readonly batches: BatchJobConsumer;
   private readonly control: ControlChannel;
   private readonly workers = new Map<string, Worker>();
+  private readonly lanes: SyncLaneConsumer[] = [];
+  private readonly redisUrl: string;
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
@@ -67,6 +71,7 @@ export class WorkerTransport {
   constructor(options: WorkerTransportOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
+    this.redisUrl = options.redisUrl;
     this.redis = createRedis(options.redisUrl);
     this.subscriber = createRedis(options.redisUrl);
     this.redis.on("error", () => {});
@@ -89,8 +94,29 @@ export class WorkerTransport {
     void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
   }
 
-  /** Starts consuming `queue`; every row goes through `handler`. */
+  /**
+   * Starts consuming `queue`: its sync lane (rows of waiting requests) and its BullMQ queue
+   * (async jobs, batch chunks). Every row goes through `handler`.
+   */
   consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
+    const reader = createRedis(this.redisUrl);
+    reader.on("error", () => {});
+    const lane = new SyncLaneConsumer(
+      reader,
+      this.eventsRedis,
+      this.keys,
+      { name: queue, ...parseQueueName(queue) },
+      this.workerId,
+      {
+        capacity: options.concurrency,
+        lockDurationMs: options.lockDurationMs ?? 10_000,
+        stalledIntervalMs: options.stalledIntervalMs ?? 5_000,
+        maxDeliveries: MAX_STALLED + 1,
+      },
+      handler,
+    );
+    lane.start();
+    this.lanes.push(lane);
     this.register(
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
@@ -123,8 +149,7 @@ export class WorkerTransport {
       concurrency: options.concurrency,
       lockDuration: options.lockDurationMs ?? 10_000,
       stalledInterval: options.stalledIntervalMs ?? 5_000,
-      // a job whose worker keeps dying (a poison input crashing the process) fails after this
-      maxStalledCount: 3,
+      maxStalledCount: MAX_STALLED,
     };
   }
 
@@ -178,7 +203,10 @@ export class WorkerTransport {
   /** Drains: no new jobs are taken, running ones finish and their answers go out. */
   async close(): Promise<void> {
     if (this.heartbeat) clearInterval(this.heartbeat);
-    await Promise.allSettled([...this.workers.values()].map((w) => w.close()));
+    await Promise.allSettled([
+      ...this.lanes.map((lane) => lane.close()),
+      ...[...this.workers.values()].map((w) => w.close()),
+    ]);
     await this.registry.remove(this.workerId).catch(() => undefined);
     this.subscriber.disconnect();
     await this.events.flush().catch(() => undefined);
@@ -201,19 +229,12 @@ export class WorkerTransport {
   ): Promise<InferReply | { stored: number }> {
     const data = job.data;
     if (data.kind === "batch") return this.batches.processChunk(data, job.id ?? "", handler);
-    const id = job.id ?? "";
     if (data.v !== WIRE_VERSION || data.kind !== "infer") {
       throw new UnrecoverableError(`INVALID_INPUT: unsupported message (v=${String(data.v)})`);
     }
-    // A sync group's rows are answered through reply_to; async jobs are followed through
-    // their event log (status, result or error, done) and can be cancelled.
-    if (data.reply_to === undefined) return this.processAsync(job, data, handler, token);
-    const results = await Promise.all(
-      data.rows.map((row) => handler(row, data, { jobId: id, signal: NEVER })),
-    );
-    const reply = this.reply(id, data, results);
-    await this.redis.publish(data.reply_to, JSON.stringify(reply));
-    return reply;
+    // Sync rows come through the sync lane; a BullMQ job is an async one, followed through
+    // its event log (status, result or error, done) and cancellable.
+    return this.processAsync(job, data, handler, token);
   }
 
   private async processAsync(
