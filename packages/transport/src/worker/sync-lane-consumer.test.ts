@@ -1,0 +1,177 @@
+import { randomBytes } from "node:crypto";
+import {
+  type InferJob,
+  type InferReply,
+  type InferRow,
+  type RowResult,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import { afterAll, describe, expect, it } from "vitest";
+import { SyncLaneProducer } from "../client/sync-lane-producer.js";
+import { createRedis, deletePrefix } from "../shared/connection.js";
+import { Keys } from "../shared/keys.js";
+import { SYNC_GROUP } from "../shared/sync-lane.js";
+import type { RowHandler } from "./handlers.js";
+import { SyncLaneConsumer } from "./sync-lane-consumer.js";
+
+// Real Redis (never mocked), under a prefix of this file's own.
+const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+const keys = new Keys(`ferry-test-${randomBytes(4).toString("hex")}`);
+const QUEUE = { name: "m.v1", model: "m", version: "1" };
+const opened: Array<{ disconnect(): void }> = [];
+const connect = () => {
+  const redis = createRedis(url);
+  opened.push(redis);
+  return redis;
+};
+const redis = connect();
+const producer = new SyncLaneProducer(redis, keys);
+afterAll(async () => {
+  for (const r of opened) r.disconnect();
+  await deletePrefix(url, keys.prefix);
+});
+
+/** Collects every row answer published on `channel`. */
+async function listen(channel: string): Promise<Map<string, RowResult[]>> {
+  const answers = new Map<string, RowResult[]>();
+  const sub = connect();
+  sub.on("message", (_c: string, message: string) => {
+    for (const r of (JSON.parse(message) as InferReply).results)
+      answers.set(r.rid, [...(answers.get(r.rid) ?? []), r]);
+  });
+  await sub.subscribe(channel);
+  return answers;
+}
+
+function group(rids: string[], replyTo: string): InferJob {
+  return {
+    v: WIRE_VERSION,
+    kind: "infer",
+    model: QUEUE.model,
+    version: QUEUE.version,
+    rows: rids.map((rid) => ({ rid, inputs: {}, deadline: Date.now() + 60_000 })),
+    reply_to: replyTo,
+    accepted_at: Date.now(),
+  };
+}
+
+function consumer(name: string, handler: RowHandler, lockDurationMs = 400) {
+  const c = new SyncLaneConsumer(
+    connect(),
+    connect(),
+    keys,
+    QUEUE,
+    name,
+    {
+      capacity: 8,
+      lockDurationMs,
+      stalledIntervalMs: 100,
+      maxDeliveries: 3,
+    },
+    handler,
+  );
+  c.start();
+  return c;
+}
+
+const ok = (row: InferRow): RowResult => ({
+  rid: row.rid,
+  ok: true,
+  outputs: {},
+  timing: { queue_ms: 0, compute_ms: 0, batch_size: 1 },
+});
+const until = async (check: () => boolean, ms = 5_000) => {
+  const end = Date.now() + ms;
+  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  return check();
+};
+
+describe("SyncLaneConsumer", () => {
+  it("answers a group's rows in one reply, then acknowledges and deletes it", async () => {
+    const channel = `${keys.prefix}:reply:a`;
+    const answers = await listen(channel);
+    const c = consumer("w-a", async (row) => ok(row));
+    await producer.send(QUEUE.name, 5, group(["a1", "a2", "a3"], channel));
+    expect(await until(() => answers.size === 3)).toBe(true);
+    await c.close();
+    expect(await producer.backlog(QUEUE.name)).toEqual({ waiting: 0, active: 0 });
+  });
+
+  it("a group whose worker died is claimed by another once its lock lapses, and answered", async () => {
+    const channel = `${keys.prefix}:reply:b`;
+    const answers = await listen(channel);
+    // a worker that reads the group and never answers: it died holding it
+    const dead = connect();
+    await dead
+      .xgroup("CREATE", keys.syncLane(QUEUE.name, 1), SYNC_GROUP, "0", "MKSTREAM")
+      .catch(() => undefined);
+    await producer.send(QUEUE.name, 5, group(["b1"], channel));
+    await dead.xreadgroup(
+      "GROUP",
+      SYNC_GROUP,
+      "w-dead",
+      "COUNT",
+      1,
+      "STREAMS",
+      keys.syncLane(QUEUE.name, 1),
+      ">",
+    );
+    expect(await producer.backlog(QUEUE.name)).toEqual({ waiting: 0, active: 1 });
+    const started = Date.now();
+    const c = consumer("w-b", async (row) => ok(row));
+    expect(await until(() => answers.has("b1"))).toBe(true);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(300); // not before the lock lapsed
+    expect(answers.get("b1")?.[0]?.ok).toBe(true);
+    await c.close();
+  });
+
+  it("a worker renews what it holds: a slow row is never claimed and computed twice", async () => {
+    const channel = `${keys.prefix}:reply:c`;
+    const answers = await listen(channel);
+    let computed = 0;
+    const slow = consumer("w-slow", async (row) => {
+      computed++;
+      await new Promise((r) => setTimeout(r, 1_500)); // well past the 400 ms lock
+      return ok(row);
+    });
+    await producer.send(QUEUE.name, 5, group(["c1"], channel));
+    await until(() => computed === 1);
+    const other = consumer("w-other", async (row) => {
+      computed++;
+      return ok(row);
+    });
+    expect(await until(() => answers.has("c1"))).toBe(true);
+    expect(computed).toBe(1);
+    expect(answers.get("c1")).toHaveLength(1);
+    await Promise.all([slow.close(), other.close()]);
+  });
+
+  it("a group its workers keep dying on is answered with an error, not tried forever", async () => {
+    const channel = `${keys.prefix}:reply:d`;
+    const answers = await listen(channel);
+    await producer.send(QUEUE.name, 5, group(["d1"], channel));
+    const lane = keys.syncLane(QUEUE.name, 1);
+    const dead = connect();
+    // three workers read it and died; the fourth delivery is one too many
+    await dead.xreadgroup("GROUP", SYNC_GROUP, "w-dead-1", "COUNT", 1, "STREAMS", lane, ">");
+    for (const name of ["w-dead-2", "w-dead-3"])
+      await dead.xclaim(
+        lane,
+        SYNC_GROUP,
+        name,
+        0,
+        (await dead.xrange(lane, "-", "+"))[0]?.[0] ?? "",
+      );
+    let computed = 0;
+    const c = consumer("w-d", async (row) => {
+      computed++;
+      return ok(row);
+    });
+    expect(await until(() => answers.has("d1"))).toBe(true);
+    const [answer] = answers.get("d1") ?? [];
+    expect(answer?.ok).toBe(false);
+    expect(answer && !answer.ok ? answer.error.code : "").toBe("MODEL_ERROR");
+    expect(computed).toBe(0);
+    await c.close();
+  });
+});
