@@ -116,6 +116,14 @@ describe("async jobs, deadlines and backpressure", () => {
     expect(submitted).toBe(MAX_QUEUE - 2);
     const sync = await stack.post("/v1/models/digits/predict", { features });
     expect(sync.status).toBe(429);
+    // refused before its body is read: even a body that is not JSON gets the 429, not a 400
+    const unread = await fetch(stack.url("/v1/models/digits/predict"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
+    expect(unread.status).toBe(429);
+    expect(Number(unread.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
   it("once a worker comes: jobs succeed, the expired ones are never computed, the cancelled one never runs", async () => {

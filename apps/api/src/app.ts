@@ -1,8 +1,10 @@
 import { FerryError } from "@ferry/protocol";
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { errorResponse, toFerryError } from "./errors.js";
+import { admitBeforeBody } from "./middleware/admission.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
@@ -43,22 +45,29 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
   });
   app.use(inFlight.middleware());
   app.use(httpMetrics());
-  const limit = bodyLimit({
-    maxSize: services.env.MAX_BODY_BYTES,
-    onError: (c) => {
-      // the rest of the refused body is left unread: the connection cannot carry another request
-      c.header("Connection", "close");
-      throw new FerryError(
-        "PAYLOAD_TOO_LARGE",
-        `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
-      );
-    },
-  });
-  // An NDJSON batch is read line by line in bounded memory, so it may be of any size.
+  const tooLarge = (c: Context): never => {
+    // the rest of the refused body is left unread: the connection cannot carry another request
+    c.header("Connection", "close");
+    throw new FerryError(
+      "PAYLOAD_TOO_LARGE",
+      `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
+    );
+  };
+  const limit = bodyLimit({ maxSize: services.env.MAX_BODY_BYTES, onError: tooLarge });
   app.use((c, next) => {
-    const streamed =
-      c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson");
-    return streamed ? next() : limit(c, next);
+    // An NDJSON batch is read line by line in bounded memory, so it may be of any size.
+    if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
+      return next();
+    // A declared length is the body's length (the HTTP parser reads no further), so it is
+    // checked without touching the body stream: touching it takes @hono/node-server off its
+    // direct read of the body, and builds a web stream per request. Chunked bodies are
+    // counted as they arrive.
+    const declared = c.req.header("Content-Length");
+    if (declared !== undefined && c.req.header("Transfer-Encoding") === undefined) {
+      if (Number(declared) > services.env.MAX_BODY_BYTES) tooLarge(c);
+      return next();
+    }
+    return limit(c, next);
   });
 
   const keys = (services.env.API_KEYS ?? "")
@@ -76,6 +85,12 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     app.use(path, limits);
   }
   app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
+  for (const path of [
+    "/v1/models/:name/predict",
+    "/v2/models/:name/infer",
+    "/v2/models/:name/versions/:version/infer",
+  ])
+    app.use(path, admitBeforeBody());
 
   registerPages(app);
   registerHealth(app);

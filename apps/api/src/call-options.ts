@@ -20,9 +20,14 @@ export function callOptions(
     requestId: c.get("requestId"),
     tenant: c.get("tenant") ?? OPEN_TENANT,
     priority: body.priority ?? intHeader(c, "X-Priority", 1, 10),
-    timeoutMs: body.timeout_ms ?? intHeader(c, "X-Timeout-Ms", 1, MAX_TIMEOUT_MS),
+    timeoutMs: body.timeout_ms ?? timeoutHeader(c),
     cache: body.cache ?? (c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined),
   };
+}
+
+/** X-Timeout-Ms, when sent. */
+export function timeoutHeader(c: Context<AppEnv>): number | undefined {
+  return intHeader(c, "X-Timeout-Ms", 1, MAX_TIMEOUT_MS);
 }
 
 function intHeader(c: Context<AppEnv>, name: string, min: number, max: number): number | undefined {

@@ -92,6 +92,26 @@ export class InferenceService {
     return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
   }
 
+  /**
+   * Admits a sync request from its route alone, before its body is read or parsed: under
+   * overload the refusal (429) must cost next to nothing. Returns the version that will serve
+   * it (drawn once: the split counts it once).
+   */
+  async admit(model: string, version: string | undefined, timeoutMs?: number): Promise<string> {
+    const { entry, version: v } = this.resolveClassifier(
+      model,
+      await this.routeVersion(model, version),
+    );
+    const config = entry.config;
+    this.client.admit(
+      config.name,
+      v,
+      config.max_queue_size,
+      Date.now() + (timeoutMs ?? config.default_timeout_ms),
+    );
+    return v;
+  }
+
   /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
   async routeVersion(model: string, version: string | undefined): Promise<string> {
     if (version !== undefined) return version;

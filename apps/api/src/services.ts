@@ -39,5 +39,11 @@ export interface Services {
 export type AppEnv = {
   /** The Node request and response, for the routes that write their answer themselves (SSE). */
   Bindings: HttpBindings;
-  Variables: { services: Services; requestId: string; tenant: Tenant };
+  Variables: {
+    services: Services;
+    requestId: string;
+    tenant: Tenant;
+    /** The version a sync request was admitted to before its body was read (`admission.ts`). */
+    admittedVersion?: string;
+  };
 };

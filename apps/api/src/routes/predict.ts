@@ -24,7 +24,7 @@ export function registerPredict(app: OpenAPIHono<AppEnv>): void {
     const { inference } = c.get("services");
     const result = await inference.predict(
       c.req.valid("param").name,
-      undefined,
+      c.get("admittedVersion"),
       body,
       callOptions(c, body),
     );

@@ -31,7 +31,9 @@ export function registerV2Infer(app: OpenAPIHono<AppEnv>): void {
     const req = c.req.valid("json");
     const opts = callOptions(c, req.parameters ?? {});
     return c.json(
-      await c.get("services").inference.inferV2(c.req.valid("param").name, undefined, req, opts),
+      await c
+        .get("services")
+        .inference.inferV2(c.req.valid("param").name, c.get("admittedVersion"), req, opts),
       200,
     );
   });

@@ -161,6 +161,14 @@ export class InferenceClient {
     }
   }
 
+  /**
+   * Refuses (QUEUE_FULL) a row the queue of `model` at `version` cannot take within
+   * `deadline`, from what this process knows: no Redis round trip.
+   */
+  admit(model: string, version: string, maxQueueSize: number, deadline: number): void {
+    this.depth.admitRow(queueName(model, version), maxQueueSize, deadline);
+  }
+
   /** Runs one row through the model and waits for its answer (coalesced with its neighbours). */
   async infer(req: InferRequest): Promise<RowResult> {
     assertReady(this.redis);
