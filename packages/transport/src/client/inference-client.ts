@@ -86,6 +86,12 @@ export class InferenceClient {
   /** Offline batch prediction: flows of chunk jobs, results stored by key. */
   readonly batches: BatchJobStore;
   private readonly redis: Redis;
+  /**
+   * The sync path's own connection (lane, cache): commands of one event-loop turn leave in
+   * one write (auto-pipelining), and no BullMQ script is defined on it to be copied into
+   * each pipeline.
+   */
+  private readonly hot: Redis;
   private readonly subscriber: Redis;
   private readonly queues = new Map<string, Queue>();
   private readonly router: ReplyRouter;
@@ -107,7 +113,9 @@ export class InferenceClient {
     // While Redis is down or frozen a request fails in a moment (503), never hangs.
     this.redis = createFastFailRedis(options.redisUrl);
     this.subscriber = createRedis(options.redisUrl);
+    this.hot = createFastFailRedis(options.redisUrl, { enableAutoPipelining: true });
     this.redis.on("error", () => {});
+    this.hot.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.mux = new ChannelMux(this.subscriber);
     this.router = new ReplyRouter(this.subscriber, this.mux, this.keys.reply(this.instanceId), () =>
@@ -115,7 +123,7 @@ export class InferenceClient {
     );
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
-    this.cache = new PredictionCache(this.redis, this.keys);
+    this.cache = new PredictionCache(this.hot, this.keys);
     this.batches = new BatchJobStore(
       this.redis,
       this.keys,
@@ -123,7 +131,7 @@ export class InferenceClient {
       this.jobTtlS,
     );
     this.coalescer = new Coalescer((group) => void this.send(group));
-    this.lane = new SyncLaneProducer(this.redis, this.keys);
+    this.lane = new SyncLaneProducer(this.hot, this.keys);
     this.depth = new QueueDepth(new QueueCounts((name) => this.queue(name), this.lane), {
       waitBudgetMs: options.queueWaitBudgetMs ?? 5_000,
     });
@@ -140,11 +148,11 @@ export class InferenceClient {
     );
   }
 
-  /** Resolves once both connections are up and the reply channel is subscribed. */
+  /** Resolves once the connections are up and the reply channel is subscribed. */
   async ready(): Promise<void> {
-    if (this.redis.status !== "ready") {
-      await new Promise<void>((resolve) => this.redis.once("ready", () => resolve()));
-    }
+    for (const redis of [this.redis, this.hot])
+      if (redis.status !== "ready")
+        await new Promise<void>((resolve) => redis.once("ready", () => resolve()));
     await this.router.whenReady();
     await this.state.start();
     this.sweeping = setInterval(() => {
@@ -212,7 +220,10 @@ export class InferenceClient {
     await this.state.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.subscriber.disconnect();
-    await this.redis.quit().catch(() => undefined);
+    await Promise.all([
+      this.redis.quit().catch(() => undefined),
+      this.hot.quit().catch(() => undefined),
+    ]);
   }
 
   private queue(name: string): Queue {

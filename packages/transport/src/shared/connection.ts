@@ -22,11 +22,12 @@ export const COMMAND_TIMEOUT_MS = 1_000;
  * command timeout, since a Redis that stops answering (paused, swapping, partitioned without
  * a reset) keeps its socket open and would otherwise hold every request forever.
  */
-export function createFastFailRedis(url: string): Redis {
+export function createFastFailRedis(url: string, options: RedisOptions = {}): Redis {
   return createRedis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: COMMAND_TIMEOUT_MS,
+    ...options,
   });
 }
 
