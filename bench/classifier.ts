@@ -4,7 +4,7 @@ import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
 import { REDIS_URL, Stack, waitFor } from "../test/helpers/stack.js";
-import { cpuMeter, redisCommands, redisPid } from "./cpu.js";
+import { commandsPer, cpuMeter, redisCommandStats, redisPid } from "./cpu.js";
 import { closedLoop, type LoadResult, quantile, round } from "./load.js";
 import { printTable } from "./table.js";
 
@@ -32,7 +32,7 @@ const warmBodies = uniqueBodies(16);
 const MODELS = ["mnist", "digits-cnn"] as const;
 type Model = (typeof MODELS)[number];
 
-async function rawOnnx(model: Model): Promise<Record<string, number>> {
+async function rawOnnx(model: Model, batches = [1, 32]): Promise<Record<string, number>> {
   const session = await InProcessSession.load(`models/${model}/1/model.onnx`, {
     executionProvider: "cpu",
     intraOpThreads: 1,
@@ -52,7 +52,8 @@ async function rawOnnx(model: Model): Promise<Record<string, number>> {
     }
     return round(rows / ((performance.now() - t0) / 1000), 0);
   };
-  const result = { batch_1_rows_per_s: await rate(1), batch_32_rows_per_s: await rate(32) };
+  const result: Record<string, number> = {};
+  for (const batch of batches) result[`batch_${batch}_rows_per_s`] = await rate(batch);
   await session.release();
   return result;
 }
@@ -73,7 +74,22 @@ async function measure(url: string, concurrency: number, durationMs: number): Pr
 /** A load result with what each request cost: Redis commands, and CPU of API / worker / Redis. */
 interface CostedResult extends LoadResult {
   redis_cmds_per_req: number;
+  redis_cmds_by_command: string;
   cpu_us_per_req: string;
+  /** Rows per batch the worker formed during the run (its batch-size histogram). */
+  mean_batch_size: number;
+}
+
+/** Sum and count of the worker's batch-size histogram, from its /metrics. */
+async function batchSizes(stack: Stack): Promise<{ sum: number; count: number }> {
+  const url = stack.workers[0]?.metricsUrl;
+  if (!url) return { sum: 0, count: 0 };
+  const text = await (await fetch(url)).text();
+  const total = (suffix: string) =>
+    [...text.matchAll(new RegExp(`^ferry_worker_batch_size_${suffix}\\{[^}]*\\} (\\S+)$`, "gm"))]
+      .map((m) => Number(m[1]))
+      .reduce((a, b) => a + b, 0);
+  return { sum: total("sum"), count: total("count") };
 }
 
 async function measureCosted(
@@ -88,13 +104,18 @@ async function measureCosted(
     worker: stack.workers[0]?.child.pid,
     redis: redisPid(REDIS_URL),
   });
-  const commands = redisCommands(REDIS_URL);
+  const commands = redisCommandStats(REDIS_URL);
+  const batches = await batchSizes(stack);
   const r = await closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
   const total = r.requests + r.errors;
+  const cmds = commandsPer(commands, redisCommandStats(REDIS_URL), total);
+  const after = await batchSizes(stack);
   return {
     ...r,
-    redis_cmds_per_req: round((redisCommands(REDIS_URL) - commands) / Math.max(1, total), 1),
+    redis_cmds_per_req: cmds.total,
+    redis_cmds_by_command: cmds.by_command,
     cpu_us_per_req: meter.perUnit(total),
+    mean_batch_size: round((after.sum - batches.sum) / Math.max(1, after.count - batches.count), 1),
   };
 }
 
@@ -107,6 +128,31 @@ async function ferry(model: Model): Promise<Record<string, CostedResult>> {
       c1: await measureCosted(stack, url, 1, 5_000),
       c64: await measureCosted(stack, url, 64, 8_000),
     };
+  } finally {
+    await stack.stop();
+  }
+}
+
+/** How long the overload run lasts, and how many connections it holds open. */
+const OVERLOAD = { connections: 3_000, durationMs: 15_000 };
+
+/**
+ * (f) Overload: far more closed-loop connections than the stack can serve (each sends again
+ * the moment it is answered, 429 or not, as a load generator does), shipped defaults
+ * (QUEUE_WAIT_BUDGET_MS 5 s). What a refusal costs, and how long the admitted wait.
+ */
+async function overload(model: Model): Promise<LoadResult> {
+  const stack = await new Stack({ env: { WORKER_MODELS: model } }).start();
+  try {
+    const url = stack.url(`/v1/models/${model}/predict`);
+    // the API measures its service rate from answered rows: it is known before the burst
+    await closedLoop({ url, bodies: fresh(5_000), concurrency: 64, durationMs: 2_000 });
+    return await closedLoop({
+      url,
+      bodies: fresh(200_000),
+      concurrency: OVERLOAD.connections,
+      durationMs: OVERLOAD.durationMs,
+    });
   } finally {
     await stack.stop();
   }
@@ -238,6 +284,7 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
         errors: v.errors,
         redis_cmds_per_req: "redis_cmds_per_req" in v ? v.redis_cmds_per_req : "",
         cpu_us_per_req_api_worker_redis: "cpu_us_per_req" in v ? v.cpu_us_per_req : "",
+        mean_batch: "mean_batch_size" in v ? v.mean_batch_size : "",
       });
   };
   for (const m of MODELS) add(`ferry ${m} (api + worker + redis)`, ferryRes[m] ?? {});
@@ -245,6 +292,40 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
   if (typeof peerRes === "string") console.log(`\n(d) peer ${peerRes}`);
   else add("seed FastAPI + PyTorch (mnist)", peerRes);
   printTable("(b, d, e) HTTP /predict, 5 s at 1 client, 8 s at 64 clients", rows);
+  printTable(
+    "Redis commands per request, by command (INFO commandstats delta over the run, commands inside scripts included)",
+    MODELS.flatMap((m) =>
+      Object.entries(ferryRes[m] ?? {}).map(([c, v]) => ({
+        model: m,
+        clients: c.slice(1),
+        total: v.redis_cmds_per_req,
+        by_command: v.redis_cmds_by_command,
+      })),
+    ),
+  );
+  // raw ORT at the batch size Ferry formed at 64 clients: what its serving path leaves of it
+  const formed = Object.fromEntries(
+    await seq(MODELS, async (m) => {
+      const batch = Math.max(1, Math.round(ferryRes[m]?.c64?.mean_batch_size ?? 1));
+      const rawAt = (await rawOnnx(m, [batch]))[`batch_${batch}_rows_per_s`] ?? 0;
+      return [m, { batch, raw_rows_per_s: rawAt, ferry_rps: ferryRes[m]?.c64?.rps ?? 0 }] as const;
+    }),
+  );
+  printTable(
+    "(b') Ferry at 64 clients vs raw ONNX Runtime at the batch size Ferry formed",
+    MODELS.map((m) => ({
+      model: m,
+      mean_batch_formed: formed[m]?.batch ?? 0,
+      raw_rows_per_s_at_that_batch: formed[m]?.raw_rows_per_s ?? 0,
+      ferry_c64_rps: formed[m]?.ferry_rps ?? 0,
+      ratio: round((formed[m]?.ferry_rps ?? 0) / (formed[m]?.raw_rows_per_s || 1), 3),
+    })),
+  );
+  const over = await overload("mnist");
+  printTable(
+    `(f) overload: ${OVERLOAD.connections} closed-loop connections for ${OVERLOAD.durationMs / 1000} s on mnist (each sends again at once, 429 or not), QUEUE_WAIT_BUDGET_MS 5000`,
+    Object.entries(over.by_status).map(([status, v]) => ({ status, ...v })),
+  );
   const seed = Object.fromEntries(
     await seq(MODELS, async (m) => [m, await seedExercise(m)] as const),
   );
@@ -268,6 +349,15 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
       (mnist.c64?.p99_ms ?? 0) / (mnist.c64?.p50_ms ?? 1),
       2,
     ),
+    "digits-cnn: ferry_c64_rps / raw_rows_per_s at the batch formed": round(
+      (formed["digits-cnn"]?.ferry_rps ?? 0) / (formed["digits-cnn"]?.raw_rows_per_s || 1),
+      3,
+    ),
+    "overload: 429 p99 (ms)": over.by_status["429"]?.p99_ms ?? Number.NaN,
+    "overload: admitted (200) p99 (ms)": over.by_status["200"]?.p99_ms ?? Number.NaN,
+    "overload: answers other than 200/429": Object.entries(over.by_status)
+      .filter(([status]) => status !== "200" && status !== "429")
+      .reduce((n, [, v]) => n + v.count, 0),
   };
   for (const m of MODELS)
     ratios[`${m}: batch32_rps / batch1_rps (seed exercise)`] = round(
@@ -290,6 +380,8 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     in_process_server: inProc,
     peer: peerRes,
     seed_exercise: seed,
+    formed_batches: formed,
+    overload: over,
     ratios,
   };
 }

@@ -45,16 +45,37 @@ export function cpuMeter(pids: Record<string, number | undefined>) {
   };
 }
 
-/** Commands Redis has run so far (INFO commandstats, commands inside scripts included). */
-export function redisCommands(url: string): number {
+/** Commands Redis has run so far, by command (INFO commandstats, commands inside scripts included). */
+export function redisCommandStats(url: string): Map<string, number> {
+  const calls = new Map<string, number>();
   try {
     const info = execFileSync("redis-cli", ["-u", url, "info", "commandstats"], {
       encoding: "utf8",
     });
-    let calls = 0;
-    for (const m of info.matchAll(/calls=(\d+)/g)) calls += Number(m[1]);
-    return calls;
+    for (const m of info.matchAll(/cmdstat_([^:]+):calls=(\d+)/g))
+      calls.set(m[1] ?? "", Number(m[2]));
   } catch {
-    return Number.NaN;
+    // no redis-cli: the bench says "?" rather than a number
   }
+  return calls;
+}
+
+/**
+ * Commands per unit of work between two `redisCommandStats` readings: the total, and the
+ * commands that made it up ("xadd 0.08 publish 0.07 ..."), most first.
+ */
+export function commandsPer(
+  before: Map<string, number>,
+  after: Map<string, number>,
+  units: number,
+): { total: number; by_command: string } {
+  const per = [...after]
+    .map(([name, n]) => [name, (n - (before.get(name) ?? 0)) / Math.max(1, units)] as const)
+    .filter(([, n]) => n >= 0.005)
+    .sort((a, b) => b[1] - a[1]);
+  const total = per.reduce((s, [, n]) => s + n, 0);
+  return {
+    total: Math.round(total * 10) / 10,
+    by_command: per.map(([name, n]) => `${name} ${n.toFixed(2)}`).join(", "),
+  };
 }

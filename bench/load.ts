@@ -1,8 +1,18 @@
 import { Agent, request } from "node:http";
 
+/** Answers of one HTTP status: how many, and how long they took. */
+export interface StatusLatency {
+  count: number;
+  p50_ms: number;
+  p99_ms: number;
+  max_ms: number;
+}
+
 export interface LoadResult {
   requests: number;
   errors: number;
+  /** Every answer by HTTP status (0: no answer), 200s included. */
+  by_status: Record<string, StatusLatency>;
   seconds: number;
   rps: number;
   p50_ms: number;
@@ -28,6 +38,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: opts.concurrency });
   const url = new URL(opts.url);
   const latencies: number[] = [];
+  const byStatus = new Map<number, number[]>();
   let errors = 0;
   let sent = 0;
   const started = performance.now();
@@ -38,17 +49,35 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
       const body = opts.bodies[sent++ % opts.bodies.length] ?? "{}";
       const t0 = performance.now();
       const status = await post(agent, url, body);
-      if (status === 200) latencies.push(performance.now() - t0);
+      const took = performance.now() - t0;
+      if (status === 200) latencies.push(took);
       else errors++;
+      let list = byStatus.get(status);
+      if (!list) {
+        list = [];
+        byStatus.set(status, list);
+      }
+      list.push(took);
     }
   };
   await Promise.all(Array.from({ length: opts.concurrency }, client));
   const seconds = (performance.now() - started) / 1000;
   agent.destroy();
   latencies.sort((a, b) => a - b);
+  const by_status: Record<string, StatusLatency> = {};
+  for (const [status, list] of byStatus) {
+    list.sort((a, b) => a - b);
+    by_status[String(status)] = {
+      count: list.length,
+      p50_ms: round(quantile(list, 0.5)),
+      p99_ms: round(quantile(list, 0.99)),
+      max_ms: round(list.at(-1) ?? Number.NaN),
+    };
+  }
   return {
     requests: latencies.length,
     errors,
+    by_status,
     seconds: round(seconds),
     rps: round(latencies.length / seconds),
     p50_ms: round(quantile(latencies, 0.5)),
