@@ -27,6 +27,19 @@ export interface LoadOptions {
   durationMs?: number;
   /** ...or after exactly this many requests, sent all at once up to `concurrency`. */
   total?: number;
+  /**
+   * Every client opens its connection with one unmeasured request, and the clock starts once
+   * all have: a pool of clients that is already connected, as a fleet of callers is. Thousands
+   * of connects in one burst lose packets on this machine's loopback whatever the server (the
+   * bare node:http one too), and their retransmit backoff (1, 2, 4, 8 s) would be measured as
+   * the server's latency.
+   */
+  connectFirst?: boolean;
+  /**
+   * A client refused with 429 waits the Retry-After it was given before it sends again, as
+   * the openai client and most SDKs do; without it, it sends again at once (a load generator).
+   */
+  honourRetryAfter?: boolean;
 }
 
 /**
@@ -34,6 +47,9 @@ export interface LoadOptions {
  * as the previous answer arrives, over keep-alive connections. Latency is per request, from
  * write to the last byte of the answer.
  */
+/** Clients that open their connections at once, when they connect first. */
+const CONNECT_WAVE = 200;
+
 export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: opts.concurrency });
   const url = new URL(opts.url);
@@ -41,14 +57,24 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const byStatus = new Map<number, number[]>();
   let errors = 0;
   let sent = 0;
+  // one connection per client when they connect first (a shared pool would hand a finished
+  // client's socket to the next one instead of opening a new one)
+  const agents = Array.from({ length: opts.concurrency }, () =>
+    opts.connectFirst ? new Agent({ keepAlive: true, maxSockets: 1 }) : agent,
+  );
+  if (opts.connectFirst) {
+    const body = opts.bodies[0] ?? "{}";
+    for (let i = 0; i < opts.concurrency; i += CONNECT_WAVE)
+      await Promise.all(agents.slice(i, i + CONNECT_WAVE).map((a) => post(a, url, body)));
+  }
   const started = performance.now();
   const deadline = started + (opts.durationMs ?? Number.POSITIVE_INFINITY);
   const more = () => (opts.total !== undefined ? sent < opts.total : performance.now() < deadline);
-  const client = async () => {
+  const client = async (agent: Agent) => {
     while (more()) {
       const body = opts.bodies[sent++ % opts.bodies.length] ?? "{}";
       const t0 = performance.now();
-      const status = await post(agent, url, body);
+      const { status, retryAfterS } = await post(agent, url, body);
       const took = performance.now() - t0;
       if (status === 200) latencies.push(took);
       else errors++;
@@ -58,11 +84,15 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
         byStatus.set(status, list);
       }
       list.push(took);
+      if (status === 429 && opts.honourRetryAfter && retryAfterS > 0)
+        await new Promise((r) =>
+          setTimeout(r, Math.min(retryAfterS * 1000, deadline - performance.now())),
+        );
     }
   };
-  await Promise.all(Array.from({ length: opts.concurrency }, client));
+  await Promise.all(agents.map(client));
   const seconds = (performance.now() - started) / 1000;
-  agent.destroy();
+  for (const a of new Set(agents)) a.destroy();
   latencies.sort((a, b) => a - b);
   const by_status: Record<string, StatusLatency> = {};
   for (const [status, list] of byStatus) {
@@ -85,7 +115,11 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   };
 }
 
-function post(agent: Agent, url: URL, body: string): Promise<number> {
+function post(
+  agent: Agent,
+  url: URL,
+  body: string,
+): Promise<{ status: number; retryAfterS: number }> {
   return new Promise((resolve) => {
     const req = request(
       {
@@ -98,10 +132,15 @@ function post(agent: Agent, url: URL, body: string): Promise<number> {
       },
       (res) => {
         res.resume();
-        res.on("end", () => resolve(res.statusCode ?? 0));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            retryAfterS: Number(res.headers["retry-after"] ?? 0) || 0,
+          }),
+        );
       },
     );
-    req.on("error", () => resolve(0));
+    req.on("error", () => resolve({ status: 0, retryAfterS: 0 }));
     req.end(body);
   });
 }

@@ -22,6 +22,7 @@ export function callOptions(
     priority: body.priority ?? intHeader(c, "X-Priority", 1, 10),
     timeoutMs: body.timeout_ms ?? timeoutHeader(c),
     cache: body.cache ?? (c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined),
+    releaseAdmission: c.get("releaseAdmission"),
   };
 }
 

@@ -28,6 +28,8 @@ export interface CallOptions {
   timeoutMs?: number | undefined;
   /** false skips the prediction cache for this request (`Cache-Control: no-cache`). */
   cache?: boolean | undefined;
+  /** Gives back the place admission held for this request before its body was read. */
+  releaseAdmission?: (() => void) | undefined;
 }
 
 export interface Prediction {
@@ -95,21 +97,25 @@ export class InferenceService {
   /**
    * Admits a sync request from its route alone, before its body is read or parsed: under
    * overload the refusal (429) must cost next to nothing. Returns the version that will serve
-   * it (drawn once: the split counts it once).
+   * it (drawn once: the split counts it once), and what gives its place in the queue back.
    */
-  async admit(model: string, version: string | undefined, timeoutMs?: number): Promise<string> {
+  async admit(
+    model: string,
+    version: string | undefined,
+    timeoutMs?: number,
+  ): Promise<{ version: string; release: () => void }> {
     const { entry, version: v } = this.resolveClassifier(
       model,
       await this.routeVersion(model, version),
     );
     const config = entry.config;
-    this.client.admit(
+    const release = this.client.admit(
       config.name,
       v,
       config.max_queue_size,
       Date.now() + (timeoutMs ?? config.default_timeout_ms),
     );
-    return v;
+    return { version: v, release };
   }
 
   /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
@@ -251,6 +257,8 @@ export class InferenceService {
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
     };
+    // the rows count themselves from here on
+    opts.releaseAdmission?.();
     const results = await Promise.all(
       plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
     );

@@ -1,7 +1,8 @@
+import { Server as HttpServer } from "node:http";
 import { ModelRepository } from "@ferry/model-repository";
 import { queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
-import { serve } from "@hono/node-server";
+import { createAdaptorServer } from "@hono/node-server";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin-service.js";
 import { createApp } from "./app.js";
@@ -74,11 +75,27 @@ const services: Services = {
   draining: () => draining,
   drainSignal: drain.signal,
 };
+/** Connections the kernel may hold for this process before it accepts them. */
+const LISTEN_BACKLOG = 8_192;
+
 const inFlight = new InFlight();
 const app = createApp(services, inFlight);
-const server = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, (info) => {
+const server = createAdaptorServer({ fetch: app.fetch });
+// Longer than any Retry-After this API gives and than a balancer's idle timeout (60 s on
+// most): Node's 5 s default closes a keep-alive connection while its client waits to retry,
+// and a request sent as it closes fails outright.
+if (server instanceof HttpServer) {
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+}
+// Node's default accept backlog (511) overflows when thousands of clients connect at once:
+// the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
+// process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
+server.listen({ port: env.PORT, host: env.HOST, backlog: LISTEN_BACKLOG }, () => {
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : env.PORT;
   log.info(
-    { url: `http://${env.HOST}:${info.port}`, models: repository.list().map((m) => m.config.name) },
+    { url: `http://${env.HOST}:${port}`, models: repository.list().map((m) => m.config.name) },
     "api listening",
   );
 });

@@ -45,5 +45,7 @@ export type AppEnv = {
     tenant: Tenant;
     /** The version a sync request was admitted to before its body was read (`admission.ts`). */
     admittedVersion?: string;
+    /** Gives back the place that admission held for the request. */
+    releaseAdmission?: () => void;
   };
 };

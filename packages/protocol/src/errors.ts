@@ -37,6 +37,21 @@ export class FerryError extends Error {
     this.code = code;
     this.retryAfterS = options.retryAfterS;
   }
+
+  /**
+   * An expected refusal (a full queue, a rate limit), made without capturing a stack trace:
+   * under overload refusals are most of the work, and the trace would be most of a refusal's
+   * cost while telling nothing (the code and message say it all).
+   */
+  static refusal(code: ErrorCode, message: string, options: FerryErrorOptions = {}): FerryError {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      return new FerryError(code, message, options);
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
+  }
 }
 
 export function isErrorCode(value: unknown): value is ErrorCode {

@@ -6,18 +6,30 @@ import type { AppEnv } from "../services.js";
  * Sync classifier routes name their model in the path, so a request its queue cannot serve
  * in time is refused before its body is read, parsed or validated, and with no Redis round
  * trip: under overload, refusing must cost far less than serving. The route then serves the
- * version drawn here (`admittedVersion`). A body's own `timeout_ms` is checked again when the
- * row is queued.
+ * version drawn here (`admittedVersion`). The request holds a place in its queue's depth from
+ * here until its rows are queued (where they are checked again, with the body's own
+ * `timeout_ms`), so a burst that arrives in one turn counts itself before any body is parsed.
  */
 export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const name = c.req.param("name");
-    if (name !== undefined) {
-      const version = await c
-        .get("services")
-        .inference.admit(name, c.req.param("version"), timeoutHeader(c));
-      c.set("admittedVersion", version);
+    if (name === undefined) return next();
+    const admitted = await c
+      .get("services")
+      .inference.admit(name, c.req.param("version"), timeoutHeader(c))
+      .catch(async (err: unknown) => {
+        // read, not parsed: a body left unread closes the connection (@hono/node-server
+        // gives its drain half a second), and a refused client's next request needs it
+        await c.req.raw.arrayBuffer().catch(() => undefined);
+        throw err;
+      });
+    const { version, release } = admitted;
+    c.set("admittedVersion", version);
+    c.set("releaseAdmission", release);
+    try {
+      await next();
+    } finally {
+      release();
     }
-    await next();
   };
 }

@@ -41,13 +41,13 @@ export function tenantLimits(options: TenantLimitOptions): MiddlewareHandler {
       bucket.at = now;
       if (bucket.tokens < 1) {
         const waitS = Math.ceil((1 - bucket.tokens) / ratePerS);
-        throw new FerryError("QUEUE_FULL", `Rate limit of ${ratePerS} requests/s reached`, {
+        throw FerryError.refusal("QUEUE_FULL", `Rate limit of ${ratePerS} requests/s reached`, {
           retryAfterS: waitS,
         });
       }
     }
     if (maxConcurrent !== undefined && bucket.open >= maxConcurrent) {
-      throw new FerryError(
+      throw FerryError.refusal(
         "QUEUE_FULL",
         `Too many requests open at once for this key (limit ${maxConcurrent})`,
         { retryAfterS: 1 },

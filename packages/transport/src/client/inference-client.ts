@@ -170,11 +170,20 @@ export class InferenceClient {
   }
 
   /**
-   * Refuses (QUEUE_FULL) a row the queue of `model` at `version` cannot take within
-   * `deadline`, from what this process knows: no Redis round trip.
+   * Refuses (QUEUE_FULL) a request the queue of `model` at `version` cannot take within
+   * `deadline`, from what this process knows: no Redis round trip. An admitted request holds
+   * a place in the queue's depth until `release` (when its rows enter, or it ends): a burst
+   * admitted in one turn counts itself, before any body is parsed.
    */
-  admit(model: string, version: string, maxQueueSize: number, deadline: number): void {
-    this.depth.admitRow(queueName(model, version), maxQueueSize, deadline);
+  admit(model: string, version: string, maxQueueSize: number, deadline: number): () => void {
+    const name = queueName(model, version);
+    this.depth.admitRow(name, maxQueueSize, deadline);
+    this.depth.enter(name);
+    let held = true;
+    return () => {
+      if (held) this.depth.leave(name);
+      held = false;
+    };
   }
 
   /** Runs one row through the model and waits for its answer (coalesced with its neighbours). */

@@ -65,7 +65,7 @@ export class QueueDepth {
     const expectedMs = (depth / rate.perS) * 1000;
     const allowedMs = Math.min(this.shedding.waitBudgetMs, deadline - this.now());
     if (expectedMs > allowedMs)
-      throw new FerryError(
+      throw FerryError.refusal(
         "QUEUE_FULL",
         `Queue for ${name} would take about ${Math.round(expectedMs)} ms to reach this request (${depth} ahead at ${Math.round(rate.perS)} rows/s); it can wait ${Math.max(0, Math.round(allowedMs))} ms`,
         { retryAfterS: Math.max(1, Math.ceil(expectedMs / 1000)) },
@@ -163,7 +163,7 @@ export class QueueDepth {
 }
 
 function full(name: string, depth: number, limit: number, retryAfterS: number): FerryError {
-  return new FerryError(
+  return FerryError.refusal(
     "QUEUE_FULL",
     `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
     {
