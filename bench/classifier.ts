@@ -396,6 +396,16 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     "ratios",
     Object.entries(ratios).map(([ratio, value]) => ({ ratio, value })),
   );
+  console.log(`
+Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not guessed):
+- thousands of connects at once overflowed Node's default accept backlog (511): the kernel
+  dropped SYNs and clients waited out retransmits (1, 3, 7, 15 s) before the API saw them; the
+  API now listens with a backlog of 8,192 (capped by net.core.somaxconn);
+- Hono's body limit touched the request's body stream, which made @hono/node-server build a
+  web ReadableStream per request instead of reading the body directly: half the API's CPU per
+  request, and V8's GC threads busy on the garbage; the limit now reads Content-Length;
+- BullMQ's few dozen Redis commands per job (73 commands per request at one client) on the
+  sync path, now a Redis Stream lane (one XADD per coalesced group).`);
   return {
     raw,
     ferry: ferryRes,
