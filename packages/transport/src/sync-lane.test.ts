@@ -1,3 +1,4 @@
+// Both sides of the sync lane together: the producer the API uses and the consumer a worker runs.
 import { randomBytes } from "node:crypto";
 import {
   type InferJob,
@@ -7,12 +8,12 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { afterAll, describe, expect, it } from "vitest";
-import { SyncLaneProducer } from "../client/sync-lane-producer.js";
-import { createRedis, deletePrefix } from "../shared/connection.js";
-import { Keys } from "../shared/keys.js";
-import { SYNC_GROUP } from "../shared/sync-lane.js";
-import type { RowHandler } from "./handlers.js";
-import { SyncLaneConsumer } from "./sync-lane-consumer.js";
+import { SyncLaneProducer } from "./client/sync-lane-producer.js";
+import { createRedis, deletePrefix } from "./shared/connection.js";
+import { Keys } from "./shared/keys.js";
+import { SYNC_GROUP } from "./shared/sync-lane.js";
+import type { RowHandler } from "./worker/handlers.js";
+import { SyncLaneConsumer } from "./worker/sync-lane-consumer.js";
 
 // Real Redis (never mocked), under a prefix of this file's own.
 const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
