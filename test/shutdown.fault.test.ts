@@ -108,6 +108,36 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
     expect(result.length).toBeGreaterThan(0);
     expect(text).toBe(result);
   });
+
+  it("a stream still waiting for its first token when the drain runs out answers 503 with its job, which goes on", async () => {
+    // no worker: the completion waits in its queue, and its stream for a first token
+    for (const w of stack.workers) w.child.kill("SIGKILL");
+    await Promise.all(stack.workers.splice(0).map((w) => w.exited));
+    await stack.api.child.kill("SIGKILL");
+    await stack.api.exited;
+    await stack.startApi({ DRAIN_TIMEOUT_MS: "300" });
+    const pending = completion("Q: Who waits?\nA:", 20, true);
+    await new Promise((r) => setTimeout(r, 500)); // queued, its stream waiting
+    stack.api.child.kill("SIGTERM");
+    const res = await pending;
+    expect(res.status).toBe(503);
+    const jobId = res.headers.get("x-job-id") ?? "";
+    expect(jobId).not.toBe("");
+    expect(((await res.json()) as { error: { message: string } }).error.message).toContain(
+      `/v1/jobs/${jobId}/events`,
+    );
+    expect(await stack.api.exited).toBe(0);
+
+    await stack.startApi();
+    await stack.startWorker();
+    let result = "";
+    await readSse(await fetch(stack.url(`/v1/jobs/${jobId}/events`)), (e) => {
+      if (e.event === "result")
+        result = (JSON.parse(e.data) as { result: { text: string } }).result.text;
+      return undefined;
+    });
+    expect(result.length).toBeGreaterThan(0);
+  });
 });
 
 describe("a client that goes away frees its seat", () => {

@@ -48,23 +48,31 @@ async function follow(
   };
   if (gone.aborted) onGone();
   gone.addEventListener("abort", onGone);
+  // The job behind the stream: /v1/jobs/{id}/events with Last-Event-ID (the chunks' ids)
+  // continues it from anywhere, should this connection or this replica go away.
+  c.header("X-Job-Id", job.id);
+  // A drain that runs out of time ends the stream, even one still waiting for its first
+  // token; the client resumes through the job.
+  const onClosing = () => reading.abort();
+  slot.closing.addEventListener("abort", onClosing);
   // The status line waits for the job's first output: a job that expires in the queue or
   // fails before its first token is answered with its HTTP error (504, 503), not a 200
   // followed by an error chunk.
   let first = await events.next();
   while (!first.done && first.value.body.type === "status") first = await events.next();
-  if (!first.done && first.value.body.type === "error") {
+  const unanswered = !first.done && first.value.body.type === "error";
+  if (unanswered || slot.closing.aborted) {
     gone.removeEventListener("abort", onGone);
+    slot.closing.removeEventListener("abort", onClosing);
     close();
-    throw errorOf(first.value);
+    if (!first.done && first.value.body.type === "error") throw errorOf(first.value);
+    throw new FerryError(
+      "UNAVAILABLE",
+      `This server is shutting down before job ${job.id} produced its first token; the job goes on: follow it at /v1/jobs/${job.id}/events`,
+      { retryAfterS: 1 },
+    );
   }
   const includeUsage = body.stream_options?.include_usage === true;
-  // The job behind the stream: /v1/jobs/{id}/events with Last-Event-ID (the chunks' ids)
-  // continues it from anywhere, should this connection or this replica go away.
-  c.header("X-Job-Id", job.id);
-  // A drain that runs out of time ends the stream; the client resumes through the job.
-  const onClosing = () => reading.abort();
-  slot.closing.addEventListener("abort", onClosing);
   let lastId: string | undefined;
   return sse(c, async (stream) => {
     const send = (payload: unknown) =>
