@@ -56,7 +56,7 @@ function group(rids: string[], replyTo: string): InferJob {
   };
 }
 
-function consumer(name: string, handler: RowHandler, lockDurationMs = 400) {
+function consumer(name: string, handler: RowHandler, lockDurationMs = 400, goneAfterMs?: number) {
   const c = new SyncLaneConsumer(
     connect(),
     connect(),
@@ -68,6 +68,7 @@ function consumer(name: string, handler: RowHandler, lockDurationMs = 400) {
       lockDurationMs,
       stalledIntervalMs: 100,
       maxDeliveries: 3,
+      ...(goneAfterMs === undefined ? {} : { goneAfterMs }),
     },
     handler,
   );
@@ -145,6 +146,37 @@ describe("SyncLaneConsumer", () => {
     expect(computed).toBe(1);
     expect(answers.get("c1")).toHaveLength(1);
     await Promise.all([slow.close(), other.close()]);
+  });
+
+  it("forgets the consumers of workers long gone that hold nothing, keeps those that do", async () => {
+    const lane = keys.syncLane(QUEUE.name, 1);
+    const admin = connect();
+    await admin.xgroup("CREATECONSUMER", lane, SYNC_GROUP, "w-gone");
+    await producer.send(QUEUE.name, 5, group(["e1"], `${keys.prefix}:reply:e`));
+    const held = (await admin.xreadgroup(
+      "GROUP",
+      SYNC_GROUP,
+      "w-holding",
+      "COUNT",
+      1,
+      "STREAMS",
+      lane,
+      ">",
+    )) as Array<[string, Array<[string, string[]]>]>;
+    const heldId = held[0]?.[1][0]?.[0] ?? "";
+    await new Promise((r) => setTimeout(r, 300));
+    const names = async () =>
+      ((await admin.xinfo("CONSUMERS", lane, SYNC_GROUP)) as string[][]).map((f) => f[1]);
+    expect(await names()).toEqual(expect.arrayContaining(["w-gone", "w-holding"]));
+    // lock far away: nothing is claimed, so "w-holding" keeps holding its group
+    const c = consumer("w-e", async (row) => ok(row), 60_000, 200);
+    expect(await until(() => false, 600)).toBe(false); // a few maintenance rounds
+    const left = await names();
+    expect(left).not.toContain("w-gone");
+    expect(left).toContain("w-holding");
+    await c.close();
+    await admin.xack(lane, SYNC_GROUP, heldId);
+    await admin.xdel(lane, heldId);
   });
 
   it("a group its workers keep dying on is answered with an error, not tried forever", async () => {

@@ -19,10 +19,18 @@ export interface SyncLaneOptions {
   stalledIntervalMs: number;
   /** Deliveries after which a group whose workers keep dying is answered with an error. */
   maxDeliveries: number;
+  /**
+   * A consumer of the group idle this long, holding nothing, belonged to a worker that is
+   * gone, and is deleted (looked for every tenth of it), in ms. @defaultValue one hour
+   */
+  goneAfterMs?: number;
 }
 
 /** How long one read waits for new entries before it looks again (and notices a close), in ms. */
 const BLOCK_MS = 1_000;
+
+/** See `SyncLaneOptions.goneAfterMs`. */
+const GONE_AFTER_MS = 60 * 60_000;
 
 /** The signal of a sync row: it is never cancelled, only past its deadline. */
 const NEVER = new AbortController().signal;
@@ -60,6 +68,7 @@ export class SyncLaneConsumer {
   private flushing: Promise<void> | undefined;
   private flushScheduled = false;
   private maintenance: NodeJS.Timeout | undefined;
+  private forgotAt = 0;
 
   constructor(
     /** A connection of its own: reads block on it. */
@@ -268,6 +277,10 @@ export class SyncLaneConsumer {
       for (const entry of entries) entry.renewedAt = now;
     }
     if (this.closing) return;
+    if (now - this.forgotAt >= (this.options.goneAfterMs ?? GONE_AFTER_MS) / 10) {
+      this.forgotAt = now;
+      await this.forgetGoneConsumers();
+    }
     for (const stream of this.streams) {
       const free = this.options.capacity - this.rowsHeld;
       if (free <= 0) return;
@@ -296,6 +309,27 @@ export class SyncLaneConsumer {
               }
             : undefined,
         );
+      }
+    }
+  }
+
+  /**
+   * Deletes the group's consumers that hold nothing and have not read for an hour: workers
+   * that died (a clean exit deletes its own), which would otherwise pile up in the group.
+   */
+  private async forgetGoneConsumers(): Promise<void> {
+    for (const stream of this.streams) {
+      const consumers = (await this.writer.xinfo("CONSUMERS", stream, SYNC_GROUP)) as Array<
+        Array<string | number>
+      >;
+      for (const fields of consumers) {
+        const info = new Map<string, string | number>();
+        for (let k = 0; k + 1 < fields.length; k += 2)
+          info.set(String(fields[k]), fields[k + 1] ?? "");
+        const name = String(info.get("name") ?? "");
+        if (name === this.consumer || Number(info.get("pending")) > 0) continue;
+        if (Number(info.get("idle")) < (this.options.goneAfterMs ?? GONE_AFTER_MS)) continue;
+        await this.writer.xgroup("DELCONSUMER", stream, SYNC_GROUP, name);
       }
     }
   }
