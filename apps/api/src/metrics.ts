@@ -72,7 +72,10 @@ export class ApiMetrics {
     registers: [this.registry],
   });
 
-  /** Jobs waiting per queue (BullMQ wait + prioritized): what KEDA scales workers on. */
+  /**
+   * Work waiting per queue (BullMQ wait + prioritized, and sync-lane groups not yet read):
+   * what KEDA scales workers on.
+   */
   readonly queueDepth = new Gauge({
     name: "ferry_queue_waiting_jobs",
     help: "Jobs waiting in each model version's queue (waiting + prioritized), read at scrape time",

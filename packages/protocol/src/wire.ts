@@ -24,7 +24,8 @@ export type InferRow = z.infer<typeof inferRowSchema>;
 
 /**
  * Job data for a classifier queue. The API may coalesce rows of several requests for one
- * model version into one job, so that BullMQ's per-job Redis work is paid once per group.
+ * model version into one group (one sync-lane entry), so that the Redis work is paid once
+ * per group; an async job is one such message as one BullMQ job.
  */
 export const inferJobSchema = z.object({
   v: z.literal(WIRE_VERSION),

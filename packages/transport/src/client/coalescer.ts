@@ -9,8 +9,8 @@ export interface CoalescedGroup {
 /**
  * Gathers the rows that arrive for one queue and priority within one turn of the event loop
  * into one group, at most `maxRows` each. Under load many requests land per turn, so the
- * per-job Redis work BullMQ does is shared; at light load a group is one row and waits for
- * nothing but the current turn.
+ * per-group Redis work (one XADD, one read, one acknowledgement) is shared; at light load a
+ * group is one row and waits for nothing but the current turn.
  */
 export class Coalescer {
   private readonly open = new Map<string, CoalescedGroup>();
