@@ -1,4 +1,5 @@
 import { FerryError } from "@ferry/protocol";
+import { IdleWaiters } from "./idle-waiters.js";
 import type { Tenant } from "./tenant.js";
 
 /** One open event stream's hold on its slot. */
@@ -18,7 +19,7 @@ export interface StreamSlot {
 export class StreamSlots {
   private readonly perTenant = new Map<string, number>();
   private readonly held = new Set<AbortController>();
-  private waiters: Array<() => void> = [];
+  private readonly idle = new IdleWaiters();
 
   constructor(
     private readonly maxTotal: number,
@@ -54,18 +55,14 @@ export class StreamSlots {
         const left = (this.perTenant.get(tenant.id) ?? 1) - 1;
         if (left === 0) this.perTenant.delete(tenant.id);
         else this.perTenant.set(tenant.id, left);
-        if (this.held.size === 0) for (const wake of this.waiters.splice(0)) wake();
+        if (this.held.size === 0) this.idle.wake();
       },
     };
   }
 
   /** Resolves when no stream is open, or after `timeoutMs`. */
   settled(timeoutMs: number): Promise<void> {
-    if (this.held.size === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.waiters.push(resolve);
-      setTimeout(resolve, timeoutMs).unref();
-    });
+    return this.idle.wait(this.held.size === 0, timeoutMs);
   }
 
   /** Tells every open stream to end now; resolves once they have (or after `timeoutMs`). */

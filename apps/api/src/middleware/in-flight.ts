@@ -1,9 +1,10 @@
 import type { MiddlewareHandler } from "hono";
+import { IdleWaiters } from "../idle-waiters.js";
 
 /** Counts requests being answered, so that a drain can wait for the last one. */
 export class InFlight {
   private count = 0;
-  private waiters: Array<() => void> = [];
+  private readonly idle = new IdleWaiters();
 
   middleware(): MiddlewareHandler {
     return async (_c, next) => {
@@ -12,7 +13,7 @@ export class InFlight {
         await next();
       } finally {
         this.count--;
-        if (this.count === 0) for (const wake of this.waiters.splice(0)) wake();
+        if (this.count === 0) this.idle.wake();
       }
     };
   }
@@ -23,10 +24,6 @@ export class InFlight {
 
   /** Resolves when no request is open, or after `timeoutMs`. */
   settled(timeoutMs: number): Promise<void> {
-    if (this.count === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      this.waiters.push(resolve);
-      setTimeout(resolve, timeoutMs).unref();
-    });
+    return this.idle.wait(this.count === 0, timeoutMs);
   }
 }

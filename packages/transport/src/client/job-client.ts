@@ -296,27 +296,25 @@ export class JobClient {
   async cancel(id: string): Promise<JobRecord | undefined> {
     const record = await this.get(id);
     if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
-    const index = await this.index(id);
     await guarded(() =>
       this.control
         .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", this.ttlS), id)
         .exec(),
     );
-    if (index) {
-      const job = await Job.fromId(this.queue(index.queue), id);
-      // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
-      const removed = await job?.remove().then(
-        () => true,
-        () => false,
-      );
-      if (removed) {
-        // nobody will run it now, so nobody else will close its event log
-        this.writer.emit(id, [
-          { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
-          { type: "done" },
-        ]);
-        await this.writer.flush();
-      }
+    // the record came from the job's index: its queue is its model version's
+    const job = await Job.fromId(this.queue(queueName(record.model, record.version)), id);
+    // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
+    const removed = await job?.remove().then(
+      () => true,
+      () => false,
+    );
+    if (removed) {
+      // nobody will run it now, so nobody else will close its event log
+      this.writer.emit(id, [
+        { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
+        { type: "done" },
+      ]);
+      await this.writer.flush();
     }
     return this.get(id);
   }
