@@ -63,8 +63,10 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     // direct read of the body, and builds a web stream per request. Chunked bodies are
     // counted as they arrive.
     const declared = c.req.header("Content-Length");
-    if (declared !== undefined && c.req.header("Transfer-Encoding") === undefined) {
-      if (Number(declared) > services.env.MAX_BODY_BYTES) tooLarge(c);
+    const chunked = c.req.header("Transfer-Encoding") !== undefined;
+    if (!chunked) {
+      // (with no length either, there is no body at all: a GET, say)
+      if (declared !== undefined && Number(declared) > services.env.MAX_BODY_BYTES) tooLarge(c);
       return next();
     }
     return limit(c, next);

@@ -1,15 +1,35 @@
 import type { MiddlewareHandler } from "hono";
 import type { AppEnv } from "../services.js";
 
-/** Counts and times every request by its route pattern (not its path, which has ids in it). */
+interface Bound {
+  count: { inc(): void };
+  time: { observe(seconds: number): void };
+}
+
+/**
+ * Counts and times every request by its route pattern (not its path, which has ids in it).
+ * The metrics' children are bound once per route, method and status: prom-client validates
+ * and hashes a label set on every call otherwise, a noticeable share of a cheap request.
+ */
 export function httpMetrics(): MiddlewareHandler<AppEnv> {
+  const bound = new Map<string, Bound>();
   return async (c, next) => {
     const started = performance.now();
     await next();
-    const { metrics } = c.get("services");
     const route = c.req.routePath === "/*" ? "unmatched" : c.req.routePath;
-    const labels = { route, method: c.req.method };
-    metrics.httpRequests.inc({ ...labels, status: String(c.res.status) });
-    metrics.httpDuration.observe(labels, (performance.now() - started) / 1000);
+    const method = c.req.method;
+    const status = String(c.res.status);
+    const key = `${route} ${method} ${status}`;
+    let metrics = bound.get(key);
+    if (!metrics) {
+      const { httpRequests, httpDuration } = c.get("services").metrics;
+      metrics = {
+        count: httpRequests.labels({ route, method, status }),
+        time: httpDuration.labels({ route, method }),
+      };
+      bound.set(key, metrics);
+    }
+    metrics.count.inc();
+    metrics.time.observe((performance.now() - started) / 1000);
   };
 }
