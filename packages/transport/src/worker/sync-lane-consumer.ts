@@ -40,7 +40,6 @@ interface Held {
   stream: string;
   id: string;
   rowsLeft: number;
-  renewedAt: number;
 }
 
 type StreamEntry = [id: string, fields: string[]];
@@ -165,7 +164,7 @@ export class SyncLaneConsumer {
       this.acknowledge(stream, id);
       return;
     }
-    const entry: Held = { stream, id, rowsLeft: job.rows.length, renewedAt: Date.now() };
+    const entry: Held = { stream, id, rowsLeft: job.rows.length };
     this.held.set(`${stream} ${id}`, entry);
     this.rowsHeld += job.rows.length;
     this.rowsPerGroup = 0.8 * this.rowsPerGroup + 0.2 * job.rows.length;
@@ -260,22 +259,13 @@ export class SyncLaneConsumer {
    */
   private async maintain(): Promise<void> {
     const now = Date.now();
-    const stale = new Map<string, Held[]>();
-    for (const entry of this.held.values()) {
-      if (now - entry.renewedAt < this.options.stalledIntervalMs) continue;
-      stale.set(entry.stream, [...(stale.get(entry.stream) ?? []), entry]);
-    }
-    for (const [stream, entries] of stale) {
-      await this.writer.xclaim(
-        stream,
-        SYNC_GROUP,
-        this.consumer,
-        0,
-        ...entries.map((e) => e.id),
-        "JUSTID",
-      );
-      for (const entry of entries) entry.renewedAt = now;
-    }
+    // every held group, every round (one XCLAIM a band): its idle time then never exceeds one
+    // stalled interval, well inside the lock
+    const held = new Map<string, string[]>();
+    for (const entry of this.held.values())
+      held.set(entry.stream, [...(held.get(entry.stream) ?? []), entry.id]);
+    for (const [stream, ids] of held)
+      await this.writer.xclaim(stream, SYNC_GROUP, this.consumer, 0, ...ids, "JUSTID");
     if (this.closing) return;
     if (now - this.forgotAt >= (this.options.goneAfterMs ?? GONE_AFTER_MS) / 10) {
       this.forgotAt = now;
