@@ -56,7 +56,9 @@ function group(rids: string[], replyTo: string): InferJob {
   };
 }
 
-function consumer(name: string, handler: RowHandler, lockDurationMs = 400, goneAfterMs?: number) {
+// Locks of 1.5 s renewed every 100 ms: a loaded machine would have to stall a timer for most
+// of the lock to make a renewal late.
+function consumer(name: string, handler: RowHandler, lockDurationMs = 1_500, goneAfterMs?: number) {
   const c = new SyncLaneConsumer(
     connect(),
     connect(),
@@ -82,7 +84,7 @@ const ok = (row: InferRow): RowResult => ({
   outputs: {},
   timing: { queue_ms: 0, compute_ms: 0, batch_size: 1 },
 });
-const until = async (check: () => boolean, ms = 5_000) => {
+const until = async (check: () => boolean, ms = 10_000) => {
   const end = Date.now() + ms;
   while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
   return check();
@@ -122,7 +124,7 @@ describe("SyncLaneConsumer", () => {
     const started = Date.now();
     const c = consumer("w-b", async (row) => ok(row));
     expect(await until(() => answers.has("b1"))).toBe(true);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(300); // not before the lock lapsed
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_400); // not before the lock lapsed
     expect(answers.get("b1")?.[0]?.ok).toBe(true);
     await c.close();
   });
@@ -133,7 +135,7 @@ describe("SyncLaneConsumer", () => {
     let computed = 0;
     const slow = consumer("w-slow", async (row) => {
       computed++;
-      await new Promise((r) => setTimeout(r, 1_500)); // well past the 400 ms lock
+      await new Promise((r) => setTimeout(r, 4_000)); // well past the 1.5 s lock
       return ok(row);
     });
     await producer.send(QUEUE.name, 5, group(["c1"], channel));
