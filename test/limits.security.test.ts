@@ -1,8 +1,8 @@
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
+import { countKeys as countKeysUnder } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
-import { REDIS_URL, Stack } from "./helpers/stack.js";
+import { Stack } from "./helpers/stack.js";
 import { endlessLine } from "./helpers/uploads.js";
 
 // tiny-lm has no worker here (its jobs stay queued) and a small queue; streams are capped low.
@@ -25,21 +25,7 @@ const message = async (res: Response) =>
   ((await res.json()) as { error: { message: string } }).error.message;
 
 /** Keys under this stack's prefix matching `pattern` (jobs stored, say). */
-async function countKeys(pattern: string): Promise<number> {
-  const redis = new Redis(REDIS_URL);
-  try {
-    let n = 0;
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${stack.prefix}:${pattern}`);
-      cursor = next;
-      n += keys.length;
-    } while (cursor !== "0");
-    return n;
-  } finally {
-    redis.disconnect();
-  }
-}
+const countKeys = (pattern: string) => countKeysUnder(stack.prefix, pattern);
 
 const ndjson = (body: ReadableStream<Uint8Array> | string) =>
   fetch(stack.url("/v1/batches?model=digits"), {

@@ -2,6 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../scripts/free-port.js";
 import { scrapeMetric } from "./helpers/metrics.js";
+import { countKeys } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
 import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
@@ -116,8 +117,10 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
     await stack.api.child.kill("SIGKILL");
     await stack.api.exited;
     await stack.startApi({ DRAIN_TIMEOUT_MS: "300" });
+    const before = await countKeys(stack.prefix, "job-queue:*");
     const pending = completion("Q: Who waits?\nA:", 20, true);
-    await new Promise((r) => setTimeout(r, 500)); // queued, its stream waiting
+    // queued (its index stored), its stream waiting for a first token
+    await waitFor(async () => (await countKeys(stack.prefix, "job-queue:*")) > before, 10_000);
     stack.api.child.kill("SIGTERM");
     const res = await pending;
     expect(res.status).toBe(503);
