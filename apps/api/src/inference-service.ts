@@ -102,18 +102,23 @@ export class InferenceService {
   async admit(
     model: string,
     version: string | undefined,
-    timeoutMs?: number,
+    opts: { timeoutMs?: number | undefined; cache?: boolean | undefined },
   ): Promise<{ version: string; release: () => void }> {
     const { entry, version: v } = this.resolveClassifier(
       model,
       await this.routeVersion(model, version),
     );
     const config = entry.config;
+    // A cached answer needs no queue (Triton looks its response cache up before the queue
+    // too): with the cache on, the request is only counted here, and refused after its
+    // lookup missed, when its rows would be queued.
+    const cacheOn = config.cache?.enabled === true && opts.cache !== false;
     const release = this.client.admit(
       config.name,
       v,
       config.max_queue_size,
-      Date.now() + (timeoutMs ?? config.default_timeout_ms),
+      Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+      { refuse: !cacheOn },
     );
     return { version: v, release };
   }

@@ -5,7 +5,9 @@ import type { AppEnv } from "../services.js";
 /**
  * Sync classifier routes name their model in the path, so a request its queue cannot serve
  * in time is refused before its body is read, parsed or validated, and with no Redis round
- * trip: under overload, refusing must cost far less than serving. The route then serves the
+ * trip: under overload, refusing must cost far less than serving. A model with its
+ * prediction cache on is the exception: its request is counted here but refused only once
+ * its cache lookup missed, since a cached answer needs no queue. The route then serves the
  * version drawn here (`admittedVersion`). The request holds a place in its queue's depth from
  * here until its rows are queued (where they are checked again, with the body's own
  * `timeout_ms`), so a burst that arrives in one turn counts itself before any body is parsed.
@@ -16,7 +18,11 @@ export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
     if (name === undefined) return next();
     const admitted = await c
       .get("services")
-      .inference.admit(name, c.req.param("version"), timeoutHeader(c))
+      .inference.admit(name, c.req.param("version"), {
+        timeoutMs: timeoutHeader(c),
+        // the body's own `cache: false` is read later; the header is known now
+        cache: c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined,
+      })
       .catch(async (err: unknown) => {
         // read, not parsed: a body left unread closes the connection (@hono/node-server
         // gives its drain half a second), and a refused client's next request needs it

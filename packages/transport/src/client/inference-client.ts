@@ -171,13 +171,20 @@ export class InferenceClient {
 
   /**
    * Refuses (QUEUE_FULL) a request the queue of `model` at `version` cannot take within
-   * `deadline`, from what this process knows: no Redis round trip. An admitted request holds
-   * a place in the queue's depth until `release` (when its rows enter, or it ends): a burst
-   * admitted in one turn counts itself, before any body is parsed.
+   * `deadline`, from what this process knows: no Redis round trip (with `refuse: false` it is
+   * only counted). An admitted request holds a place in the queue's depth until `release`
+   * (when its rows enter, or it ends): a burst admitted in one turn counts itself, before
+   * any body is parsed.
    */
-  admit(model: string, version: string, maxQueueSize: number, deadline: number): () => void {
+  admit(
+    model: string,
+    version: string,
+    maxQueueSize: number,
+    deadline: number,
+    { refuse = true }: { refuse?: boolean } = {},
+  ): () => void {
     const name = queueName(model, version);
-    this.depth.admitRow(name, maxQueueSize, deadline);
+    if (refuse) this.depth.admitRow(name, maxQueueSize, deadline);
     this.depth.enter(name);
     let held = true;
     return () => {

@@ -1,0 +1,41 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+// A small queue with the prediction cache on: a full queue refuses new work, not answers
+// the cache already holds (Triton also looks its response cache up before the queue).
+const MAX_QUEUE = 3;
+const repo = tempRepository({
+  digits: {
+    max_queue_size: MAX_QUEUE,
+    cache: { enabled: true, ttl_s: 3600, max_entries: 1000 },
+    fallback: { enabled: false },
+  },
+});
+const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const [cached = [], fresh = []] = samples.digits.inputs;
+const predict = (features: number[]) => stack.post("/v1/models/digits/predict", { features });
+
+describe("admission with the prediction cache on", () => {
+  it("a full queue refuses a new input with 429 and still answers a cached one", async () => {
+    const first = await predict(cached);
+    expect(((await first.json()) as { source: string }).source).toBe("model");
+    // no worker from here on: jobs stay queued until the queue is full
+    for (const w of stack.workers) w.child.kill("SIGKILL");
+    await Promise.all(stack.workers.splice(0).map((w) => w.exited));
+    for (let i = 0; i < MAX_QUEUE; i++) {
+      const res = await stack.post("/v1/jobs", { model: "digits", input: { features: fresh } });
+      expect(res.status).toBe(202);
+    }
+    const refused = await predict(fresh);
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    const hit = await predict(cached);
+    expect(hit.status).toBe(200);
+    expect(((await hit.json()) as { source: string }).source).toBe("cache");
+  });
+});
