@@ -30,9 +30,8 @@ export interface LoadOptions {
   /**
    * Every client opens its connection with one unmeasured request, and the clock starts once
    * all have: a pool of clients that is already connected, as a fleet of callers is. Thousands
-   * of connects in one burst lose packets on this machine's loopback whatever the server (the
-   * bare node:http one too), and their retransmit backoff (1, 2, 4, 8 s) would be measured as
-   * the server's latency.
+   * of connects in one burst stall for seconds on this machine whatever the server (the bare
+   * node:http one too: p99 16 s), and that would be measured as the server's latency.
    */
   connectFirst?: boolean;
   /**
