@@ -181,6 +181,32 @@ describe("SyncLaneConsumer", () => {
     await admin.xdel(lane, heldId);
   });
 
+  it("a closing worker never leaves the group while it still holds something (it would be lost)", async () => {
+    const lane = keys.syncLane(QUEUE.name, 1);
+    const admin = connect();
+    await producer.send(QUEUE.name, 5, group(["f1"], `${keys.prefix}:reply:f`));
+    // delivered to "w-f" but never seen by it: a read cut mid-reply at a shutdown
+    const got = (await admin.xreadgroup(
+      "GROUP",
+      SYNC_GROUP,
+      "w-f",
+      "COUNT",
+      1,
+      "STREAMS",
+      lane,
+      ">",
+    )) as Array<[string, Array<[string, string[]]>]>;
+    const id = got[0]?.[1][0]?.[0] ?? "";
+    const c = consumer("w-f", async (row) => ok(row), 60_000);
+    await new Promise((r) => setTimeout(r, 200));
+    await c.close();
+    // still pending, so another worker can claim it
+    const pending = (await admin.xpending(lane, SYNC_GROUP)) as [number, ...unknown[]];
+    expect(Number(pending[0])).toBe(1);
+    await admin.xack(lane, SYNC_GROUP, id);
+    await admin.xdel(lane, id);
+  });
+
   it("a group its workers keep dying on is answered with an error, not tried forever", async () => {
     const channel = `${keys.prefix}:reply:d`;
     const answers = await listen(channel);

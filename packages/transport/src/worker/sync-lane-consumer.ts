@@ -102,12 +102,24 @@ export class SyncLaneConsumer {
     await Promise.race([this.reading, sleep(BLOCK_MS + 500)]);
     this.reader.disconnect();
     if (this.rowsHeld > 0) await new Promise<void>((resolve) => (this.drained = resolve));
-    await this.flush();
+    await this.flush().catch(() => undefined);
+    // Deleting a consumer makes what it still holds unclaimable: leave the group only from a
+    // band where it holds nothing (a failed flush, or a read cut mid-reply, leaves groups
+    // pending for another worker to claim).
     await Promise.all(
-      this.streams.map((stream) =>
-        this.writer.xgroup("DELCONSUMER", stream, SYNC_GROUP, this.consumer).catch(() => 0),
-      ),
-    );
+      this.streams.map(async (stream) => {
+        const mine = (await this.writer.xpending(
+          stream,
+          SYNC_GROUP,
+          "-",
+          "+",
+          1,
+          this.consumer,
+        )) as unknown[];
+        if (mine.length === 0)
+          await this.writer.xgroup("DELCONSUMER", stream, SYNC_GROUP, this.consumer);
+      }),
+    ).catch(() => undefined);
   }
 
   private async read(): Promise<void> {
