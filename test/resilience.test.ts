@@ -13,8 +13,10 @@ const repo = tempRepository({
     cache: { enabled: false },
   },
 });
+// Shedding by expected wait has tests of its own: here the service rate the API measures
+// while a worker is dead would refuse a burst, and every request must be answered.
 const stack = new Stack({
-  env: { MODEL_REPOSITORY: repo },
+  env: { MODEL_REPOSITORY: repo, QUEUE_WAIT_BUDGET_MS: "600000" },
   workerEnv: { LOCK_DURATION_MS: "2000", STALLED_INTERVAL_MS: "1000" },
 });
 beforeAll(() => stack.start());
