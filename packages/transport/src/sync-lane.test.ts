@@ -84,6 +84,35 @@ const ok = (row: InferRow): RowResult => ({
   outputs: {},
   timing: { queue_ms: 0, compute_ms: 0, batch_size: 1 },
 });
+/** The band priority 5 goes to, where every test sends. */
+const LANE = keys.syncLane(QUEUE.name, 1);
+const stand = connect();
+
+/**
+ * A stand-in worker named `name` reads the next group (and then, say, dies holding it):
+ * returns the group's id.
+ */
+async function deliverTo(name: string): Promise<string> {
+  await stand.xgroup("CREATE", LANE, SYNC_GROUP, "0", "MKSTREAM").catch(() => undefined);
+  const got = (await stand.xreadgroup(
+    "GROUP",
+    SYNC_GROUP,
+    name,
+    "COUNT",
+    1,
+    "STREAMS",
+    LANE,
+    ">",
+  )) as Array<[string, Array<[string, string[]]>]> | null;
+  return got?.[0]?.[1][0]?.[0] ?? "";
+}
+
+/** Takes a group out of the lane, as an answered one would be. */
+async function forget(id: string): Promise<void> {
+  await stand.xack(LANE, SYNC_GROUP, id);
+  await stand.xdel(LANE, id);
+}
+
 const until = async (check: () => boolean, ms = 10_000) => {
   const end = Date.now() + ms;
   while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
@@ -104,22 +133,9 @@ describe("SyncLaneConsumer", () => {
   it("a group whose worker died is claimed by another once its lock lapses, and answered", async () => {
     const channel = `${keys.prefix}:reply:b`;
     const answers = await listen(channel);
-    // a worker that reads the group and never answers: it died holding it
-    const dead = connect();
-    await dead
-      .xgroup("CREATE", keys.syncLane(QUEUE.name, 1), SYNC_GROUP, "0", "MKSTREAM")
-      .catch(() => undefined);
     await producer.send(QUEUE.name, 5, group(["b1"], channel));
-    await dead.xreadgroup(
-      "GROUP",
-      SYNC_GROUP,
-      "w-dead",
-      "COUNT",
-      1,
-      "STREAMS",
-      keys.syncLane(QUEUE.name, 1),
-      ">",
-    );
+    // a worker that reads the group and never answers: it died holding it
+    await deliverTo("w-dead");
     expect(await producer.backlog(QUEUE.name)).toEqual({ waiting: 0, active: 1 });
     const started = Date.now();
     const c = consumer("w-b", async (row) => ok(row));
@@ -151,24 +167,12 @@ describe("SyncLaneConsumer", () => {
   });
 
   it("forgets the consumers of workers long gone that hold nothing, keeps those that do", async () => {
-    const lane = keys.syncLane(QUEUE.name, 1);
-    const admin = connect();
-    await admin.xgroup("CREATECONSUMER", lane, SYNC_GROUP, "w-gone");
+    await stand.xgroup("CREATECONSUMER", LANE, SYNC_GROUP, "w-gone");
     await producer.send(QUEUE.name, 5, group(["e1"], `${keys.prefix}:reply:e`));
-    const held = (await admin.xreadgroup(
-      "GROUP",
-      SYNC_GROUP,
-      "w-holding",
-      "COUNT",
-      1,
-      "STREAMS",
-      lane,
-      ">",
-    )) as Array<[string, Array<[string, string[]]>]>;
-    const heldId = held[0]?.[1][0]?.[0] ?? "";
+    const heldId = await deliverTo("w-holding");
     await new Promise((r) => setTimeout(r, 300));
     const names = async () =>
-      ((await admin.xinfo("CONSUMERS", lane, SYNC_GROUP)) as string[][]).map((f) => f[1]);
+      ((await stand.xinfo("CONSUMERS", LANE, SYNC_GROUP)) as string[][]).map((f) => f[1]);
     expect(await names()).toEqual(expect.arrayContaining(["w-gone", "w-holding"]));
     // lock far away: nothing is claimed, so "w-holding" keeps holding its group
     const c = consumer("w-e", async (row) => ok(row), 60_000, 200);
@@ -177,52 +181,29 @@ describe("SyncLaneConsumer", () => {
     expect(left).not.toContain("w-gone");
     expect(left).toContain("w-holding");
     await c.close();
-    await admin.xack(lane, SYNC_GROUP, heldId);
-    await admin.xdel(lane, heldId);
+    await forget(heldId);
   });
 
   it("a closing worker never leaves the group while it still holds something (it would be lost)", async () => {
-    const lane = keys.syncLane(QUEUE.name, 1);
-    const admin = connect();
     await producer.send(QUEUE.name, 5, group(["f1"], `${keys.prefix}:reply:f`));
     // delivered to "w-f" but never seen by it: a read cut mid-reply at a shutdown
-    const got = (await admin.xreadgroup(
-      "GROUP",
-      SYNC_GROUP,
-      "w-f",
-      "COUNT",
-      1,
-      "STREAMS",
-      lane,
-      ">",
-    )) as Array<[string, Array<[string, string[]]>]>;
-    const id = got[0]?.[1][0]?.[0] ?? "";
+    const id = await deliverTo("w-f");
     const c = consumer("w-f", async (row) => ok(row), 60_000);
     await new Promise((r) => setTimeout(r, 200));
     await c.close();
     // still pending, so another worker can claim it
-    const pending = (await admin.xpending(lane, SYNC_GROUP)) as [number, ...unknown[]];
+    const pending = (await stand.xpending(LANE, SYNC_GROUP)) as [number, ...unknown[]];
     expect(Number(pending[0])).toBe(1);
-    await admin.xack(lane, SYNC_GROUP, id);
-    await admin.xdel(lane, id);
+    await forget(id);
   });
 
   it("a group its workers keep dying on is answered with an error, not tried forever", async () => {
     const channel = `${keys.prefix}:reply:d`;
     const answers = await listen(channel);
     await producer.send(QUEUE.name, 5, group(["d1"], channel));
-    const lane = keys.syncLane(QUEUE.name, 1);
-    const dead = connect();
     // three workers read it and died; the fourth delivery is one too many
-    await dead.xreadgroup("GROUP", SYNC_GROUP, "w-dead-1", "COUNT", 1, "STREAMS", lane, ">");
-    for (const name of ["w-dead-2", "w-dead-3"])
-      await dead.xclaim(
-        lane,
-        SYNC_GROUP,
-        name,
-        0,
-        (await dead.xrange(lane, "-", "+"))[0]?.[0] ?? "",
-      );
+    const id = await deliverTo("w-dead-1");
+    for (const name of ["w-dead-2", "w-dead-3"]) await stand.xclaim(LANE, SYNC_GROUP, name, 0, id);
     let computed = 0;
     const c = consumer("w-d", async (row) => {
       computed++;

@@ -195,7 +195,8 @@ export class InferenceClient {
 
   /** Runs one row through the model and waits for its answer (coalesced with its neighbours). */
   async infer(req: InferRequest): Promise<RowResult> {
-    assertReady(this.redis);
+    // the connection the row's group goes over
+    assertReady(this.hot);
     const name = queueName(req.model, req.version);
     this.depth.admitRow(name, req.maxQueueSize, req.deadline);
     const rid = `${this.instanceId}.${this.nextRow++}`;

@@ -37,18 +37,9 @@ export class ReplyRouter {
     return this.ready;
   }
 
-  /** Waits for the answer to row `rid`; the caller owns timeouts and calls `forget`. */
+  /** Waits for the answer to row `rid`; the caller owns timeouts (settling it itself). */
   wait(rid: string): Promise<RowResult> {
     return new Promise((resolve) => this.waiters.set(rid, resolve));
-  }
-
-  get waiting(): number {
-    return this.waiters.size;
-  }
-
-  /** Resolves the waiters of a reply; rows nobody waits for any more (timed out) are dropped. */
-  deliverReply(reply: InferReply): void {
-    for (const result of reply.results) this.settle(result.rid, result);
   }
 
   /** Answers one row, once: later answers for it (a claimed or resent group's) are ignored. */
@@ -67,6 +58,7 @@ export class ReplyRouter {
       return;
     }
     if (reply.v !== WIRE_VERSION) return;
-    this.deliverReply(reply);
+    // rows nobody waits for any more (past their deadline, or answered already) are dropped
+    for (const result of reply.results) this.settle(result.rid, result);
   }
 }
