@@ -2,7 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pingRedis } from "@ferry/transport";
+import { parseClusterNodes, pingRedis } from "@ferry/transport";
 import { freePort } from "./free-port.js";
 
 export interface LocalRedis {
@@ -16,6 +16,15 @@ export interface LocalRedis {
  * on a free port in a temp dir and say so; else exit 1 with one actionable line.
  */
 export async function ensureRedis(url: string): Promise<LocalRedis> {
+  // a Redis Cluster is the user's to run: it must answer, and is never replaced by a server
+  const clusterNodes = parseClusterNodes(process.env.REDIS_CLUSTER_NODES);
+  if (clusterNodes.length > 0) {
+    if (await pingRedis({ url, clusterNodes }, 3_000)) return { url, stop: () => {} };
+    console.error(
+      `ferry: the Redis Cluster at REDIS_CLUSTER_NODES=${clusterNodes.join(",")} does not answer; start it or unset REDIS_CLUSTER_NODES.`,
+    );
+    process.exit(1);
+  }
   if (await pingRedis(url)) return { url, stop: () => {} };
   if (spawnSync("redis-server", ["--version"]).status !== 0) {
     console.error(

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { deletePrefix } from "@ferry/transport";
+import { deletePrefix, type RedisTarget } from "@ferry/transport";
 import { freePort } from "../../scripts/free-port.js";
 
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -14,6 +14,8 @@ export interface Proc {
 }
 
 export interface StackOptions {
+  /** The Redis (or Redis Cluster) every process uses. @defaultValue REDIS_URL */
+  redis?: RedisTarget;
   /** Workers to start at once. @defaultValue 1 */
   workers?: number;
   /** Extra environment for every process. */
@@ -42,7 +44,8 @@ export class Stack {
   private env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     return {
       ...process.env,
-      REDIS_URL,
+      REDIS_URL: this.options.redis?.url ?? REDIS_URL,
+      REDIS_CLUSTER_NODES: (this.options.redis?.clusterNodes ?? []).join(","),
       FERRY_PREFIX: this.prefix,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
       ...this.options.env,
@@ -106,7 +109,7 @@ export class Stack {
     const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
     for (const p of all) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
-    await deletePrefix(REDIS_URL, this.prefix);
+    await deletePrefix(this.options.redis ?? REDIS_URL, this.prefix);
   }
 }
 

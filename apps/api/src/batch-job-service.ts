@@ -69,7 +69,7 @@ export class BatchJobService {
       if (chunk.length > 0) await batches.addChunk(id, model, v, owner, chunk);
     } finally {
       // what was queued runs either way; the batch completes with the items it took
-      await batches.seal(id);
+      await batches.seal(id, model, v);
     }
     if (total === 0) throw new FerryError("INVALID_INPUT", "a batch needs at least one item");
     return { id, total };

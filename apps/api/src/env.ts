@@ -25,6 +25,14 @@ const envSchema = deploymentEnvSchema.extend({
    * being served at), in ms; past it, 429 at once rather than a late answer.
    */
   QUEUE_WAIT_BUDGET_MS: z.coerce.number().int().positive().default(5_000),
+  /**
+   * Replicas that must hold an async job (or batch chunk) before it is accepted: WAIT on the
+   * accepting write, so that a primary's failover cannot lose it. 0 (no WAIT) on one Redis
+   * without replicas; 1 on a cluster with a replica per primary.
+   */
+  ACCEPT_REPLICAS: z.coerce.number().int().min(0).default(0),
+  /** How long an accept waits for ACCEPT_REPLICAS before it answers 503, in ms. */
+  ACCEPT_REPLICAS_TIMEOUT_MS: z.coerce.number().int().positive().default(500),
   /** Event streams (SSE) one API process holds open; past it, 503. */
   MAX_STREAMS: z.coerce.number().int().positive().default(1_000),
   /** Event streams one API key holds open per API process; past it, 429. */

@@ -22,6 +22,8 @@ const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
 const client = new InferenceClient({
   redisUrl: env.REDIS_URL,
+  clusterNodes: env.REDIS_CLUSTER_NODES,
+  acceptReplicas: { replicas: env.ACCEPT_REPLICAS, timeoutMs: env.ACCEPT_REPLICAS_TIMEOUT_MS },
   prefix: env.FERRY_PREFIX,
   jobTtlS: env.JOB_TTL_S,
   queueWaitBudgetMs: env.QUEUE_WAIT_BUDGET_MS,

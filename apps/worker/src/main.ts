@@ -10,6 +10,7 @@ const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } });
 const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
   redisUrl: env.REDIS_URL,
+  clusterNodes: env.REDIS_CLUSTER_NODES,
   prefix: env.FERRY_PREFIX,
   jobTtlS: env.JOB_TTL_S,
   ...(env.WORKER_ID ? { workerId: env.WORKER_ID } : {}),
@@ -31,7 +32,6 @@ transport.onReload(async (model) => {
   await transport.beatNow(host.servedQueues).catch(() => undefined);
   return outcome;
 });
-transport.consumeBatchControl();
 transport.startHeartbeat();
 let draining = false;
 const health =

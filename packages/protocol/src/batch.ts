@@ -1,10 +1,6 @@
 import { z } from "zod";
 import { rowInputsSchema, WIRE_VERSION } from "./wire.js";
 
-/** Names of the queues that hold batch parents and their ingestion gates. */
-export const BATCH_QUEUE = "batches";
-export const BATCH_GATE_QUEUE = "batch-gates";
-
 /** Items one chunk job carries; the unit of progress and of retry. */
 export const BATCH_CHUNK_SIZE = 1_000;
 

@@ -8,6 +8,7 @@ describe("parseEnv", () => {
   it("fills the deployment's shared defaults and coerces numbers", () => {
     expect(parseEnv(schema, { PORT: "9000" })).toEqual({
       REDIS_URL: "redis://127.0.0.1:6379",
+      REDIS_CLUSTER_NODES: [],
       FERRY_PREFIX: "ferry",
       MODEL_REPOSITORY: "./models",
       LOG_LEVEL: "info",

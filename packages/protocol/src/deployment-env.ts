@@ -7,6 +7,19 @@ import { z } from "zod";
  */
 export const deploymentEnvSchema = z.object({
   REDIS_URL: z.string().default("redis://127.0.0.1:6379"),
+  /**
+   * Seed nodes of a Redis Cluster, "host:port,host:port": set, every process uses the cluster
+   * (REDIS_URL then only lends its credentials and TLS); unset, the one Redis at REDIS_URL.
+   */
+  REDIS_CLUSTER_NODES: z
+    .string()
+    .default("")
+    .transform((raw) =>
+      raw
+        .split(",")
+        .map((node) => node.trim())
+        .filter((node) => node !== ""),
+    ),
   /** Prefix of every Redis key; API and workers of one deployment share it. */
   FERRY_PREFIX: z.string().default("ferry"),
   MODEL_REPOSITORY: z.string().default("./models"),

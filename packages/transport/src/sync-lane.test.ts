@@ -36,11 +36,11 @@ afterAll(async () => {
 async function listen(channel: string): Promise<Map<string, RowResult[]>> {
   const answers = new Map<string, RowResult[]>();
   const sub = connect();
-  sub.on("message", (_c: string, message: string) => {
+  sub.on("smessage", (_c: string, message: string) => {
     for (const r of (JSON.parse(message) as InferReply).results)
       answers.set(r.rid, [...(answers.get(r.rid) ?? []), r]);
   });
-  await sub.subscribe(channel);
+  await sub.ssubscribe(channel);
   return answers;
 }
 

@@ -1,7 +1,5 @@
 import { randomUUID } from "node:crypto";
 import {
-  BATCH_GATE_QUEUE,
-  BATCH_QUEUE,
   type BatchChunkJob,
   type BatchItem,
   bullPriority,
@@ -9,9 +7,9 @@ import {
   type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
-import { FlowProducer, Job, type Queue } from "bullmq";
-import type { Redis } from "ioredis";
-import type { Keys } from "../shared/keys.js";
+import { FlowProducer, Job, Queue } from "bullmq";
+import type { RedisClient } from "../shared/connection.js";
+import { batchQueueNames, type Keys } from "../shared/keys.js";
 
 export interface BatchJobStatus {
   id: string;
@@ -35,12 +33,15 @@ const GATE_DELAY_MS = 365 * 24 * 3_600_000;
  * chunks (on the model's queue, at the lowest priority so live traffic goes first) and one
  * gate. The gate keeps the parent from completing while chunks are still being added; when
  * ingestion ends it is promoted, and once every child is done the parent completes the batch.
+ * Parent and gate live in control queues of the model version (batchQueueNames), so that a
+ * flow stays within one cluster slot.
  */
 export class BatchJobStore {
   private readonly flows: FlowProducer;
+  private readonly gates = new Map<string, Queue>();
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queue: (name: string) => Queue,
     private readonly ttlS: number,
@@ -51,6 +52,7 @@ export class BatchJobStore {
 
   async create(model: string, version: string, owner: string): Promise<string> {
     const id = randomUUID();
+    const control = batchQueueNames(queueName(model, version));
     await this.redis
       .multi()
       .hset(this.keys.batch(id), {
@@ -67,13 +69,13 @@ export class BatchJobStore {
       .exec();
     await this.flows.add({
       name: "batch",
-      queueName: BATCH_QUEUE,
+      queueName: control.parents,
       data: { batch: id },
       opts: { jobId: id, removeOnComplete: { age: this.ttlS } },
       children: [
         {
           name: "gate",
-          queueName: BATCH_GATE_QUEUE,
+          queueName: control.gates,
           data: { batch: id },
           opts: { jobId: `gate-${id}`, delay: GATE_DELAY_MS },
         },
@@ -99,8 +101,9 @@ export class BatchJobStore {
       owner,
       items,
     };
-    await this.queue(queueName(model, version)).add("batch", data, {
-      parent: { id, queue: `${this.keys.prefix}:${BATCH_QUEUE}` },
+    const queue = queueName(model, version);
+    await this.queue(queue).add("batch", data, {
+      parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
       priority: bullPriority(1),
       removeOnComplete: true,
       // A chunk that fails for good still lets the batch finish; its items count as failed.
@@ -112,9 +115,10 @@ export class BatchJobStore {
   }
 
   /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
-  async seal(id: string): Promise<void> {
+  async seal(id: string, model: string, version: string): Promise<void> {
     await this.redis.hset(this.keys.batch(id), "status", "running");
-    const gate = await Job.fromId(this.queue(BATCH_GATE_QUEUE), `gate-${id}`);
+    const gates = batchQueueNames(queueName(model, version)).gates;
+    const gate = await Job.fromId(this.gateQueue(gates), `gate-${id}`);
     await gate?.promote();
   }
 
@@ -158,6 +162,18 @@ export class BatchJobStore {
   }
 
   async close(): Promise<void> {
+    await Promise.allSettled([...this.gates.values()].map((q) => q.close()));
     await this.flows.close();
+  }
+
+  /** A model version's gate queue (a BullMQ name already: batchQueueNames'). */
+  private gateQueue(name: string): Queue {
+    let queue = this.gates.get(name);
+    if (!queue) {
+      queue = new Queue(name, { connection: this.redis, prefix: this.keys.prefix });
+      queue.on("error", () => {});
+      this.gates.set(name, queue);
+    }
+    return queue;
   }
 }

@@ -1,8 +1,8 @@
 import type { JobEvent } from "@ferry/protocol";
-import type { Redis } from "ioredis";
 import type { ChannelMux } from "../shared/channel-mux.js";
+import type { RedisClient } from "../shared/connection.js";
 import { parseEntry, parsePublished, streamIdAfter } from "../shared/event-log.js";
-import type { Keys } from "../shared/keys.js";
+import type { JobRef, Keys } from "../shared/keys.js";
 
 /**
  * The reading side of job event logs (the API). A reader subscribes to the job's channel
@@ -11,26 +11,45 @@ import type { Keys } from "../shared/keys.js";
  * nothing twice. The read ends after the `done` event, or when `signal` aborts.
  */
 export class EventReader {
+  /** Open follows, told when the subscriber lost its link and events may have been missed. */
+  private readonly following = new Set<() => void>();
+
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly mux: ChannelMux,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    // a reconnect or a shard's failover: what was published meanwhile is in the log
+    mux.onResubscribed(() => {
+      for (const missed of this.following) missed();
+    });
+  }
 
   /** Subscribes to a job's events now; what is read from the result starts from this moment. */
-  async open(jobId: string): Promise<EventFollow> {
-    const key = this.keys.events(jobId);
+  async open(job: JobRef): Promise<EventFollow> {
+    const key = this.keys.events(job);
     const live: JobEvent[] = [];
     let wake: (() => void) | undefined;
-    const listening = await this.mux.listen(key, (message) => {
-      const event = parsePublished(message);
-      if (event) live.push(event);
-      wake?.();
-    });
+    const listening = await this.mux.listen(
+      key,
+      (message) => {
+        const event = parsePublished(message);
+        if (event) live.push(event);
+        wake?.();
+      },
+      "shard",
+    );
     let open = true;
+    let stale = false;
+    const missed = () => {
+      stale = true;
+      wake?.();
+    };
+    this.following.add(missed);
     const unlisten = () => {
       if (open) listening();
       open = false;
+      this.following.delete(missed);
     };
     const redis = this.redis;
     return {
@@ -50,6 +69,17 @@ export class EventReader {
           // a reader that resumes at or past the log's `done` has nothing more to wait for
           if (after && (await endsBefore(redis, key, after))) return;
           while (!signal?.aborted) {
+            if (stale) {
+              // read the log again after the last event passed on: the live ones missed are there
+              stale = false;
+              for (const entry of await redis.xrange(key, `(${last}`, "+")) {
+                const event = parseEntry(entry);
+                last = event.id;
+                yield event;
+                if (event.body.type === "done") return;
+              }
+              continue;
+            }
             const event = live.shift();
             if (!event) {
               await new Promise<void>((resolve) => {
@@ -72,17 +102,17 @@ export class EventReader {
   }
 
   async *read(
-    jobId: string,
+    job: JobRef,
     after: string | undefined,
     signal?: AbortSignal,
   ): AsyncGenerator<JobEvent> {
-    const follow = await this.open(jobId);
+    const follow = await this.open(job);
     yield* follow.events(after, signal);
   }
 }
 
 /** Whether the log's last event is its `done` and lies at or before `after`. */
-async function endsBefore(redis: Redis, key: string, after: string): Promise<boolean> {
+async function endsBefore(redis: RedisClient, key: string, after: string): Promise<boolean> {
   const [entry] = await redis.xrevrange(key, "+", "-", "COUNT", 1);
   if (!entry) return false;
   const last = parseEntry(entry);

@@ -9,12 +9,11 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Queue } from "bullmq";
-import type { Redis } from "ioredis";
 import { ChannelMux } from "../shared/channel-mux.js";
-import { createFastFailRedis, createRedis } from "../shared/connection.js";
+import { createFastFailRedis, createRedis, type RedisClient } from "../shared/connection.js";
 import { ControlChannel } from "../shared/control-channel.js";
 import { EventWriter } from "../shared/event-log.js";
-import { Keys } from "../shared/keys.js";
+import { bullQueueName, Keys } from "../shared/keys.js";
 import { assertReady } from "../shared/redis-guard.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobStore } from "./batch-job-store.js";
@@ -31,6 +30,8 @@ import { SyncLaneProducer } from "./sync-lane-producer.js";
 
 export interface InferenceClientOptions {
   redisUrl: string;
+  /** Seed nodes ("host:port") of a Redis Cluster; when given, `redisUrl` only lends credentials. */
+  clusterNodes?: readonly string[] | undefined;
   /** Key prefix shared by the API and its workers. @defaultValue "ferry" */
   prefix?: string;
   /** How long finished async jobs stay pollable, in seconds. @defaultValue 86_400 */
@@ -40,6 +41,11 @@ export interface InferenceClientOptions {
    * rate), in ms; past it the row is refused with 429 at once. @defaultValue 5_000
    */
   queueWaitBudgetMs?: number;
+  /**
+   * Replicas that must hold an async job before it is accepted (WAIT after the accepting
+   * write), and how long to wait for them. @defaultValue { replicas: 0, timeoutMs: 500 }
+   */
+  acceptReplicas?: { replicas: number; timeoutMs: number };
 }
 
 export interface InferRequest {
@@ -85,14 +91,14 @@ export class InferenceClient {
   readonly control: ControlChannel;
   /** Offline batch prediction: flows of chunk jobs, results stored by key. */
   readonly batches: BatchJobStore;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): commands of one event-loop turn leave in
    * one write (auto-pipelining), and no BullMQ script is defined on it to be copied into
    * each pipeline.
    */
-  private readonly hot: Redis;
-  private readonly subscriber: Redis;
+  private readonly hot: RedisClient;
+  private readonly subscriber: RedisClient;
   private readonly queues = new Map<string, Queue>();
   private readonly router: ReplyRouter;
   private readonly mux: ChannelMux;
@@ -111,16 +117,15 @@ export class InferenceClient {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.jobTtlS = options.jobTtlS ?? 86_400;
     // While Redis is down or frozen a request fails in a moment (503), never hangs.
-    this.redis = createFastFailRedis(options.redisUrl);
-    this.subscriber = createRedis(options.redisUrl);
-    this.hot = createFastFailRedis(options.redisUrl, { enableAutoPipelining: true });
+    const target = { url: options.redisUrl, clusterNodes: options.clusterNodes };
+    this.redis = createFastFailRedis(target);
+    this.subscriber = createRedis(target, { shardedSubscribers: true });
+    this.hot = createFastFailRedis(target, { enableAutoPipelining: true });
     this.redis.on("error", () => {});
     this.hot.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.mux = new ChannelMux(this.subscriber);
-    this.router = new ReplyRouter(this.subscriber, this.mux, this.keys.reply(this.instanceId), () =>
-      this.resend(),
-    );
+    this.router = new ReplyRouter(this.mux, this.keys.reply(this.instanceId), () => this.resend());
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
     this.cache = new PredictionCache(this.hot, this.keys);
@@ -145,6 +150,7 @@ export class InferenceClient {
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,
+      options.acceptReplicas ?? { replicas: 0, timeoutMs: 500 },
     );
   }
 
@@ -246,7 +252,7 @@ export class InferenceClient {
   private queue(name: string): Queue {
     let queue = this.queues.get(name);
     if (!queue) {
-      queue = new Queue(name, { connection: this.redis, prefix: this.keys.prefix });
+      queue = new Queue(bullQueueName(name), { connection: this.redis, prefix: this.keys.prefix });
       queue.on("error", () => {});
       this.queues.set(name, queue);
     }

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import {
   bullPriority,
   type CompletionResult,
+  FerryError,
   type GenerateJob,
   type InferJob,
   type InferReply,
@@ -12,7 +13,8 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
+import { waitForReplicas } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { EventWriter } from "../shared/event-log.js";
 import {
@@ -64,7 +66,7 @@ const SWEEP_BATCH = 200;
  */
 export class JobClient {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queue: (name: string) => Queue,
     private readonly depth: QueueDepth,
@@ -72,6 +74,8 @@ export class JobClient {
     private readonly reader: EventReader,
     private readonly control: ControlChannel,
     private readonly ttlS: number,
+    /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
+    private readonly accept: { replicas: number; timeoutMs: number },
   ) {}
 
   /** Enqueues classifier rows as one job. */
@@ -128,8 +132,9 @@ export class JobClient {
   ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
     assertReady(this.redis);
     const id = randomUUID();
+    const queue = queueName(job.model, job.version);
     const [follow, record] = await Promise.allSettled([
-      guarded(() => this.reader.open(id)),
+      guarded(() => this.reader.open({ queue, id })),
       this.submitGenerate(job, options, id),
     ]);
     if (record.status === "rejected") {
@@ -157,7 +162,11 @@ export class JobClient {
     return this.untilDeadline(
       record.id,
       record.deadline,
-      this.reader.read(record.id, after, signal),
+      this.reader.read(
+        { queue: queueName(record.model, record.version), id: record.id },
+        after,
+        signal,
+      ),
     );
   }
 
@@ -208,7 +217,7 @@ export class JobClient {
     );
     if (!removed) return false;
     await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
-    this.writer.emit(id, [
+    this.writer.emit({ queue: index.queue, id }, [
       { type: "error", error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED } },
       { type: "done" },
     ]);
@@ -249,11 +258,12 @@ export class JobClient {
     );
     if (!rawIndex) return undefined;
     const index = JSON.parse(rawIndex) as JobIndexEntry;
+    const queue = this.queue(index.queue);
+    // the state first, then the job: a job that finishes between the two reads is then read
+    // with its answer (a worker stores the answer and the state in one script)
+    const state = await guarded(() => queue.getJobState(id));
     const job = await guarded(() =>
-      Job.fromId<InferJob | GenerateJob, InferReply | CompletionResult>(
-        this.queue(index.queue),
-        id,
-      ),
+      Job.fromId<InferJob | GenerateJob, InferReply | CompletionResult>(queue, id),
     );
     if (!job) {
       // Removed while queued by a cancel or at its deadline, or lost between writing the
@@ -269,7 +279,6 @@ export class JobClient {
         error: { code: "UNAVAILABLE", message: "job was not stored" },
       };
     }
-    const state = await guarded(() => job.getState());
     if (
       WAITING_STATES.includes(state) &&
       index.deadline !== undefined &&
@@ -302,7 +311,8 @@ export class JobClient {
         .exec(),
     );
     // the record came from the job's index: its queue is its model version's
-    const job = await Job.fromId(this.queue(queueName(record.model, record.version)), id);
+    const queue = queueName(record.model, record.version);
+    const job = await Job.fromId(this.queue(queue), id);
     // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
     const removed = await job?.remove().then(
       () => true,
@@ -310,7 +320,7 @@ export class JobClient {
     );
     if (removed) {
       // nobody will run it now, so nobody else will close its event log
-      this.writer.emit(id, [
+      this.writer.emit({ queue, id }, [
         { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
         { type: "done" },
       ]);
@@ -333,7 +343,7 @@ export class JobClient {
     await guarded(async () => {
       const { name, data } = build(now);
       // a reader that connects before any worker takes the job sees it queued
-      this.writer.emit(id, [{ type: "status", status: "queued" }]);
+      this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }]);
       // One round trip, not three: one connection runs commands in the order they were sent,
       // so the index and the first event are stored before any worker can see the job.
       await Promise.all([
@@ -350,6 +360,26 @@ export class JobClient {
         }),
       ]);
     });
+    await this.replicated({ queue, id });
     return emptyRecord(id, index, "queued");
+  }
+
+  /**
+   * Makes an accepted job durable past a failover: the 202 waits until `replicas` replicas of
+   * the job's shard hold it (WAIT on the connection that wrote it). A job that did not reach
+   * them in time is still queued and may run: the caller is told to poll it, not to resend.
+   */
+  private async replicated(job: { queue: string; id: string }): Promise<void> {
+    const { replicas, timeoutMs } = this.accept;
+    if (replicas <= 0) return;
+    const acked = await guarded(() =>
+      waitForReplicas(this.redis, this.keys.events(job), replicas, timeoutMs),
+    );
+    if (acked < replicas)
+      throw new FerryError(
+        "UNAVAILABLE",
+        `job ${job.id} is queued but reached ${acked} of ${replicas} replicas within ${timeoutMs} ms; poll /v1/jobs/${job.id} before sending it again`,
+        { retryAfterS: 1 },
+      );
   }
 }

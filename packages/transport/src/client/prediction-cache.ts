@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 
@@ -68,7 +68,7 @@ export class PredictionCache {
   private scheduled = false;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     /** Entries this replica keeps in memory. @defaultValue 10_000 */
     private readonly localEntries = 10_000,

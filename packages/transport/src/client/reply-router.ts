@@ -1,5 +1,4 @@
 import { type InferReply, type RowResult, WIRE_VERSION } from "@ferry/protocol";
-import type { Redis } from "ioredis";
 import type { ChannelMux } from "../shared/channel-mux.js";
 
 type Waiter = (result: RowResult) => void;
@@ -14,23 +13,19 @@ export class ReplyRouter {
   private readonly ready: Promise<void>;
 
   constructor(
-    subscriber: Redis,
     mux: ChannelMux,
     readonly channel: string,
     /** Called after a reconnect: answers published meanwhile were missed. */
     private readonly onResubscribed: () => void,
   ) {
-    let first = true;
-    subscriber.on("ready", () => {
-      if (first) {
-        first = false;
-        return;
-      }
-      // ioredis re-subscribes by itself; whatever was published in the gap is recovered by
-      // the owner (the rows still waiting are sent again; a second answer is ignored)
+    // the mux re-subscribes by itself; whatever was published in the gap is recovered by the
+    // owner (the rows still waiting are sent again; a second answer is ignored)
+    mux.onResubscribed(() => {
       if (this.waiters.size > 0) this.onResubscribed();
     });
-    this.ready = mux.listen(channel, (message) => this.deliver(message)).then(() => undefined);
+    this.ready = mux
+      .listen(channel, (message) => this.deliver(message), "shard")
+      .then(() => undefined);
   }
 
   whenReady(): Promise<void> {

@@ -1,5 +1,6 @@
 import { type ControlMessage, FerryError, WIRE_VERSION } from "@ferry/protocol";
-import type { Redis } from "ioredis";
+import type { ChainableCommander } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { Keys } from "../shared/keys.js";
 
@@ -58,7 +59,7 @@ export class ServingState {
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly control: ControlChannel,
     private readonly keys: Keys,
   ) {}
@@ -164,14 +165,25 @@ export class ServingState {
   /** Adds this replica's counts to the shared ones. */
   async flush(): Promise<void> {
     if (this.pending.size === 0 && this.counters.size === 0) return;
-    const pipeline = this.redis.pipeline();
+    // one pipeline per model: a model's stats are one key, and on a cluster a pipeline must
+    // stay within one slot
+    const pipelines = new Map<string, ChainableCommander>();
+    const pipelineOf = (model: string) => {
+      let pipeline = pipelines.get(model);
+      if (!pipeline) {
+        pipeline = this.redis.pipeline();
+        pipelines.set(model, pipeline);
+      }
+      return pipeline;
+    };
     for (const [model, fields] of this.counters) {
-      for (const [field, n] of fields) pipeline.hincrby(this.keys.stats(model), field, n);
+      for (const [field, n] of fields) pipelineOf(model).hincrby(this.keys.stats(model), field, n);
     }
     this.counters.clear();
     for (const [model, byVersion] of this.pending) {
+      const key = this.keys.stats(model);
+      const pipeline = pipelineOf(model);
       for (const [version, s] of byVersion) {
-        const key = this.keys.stats(model);
         pipeline.hincrby(key, `${version}:requests`, s.requests);
         if (s.errors) pipeline.hincrby(key, `${version}:errors`, s.errors);
         s.buckets.forEach((n, k) => {
@@ -180,7 +192,7 @@ export class ServingState {
       }
     }
     this.pending.clear();
-    await pipeline.exec();
+    await Promise.all([...pipelines.values()].map((p) => p.exec()));
   }
 
   /** Shared counts: per version (quantiles at bucket resolution), cache and fallbacks. */

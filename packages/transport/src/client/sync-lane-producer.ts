@@ -1,5 +1,5 @@
 import type { InferJob } from "@ferry/protocol";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { bandOf, ENTRY_FIELD, laneKeys, SYNC_GROUP } from "../shared/sync-lane.js";
 
@@ -15,7 +15,7 @@ export interface LaneBacklog {
  */
 export class SyncLaneProducer {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
   ) {}
 

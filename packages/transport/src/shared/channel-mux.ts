@@ -1,35 +1,72 @@
-import type { Redis } from "ioredis";
+import { isCluster, type RedisClient } from "./connection.js";
 
 type Listener = (message: string) => void;
 
 /**
+ * How a channel is published: `broadcast` (PUBLISH: every node of a cluster relays it, for
+ * what every process must hear) or `shard` (SPUBLISH, Redis 7: only the shard owning the
+ * channel's slot carries it, for answers and job events addressed to one reader).
+ */
+export type ChannelKind = "broadcast" | "shard";
+
+/**
  * One subscriber connection shared by everything in a process that listens: listeners are
- * kept per channel, and a channel is subscribed while it has at least one.
+ * kept per channel, and a channel is subscribed while it has at least one. On a cluster the
+ * connection is a cluster client with a subscriber per primary for shard channels.
  */
 export class ChannelMux {
   private readonly listeners = new Map<string, Set<Listener>>();
 
-  constructor(private readonly subscriber: Redis) {
-    subscriber.on("message", (channel: string, message: string) => {
+  constructor(private readonly subscriber: RedisClient) {
+    const deliver = (channel: string, message: string) => {
       for (const listener of this.listeners.get(channel) ?? []) listener(message);
+    };
+    subscriber.on("message", deliver);
+    subscriber.on("smessage", deliver);
+  }
+
+  /**
+   * Calls `listener` whenever subscriptions were made again after a lost connection (a
+   * restart, a failover): whatever was published in between was missed.
+   */
+  onResubscribed(listener: () => void): void {
+    let first = true;
+    // a standalone client re-subscribes before "ready"; a cluster's shard subscribers say
+    // "subscribersReady" once they re-subscribed on the current slot map
+    const event = isCluster(this.subscriber) ? "subscribersReady" : "ready";
+    this.subscriber.on(event, () => {
+      if (first) {
+        first = false;
+        return;
+      }
+      listener();
     });
   }
 
   /** Listens on `channel`; resolves once Redis confirms the subscription. Returns the unsubscriber. */
-  async listen(channel: string, listener: Listener): Promise<() => void> {
+  async listen(
+    channel: string,
+    listener: Listener,
+    kind: ChannelKind = "broadcast",
+  ): Promise<() => void> {
     let set = this.listeners.get(channel);
     if (!set) {
       set = new Set();
       this.listeners.set(channel, set);
     }
     set.add(listener);
-    await this.subscriber.subscribe(channel);
+    if (kind === "shard") await this.subscriber.ssubscribe(channel);
+    else await this.subscriber.subscribe(channel);
     return () => {
       const current = this.listeners.get(channel);
       current?.delete(listener);
       if (current?.size === 0) {
         this.listeners.delete(channel);
-        void this.subscriber.unsubscribe(channel).catch(() => undefined);
+        const gone =
+          kind === "shard"
+            ? this.subscriber.sunsubscribe(channel)
+            : this.subscriber.unsubscribe(channel);
+        void gone.catch(() => undefined);
       }
     };
   }

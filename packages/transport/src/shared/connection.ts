@@ -1,16 +1,98 @@
-import { Redis, type RedisOptions } from "ioredis";
+import { once } from "node:events";
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
+
+/** A connection to a deployment's Redis: one server, or a Redis Cluster. */
+export type RedisClient = Redis | Cluster;
+
+/**
+ * Where a deployment's Redis is: one server at `url`, or, when `clusterNodes` lists any, a
+ * Redis Cluster reached through those seed nodes ("host:port"); the cluster's other nodes
+ * are found from them. Credentials and TLS of `url` apply to every cluster node.
+ */
+export interface RedisTarget {
+  url: string;
+  clusterNodes?: readonly string[] | undefined;
+}
+
+/** `REDIS_CLUSTER_NODES` ("host:port,host:port") as a list; empty when unset. */
+export function parseClusterNodes(raw: string | undefined): string[] {
+  return (raw ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
+}
+
+export function isCluster(redis: RedisClient): redis is Cluster {
+  return (redis as Cluster).isCluster === true;
+}
+
+export interface ConnectionOptions extends RedisOptions {
+  /**
+   * In cluster mode: one subscriber connection per primary for sharded pub/sub (SSUBSCRIBE),
+   * so that a shard channel's messages come from the shard that owns it.
+   */
+  shardedSubscribers?: boolean;
+}
 
 /**
  * A Redis connection as BullMQ wants it: `maxRetriesPerRequest: null` so that blocking
  * commands wait through a reconnect instead of failing, and a capped reconnect backoff.
  */
-export function createRedis(url: string, options: RedisOptions = {}): Redis {
-  return new Redis(url, {
+export function createRedis(
+  target: RedisTarget | string,
+  options: ConnectionOptions = {},
+): RedisClient {
+  const { shardedSubscribers, ...redisOptions } = options;
+  const base: RedisOptions = {
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
     retryStrategy: (times) => Math.min(times * 100, 2_000),
-    ...options,
-  });
+    ...redisOptions,
+  };
+  const { url, clusterNodes = [] } = typeof target === "string" ? { url: target } : target;
+  if (clusterNodes.length === 0) return new Redis(url, base);
+  return new Cluster(clusterNodes.map(seedNode), clusterOptions(url, base, shardedSubscribers));
+}
+
+/**
+ * A cluster client. A primary's failure shows as closed connections and CLUSTERDOWN until its
+ * replica is promoted (`cluster-node-timeout` and then some): commands are retried against a
+ * fresh slot map meanwhile instead of failing, which is what lets a failover pass unseen.
+ */
+function clusterOptions(
+  url: string,
+  base: RedisOptions,
+  shardedSubscribers: boolean | undefined,
+): ClusterOptions {
+  const { enableOfflineQueue, enableAutoPipelining, retryStrategy, lazyConnect, ...nodeOptions } =
+    base;
+  const auth = new URL(url);
+  return {
+    redisOptions: {
+      ...nodeOptions,
+      ...(auth.username ? { username: decodeURIComponent(auth.username) } : {}),
+      ...(auth.password ? { password: decodeURIComponent(auth.password) } : {}),
+      ...(auth.protocol === "rediss:" ? { tls: {} } : {}),
+    },
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+    ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
+    ...(lazyConnect === undefined ? {} : { lazyConnect }),
+    clusterRetryStrategy: (times) => retryStrategy?.(times) ?? null,
+    retryDelayOnFailover: 200,
+    retryDelayOnClusterDown: 200,
+    retryDelayOnTryAgain: 100,
+    retryDelayOnMoved: 0,
+    maxRedirections: 32,
+    slotsRefreshTimeout: 2_000,
+    shardedSubscribers: shardedSubscribers ?? false,
+  };
+}
+
+function seedNode(node: string): { host: string; port: number } {
+  const at = node.lastIndexOf(":");
+  return at < 0
+    ? { host: node, port: 6379 }
+    : { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
 }
 
 /** How long a request-path command may wait for Redis before it fails, in ms. */
@@ -22,8 +104,11 @@ export const COMMAND_TIMEOUT_MS = 1_000;
  * command timeout, since a Redis that stops answering (paused, swapping, partitioned without
  * a reset) keeps its socket open and would otherwise hold every request forever.
  */
-export function createFastFailRedis(url: string, options: RedisOptions = {}): Redis {
-  return createRedis(url, {
+export function createFastFailRedis(
+  target: RedisTarget | string,
+  options: ConnectionOptions = {},
+): RedisClient {
+  return createRedis(target, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: COMMAND_TIMEOUT_MS,
@@ -31,9 +116,9 @@ export function createFastFailRedis(url: string, options: RedisOptions = {}): Re
   });
 }
 
-/** True when something answers PING at `url` within `timeoutMs`. */
-export async function pingRedis(url: string, timeoutMs = 1_000): Promise<boolean> {
-  const redis = new Redis(url, {
+/** True when something answers PING at `target` within `timeoutMs`. */
+export async function pingRedis(target: RedisTarget | string, timeoutMs = 1_000): Promise<boolean> {
+  const redis = createRedis(target, {
     lazyConnect: true,
     connectTimeout: timeoutMs,
     maxRetriesPerRequest: 0,
@@ -51,19 +136,50 @@ export async function pingRedis(url: string, timeoutMs = 1_000): Promise<boolean
   }
 }
 
-/** Deletes every key under `prefix:` (a test's or a torn-down deployment's); returns the count. */
-export async function deletePrefix(url: string, prefix: string): Promise<number> {
-  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+/**
+ * Deletes every key under `prefix:` (a test's or a torn-down deployment's); returns the count.
+ * On a cluster every primary is scanned, and keys go one by one (they live in many slots).
+ */
+export async function deletePrefix(target: RedisTarget | string, prefix: string): Promise<number> {
+  const redis = createRedis(target, { maxRetriesPerRequest: 1 });
+  redis.on("error", () => {});
   let deleted = 0;
   try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
-      cursor = next;
-      if (keys.length > 0) deleted += await redis.unlink(...keys);
-    } while (cursor !== "0");
+    if (isCluster(redis) && redis.status !== "ready") await once(redis, "ready");
+    const nodes = isCluster(redis) ? redis.nodes("master") : [redis];
+    for (const node of nodes) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
+        cursor = next;
+        if (keys.length === 0) continue;
+        if (isCluster(redis))
+          for (const n of await Promise.all(keys.map((k) => redis.unlink(k)))) deleted += n;
+        else deleted += await node.unlink(...keys);
+      } while (cursor !== "0");
+    }
   } finally {
     redis.disconnect();
   }
   return deleted;
+}
+
+/**
+ * Waits until `replicas` replicas hold every write this connection made to the node serving
+ * `key` (Redis' WAIT); returns how many did within `timeoutMs`. WAIT holds the connection
+ * meanwhile, so it is for accepting writes that must survive a failover, not the hot path.
+ */
+export async function waitForReplicas(
+  redis: RedisClient,
+  key: string,
+  replicas: number,
+  timeoutMs: number,
+): Promise<number> {
+  if (!isCluster(redis)) return Number(await redis.call("WAIT", replicas, timeoutMs));
+  // a cluster pipeline goes over the connection to the node serving its keys' slot: the one
+  // that carried the write (WAIT itself names no key a cluster client could route by)
+  const results = await redis.pipeline().exists(key).call("WAIT", replicas, timeoutMs).exec();
+  const [err, acked] = results?.[1] ?? [];
+  if (err) throw err;
+  return Number(acked);
 }

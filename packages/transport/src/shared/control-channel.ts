@@ -8,8 +8,9 @@ import {
   reloadOutcomeSchema,
   WIRE_VERSION,
 } from "@ferry/protocol";
-import type { ChainableCommander, Redis } from "ioredis";
+import type { ChainableCommander } from "ioredis";
 import type { ChannelMux } from "./channel-mux.js";
+import type { RedisClient } from "./connection.js";
 import type { Keys } from "./keys.js";
 
 /**
@@ -19,7 +20,7 @@ import type { Keys } from "./keys.js";
  */
 export class ControlChannel {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly mux: ChannelMux,
     private readonly keys: Keys,
   ) {}

@@ -13,16 +13,17 @@ afterAll(async () => {
   await deletePrefix(url, keys.prefix);
 });
 
-const read = async (job: string) =>
-  (await redis.xrange(keys.events(job), "-", "+")).map(([, f]) => JSON.parse(f[1] ?? "{}"));
+const job = (id: string) => ({ queue: "q", id });
+const read = async (id: string) =>
+  (await redis.xrange(keys.events(job(id)), "-", "+")).map(([, f]) => JSON.parse(f[1] ?? "{}"));
 
 describe("EventWriter", () => {
   it("appends events in order, and only while the writer still holds the job's lock", async () => {
     const writer = new EventWriter(redis, keys, 60);
-    const lockKey = `${keys.prefix}:q:job-1:lock`;
+    const lockKey = `${keys.prefix}:{q}:job-1:lock`;
     await redis.set(lockKey, "token-a");
     writer.emit(
-      "job-1",
+      job("job-1"),
       [
         { type: "status", status: "running" },
         { type: "token", text: "a", index: 0 },
@@ -32,17 +33,17 @@ describe("EventWriter", () => {
     await writer.flush();
     // the job stalled over to another worker, which holds the lock now
     await redis.set(lockKey, "token-b");
-    writer.emit("job-1", [{ type: "token", text: "stale", index: 0 }], {
+    writer.emit(job("job-1"), [{ type: "token", text: "stale", index: 0 }], {
       lockKey,
       token: "token-a",
     });
-    writer.emit("job-2", [{ type: "done" }]); // unfenced writes (the API's) always land
+    writer.emit(job("job-2"), [{ type: "done" }]); // unfenced writes (the API's) always land
     await writer.flush();
     expect(await read("job-1")).toEqual([
       { type: "status", status: "running" },
       { type: "token", text: "a", index: 0 },
     ]);
     expect(await read("job-2")).toEqual([{ type: "done" }]);
-    expect(await redis.ttl(keys.events("job-1"))).toBeGreaterThan(0);
+    expect(await redis.ttl(keys.events(job("job-1")))).toBeGreaterThan(0);
   });
 });

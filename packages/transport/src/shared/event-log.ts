@@ -1,10 +1,11 @@
 import type { JobEvent, JobEventBody } from "@ferry/protocol";
-import type { Redis } from "ioredis";
-import type { Keys } from "./keys.js";
+import type { RedisClient } from "./connection.js";
+import type { JobRef, Keys } from "./keys.js";
 import { LuaCommand } from "./lua-command.js";
 
 /**
- * Appends events to a job's stream and publishes each with the id the stream gave it, in one
+ * Appends events to a job's stream and publishes each with the id the stream gave it (on the
+ * stream's own shard channel: same name, same slot, so on a cluster only its shard carries it), in one
  * atomic step: a reader that subscribes first and then replays the stream sees every event,
  * and can drop the duplicates by id. A worker's writes are fenced by its BullMQ lock: once
  * the lock is gone (the job stalled and went to another worker), its late writes are dropped.
@@ -14,7 +15,7 @@ const APPEND = `
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
 for i = 5, #ARGV do
   local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[i])
-  redis.call('PUBLISH', ARGV[1], id .. ' ' .. ARGV[i])
+  redis.call('SPUBLISH', ARGV[1], id .. ' ' .. ARGV[i])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 return #ARGV - 4
@@ -39,11 +40,16 @@ export function fenceOf(
 }
 
 interface Pending {
+  key: string;
   events: JobEventBody[];
   fence: WriteFence | undefined;
 }
 
-/** The writing side of job event logs. Events of one event-loop turn go out in one pipeline. */
+/**
+ * The writing side of job event logs. Events of one event-loop turn go out together: one
+ * script call per job, on a connection that pipelines what one turn sends (per node, on a
+ * cluster, where one pipeline may not span slots).
+ */
 export class EventWriter {
   private readonly buffered = new Map<string, Pending>();
   private scheduled = false;
@@ -52,7 +58,7 @@ export class EventWriter {
   private readonly append: LuaCommand<number>;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
@@ -68,10 +74,11 @@ export class EventWriter {
   }
 
   /** Queues events for a job; they are written together at the end of this turn. */
-  emit(jobId: string, events: JobEventBody[], fence?: WriteFence): void {
-    const pending = this.buffered.get(jobId);
+  emit(job: JobRef, events: JobEventBody[], fence?: WriteFence): void {
+    const key = this.keys.events(job);
+    const pending = this.buffered.get(key);
     if (pending) pending.events.push(...events);
-    else this.buffered.set(jobId, { events: [...events], fence });
+    else this.buffered.set(key, { key, events: [...events], fence });
     if (!this.scheduled) {
       this.scheduled = true;
       // a failed write surfaces at the next explicit flush; a timer has nobody to tell
@@ -83,33 +90,28 @@ export class EventWriter {
   async flush(): Promise<void> {
     this.scheduled = false;
     if (this.buffered.size === 0) return;
-    const pipeline = this.redis.pipeline();
-    const fences = [...this.buffered.values()].map((p) => p.fence);
-    for (const [jobId, { events, fence }] of this.buffered) {
-      const key = this.keys.events(jobId);
-      const body = events.map((e) => JSON.stringify(e));
-      this.append.queue(
-        pipeline,
-        key,
-        fence?.lockKey ?? key,
-        key,
-        String(MAX_EVENTS),
-        String(this.ttlS),
-        fence?.token ?? "",
-        ...body,
-      );
-    }
+    const pending = [...this.buffered.values()];
     this.buffered.clear();
-    const results = (await pipeline.exec()) ?? [];
-    results.forEach(([, written], i) => {
-      const fence = fences[i];
-      if (written === -1 && fence) this.fenceLost(fence);
-    });
+    await Promise.all(
+      pending.map(async ({ key, events, fence }) => {
+        const written = await this.append.run(
+          this.redis,
+          key,
+          fence?.lockKey ?? key,
+          key,
+          String(MAX_EVENTS),
+          String(this.ttlS),
+          fence?.token ?? "",
+          ...events.map((e) => JSON.stringify(e)),
+        );
+        if (written === -1 && fence) this.fenceLost(fence);
+      }),
+    );
   }
 
   /** Every event a job's log holds so far, oldest first. */
-  async history(jobId: string): Promise<JobEventBody[]> {
-    const entries = await this.redis.xrange(this.keys.events(jobId), "-", "+");
+  async history(job: JobRef): Promise<JobEventBody[]> {
+    const entries = await this.redis.xrange(this.keys.events(job), "-", "+");
     return entries.map((entry) => parseEntry(entry).body);
   }
 }

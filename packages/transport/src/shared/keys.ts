@@ -1,13 +1,22 @@
 /**
  * Names of Ferry's own Redis keys and channels (BullMQ names its own under the same prefix).
  * One prefix per deployment, or per test file, keeps deployments apart on one Redis.
+ *
+ * Braces are hash tags: a Redis Cluster places a key by the first `{...}` in its name, and a
+ * script, a MULTI or a blocking read may only touch keys of one slot. So every key a model
+ * version's queue works with carries `{<queue>}` (BullMQ's keys too, see bullQueueName), a
+ * job's index keys carry `{<job id>}`, a batch's `{<batch id>}`: what must be together is,
+ * and different queues, jobs and batches spread over the shards. docs/KEYS.md has the map.
  */
 export class Keys {
   constructor(readonly prefix: string) {}
 
-  /** Pub/sub channel of one API process: workers publish the answers it waits for here. */
+  /**
+   * Shard channel (SPUBLISH) of one API process: workers publish the answers it waits for
+   * here; on a cluster only the shard owning the tag carries them.
+   */
   reply(instanceId: string): string {
-    return `${this.prefix}:reply:${instanceId}`;
+    return `${this.prefix}:reply:{${instanceId}}`;
   }
 
   /** Broadcast channel telling every worker to stop work on a job. */
@@ -26,7 +35,7 @@ export class Keys {
 
   /** Marks an async job cancelled; read by the worker that picks it up and by status polls. */
   cancelled(jobId: string): string {
-    return `${this.prefix}:cancelled:${jobId}`;
+    return `${this.prefix}:cancelled:{${jobId}}`;
   }
 
   /** Sorted set of async job ids by deadline (epoch ms), swept by the API to expire them. */
@@ -36,17 +45,20 @@ export class Keys {
 
   /** Which queue an async job id lives in, so a poll need not know model and version. */
   jobQueue(jobId: string): string {
-    return `${this.prefix}:job-queue:${jobId}`;
+    return `${this.prefix}:job-queue:{${jobId}}`;
   }
 
-  /** A job's event log (a capped Redis Stream); also the name of its live pub/sub channel. */
-  events(jobId: string): string {
-    return `${this.prefix}:events:${jobId}`;
+  /**
+   * A job's event log (a capped Redis Stream); also the name of its live shard channel. It
+   * shares its queue's slot: the fenced append checks the job's BullMQ lock in the same script.
+   */
+  events(job: JobRef): string {
+    return `${this.prefix}:events:{${job.queue}}:${job.id}`;
   }
 
   /** Hash of version -> percent of a model's unpinned traffic. */
   traffic(model: string): string {
-    return `${this.prefix}:traffic:${model}`;
+    return `${this.prefix}:traffic:{${model}}`;
   }
 
   /** Broadcast when shared serving config changes (traffic, reloads), so replicas refresh at once. */
@@ -66,17 +78,17 @@ export class Keys {
 
   /** Counter bumped by each reload of a model; cache keys carry it. */
   generation(model: string): string {
-    return `${this.prefix}:generation:${model}`;
+    return `${this.prefix}:generation:{${model}}`;
   }
 
   /** Hash describing one offline batch: model, version, status, counts, timestamps. */
   batch(id: string): string {
-    return `${this.prefix}:batch:${id}`;
+    return `${this.prefix}:batch:{${id}}`;
   }
 
   /** Hash of item key -> NDJSON result line of one batch. */
   batchResults(id: string): string {
-    return `${this.prefix}:batch-results:${id}`;
+    return `${this.prefix}:batch-results:{${id}}`;
   }
 
   /**
@@ -93,4 +105,33 @@ export class Keys {
   get workers(): string {
     return `${this.prefix}:workers`;
   }
+}
+
+/** A job as its keys know it: the model-version queue it lives in, and its id. */
+export interface JobRef {
+  queue: string;
+  id: string;
+}
+
+/**
+ * The BullMQ name of a model-version queue: the name in braces, so that every key BullMQ
+ * makes for it (`<prefix>:{<queue>}:wait`, `...:<job>:lock`) hashes to one cluster slot, the
+ * slot of the queue's sync lane and job event logs.
+ */
+export function bullQueueName(queue: string): string {
+  return `{${queue}}`;
+}
+
+/** The model-version queue a BullMQ queue name (bullQueueName's) stands for. */
+export function queueOfBullName(name: string): string {
+  return name.startsWith("{") && name.endsWith("}") ? name.slice(1, -1) : name;
+}
+
+/**
+ * The BullMQ queues of a model version's offline batches: a batch's parent job and its gate.
+ * A flow's jobs are written by one script, so parent, gate and chunks (on the model's queue)
+ * share its tag.
+ */
+export function batchQueueNames(queue: string): { parents: string; gates: string } {
+  return { parents: `{${queue}}.batches`, gates: `{${queue}}.batch-gates` };
 }

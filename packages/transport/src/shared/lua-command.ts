@@ -1,4 +1,5 @@
-import type { ChainableCommander, Redis } from "ioredis";
+import type { ChainableCommander } from "ioredis";
+import type { RedisClient } from "./connection.js";
 
 type Arg = string | number;
 
@@ -9,7 +10,7 @@ type Arg = string | number;
  */
 export class LuaCommand<Result> {
   constructor(
-    redis: Redis,
+    redis: RedisClient,
     private readonly name: string,
     numberOfKeys: number,
     lua: string,
@@ -18,7 +19,7 @@ export class LuaCommand<Result> {
   }
 
   /** Runs the script: keys first, then arguments. */
-  run(redis: Redis, ...args: Arg[]): Promise<Result> {
+  run(redis: RedisClient, ...args: Arg[]): Promise<Result> {
     return this.method(redis)(...args) as Promise<Result>;
   }
 
@@ -27,7 +28,7 @@ export class LuaCommand<Result> {
     this.method(pipeline)(...args);
   }
 
-  private method(target: Redis | ChainableCommander): (...args: Arg[]) => unknown {
+  private method(target: RedisClient | ChainableCommander): (...args: Arg[]) => unknown {
     const fn = (target as unknown as Record<string, ((...args: Arg[]) => unknown) | undefined>)[
       this.name
     ];

@@ -1,8 +1,8 @@
 import { FerryError } from "@ferry/protocol";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./connection.js";
 
 /** Fails fast (503) while the connection is down, instead of queueing the command. */
-export function assertReady(redis: Redis): void {
+export function assertReady(redis: RedisClient): void {
   if (redis.status !== "ready")
     throw new FerryError("UNAVAILABLE", "Redis is unreachable", { retryAfterS: 1 });
 }

@@ -1,4 +1,4 @@
-import type { Redis } from "ioredis";
+import type { RedisClient } from "./connection.js";
 import type { Keys } from "./keys.js";
 
 export interface WorkerHeartbeat {
@@ -20,7 +20,7 @@ export const HEARTBEAT_TTL_MS = 6_000;
  */
 export class WorkerRegistry {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
   ) {}
 

@@ -1,6 +1,4 @@
 import {
-  BATCH_GATE_QUEUE,
-  BATCH_QUEUE,
   type BatchChunkJob,
   type InferJob,
   type RowResult,
@@ -8,15 +6,15 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
-import type { Redis } from "ioredis";
-import type { Keys } from "../shared/keys.js";
+import type { RedisClient } from "../shared/connection.js";
+import { batchQueueNames, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import type { RowContext, RowHandler } from "./handlers.js";
 
 /**
- * Stores a chunk's answers: the batch's result line and the model's prediction per key, and
- * counts an item only the first time its line is written, so that a retried chunk (after a
- * worker died mid-chunk) counts nothing twice. ARGV: ttl, then (key, line, ok) triples.
+ * Stores a chunk's result lines and counts an item only the first time its line is written,
+ * so that a retried chunk (after a worker died mid-chunk) counts nothing twice. Both keys
+ * carry the batch's tag. KEYS: results, batch. ARGV: ttl, then (key, line, ok) triples.
  */
 const STORE_BATCH = `
 local fresh = 0
@@ -24,9 +22,8 @@ for i = 2, #ARGV, 3 do
   local key, line, ok = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if redis.call('HSET', KEYS[1], key, line) == 1 then
     fresh = fresh + 1
-    redis.call('HINCRBY', KEYS[3], ok == '1' and 'succeeded' or 'failed', 1)
+    redis.call('HINCRBY', KEYS[2], ok == '1' and 'succeeded' or 'failed', 1)
   end
-  if ok == '1' then redis.call('HSET', KEYS[2], key, line) end
 end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return fresh
@@ -43,21 +40,22 @@ export class BatchJobConsumer {
   private readonly store: LuaCommand<number>;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    this.store = new LuaCommand(redis, "ferryStoreBatch", 3, STORE_BATCH);
+    this.store = new LuaCommand(redis, "ferryStoreBatch", 2, STORE_BATCH);
   }
 
   /**
-   * Workers for the control queues: a gate only needs to complete, and a parent, which BullMQ
-   * runs once all its chunks are done, marks its batch complete.
+   * Workers for a model version's control queues: a gate only needs to complete, and a
+   * parent, which BullMQ runs once all its chunks are done, marks its batch complete.
    */
-  controlWorkers(options: WorkerOptions): Array<[string, Worker]> {
-    const gates = new Worker(BATCH_GATE_QUEUE, async () => "open", options);
+  controlWorkers(queue: string, options: WorkerOptions): Array<[string, Worker]> {
+    const names = batchQueueNames(queue);
+    const gates = new Worker(names.gates, async () => "open", options);
     const parents = new Worker<{ batch: string }>(
-      BATCH_QUEUE,
+      names.parents,
       async (job) => {
         await this.redis.hset(this.keys.batch(job.data.batch), {
           status: "completed",
@@ -67,8 +65,8 @@ export class BatchJobConsumer {
       options,
     );
     return [
-      [BATCH_GATE_QUEUE, gates],
-      [BATCH_QUEUE, parents],
+      [names.gates, gates],
+      [names.parents, parents],
     ];
   }
 
@@ -102,6 +100,7 @@ export class BatchJobConsumer {
       );
     }
     const args: string[] = [];
+    const predictions: string[] = [];
     for (const [k, result] of results.entries()) {
       const key = data.items[k]?.key ?? "";
       if (result.ok) {
@@ -112,16 +111,22 @@ export class BatchJobConsumer {
           model_version: data.version,
           batch: data.batch,
         };
-        args.push(key, JSON.stringify(stored), "1");
+        const line = JSON.stringify(stored);
+        args.push(key, line, "1");
+        predictions.push(key, line);
       } else {
         const failed: StoredBatchRow = { key, error: result.error };
         args.push(key, JSON.stringify(failed), "0");
       }
     }
+    // the model's latest prediction per key lives apart from the batch (in another slot on a
+    // cluster): written first, so that a counted item is always readable by key; a retried
+    // chunk writes the same lines again
+    if (predictions.length > 0)
+      await this.redis.hset(this.keys.predictions(data.model, data.owner ?? ""), ...predictions);
     const fresh = await this.store.run(
       this.redis,
       this.keys.batchResults(data.batch),
-      this.keys.predictions(data.model, data.owner ?? ""),
       this.keys.batch(data.batch),
       this.ttlS,
       ...args,

@@ -6,10 +6,10 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
-import type { Redis } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
 import { type EventWriter, fenceOf, type WriteFence } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
-import type { Keys } from "../shared/keys.js";
+import { type JobRef, type Keys, queueOfBullName } from "../shared/keys.js";
 import type { GenerateHandler } from "./handlers.js";
 
 /**
@@ -27,7 +27,7 @@ export class GenerationConsumer {
    * @param running running jobs by id, where cancel broadcasts find them
    */
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly events: EventWriter,
     private readonly keys: Keys,
     private readonly running: Map<string, AbortController>,
@@ -42,11 +42,12 @@ export class GenerationConsumer {
     token: string | undefined,
   ): Promise<CompletionResult> {
     const id = job.id ?? "";
+    const ref = { queue: queueOfBullName(job.queueName), id };
     // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
     const fence = fenceOf(this.keys, job, token);
-    const emit = (events: JobEventBody[]) => this.events.emit(id, events, fence);
+    const emit = (events: JobEventBody[]) => this.events.emit(ref, events, fence);
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
-      return this.fail(id, new FerryError("INVALID_INPUT", "unsupported message"), fence);
+      return this.fail(ref, new FerryError("INVALID_INPUT", "unsupported message"), fence);
     }
     const controller = new AbortController();
     const cancelled = this.redis.exists(this.keys.cancelled(id));
@@ -61,9 +62,9 @@ export class GenerationConsumer {
         () => undefined,
       );
     } else {
-      const [flag, logged] = await Promise.all([cancelled, this.events.history(id)]);
+      const [flag, logged] = await Promise.all([cancelled, this.events.history(ref)]);
       if (flag === 1) {
-        return this.fail(id, new FerryError("CANCELLED", "job was cancelled"), fence);
+        return this.fail(ref, new FerryError("CANCELLED", "job was cancelled"), fence);
       }
       const ended = logged.find((e) => e.type === "result" || e.type === "error");
       // the earlier attempt finished and wrote its answer, but lost its lock before completing
@@ -82,7 +83,7 @@ export class GenerationConsumer {
       return result;
     } catch (err) {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      return this.fail(id, error, fence);
+      return this.fail(ref, error, fence);
     } finally {
       if (this.running.get(id) === controller) this.running.delete(id);
       if (token) this.attempts.delete(token);
@@ -90,9 +91,13 @@ export class GenerationConsumer {
   }
 
   /** Closes the job's log with its error and fails the job without retries. */
-  private async fail(id: string, error: FerryError, fence: WriteFence | undefined): Promise<never> {
+  private async fail(
+    job: JobRef,
+    error: FerryError,
+    fence: WriteFence | undefined,
+  ): Promise<never> {
     const wire = { code: error.code, message: error.message };
-    this.events.emit(id, [{ type: "error", error: wire }, { type: "done" }], fence);
+    this.events.emit(job, [{ type: "error", error: wire }, { type: "done" }], fence);
     await this.events.flush();
     throw new UnrecoverableError(formatFailure(wire));
   }

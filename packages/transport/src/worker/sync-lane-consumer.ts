@@ -5,7 +5,7 @@ import {
   WIRE_VERSION,
   type WireError,
 } from "@ferry/protocol";
-import type { Redis } from "ioredis";
+import { isCluster, type RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { ENTRY_FIELD, laneKeys, SYNC_GROUP } from "../shared/sync-lane.js";
 import type { RowHandler } from "./handlers.js";
@@ -71,9 +71,9 @@ export class SyncLaneConsumer {
 
   constructor(
     /** A connection of its own: reads block on it. */
-    private readonly reader: Redis,
+    private readonly reader: RedisClient,
     /** Answers, acknowledgements and claims. */
-    private readonly writer: Redis,
+    private readonly writer: RedisClient,
     keys: Keys,
     private readonly queue: { name: string; model: string; version: string },
     private readonly consumer: string,
@@ -243,7 +243,7 @@ export class SyncLaneConsumer {
   private async flush(): Promise<void> {
     await this.flushing;
     if (this.replies.size === 0 && this.acks.size === 0) return;
-    const pipeline = this.writer.pipeline();
+    const published: Promise<unknown>[] = [];
     for (const [channel, results] of this.replies) {
       const reply: InferReply = {
         v: WIRE_VERSION,
@@ -253,15 +253,28 @@ export class SyncLaneConsumer {
         worker: this.consumer,
         results,
       };
-      pipeline.publish(channel, JSON.stringify(reply));
+      published.push(this.writer.spublish(channel, JSON.stringify(reply)));
     }
-    for (const [stream, ids] of this.acks) {
-      pipeline.xack(stream, SYNC_GROUP, ...ids);
-      pipeline.xdel(stream, ...ids);
-    }
+    const acks = [...this.acks];
     this.replies.clear();
     this.acks.clear();
-    this.flushing = pipeline.exec().then(() => undefined);
+    const forget = () =>
+      Promise.all(
+        acks.flatMap(([stream, ids]) => [
+          this.writer.xack(stream, SYNC_GROUP, ...ids),
+          this.writer.xdel(stream, ...ids),
+        ]),
+      );
+    // One server runs one connection's commands in order, so the acks may follow at once; a
+    // cluster's answer channel and lane live on different nodes: the acks wait for the answers.
+    this.flushing = (
+      isCluster(this.writer)
+        ? Promise.all(published).then(forget)
+        : Promise.all([...published, forget()])
+    ).then(
+      () => undefined,
+      () => undefined, // the groups stay pending and are claimed (see above)
+    );
     await this.flushing;
   }
 

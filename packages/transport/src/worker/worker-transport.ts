@@ -12,13 +12,12 @@ import {
   type WireError,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
-import type { Redis } from "ioredis";
 import { ChannelMux } from "../shared/channel-mux.js";
-import { createRedis } from "../shared/connection.js";
+import { createRedis, type RedisClient, type RedisTarget } from "../shared/connection.js";
 import { ControlChannel } from "../shared/control-channel.js";
 import { EventWriter, fenceOf } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
-import { Keys } from "../shared/keys.js";
+import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
 import { GenerationConsumer } from "./generation-consumer.js";
@@ -33,6 +32,8 @@ import { SyncLaneConsumer } from "./sync-lane-consumer.js";
 
 export interface WorkerTransportOptions {
   redisUrl: string;
+  /** Seed nodes ("host:port") of a Redis Cluster; when given, `redisUrl` only lends credentials. */
+  clusterNodes?: readonly string[] | undefined;
   /** @defaultValue "ferry" */
   prefix?: string;
   /** @defaultValue `${hostname()}-${pid}` */
@@ -51,10 +52,10 @@ const MAX_STALLED = 3;
 export class WorkerTransport {
   readonly keys: Keys;
   readonly workerId: string;
-  private readonly redis: Redis;
-  private readonly subscriber: Redis;
+  private readonly redis: RedisClient;
+  private readonly subscriber: RedisClient;
   /** Event-log appends: a connection of their own (see the constructor). */
-  private readonly eventsRedis: Redis;
+  private readonly eventsRedis: RedisClient;
   private readonly events: EventWriter;
   private readonly registry: WorkerRegistry;
   private readonly generation: GenerationConsumer;
@@ -62,8 +63,10 @@ export class WorkerTransport {
   private readonly batches: BatchJobConsumer;
   private readonly control: ControlChannel;
   private readonly workers = new Map<string, Worker>();
+  /** Workers of the batch control queues (not advertised: no request waits on them). */
+  private readonly controls: Worker[] = [];
   private readonly lanes: SyncLaneConsumer[] = [];
-  private readonly redisUrl: string;
+  private readonly target: RedisTarget;
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
@@ -71,16 +74,17 @@ export class WorkerTransport {
   constructor(options: WorkerTransportOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
-    this.redisUrl = options.redisUrl;
-    this.redis = createRedis(options.redisUrl);
-    this.subscriber = createRedis(options.redisUrl);
+    this.target = { url: options.redisUrl, clusterNodes: options.clusterNodes };
+    this.redis = createRedis(this.target);
+    this.subscriber = createRedis(this.target);
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
-    // Event appends go through pipelines, and an ioredis pipeline copies every script defined
-    // on its connection when it is made: BullMQ's few dozen would be copied for every flush.
-    this.eventsRedis = createRedis(options.redisUrl);
+    // Event appends and answers leave auto-pipelined (one write per turn, per node on a
+    // cluster), and an ioredis pipeline copies every script defined on its connection when it
+    // is made: BullMQ's few dozen would be copied for every flush.
+    this.eventsRedis = createRedis(this.target, { enableAutoPipelining: true });
     this.eventsRedis.on("error", () => {});
     this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS);
     this.generation = new GenerationConsumer(
@@ -99,7 +103,7 @@ export class WorkerTransport {
    * (async jobs, batch chunks). Every row goes through `handler`.
    */
   consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
-    const reader = createRedis(this.redisUrl);
+    const reader = createRedis(this.target);
     reader.on("error", () => {});
     const lane = new SyncLaneConsumer(
       reader,
@@ -120,11 +124,17 @@ export class WorkerTransport {
     this.register(
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
-        queue,
+        bullQueueName(queue),
         (job, token) => this.process(job, handler, token),
         this.workerOptions(options),
       ),
     );
+    // the queue's offline batches: their parents and gates live beside it (one slot)
+    const control = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
+    for (const [, worker] of this.batches.controlWorkers(queue, control)) {
+      worker.on("error", () => {});
+      this.controls.push(worker);
+    }
   }
 
   /**
@@ -135,7 +145,7 @@ export class WorkerTransport {
     this.register(
       queue,
       new Worker<GenerateJob, CompletionResult>(
-        queue,
+        bullQueueName(queue),
         (job, token) => this.generation.process(job, handler, token),
         this.workerOptions(options),
       ),
@@ -205,20 +215,13 @@ export class WorkerTransport {
     if (this.heartbeat) clearInterval(this.heartbeat);
     await Promise.allSettled([
       ...this.lanes.map((lane) => lane.close()),
-      ...[...this.workers.values()].map((w) => w.close()),
+      ...[...this.workers.values(), ...this.controls].map((w) => w.close()),
     ]);
     await this.registry.remove(this.workerId).catch(() => undefined);
     this.subscriber.disconnect();
     await this.events.flush().catch(() => undefined);
     await this.eventsRedis.quit().catch(() => undefined);
     await this.redis.quit().catch(() => undefined);
-  }
-
-  /** Consumes the batch control queues (gates and parents) beside the model queues. */
-  consumeBatchControl(): void {
-    const options = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
-    for (const [queue, worker] of this.batches.controlWorkers(options))
-      this.register(queue, worker);
   }
 
   /** A model queue carries live rows (infer) and offline batch chunks (batch). */
@@ -244,9 +247,10 @@ export class WorkerTransport {
     token: string | undefined,
   ): Promise<InferReply> {
     const id = job.id ?? "";
+    const ref = { queue: queueOfBullName(job.queueName), id };
     const fence = fenceOf(this.keys, job, token);
     const fail = async (error: WireError): Promise<never> => {
-      this.events.emit(id, [{ type: "error", error }, { type: "done" }], fence);
+      this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
       await this.events.flush();
       throw new UnrecoverableError(formatFailure(error));
     };
@@ -254,7 +258,7 @@ export class WorkerTransport {
       return fail({ code: "CANCELLED", message: "job was cancelled" });
     const controller = new AbortController();
     this.running.set(id, controller);
-    this.events.emit(id, [{ type: "status", status: "running" }], fence);
+    this.events.emit(ref, [{ type: "status", status: "running" }], fence);
     try {
       const ctx: RowContext = { jobId: id, signal: controller.signal };
       const results = await Promise.all(data.rows.map((row) => handler(row, data, ctx)));
@@ -264,7 +268,7 @@ export class WorkerTransport {
       const failed = results.find((r) => !r.ok);
       if (failed && !failed.ok) return fail(failed.error);
       const reply = this.reply(id, data, results);
-      this.events.emit(id, [{ type: "result", result: reply }, { type: "done" }], fence);
+      this.events.emit(ref, [{ type: "result", result: reply }, { type: "done" }], fence);
       await this.events.flush();
       return reply;
     } finally {
