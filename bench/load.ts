@@ -75,7 +75,8 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
       const t0 = performance.now();
       const { status, retryAfterS } = await post(agent, url, body);
       const took = performance.now() - t0;
-      if (status === 200) latencies.push(took);
+      // 200 for an answer, 202 for an accepted job
+      if (status === 200 || status === 202) latencies.push(took);
       else errors++;
       let list = byStatus.get(status);
       if (!list) {

@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { classifierBench } from "./classifier.js";
+import { clusterBench } from "./cluster.js";
 import { generationBench } from "./generation.js";
 import { hostileBench } from "./hostile.js";
 import { servingBench } from "./serving.js";
@@ -10,6 +11,7 @@ import { soakBench } from "./soak.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
+  cluster: clusterBench,
   generation: generationBench,
   hostile: hostileBench,
   serving: servingBench,

@@ -2,6 +2,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { Deployment, StatefulSet } from "kubernetes-models/apps/v1";
 import { HorizontalPodAutoscaler } from "kubernetes-models/autoscaling/v2";
+import { Job } from "kubernetes-models/batch/v1";
 import { PodDisruptionBudget } from "kubernetes-models/policy/v1";
 import { ConfigMap, Service } from "kubernetes-models/v1";
 import { describe, expect, it } from "vitest";
@@ -16,6 +17,7 @@ const models: Record<string, new (data: never) => { validate(): void }> = {
   ConfigMap: ConfigMap as never,
   Service: Service as never,
   PodDisruptionBudget: PodDisruptionBudget as never,
+  Job: Job as never,
 };
 
 interface K8sObject {
@@ -41,7 +43,7 @@ const find = (objects: K8sObject[], kind: string, name: string) => {
 };
 
 describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
-  for (const overlay of ["cpu", "gpu"]) {
+  for (const overlay of ["cpu", "gpu", "cpu-redis-cluster"]) {
     it(`${overlay}: every object renders and passes the Kubernetes schema`, () => {
       const objects = render(overlay);
       expect(objects.length).toBeGreaterThanOrEqual(10);
@@ -91,6 +93,40 @@ describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
     expect(args.join(" ")).toContain("--appendonly yes");
     expect(args.join(" ")).toContain("--maxmemory-policy noeviction");
     expect(redis.spec.volumeClaimTemplates[0].metadata.name).toBe("data");
+  });
+
+  it("the redis-cluster component: six cluster nodes on stable names with AOF and noeviction, a create Job, every process pointed at the cluster, KEDA unchanged", () => {
+    const objects = render("cpu-redis-cluster");
+    expect(objects.some((o) => o.metadata.name === "ferry-redis")).toBe(false);
+    const nodes = find(objects, "StatefulSet", "ferry-redis-cluster");
+    expect(nodes.spec.replicas).toBe(6);
+    const args = nodes.spec.template.spec.containers[0].args.join(" ");
+    for (const flag of [
+      "--cluster-enabled yes",
+      "--cluster-announce-hostname",
+      "--appendonly yes",
+      "--maxmemory-policy noeviction",
+    ])
+      expect(args).toContain(flag);
+    expect(find(objects, "Service", "ferry-redis-cluster").spec.clusterIP).toBe("None");
+    const create = find(objects, "Job", "ferry-redis-cluster-create");
+    expect(create.spec.template.spec.containers[0].args.join(" ")).toContain(
+      "--cluster-replicas 1",
+    );
+    const config = find(objects, "ConfigMap", "ferry-config");
+    const seeds = (config.data?.REDIS_CLUSTER_NODES ?? "").split(",");
+    expect(seeds).toHaveLength(3);
+    for (const seed of seeds)
+      expect(seed).toMatch(/^ferry-redis-cluster-\d\.ferry-redis-cluster:6379$/);
+    expect(config.data?.ACCEPT_REPLICAS).toBe("1");
+    // both deployments read the ConfigMap whole, so the cluster reaches API and workers alike
+    for (const name of ["ferry-api", "ferry-worker"]) {
+      const container = find(objects, "Deployment", name).spec.template.spec.containers[0];
+      expect(JSON.stringify(container.envFrom)).toContain("ferry-config");
+    }
+    expect(find(objects, "ScaledObject", "ferry-worker").spec.triggers[0].metadata.query).toContain(
+      "ferry_queue_waiting_jobs",
+    );
   });
 
   it("the gpu overlay: the cuda provider, a GPU each, tolerations for GPU nodes", () => {
