@@ -3,13 +3,14 @@ import {
   type BatchChunkJob,
   type BatchItem,
   bullPriority,
+  FerryError,
   queueName,
   type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { FlowProducer, Job, Queue } from "bullmq";
-import type { RedisClient } from "../shared/connection.js";
-import { batchQueueNames, type Keys } from "../shared/keys.js";
+import { type RedisClient, waitForReplicas } from "../shared/connection.js";
+import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
 
 export interface BatchJobStatus {
   id: string;
@@ -45,6 +46,8 @@ export class BatchJobStore {
     private readonly keys: Keys,
     private readonly queue: (name: string) => Queue,
     private readonly ttlS: number,
+    /** Replicas a sealed batch must have reached (WAIT), and how long that may take. */
+    private readonly accept: { replicas: number; timeoutMs: number },
   ) {
     this.flows = new FlowProducer({ connection: redis, prefix: keys.prefix });
     this.flows.on("error", () => {});
@@ -120,6 +123,24 @@ export class BatchJobStore {
     const gates = batchQueueNames(queueName(model, version)).gates;
     const gate = await Job.fromId(this.gateQueue(gates), `gate-${id}`);
     await gate?.promote();
+    await this.replicated(id, queueName(model, version));
+  }
+
+  /**
+   * Makes an accepted batch durable past a failover (see JobClient): its state on its own
+   * shard, its flow and chunks on its model version's, each on `replicas` replicas.
+   */
+  private async replicated(id: string, queue: string): Promise<void> {
+    const { replicas, timeoutMs } = this.accept;
+    if (replicas <= 0) return;
+    const written = [this.keys.batch(id), `${this.keys.prefix}:${bullQueueName(queue)}:meta`];
+    const acked = await waitForReplicas(this.redis, written, replicas, timeoutMs);
+    if (acked < replicas)
+      throw new FerryError(
+        "UNAVAILABLE",
+        `batch ${id} is queued but reached ${acked} of ${replicas} replicas within ${timeoutMs} ms; poll /v1/batches/${id} before sending it again`,
+        { retryAfterS: 1 },
+      );
   }
 
   async status(id: string): Promise<BatchJobStatus | undefined> {

@@ -129,11 +129,13 @@ export class InferenceClient {
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
     this.cache = new PredictionCache(this.hot, this.keys);
+    const accept = options.acceptReplicas ?? { replicas: 0, timeoutMs: 500 };
     this.batches = new BatchJobStore(
       this.redis,
       this.keys,
       (name) => this.queue(name),
       this.jobTtlS,
+      accept,
     );
     this.coalescer = new Coalescer((group) => void this.send(group));
     this.lane = new SyncLaneProducer(this.hot, this.keys);
@@ -150,7 +152,7 @@ export class InferenceClient {
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,
-      options.acceptReplicas ?? { replicas: 0, timeoutMs: 500 },
+      accept,
     );
   }
 

@@ -360,21 +360,22 @@ export class JobClient {
         }),
       ]);
     });
-    await this.replicated({ queue, id });
+    await this.replicated({ queue, id }, job.deadline !== undefined);
     return emptyRecord(id, index, "queued");
   }
 
   /**
-   * Makes an accepted job durable past a failover: the 202 waits until `replicas` replicas of
-   * the job's shard hold it (WAIT on the connection that wrote it). A job that did not reach
-   * them in time is still queued and may run: the caller is told to poll it, not to resend.
+   * Makes an accepted job durable past a failover: the 202 waits until `replicas` replicas
+   * hold what accepting it wrote (the job and its first event on its queue's shard, its index
+   * and deadline on theirs; WAIT on each connection that wrote). A job that did not reach them
+   * in time is still queued and may run: the caller is told to poll it, not to resend it.
    */
-  private async replicated(job: { queue: string; id: string }): Promise<void> {
+  private async replicated(job: { queue: string; id: string }, deadline: boolean): Promise<void> {
     const { replicas, timeoutMs } = this.accept;
     if (replicas <= 0) return;
-    const acked = await guarded(() =>
-      waitForReplicas(this.redis, this.keys.events(job), replicas, timeoutMs),
-    );
+    const written = [this.keys.events(job), this.keys.jobQueue(job.id)];
+    if (deadline) written.push(this.keys.deadlines);
+    const acked = await guarded(() => waitForReplicas(this.redis, written, replicas, timeoutMs));
     if (acked < replicas)
       throw new FerryError(
         "UNAVAILABLE",

@@ -165,21 +165,27 @@ export async function deletePrefix(target: RedisTarget | string, prefix: string)
 }
 
 /**
- * Waits until `replicas` replicas hold every write this connection made to the node serving
- * `key` (Redis' WAIT); returns how many did within `timeoutMs`. WAIT holds the connection
- * meanwhile, so it is for accepting writes that must survive a failover, not the hot path.
+ * Waits until `replicas` replicas hold every write this connection made to the nodes serving
+ * `keys` (Redis' WAIT, once per node); returns how many did within `timeoutMs` on the node
+ * worst off. WAIT holds the connection meanwhile, so it is for accepting writes that must
+ * survive a failover, not the hot path.
  */
 export async function waitForReplicas(
   redis: RedisClient,
-  key: string,
+  keys: readonly string[],
   replicas: number,
   timeoutMs: number,
 ): Promise<number> {
   if (!isCluster(redis)) return Number(await redis.call("WAIT", replicas, timeoutMs));
   // a cluster pipeline goes over the connection to the node serving its keys' slot: the one
-  // that carried the write (WAIT itself names no key a cluster client could route by)
-  const results = await redis.pipeline().exists(key).call("WAIT", replicas, timeoutMs).exec();
-  const [err, acked] = results?.[1] ?? [];
-  if (err) throw err;
-  return Number(acked);
+  // that carried the writes (WAIT itself names no key a cluster client could route by)
+  const acked = await Promise.all(
+    keys.map(async (key) => {
+      const results = await redis.pipeline().exists(key).call("WAIT", replicas, timeoutMs).exec();
+      const [err, n] = results?.[1] ?? [];
+      if (err) throw err;
+      return Number(n);
+    }),
+  );
+  return Math.min(...acked);
 }
