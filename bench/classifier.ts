@@ -3,7 +3,7 @@ import { InProcessSession } from "@ferry/runtime";
 import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
-import { REDIS_URL, Stack, waitFor } from "../test/helpers/stack.js";
+import { REDIS_TARGET, Stack, waitFor } from "../test/helpers/stack.js";
 import { commandsPer, cpuMeter, redisCommandStats, redisPid } from "./cpu.js";
 import { closedLoop, type LoadResult, quantile, round } from "./load.js";
 import { printTable } from "./table.js";
@@ -102,13 +102,13 @@ async function measureCosted(
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
-    redis: redisPid(REDIS_URL),
+    redis: redisPid(REDIS_TARGET),
   });
-  const commands = redisCommandStats(REDIS_URL);
+  const commands = redisCommandStats(REDIS_TARGET);
   const batches = await batchSizes(stack);
   const r = await closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
   const total = r.requests + r.errors;
-  const cmds = commandsPer(commands, redisCommandStats(REDIS_URL), total);
+  const cmds = commandsPer(commands, redisCommandStats(REDIS_TARGET), total);
   const after = await batchSizes(stack);
   return {
     ...r,

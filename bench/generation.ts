@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { LmRuntime } from "@ferry/runtime";
 import { tempRepository } from "../test/helpers/model-repo.js";
-import { REDIS_URL, Stack } from "../test/helpers/stack.js";
+import { REDIS_TARGET, Stack } from "../test/helpers/stack.js";
 import { cpuMeter, redisPid } from "./cpu.js";
 import { quantile, round } from "./load.js";
 import { postSse } from "./sse-client.js";
@@ -44,7 +44,7 @@ async function streamLoad(stack: Stack, concurrency: number, chat = false): Prom
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
-    redis: redisPid(REDIS_URL),
+    redis: redisPid(REDIS_TARGET),
     client: process.pid,
   });
   const ttft: number[] = [];

@@ -189,6 +189,15 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
   });
 
   it("keeps each model version's keys on one slot, and spreads the queues over the shards", async () => {
+    // a few jobs of each kind: their index keys are tagged by their random ids
+    for (const [model, input] of [
+      ["digits", { features: rows[0] }],
+      ["tiny-lm", { prompt: PROMPT, max_tokens: 4 }],
+    ] as const)
+      for (let k = 0; k < 4; k++) {
+        const res = await stack.post("/v1/jobs", { model, input });
+        expect((await settle(((await res.json()) as { id: string }).id))?.status).toBe("succeeded");
+      }
     const redis = createRedis({ url: "redis://127.0.0.1", clusterNodes: cluster.nodes.split(",") });
     try {
       if (!isCluster(redis)) throw new Error("not a cluster client");
@@ -216,6 +225,12 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
       }
       // what was written above lands on more than one shard
       expect([...byNode.values()].filter((keys) => keys.length > 0).length).toBeGreaterThan(1);
+      // the queue depth KEDA scales workers on is counted from whichever shard holds a queue
+      const metrics = await (await fetch(stack.url("/metrics"))).text();
+      for (const queue of ["digits.v1", "digits.v2", "tiny-lm.v1"])
+        expect(metrics).toMatch(
+          new RegExp(`ferry_queue_waiting_jobs\\{[^}]*queue="${queue}"[^}]*\\} 0`),
+        );
     } finally {
       redis.disconnect();
     }

@@ -1,9 +1,14 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { deletePrefix, type RedisTarget } from "@ferry/transport";
+import { deletePrefix, parseClusterNodes, type RedisTarget } from "@ferry/transport";
 import { freePort } from "../../scripts/free-port.js";
 
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+/** The deployment's Redis as the environment names it: a cluster when REDIS_CLUSTER_NODES is set. */
+export const REDIS_TARGET: RedisTarget = {
+  url: REDIS_URL,
+  clusterNodes: parseClusterNodes(process.env.REDIS_CLUSTER_NODES),
+};
 
 export interface Proc {
   child: ChildProcess;
@@ -14,7 +19,7 @@ export interface Proc {
 }
 
 export interface StackOptions {
-  /** The Redis (or Redis Cluster) every process uses. @defaultValue REDIS_URL */
+  /** The Redis (or Redis Cluster) every process uses. @defaultValue REDIS_TARGET */
   redis?: RedisTarget;
   /** Workers to start at once. @defaultValue 1 */
   workers?: number;
@@ -44,8 +49,8 @@ export class Stack {
   private env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     return {
       ...process.env,
-      REDIS_URL: this.options.redis?.url ?? REDIS_URL,
-      REDIS_CLUSTER_NODES: (this.options.redis?.clusterNodes ?? []).join(","),
+      REDIS_URL: (this.options.redis ?? REDIS_TARGET).url,
+      REDIS_CLUSTER_NODES: ((this.options.redis ?? REDIS_TARGET).clusterNodes ?? []).join(","),
       FERRY_PREFIX: this.prefix,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
       ...this.options.env,
@@ -109,7 +114,7 @@ export class Stack {
     const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
     for (const p of all) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
-    await deletePrefix(this.options.redis ?? REDIS_URL, this.prefix);
+    await deletePrefix(this.options.redis ?? REDIS_TARGET, this.prefix);
   }
 }
 
