@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { throwawayServerArgs } from "./redis-local.js";
 
 export interface LocalCluster {
   /** Seed nodes as REDIS_CLUSTER_NODES wants them: "127.0.0.1:p1,127.0.0.1:p2,...". */
@@ -44,22 +45,13 @@ export async function startLocalCluster(options: LocalClusterOptions = {}): Prom
     const child = spawn(
       "redis-server",
       [
-        "--port",
-        String(port),
-        "--bind",
-        "127.0.0.1",
+        ...throwawayServerArgs(port, dir),
         "--cluster-enabled",
         "yes",
         "--cluster-config-file",
         join(dir, `nodes-${port}.conf`),
         "--cluster-node-timeout",
         String(options.nodeTimeoutMs ?? 1_500),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--dir",
-        dir,
       ],
       { stdio: "ignore" },
     );

@@ -34,22 +34,9 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   }
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "ferry-redis-"));
-  const child: ChildProcess = spawn(
-    "redis-server",
-    [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--save",
-      "",
-      "--appendonly",
-      "no",
-      "--dir",
-      dir,
-    ],
-    { stdio: "ignore" },
-  );
+  const child: ChildProcess = spawn("redis-server", throwawayServerArgs(port, dir), {
+    stdio: "ignore",
+  });
   const privateUrl = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await pingRedis(privateUrl, 200)); i++) await sleep(50);
   console.log(
@@ -64,6 +51,22 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   };
   process.on("exit", stop);
   return { url: privateUrl, stop };
+}
+
+/** redis-server arguments of a throwaway server on 127.0.0.1:`port`: nothing persisted. */
+export function throwawayServerArgs(port: number, dir: string): string[] {
+  return [
+    "--port",
+    String(port),
+    "--bind",
+    "127.0.0.1",
+    "--save",
+    "",
+    "--appendonly",
+    "no",
+    "--dir",
+    dir,
+  ];
 }
 
 function sleep(ms: number): Promise<void> {

@@ -13,8 +13,7 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
-import type { RedisClient } from "../shared/connection.js";
-import { waitForReplicas } from "../shared/connection.js";
+import { type RedisClient, waitForReplicas } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { EventWriter } from "../shared/event-log.js";
 import {
@@ -345,7 +344,8 @@ export class JobClient {
       // a reader that connects before any worker takes the job sees it queued
       this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }]);
       // One round trip, not three: one connection runs commands in the order they were sent,
-      // so the index and the first event are stored before any worker can see the job.
+      // so the index and the first event are stored before any worker can see the job (on a
+      // cluster the event and the job share their queue's slot, so its node's connection).
       await Promise.all([
         this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.ttlS),
         ...(job.deadline === undefined
