@@ -1,17 +1,24 @@
-import { Redis } from "ioredis";
-import { REDIS_URL } from "./stack.js";
+import { once } from "node:events";
+import { createRedis, isCluster } from "@ferry/transport";
+import { REDIS_TARGET } from "./stack.js";
 
-/** Keys under `prefix` matching `pattern` (jobs stored, say), read from the test's Redis. */
+/**
+ * Keys under `prefix` matching `pattern` (jobs stored, say), read from the test's Redis: every
+ * primary of a cluster when REDIS_CLUSTER_NODES names one.
+ */
 export async function countKeys(prefix: string, pattern: string): Promise<number> {
-  const redis = new Redis(REDIS_URL);
+  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
   try {
+    if (redis.status !== "ready") await once(redis, "ready");
     let n = 0;
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:${pattern}`);
-      cursor = next;
-      n += keys.length;
-    } while (cursor !== "0");
+    for (const node of isCluster(redis) ? redis.nodes("master") : [redis]) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:${pattern}`);
+        cursor = next;
+        n += keys.length;
+      } while (cursor !== "0");
+    }
     return n;
   } finally {
     redis.disconnect();
