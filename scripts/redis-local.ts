@@ -2,7 +2,8 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseClusterNodes, pingRedis } from "@ferry/transport";
+import { parseClusterNodes } from "@ferry/protocol";
+import { pingRedis } from "@ferry/transport";
 import { freePort } from "./free-port.js";
 
 export interface LocalRedis {

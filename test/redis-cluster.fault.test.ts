@@ -1,4 +1,4 @@
-import { createRedis, isCluster } from "@ferry/transport";
+import { createRedis, isCluster, primaries } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalCluster, startLocalCluster } from "../scripts/redis-cluster.js";
 import { tempRepository } from "./helpers/model-repo.js";
@@ -201,9 +201,8 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
     const redis = createRedis({ url: "redis://127.0.0.1", clusterNodes: cluster.nodes.split(",") });
     try {
       if (!isCluster(redis)) throw new Error("not a cluster client");
-      await waitFor(async () => redis.status === "ready", 10_000);
       const byNode = new Map<string, string[]>();
-      for (const node of redis.nodes("master")) {
+      for (const node of await primaries(redis)) {
         const keys: string[] = [];
         let cursor = "0";
         do {

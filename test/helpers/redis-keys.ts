@@ -1,5 +1,4 @@
-import { once } from "node:events";
-import { createRedis, isCluster } from "@ferry/transport";
+import { createRedis, primaries } from "@ferry/transport";
 import { REDIS_TARGET } from "./stack.js";
 
 /**
@@ -9,9 +8,8 @@ import { REDIS_TARGET } from "./stack.js";
 export async function countKeys(prefix: string, pattern: string): Promise<number> {
   const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
   try {
-    if (redis.status !== "ready") await once(redis, "ready");
     let n = 0;
-    for (const node of isCluster(redis) ? redis.nodes("master") : [redis]) {
+    for (const node of await primaries(redis)) {
       let cursor = "0";
       do {
         const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:${pattern}`);

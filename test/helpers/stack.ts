@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { deletePrefix, parseClusterNodes, type RedisTarget } from "@ferry/transport";
+import { parseClusterNodes } from "@ferry/protocol";
+import { deletePrefix, type RedisTarget } from "@ferry/transport";
 import { freePort } from "../../scripts/free-port.js";
 
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";

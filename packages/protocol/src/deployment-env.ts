@@ -11,15 +11,7 @@ export const deploymentEnvSchema = z.object({
    * Seed nodes of a Redis Cluster, "host:port,host:port": set, every process uses the cluster
    * (REDIS_URL then only lends its credentials and TLS); unset, the one Redis at REDIS_URL.
    */
-  REDIS_CLUSTER_NODES: z
-    .string()
-    .default("")
-    .transform((raw) =>
-      raw
-        .split(",")
-        .map((node) => node.trim())
-        .filter((node) => node !== ""),
-    ),
+  REDIS_CLUSTER_NODES: z.string().default("").transform(parseClusterNodes),
   /** Prefix of every Redis key; API and workers of one deployment share it. */
   FERRY_PREFIX: z.string().default("ferry"),
   MODEL_REPOSITORY: z.string().default("./models"),
@@ -27,6 +19,14 @@ export const deploymentEnvSchema = z.object({
   /** How long finished async jobs, their event logs and batch results stay readable, in s. */
   JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
 });
+
+/** `REDIS_CLUSTER_NODES` ("host:port,host:port") as a list; empty when unset. */
+export function parseClusterNodes(raw: string | undefined): string[] {
+  return (raw ?? "")
+    .split(",")
+    .map((node) => node.trim())
+    .filter((node) => node !== "");
+}
 
 /** Reads an environment against a schema; a bad value fails naming the variable. */
 export function parseEnv<S extends z.ZodType>(

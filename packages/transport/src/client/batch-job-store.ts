@@ -3,13 +3,13 @@ import {
   type BatchChunkJob,
   type BatchItem,
   bullPriority,
-  FerryError,
   queueName,
   type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { FlowProducer, Job, Queue } from "bullmq";
-import { type RedisClient, waitForReplicas } from "../shared/connection.js";
+import type { RedisClient } from "../shared/connection.js";
+import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
 
 export interface BatchJobStatus {
@@ -47,7 +47,7 @@ export class BatchJobStore {
     private readonly queue: (name: string) => Queue,
     private readonly ttlS: number,
     /** Replicas a sealed batch must have reached (WAIT), and how long that may take. */
-    private readonly accept: { replicas: number; timeoutMs: number },
+    private readonly accept: AcceptReplicas,
   ) {
     this.flows = new FlowProducer({ connection: redis, prefix: keys.prefix });
     this.flows.on("error", () => {});
@@ -126,21 +126,10 @@ export class BatchJobStore {
     await this.replicated(id, queueName(model, version));
   }
 
-  /**
-   * Makes an accepted batch durable past a failover (see JobClient): its state on its own
-   * shard, its flow and chunks on its model version's, each on `replicas` replicas.
-   */
+  /** An accepted batch survives a failover: its state on its shard, its flow on its queue's. */
   private async replicated(id: string, queue: string): Promise<void> {
-    const { replicas, timeoutMs } = this.accept;
-    if (replicas <= 0) return;
     const written = [this.keys.batch(id), `${this.keys.prefix}:${bullQueueName(queue)}:meta`];
-    const acked = await waitForReplicas(this.redis, written, replicas, timeoutMs);
-    if (acked < replicas)
-      throw new FerryError(
-        "UNAVAILABLE",
-        `batch ${id} is queued but reached ${acked} of ${replicas} replicas within ${timeoutMs} ms; poll /v1/batches/${id} before sending it again`,
-        { retryAfterS: 1 },
-      );
+    await ensureReplicated(this.redis, written, this.accept, `batch ${id}`, `/v1/batches/${id}`);
   }
 
   async status(id: string): Promise<BatchJobStatus | undefined> {

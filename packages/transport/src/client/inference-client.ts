@@ -12,6 +12,7 @@ import { Queue } from "bullmq";
 import { ChannelMux } from "../shared/channel-mux.js";
 import { createFastFailRedis, createRedis, type RedisClient } from "../shared/connection.js";
 import { ControlChannel } from "../shared/control-channel.js";
+import type { AcceptReplicas } from "../shared/durable-accept.js";
 import { EventWriter } from "../shared/event-log.js";
 import { bullQueueName, Keys } from "../shared/keys.js";
 import { assertReady } from "../shared/redis-guard.js";
@@ -45,7 +46,7 @@ export interface InferenceClientOptions {
    * Replicas that must hold an async job before it is accepted (WAIT after the accepting
    * write), and how long to wait for them. @defaultValue { replicas: 0, timeoutMs: 500 }
    */
-  acceptReplicas?: { replicas: number; timeoutMs: number };
+  acceptReplicas?: AcceptReplicas;
 }
 
 export interface InferRequest {

@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import {
   bullPriority,
   type CompletionResult,
-  FerryError,
   type GenerateJob,
   type InferJob,
   type InferReply,
@@ -13,8 +12,9 @@ import {
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
-import { type RedisClient, waitForReplicas } from "../shared/connection.js";
+import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
+import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import type { EventWriter } from "../shared/event-log.js";
 import {
   emptyRecord,
@@ -23,7 +23,7 @@ import {
   jobStatusOf,
   parseFailure,
 } from "../shared/job-records.js";
-import type { Keys } from "../shared/keys.js";
+import type { JobRef, Keys } from "../shared/keys.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
 import type { QueueDepth } from "./queue-depth.js";
@@ -74,7 +74,7 @@ export class JobClient {
     private readonly control: ControlChannel,
     private readonly ttlS: number,
     /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
-    private readonly accept: { replicas: number; timeoutMs: number },
+    private readonly accept: AcceptReplicas,
   ) {}
 
   /** Enqueues classifier rows as one job. */
@@ -365,22 +365,14 @@ export class JobClient {
   }
 
   /**
-   * Makes an accepted job durable past a failover: the 202 waits until `replicas` replicas
-   * hold what accepting it wrote (the job and its first event on its queue's shard, its index
-   * and deadline on theirs; WAIT on each connection that wrote). A job that did not reach them
-   * in time is still queued and may run: the caller is told to poll it, not to resend it.
+   * An accepted job survives a failover of any shard it was written to: its queue entry and
+   * first event (its queue's), its index and its deadline (theirs).
    */
-  private async replicated(job: { queue: string; id: string }, deadline: boolean): Promise<void> {
-    const { replicas, timeoutMs } = this.accept;
-    if (replicas <= 0) return;
+  private async replicated(job: JobRef, deadline: boolean): Promise<void> {
     const written = [this.keys.events(job), this.keys.jobQueue(job.id)];
     if (deadline) written.push(this.keys.deadlines);
-    const acked = await guarded(() => waitForReplicas(this.redis, written, replicas, timeoutMs));
-    if (acked < replicas)
-      throw new FerryError(
-        "UNAVAILABLE",
-        `job ${job.id} is queued but reached ${acked} of ${replicas} replicas within ${timeoutMs} ms; poll /v1/jobs/${job.id} before sending it again`,
-        { retryAfterS: 1 },
-      );
+    await guarded(() =>
+      ensureReplicated(this.redis, written, this.accept, `job ${job.id}`, `/v1/jobs/${job.id}`),
+    );
   }
 }

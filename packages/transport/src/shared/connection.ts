@@ -14,14 +14,6 @@ export interface RedisTarget {
   clusterNodes?: readonly string[] | undefined;
 }
 
-/** `REDIS_CLUSTER_NODES` ("host:port,host:port") as a list; empty when unset. */
-export function parseClusterNodes(raw: string | undefined): string[] {
-  return (raw ?? "")
-    .split(",")
-    .map((s) => s.trim())
-    .filter((s) => s !== "");
-}
-
 export function isCluster(redis: RedisClient): redis is Cluster {
   return (redis as Cluster).isCluster === true;
 }
@@ -137,6 +129,16 @@ export async function pingRedis(target: RedisTarget | string, timeoutMs = 1_000)
 }
 
 /**
+ * The servers that hold a deployment's keys, to scan them: the one Redis, or every primary of
+ * a cluster (once the cluster client knows them).
+ */
+export async function primaries(redis: RedisClient): Promise<Redis[]> {
+  if (!isCluster(redis)) return [redis];
+  if (redis.status !== "ready") await once(redis, "ready");
+  return redis.nodes("master");
+}
+
+/**
  * Deletes every key under `prefix:` (a test's or a torn-down deployment's); returns the count.
  * On a cluster every primary is scanned, and keys go one by one (they live in many slots).
  */
@@ -145,9 +147,7 @@ export async function deletePrefix(target: RedisTarget | string, prefix: string)
   redis.on("error", () => {});
   let deleted = 0;
   try {
-    if (isCluster(redis) && redis.status !== "ready") await once(redis, "ready");
-    const nodes = isCluster(redis) ? redis.nodes("master") : [redis];
-    for (const node of nodes) {
+    for (const node of await primaries(redis)) {
       let cursor = "0";
       do {
         const [next, keys] = await node.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);

@@ -51,7 +51,7 @@ export class BatchJobConsumer {
    * Workers for a model version's control queues: a gate only needs to complete, and a
    * parent, which BullMQ runs once all its chunks are done, marks its batch complete.
    */
-  controlWorkers(queue: string, options: WorkerOptions): Array<[string, Worker]> {
+  controlWorkers(queue: string, options: WorkerOptions): Worker[] {
     const names = batchQueueNames(queue);
     const gates = new Worker(names.gates, async () => "open", options);
     const parents = new Worker<{ batch: string }>(
@@ -64,10 +64,7 @@ export class BatchJobConsumer {
       },
       options,
     );
-    return [
-      [names.gates, gates],
-      [names.parents, parents],
-    ];
+    return [gates, parents];
   }
 
   /** A chunk of an offline batch: every item through the row handler, answers stored by key. */

@@ -131,7 +131,7 @@ export class WorkerTransport {
     );
     // the queue's offline batches: their parents and gates live beside it (one slot)
     const control = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
-    for (const [, worker] of this.batches.controlWorkers(queue, control)) {
+    for (const worker of this.batches.controlWorkers(queue, control)) {
       worker.on("error", () => {});
       this.controls.push(worker);
     }
