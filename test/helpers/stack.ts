@@ -47,11 +47,17 @@ export class Stack {
 
   constructor(private readonly options: StackOptions = {}) {}
 
+  /** The deployment's Redis: as given, else a file's own server (env REDIS_URL), else the test run's. */
+  private get redis(): RedisTarget {
+    const own = this.options.env?.REDIS_URL;
+    return this.options.redis ?? (own ? { url: own } : REDIS_TARGET);
+  }
+
   private env(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
     return {
       ...process.env,
-      REDIS_URL: (this.options.redis ?? REDIS_TARGET).url,
-      REDIS_CLUSTER_NODES: ((this.options.redis ?? REDIS_TARGET).clusterNodes ?? []).join(","),
+      REDIS_URL: this.redis.url,
+      REDIS_CLUSTER_NODES: (this.redis.clusterNodes ?? []).join(","),
       FERRY_PREFIX: this.prefix,
       LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "warn",
       ...this.options.env,
@@ -115,7 +121,7 @@ export class Stack {
     const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
     for (const p of all) if (p.child.exitCode === null) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
-    await deletePrefix(this.options.redis ?? REDIS_TARGET, this.prefix);
+    await deletePrefix(this.redis, this.prefix);
   }
 }
 
