@@ -261,23 +261,26 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
     let killedAt = 0;
     let restartedAt = 0;
     let acceptedAfterRestart = 0;
-    const accepted = () => {
+    /** Submits a job, counting it sent and, on a 202, accepted; its id, or undefined. */
+    const submit = async (kind: { sent: number; accepted: number }, body: unknown) => {
+      kind.sent++;
+      const res = await stack.post("/v1/jobs", body).catch(() => undefined);
+      if (res?.status !== 202) {
+        await sleep(100);
+        return undefined;
+      }
+      kind.accepted++;
       if (restartedAt && Date.now() > restartedAt) acceptedAfterRestart++;
+      return ((await res.json()) as { id: string }).id;
     };
 
     const jobLoop = async (offset: number) => {
       for (let k = offset; !stopping; k++) {
-        counts.jobs.sent++;
-        const res = await stack
-          .post("/v1/jobs", { model: "digits", input: { features: rows[k % rows.length] } })
-          .catch(() => undefined);
-        if (res?.status !== 202) {
-          await sleep(100);
-          continue;
-        }
-        counts.jobs.accepted++;
-        accepted();
-        const { id } = (await res.json()) as { id: string };
+        const id = await submit(counts.jobs, {
+          model: "digits",
+          input: { features: rows[k % rows.length] },
+        });
+        if (!id) continue;
         const view = await settle(id);
         const version = view?.result?.model_version as "1" | "2" | undefined;
         if (view?.status !== "succeeded") {
@@ -291,20 +294,11 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
     };
     const streamLoop = async () => {
       while (!stopping) {
-        counts.streams.sent++;
-        const res = await stack
-          .post("/v1/jobs", {
-            model: "tiny-lm",
-            input: { prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0 },
-          })
-          .catch(() => undefined);
-        if (res?.status !== 202) {
-          await sleep(100);
-          continue;
-        }
-        counts.streams.accepted++;
-        accepted();
-        const { id } = (await res.json()) as { id: string };
+        const id = await submit(counts.streams, {
+          model: "tiny-lm",
+          input: { prompt: PROMPT, max_tokens: MAX_TOKENS, temperature: 0 },
+        });
+        if (!id) continue;
         const read = await follow(id);
         counts.streams.resumed += read.reconnects;
         const distinct = new Set(read.ids).size === read.ids.length;
