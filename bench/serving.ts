@@ -1,7 +1,7 @@
 import { InProcessSession } from "@ferry/runtime";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
-import { Stack, waitFor } from "../test/helpers/stack.js";
+import { Stack } from "../test/helpers/stack.js";
 import { closedLoop, round } from "./load.js";
 import { printTable } from "./table.js";
 
@@ -71,12 +71,7 @@ async function batchThroughput(): Promise<Record<string, number>> {
       body: `${lines.join("\n")}\n`,
     });
     const { id } = (await res.json()) as { id: string };
-    await waitFor(
-      async () =>
-        ((await (await fetch(stack.url(`/v1/batches/${id}`))).json()) as { status: string })
-          .status === "completed",
-      300_000,
-    );
+    await stack.batchCompleted(id, 300_000);
     const seconds = (performance.now() - started) / 1000;
     const session = await InProcessSession.load("models/digits/2/model.onnx", {
       executionProvider: "cpu",

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
-import { Stack, waitFor } from "./helpers/stack.js";
+import { Stack } from "./helpers/stack.js";
 
 // The API runs with a 64 MB heap cap: a batch held whole in memory (~20 MB of NDJSON, ~70 MB
 // once parsed) would crash it, so the 100k-item test proves streaming, not just a low reading.
@@ -12,14 +12,6 @@ const stack = new Stack({
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
-interface BatchStatus {
-  status: string;
-  total: number;
-  succeeded: number;
-  failed: number;
-}
-const status = async (id: string) =>
-  (await (await fetch(stack.url(`/v1/batches/${id}`))).json()) as BatchStatus;
 const rssMb = (pid: number) =>
   Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
 
@@ -30,8 +22,8 @@ describe("offline batch prediction", () => {
     expect(res.status).toBe(202);
     const { id, total } = (await res.json()) as { id: string; total: number };
     expect(total).toBe(items.length);
-    await waitFor(async () => (await status(id)).status === "completed", 30_000);
-    expect(await status(id)).toMatchObject({ total: 64, succeeded: 64, failed: 0 });
+    await stack.batchCompleted(id, 30_000);
+    expect(await stack.batchStatus(id)).toMatchObject({ total: 64, succeeded: 64, failed: 0 });
 
     const reference = (await referenceLogits("digits", "2", samples.digits.inputs)).map(argmax);
     const lines = (await (await fetch(stack.url(`/v1/batches/${id}/results`))).text())
@@ -84,9 +76,9 @@ describe("offline batch prediction", () => {
     expect(res.status).toBe(202);
     const { id, total } = (await res.json()) as { id: string; total: number };
     expect(total).toBe(N);
-    await waitFor(async () => (await status(id)).status === "completed", 120_000);
+    await stack.batchCompleted(id, 120_000);
     clearInterval(sampler);
-    expect(await status(id)).toMatchObject({ total: N, succeeded: N, failed: 0 });
+    expect(await stack.batchStatus(id)).toMatchObject({ total: N, succeeded: N, failed: 0 });
     console.log(
       `API RSS: ${before.toFixed(0)} MB before, ${peak.toFixed(0)} MB at peak, for ${N} items`,
     );

@@ -133,12 +133,7 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
     const batch = await stack.post("/v1/batches", { model: "digits", items });
     expect(batch.status).toBe(202);
     const { id } = (await batch.json()) as { id: string };
-    await waitFor(
-      async () =>
-        ((await (await fetch(stack.url(`/v1/batches/${id}`))).json()) as { status: string })
-          .status === "completed",
-      30_000,
-    );
+    await stack.batchCompleted(id, 30_000);
     const lines = (await (await fetch(stack.url(`/v1/batches/${id}/results`))).text())
       .trim()
       .split("\n")

@@ -19,6 +19,13 @@ export interface Proc {
   metricsUrl?: string;
 }
 
+export interface BatchStatus {
+  status: string;
+  total: number;
+  succeeded: number;
+  failed: number;
+}
+
 export interface StackOptions {
   /** The Redis (or Redis Cluster) every process uses. @defaultValue REDIS_TARGET */
   redis?: RedisTarget;
@@ -115,6 +122,16 @@ export class Stack {
       headers: { "content-type": "application/json", ...headers },
       body: JSON.stringify(body),
     });
+  }
+
+  /** A batch's status, as GET /v1/batches/{id} reports it. */
+  async batchStatus(id: string): Promise<BatchStatus> {
+    return (await (await fetch(this.url(`/v1/batches/${id}`))).json()) as BatchStatus;
+  }
+
+  /** Waits until a batch has completed. */
+  async batchCompleted(id: string, timeoutMs: number): Promise<void> {
+    await waitFor(async () => (await this.batchStatus(id)).status === "completed", timeoutMs);
   }
 
   async stop(): Promise<void> {

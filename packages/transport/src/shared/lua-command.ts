@@ -1,12 +1,11 @@
-import type { ChainableCommander } from "ioredis";
 import type { RedisClient } from "./connection.js";
 
 type Arg = string | number;
 
 /**
  * A Lua script defined on a connection as a named command (ioredis' `defineCommand`, which
- * leaves the command untyped): called on the connection itself or queued on one of its
- * pipelines. The untyped lookup lives here, once.
+ * leaves the command untyped), called on the connection it was defined on (auto-pipelined
+ * there when the connection pipelines). The untyped lookup lives here, once.
  */
 export class LuaCommand<Result> {
   constructor(
@@ -23,12 +22,7 @@ export class LuaCommand<Result> {
     return this.method(redis)(...args) as Promise<Result>;
   }
 
-  /** Queues the script on a pipeline or MULTI of the connection it was defined on. */
-  queue(pipeline: ChainableCommander, ...args: Arg[]): void {
-    this.method(pipeline)(...args);
-  }
-
-  private method(target: RedisClient | ChainableCommander): (...args: Arg[]) => unknown {
+  private method(target: RedisClient): (...args: Arg[]) => unknown {
     const fn = (target as unknown as Record<string, ((...args: Arg[]) => unknown) | undefined>)[
       this.name
     ];
