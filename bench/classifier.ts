@@ -66,8 +66,17 @@ function fresh(n: number): string[] {
   return out;
 }
 
+/**
+ * Every server is measured warm: 2 s at 64 clients first, so that its JIT has compiled the
+ * serving path (a second at one client is ~200 requests, and left Ferry's one-client row
+ * measuring V8's interpreter: p50 ~5 ms cold against ~2 ms warm, CPU per request 2-3x).
+ */
+async function warmUp(url: string): Promise<void> {
+  await closedLoop({ url, bodies: fresh(20_000), concurrency: 64, durationMs: 2_000 });
+}
+
 async function measure(url: string, concurrency: number, durationMs: number): Promise<LoadResult> {
-  await closedLoop({ url, bodies: fresh(5_000), concurrency, durationMs: 1_000 }); // warm-up
+  await warmUp(url);
   return closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
 }
 
@@ -98,7 +107,7 @@ async function measureCosted(
   concurrency: number,
   durationMs: number,
 ): Promise<CostedResult> {
-  await closedLoop({ url, bodies: fresh(5_000), concurrency, durationMs: 1_000 }); // warm-up
+  await warmUp(url);
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
@@ -298,7 +307,10 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
   add("node:http + in-process ORT (mnist)", inProc);
   if (typeof peerRes === "string") console.log(`\n(d) peer ${peerRes}`);
   else add("seed FastAPI + PyTorch (mnist)", peerRes);
-  printTable("(b, d, e) HTTP /predict, 5 s at 1 client, 8 s at 64 clients", rows);
+  printTable(
+    "(b, d, e) HTTP /predict, each row after a 2 s warm-up at 64 clients: 5 s at 1 client, 8 s at 64 clients",
+    rows,
+  );
   printTable(
     "Redis commands per request, by command (INFO commandstats delta over the run, commands inside scripts included)",
     MODELS.flatMap((m) =>

@@ -120,6 +120,22 @@ describe("prediction cache", () => {
     const metrics = await (await fetch(stack.url("/metrics"))).text();
     expect(metrics).toMatch(/ferry_cache_requests_total\{model="digits",result="hit"\} [1-9]/);
   });
+
+  it("another API replica answers it from the shared cache (looked up in the enqueue's script)", async () => {
+    const features = fresh(43, 23);
+    expect((await predict(features)).body.source).toBe("model");
+    await new Promise((r) => setTimeout(r, 50)); // the store is written after the answer
+    // a new API process: nothing in its own memory, only what Redis holds
+    stack.api.child.kill("SIGTERM");
+    await stack.api.exited;
+    await stack.startApi();
+    const rowsBefore = await workerRows();
+    const [again, other] = await Promise.all([predict(features), predict(fresh(44, 24))]);
+    expect(again.body.source).toBe("cache");
+    // a new input beside it missed and was computed
+    expect(other.body.source).toBe("model");
+    expect(await workerRows()).toBe(rowsBefore + 1);
+  });
 });
 
 describe("fallbacks: only for a model that fails, never for one that is starting", () => {

@@ -8,7 +8,13 @@ import {
   type RowInputs,
   type RowResult,
 } from "@ferry/protocol";
-import type { CacheScope, InferenceClient, InferRequest } from "@ferry/transport";
+import type {
+  CachedAnswer,
+  CacheScope,
+  InferenceClient,
+  InferRequest,
+  RowCache,
+} from "@ferry/transport";
 import { classify } from "./classify.js";
 import { beforeDeadline } from "./deadline.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
@@ -164,15 +170,25 @@ export class InferenceService {
         `${await this.client.state.generation(config.name)}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
       : "";
     const elapsed = () => round2(performance.now() - started);
-    if (cacheOn) {
-      const hit = await this.client.cache.get<Prediction>(scope, hash).catch(() => undefined);
-      const fresh = hit !== undefined && Date.now() - hit.at < (config.cache?.ttl_s ?? 0) * 1000;
-      this.metrics.cache.inc({ model: config.name, result: fresh ? "hit" : "miss" });
-      this.client.state.recordCache(config.name, fresh);
-      if (hit && fresh) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
-    }
     try {
-      const [outputs] = await this.run(plan, opts);
+      let outputs: Record<string, OutputTensor> | undefined;
+      if (cacheOn) {
+        let hit: CachedAnswer<Prediction> | undefined;
+        try {
+          const looked = await this.runOrLookUp(plan, opts, {
+            scope,
+            ttlS: config.cache?.ttl_s ?? 0,
+            inputHash: hash,
+          });
+          if ("hit" in looked) hit = looked.hit;
+          else outputs = looked.outputs;
+        } finally {
+          // whatever followed a miss (an answer, a refusal, a failure), it was a miss
+          this.metrics.cache.inc({ model: config.name, result: hit ? "hit" : "miss" });
+          this.client.state.recordCache(config.name, hit !== undefined);
+        }
+        if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
+      } else [outputs] = await this.run(plan, opts);
       const answer = toPrediction(plan, outputs ?? {});
       this.client.state.record(config.name, plan.version, elapsed(), false);
       if (keep) this.client.cache.put(scope, hash, answer, config.cache?.max_entries ?? 100_000);
@@ -254,7 +270,33 @@ export class InferenceService {
   /** Sends every row of a plan and waits for all; the first failing row fails the request. */
   private async run(plan: Plan, opts: CallOptions): Promise<Array<Record<string, OutputTensor>>> {
     const config = plan.entry.config;
-    const base: Omit<InferRequest, "inputs"> = {
+    const base = this.request(plan, opts);
+    const results = await Promise.all(
+      plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
+    );
+    return results.map((r) => this.unwrap(config.name, plan.version, r));
+  }
+
+  /** A one-row plan, answered from the cache when it holds the row (see `inferOrLookUp`). */
+  private async runOrLookUp(
+    plan: Plan,
+    opts: CallOptions,
+    cache: RowCache,
+  ): Promise<{ hit: CachedAnswer<Prediction> } | { outputs: Record<string, OutputTensor> }> {
+    const inputs = plan.rows[0] ?? {};
+    const looked = await this.client.inferOrLookUp<Prediction>(
+      { ...this.request(plan, opts), inputs },
+      cache,
+    );
+    if ("hit" in looked) return looked;
+    return { outputs: this.unwrap(plan.entry.config.name, plan.version, looked.result) };
+  }
+
+  /** What every row of a plan is sent with; from here on the rows count themselves. */
+  private request(plan: Plan, opts: CallOptions): Omit<InferRequest, "inputs"> {
+    const config = plan.entry.config;
+    opts.releaseAdmission?.();
+    return {
       model: config.name,
       version: plan.version,
       deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
@@ -262,12 +304,6 @@ export class InferenceService {
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
     };
-    // the rows count themselves from here on
-    opts.releaseAdmission?.();
-    const results = await Promise.all(
-      plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
-    );
-    return results.map((r) => this.unwrap(config.name, plan.version, r));
   }
 
   /** A plan with no rows, for rendering a stored result of `model` at `version`. */

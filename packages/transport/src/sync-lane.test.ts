@@ -217,3 +217,46 @@ describe("SyncLaneConsumer", () => {
     await c.close();
   });
 });
+
+describe("SyncLaneProducer.sendLooking (a cached model's lookup and enqueue, one script)", () => {
+  const stored = (at: number, prediction: number) => `${at}:{"prediction":${prediction}}`;
+
+  it("answers the rows the cache holds fresh and queues only the rest, as one valid entry", async () => {
+    const q = { ...QUEUE, name: "looked.v1" };
+    const [current, previous] = [keys.cacheBucket(q.name, 2), keys.cacheBucket(q.name, 1)];
+    const now = Date.now();
+    await redis.hset(current, "fresh-now", stored(now, 1));
+    await redis.hset(previous, "fresh-before", stored(now - 1_000, 2));
+    await redis.hset(current, "stale", stored(now - 60_000, 3));
+    const job = group(["a", "b", "c", "d", "e"], "reply-looked");
+    // rows are cut out of the entry by byte length: characters of several bytes must not shift them
+    for (const row of job.rows) row.inputs = { text: `naïve ✓ ${row.rid}` };
+    const hits = await producer.sendLooking(q.name, 5, job, {
+      buckets: [current, previous],
+      cutoff: now - 10_000,
+      // "" asks nothing of the cache (that request said no-cache)
+      fields: ["fresh-now", "never-stored", "fresh-before", "stale", ""],
+    });
+    expect(hits).toEqual([stored(now, 1), undefined, stored(now - 1_000, 2), undefined, undefined]);
+    const entries = (await redis.xrange(keys.syncLane(q.name, 1), "-", "+")) as Array<
+      [string, string[]]
+    >;
+    expect(entries).toHaveLength(1);
+    const queued = JSON.parse(entries[0]?.[1][1] ?? "") as InferJob;
+    expect(queued).toEqual({ ...job, rows: [job.rows[1], job.rows[3], job.rows[4]] });
+  });
+
+  it("queues nothing when every row hit", async () => {
+    const q = { ...QUEUE, name: "all-hit.v1" };
+    const bucket = keys.cacheBucket(q.name, 7);
+    const at = Date.now();
+    await redis.hset(bucket, "x", stored(at, 4));
+    const hits = await producer.sendLooking(q.name, 5, group(["x1"], "reply-all-hit"), {
+      buckets: [bucket, keys.cacheBucket(q.name, 6)],
+      cutoff: 0,
+      fields: ["x"],
+    });
+    expect(hits).toEqual([stored(at, 4)]);
+    expect(await redis.exists(keys.syncLane(q.name, 1))).toBe(0);
+  });
+});

@@ -1,9 +1,19 @@
 import type { InferRow } from "@ferry/protocol";
 
+/** Where one row's answer may already be: its queue's cache buckets and its field in them. */
+export interface RowLookup {
+  buckets: readonly [string, string];
+  /** Answers stored before this (epoch ms) are stale. */
+  cutoff: number;
+  field: string;
+}
+
 export interface CoalescedGroup {
   queue: string;
   priority: number;
   rows: InferRow[];
+  /** Per row, its cache lookup (undefined: none); absent when no row of the group has one. */
+  lookups?: Array<RowLookup | undefined>;
 }
 
 /**
@@ -18,14 +28,16 @@ export class Coalescer {
 
   constructor(private readonly flush: (group: CoalescedGroup) => void) {}
 
-  push(queue: string, priority: number, maxRows: number, row: InferRow): void {
+  push(queue: string, priority: number, maxRows: number, row: InferRow, lookup?: RowLookup): void {
     const key = `${queue}\u0000${priority}`;
     let group = this.open.get(key);
     if (!group) {
       group = { queue, priority, rows: [] };
       this.open.set(key, group);
     }
+    if (lookup && !group.lookups) group.lookups = group.rows.map(() => undefined);
     group.rows.push(row);
+    group.lookups?.push(lookup);
     if (group.rows.length >= maxRows) {
       this.open.delete(key);
       this.flush(group);

@@ -18,10 +18,10 @@ import { bullQueueName, Keys } from "../shared/keys.js";
 import { assertReady } from "../shared/redis-guard.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobStore } from "./batch-job-store.js";
-import { type CoalescedGroup, Coalescer } from "./coalescer.js";
+import { type CoalescedGroup, Coalescer, type RowLookup } from "./coalescer.js";
 import { EventReader } from "./event-reader.js";
 import { JobClient } from "./job-client.js";
-import { PredictionCache } from "./prediction-cache.js";
+import { type CachedAnswer, type CacheScope, PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
 import { QueueCounts } from "./queue-counts.js";
 import { QueueDepth } from "./queue-depth.js";
@@ -62,6 +62,18 @@ export interface InferRequest {
   /** Requests waiting past which `infer` and `submitJob` refuse with QUEUE_FULL. */
   maxQueueSize: number;
 }
+
+/** Where a sync row's answer may already be stored. */
+export interface RowCache {
+  scope: CacheScope;
+  /** How long a stored answer stays fresh, in s. */
+  ttlS: number;
+  /** The row's name in the cache. */
+  inputHash: string;
+}
+
+/** A sync row's outcome: its stored answer, or the model's result. */
+export type LookedUp<T> = { hit: CachedAnswer<T> } | { result: RowResult };
 
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
@@ -108,6 +120,8 @@ export class InferenceClient {
   private readonly lane: SyncLaneProducer;
   /** Rows sent and not yet answered, by row id. */
   private readonly unanswered = new Map<string, SentRow>();
+  /** Rows sent with a cache lookup, by row id: told their stored answer when it hit. */
+  private readonly hits = new Map<string, (raw: string) => void>();
   /** Admission, and the queue lengths the queue-depth gauge exports. */
   readonly depth: QueueDepth;
   private readonly jobTtlS: number;
@@ -208,8 +222,52 @@ export class InferenceClient {
     assertReady(this.hot);
     const name = queueName(req.model, req.version);
     this.depth.admitRow(name, req.maxQueueSize, req.deadline);
+    return resultOf(await this.enqueue(req, name));
+  }
+
+  /**
+   * Answers one row from the prediction cache when it holds a fresh answer, else from the
+   * model. The lookup and the enqueue of a miss are one script (one round trip, with the
+   * row's neighbours of this turn). A queue that cannot take the row still answers what the
+   * cache holds, and refuses (QUEUE_FULL) only a miss: a stored answer needs no queue.
+   */
+  async inferOrLookUp<T>(req: InferRequest, cache: RowCache): Promise<LookedUp<T>> {
+    const now = Date.now();
+    const cutoff = now - cache.ttlS * 1000;
+    const near = this.cache.peek<T>(cache.scope, cache.inputHash);
+    if (near && near.at >= cutoff) return { hit: near };
+    assertReady(this.hot);
+    const name = queueName(req.model, req.version);
+    try {
+      this.depth.admitRow(name, req.maxQueueSize, req.deadline);
+    } catch (refused) {
+      const stored = await this.cache.get<T>(cache.scope, cache.inputHash).catch(() => undefined);
+      if (stored && stored.at >= cutoff) return { hit: stored };
+      throw refused;
+    }
+    const lookup = {
+      buckets: this.cache.buckets(cache.scope, now),
+      cutoff,
+      field: cache.inputHash,
+    };
+    const outcome = await this.enqueue(req, name, lookup);
+    if ("result" in outcome) return outcome;
+    const hit = this.cache.found<T>(cache.scope, cache.inputHash, outcome.hit);
+    // an entry the script took for fresh but that does not decode: the model answers after all
+    return hit ? { hit } : { result: resultOf(await this.enqueue(req, name)) };
+  }
+
+  /** Sends one admitted row and waits for its answer, or for its stored one (with `lookup`). */
+  private async enqueue(
+    req: InferRequest,
+    name: string,
+    lookup?: RowLookup,
+  ): Promise<{ result: RowResult } | { hit: string }> {
     const rid = `${this.instanceId}.${this.nextRow++}`;
-    const answer = this.router.wait(rid);
+    const answer = this.router.wait(rid).then((result) => ({ result }));
+    const stored = lookup
+      ? new Promise<{ hit: string }>((resolve) => this.hits.set(rid, (hit) => resolve({ hit })))
+      : undefined;
     const wait = Math.max(0, req.deadline - Date.now());
     const timer = setTimeout(() => {
       this.router.settle(rid, deadlineResult(rid));
@@ -222,14 +280,20 @@ export class InferenceClient {
       row: { rid, inputs: req.inputs, deadline: req.deadline },
     };
     this.unanswered.set(rid, sent);
-    this.coalescer.push(name, req.priority, req.maxRowsPerJob, sent.row);
+    this.coalescer.push(name, req.priority, req.maxRowsPerJob, sent.row, lookup);
     try {
-      const result = await answer;
-      if (result.ok || result.error.code !== "DEADLINE_EXCEEDED") this.depth.served(name);
-      return result;
+      const outcome = await (stored ? Promise.race([answer, stored]) : answer);
+      if (
+        "result" in outcome &&
+        (outcome.result.ok || outcome.result.error.code !== "DEADLINE_EXCEEDED")
+      )
+        this.depth.served(name);
+      return outcome;
     } finally {
       clearTimeout(timer);
       this.unanswered.delete(rid);
+      this.hits.delete(rid);
+      this.router.forget(rid);
       this.depth.leave(name);
     }
   }
@@ -274,7 +338,21 @@ export class InferenceClient {
       accepted_at: Date.now(),
     };
     try {
-      await this.lane.send(group.queue, group.priority, data);
+      const lookups = group.lookups;
+      const first = lookups?.find((l) => l !== undefined);
+      if (!lookups || !first) {
+        await this.lane.send(group.queue, group.priority, data);
+        return;
+      }
+      const stored = await this.lane.sendLooking(group.queue, group.priority, data, {
+        buckets: first.buckets,
+        cutoff: first.cutoff,
+        fields: lookups.map((l) => l?.field ?? ""),
+      });
+      stored.forEach((raw, i) => {
+        const rid = group.rows[i]?.rid;
+        if (raw !== undefined && rid !== undefined) this.hits.get(rid)?.(raw);
+      });
     } catch (err) {
       const message = `queue unavailable: ${err instanceof Error ? err.message : String(err)}`;
       for (const row of group.rows) {
@@ -296,6 +374,11 @@ export class InferenceClient {
     for (const sent of this.unanswered.values())
       this.coalescer.push(sent.queue, sent.priority, sent.maxRows, sent.row);
   }
+}
+
+function resultOf(outcome: { result: RowResult } | { hit: string }): RowResult {
+  if ("result" in outcome) return outcome.result;
+  throw new Error("a row sent without a cache lookup was answered from the cache");
 }
 
 function deadlineResult(rid: string): RowResult {

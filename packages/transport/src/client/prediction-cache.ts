@@ -1,3 +1,4 @@
+import { queueName } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
@@ -23,6 +24,22 @@ export interface CachedAnswer<T> {
   value: T;
   /** Epoch ms when it was stored. */
   at: number;
+}
+
+/** A stored answer as Redis holds it: `<stored at, epoch ms>:<JSON>`, so a script can judge its age. */
+export function encodeCached(value: unknown, at: number): string {
+  return `${at}:${JSON.stringify(value)}`;
+}
+
+export function decodeCached<T>(raw: string): CachedAnswer<T> | undefined {
+  const colon = raw.indexOf(":");
+  const at = Number(raw.slice(0, colon));
+  if (colon < 0 || !Number.isFinite(at)) return undefined;
+  try {
+    return { at, value: JSON.parse(raw.slice(colon + 1)) as T };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Which answers to keep, and for how long. */
@@ -77,23 +94,38 @@ export class PredictionCache {
   }
 
   async get<T>(scope: CacheScope, inputHash: string): Promise<CachedAnswer<T> | undefined> {
+    const near = this.peek<T>(scope, inputHash);
+    if (near) return near;
+    const [current, previous] = this.buckets(scope, Date.now());
+    const [a, b] = await Promise.all([
+      this.lookup(current, inputHash),
+      this.lookup(previous, inputHash),
+    ]);
+    const raw = a ?? b;
+    return raw === undefined ? undefined : this.found<T>(scope, inputHash, raw);
+  }
+
+  /** This replica's own copy of an answer, if it has one: no round trip. */
+  peek<T>(scope: CacheScope, inputHash: string): CachedAnswer<T> | undefined {
     const localKey = `${scope.model}\u0000${scope.version}\u0000${inputHash}`;
     const near = this.local.get(localKey);
-    if (near) {
-      this.remember(localKey, near);
-      return near as CachedAnswer<T>;
-    }
-    const bucket = this.bucketOf(scope, Date.now());
-    const [current, previous] = await Promise.all([
-      this.lookup(this.keys.cacheBucket(scope.model, scope.version, bucket), inputHash),
-      this.lookup(this.keys.cacheBucket(scope.model, scope.version, bucket - 1), inputHash),
-    ]);
-    const raw = current ?? previous;
-    if (raw === undefined) return undefined;
-    const answer = JSON.parse(raw) as CachedAnswer<T>;
-    if (Date.now() - answer.at > scope.keepS * 1000) return undefined;
-    this.remember(localKey, answer);
+    if (near) this.remember(localKey, near);
+    return near as CachedAnswer<T> | undefined;
+  }
+
+  /** An answer read from Redis (by `get`, or by the sync lane's lookup-or-enqueue script). */
+  found<T>(scope: CacheScope, inputHash: string, raw: string): CachedAnswer<T> | undefined {
+    const answer = decodeCached<T>(raw);
+    if (!answer || Date.now() - answer.at > scope.keepS * 1000) return undefined;
+    this.remember(`${scope.model}\u0000${scope.version}\u0000${inputHash}`, answer);
     return answer;
+  }
+
+  /** The buckets a lookup at `now` reads: the current span's, then the previous one's. */
+  buckets(scope: CacheScope, now: number): [current: string, previous: string] {
+    const queue = queueName(scope.model, scope.version);
+    const bucket = this.bucketOf(scope, now);
+    return [this.keys.cacheBucket(queue, bucket), this.keys.cacheBucket(queue, bucket - 1)];
   }
 
   /** Stores an answer (with this turn's others, in one call). */
@@ -102,7 +134,7 @@ export class PredictionCache {
     const entry: CachedAnswer<T> = { value, at: now };
     this.remember(`${scope.model}\u0000${scope.version}\u0000${inputHash}`, entry);
     const bucket = this.bucketOf(scope, now);
-    const key = this.keys.cacheBucket(scope.model, scope.version, bucket);
+    const key = this.keys.cacheBucket(queueName(scope.model, scope.version), bucket);
     let write = this.writes.get(key);
     if (!write) {
       const spanMs = scope.keepS * 1000;
@@ -113,7 +145,7 @@ export class PredictionCache {
       };
       this.writes.set(key, write);
     }
-    write.fields.push(inputHash, JSON.stringify(entry));
+    write.fields.push(inputHash, encodeCached(value, now));
     this.schedule();
   }
 

@@ -37,6 +37,11 @@ export class ReplyRouter {
     return new Promise((resolve) => this.waiters.set(rid, resolve));
   }
 
+  /** Stops waiting for row `rid` (answered another way: from the cache). */
+  forget(rid: string): void {
+    this.waiters.delete(rid);
+  }
+
   /** Answers one row, once: later answers for it (a claimed or resent group's) are ignored. */
   settle(rid: string, result: RowResult): void {
     const waiter = this.waiters.get(rid);

@@ -71,9 +71,13 @@ export class Keys {
     return `${this.prefix}:stats:${model}`;
   }
 
-  /** Hash of a model version's cached predictions stored within one span of time (a bucket). */
-  cacheBucket(model: string, version: string, bucket: number): string {
-    return `${this.prefix}:cache:${model}:${version}:${bucket}`;
+  /**
+   * Hash of a model-version queue's cached predictions stored within one span of time (a
+   * bucket). It carries the queue's tag: a sync row's cache lookup and its enqueue are one
+   * script over the bucket and the lane.
+   */
+  cacheBucket(queue: string, bucket: number): string {
+    return `${this.prefix}:cache:{${queue}}:${bucket}`;
   }
 
   /** Counter bumped by each reload of a model; cache keys carry it. */
