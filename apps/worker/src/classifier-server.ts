@@ -5,7 +5,7 @@ import {
   type OutputTensor,
   type RowResult,
 } from "@ferry/protocol";
-import { type ExecutionProvider, ModelRuntime } from "@ferry/runtime";
+import { type BatchRunner, type ExecutionProvider, loadBatchRunner } from "@ferry/runtime";
 import type { RowContext } from "@ferry/transport";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
@@ -13,13 +13,13 @@ import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-p
 
 /**
  * Serves one classifier version: validates each row, batches rows dynamically and runs the
- * batches on `instance_count` ONNX Runtime sessions.
+ * batches on `instance_count` ONNX Runtime sessions (threads), or inline on the event loop.
  */
 export class ClassifierServer {
   private constructor(
     readonly config: ModelConfig,
     readonly version: string,
-    private readonly runtime: ModelRuntime,
+    private readonly runtime: BatchRunner,
     private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
     private readonly metrics: WorkerMetrics,
   ) {
@@ -36,7 +36,8 @@ export class ClassifierServer {
     executionProvider: ExecutionProvider,
     metrics: WorkerMetrics,
   ): Promise<ClassifierServer> {
-    const runtime = await ModelRuntime.load(onnxPath, {
+    const runtime = await loadBatchRunner(onnxPath, {
+      inline: config.inline,
       instances: config.instance_count,
       intraOpThreads: config.intra_op_threads,
       executionProvider,

@@ -27,48 +27,60 @@ export const cacheConfigSchema = z.object({
 });
 
 /** models/<name>/model.json: the Triton config.pbtxt of a Ferry model, as JSON. */
-export const modelConfigSchema = z.object({
-  name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, . _ -"),
-  kind: z.enum(["classifier", "generator"]),
-  platform: z.literal("onnxruntime_onnx").default("onnxruntime_onnx"),
-  description: z.string().default(""),
-  inputs: z.array(tensorSpecSchema).min(1),
-  outputs: z.array(tensorSpecSchema).min(1),
-  max_batch_size: z.number().int().positive().default(32),
-  dynamic_batching: dynamicBatchingSchema.default({
-    preferred_batch_sizes: [],
-    max_queue_delay_ms: 2,
-  }),
-  /** Sessions of one version that run batches side by side (Triton's instance_group count). */
-  instance_count: z.number().int().positive().default(1),
-  /** ONNX Runtime intra-op threads per session. */
-  intra_op_threads: z.number().int().positive().default(1),
-  /** Requests waiting in the queue past which new ones get 429. */
-  max_queue_size: z.number().int().positive().default(1000),
-  /** Deadline applied when a request names none, in ms. */
-  default_timeout_ms: timeoutMsSchema.default(30_000),
-  labels: z.array(z.string()).optional(),
-  versions: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
-  stable_version: z.string().optional(),
-  cache: cacheConfigSchema.optional(),
-  /**
-   * When the model fails on a worker (MODEL_ERROR: the run itself failed): answer with the last
-   * stored answer for the input, else `default_prediction`, else 503. Never for a model that is
-   * still starting or scaled to zero (the request waits in the queue until its deadline, 504),
-   * for Redis being down (503), a passed deadline (504), a full queue (429) or bad input (400).
-   */
-  fallback: z
-    .object({
-      enabled: z.boolean().default(false),
-      default_prediction: z.number().int().optional(),
-      /** How long a last answer stays available to fallbacks, in seconds. */
-      keep_s: z.number().int().positive().default(86_400),
-    })
-    .optional(),
-  tokenizer: z.record(z.string(), z.unknown()).optional(),
-  /** A generator's chat template (Jinja, Hugging Face's `chat_template` convention). */
-  chat_template: z.string().optional(),
-  architecture: z.record(z.string(), z.unknown()).optional(),
-  scheduler: z.record(z.string(), z.unknown()).optional(),
-});
+export const modelConfigSchema = z
+  .object({
+    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, . _ -"),
+    kind: z.enum(["classifier", "generator"]),
+    platform: z.literal("onnxruntime_onnx").default("onnxruntime_onnx"),
+    description: z.string().default(""),
+    inputs: z.array(tensorSpecSchema).min(1),
+    outputs: z.array(tensorSpecSchema).min(1),
+    max_batch_size: z.number().int().positive().default(32),
+    dynamic_batching: dynamicBatchingSchema.default({
+      preferred_batch_sizes: [],
+      max_queue_delay_ms: 2,
+    }),
+    /** Sessions of one version that run batches side by side (Triton's instance_group count). */
+    instance_count: z.number().int().positive().default(1),
+    /**
+     * Runs batches on the worker's event loop instead of an instance thread (one instance).
+     * For a model whose batch computes in a few milliseconds or less, the hand-off to a thread
+     * and back (two wake-ups) costs more than the model; the loop is blocked one batch at a
+     * time, far inside any lock or probe timeout.
+     */
+    inline: z.boolean().default(false),
+    /** ONNX Runtime intra-op threads per session. */
+    intra_op_threads: z.number().int().positive().default(1),
+    /** Requests waiting in the queue past which new ones get 429. */
+    max_queue_size: z.number().int().positive().default(1000),
+    /** Deadline applied when a request names none, in ms. */
+    default_timeout_ms: timeoutMsSchema.default(30_000),
+    labels: z.array(z.string()).optional(),
+    versions: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
+    stable_version: z.string().optional(),
+    cache: cacheConfigSchema.optional(),
+    /**
+     * When the model fails on a worker (MODEL_ERROR: the run itself failed): answer with the last
+     * stored answer for the input, else `default_prediction`, else 503. Never for a model that is
+     * still starting or scaled to zero (the request waits in the queue until its deadline, 504),
+     * for Redis being down (503), a passed deadline (504), a full queue (429) or bad input (400).
+     */
+    fallback: z
+      .object({
+        enabled: z.boolean().default(false),
+        default_prediction: z.number().int().optional(),
+        /** How long a last answer stays available to fallbacks, in seconds. */
+        keep_s: z.number().int().positive().default(86_400),
+      })
+      .optional(),
+    tokenizer: z.record(z.string(), z.unknown()).optional(),
+    /** A generator's chat template (Jinja, Hugging Face's `chat_template` convention). */
+    chat_template: z.string().optional(),
+    architecture: z.record(z.string(), z.unknown()).optional(),
+    scheduler: z.record(z.string(), z.unknown()).optional(),
+  })
+  .refine((config) => !config.inline || config.instance_count === 1, {
+    message: "inline runs one instance, on the event loop: instance_count must be 1",
+    path: ["inline"],
+  });
 export type ModelConfig = z.infer<typeof modelConfigSchema>;

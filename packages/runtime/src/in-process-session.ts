@@ -3,8 +3,9 @@ import { ortType, type SessionOptions, type TensorData, type TensorMap } from ".
 
 /**
  * An ONNX Runtime session on the calling thread. `run` blocks that thread for the length of
- * the computation, so servers use `ModelRuntime` (worker threads) and this class serves the
- * thread bodies, benchmarks and reference checks.
+ * the computation, so servers use `ModelRuntime` (worker threads) unless a model is marked
+ * `inline` (small enough that blocking costs less than a thread hand-off); this class also
+ * serves the thread bodies, benchmarks and reference checks.
  */
 export class InProcessSession {
   private constructor(private readonly session: ort.InferenceSession) {}

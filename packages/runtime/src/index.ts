@@ -1,3 +1,4 @@
+export * from "./batch-runner.js";
 export * from "./in-process-session.js";
 export * from "./lm-messages.js";
 export * from "./lm-runtime.js";

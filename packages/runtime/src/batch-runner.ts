@@ -1,0 +1,29 @@
+import { InProcessSession } from "./in-process-session.js";
+import { ModelRuntime, type ModelRuntimeOptions } from "./model-runtime.js";
+import type { TensorMap } from "./tensor.js";
+
+/** What a classifier server runs its batches on. */
+export interface BatchRunner {
+  run(feeds: TensorMap): Promise<TensorMap>;
+  close(): Promise<void>;
+}
+
+export interface BatchRunnerOptions extends ModelRuntimeOptions {
+  /** One session on the calling thread's event loop instead of `instances` threads. */
+  inline: boolean;
+}
+
+/**
+ * A model version's sessions: `instances` of them, each on its own thread (`ModelRuntime`), or
+ * inline, one session that computes on the caller's event loop (model.json `inline`: a batch
+ * of a small model costs less than the two thread wake-ups that would carry it).
+ */
+export async function loadBatchRunner(
+  path: string,
+  options: BatchRunnerOptions,
+): Promise<BatchRunner> {
+  const { inline, ...rest } = options;
+  if (!inline) return ModelRuntime.load(path, rest);
+  const session = await InProcessSession.load(path, rest);
+  return { run: (feeds) => session.run(feeds), close: () => session.release() };
+}
