@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
+import { tolerateEventLoopDelays } from "./command-timeout.js";
 
 /** A connection to a deployment's Redis: one server, or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -94,12 +95,14 @@ export const COMMAND_TIMEOUT_MS = 1_000;
  * A connection for request paths that must fail fast while Redis is down (503 in a
  * millisecond budget, not a hang): no offline queue, a bounded number of retries, and a
  * command timeout, since a Redis that stops answering (paused, swapping, partitioned without
- * a reset) keeps its socket open and would otherwise hold every request forever.
+ * a reset) keeps its socket open and would otherwise hold every request forever. The timeout
+ * counts Redis' delay, not this process's (see `tolerateEventLoopDelays`).
  */
 export function createFastFailRedis(
   target: RedisTarget | string,
   options: ConnectionOptions = {},
 ): RedisClient {
+  tolerateEventLoopDelays();
   return createRedis(target, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
