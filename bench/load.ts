@@ -39,6 +39,11 @@ export interface LoadOptions {
    * the openai client and most SDKs do; without it, it sends again at once (a load generator).
    */
   honourRetryAfter?: boolean;
+  /**
+   * Keep-alive connections shared with other runs (opened once, left open): rounds of one
+   * client fleet. Without it each run opens connections of its own and closes them after.
+   */
+  agent?: Agent;
 }
 
 /**
@@ -50,7 +55,7 @@ export interface LoadOptions {
 const CONNECT_WAVE = 200;
 
 export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: opts.concurrency });
+  const agent = opts.agent ?? new Agent({ keepAlive: true, maxSockets: opts.concurrency });
   const url = new URL(opts.url);
   const latencies: number[] = [];
   const byStatus = new Map<number, number[]>();
@@ -92,7 +97,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   };
   await Promise.all(agents.map(client));
   const seconds = (performance.now() - started) / 1000;
-  for (const a of new Set(agents)) a.destroy();
+  for (const a of new Set(agents)) if (a !== opts.agent) a.destroy();
   latencies.sort((a, b) => a - b);
   const by_status: Record<string, StatusLatency> = {};
   for (const [status, list] of byStatus) {
