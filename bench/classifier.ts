@@ -473,9 +473,9 @@ Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not g
 - under the 3,000-client flood the API's event-loop turns outlast the 1 s Redis command
   timeout, whose timer ran before the poll phase that would have read the waiting reply: 503s
   for answers Redis had given (544 in one run); an expired timer now lets one poll phase run;
-- what is left of the 429s' wait is the machine's: (f') shows a server that does nothing but
-  refuse taking about as long under the same flood (every connection's request is parsed in
-  the same turn, on the cores the 3,000 clients share).`);
+- much of what is left of the 429s' wait is the machine's: (f') is a server that does nothing
+  but refuse, under the same flood (every connection's request is parsed in one turn, on the
+  two cores the 3,000 clients share): the floor no admission policy goes under here.`);
   return {
     raw,
     ferry: ferryRes,
