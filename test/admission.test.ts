@@ -14,8 +14,20 @@ const repo = tempRepository({
   },
 });
 const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" } });
-beforeAll(() => stack.start());
-afterAll(() => stack.stop());
+// the same model on a stack of its own: its cache will have missed every lookup
+const missing = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" } });
+beforeAll(() => Promise.all([stack.start(), missing.start()]));
+afterAll(() => Promise.all([stack.stop(), missing.stop()]));
+
+/** Kills every worker of `s`, then queues jobs until its queue is full. */
+async function fillQueue(s: Stack): Promise<void> {
+  for (const w of s.workers) w.child.kill("SIGKILL");
+  await Promise.all(s.workers.splice(0).map((w) => w.exited));
+  for (let i = 0; i < MAX_QUEUE; i++) {
+    const res = await s.post("/v1/jobs", { model: "digits", input: { features: fresh } });
+    expect(res.status).toBe(202);
+  }
+}
 
 const [cached = [], fresh = []] = samples.digits.inputs;
 const predict = (features: number[]) => stack.post("/v1/models/digits/predict", { features });
@@ -25,17 +37,29 @@ describe("admission with the prediction cache on", () => {
     const first = await predict(cached);
     expect(((await first.json()) as { source: string }).source).toBe("model");
     // no worker from here on: jobs stay queued until the queue is full
-    for (const w of stack.workers) w.child.kill("SIGKILL");
-    await Promise.all(stack.workers.splice(0).map((w) => w.exited));
-    for (let i = 0; i < MAX_QUEUE; i++) {
-      const res = await stack.post("/v1/jobs", { model: "digits", input: { features: fresh } });
-      expect(res.status).toBe(202);
-    }
+    await fillQueue(stack);
     const refused = await predict(fresh);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
     const hit = await predict(cached);
     expect(hit.status).toBe(200);
     expect(((await hit.json()) as { source: string }).source).toBe("cache");
+  });
+
+  it("a model whose cache has missed every lookup lately refuses at the gate: no body is parsed", async () => {
+    // sixty inputs nobody sent before: sixty misses
+    for (let k = 0; k < 60; k++) {
+      const features = cached.map((v, i) => (i === k % 64 ? (v + 1 + Math.floor(k / 64)) % 17 : v));
+      const res = await missing.post("/v1/models/digits/predict", { features });
+      expect(((await res.json()) as { source: string }).source).toBe("model");
+    }
+    await fillQueue(missing);
+    // refused before its body is read: a body that is not JSON gets the 429, not a 400
+    const refused = await fetch(missing.url("/v1/models/digits/predict"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "not json",
+    });
+    expect(refused.status).toBe(429);
   });
 });

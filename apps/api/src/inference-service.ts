@@ -18,6 +18,7 @@ import type {
 import { classify } from "./classify.js";
 import { beforeDeadline } from "./deadline.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
+import { HitRate } from "./hit-rate.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
 import type { Tenant } from "./tenant.js";
@@ -60,6 +61,9 @@ export interface Plan {
  * responses. Validation happens here, so a bad input never reaches a worker.
  */
 export class InferenceService {
+  /** Per model: how often its cache answered lately (admission asks, see `admit`). */
+  private readonly hitRates = new Map<string, HitRate>();
+
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
@@ -117,14 +121,18 @@ export class InferenceService {
     const config = entry.config;
     // A cached answer needs no queue (Triton looks its response cache up before the queue
     // too): with the cache on, the request is only counted here, and refused after its
-    // lookup missed, when its rows would be queued.
-    const cacheOn = config.cache?.enabled === true && opts.cache !== false;
+    // lookup missed, when its rows would be queued. Unless the cache has rarely answered
+    // lately: then the lookup would cost every refusal far more than it saves.
+    const lookFirst =
+      config.cache?.enabled === true &&
+      opts.cache !== false &&
+      !this.hitRate(config.name).rarelyHits();
     const release = this.client.admit(
       config.name,
       v,
       config.max_queue_size,
       Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
-      { refuse: !cacheOn },
+      { refuse: !lookFirst },
     );
     return { version: v, release };
   }
@@ -186,6 +194,7 @@ export class InferenceService {
           // whatever followed a miss (an answer, a refusal, a failure), it was a miss
           this.metrics.cache.inc({ model: config.name, result: hit ? "hit" : "miss" });
           this.client.state.recordCache(config.name, hit !== undefined);
+          this.hitRate(config.name).record(hit !== undefined);
         }
         if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
       } else [outputs] = await this.run(plan, opts);
@@ -319,6 +328,15 @@ export class InferenceService {
     this.metrics.inferences.inc({ model, version, outcome: "ok" });
     this.metrics.observeRow(model, version, result.timing);
     return result.outputs;
+  }
+
+  private hitRate(model: string): HitRate {
+    let rate = this.hitRates.get(model);
+    if (!rate) {
+      rate = new HitRate();
+      this.hitRates.set(model, rate);
+    }
+    return rate;
   }
 
   private resolveClassifier(model: string, version: string | undefined) {

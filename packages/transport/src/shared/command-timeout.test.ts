@@ -1,4 +1,5 @@
 import { once } from "node:events";
+import { createServer } from "node:net";
 import { describe, expect, it } from "vitest";
 import { createFastFailRedis, type RedisClient } from "./connection.js";
 
@@ -32,5 +33,28 @@ describe("command timeouts count Redis' delay, not this process's", () => {
     expect(await answeredDuringALongTurn(createFastFailRedis(url, { commandTimeout: 200 }))).toBe(
       "answered 0",
     );
+  });
+});
+
+describe("a Redis that stops answering still times out", () => {
+  it("rejects a command no reply comes for, after the timeout", async () => {
+    // a server that accepts connections and never answers anything (a frozen Redis)
+    const server = createServer(() => {});
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    const redis = createFastFailRedis(`redis://127.0.0.1:${port}`, {
+      commandTimeout: 200,
+      enableReadyCheck: false,
+    });
+    if (redis.status !== "ready") await once(redis, "ready");
+    const started = Date.now();
+    const out = await redis.xlen("k").then(
+      () => "answered",
+      (err: Error) => err.message,
+    );
+    expect(out).toBe("Command timed out");
+    expect(Date.now() - started).toBeLessThan(1_000);
+    redis.disconnect();
+    server.close();
   });
 });

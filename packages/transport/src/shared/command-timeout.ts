@@ -7,16 +7,22 @@ interface TimedCommand {
   reject(err: Error): void;
 }
 
+/** A timer firing this late (ms) says this process was busy, not that Redis was slow. */
+const LATE_MS = 50;
+
 let installed = false;
 
 /**
- * Makes ioredis' `commandTimeout` blind to this process's own delays. Its timer fires in the
- * event loop's timers phase, which comes before the poll phase that reads the socket: after a
- * turn longer than the timeout (an API parsing thousands of requests under overload) every
- * command in flight failed with "Command timed out" although Redis had answered, its reply
- * waiting unread, and the requests behind them got spurious 503s. Here an expired timer first
- * lets one poll phase run (setImmediate runs after it), and only a command still unanswered
- * then fails: a Redis that stopped answering still fails requests after the timeout.
+ * Makes ioredis' `commandTimeout` count Redis' delay, not this process's. Its timer fires in
+ * the event loop's timers phase, before the poll phase that reads the socket, and it starts
+ * when the command is queued, not written: after turns longer than the timeout (an API
+ * parsing thousands of requests under overload) commands failed with "Command timed out"
+ * although Redis had answered or had not yet been sent them, and the requests behind them got
+ * spurious 503s. Here an expired timer first lets a poll phase run (setImmediate runs after
+ * it); a timer that fired late, because the process itself was busy, gives the command as
+ * much time again; only a command still unanswered after a timeout the process did not
+ * itself overrun fails. A Redis that stopped answering still fails requests after the
+ * timeout, and a sync row has its own deadline besides.
  *
  * The timer keeps ioredis' own field, so that ioredis still clears it when the reply comes.
  */
@@ -25,11 +31,18 @@ export function tolerateEventLoopDelays(): void {
   installed = true;
   Command.prototype.setTimeout = function setTimeout(this: Command, ms: number): void {
     const command = this as unknown as TimedCommand;
-    if (command._commandTimeoutTimer) return;
-    command._commandTimeoutTimer = globalThis.setTimeout(() => {
-      setImmediate(() => {
-        if (!command.isResolved) command.reject(new Error("Command timed out"));
-      });
-    }, ms);
+    if (!command._commandTimeoutTimer) arm(command, ms);
   };
+}
+
+function arm(command: TimedCommand, ms: number): void {
+  const due = performance.now() + ms;
+  command._commandTimeoutTimer = globalThis.setTimeout(() => {
+    const late = performance.now() - due;
+    setImmediate(() => {
+      if (command.isResolved) return;
+      if (late > LATE_MS) arm(command, late);
+      else command.reject(new Error("Command timed out"));
+    });
+  }, ms);
 }
