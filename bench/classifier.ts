@@ -472,7 +472,12 @@ Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not g
   sync path, now a Redis Stream lane (one XADD per coalesced group);
 - under the 3,000-client flood the API's event-loop turns outlast the 1 s Redis command
   timeout, whose timer ran before the poll phase that would have read the waiting reply: 503s
-  for answers Redis had given (544 in one run); an expired timer now lets one poll phase run;
+  for answers Redis had given (544 in one run), and for commands not even written yet (a
+  1 s timer started at the enqueue); an expired timer now lets a poll phase run, and one that
+  fired late because the process was busy gives the command that time again;
+- mnist ships with its cache on, so its refusals came after the body parse, the hash and a
+  Redis lookup; a cache that has rarely answered lately (unique inputs) is now skipped at the
+  gate, and the refusal reads the body without parsing it;
 - much of what is left of the 429s' wait is the machine's: (f') is a server that does nothing
   but refuse, under the same flood (every connection's request is parsed in one turn, on the
   two cores the 3,000 clients share): the floor no admission policy goes under here.`);
