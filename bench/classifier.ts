@@ -146,6 +146,22 @@ async function ferry(model: Model): Promise<Record<string, CostedResult>> {
 /** How long the overload run lasts, and how many connections it holds open. */
 const OVERLOAD = { connections: 3_000, durationMs: 15_000 };
 
+/** The overload's clients: each on a connection opened before the clock starts. */
+function flood(url: string, honourRetryAfter: boolean): Promise<LoadResult> {
+  return closedLoop({
+    url,
+    bodies: fresh(200_000),
+    concurrency: OVERLOAD.connections,
+    durationMs: OVERLOAD.durationMs,
+    connectFirst: true,
+    honourRetryAfter,
+  });
+}
+
+function clientsOf(honourRetryAfter: boolean): string {
+  return honourRetryAfter ? "honour Retry-After" : "send again at once";
+}
+
 /**
  * (f) Overload: far more closed-loop clients than the stack can serve, each on a connection
  * opened before the clock starts, shipped defaults (QUEUE_WAIT_BUDGET_MS 5 s): clients that
@@ -160,14 +176,7 @@ async function overload(model: Model): Promise<Record<string, LoadResult>> {
       const url = stack.url(`/v1/models/${model}/predict`);
       // the API measures its service rate from answered rows: it is known before the burst
       await closedLoop({ url, bodies: fresh(5_000), concurrency: 64, durationMs: 2_000 });
-      out[honourRetryAfter ? "honour Retry-After" : "send again at once"] = await closedLoop({
-        url,
-        bodies: fresh(200_000),
-        concurrency: OVERLOAD.connections,
-        durationMs: OVERLOAD.durationMs,
-        connectFirst: true,
-        honourRetryAfter,
-      });
+      out[clientsOf(honourRetryAfter)] = await flood(url, honourRetryAfter);
     } finally {
       await stack.stop();
     }
@@ -206,14 +215,7 @@ async function overloadFloor(): Promise<Record<string, LoadResult>> {
     );
     const out: Record<string, LoadResult> = {};
     for (const honourRetryAfter of [false, true])
-      out[honourRetryAfter ? "honour Retry-After" : "send again at once"] = await closedLoop({
-        url,
-        bodies: fresh(200_000),
-        concurrency: OVERLOAD.connections,
-        durationMs: OVERLOAD.durationMs,
-        connectFirst: true,
-        honourRetryAfter,
-      });
+      out[clientsOf(honourRetryAfter)] = await flood(url, honourRetryAfter);
     return out;
   } finally {
     child.kill("SIGTERM");
@@ -226,7 +228,7 @@ async function overloadFloor(): Promise<Record<string, LoadResult>> {
  * over one HTTP client in the seed): a round that opened 200 new TCP connections measured the
  * connection set-up, which no batch size changes.
  */
-export async function seedExercise(model: Model): Promise<Record<string, Record<string, number>>> {
+async function seedExercise(model: Model): Promise<Record<string, Record<string, number>>> {
   const out: Record<string, Record<string, number>> = {};
   for (const size of [1, 32]) {
     const repo = tempRepository({
