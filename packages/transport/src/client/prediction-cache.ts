@@ -27,11 +27,11 @@ export interface CachedAnswer<T> {
 }
 
 /** A stored answer as Redis holds it: `<stored at, epoch ms>:<JSON>`, so a script can judge its age. */
-export function encodeCached(value: unknown, at: number): string {
+function encodeCached(value: unknown, at: number): string {
   return `${at}:${JSON.stringify(value)}`;
 }
 
-export function decodeCached<T>(raw: string): CachedAnswer<T> | undefined {
+function decodeCached<T>(raw: string): CachedAnswer<T> | undefined {
   const colon = raw.indexOf(":");
   const at = Number(raw.slice(0, colon));
   if (colon < 0 || !Number.isFinite(at)) return undefined;
