@@ -191,35 +191,13 @@ async function overload(model: Model): Promise<Record<string, LoadResult>> {
  */
 async function overloadFloor(): Promise<Record<string, LoadResult>> {
   const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [
-      "--conditions=ferry-source",
-      "--import",
-      "tsx",
-      "bench/peers/refuse-all-server.ts",
-      String(port),
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  const output: string[] = [];
-  child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-  child.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-  const exited = new Promise<number | null>((r) => child.on("exit", r));
-  const url = `http://127.0.0.1:${port}/`;
-  try {
-    await waitFor(
-      async () => (await fetch(url, { method: "POST", body: "{}" })).status === 429,
-      30_000,
-      { child, output, exited },
-    );
+  const args = ["--conditions=ferry-source", "--import", "tsx", "bench/peers/refuse-all-server.ts"];
+  return withPeer(process.execPath, [...args, String(port)], port, "/", 429, async (url) => {
     const out: Record<string, LoadResult> = {};
     for (const honourRetryAfter of [false, true])
       out[clientsOf(honourRetryAfter)] = await flood(url, honourRetryAfter);
     return out;
-  } finally {
-    child.kill("SIGTERM");
-  }
+  });
 }
 
 /**
@@ -265,12 +243,18 @@ async function seedExercise(model: Model): Promise<Record<string, Record<string,
   return out;
 }
 
-async function serveAndMeasure(
+/**
+ * Runs a peer server (`command args`, listening on 127.0.0.1:`port`) until `use` is done,
+ * once a POST of an input to `path` answers `readyStatus`.
+ */
+async function withPeer<T>(
   command: string,
   args: string[],
   port: number,
   path: string,
-): Promise<Record<string, LoadResult>> {
+  readyStatus: number,
+  use: (url: string) => Promise<T>,
+): Promise<T> {
   const child: ChildProcess = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
   const output: string[] = [];
   child.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
@@ -286,14 +270,27 @@ async function serveAndMeasure(
             headers: { "content-type": "application/json" },
             body: warmBodies[0] ?? "{}",
           })
-        ).status === 200,
+        ).status === readyStatus,
       60_000,
       { child, output, exited },
     );
-    return { c1: await measure(url, 1, 5_000), c64: await measure(url, 64, 8_000) };
+    return await use(url);
   } finally {
     child.kill("SIGTERM");
   }
+}
+
+/** A peer's /predict at 1 and at 64 clients. */
+function serveAndMeasure(
+  command: string,
+  args: string[],
+  port: number,
+  path: string,
+): Promise<Record<string, LoadResult>> {
+  return withPeer(command, args, port, path, 200, async (url) => ({
+    c1: await measure(url, 1, 5_000),
+    c64: await measure(url, 64, 8_000),
+  }));
 }
 
 /** (d) The seed's FastAPI + PyTorch server, when Debian's fastapi and uvicorn are installed. */

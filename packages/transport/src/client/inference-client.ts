@@ -75,6 +75,11 @@ export interface RowCache {
 /** A sync row's outcome: its stored answer, or the model's result. */
 export type LookedUp<T> = { hit: CachedAnswer<T> } | { result: RowResult };
 
+/** A row answered by the lookup-or-append script: its stored answer, as Redis holds it. */
+interface StoredHit {
+  hit: string;
+}
+
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
 
@@ -251,7 +256,7 @@ export class InferenceClient {
       field: cache.inputHash,
     };
     const outcome = await this.enqueue(req, name, lookup);
-    if ("result" in outcome) return outcome;
+    if (!("hit" in outcome)) return { result: outcome };
     const hit = this.cache.found<T>(cache.scope, cache.inputHash, outcome.hit);
     // an entry the script took for fresh but that does not decode: the model answers after all
     return hit ? { hit } : { result: resultOf(await this.enqueue(req, name)) };
@@ -262,11 +267,11 @@ export class InferenceClient {
     req: InferRequest,
     name: string,
     lookup?: RowLookup,
-  ): Promise<{ result: RowResult } | { hit: string }> {
+  ): Promise<RowResult | StoredHit> {
     const rid = `${this.instanceId}.${this.nextRow++}`;
-    const answer = this.router.wait(rid).then((result) => ({ result }));
+    const answer = this.router.wait(rid);
     const stored = lookup
-      ? new Promise<{ hit: string }>((resolve) => this.hits.set(rid, (hit) => resolve({ hit })))
+      ? new Promise<StoredHit>((resolve) => this.hits.set(rid, (hit) => resolve({ hit })))
       : undefined;
     const wait = Math.max(0, req.deadline - Date.now());
     const timer = setTimeout(() => {
@@ -283,10 +288,7 @@ export class InferenceClient {
     this.coalescer.push(name, req.priority, req.maxRowsPerJob, sent.row, lookup);
     try {
       const outcome = await (stored ? Promise.race([answer, stored]) : answer);
-      if (
-        "result" in outcome &&
-        (outcome.result.ok || outcome.result.error.code !== "DEADLINE_EXCEEDED")
-      )
+      if (!("hit" in outcome) && (outcome.ok || outcome.error.code !== "DEADLINE_EXCEEDED"))
         this.depth.served(name);
       return outcome;
     } finally {
@@ -376,8 +378,8 @@ export class InferenceClient {
   }
 }
 
-function resultOf(outcome: { result: RowResult } | { hit: string }): RowResult {
-  if ("result" in outcome) return outcome.result;
+function resultOf(outcome: RowResult | StoredHit): RowResult {
+  if (!("hit" in outcome)) return outcome;
   throw new Error("a row sent without a cache lookup was answered from the cache");
 }
 

@@ -107,7 +107,7 @@ export class PredictionCache {
 
   /** This replica's own copy of an answer, if it has one: no round trip. */
   peek<T>(scope: CacheScope, inputHash: string): CachedAnswer<T> | undefined {
-    const localKey = `${scope.model}\u0000${scope.version}\u0000${inputHash}`;
+    const localKey = localKeyOf(scope, inputHash);
     const near = this.local.get(localKey);
     if (near) this.remember(localKey, near);
     return near as CachedAnswer<T> | undefined;
@@ -117,7 +117,7 @@ export class PredictionCache {
   found<T>(scope: CacheScope, inputHash: string, raw: string): CachedAnswer<T> | undefined {
     const answer = decodeCached<T>(raw);
     if (!answer || Date.now() - answer.at > scope.keepS * 1000) return undefined;
-    this.remember(`${scope.model}\u0000${scope.version}\u0000${inputHash}`, answer);
+    this.remember(localKeyOf(scope, inputHash), answer);
     return answer;
   }
 
@@ -132,7 +132,7 @@ export class PredictionCache {
   put<T>(scope: CacheScope, inputHash: string, value: T, maxEntries: number): void {
     const now = Date.now();
     const entry: CachedAnswer<T> = { value, at: now };
-    this.remember(`${scope.model}\u0000${scope.version}\u0000${inputHash}`, entry);
+    this.remember(localKeyOf(scope, inputHash), entry);
     const bucket = this.bucketOf(scope, now);
     const key = this.keys.cacheBucket(queueName(scope.model, scope.version), bucket);
     let write = this.writes.get(key);
@@ -201,4 +201,9 @@ export class PredictionCache {
       if (oldest !== undefined) this.local.delete(oldest);
     }
   }
+}
+
+/** An answer's name in this replica's own copy of the cache. */
+function localKeyOf(scope: CacheScope, inputHash: string): string {
+  return `${scope.model}\u0000${scope.version}\u0000${inputHash}`;
 }
