@@ -46,4 +46,25 @@ describe("EventWriter", () => {
     expect(await read("job-2")).toEqual([{ type: "done" }]);
     expect(await redis.ttl(keys.events(job("job-1")))).toBeGreaterThan(0);
   });
+
+  it("an append the client sends again after Redis applied it (a reply lost in a failover) lands once", async () => {
+    const resending = createRedis(url);
+    const writer = new EventWriter(resending, keys, 60);
+    // the connection sends every append twice, as ioredis resends a command whose reply was lost
+    const target = resending as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+    const once = target.ferryAppendEvents?.bind(resending);
+    target.ferryAppendEvents = async (...args) => {
+      await once?.(...args);
+      return once?.(...args);
+    };
+    writer.emit(job("job-3"), [{ type: "token", text: "a", index: 0 }]);
+    await writer.flush();
+    writer.emit(job("job-3"), [{ type: "token", text: "b", index: 1 }]);
+    await writer.flush();
+    resending.disconnect();
+    expect(await read("job-3")).toEqual([
+      { type: "token", text: "a", index: 0 },
+      { type: "token", text: "b", index: 1 },
+    ]);
+  });
 });

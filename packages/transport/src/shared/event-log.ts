@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { JobEvent, JobEventBody } from "@ferry/protocol";
 import type { RedisClient } from "./connection.js";
 import type { JobRef, Keys } from "./keys.js";
@@ -9,16 +10,22 @@ import { LuaCommand } from "./lua-command.js";
  * atomic step: a reader that subscribes first and then replays the stream sees every event,
  * and can drop the duplicates by id. A worker's writes are fenced by its BullMQ lock: once
  * the lock is gone (the job stalled and went to another worker), its late writes are dropped.
- * KEYS: stream, lock (the stream again when unfenced). ARGV: channel, maxlen, ttl, token, events.
+ * Each call carries an id of its own, kept beside the log in the same step: a call Redis
+ * applied but whose reply was lost (its primary died after replicating it) is sent again by
+ * the client on the promoted replica, and is then a no-op instead of a second copy of events.
+ * KEYS: stream, lock (the stream again when unfenced), last applied call id. ARGV: channel,
+ * maxlen, ttl, token, call id, events.
  */
 const APPEND = `
 if ARGV[4] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
-for i = 5, #ARGV do
+if redis.call('GET', KEYS[3]) == ARGV[5] then return #ARGV - 5 end
+for i = 6, #ARGV do
   local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'e', ARGV[i])
   redis.call('SPUBLISH', ARGV[1], id .. ' ' .. ARGV[i])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return #ARGV - 4
+redis.call('SET', KEYS[3], ARGV[5], 'EX', ARGV[3])
+return #ARGV - 5
 `;
 
 /** Events a job's log keeps at most; plenty for the longest completion a model allows. */
@@ -40,6 +47,7 @@ export function fenceOf(
 }
 
 interface Pending {
+  job: JobRef;
   key: string;
   events: JobEventBody[];
   fence: WriteFence | undefined;
@@ -55,6 +63,9 @@ export class EventWriter {
   private scheduled = false;
 
   private fenceLost: (fence: WriteFence) => void = () => {};
+  /** Names this writer's calls: `<writer>.<n>`, unique across processes and restarts. */
+  private readonly writerId = randomUUID();
+  private calls = 0;
   private readonly append: LuaCommand<number>;
 
   constructor(
@@ -62,7 +73,7 @@ export class EventWriter {
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    this.append = new LuaCommand(redis, "ferryAppendEvents", 2, APPEND);
+    this.append = new LuaCommand(redis, "ferryAppendEvents", 3, APPEND);
   }
 
   /**
@@ -78,7 +89,7 @@ export class EventWriter {
     const key = this.keys.events(job);
     const pending = this.buffered.get(key);
     if (pending) pending.events.push(...events);
-    else this.buffered.set(key, { key, events: [...events], fence });
+    else this.buffered.set(key, { job, key, events: [...events], fence });
     if (!this.scheduled) {
       this.scheduled = true;
       // a failed write surfaces at the next explicit flush; a timer has nobody to tell
@@ -93,15 +104,17 @@ export class EventWriter {
     const pending = [...this.buffered.values()];
     this.buffered.clear();
     await Promise.all(
-      pending.map(async ({ key, events, fence }) => {
+      pending.map(async ({ job, key, events, fence }) => {
         const written = await this.append.run(
           this.redis,
           key,
           fence?.lockKey ?? key,
+          this.keys.eventsApplied(job),
           key,
           String(MAX_EVENTS),
           String(this.ttlS),
           fence?.token ?? "",
+          `${this.writerId}.${this.calls++}`,
           ...events.map((e) => JSON.stringify(e)),
         );
         if (written === -1 && fence) this.fenceLost(fence);

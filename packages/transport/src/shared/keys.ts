@@ -56,6 +56,14 @@ export class Keys {
     return `${this.prefix}:events:{${job.queue}}:${job.id}`;
   }
 
+  /**
+   * The id of the last append a job's event log took (see EventWriter): a write that Redis
+   * applied but whose reply was lost in a failover, sent again, is not applied twice.
+   */
+  eventsApplied(job: JobRef): string {
+    return `${this.events(job)}:applied`;
+  }
+
   /** Hash of version -> percent of a model's unpinned traffic. */
   traffic(model: string): string {
     return `${this.prefix}:traffic:{${model}}`;
