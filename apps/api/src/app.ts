@@ -2,13 +2,14 @@ import { FerryError } from "@ferry/protocol";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { requestId } from "hono/request-id";
-import { errorResponse, toFerryError } from "./errors.js";
+import { errorResponse, invalidInput, toFerryError } from "./errors.js";
 import { admitBeforeBody } from "./middleware/admission.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
+import type { Guards } from "./predict-fast-path.js";
+import { requestId } from "./request-id.js";
 import { registerAdmin } from "./routes/admin.js";
 import { registerAdminReload } from "./routes/admin-reload.js";
 import { registerAdminSession } from "./routes/admin-session.js";
@@ -27,15 +28,15 @@ import { registerV2Models } from "./routes/v2-models.js";
 import type { AppEnv, Services } from "./services.js";
 
 /** Builds the HTTP app around services built once at boot. */
-export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<AppEnv> {
+export function createApp(
+  services: Services,
+  inFlight: InFlight,
+  guards: Guards,
+): OpenAPIHono<AppEnv> {
   const app = new OpenAPIHono<AppEnv>({
     // Schema failures become one 400 that names the field and the problem.
     defaultHook: (result) => {
-      if (!result.success) {
-        const issue = result.error.issues[0];
-        const where = issue?.path.length ? `${issue.path.join(".")}: ` : "";
-        throw new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
-      }
+      if (!result.success) throw invalidInput(result.error.issues);
     },
   });
   app.use(requestId());
@@ -72,16 +73,8 @@ export function createApp(services: Services, inFlight: InFlight): OpenAPIHono<A
     return limit(c, next);
   });
 
-  const keys = (services.env.API_KEYS ?? "")
-    .split(",")
-    .map((k) => k.trim())
-    .filter(Boolean);
-  const auth = apiKeyAuth(keys, services.env.ADMIN_TOKEN);
-  const limits = tenantLimits({
-    ratePerS: services.env.KEY_RATE_LIMIT_RPS,
-    burst: services.env.KEY_RATE_BURST,
-    maxConcurrent: services.env.KEY_MAX_CONCURRENT,
-  });
+  const auth = apiKeyAuth(guards.authenticate);
+  const limits = tenantLimits(guards.limit);
   for (const path of ["/v1/*", "/v2/*"]) {
     app.use(path, auth);
     app.use(path, limits);

@@ -43,6 +43,14 @@ const envSchema = deploymentEnvSchema.extend({
     .int()
     .positive()
     .default(256 * 1024 * 1024),
+  /**
+   * "off" sends every predict request through Hono's route instead of the fast path
+   * (`predict-fast-path.ts`): the same answers, at a higher cost per request.
+   */
+  PREDICT_FAST_PATH: z
+    .enum(["on", "off"])
+    .default("on")
+    .transform((v) => v === "on"),
   /** How long a draining API waits for open requests before it exits, in ms. */
   DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });

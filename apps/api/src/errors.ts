@@ -64,11 +64,21 @@ export function toFerryError(err: unknown): FerryError {
  * `{"error": {message, type, code}}` everywhere else.
  */
 export function errorResponse(c: Context, err: FerryError): Response {
-  const status = httpStatus(err.code);
   if (err.retryAfterS !== undefined) c.header("Retry-After", String(err.retryAfterS));
-  if (c.req.path.startsWith("/v2/")) return c.json({ error: err.message }, status);
-  return c.json(
-    { error: { message: err.message, type: openAiType[err.code], code: err.code.toLowerCase() } },
-    status,
-  );
+  return c.json(errorBody(c.req.path, err), httpStatus(err.code));
+}
+
+/** What `errorResponse` sends for `err` on `path` (shared by the predict fast path). */
+export function errorBody(path: string, err: FerryError): unknown {
+  if (path.startsWith("/v2/")) return { error: err.message };
+  return {
+    error: { message: err.message, type: openAiType[err.code], code: err.code.toLowerCase() },
+  };
+}
+
+/** A schema's failure as one 400 that names the field and the problem. */
+export function invalidInput(issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>) {
+  const issue = issues[0];
+  const where = issue?.path.length ? `${issue.path.map(String).join(".")}: ` : "";
+  return new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
 }

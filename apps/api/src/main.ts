@@ -1,14 +1,12 @@
-import { Server as HttpServer } from "node:http";
 import { ModelRepository } from "@ferry/model-repository";
 import { queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
-import { createAdaptorServer } from "@hono/node-server";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin-service.js";
-import { createApp } from "./app.js";
 import { BatchJobReader, BatchJobService } from "./batch-job-service.js";
 import { CompletionService } from "./completion-service.js";
 import { loadEnv } from "./env.js";
+import { createHttpServer } from "./http-server.js";
 import { InferenceService } from "./inference-service.js";
 import { JobService } from "./job-service.js";
 import { ApiMetrics } from "./metrics.js";
@@ -81,15 +79,12 @@ const services: Services = {
 const LISTEN_BACKLOG = 8_192;
 
 const inFlight = new InFlight();
-const app = createApp(services, inFlight);
-const server = createAdaptorServer({ fetch: app.fetch });
+const server = createHttpServer(services, inFlight);
 // Longer than any Retry-After this API gives and than a balancer's idle timeout (60 s on
 // most): Node's 5 s default closes a keep-alive connection while its client waits to retry,
 // and a request sent as it closes fails outright.
-if (server instanceof HttpServer) {
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-}
+server.keepAliveTimeout = 65_000;
+server.headersTimeout = 66_000;
 // Node's default accept backlog (511) overflows when thousands of clients connect at once:
 // the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
 // process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
@@ -111,7 +106,7 @@ async function shutdown(signal: string): Promise<void> {
     "draining: no new connections, finishing open requests",
   );
   server.close();
-  if ("closeIdleConnections" in server) server.closeIdleConnections();
+  server.closeIdleConnections();
   // Open streams (completions included: their requests returned when their stream began) run
   // to their end within the drain timeout; what is still open then is ended with where to
   // resume, and the jobs behind them go on in the workers.

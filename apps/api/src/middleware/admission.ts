@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { timeoutHeader } from "../call-options.js";
+import { noCache, timeoutHeader } from "../call-options.js";
 import type { AppEnv } from "../services.js";
 
 /**
@@ -19,9 +19,9 @@ export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
     const admitted = await c
       .get("services")
       .inference.admit(name, c.req.param("version"), {
-        timeoutMs: timeoutHeader(c),
+        timeoutMs: timeoutHeader((name) => c.req.header(name)),
         // the body's own `cache: false` is read later; the header is known now
-        cache: c.req.header("Cache-Control")?.includes("no-cache") ? false : undefined,
+        cache: noCache((name) => c.req.header(name)),
       })
       .catch(async (err: unknown) => {
         // read, not parsed: a body left unread closes the connection (@hono/node-server

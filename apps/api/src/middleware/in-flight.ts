@@ -8,14 +8,23 @@ export class InFlight {
 
   middleware(): MiddlewareHandler {
     return async (_c, next) => {
-      this.count++;
+      this.enter();
       try {
         await next();
       } finally {
-        this.count--;
-        if (this.count === 0) this.idle.wake();
+        this.leave();
       }
     };
+  }
+
+  /** A request outside Hono (the predict fast path) counts itself in, then out. */
+  enter(): void {
+    this.count++;
+  }
+
+  leave(): void {
+    this.count--;
+    if (this.count === 0) this.idle.wake();
   }
 
   get size(): number {

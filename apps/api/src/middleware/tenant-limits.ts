@@ -22,14 +22,33 @@ interface Bucket {
  * replicas behind a balancer a tenant gets about N times the figures. 429 with Retry-After
  * beyond either. The admin is never limited.
  */
-export function tenantLimits(options: TenantLimitOptions): MiddlewareHandler {
+export function tenantLimits(enter: TenantLimiter | undefined): MiddlewareHandler {
+  if (!enter) return (_c, next) => next();
+  return async (c, next) => {
+    const leave = enter(c.get("tenant") as Tenant | undefined, c.req.path);
+    try {
+      await next();
+    } finally {
+      leave();
+    }
+  };
+}
+
+/** Counts a request of `tenant` on `path` in (or refuses it) and returns what counts it out. */
+export type TenantLimiter = (tenant: Tenant | undefined, path: string) => () => void;
+
+/**
+ * The rule of `tenantLimits`, shared with callers outside Hono (the predict fast path): one
+ * limiter per process, whichever path a request takes. Undefined when no limit is configured.
+ */
+export function tenantLimiter(options: TenantLimitOptions): TenantLimiter | undefined {
   const { ratePerS, maxConcurrent } = options;
-  if (ratePerS === undefined && maxConcurrent === undefined) return (_c, next) => next();
+  if (ratePerS === undefined && maxConcurrent === undefined) return undefined;
   const burst = options.burst ?? Math.max(1, 2 * (ratePerS ?? 0));
   const buckets = new Map<string, Bucket>();
-  return async (c, next) => {
-    const tenant = c.get("tenant") as Tenant | undefined;
-    if (!tenant || tenant.admin || c.req.path.startsWith("/v2/health/")) return next();
+  const nothing = () => {};
+  return (tenant, path) => {
+    if (!tenant || tenant.admin || path.startsWith("/v2/health/")) return nothing;
     const now = performance.now();
     let bucket = buckets.get(tenant.id);
     if (!bucket) {
@@ -55,10 +74,9 @@ export function tenantLimits(options: TenantLimitOptions): MiddlewareHandler {
     }
     if (ratePerS !== undefined) bucket.tokens -= 1;
     bucket.open++;
-    try {
-      await next();
-    } finally {
-      bucket.open--;
-    }
+    const counted = bucket;
+    return () => {
+      counted.open--;
+    };
   };
 }
