@@ -2,9 +2,8 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { FerryError } from "@ferry/protocol";
 import { callOptionsFrom, type HeaderReader, noCache, timeoutHeader } from "./call-options.js";
 import { errorBody, httpStatus, invalidInput, toFerryError } from "./errors.js";
-import type { Authenticator } from "./middleware/auth.js";
+import type { Guards } from "./guards.js";
 import type { InFlight } from "./middleware/in-flight.js";
-import type { TenantLimiter } from "./middleware/tenant-limits.js";
 import { requestIdFrom } from "./request-id.js";
 import { predictBodySchema } from "./schemas.js";
 import type { Services } from "./services.js";
@@ -13,12 +12,6 @@ import type { Services } from "./services.js";
 const ROUTE = "/v1/models/:name/predict";
 /** A model name as model.json allows it; anything else (escapes, a query) goes to Hono. */
 const PATH = /^\/v1\/models\/([a-z0-9][a-z0-9._-]*)\/predict$/;
-
-/** The rules every /v1 request passes, built once and shared by Hono and this path. */
-export interface Guards {
-  authenticate: Authenticator;
-  limit: TenantLimiter | undefined;
-}
 
 /**
  * POST /v1/models/{name}/predict without Hono, for its common form (a JSON body of declared
