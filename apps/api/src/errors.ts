@@ -77,7 +77,9 @@ export function errorBody(path: string, err: FerryError): unknown {
 }
 
 /** A schema's failure as one 400 that names the field and the problem. */
-export function invalidInput(issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>) {
+export function invalidInput(
+  issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>,
+): FerryError {
   const issue = issues[0];
   const where = issue?.path.length ? `${issue.path.map(String).join(".")}: ` : "";
   return new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
