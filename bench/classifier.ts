@@ -405,6 +405,9 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     `(f) overload: ${OVERLOAD.connections} closed-loop clients for ${OVERLOAD.durationMs / 1000} s, connections opened first; Ferry on mnist (QUEUE_WAIT_BUDGET_MS 5000), and (f') the floor: a node:http server that answers 429 to everything at once`,
     [...statusRows("ferry mnist", over), ...statusRows("refuse-all node:http", floor)],
   );
+  for (const [clients, r] of Object.entries(over))
+    for (const [status, text] of Object.entries(r.first_error_body))
+      console.log(`ferry mnist, ${clients}: the first ${status} said ${text}`);
   const seed = Object.fromEntries(
     await seq(MODELS, async (m) => [m, await seedExercise(m)] as const),
   );

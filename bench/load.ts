@@ -13,6 +13,11 @@ export interface LoadResult {
   errors: number;
   /** Every answer by HTTP status (0: no answer), 200s included. */
   by_status: Record<string, StatusLatency>;
+  /**
+   * The first body of each status other than 200, 202 and 429 (cut to 300 characters): an
+   * error a run shows says what it was.
+   */
+  first_error_body: Record<string, string>;
   seconds: number;
   rps: number;
   p50_ms: number;
@@ -59,6 +64,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const url = new URL(opts.url);
   const latencies: number[] = [];
   const byStatus = new Map<number, number[]>();
+  const firstErrorBody: Record<string, string> = {};
   let errors = 0;
   let sent = 0;
   // one connection per client when they connect first (a shared pool would hand a finished
@@ -78,7 +84,8 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
     while (more()) {
       const body = opts.bodies[sent++ % opts.bodies.length] ?? "{}";
       const t0 = performance.now();
-      const { status, retryAfterS } = await post(agent, url, body);
+      const { status, retryAfterS, text } = await post(agent, url, body);
+      if (text !== undefined) firstErrorBody[String(status)] ??= text.slice(0, 300);
       const took = performance.now() - t0;
       // 200 for an answer, 202 for an accepted job
       if (status === 200 || status === 202) latencies.push(took);
@@ -113,6 +120,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
     requests: latencies.length,
     errors,
     by_status,
+    first_error_body: firstErrorBody,
     seconds: round(seconds),
     rps: round(latencies.length / seconds),
     p50_ms: round(quantile(latencies, 0.5)),
@@ -124,7 +132,7 @@ function post(
   agent: Agent,
   url: URL,
   body: string,
-): Promise<{ status: number; retryAfterS: number }> {
+): Promise<{ status: number; retryAfterS: number; text: string | undefined }> {
   return new Promise((resolve) => {
     const req = request(
       {
@@ -136,16 +144,22 @@ function post(
         headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
       },
       (res) => {
-        res.resume();
+        const status = res.statusCode ?? 0;
+        // an answer or a refusal is only counted; an error's body is kept, to be shown
+        const expected = status === 200 || status === 202 || status === 429;
+        const chunks: Buffer[] = [];
+        if (expected) res.resume();
+        else res.on("data", (chunk: Buffer) => chunks.push(chunk));
         res.on("end", () =>
           resolve({
-            status: res.statusCode ?? 0,
+            status,
             retryAfterS: Number(res.headers["retry-after"] ?? 0) || 0,
+            text: expected ? undefined : Buffer.concat(chunks).toString(),
           }),
         );
       },
     );
-    req.on("error", () => resolve({ status: 0, retryAfterS: 0 }));
+    req.on("error", (err) => resolve({ status: 0, retryAfterS: 0, text: String(err) }));
     req.end(body);
   });
 }
