@@ -106,6 +106,10 @@ async function serve(
   }
 }
 
+/**
+ * The body, by listeners rather than `node:stream/consumers` (an async iterator and a promise
+ * per chunk): a predict body is one or two chunks, read on every request.
+ */
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
