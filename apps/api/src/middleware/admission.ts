@@ -16,12 +16,13 @@ export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const name = c.req.param("name");
     if (name === undefined) return next();
+    const header = (key: string) => c.req.header(key);
     const admitted = await c
       .get("services")
       .inference.admit(name, c.req.param("version"), {
-        timeoutMs: timeoutHeader((name) => c.req.header(name)),
+        timeoutMs: timeoutHeader(header),
         // the body's own `cache: false` is read later; the header is known now
-        cache: noCache((name) => c.req.header(name)),
+        cache: noCache(header),
       })
       .catch(async (err: unknown) => {
         // read, not parsed: a body left unread closes the connection (@hono/node-server

@@ -123,9 +123,8 @@ export class PredictionCache {
 
   /** The buckets a lookup at `now` reads: the current span's, then the previous one's. */
   buckets(scope: CacheScope, now: number): [current: string, previous: string] {
-    const queue = queueName(scope.model, scope.version);
     const bucket = this.bucketOf(scope, now);
-    return [this.keys.cacheBucket(queue, bucket), this.keys.cacheBucket(queue, bucket - 1)];
+    return [this.bucketKey(scope, bucket), this.bucketKey(scope, bucket - 1)];
   }
 
   /** Stores an answer (with this turn's others, in one call). */
@@ -134,7 +133,7 @@ export class PredictionCache {
     const entry: CachedAnswer<T> = { value, at: now };
     this.remember(localKeyOf(scope, inputHash), entry);
     const bucket = this.bucketOf(scope, now);
-    const key = this.keys.cacheBucket(queueName(scope.model, scope.version), bucket);
+    const key = this.bucketKey(scope, bucket);
     let write = this.writes.get(key);
     if (!write) {
       const spanMs = scope.keepS * 1000;
@@ -147,6 +146,10 @@ export class PredictionCache {
     }
     write.fields.push(inputHash, encodeCached(value, now));
     this.schedule();
+  }
+
+  private bucketKey(scope: CacheScope, bucket: number): string {
+    return this.keys.cacheBucket(queueName(scope.model, scope.version), bucket);
   }
 
   private bucketOf(scope: CacheScope, now: number): number {
