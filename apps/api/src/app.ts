@@ -85,7 +85,7 @@ export function createApp(
     "/v2/models/:name/infer",
     "/v2/models/:name/versions/:version/infer",
   ])
-    app.use(path, admitBeforeBody());
+    app.use(path, admitBeforeBody(guards.turns));
 
   registerPages(app);
   registerHealth(app);

@@ -23,6 +23,7 @@ export function callOptions(c: Context<AppEnv>, body: CallBody): CallOptions {
     requestId: c.get("requestId"),
     tenant: c.get("tenant") ?? OPEN_TENANT,
     releaseAdmission: c.get("releaseAdmission"),
+    waitedMs: c.get("waitedMs"),
   });
 }
 
@@ -30,7 +31,12 @@ export function callOptions(c: Context<AppEnv>, body: CallBody): CallOptions {
 export function callOptionsFrom(
   header: HeaderReader,
   body: CallBody,
-  from: { requestId: string; tenant: Tenant; releaseAdmission?: (() => void) | undefined },
+  from: {
+    requestId: string;
+    tenant: Tenant;
+    releaseAdmission?: (() => void) | undefined;
+    waitedMs?: number | undefined;
+  },
 ): CallOptions {
   return {
     ...from,

@@ -1,14 +1,24 @@
 import type { ApiEnv } from "./env.js";
 import { type Authenticator, apiKeyAuthenticator } from "./middleware/auth.js";
 import { type TenantLimiter, tenantLimiter } from "./middleware/tenant-limits.js";
+import { TurnShare } from "./turn-share.js";
+
+/**
+ * Parsing admitted sync requests, per event-loop turn, before the rest waits for a later one
+ * (see TurnShare): ~50 predicts' worth, above what a turn holds at 64 clients.
+ */
+const TURN_SLICE_MS = 10;
 
 /**
  * The rules every /v1 and /v2 request passes before its route, built once per process and
- * shared by Hono's middleware and the predict fast path: a tenant's limits count both paths.
+ * shared by Hono's middleware and the predict fast path: a tenant's limits count both paths,
+ * and admitted requests of both wait in one turn share.
  */
 export interface Guards {
   authenticate: Authenticator;
   limit: TenantLimiter | undefined;
+  /** Where an admitted sync request waits, when the turn is full, before its body is parsed. */
+  turns: TurnShare;
 }
 
 export function guardsFrom(env: ApiEnv): Guards {
@@ -23,5 +33,6 @@ export function guardsFrom(env: ApiEnv): Guards {
       burst: env.KEY_RATE_BURST,
       maxConcurrent: env.KEY_MAX_CONCURRENT,
     }),
+    turns: new TurnShare(TURN_SLICE_MS),
   };
 }

@@ -31,8 +31,10 @@ export interface CallOptions {
   tenant: Tenant;
   /** 1..10; header X-Priority or the body's priority. */
   priority?: number | undefined;
-  /** Deadline from now, in ms; defaults to the model's default_timeout_ms. */
+  /** Deadline from the request's arrival, in ms; defaults to the model's default_timeout_ms. */
   timeoutMs?: number | undefined;
+  /** Time the request already spent in this process before the call, in ms (of `timeoutMs`). */
+  waitedMs?: number | undefined;
   /** false skips the prediction cache for this request (`Cache-Control: no-cache`). */
   cache?: boolean | undefined;
   /** Gives back the place admission held for this request before its body was read. */
@@ -153,8 +155,8 @@ export class InferenceService {
     body: PredictBody,
     opts: CallOptions,
   ): Promise<Prediction> {
-    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
-    return beforeDeadline(this.answer(model, version, body, opts), timeoutMs);
+    const left = this.timeLeft(model, opts);
+    return left > 0 ? beforeDeadline(this.answer(model, version, body, opts), left) : expired();
   }
 
   private async answer(
@@ -250,8 +252,8 @@ export class InferenceService {
     body: V2InferRequest,
     opts: CallOptions,
   ): Promise<V2InferResponse> {
-    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
-    return beforeDeadline(this.answerV2(model, version, body, opts), timeoutMs);
+    const left = this.timeLeft(model, opts);
+    return left > 0 ? beforeDeadline(this.answerV2(model, version, body, opts), left) : expired();
   }
 
   private async answerV2(
@@ -308,7 +310,7 @@ export class InferenceService {
     return {
       model: config.name,
       version: plan.version,
-      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms) - (opts.waitedMs ?? 0),
       priority: opts.priority ?? DEFAULT_PRIORITY,
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
@@ -328,6 +330,12 @@ export class InferenceService {
     this.metrics.inferences.inc({ model, version, outcome: "ok" });
     this.metrics.observeRow(model, version, result.timing);
     return result.outputs;
+  }
+
+  /** What is left of a call's deadline, in ms: its timeout less what it waited in the API. */
+  private timeLeft(model: string, opts: CallOptions): number {
+    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
+    return timeoutMs - (opts.waitedMs ?? 0);
   }
 
   private hitRate(model: string): HitRate {
@@ -371,6 +379,13 @@ function inputHash(row: RowInputs): string {
   for (const [name, encoded] of Object.entries(row)) text += `${name}\u0000${encoded}\u0000`;
   // one-shot: a Hash object per request cost as much as the hashing itself
   return hash("sha256", text, "base64url");
+}
+
+/** A call whose deadline passed while it waited in the API: nothing is sent to a worker. */
+function expired(): Promise<never> {
+  return Promise.reject(
+    new FerryError("DEADLINE_EXCEEDED", "deadline passed while the request waited in the API"),
+  );
 }
 
 function round2(x: number): number {

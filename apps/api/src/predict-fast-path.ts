@@ -82,14 +82,23 @@ async function serve(
       cache: noCache(header),
     });
     release = admitted.release;
-    const checked = predictBodySchema.safeParse(parseJson(await readBody(req)));
+    const raw = await readBody(req);
+    // an admitted request holds its place; its parsing waits when this turn has done enough
+    const turn = guards.turns.take();
+    if (turn) await turn;
+    const checked = predictBodySchema.safeParse(parseJson(raw));
     if (!checked.success) throw invalidInput(checked.error.issues);
     const body = checked.data;
     const result = await services.inference.predict(
       name,
       admitted.version,
       body,
-      callOptionsFrom(header, body, { requestId, tenant, releaseAdmission: release }),
+      callOptionsFrom(header, body, {
+        requestId,
+        tenant,
+        releaseAdmission: release,
+        waitedMs: turn ? performance.now() - started : undefined,
+      }),
     );
     send(res, 200, result, requestId);
   } catch (err) {

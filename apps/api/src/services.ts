@@ -47,5 +47,7 @@ export type AppEnv = {
     admittedVersion?: string;
     /** Gives back the place that admission held for the request. */
     releaseAdmission?: () => void;
+    /** How long the request waited in the turn share after admission, in ms (`admission.ts`). */
+    waitedMs?: number;
   };
 };

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { noCache, timeoutHeader } from "../call-options.js";
 import type { AppEnv } from "../services.js";
+import type { TurnShare } from "../turn-share.js";
 
 /**
  * Sync classifier routes name their model in the path, so a request its queue cannot serve
@@ -11,11 +12,14 @@ import type { AppEnv } from "../services.js";
  * version drawn here (`admittedVersion`). The request holds a place in its queue's depth from
  * here until its rows are queued (where they are checked again, with the body's own
  * `timeout_ms`), so a burst that arrives in one turn counts itself before any body is parsed.
+ * An admitted request whose turn has done its share of work waits in `turns` before its body
+ * is read; the wait counts against its deadline.
  */
-export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
+export function admitBeforeBody(turns: TurnShare): MiddlewareHandler<AppEnv> {
   return async (c, next) => {
     const name = c.req.param("name");
     if (name === undefined) return next();
+    const arrived = performance.now();
     const header = (key: string) => c.req.header(key);
     const admitted = await c
       .get("services")
@@ -34,6 +38,11 @@ export function admitBeforeBody(): MiddlewareHandler<AppEnv> {
     c.set("admittedVersion", version);
     c.set("releaseAdmission", release);
     try {
+      const turn = turns.take();
+      if (turn) {
+        await turn;
+        c.set("waitedMs", performance.now() - arrived);
+      }
       await next();
     } finally {
       release();

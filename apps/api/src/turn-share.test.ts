@@ -1,0 +1,74 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { TurnShare } from "./turn-share.js";
+
+/** A share of 10 ms on a clock the test moves. */
+function share() {
+  const clock = { t: 0 };
+  return { clock, turns: new TurnShare(10, () => clock.t) };
+}
+
+describe("TurnShare", () => {
+  it("lets work go at once while the turn has done less than its share", async () => {
+    const { clock, turns } = share();
+    expect(turns.take()).toBeUndefined();
+    clock.t = 9;
+    expect(turns.take()).toBeUndefined();
+    // a later turn starts its own count
+    clock.t = 50;
+    await nextTurn();
+    expect(turns.take()).toBeUndefined();
+  });
+
+  it("holds work past the turn's share for later turns, a slice each, in arrival order", async () => {
+    const { clock, turns } = share();
+    turns.take();
+    clock.t = 10;
+    const went: string[] = [];
+    // each waiter works 6 ms once let go: two fit in a 10 ms slice
+    const wait = (name: string) => {
+      const turn = turns.take();
+      expect(turn).toBeInstanceOf(Promise);
+      void turn?.then(() => {
+        went.push(name);
+        clock.t += 6;
+      });
+    };
+    for (const name of ["a", "b", "c", "d", "e"]) wait(name);
+    expect(turns.queued).toBe(5);
+    expect(went).toEqual([]);
+
+    await nextTurn();
+    expect(went).toEqual(["a", "b"]);
+    // while some wait, newcomers queue behind them even in a fresh turn
+    const late = turns.take();
+    expect(late).toBeInstanceOf(Promise);
+    void late?.then(() => went.push("late"));
+
+    await nextTurn();
+    expect(went).toEqual(["a", "b", "c", "d"]);
+    await nextTurn();
+    expect(went).toEqual(["a", "b", "c", "d", "e", "late"]);
+    expect(turns.queued).toBe(0);
+
+    // drained: the next turn's work goes at once again
+    await nextTurn();
+    expect(turns.take()).toBeUndefined();
+  });
+
+  it("lets one waiter go per slice even when it alone outlasts the slice", async () => {
+    const { clock, turns } = share();
+    turns.take();
+    clock.t = 10;
+    const went: string[] = [];
+    for (const name of ["a", "b"])
+      void turns.take()?.then(() => {
+        went.push(name);
+        clock.t += 25;
+      });
+    await nextTurn();
+    expect(went).toEqual(["a"]);
+    await nextTurn();
+    expect(went).toEqual(["a", "b"]);
+  });
+});
