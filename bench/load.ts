@@ -13,6 +13,8 @@ export interface LoadResult {
   errors: number;
   /** Every answer by HTTP status (0: no answer), 200s included. */
   by_status: Record<string, StatusLatency>;
+  /** The same, for requests sent `steadyAfterMs` or later after the start (when asked for). */
+  steady_by_status?: Record<string, StatusLatency>;
   /**
    * The first body of each status other than 200, 202 and 429 (cut to 300 characters): an
    * error a run shows says what it was.
@@ -49,6 +51,12 @@ export interface LoadOptions {
    * client fleet. Without it each run opens connections of its own and closes them after.
    */
   agent?: Agent;
+  /**
+   * Also report the answers to requests sent this long after the start, apart
+   * (`steady_by_status`): a flood's opening burst, every client's first request in the same
+   * millisecond, and what follows it.
+   */
+  steadyAfterMs?: number;
 }
 
 /**
@@ -64,6 +72,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const url = new URL(opts.url);
   const latencies: number[] = [];
   const byStatus = new Map<number, number[]>();
+  const steadyByStatus = new Map<number, number[]>();
   const firstErrorBody: Record<string, string> = {};
   let errors = 0;
   let sent = 0;
@@ -90,12 +99,9 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
       // 200 for an answer, 202 for an accepted job
       if (status === 200 || status === 202) latencies.push(took);
       else errors++;
-      let list = byStatus.get(status);
-      if (!list) {
-        list = [];
-        byStatus.set(status, list);
-      }
-      list.push(took);
+      record(byStatus, status, took);
+      if (opts.steadyAfterMs !== undefined && t0 - started >= opts.steadyAfterMs)
+        record(steadyByStatus, status, took);
       if (status === 429 && opts.honourRetryAfter && retryAfterS > 0)
         await new Promise((r) =>
           setTimeout(r, Math.min(retryAfterS * 1000, deadline - performance.now())),
@@ -106,26 +112,40 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const seconds = (performance.now() - started) / 1000;
   for (const a of new Set(agents)) if (a !== opts.agent) a.destroy();
   latencies.sort((a, b) => a - b);
-  const by_status: Record<string, StatusLatency> = {};
-  for (const [status, list] of byStatus) {
-    list.sort((a, b) => a - b);
-    by_status[String(status)] = {
-      count: list.length,
-      p50_ms: round(quantile(list, 0.5)),
-      p99_ms: round(quantile(list, 0.99)),
-      max_ms: round(list.at(-1) ?? Number.NaN),
-    };
-  }
   return {
     requests: latencies.length,
     errors,
-    by_status,
+    by_status: summarise(byStatus),
+    ...(opts.steadyAfterMs !== undefined ? { steady_by_status: summarise(steadyByStatus) } : {}),
     first_error_body: firstErrorBody,
     seconds: round(seconds),
     rps: round(latencies.length / seconds),
     p50_ms: round(quantile(latencies, 0.5)),
     p99_ms: round(quantile(latencies, 0.99)),
   };
+}
+
+function record(byStatus: Map<number, number[]>, status: number, took: number): void {
+  let list = byStatus.get(status);
+  if (!list) {
+    list = [];
+    byStatus.set(status, list);
+  }
+  list.push(took);
+}
+
+function summarise(byStatus: Map<number, number[]>): Record<string, StatusLatency> {
+  const out: Record<string, StatusLatency> = {};
+  for (const [status, list] of byStatus) {
+    list.sort((a, b) => a - b);
+    out[String(status)] = {
+      count: list.length,
+      p50_ms: round(quantile(list, 0.5)),
+      p99_ms: round(quantile(list, 0.99)),
+      max_ms: round(list.at(-1) ?? Number.NaN),
+    };
+  }
+  return out;
 }
 
 function post(
@@ -162,6 +182,36 @@ function post(
     req.on("error", (err) => resolve({ status: 0, retryAfterS: 0, text: String(err) }));
     req.end(body);
   });
+}
+
+/**
+ * A GET of `url` every `intervalMs` on a new connection, as a kubelet probes, until `until`
+ * settles: how long each took to answer (status 0: no answer).
+ */
+export async function probeWhile(
+  url: string,
+  intervalMs: number,
+  until: Promise<unknown>,
+): Promise<StatusLatency> {
+  let done = false;
+  void until.finally(() => {
+    done = true;
+  });
+  const took: number[] = [];
+  while (!done) {
+    const t0 = performance.now();
+    await new Promise<void>((resolve) => {
+      const req = request(url, { agent: false }, (res) => {
+        res.resume();
+        res.on("end", resolve);
+      });
+      req.on("error", () => resolve());
+      req.end();
+    });
+    took.push(performance.now() - t0);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  return summarise(new Map([[200, took]]))["200"] as StatusLatency;
 }
 
 export function quantile(sorted: number[], q: number): number {
