@@ -56,6 +56,24 @@ describe("TurnShare", () => {
     expect(turns.take()).toBeUndefined();
   });
 
+  it("gives a slice as long as the rest of the loop took since the last one", async () => {
+    const { clock, turns } = share();
+    turns.take();
+    clock.t = 10;
+    const went: string[] = [];
+    for (const name of ["a", "b", "c", "d", "e", "f", "g", "h"])
+      void turns.take()?.then(() => {
+        went.push(name);
+        clock.t += 6;
+      });
+    await nextTurn();
+    expect(went).toEqual(["a", "b"]);
+    // the poll phase in between (refusals, answers) took 30 ms: parsing gets as long
+    clock.t += 30;
+    await nextTurn();
+    expect(went).toEqual(["a", "b", "c", "d", "e", "f", "g"]);
+  });
+
   it("lets one waiter go per slice even when it alone outlasts the slice", async () => {
     const { clock, turns } = share();
     turns.take();

@@ -16,6 +16,8 @@ export class TurnShare {
   private turnStartedAt: number | undefined;
   private readonly waiting: Array<() => void> = [];
   private draining = false;
+  /** When the last slice ended with work left (undefined once the queue ran dry). */
+  private lastSliceEnded: number | undefined;
 
   constructor(
     /** Work one turn may do before what comes next waits for a later turn, in ms. */
@@ -53,16 +55,22 @@ export class TurnShare {
   /**
    * One slice: lets waiters go one at a time, each one's synchronous work (and whatever
    * microtasks it queued first) done before the clock is read for the next; what is left
-   * waits for the next turn's check phase, after its poll phase has read the sockets.
+   * waits for the next turn's check phase, after its poll phase has read the sockets. A slice
+   * lasts `sliceMs`, or as long as the rest of the loop took since the last one if that was
+   * longer: a flood of cheap refusals must not starve the admitted requests' parsing.
    */
   private readonly drain = (): void => {
     const started = this.now();
+    const budget = Math.max(this.sliceMs, started - (this.lastSliceEnded ?? started));
     const step = (): void => {
       if (this.waiting.length === 0) {
         this.draining = false;
+        this.lastSliceEnded = undefined;
         return;
       }
-      if (this.now() - started >= this.sliceMs) {
+      const now = this.now();
+      if (now - started >= budget) {
+        this.lastSliceEnded = now;
         setImmediate(this.drain);
         return;
       }
