@@ -8,6 +8,26 @@ function share() {
   return { clock, turns: new TurnShare(10, () => clock.t) };
 }
 
+/**
+ * A turn that has done its 10 ms, then `names` taking a share each: every one that is let go
+ * records its name and works `workMs` on the clock. Returns the names let go so far, in order.
+ */
+function busyTurn(names: string[], workMs: number) {
+  const { clock, turns } = share();
+  turns.take();
+  clock.t = 10;
+  const went: string[] = [];
+  for (const name of names) {
+    const turn = turns.take();
+    expect(turn).toBeInstanceOf(Promise);
+    void turn?.then(() => {
+      went.push(name);
+      clock.t += workMs;
+    });
+  }
+  return { clock, turns, went };
+}
+
 describe("TurnShare", () => {
   it("lets work go at once while the turn has done less than its share", async () => {
     const { clock, turns } = share();
@@ -21,20 +41,8 @@ describe("TurnShare", () => {
   });
 
   it("holds work past the turn's share for later turns, a slice each, in arrival order", async () => {
-    const { clock, turns } = share();
-    turns.take();
-    clock.t = 10;
-    const went: string[] = [];
     // each waiter works 6 ms once let go: two fit in a 10 ms slice
-    const wait = (name: string) => {
-      const turn = turns.take();
-      expect(turn).toBeInstanceOf(Promise);
-      void turn?.then(() => {
-        went.push(name);
-        clock.t += 6;
-      });
-    };
-    for (const name of ["a", "b", "c", "d", "e"]) wait(name);
+    const { turns, went } = busyTurn(["a", "b", "c", "d", "e"], 6);
     expect(turns.queued).toBe(5);
     expect(went).toEqual([]);
 
@@ -57,15 +65,7 @@ describe("TurnShare", () => {
   });
 
   it("gives a slice as long as the rest of the loop took since the last one", async () => {
-    const { clock, turns } = share();
-    turns.take();
-    clock.t = 10;
-    const went: string[] = [];
-    for (const name of ["a", "b", "c", "d", "e", "f", "g", "h"])
-      void turns.take()?.then(() => {
-        went.push(name);
-        clock.t += 6;
-      });
+    const { clock, went } = busyTurn(["a", "b", "c", "d", "e", "f", "g", "h"], 6);
     await nextTurn();
     expect(went).toEqual(["a", "b"]);
     // the poll phase in between (refusals, answers) took 30 ms: parsing gets as long
@@ -75,15 +75,7 @@ describe("TurnShare", () => {
   });
 
   it("lets one waiter go per slice even when it alone outlasts the slice", async () => {
-    const { clock, turns } = share();
-    turns.take();
-    clock.t = 10;
-    const went: string[] = [];
-    for (const name of ["a", "b"])
-      void turns.take()?.then(() => {
-        went.push(name);
-        clock.t += 25;
-      });
+    const { went } = busyTurn(["a", "b"], 25);
     await nextTurn();
     expect(went).toEqual(["a"]);
     await nextTurn();
