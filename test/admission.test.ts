@@ -16,8 +16,10 @@ const repo = tempRepository({
 const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" } });
 // the same model on a stack of its own: its cache will have missed every lookup
 const missing = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" } });
-beforeAll(() => Promise.all([stack.start(), missing.start()]));
-afterAll(() => Promise.all([stack.stop(), missing.stop()]));
+// the shipped model.json (max_queue_size 2000) and queue-wait budget (5 s)
+const shipped = new Stack({ env: { WORKER_MODELS: "digits" } });
+beforeAll(() => Promise.all([stack.start(), missing.start(), shipped.start()]));
+afterAll(() => Promise.all([stack.stop(), missing.stop(), shipped.stop()]));
 
 /** Kills every worker of `s`, then queues jobs until its queue is full. */
 async function fillQueue(s: Stack): Promise<void> {
@@ -61,5 +63,25 @@ describe("admission with the prediction cache on", () => {
       body: "not json",
     });
     expect(refused.status).toBe(429);
+  });
+});
+
+describe("admission by expected wait", () => {
+  it("light traffic, then a burst on idle workers: admitted, not refused at the callers' pace", async () => {
+    const send = (k: number) =>
+      shipped.post("/v1/models/digits/predict", {
+        features: fresh.map((v, i) => (i === k % 64 ? v + 1 + Math.floor(k / 64) : v)),
+      });
+    // a request every 600 ms: rows answered at ~2 a second, each before the next is sent
+    for (let k = 0; k < 3; k++) {
+      expect((await send(k)).status).toBe(200);
+      await new Promise((r) => setTimeout(r, 600));
+    }
+    // 300 at once: at "2 rows/s" that would be minutes of wait; the workers take a fraction
+    // of a second
+    const statuses = await Promise.all(
+      Array.from({ length: 300 }, (_, k) => send(3 + k).then((res) => res.status)),
+    );
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
   });
 });

@@ -58,6 +58,64 @@ describe("QueueDepth.admitRow", () => {
     expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).not.toThrow();
   });
 
+  it("measures no rate from rows answered as fast as callers sent them (idle workers, then a burst)", () => {
+    const { depth, advance, now } = setup(0, 5_000);
+    // two requests a second, each answered before the next is sent
+    for (let i = 0; i < 4; i++) {
+      depth.enter("m.v1");
+      advance(5);
+      depth.served("m.v1");
+      depth.leave("m.v1");
+      advance(500);
+    }
+    // a burst: at "2 rows/s" 800 rows ahead would be 400 s; the workers' pace is unknown
+    for (let i = 0; i < 800; i++) depth.enter("m.v1");
+    expect(() => depth.admitRow("m.v1", 2_000, now() + 30_000)).not.toThrow();
+  });
+
+  it("lets a window in which the workers caught up raise a rate measured under load, never lower it", () => {
+    const { depth, advance, now } = setup(0, 1_000);
+    // under load: rows outstanding the whole second, 100 answered
+    depth.enter("m.v1");
+    for (let i = 0; i < 101; i++) {
+      depth.served("m.v1");
+      advance(10);
+    }
+    depth.leave("m.v1");
+    const ahead = (n: number) => {
+      for (let i = 0; i < n; i++) depth.enter("m.v1");
+      const refused = (() => {
+        try {
+          depth.admitRow("m.v1", 10_000, now() + 30_000);
+          return false;
+        } catch {
+          return true;
+        }
+      })();
+      for (let i = 0; i < n; i++) depth.leave("m.v1");
+      return refused;
+    };
+    expect(ahead(80)).toBe(false); // 0.8 s at ~100 rows/s
+    expect(ahead(150)).toBe(true); // 1.5 s
+    // a lighter second (the workers caught up between rows): 20 rows/s says nothing lower
+    for (let i = 0; i < 21; i++) {
+      depth.enter("m.v1");
+      depth.served("m.v1");
+      depth.leave("m.v1");
+      advance(50);
+    }
+    expect(ahead(80)).toBe(false);
+    expect(ahead(150)).toBe(true);
+    // a second of 300 rows in which they still caught up: at least that fast
+    for (let i = 0; i < 301; i++) {
+      depth.enter("m.v1");
+      depth.served("m.v1");
+      depth.leave("m.v1");
+      advance(1000 / 300);
+    }
+    expect(ahead(150)).toBe(false); // 0.5 s at ~300 rows/s
+  });
+
   it("refuses past max_queue_size without waiting for Redis", () => {
     const { depth, now } = setup(0, 60_000);
     for (let i = 0; i < 10; i++) depth.enter("m.v1");

@@ -19,7 +19,10 @@ const RATE_WINDOW_MS = 1_000;
 const RATE_STALE_MS = 5_000;
 
 interface ServiceRate {
-  /** Rows answered per second, smoothed over windows; 0 until a window has closed. */
+  /**
+   * Rows answered per second while rows kept waiting (the workers' pace, not the callers'),
+   * smoothed over windows; 0 until such a window has closed.
+   */
   perS: number;
   windowStart: number;
   count: number;
@@ -42,6 +45,8 @@ export class QueueDepth {
   private readonly samples = new Map<string, Sample>();
   private readonly outstanding = new Map<string, number>();
   private readonly rates = new Map<string, ServiceRate>();
+  /** When this process last had no row of a queue outstanding: its workers had caught up. */
+  private readonly caughtUpAt = new Map<string, number>();
 
   constructor(
     private readonly counter: QueueCounter,
@@ -72,25 +77,36 @@ export class QueueDepth {
       );
   }
 
-  /** A row of `name` was answered: it feeds the queue's measured service rate. */
+  /**
+   * A row of `name` was answered: it feeds the queue's measured service rate. Only a window in
+   * which rows never stopped waiting measures how fast the workers go; in one where they caught
+   * up, rows were answered as fast as callers sent them, which says only that the workers go
+   * at least that fast (two requests a second, then a burst of 800 on idle workers, was refused
+   * by "26 ahead at 2 rows/s"): such a window can raise a fresh rate, never lower or make one.
+   */
   served(name: string): void {
     const now = this.now();
     let rate = this.rates.get(name);
     if (!rate) {
-      rate = { perS: 0, windowStart: now, count: 0, at: now };
+      rate = { perS: 0, windowStart: now, count: 0, at: 0 };
       this.rates.set(name, rate);
     }
     rate.count++;
     const elapsed = now - rate.windowStart;
-    if (elapsed >= RATE_WINDOW_MS) {
-      const measured = (rate.count * 1000) / elapsed;
-      // a window after an idle spell says less than one under load: smooth, but let it move
-      rate.perS =
-        rate.perS > 0 && now - rate.at <= RATE_STALE_MS ? (rate.perS + measured) / 2 : measured;
-      rate.windowStart = now;
-      rate.count = 0;
+    if (elapsed < RATE_WINDOW_MS) return;
+    const measured = (rate.count * 1000) / elapsed;
+    const fresh = rate.perS > 0 && now - rate.at <= RATE_STALE_MS;
+    const keptWaiting = (this.caughtUpAt.get(name) ?? Number.NEGATIVE_INFINITY) < rate.windowStart;
+    if (keptWaiting) {
+      // smooth, but let it move
+      rate.perS = fresh ? (rate.perS + measured) / 2 : measured;
+      rate.at = now;
+    } else if (fresh && measured > rate.perS) {
+      rate.perS = measured;
       rate.at = now;
     }
+    rate.windowStart = now;
+    rate.count = 0;
   }
 
   /**
@@ -128,7 +144,9 @@ export class QueueDepth {
   }
 
   leave(name: string): void {
-    this.outstanding.set(name, (this.outstanding.get(name) ?? 1) - 1);
+    const left = (this.outstanding.get(name) ?? 1) - 1;
+    this.outstanding.set(name, left);
+    if (left <= 0) this.caughtUpAt.set(name, this.now());
   }
 
   private depth(name: string, sample: Sample): number {
