@@ -4,8 +4,9 @@ import { type TenantLimiter, tenantLimiter } from "./middleware/tenant-limits.js
 import { TurnShare } from "./turn-share.js";
 
 /**
- * Parsing admitted sync requests, per event-loop turn, before the rest waits for a later one
- * (see TurnShare): ~50 predicts' worth, above what a turn holds at 64 clients.
+ * How long a turn may run, from its first admitted sync request, before the next ones wait
+ * for a later turn (see TurnShare): ~50 predicts on the development VM; a turn at 64 clients
+ * rarely reaches it, a flood's do.
  */
 const TURN_SLICE_MS = 10;
 
