@@ -5,8 +5,7 @@ import { TurnShare } from "./turn-share.js";
 
 /**
  * How long a turn may run, from its first admitted sync request, before the next ones wait
- * for a later turn (see TurnShare): ~50 predicts on the development VM; a turn at 64 clients
- * rarely reaches it, a flood's do.
+ * for a later turn (see TurnShare): ~50 predicts on the development VM.
  */
 const TURN_SLICE_MS = 10;
 
