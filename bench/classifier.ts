@@ -157,7 +157,7 @@ async function ferry(model: Model): Promise<Record<string, CostedResult>> {
 const OVERLOAD = { connections: 3_000, durationMs: 15_000, steadyAfterMs: 1_000 };
 
 /** The overload's clients: each on a connection opened before the clock starts. */
-function flood(url: string, honourRetryAfter: boolean): Promise<LoadResult> {
+function flood(url: string, honourRetryAfter: boolean, onStart?: () => void): Promise<LoadResult> {
   return closedLoop({
     url,
     bodies: fresh(200_000),
@@ -166,6 +166,7 @@ function flood(url: string, honourRetryAfter: boolean): Promise<LoadResult> {
     connectFirst: true,
     honourRetryAfter,
     steadyAfterMs: OVERLOAD.steadyAfterMs,
+    onStart,
   });
 }
 
@@ -192,9 +193,12 @@ async function overload(model: Model): Promise<Record<string, FloodResult>> {
       const url = stack.url(`/v1/models/${model}/predict`);
       // the API measures its service rate from answered rows: it is known before the burst
       await closedLoop({ url, bodies: fresh(5_000), concurrency: 64, durationMs: 2_000 });
-      const run = flood(url, honourRetryAfter);
-      // as a kubelet would (timeoutSeconds 1 by default): an API too busy to answer in time
-      // is taken out of its Service, or restarted
+      let clockStarted = () => {};
+      const connected = new Promise<void>((resolve) => (clockStarted = resolve));
+      const run = flood(url, honourRetryAfter, clockStarted);
+      // once the flood's clients are connected, as a kubelet would (timeoutSeconds 1 by
+      // default): an API too busy to answer in time is taken out of its Service, or restarted
+      await connected;
       const probes = await probeWhile(stack.url("/v2/health/ready"), 100, run);
       out[clientsOf(honourRetryAfter)] = { ...(await run), probes };
     } finally {

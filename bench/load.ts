@@ -57,6 +57,8 @@ export interface LoadOptions {
    * millisecond, and what follows it.
    */
   steadyAfterMs?: number;
+  /** Called when the clock starts (after the connections, when they are opened first). */
+  onStart?: (() => void) | undefined;
 }
 
 /**
@@ -87,6 +89,7 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
       await Promise.all(agents.slice(i, i + CONNECT_WAVE).map((a) => post(a, url, body)));
   }
   const started = performance.now();
+  opts.onStart?.();
   const deadline = started + (opts.durationMs ?? Number.POSITIVE_INFINITY);
   const more = () => (opts.total !== undefined ? sent < opts.total : performance.now() < deadline);
   const client = async (agent: Agent) => {
@@ -186,7 +189,7 @@ function post(
 
 /**
  * A GET of `url` every `intervalMs` on a new connection, as a kubelet probes, until `until`
- * settles: how long each took to answer (status 0: no answer).
+ * settles: how long each took to answer (or to fail).
  */
 export async function probeWhile(
   url: string,
@@ -194,9 +197,10 @@ export async function probeWhile(
   until: Promise<unknown>,
 ): Promise<StatusLatency> {
   let done = false;
-  void until.finally(() => {
+  const stop = () => {
     done = true;
-  });
+  };
+  until.then(stop, stop);
   const took: number[] = [];
   while (!done) {
     const t0 = performance.now();
