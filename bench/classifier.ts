@@ -191,7 +191,8 @@ async function overload(model: Model): Promise<Record<string, FloodResult>> {
     const stack = await new Stack({ env: { WORKER_MODELS: model } }).start();
     try {
       const url = stack.url(`/v1/models/${model}/predict`);
-      // the API measures its service rate from answered rows: it is known before the burst
+      // warm: the JIT has compiled the serving path (the service rate measured here goes
+      // stale while 3,000 clients connect; the flood's first second measures it again)
       await closedLoop({ url, bodies: fresh(5_000), concurrency: 64, durationMs: 2_000 });
       let clockStarted = () => {};
       const connected = new Promise<void>((resolve) => (clockStarted = resolve));
