@@ -6,12 +6,31 @@ function setup(waiting: number, budgetMs: number) {
   let now = 1_000_000;
   const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
   const depth = new QueueDepth(counter, { waitBudgetMs: budgetMs }, () => now);
+  const advance = (ms: number) => {
+    now += ms;
+  };
   return {
     depth,
-    advance: (ms: number) => {
-      now += ms;
-    },
+    advance,
     now: () => now,
+    /** `n` rows answered `everyMs` apart while others kept waiting (a backlog). */
+    underLoad: (n: number, everyMs: number) => {
+      depth.enter("m.v1");
+      for (let i = 0; i < n; i++) {
+        depth.served("m.v1");
+        advance(everyMs);
+      }
+      depth.leave("m.v1");
+    },
+    /** `n` rows `everyMs` apart, each answered before the next was sent (the workers kept up). */
+    oneByOne: (n: number, everyMs: number) => {
+      for (let i = 0; i < n; i++) {
+        depth.enter("m.v1");
+        depth.served("m.v1");
+        depth.leave("m.v1");
+        advance(everyMs);
+      }
+    },
   };
 }
 
@@ -23,13 +42,9 @@ describe("QueueDepth.admitRow", () => {
   });
 
   it("refuses at once, by the depth over the measured rate, past the budget or the deadline", () => {
-    const { depth, advance, now } = setup(0, 1_000);
-    // 100 rows answered over one second: 100 rows/s
-    for (let i = 0; i < 100; i++) {
-      depth.served("m.v1");
-      advance(10);
-    }
-    depth.served("m.v1");
+    const { depth, now, underLoad } = setup(0, 1_000);
+    // 101 rows answered over one second: 101 rows/s
+    underLoad(101, 10);
     for (let i = 0; i < 50; i++) depth.enter("m.v1"); // 0.5 s of work ahead
     expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).not.toThrow();
     // but not for a row that can only wait 200 ms
@@ -47,11 +62,8 @@ describe("QueueDepth.admitRow", () => {
   });
 
   it("forgets a rate it has not refreshed for seconds: workers may have come or gone", () => {
-    const { depth, advance, now } = setup(0, 100);
-    for (let i = 0; i < 101; i++) {
-      depth.served("m.v1");
-      advance(10);
-    }
+    const { depth, advance, now, underLoad } = setup(0, 100);
+    underLoad(101, 10);
     for (let i = 0; i < 50; i++) depth.enter("m.v1");
     expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).toThrow();
     advance(6_000);
@@ -59,29 +71,18 @@ describe("QueueDepth.admitRow", () => {
   });
 
   it("measures no rate from rows answered as fast as callers sent them (idle workers, then a burst)", () => {
-    const { depth, advance, now } = setup(0, 5_000);
+    const { depth, now, oneByOne } = setup(0, 5_000);
     // two requests a second, each answered before the next is sent
-    for (let i = 0; i < 4; i++) {
-      depth.enter("m.v1");
-      advance(5);
-      depth.served("m.v1");
-      depth.leave("m.v1");
-      advance(500);
-    }
+    oneByOne(4, 500);
     // a burst: at "2 rows/s" 800 rows ahead would be 400 s; the workers' pace is unknown
     for (let i = 0; i < 800; i++) depth.enter("m.v1");
     expect(() => depth.admitRow("m.v1", 2_000, now() + 30_000)).not.toThrow();
   });
 
   it("lets a window in which the workers caught up raise a rate measured under load, never lower it", () => {
-    const { depth, advance, now } = setup(0, 1_000);
-    // under load: rows outstanding the whole second, 100 answered
-    depth.enter("m.v1");
-    for (let i = 0; i < 101; i++) {
-      depth.served("m.v1");
-      advance(10);
-    }
-    depth.leave("m.v1");
+    const { depth, now, underLoad, oneByOne } = setup(0, 1_000);
+    // under load: rows outstanding the whole second, ~100 a second answered
+    underLoad(101, 10);
     const ahead = (n: number) => {
       for (let i = 0; i < n; i++) depth.enter("m.v1");
       const refused = (() => {
@@ -98,21 +99,11 @@ describe("QueueDepth.admitRow", () => {
     expect(ahead(80)).toBe(false); // 0.8 s at ~100 rows/s
     expect(ahead(150)).toBe(true); // 1.5 s
     // a lighter second (the workers caught up between rows): 20 rows/s says nothing lower
-    for (let i = 0; i < 21; i++) {
-      depth.enter("m.v1");
-      depth.served("m.v1");
-      depth.leave("m.v1");
-      advance(50);
-    }
+    oneByOne(21, 50);
     expect(ahead(80)).toBe(false);
     expect(ahead(150)).toBe(true);
     // a second of 300 rows in which they still caught up: at least that fast
-    for (let i = 0; i < 301; i++) {
-      depth.enter("m.v1");
-      depth.served("m.v1");
-      depth.leave("m.v1");
-      advance(1000 / 300);
-    }
+    oneByOne(301, 1000 / 300);
     expect(ahead(150)).toBe(false); // 0.5 s at ~300 rows/s
   });
 
