@@ -210,6 +210,8 @@ export async function probeWhile(
         res.on("end", resolve);
       });
       req.on("error", () => resolve());
+      // a probe that hangs must not hang the bench: it is cut, and counted at its length
+      req.setTimeout(10_000, () => req.destroy());
       req.end();
     });
     took.push(performance.now() - t0);
