@@ -125,6 +125,8 @@ describe("classifier path, end to end", () => {
     expect(sum / count).toBeGreaterThan(1);
     expect(metrics).toContain("ferry_queue_time_seconds_bucket");
     expect(metrics).toContain("ferry_compute_time_seconds_bucket");
+    // every request that waited for an event-loop turn has had it
+    expect(metricValue(metrics, "ferry_api_turn_waiting_requests")).toBe(0);
     expect(metrics).toMatch(
       /ferry_http_requests_total\{route="\/v1\/models\/:name\/predict",method="POST",status="200"\} \d+/,
     );

@@ -9,6 +9,7 @@ import type { Services } from "./services.js";
 /** The API's HTTP server: the predict fast path for the hot route's common form, Hono for the rest. */
 export function createHttpServer(services: Services, inFlight: InFlight): Server {
   const guards = guardsFrom(services.env);
+  services.metrics.watchTurns(() => guards.turns.queued);
   const hono = getRequestListener(createApp(services, inFlight, guards).fetch);
   const fast = services.env.PREDICT_FAST_PATH
     ? predictFastPath(services, inFlight, guards)

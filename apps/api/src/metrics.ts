@@ -82,20 +82,33 @@ export class ApiMetrics {
     labelNames: ["queue"],
     registers: [this.registry],
   });
+  /** Admitted sync requests waiting for an event-loop turn (see `turn-share.ts`). */
+  readonly turnWaiting = new Gauge({
+    name: "ferry_api_turn_waiting_requests",
+    help: "Admitted sync requests waiting in this API process for an event-loop turn to parse them; above zero for long, the API process, not the workers, is the bottleneck",
+    registers: [this.registry],
+  });
   /** HTTP metrics' children by route, method and status (see `recordHttp`). */
   private readonly boundHttp = new Map<
     string,
     { count: { inc(): void }; time: { observe(seconds: number): void } }
   >();
   private depthSource: (() => Promise<Record<string, number>>) | undefined;
+  private turnSource: (() => number) | undefined;
 
   /** Where queue depths come from at scrape time (the transport). */
   watchQueues(source: () => Promise<Record<string, number>>): void {
     this.depthSource = source;
   }
 
+  /** How many requests wait for an event-loop turn, read at scrape time. */
+  watchTurns(source: () => number): void {
+    this.turnSource = source;
+  }
+
   /** Refreshes the scrape-time gauges, then renders every metric. */
   async render(): Promise<string> {
+    if (this.turnSource) this.turnWaiting.set(this.turnSource());
     if (this.depthSource) {
       const depths = await this.depthSource().catch(() => ({}));
       for (const [queue, n] of Object.entries(depths)) this.queueDepth.set({ queue }, n);
