@@ -155,7 +155,7 @@ export class InferenceService {
     body: PredictBody,
     opts: CallOptions,
   ): Promise<Prediction> {
-    const left = this.timeLeft(model, opts);
+    const left = timeLeft(this.repository.get(model).config, opts);
     return left > 0 ? beforeDeadline(this.answer(model, version, body, opts), left) : expired();
   }
 
@@ -252,7 +252,7 @@ export class InferenceService {
     body: V2InferRequest,
     opts: CallOptions,
   ): Promise<V2InferResponse> {
-    const left = this.timeLeft(model, opts);
+    const left = timeLeft(this.repository.get(model).config, opts);
     return left > 0 ? beforeDeadline(this.answerV2(model, version, body, opts), left) : expired();
   }
 
@@ -310,7 +310,7 @@ export class InferenceService {
     return {
       model: config.name,
       version: plan.version,
-      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms) - (opts.waitedMs ?? 0),
+      deadline: Date.now() + timeLeft(config, opts),
       priority: opts.priority ?? DEFAULT_PRIORITY,
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
@@ -330,12 +330,6 @@ export class InferenceService {
     this.metrics.inferences.inc({ model, version, outcome: "ok" });
     this.metrics.observeRow(model, version, result.timing);
     return result.outputs;
-  }
-
-  /** What is left of a call's deadline, in ms: its timeout less what it waited in the API. */
-  private timeLeft(model: string, opts: CallOptions): number {
-    const timeoutMs = opts.timeoutMs ?? this.repository.get(model).config.default_timeout_ms;
-    return timeoutMs - (opts.waitedMs ?? 0);
   }
 
   private hitRate(model: string): HitRate {
@@ -379,6 +373,11 @@ function inputHash(row: RowInputs): string {
   for (const [name, encoded] of Object.entries(row)) text += `${name}\u0000${encoded}\u0000`;
   // one-shot: a Hash object per request cost as much as the hashing itself
   return hash("sha256", text, "base64url");
+}
+
+/** What is left of a call's deadline, in ms: its timeout less what it waited in the API. */
+function timeLeft(config: ModelEntry["config"], opts: CallOptions): number {
+  return (opts.timeoutMs ?? config.default_timeout_ms) - (opts.waitedMs ?? 0);
 }
 
 /** A call whose deadline passed while it waited in the API: nothing is sent to a worker. */
