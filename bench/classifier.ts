@@ -77,14 +77,19 @@ function fresh(n: number): string[] {
 /**
  * Every server is measured warm: 2 s at 64 clients first, so that its JIT has compiled the
  * serving path (a second at one client is ~200 requests, and left Ferry's one-client row
- * measuring V8's interpreter: p50 ~5 ms cold against ~2 ms warm, CPU per request 2-3x).
+ * measuring V8's interpreter: p50 ~5 ms cold against ~2 ms warm, CPU per request 2-3x), then,
+ * for a row at fewer clients, 2,000 requests at that concurrency: one row at a time takes paths
+ * that 64 clients never do (a batch of one, a lane read per row), and V8 was still compiling
+ * them through Ferry's first ~2,000 one-client requests (--trace-opt: 146, 46, 8 and 2
+ * optimizations in the worker per successive thousand; p50 1.9, 1.6, 1.5 ms).
  */
-async function warmUp(url: string): Promise<void> {
+async function warmUp(url: string, concurrency = 64): Promise<void> {
   await closedLoop({ url, bodies: fresh(20_000), concurrency: 64, durationMs: 2_000 });
+  if (concurrency < 64) await closedLoop({ url, bodies: fresh(2_000), concurrency, total: 2_000 });
 }
 
 async function measure(url: string, concurrency: number, durationMs: number): Promise<LoadResult> {
-  await warmUp(url);
+  await warmUp(url, concurrency);
   return closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
 }
 
@@ -115,7 +120,7 @@ async function measureCosted(
   concurrency: number,
   durationMs: number,
 ): Promise<CostedResult> {
-  await warmUp(url);
+  await warmUp(url, concurrency);
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
