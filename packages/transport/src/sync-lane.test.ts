@@ -197,6 +197,50 @@ describe("SyncLaneConsumer", () => {
     await forget(id);
   });
 
+  it("sends what it answered in the turn it read it before it writes its next read", async () => {
+    const channel = `${keys.prefix}:reply:o`;
+    const answers = await listen(channel);
+    // the order in which the worker gives its two connections their commands
+    const issued: string[] = [];
+    const reader = connect();
+    const writer = connect();
+    const read = reader.xreadgroup.bind(reader) as (...args: unknown[]) => Promise<unknown>;
+    Object.assign(reader, {
+      xreadgroup: (...args: unknown[]) => {
+        issued.push("read");
+        return read(...args).then((reply) => {
+          if (reply) issued.push("got");
+          return reply;
+        });
+      },
+    });
+    const publish = writer.spublish.bind(writer) as (...args: unknown[]) => Promise<unknown>;
+    Object.assign(writer, {
+      spublish: (...args: unknown[]) => {
+        issued.push("answer");
+        return publish(...args);
+      },
+    });
+    const options = {
+      capacity: 8,
+      lockDurationMs: 1_500,
+      stalledIntervalMs: 100,
+      maxDeliveries: 3,
+    };
+    // answered in the turn it is read, as an inline model's batch is
+    const c = new SyncLaneConsumer(reader, writer, keys, QUEUE, "w-o", options, async (row) =>
+      ok(row),
+    );
+    c.start();
+    await until(() => issued.includes("read"));
+    await producer.send(QUEUE.name, 5, group(["o1"], channel));
+    expect(await until(() => answers.has("o1"))).toBe(true);
+    await until(() => issued.filter((e) => e === "read").length >= 2);
+    const got = issued.indexOf("got");
+    expect(issued.slice(got, got + 3)).toEqual(["got", "answer", "read"]);
+    await c.close();
+  });
+
   it("a group its workers keep dying on is answered with an error, not tried forever", async () => {
     const channel = `${keys.prefix}:reply:d`;
     const answers = await listen(channel);

@@ -66,6 +66,7 @@ export class SyncLaneConsumer {
   private readonly acks = new Map<string, string[]>();
   private flushing: Promise<void> | undefined;
   private flushScheduled = false;
+  private flushQueued = false;
   private maintenance: NodeJS.Timeout | undefined;
   private forgotAt = 0;
 
@@ -156,6 +157,11 @@ export class SyncLaneConsumer {
       // highest band first: its rows reach the batcher first
       for (const [stream, entries] of reply ?? [])
         for (const [id, fields] of entries) this.take(stream, id, fields);
+      // The next read waits a turn, so that what this one took runs first (an inline model
+      // computes on this thread) and its answers go out ahead of it rather than behind it.
+      // Side by side (README, bench section), with the flush below: 64 clients 3,069-3,156
+      // against 2,815-2,991 req/s, one client's p50 1.14-1.21 against 1.23-1.30 ms.
+      if (this.rowsHeld > 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
 
@@ -225,7 +231,21 @@ export class SyncLaneConsumer {
     this.scheduleFlush();
   }
 
+  /**
+   * With nothing else held, the answers go at once (after this microtask: a batch's rows are
+   * answered together), ahead of the next read; otherwise once this turn is over, so that the
+   * batches that end in it share one round trip.
+   */
   private scheduleFlush(): void {
+    if (this.rowsHeld === 0) {
+      if (this.flushQueued) return;
+      this.flushQueued = true;
+      queueMicrotask(() => {
+        this.flushQueued = false;
+        void this.flush().catch(() => undefined);
+      });
+      return;
+    }
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     setImmediate(() => {
