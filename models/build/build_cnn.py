@@ -11,7 +11,8 @@ The weights are stored in half precision (a Cast to float32 in front of each, wh
 Runtime folds when it loads the model), so the file stays under 10 MB while the weights in
 memory, 19 MB of float32, do not fit the development VM's cache: with the earlier 1400-wide head
 (8.8 MB, float32) batch 1 read its weights from the cache and batch 32 ran only 3.2-3.7x more
-rows/s there, against 5.1-6.8x for this head (`npm run bench -- classifier`, table (a)).
+rows/s there, against 5.0-6.8x for this head in seven of eight runs (3.6x in one, when the cache
+held more of it; `npm run bench -- classifier`, table (a)).
 Accuracy is measured on the rounded weights, so it is the exported model's.
 
 Run with Debian's interpreter (python3-torch, python3-onnx, python3-sklearn):
