@@ -118,6 +118,8 @@ def main():
         {
             "description": "The seed's 784-256-10 MLP, trained on the digits upsampled to 28x28 "
             "(pixels 0..1, digit centred in a 20x20 box)",
+            # a batch computes in microseconds: on the worker's event loop, not a thread
+            "inline": True,
             "inputs": [{"name": "input", "datatype": "FP32", "dims": [784]}],
             "outputs": [{"name": "logits", "datatype": "FP32", "dims": [10]}],
             "labels": labels,
