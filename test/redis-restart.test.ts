@@ -86,6 +86,11 @@ describe("Redis killed and restarted", () => {
 
     await startRedis();
     await waitFor(async () => (await fetch(stack.url("/v2/health/ready"))).status === 200, 20_000);
+    // ready means ready for the sync path too (its connection reconnects on its own backoff)
+    const first = await stack.post("/v1/models/digits/predict", {
+      features: samples.digits.inputs[0],
+    });
+    expect(first.status).toBe(200);
     const status = async (id: string) =>
       ((await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as { status: string }).status;
     await waitFor(

@@ -189,7 +189,13 @@ export class InferenceClient {
     this.sweeping.unref();
   }
 
+  /**
+   * Redis answers, and the sync path's own connection is up too: each connection reconnects
+   * on its own backoff (up to 2 s apart), and a replica that answered its readiness probe on
+   * one while the other still waited refused the sync predicts sent to it (503).
+   */
   async ping(): Promise<boolean> {
+    if (this.hot.status !== "ready") return false;
     try {
       return (await this.redis.ping()) === "PONG";
     } catch {
