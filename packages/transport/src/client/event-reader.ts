@@ -4,11 +4,18 @@ import type { RedisClient } from "../shared/connection.js";
 import { parseEntry, parsePublished, streamIdAfter } from "../shared/event-log.js";
 import type { JobRef, Keys } from "../shared/keys.js";
 
+/** How long a follow waits on its channel with nothing heard before it reads the log again. */
+const RECHECK_MS = 5_000;
+
 /**
  * The reading side of job event logs (the API). A reader subscribes to the job's channel
  * first, then replays the stream after `after`, then follows the live events, dropping any
  * whose id it has already passed: a late or reconnecting reader misses nothing and sees
  * nothing twice. The read ends after the `done` event, or when `signal` aborts.
+ *
+ * The log, not the channel, is what a reader is owed: a follow that has heard nothing for
+ * `recheckMs` reads the log again, so that a message lost without a resubscription to say so
+ * (a shard subscriber replaced mid-failover) costs a delay, never a stream that waits forever.
  */
 export class EventReader {
   /** Open follows, told when the subscriber lost its link and events may have been missed. */
@@ -18,6 +25,7 @@ export class EventReader {
     private readonly redis: RedisClient,
     private readonly mux: ChannelMux,
     private readonly keys: Keys,
+    private readonly recheckMs = RECHECK_MS,
   ) {
     // a reconnect or a shard's failover: what was published meanwhile is in the log
     mux.onResubscribed(() => {
@@ -52,6 +60,7 @@ export class EventReader {
       this.following.delete(missed);
     };
     const redis = this.redis;
+    const recheckMs = this.recheckMs;
     return {
       close: unlisten,
       async *events(after, signal) {
@@ -82,9 +91,12 @@ export class EventReader {
             }
             const event = live.shift();
             if (!event) {
+              let recheck: NodeJS.Timeout | undefined;
               await new Promise<void>((resolve) => {
                 wake = resolve;
+                recheck = setTimeout(missed, recheckMs);
               });
+              clearTimeout(recheck);
               wake = undefined;
               continue;
             }

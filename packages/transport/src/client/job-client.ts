@@ -216,11 +216,12 @@ export class JobClient {
     );
     if (!removed) return false;
     await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
-    this.writer.emit({ queue: index.queue, id }, [
+    const ref = { queue: index.queue, id };
+    this.writer.emit(ref, [
       { type: "error", error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED } },
       { type: "done" },
     ]);
-    await this.writer.flush();
+    await this.writer.flush(ref);
     return true;
   }
 
@@ -323,7 +324,7 @@ export class JobClient {
         { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
         { type: "done" },
       ]);
-      await this.writer.flush();
+      await this.writer.flush({ queue, id });
     }
     return this.get(id);
   }
@@ -351,7 +352,7 @@ export class JobClient {
         ...(job.deadline === undefined
           ? []
           : [this.redis.zadd(this.keys.deadlines, job.deadline, id)]),
-        this.writer.flush(),
+        this.writer.flush({ queue, id }),
         this.queue(queue).add(name, data, {
           jobId: id,
           priority: bullPriority(options.priority),

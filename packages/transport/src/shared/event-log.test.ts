@@ -1,6 +1,11 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { createRedis, deletePrefix } from "./connection.js";
+import { freePort } from "../../../../scripts/free-port.js";
+import { createRedis, deletePrefix, pingRedis } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { Keys } from "./keys.js";
 
@@ -14,8 +19,8 @@ afterAll(async () => {
 });
 
 const job = (id: string) => ({ queue: "q", id });
-const read = async (id: string) =>
-  (await redis.xrange(keys.events(job(id)), "-", "+")).map(([, f]) => JSON.parse(f[1] ?? "{}"));
+const read = async (id: string, conn = redis) =>
+  (await conn.xrange(keys.events(job(id)), "-", "+")).map(([, f]) => JSON.parse(f[1] ?? "{}"));
 
 describe("EventWriter", () => {
   it("appends events in order, and only while the writer still holds the job's lock", async () => {
@@ -68,3 +73,134 @@ describe("EventWriter", () => {
     ]);
   });
 });
+
+/**
+ * A redis-server of this file's own (the shared one is never stopped), with AOF fsynced on
+ * every write, so that what landed before a SIGKILL is there after the restart.
+ */
+async function ownRedis() {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "ferry-events-"));
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""].concat([
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+      ]),
+      { stdio: "ignore" },
+    );
+    for (let i = 0; i < 200 && !(await pingRedis(url, 200)); i++) await sleep(25);
+  };
+  const kill = async () => {
+    const exited = new Promise((resolve) => child?.once("exit", resolve));
+    child?.kill("SIGKILL");
+    await exited;
+  };
+  const stop = async () => {
+    await kill();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  await start();
+  return { url, start, kill, stop };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("EventWriter when Redis goes away mid-job", () => {
+  it("sends a failed append again until it lands: the log keeps every event, in order, once", async () => {
+    const server = await ownRedis();
+    // no offline queue and no retries: while the server is down, every append fails at once
+    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    conn.on("error", () => {});
+    await waitReady(conn);
+    try {
+      const writer = new EventWriter(conn, keys, 60, { retryForMs: 20_000 });
+      const token = (text: string, index: number) => ({ type: "token" as const, text, index });
+      writer.emit(job("job-4"), [{ type: "status", status: "running" }, token("a", 0)]);
+      await writer.flush();
+      await server.kill();
+      writer.emit(job("job-4"), [token("b", 1)]);
+      await sleep(20); // its append has failed and waits to be sent again
+      writer.emit(job("job-4"), [token("c", 2), { type: "done" }]);
+      const flushed = writer.flush(job("job-4"));
+      await sleep(500);
+      await server.start();
+      await flushed;
+      expect(await read("job-4", conn)).toEqual([
+        { type: "status", status: "running" },
+        token("a", 0),
+        token("b", 1),
+        token("c", 2),
+        { type: "done" },
+      ]);
+    } finally {
+      conn.disconnect();
+      await server.stop();
+    }
+  });
+
+  it("a writer that does not retry (the API's) rejects at once, and a later write of the job lands", async () => {
+    const server = await ownRedis();
+    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    conn.on("error", () => {});
+    await waitReady(conn);
+    try {
+      const writer = new EventWriter(conn, keys, 60);
+      await server.kill();
+      writer.emit(job("job-5"), [{ type: "status", status: "queued" }]);
+      await expect(writer.flush(job("job-5"))).rejects.toThrow();
+      await server.start();
+      await waitReady(conn);
+      // the caller was told (a 503), and its next try (a cancel, say) is written
+      writer.emit(job("job-5"), [{ type: "done" }]);
+      await writer.flush(job("job-5"));
+      await writer.flush();
+      expect(await read("job-5", conn)).toEqual([{ type: "done" }]);
+    } finally {
+      conn.disconnect();
+      await server.stop();
+    }
+  });
+
+  it("a worker's attempt whose append gave up writes nothing more: its log never has a hole", async () => {
+    const server = await ownRedis();
+    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+    conn.on("error", () => {});
+    await waitReady(conn);
+    try {
+      const writer = new EventWriter(conn, keys, 60, { retryForMs: 300 });
+      const lockKey = `${keys.prefix}:{q}:job-6:lock`;
+      const fence = { lockKey, token: "token-a" };
+      await conn.set(lockKey, "token-a");
+      writer.emit(job("job-6"), [{ type: "token", text: "a", index: 0 }], fence);
+      await writer.flush(job("job-6"), fence);
+      await server.kill();
+      writer.emit(job("job-6"), [{ type: "token", text: "b", index: 1 }], fence);
+      await expect(writer.flush(job("job-6"), fence)).rejects.toThrow();
+      await server.start();
+      await waitReady(conn);
+      writer.emit(job("job-6"), [{ type: "token", text: "c", index: 2 }], fence);
+      await expect(writer.flush(job("job-6"), fence)).rejects.toThrow();
+      await writer.flush(); // what is given up on does not hold up everyone else's flushes
+      expect(await read("job-6", conn)).toEqual([{ type: "token", text: "a", index: 0 }]);
+      // the job's next attempt, under the lock it took over, writes again
+      const next = { lockKey, token: "token-b" };
+      await conn.set(lockKey, "token-b");
+      writer.emit(job("job-6"), [{ type: "token", text: "b", index: 1 }], next);
+      await writer.flush(job("job-6"), next);
+      expect(await read("job-6", conn)).toHaveLength(2);
+    } finally {
+      conn.disconnect();
+      await server.stop();
+    }
+  });
+});
+
+async function waitReady(conn: ReturnType<typeof createRedis>): Promise<void> {
+  for (let i = 0; i < 200 && conn.status !== "ready"; i++) await sleep(25);
+}

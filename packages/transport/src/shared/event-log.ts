@@ -46,20 +46,52 @@ export function fenceOf(
   return token ? { lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`, token } : undefined;
 }
 
-interface Pending {
+/** Events written to a job's log (or about to be) by one writer, in the order emitted. */
+interface JobLog {
+  /** The log's key, and the lock token it is written under, if any. */
+  id: string;
   job: JobRef;
   key: string;
-  events: JobEventBody[];
   fence: WriteFence | undefined;
+  /** Emitted, not yet sent. */
+  queued: JobEventBody[];
+  /** Settles once every append sent so far has landed; rejected for good once one gave up. */
+  sent: Promise<void>;
+  /** Appends sent and not yet settled. */
+  inFlight: number;
+  /** A worker's append gave up: nothing more of this attempt is written (see `breakOff`). */
+  broken: boolean;
 }
+
+export interface EventWriterOptions {
+  /**
+   * How long an append that failed is sent again before the writer gives up on the job's log
+   * (ms; 0: never again). Workers retry through a failover, the API fails fast instead.
+   * @defaultValue 0
+   */
+  retryForMs?: number;
+}
+
+/** The first wait before an append is sent again, doubled up to the cap (ms). */
+const RETRY_FIRST_MS = 50;
+const RETRY_CAP_MS = 1_000;
 
 /**
  * The writing side of job event logs. Events of one event-loop turn go out together: one
  * script call per job, on a connection that pipelines what one turn sends (per node, on a
  * cluster, where one pipeline may not span slots).
+ *
+ * A job's appends land in the order emitted, one at a time: while one is in flight, later
+ * events wait and go together in the next. An append that fails (a primary dying, a failover's
+ * CLUSTERDOWN or READONLY, a timeout) is sent again with its call id, for up to `retryForMs`:
+ * dropping it would leave a gap in the log, or a log that never gets its `done` and readers
+ * that wait for it forever. Flushes that wait on an append that gave up reject; a worker's
+ * attempt then writes nothing more (never a log with a hole in it).
  */
 export class EventWriter {
-  private readonly buffered = new Map<string, Pending>();
+  private readonly logs = new Map<string, JobLog>();
+  /** Logs with events emitted and not yet sent. */
+  private readonly dirty = new Set<JobLog>();
   private scheduled = false;
 
   private fenceLost: (fence: WriteFence) => void = () => {};
@@ -67,13 +99,16 @@ export class EventWriter {
   private readonly writerId = randomUUID();
   private calls = 0;
   private readonly append: LuaCommand<number>;
+  private readonly retryForMs: number;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly ttlS: number,
+    options: EventWriterOptions = {},
   ) {
     this.append = new LuaCommand(redis, "ferryAppendEvents", 3, APPEND);
+    this.retryForMs = options.retryForMs ?? 0;
   }
 
   /**
@@ -87,39 +122,114 @@ export class EventWriter {
   /** Queues events for a job; they are written together at the end of this turn. */
   emit(job: JobRef, events: JobEventBody[], fence?: WriteFence): void {
     const key = this.keys.events(job);
-    const pending = this.buffered.get(key);
-    if (pending) pending.events.push(...events);
-    else this.buffered.set(key, { job, key, events: [...events], fence });
+    const id = logId(key, fence);
+    let log = this.logs.get(id);
+    if (!log) {
+      log = {
+        id,
+        job,
+        key,
+        fence,
+        queued: [],
+        sent: Promise.resolve(),
+        inFlight: 0,
+        broken: false,
+      };
+      this.logs.set(id, log);
+    }
+    if (log.broken) return;
+    log.queued.push(...events);
+    this.dirty.add(log);
     if (!this.scheduled) {
       this.scheduled = true;
       // a failed write surfaces at the next explicit flush; a timer has nobody to tell
-      setImmediate(() => void this.flush().catch(() => undefined));
+      setImmediate(() => this.sendQueued());
     }
   }
 
-  /** Writes everything queued; resolves once Redis has it. */
-  async flush(): Promise<void> {
+  /**
+   * Sends everything queued; resolves once Redis has all that was emitted so far, and rejects
+   * if any of it was given up on. With `job` (and the `fence` it was emitted under), only that
+   * job's events count; without, every log not already given up on. A log with nothing in
+   * flight is sent at once, in this call: a caller may rely on its order against commands it
+   * sends on the same connection right after.
+   */
+  async flush(job?: JobRef, fence?: WriteFence): Promise<void> {
+    this.sendQueued();
+    if (job) {
+      await this.logs.get(logId(this.keys.events(job), fence))?.sent;
+      return;
+    }
+    await Promise.all([...this.logs.values()].filter((l) => !l.broken).map((l) => l.sent));
+  }
+
+  private sendQueued(): void {
     this.scheduled = false;
-    if (this.buffered.size === 0) return;
-    const pending = [...this.buffered.values()];
-    this.buffered.clear();
-    await Promise.all(
-      pending.map(async ({ job, key, events, fence }) => {
+    for (const log of this.dirty) this.send(log);
+    this.dirty.clear();
+  }
+
+  /** Sends a log's queued events as one append, after the appends already on their way. */
+  private send(log: JobLog): void {
+    if (log.queued.length === 0) return;
+    const events = log.queued.map((e) => JSON.stringify(e));
+    log.queued = [];
+    const callId = `${this.writerId}.${this.calls++}`;
+    const write = () => this.write(log, callId, events);
+    log.inFlight++;
+    // behind an append still on its way, else at once
+    log.sent = (log.inFlight === 1 ? write() : log.sent.then(write)).then(
+      () => {
+        // a log nothing more is owed to is forgotten
+        if (--log.inFlight === 0 && log.queued.length === 0) this.logs.delete(log.id);
+      },
+      (err: unknown) => {
+        log.inFlight--;
+        if (log.fence) this.breakOff(log);
+        else if (log.inFlight === 0 && log.queued.length === 0) this.logs.delete(log.id);
+        throw err;
+      },
+    );
+    // a rejection is the flush's to report; an unobserved one must not crash the process
+    log.sent.catch(() => undefined);
+  }
+
+  /**
+   * A worker's attempt whose append gave up writes nothing more: its later events would
+   * follow a hole in the log. The job's next attempt, under a new lock, resumes from what the
+   * log holds. The log is kept (empty) to refuse them until it would have expired anyway.
+   */
+  private breakOff(log: JobLog): void {
+    if (log.broken) return;
+    log.broken = true;
+    log.queued = [];
+    setTimeout(() => this.logs.delete(log.id), this.ttlS * 1_000).unref();
+  }
+
+  /** One append, sent again (same call id, so at most once in the log) until it lands. */
+  private async write(log: JobLog, callId: string, events: string[]): Promise<void> {
+    const giveUpAt = Date.now() + this.retryForMs;
+    for (let wait = RETRY_FIRST_MS; ; wait = Math.min(wait * 2, RETRY_CAP_MS)) {
+      try {
         const written = await this.append.run(
           this.redis,
-          key,
-          fence?.lockKey ?? key,
-          this.keys.eventsApplied(job),
-          key,
+          log.key,
+          log.fence?.lockKey ?? log.key,
+          this.keys.eventsApplied(log.job),
+          log.key,
           String(MAX_EVENTS),
           String(this.ttlS),
-          fence?.token ?? "",
-          `${this.writerId}.${this.calls++}`,
-          ...events.map((e) => JSON.stringify(e)),
+          log.fence?.token ?? "",
+          callId,
+          ...events,
         );
-        if (written === -1 && fence) this.fenceLost(fence);
-      }),
-    );
+        if (written === -1 && log.fence) this.fenceLost(log.fence);
+        return;
+      } catch (err) {
+        if (!transient(err) || Date.now() + wait > giveUpAt) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
+    }
   }
 
   /** Every event a job's log holds so far, oldest first. */
@@ -146,6 +256,23 @@ export function parsePublished(message: string): JobEvent | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Which of a writer's logs events go to: one per job and lock, so that a job that came back
+ * to the same worker writes under its new lock, not behind (or refused with) the appends of
+ * its earlier attempt.
+ */
+function logId(key: string, fence: WriteFence | undefined): string {
+  return fence ? `${key} ${fence.token}` : key;
+}
+
+/**
+ * Whether a failed command may succeed if sent again: not a script or type error, which
+ * would fail the same way every time.
+ */
+function transient(err: unknown): boolean {
+  return !/^(ERR|WRONGTYPE)\b/.test(err instanceof Error ? err.message : String(err));
 }
 
 /** Stream ids compare as (ms, seq) pairs. */

@@ -79,7 +79,7 @@ export class GenerationConsumer {
       const ctx = { jobId: id, signal: controller.signal, emit, resume };
       const result = await handler(job.data, ctx);
       emit([{ type: "result", result }, { type: "done" }]);
-      await this.events.flush();
+      await this.events.flush(ref, fence);
       return result;
     } catch (err) {
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
@@ -98,7 +98,7 @@ export class GenerationConsumer {
   ): Promise<never> {
     const wire = { code: error.code, message: error.message };
     this.events.emit(job, [{ type: "error", error: wire }, { type: "done" }], fence);
-    await this.events.flush();
+    await this.events.flush(job, fence);
     throw new UnrecoverableError(formatFailure(wire));
   }
 }

@@ -42,6 +42,12 @@ export interface WorkerTransportOptions {
   jobTtlS?: number;
 }
 
+/**
+ * How long a job's event append that failed is sent again (a failover takes a few seconds):
+ * a log that lost its `done` would hold its readers forever.
+ */
+const EVENT_RETRY_MS = 30_000;
+
 /** A job whose worker keeps dying (a poison input crashing the process) fails after this. */
 const MAX_STALLED = 3;
 
@@ -86,7 +92,9 @@ export class WorkerTransport {
     // is made: BullMQ's few dozen would be copied for every flush.
     this.eventsRedis = createRedis(this.target, { enableAutoPipelining: true });
     this.eventsRedis.on("error", () => {});
-    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS);
+    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, {
+      retryForMs: EVENT_RETRY_MS,
+    });
     this.generation = new GenerationConsumer(
       this.eventsRedis,
       this.events,
@@ -251,7 +259,7 @@ export class WorkerTransport {
     const fence = fenceOf(this.keys, job, token);
     const fail = async (error: WireError): Promise<never> => {
       this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
-      await this.events.flush();
+      await this.events.flush(ref, fence);
       throw new UnrecoverableError(formatFailure(error));
     };
     if ((await this.redis.exists(this.keys.cancelled(id))) === 1)
@@ -269,7 +277,7 @@ export class WorkerTransport {
       if (failed && !failed.ok) return fail(failed.error);
       const reply = this.reply(id, data, results);
       this.events.emit(ref, [{ type: "result", result: reply }, { type: "done" }], fence);
-      await this.events.flush();
+      await this.events.flush(ref, fence);
       return reply;
     } finally {
       this.running.delete(id);

@@ -1,0 +1,40 @@
+import { randomBytes } from "node:crypto";
+import type { JobEvent } from "@ferry/protocol";
+import { afterAll, describe, expect, it } from "vitest";
+import { ChannelMux } from "../shared/channel-mux.js";
+import { createRedis, deletePrefix } from "../shared/connection.js";
+import { EventWriter } from "../shared/event-log.js";
+import { Keys } from "../shared/keys.js";
+import { EventReader } from "./event-reader.js";
+
+// Real Redis (never mocked), under a prefix of this file's own.
+const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+const keys = new Keys(`ferry-test-${randomBytes(4).toString("hex")}`);
+const redis = createRedis(url);
+const subscriber = createRedis(url);
+afterAll(async () => {
+  redis.disconnect();
+  subscriber.disconnect();
+  await deletePrefix(url, keys.prefix);
+});
+
+describe("EventReader", () => {
+  it("a follow that heard nothing reads the log again: an event whose message was lost still arrives", async () => {
+    const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 300);
+    const writer = new EventWriter(redis, keys, 60);
+    const job = { queue: "q", id: "job-1" };
+    writer.emit(job, [{ type: "status", status: "running" }]);
+    await writer.flush();
+    const seen: JobEvent[] = [];
+    const follow = await reader.open(job);
+    const reading = (async () => {
+      for await (const event of follow.events(undefined)) seen.push(event);
+    })();
+    // appended to the log without its message, as when a shard subscriber was being replaced
+    const started = Date.now();
+    await redis.xadd(keys.events(job), "*", "e", JSON.stringify({ type: "done" }));
+    await reading;
+    expect(seen.map((e) => e.body.type)).toEqual(["status", "done"]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
