@@ -1,11 +1,7 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort } from "../../../../scripts/free-port.js";
-import { createRedis, deletePrefix, pingRedis } from "./connection.js";
+import { ownRedis } from "../../../../test/helpers/own-redis.js";
+import { createRedis, deletePrefix } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { Keys } from "./keys.js";
 
@@ -33,7 +29,7 @@ describe("EventWriter", () => {
         { type: "status", status: "running" },
         { type: "token", text: "a", index: 0 },
       ],
-      { lockKey, token: "token-a" },
+      { lockKey, token: "token-a", attempt: "1" },
     );
     await writer.flush();
     // the job stalled over to another worker, which holds the lock now
@@ -41,6 +37,7 @@ describe("EventWriter", () => {
     writer.emit(job("job-1"), [{ type: "token", text: "stale", index: 0 }], {
       lockKey,
       token: "token-a",
+      attempt: "1",
     });
     writer.emit(job("job-2"), [{ type: "done" }]); // unfenced writes (the API's) always land
     await writer.flush();
@@ -73,41 +70,6 @@ describe("EventWriter", () => {
     ]);
   });
 });
-
-/**
- * A redis-server of this file's own (the shared one is never stopped), with AOF fsynced on
- * every write, so that what landed before a SIGKILL is there after the restart.
- */
-async function ownRedis() {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), "ferry-events-"));
-  const url = `redis://127.0.0.1:${port}`;
-  let child: ChildProcess | undefined;
-  const start = async () => {
-    child = spawn(
-      "redis-server",
-      ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""].concat([
-        "--appendonly",
-        "yes",
-        "--appendfsync",
-        "always",
-      ]),
-      { stdio: "ignore" },
-    );
-    for (let i = 0; i < 200 && !(await pingRedis(url, 200)); i++) await sleep(25);
-  };
-  const kill = async () => {
-    const exited = new Promise((resolve) => child?.once("exit", resolve));
-    child?.kill("SIGKILL");
-    await exited;
-  };
-  const stop = async () => {
-    await kill();
-    rmSync(dir, { recursive: true, force: true });
-  };
-  await start();
-  return { url, start, kill, stop };
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -175,7 +137,7 @@ describe("EventWriter when Redis goes away mid-job", () => {
     try {
       const writer = new EventWriter(conn, keys, 60, { retryForMs: 300 });
       const lockKey = `${keys.prefix}:{q}:job-6:lock`;
-      const fence = { lockKey, token: "token-a" };
+      const fence = { lockKey, token: "token-a", attempt: "1" };
       await conn.set(lockKey, "token-a");
       writer.emit(job("job-6"), [{ type: "token", text: "a", index: 0 }], fence);
       await writer.flush(job("job-6"), fence);
@@ -188,9 +150,9 @@ describe("EventWriter when Redis goes away mid-job", () => {
       await expect(writer.flush(job("job-6"), fence)).rejects.toThrow();
       await writer.flush(); // what is given up on does not hold up everyone else's flushes
       expect(await read("job-6", conn)).toEqual([{ type: "token", text: "a", index: 0 }]);
-      // the job's next attempt, under the lock it took over, writes again
-      const next = { lockKey, token: "token-b" };
-      await conn.set(lockKey, "token-b");
+      // the job's next attempt writes again, even under the same token (BullMQ hands a
+      // worker's next job the token of its last)
+      const next = { lockKey, token: "token-a", attempt: "2" };
       writer.emit(job("job-6"), [{ type: "token", text: "b", index: 1 }], next);
       await writer.flush(job("job-6"), next);
       expect(await read("job-6", conn)).toHaveLength(2);

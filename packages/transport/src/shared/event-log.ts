@@ -31,19 +31,29 @@ return #ARGV - 5
 /** Events a job's log keeps at most; plenty for the longest completion a model allows. */
 const MAX_EVENTS = 10_000;
 
-/** Whose writes these are: the job's BullMQ lock key and the token the writer holds it with. */
+/**
+ * Whose writes these are: the job's BullMQ lock key and the token the writer holds it with,
+ * and which attempt of the job (BullMQ hands a worker's next job the token of its last, so a
+ * job that comes back to the same worker can come back under the same token).
+ */
 export interface WriteFence {
   lockKey: string;
   token: string;
+  attempt: string;
 }
 
-/** The lock a worker holds `job` with, which its event writes must still hold to land. */
+/** The lock a worker's attempt holds `job` with, which its event writes must still hold to land. */
 export function fenceOf(
   keys: Keys,
   job: { queueName: string; id?: string | undefined },
   token: string | undefined,
 ): WriteFence | undefined {
-  return token ? { lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`, token } : undefined;
+  if (!token) return undefined;
+  return {
+    lockKey: `${keys.prefix}:${job.queueName}:${job.id}:lock`,
+    token,
+    attempt: randomUUID(),
+  };
 }
 
 /** Events written to a job's log (or about to be) by one writer, in the order emitted. */
@@ -112,11 +122,17 @@ export class EventWriter {
   }
 
   /**
-   * `listener` is called with a fence whose write was refused: the job's lock belongs to
-   * another worker now, so whatever this one still computes for it is wasted.
+   * `listener` is called with a fence whose writes stopped landing: its write was refused (the
+   * job's lock belongs to another worker now) or was given up on. Either way whatever this
+   * attempt still computes for the job is wasted.
    */
   onFenceLost(listener: (fence: WriteFence) => void): void {
     this.fenceLost = listener;
+  }
+
+  /** Whether the attempt writing `job`'s log under `fence` had an append given up on. */
+  gaveUp(job: JobRef, fence: WriteFence | undefined): boolean {
+    return this.logs.get(logId(this.keys.events(job), fence))?.broken === true;
   }
 
   /** Queues events for a job; they are written together at the end of this turn. */
@@ -204,6 +220,7 @@ export class EventWriter {
     log.broken = true;
     log.queued = [];
     setTimeout(() => this.logs.delete(log.id), this.ttlS * 1_000).unref();
+    if (log.fence) this.fenceLost(log.fence);
   }
 
   /** One append, sent again (same call id, so at most once in the log) until it lands. */
@@ -259,12 +276,11 @@ export function parsePublished(message: string): JobEvent | undefined {
 }
 
 /**
- * Which of a writer's logs events go to: one per job and lock, so that a job that came back
- * to the same worker writes under its new lock, not behind (or refused with) the appends of
- * its earlier attempt.
+ * Which of a writer's logs events go to: one per job attempt, so that a job that came back to
+ * the same worker writes afresh, not behind (or refused with) the appends of its earlier one.
  */
 function logId(key: string, fence: WriteFence | undefined): string {
-  return fence ? `${key} ${fence.token}` : key;
+  return fence ? `${key} ${fence.attempt}` : key;
 }
 
 /**

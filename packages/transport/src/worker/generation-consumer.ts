@@ -10,6 +10,7 @@ import type { RedisClient } from "../shared/connection.js";
 import { type EventWriter, fenceOf, type WriteFence } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
 import { type JobRef, type Keys, queueOfBullName } from "../shared/keys.js";
+import { giveBack } from "./give-back.js";
 import type { GenerateHandler } from "./handlers.js";
 
 /**
@@ -19,7 +20,7 @@ import type { GenerateHandler } from "./handlers.js";
  * has its writes refused and stops computing it.
  */
 export class GenerationConsumer {
-  /** Generations by the lock token they run under (a job can come back to the same worker). */
+  /** Generations by their attempt (a job can come back to the same worker, under its token). */
   private readonly attempts = new Map<string, AbortController>();
 
   /**
@@ -33,27 +34,35 @@ export class GenerationConsumer {
     private readonly running: Map<string, AbortController>,
   ) {
     // a job that stalled over to another worker: stop computing what nobody will see
-    events.onFenceLost((fence) => this.attempts.get(fence.token)?.abort());
+    events.onFenceLost((fence) => this.attempts.get(fence.attempt)?.abort());
   }
 
+  /** Runs one job under the lock `token`, which lapses `lockDurationMs` after its last renewal. */
   async process(
     job: Job<GenerateJob, CompletionResult>,
     handler: GenerateHandler,
     token: string | undefined,
+    lockDurationMs: number,
   ): Promise<CompletionResult> {
     const id = job.id ?? "";
-    const ref = { queue: queueOfBullName(job.queueName), id };
-    // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
-    const fence = fenceOf(this.keys, job, token);
-    const emit = (events: JobEventBody[]) => this.events.emit(ref, events, fence);
+    const attempt: Attempt = {
+      job,
+      token,
+      lockDurationMs,
+      ref: { queue: queueOfBullName(job.queueName), id },
+      // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
+      fence: fenceOf(this.keys, job, token),
+    };
+    const emit = (events: JobEventBody[]) => this.events.emit(attempt.ref, events, attempt.fence);
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
-      return this.fail(ref, new FerryError("INVALID_INPUT", "unsupported message"), fence);
+      return this.fail(attempt, new FerryError("INVALID_INPUT", "unsupported message"));
     }
     const controller = new AbortController();
     const cancelled = this.redis.exists(this.keys.cancelled(id));
     // Only a job that was active before (it stalled over from a worker that died or lost its
-    // lock) can have a log to answer from or resume after; a fresh one starts at once, its
-    // first token not waiting on a round trip, and a cancel flag found meanwhile stops it.
+    // lock, or was given back) can have a log to answer from or resume after; a fresh one
+    // starts at once, its first token not waiting on a round trip, and a cancel flag found
+    // meanwhile stops it.
     const fresh = job.attemptsStarted <= 1 && job.stalledCounter === 0;
     let resume: number[] = [];
     if (fresh) {
@@ -62,10 +71,8 @@ export class GenerationConsumer {
         () => undefined,
       );
     } else {
-      const [flag, logged] = await Promise.all([cancelled, this.events.history(ref)]);
-      if (flag === 1) {
-        return this.fail(ref, new FerryError("CANCELLED", "job was cancelled"), fence);
-      }
+      const [flag, logged] = await Promise.all([cancelled, this.events.history(attempt.ref)]);
+      if (flag === 1) return this.fail(attempt, new FerryError("CANCELLED", "job was cancelled"));
       const ended = logged.find((e) => e.type === "result" || e.type === "error");
       // the earlier attempt finished and wrote its answer, but lost its lock before completing
       if (ended?.type === "result") return ended.result as CompletionResult;
@@ -73,32 +80,47 @@ export class GenerationConsumer {
       resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
     }
     this.running.set(id, controller);
-    if (token) this.attempts.set(token, controller);
+    if (attempt.fence) this.attempts.set(attempt.fence.attempt, controller);
     if (resume.length === 0) emit([{ type: "status", status: "running" }]);
     try {
       const ctx = { jobId: id, signal: controller.signal, emit, resume };
       const result = await handler(job.data, ctx);
       emit([{ type: "result", result }, { type: "done" }]);
-      await this.events.flush(ref, fence);
+      await this.events.flush(attempt.ref, attempt.fence);
       return result;
     } catch (err) {
+      if (this.events.gaveUp(attempt.ref, attempt.fence))
+        return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      return this.fail(ref, error, fence);
+      return this.fail(attempt, error);
     } finally {
       if (this.running.get(id) === controller) this.running.delete(id);
-      if (token) this.attempts.delete(token);
+      if (attempt.fence) this.attempts.delete(attempt.fence.attempt);
     }
   }
 
   /** Closes the job's log with its error and fails the job without retries. */
-  private async fail(
-    job: JobRef,
-    error: FerryError,
-    fence: WriteFence | undefined,
-  ): Promise<never> {
+  private async fail(attempt: Attempt, error: FerryError): Promise<never> {
     const wire = { code: error.code, message: error.message };
-    this.events.emit(job, [{ type: "error", error: wire }, { type: "done" }], fence);
-    await this.events.flush(job, fence);
+    this.events.emit(
+      attempt.ref,
+      [{ type: "error", error: wire }, { type: "done" }],
+      attempt.fence,
+    );
+    try {
+      await this.events.flush(attempt.ref, attempt.fence);
+    } catch {
+      return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
+    }
     throw new UnrecoverableError(formatFailure(wire));
   }
+}
+
+/** One attempt at a job: the lock it runs under, and the fence its event writes carry. */
+interface Attempt {
+  job: Job;
+  token: string | undefined;
+  lockDurationMs: number;
+  ref: JobRef;
+  fence: WriteFence | undefined;
 }

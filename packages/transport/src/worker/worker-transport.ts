@@ -21,6 +21,7 @@ import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
 import { GenerationConsumer } from "./generation-consumer.js";
+import { giveBack } from "./give-back.js";
 import type {
   ConsumeOptions,
   GenerateHandler,
@@ -40,13 +41,15 @@ export interface WorkerTransportOptions {
   workerId?: string;
   /** How long a job's event log is kept, in seconds. @defaultValue 86_400 */
   jobTtlS?: number;
+  /**
+   * How long a job's event append that failed is sent again, in ms (a failover takes a few
+   * seconds): a log that lost its `done` would hold its readers forever. @defaultValue 30_000
+   */
+  eventRetryMs?: number;
 }
 
-/**
- * How long a job's event append that failed is sent again (a failover takes a few seconds):
- * a log that lost its `done` would hold its readers forever.
- */
-const EVENT_RETRY_MS = 30_000;
+/** How long a job's lock lives without renewal, unless the consumer says (ConsumeOptions). */
+const LOCK_DURATION_MS = 10_000;
 
 /** A job whose worker keeps dying (a poison input crashing the process) fails after this. */
 const MAX_STALLED = 3;
@@ -92,9 +95,8 @@ export class WorkerTransport {
     // is made: BullMQ's few dozen would be copied for every flush.
     this.eventsRedis = createRedis(this.target, { enableAutoPipelining: true });
     this.eventsRedis.on("error", () => {});
-    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, {
-      retryForMs: EVENT_RETRY_MS,
-    });
+    const retryForMs = options.eventRetryMs ?? 30_000;
+    this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, { retryForMs });
     this.generation = new GenerationConsumer(
       this.eventsRedis,
       this.events,
@@ -121,7 +123,7 @@ export class WorkerTransport {
       this.workerId,
       {
         capacity: options.concurrency,
-        lockDurationMs: options.lockDurationMs ?? 10_000,
+        lockDurationMs: options.lockDurationMs ?? LOCK_DURATION_MS,
         stalledIntervalMs: options.stalledIntervalMs ?? 5_000,
         maxDeliveries: MAX_STALLED + 1,
       },
@@ -133,7 +135,8 @@ export class WorkerTransport {
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
         bullQueueName(queue),
-        (job, token) => this.process(job, handler, token),
+        (job, token) =>
+          this.process(job, handler, token, options.lockDurationMs ?? LOCK_DURATION_MS),
         this.workerOptions(options),
       ),
     );
@@ -154,7 +157,8 @@ export class WorkerTransport {
       queue,
       new Worker<GenerateJob, CompletionResult>(
         bullQueueName(queue),
-        (job, token) => this.generation.process(job, handler, token),
+        (job, token) =>
+          this.generation.process(job, handler, token, options.lockDurationMs ?? LOCK_DURATION_MS),
         this.workerOptions(options),
       ),
     );
@@ -165,7 +169,7 @@ export class WorkerTransport {
       connection: this.redis,
       prefix: this.keys.prefix,
       concurrency: options.concurrency,
-      lockDuration: options.lockDurationMs ?? 10_000,
+      lockDuration: options.lockDurationMs ?? LOCK_DURATION_MS,
       stalledInterval: options.stalledIntervalMs ?? 5_000,
       maxStalledCount: MAX_STALLED,
     };
@@ -237,6 +241,7 @@ export class WorkerTransport {
     job: Job<InferJob | BatchChunkJob>,
     handler: RowHandler,
     token: string | undefined,
+    lockDurationMs: number,
   ): Promise<InferReply | { stored: number }> {
     const data = job.data;
     if (data.kind === "batch") return this.batches.processChunk(data, job.id ?? "", handler);
@@ -245,7 +250,7 @@ export class WorkerTransport {
     }
     // Sync rows come through the sync lane; a BullMQ job is an async one, followed through
     // its event log (status, result or error, done) and cancellable.
-    return this.processAsync(job, data, handler, token);
+    return this.processAsync(job, data, handler, token, lockDurationMs);
   }
 
   private async processAsync(
@@ -253,13 +258,17 @@ export class WorkerTransport {
     data: InferJob,
     handler: RowHandler,
     token: string | undefined,
+    lockDurationMs: number,
   ): Promise<InferReply> {
     const id = job.id ?? "";
     const ref = { queue: queueOfBullName(job.queueName), id };
     const fence = fenceOf(this.keys, job, token);
+    // the log must get its end before the job gets one (see giveBack)
+    const logged = () =>
+      this.events.flush(ref, fence).catch(() => giveBack(job, token, lockDurationMs));
     const fail = async (error: WireError): Promise<never> => {
       this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
-      await this.events.flush(ref, fence);
+      await logged();
       throw new UnrecoverableError(formatFailure(error));
     };
     if ((await this.redis.exists(this.keys.cancelled(id))) === 1)
@@ -277,7 +286,7 @@ export class WorkerTransport {
       if (failed && !failed.ok) return fail(failed.error);
       const reply = this.reply(id, data, results);
       this.events.emit(ref, [{ type: "result", result: reply }, { type: "done" }], fence);
-      await this.events.flush(ref, fence);
+      await logged();
       return reply;
     } finally {
       this.running.delete(id);
