@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
-import { ownRedis } from "../../../../test/helpers/own-redis.js";
-import { createRedis, deletePrefix } from "./connection.js";
+import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
+import { createRedis, deletePrefix, type RedisClient } from "./connection.js";
 import { EventWriter } from "./event-log.js";
 import { Keys } from "./keys.js";
 
@@ -75,12 +75,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("EventWriter when Redis goes away mid-job", () => {
   it("sends a failed append again until it lands: the log keeps every event, in order, once", async () => {
-    const server = await ownRedis();
-    // no offline queue and no retries: while the server is down, every append fails at once
-    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
-    conn.on("error", () => {});
-    await waitReady(conn);
-    try {
+    await onOwnRedis(async (server, conn) => {
       const writer = new EventWriter(conn, keys, 60, { retryForMs: 20_000 });
       const token = (text: string, index: number) => ({ type: "token" as const, text, index });
       writer.emit(job("job-4"), [{ type: "status", status: "running" }, token("a", 0)]);
@@ -100,18 +95,11 @@ describe("EventWriter when Redis goes away mid-job", () => {
         token("c", 2),
         { type: "done" },
       ]);
-    } finally {
-      conn.disconnect();
-      await server.stop();
-    }
+    });
   });
 
   it("a writer that does not retry (the API's) rejects at once, and a later write of the job lands", async () => {
-    const server = await ownRedis();
-    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
-    conn.on("error", () => {});
-    await waitReady(conn);
-    try {
+    await onOwnRedis(async (server, conn) => {
       const writer = new EventWriter(conn, keys, 60);
       await server.kill();
       writer.emit(job("job-5"), [{ type: "status", status: "queued" }]);
@@ -123,18 +111,11 @@ describe("EventWriter when Redis goes away mid-job", () => {
       await writer.flush(job("job-5"));
       await writer.flush();
       expect(await read("job-5", conn)).toEqual([{ type: "done" }]);
-    } finally {
-      conn.disconnect();
-      await server.stop();
-    }
+    });
   });
 
   it("a worker's attempt whose append gave up writes nothing more: its log never has a hole", async () => {
-    const server = await ownRedis();
-    const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
-    conn.on("error", () => {});
-    await waitReady(conn);
-    try {
+    await onOwnRedis(async (server, conn) => {
       const writer = new EventWriter(conn, keys, 60, { retryForMs: 300 });
       const lockKey = `${keys.prefix}:{q}:job-6:lock`;
       const fence = { lockKey, token: "token-a", attempt: "1" };
@@ -156,13 +137,27 @@ describe("EventWriter when Redis goes away mid-job", () => {
       writer.emit(job("job-6"), [{ type: "token", text: "b", index: 1 }], next);
       await writer.flush(job("job-6"), next);
       expect(await read("job-6", conn)).toHaveLength(2);
-    } finally {
-      conn.disconnect();
-      await server.stop();
-    }
+    });
   });
 });
 
-async function waitReady(conn: ReturnType<typeof createRedis>): Promise<void> {
+/**
+ * Runs `test` against a redis-server of its own, over a connection with no offline queue and
+ * no retries: while the server is down, every append fails at once.
+ */
+async function onOwnRedis(test: (server: OwnRedis, conn: RedisClient) => Promise<void>) {
+  const server = await ownRedis();
+  const conn = createRedis(server.url, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
+  conn.on("error", () => {});
+  await waitReady(conn);
+  try {
+    await test(server, conn);
+  } finally {
+    conn.disconnect();
+    await server.stop();
+  }
+}
+
+async function waitReady(conn: RedisClient): Promise<void> {
   for (let i = 0; i < 200 && conn.status !== "ready"; i++) await sleep(25);
 }
