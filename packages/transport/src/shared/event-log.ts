@@ -58,7 +58,7 @@ export function fenceOf(
 
 /** Events written to a job's log (or about to be) by one writer, in the order emitted. */
 interface JobLog {
-  /** The log's key, and the lock token it is written under, if any. */
+  /** The log's key, and the attempt that writes it, if a worker's (see `logId`). */
   id: string;
   job: JobRef;
   key: string;
@@ -212,8 +212,9 @@ export class EventWriter {
 
   /**
    * A worker's attempt whose append gave up writes nothing more: its later events would
-   * follow a hole in the log. The job's next attempt, under a new lock, resumes from what the
-   * log holds. The log is kept (empty) to refuse them until it would have expired anyway.
+   * follow a hole in the log. It is told (as when its lock is lost), and the job's next
+   * attempt resumes from what the log holds. The log is kept (empty) to refuse the attempt's
+   * late events until it would have expired anyway.
    */
   private breakOff(log: JobLog): void {
     if (log.broken) return;
