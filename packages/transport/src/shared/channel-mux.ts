@@ -2,6 +2,9 @@ import { isCluster, type RedisClient } from "./connection.js";
 
 type Listener = (message: string) => void;
 
+/** The most often `onResubscribed` listeners are told, in ms. */
+const RESUBSCRIBED_EVERY_MS = 250;
+
 /**
  * How a channel is published: `broadcast` (PUBLISH: every node of a cluster relays it, for
  * what every process must hear) or `shard` (SPUBLISH, Redis 7: only the shard owning the
@@ -27,10 +30,15 @@ export class ChannelMux {
 
   /**
    * Calls `listener` whenever subscriptions were made again after a lost connection (a
-   * restart, a failover): whatever was published in between was missed.
+   * restart, a failover): whatever was published in between was missed. At most once per
+   * `RESUBSCRIBED_EVERY_MS`, and always after the last time: while a shard is down, ioredis
+   * rebuilds its shard subscribers (and says so) every few milliseconds, and each call sends
+   * every open event stream back to its log.
    */
   onResubscribed(listener: () => void): void {
     let first = true;
+    let scheduled = false;
+    let lastCall = Number.NEGATIVE_INFINITY;
     // a standalone client re-subscribes before "ready"; a cluster's shard subscribers say
     // "subscribersReady" once they re-subscribed on the current slot map
     const event = isCluster(this.subscriber) ? "subscribersReady" : "ready";
@@ -39,7 +47,15 @@ export class ChannelMux {
         first = false;
         return;
       }
-      listener();
+      // one call still to come covers this resubscription too: it comes after it
+      if (scheduled) return;
+      scheduled = true;
+      const wait = Math.max(0, lastCall + RESUBSCRIBED_EVERY_MS - performance.now());
+      setTimeout(() => {
+        scheduled = false;
+        lastCall = performance.now();
+        listener();
+      }, wait);
     });
   }
 
