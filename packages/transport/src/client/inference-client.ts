@@ -83,6 +83,12 @@ interface StoredHit {
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
 
+/**
+ * How long the end of a log whose job the API removed (cancelled, expired) is sent again when
+ * Redis fails it, in ms: a request waits, not a stream forever (see JobClient's `closer`).
+ */
+const CLOSE_RETRY_MS = 10_000;
+
 /** A sync row sent and not yet answered: what it takes to send it again. */
 interface SentRow {
   queue: string;
@@ -169,6 +175,7 @@ export class InferenceClient {
       (name) => this.queue(name),
       this.depth,
       new EventWriter(this.redis, this.keys, this.jobTtlS),
+      new EventWriter(this.redis, this.keys, this.jobTtlS, { retryForMs: CLOSE_RETRY_MS }),
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,

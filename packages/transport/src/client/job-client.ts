@@ -70,6 +70,11 @@ export class JobClient {
     private readonly queue: (name: string) => Queue,
     private readonly depth: QueueDepth,
     private readonly writer: EventWriter,
+    /**
+     * Closes the logs of jobs this client removed from their queue (cancelled, expired): its
+     * appends are retried through a Redis outage, since nobody else will ever close them.
+     */
+    private readonly closer: EventWriter,
     private readonly reader: EventReader,
     private readonly control: ControlChannel,
     private readonly ttlS: number,
@@ -217,11 +222,11 @@ export class JobClient {
     if (!removed) return false;
     await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
     const ref = { queue: index.queue, id };
-    this.writer.emit(ref, [
+    this.closer.emit(ref, [
       { type: "error", error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED } },
       { type: "done" },
     ]);
-    await this.writer.flush(ref);
+    await this.closer.flush(ref);
     return true;
   }
 
@@ -320,11 +325,11 @@ export class JobClient {
     );
     if (removed) {
       // nobody will run it now, so nobody else will close its event log
-      this.writer.emit({ queue, id }, [
+      this.closer.emit({ queue, id }, [
         { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
         { type: "done" },
       ]);
-      await this.writer.flush({ queue, id });
+      await this.closer.flush({ queue, id });
     }
     return this.get(id);
   }
