@@ -66,7 +66,9 @@ interface StreamRead {
 
 /**
  * Reads a job's event stream to its `done` as an EventSource would: a stream that ends early
- * or fails is opened again with Last-Event-ID.
+ * or fails is opened again with Last-Event-ID. Gives up after `giveUpMs` even in the middle of
+ * a connection that stays open and silent, so that a lost stream fails the test with its
+ * counts rather than hangs it.
  */
 async function follow(id: string, giveUpMs = 60_000): Promise<StreamRead> {
   const read: StreamRead = { tokens: "", ids: [], dones: 0, reconnects: -1 };
@@ -77,6 +79,7 @@ async function follow(id: string, giveUpMs = 60_000): Promise<StreamRead> {
     try {
       const res = await fetch(stack.url(`/v1/jobs/${id}/events`), {
         headers: last ? { "Last-Event-ID": last } : {},
+        signal: AbortSignal.timeout(Math.max(1, until - Date.now())),
       });
       if (res.status !== 200) {
         await sleep(200);
