@@ -1,51 +1,21 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { pingRedis } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "./helpers/model-repo.js";
+import { type OwnRedis, ownRedis } from "./helpers/own-redis.js";
 import { samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 // A Redis of this test's own, with AOF fsynced on every write, that it can SIGKILL and start
 // again; the shared Redis is never touched.
-const dir = mkdtempSync(join(tmpdir(), "ferry-aof-"));
-let port = 0;
-let redis: ChildProcess | undefined;
-const startRedis = async () => {
-  redis = spawn(
-    "redis-server",
-    [
-      "--port",
-      String(port),
-      "--bind",
-      "127.0.0.1",
-      "--dir",
-      dir,
-      "--appendonly",
-      "yes",
-      "--appendfsync",
-      "always",
-      "--save",
-      "",
-    ],
-    { stdio: "ignore" },
-  );
-  await waitFor(() => pingRedis(`redis://127.0.0.1:${port}`, 200), 10_000);
-};
-
+let redis: OwnRedis;
 const repo = tempRepository({
   digits: { fallback: { enabled: false }, cache: { enabled: false } },
 });
 let stack: Stack;
 beforeAll(async () => {
-  port = await freePort();
-  await startRedis();
+  redis = await ownRedis();
   stack = new Stack({
     env: {
-      REDIS_URL: `redis://127.0.0.1:${port}`,
+      REDIS_URL: redis.url,
       MODEL_REPOSITORY: repo,
       WORKER_MODELS: "digits",
     },
@@ -55,8 +25,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack.stop().catch(() => undefined);
-  redis?.kill("SIGKILL");
-  rmSync(dir, { recursive: true, force: true });
+  await redis?.stop();
 });
 
 describe("Redis killed and restarted", () => {
@@ -70,8 +39,7 @@ describe("Redis killed and restarted", () => {
       expect(res.status).toBe(202);
       ids.push(((await res.json()) as { id: string }).id);
     }
-    redis?.kill("SIGKILL");
-    await new Promise((r) => redis?.once("exit", r));
+    await redis.kill();
 
     const t0 = Date.now();
     const down = await stack.post("/v1/models/digits/predict", {
@@ -84,7 +52,7 @@ describe("Redis killed and restarted", () => {
       "down",
     );
 
-    await startRedis();
+    await redis.start();
     await waitFor(async () => (await fetch(stack.url("/v2/health/ready"))).status === 200, 20_000);
     // ready means ready for the sync path too (its connection reconnects on its own backoff)
     const first = await stack.post("/v1/models/digits/predict", {

@@ -48,8 +48,15 @@ export interface WorkerTransportOptions {
   eventRetryMs?: number;
 }
 
-/** How long a job's lock lives without renewal, unless the consumer says (ConsumeOptions). */
-const LOCK_DURATION_MS = 10_000;
+/** A queue's lock settings, ConsumeOptions' defaults filled in. */
+type Locking = Required<Pick<ConsumeOptions, "lockDurationMs" | "stalledIntervalMs">>;
+
+function locking(options: ConsumeOptions): Locking {
+  return {
+    lockDurationMs: options.lockDurationMs ?? 10_000,
+    stalledIntervalMs: options.stalledIntervalMs ?? 5_000,
+  };
+}
 
 /** A job whose worker keeps dying (a poison input crashing the process) fails after this. */
 const MAX_STALLED = 3;
@@ -113,6 +120,7 @@ export class WorkerTransport {
    * (async jobs, batch chunks). Every row goes through `handler`.
    */
   consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
+    const lock = locking(options);
     const reader = createRedis(this.target);
     reader.on("error", () => {});
     const lane = new SyncLaneConsumer(
@@ -123,8 +131,7 @@ export class WorkerTransport {
       this.workerId,
       {
         capacity: options.concurrency,
-        lockDurationMs: options.lockDurationMs ?? LOCK_DURATION_MS,
-        stalledIntervalMs: options.stalledIntervalMs ?? 5_000,
+        ...lock,
         maxDeliveries: MAX_STALLED + 1,
       },
       handler,
@@ -135,9 +142,8 @@ export class WorkerTransport {
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
         bullQueueName(queue),
-        (job, token) =>
-          this.process(job, handler, token, options.lockDurationMs ?? LOCK_DURATION_MS),
-        this.workerOptions(options),
+        (job, token) => this.process(job, handler, token, lock.lockDurationMs),
+        this.workerOptions(options.concurrency, lock),
       ),
     );
     // the queue's offline batches: their parents and gates live beside it (one slot)
@@ -153,24 +159,24 @@ export class WorkerTransport {
    * tokens, result or error, done) go to the job's log as the handler emits them.
    */
   consumeGenerate(queue: string, options: ConsumeOptions, handler: GenerateHandler): void {
+    const lock = locking(options);
     this.register(
       queue,
       new Worker<GenerateJob, CompletionResult>(
         bullQueueName(queue),
-        (job, token) =>
-          this.generation.process(job, handler, token, options.lockDurationMs ?? LOCK_DURATION_MS),
-        this.workerOptions(options),
+        (job, token) => this.generation.process(job, handler, token, lock.lockDurationMs),
+        this.workerOptions(options.concurrency, lock),
       ),
     );
   }
 
-  private workerOptions(options: ConsumeOptions) {
+  private workerOptions(concurrency: number, lock: Locking) {
     return {
       connection: this.redis,
       prefix: this.keys.prefix,
-      concurrency: options.concurrency,
-      lockDuration: options.lockDurationMs ?? LOCK_DURATION_MS,
-      stalledInterval: options.stalledIntervalMs ?? 5_000,
+      concurrency,
+      lockDuration: lock.lockDurationMs,
+      stalledInterval: lock.stalledIntervalMs,
       maxStalledCount: MAX_STALLED,
     };
   }
