@@ -96,7 +96,7 @@ export class SyncLaneProducer {
   /** Appends a group to its queue's lane at the band of `priority`; resolves with its id. */
   async send(queue: string, priority: number, group: InferJob): Promise<string> {
     const key = this.keys.syncLane(queue, bandOf(priority));
-    const id = await this.redis.xadd(key, "*", ENTRY_FIELD, JSON.stringify(group));
+    const id = await this.redis.xadd(key, "*", ENTRY_FIELD, Buffer.from(JSON.stringify(group)));
     return id ?? "";
   }
 
@@ -113,17 +113,18 @@ export class SyncLaneProducer {
     const { rows, ...rest } = group;
     const head = `${JSON.stringify(rest).slice(0, -1)},"rows":[`;
     const encoded = rows.map((row) => JSON.stringify(row));
+    const lengths = encoded.map((row) => Buffer.byteLength(row));
     const [, ...hits] = await this.lookupOrAppend.run(
       this.redis,
       this.keys.syncLane(queue, bandOf(priority)),
       ...lookup.buckets,
       lookup.cutoff,
       ENTRY_FIELD,
-      `${head}${encoded.join(",")}]}`,
+      entryBytes(head, encoded, lengths),
       rows.length,
       ...rows.map((_, i) => lookup.fields[i] ?? ""),
       Buffer.byteLength(head),
-      ...encoded.map((row) => Buffer.byteLength(row)),
+      ...lengths,
     );
     return rows.map((_, i) => hits[i] ?? undefined);
   }
@@ -151,4 +152,25 @@ export class SyncLaneProducer {
     });
     return { waiting, active };
   }
+}
+
+/**
+ * An entry's JSON (`head`, the rows comma-separated, then `]}`) written once into one buffer.
+ * As a string it was joined, concatenated and flattened (three more copies of every row on the
+ * V8 heap), and in-flight entry strings were the largest share of what the API's
+ * young-generation collections copied and promoted to die in old space (the heap profiler,
+ * sampling objects collected by major GCs, at 64 clients). A buffer's bytes live outside the
+ * heap, and ioredis writes them as they are. Side by side at 64 clients: API CPU per request
+ * -16%, req/s +12% (README's benchmark section).
+ */
+function entryBytes(head: string, rows: readonly string[], lengths: readonly number[]): Buffer {
+  const size = Buffer.byteLength(head) + lengths.reduce((a, b) => a + b + 1, 0) + 1;
+  const out = Buffer.allocUnsafe(size);
+  let at = out.write(head, 0, "utf8");
+  rows.forEach((row, i) => {
+    if (i > 0) out[at++] = 0x2c; // ,
+    at += out.write(row, at, "utf8");
+  });
+  at += out.write("]}", at, "latin1");
+  return out.subarray(0, at);
 }

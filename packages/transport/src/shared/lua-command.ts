@@ -1,6 +1,6 @@
 import type { RedisClient } from "./connection.js";
 
-type Arg = string | number;
+type Arg = string | number | Buffer;
 
 /**
  * A Lua script defined on a connection as a named command (ioredis' `defineCommand`, which
