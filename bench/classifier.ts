@@ -525,6 +525,12 @@ Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not g
   behind them (429 p50 ~450 ms, probes up to 0.8 s, honouring Retry-After); past 10 ms of
   parsing a turn, admitted requests now wait in the process (TurnShare), where admission
   counts them, and every turn reads the sockets again;
+- at 64 clients, what p99 adds to p50 comes in stalls of the whole pipeline (every request in
+  flight slow at once, 40-80 ms, a few times in a run; a bare node:http server's slow requests
+  are spread instead), many at the same moments as 8-20 ms GC pauses of the API or the worker
+  (--trace-gc against the stalls); the heap profiler (objects collected by major GCs) showed
+  most of what the API's scavenges promoted was sync-lane entries in flight, as strings: an
+  entry is now one buffer, off the V8 heap (API CPU per request -16 to -26% side by side);
 - much of what is left of the 429s' wait is the machine's: (f') is a server that does nothing
   but refuse, under the same flood (every connection's request is parsed in one turn, on the
   two cores the 3,000 clients share): the floor no admission policy goes under here.`);
