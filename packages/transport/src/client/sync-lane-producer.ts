@@ -114,6 +114,7 @@ export class SyncLaneProducer {
     const { rows, ...rest } = group;
     const head = `${JSON.stringify(rest).slice(0, -1)},"rows":[`;
     const encoded = rows.map((row) => JSON.stringify(row));
+    const headBytes = Buffer.byteLength(head);
     const lengths = encoded.map((row) => Buffer.byteLength(row));
     const [, ...hits] = await this.lookupOrAppend.run(
       this.redis,
@@ -121,10 +122,10 @@ export class SyncLaneProducer {
       ...lookup.buckets,
       lookup.cutoff,
       ENTRY_FIELD,
-      entryBytes(head, encoded, lengths),
+      entryBytes(head, headBytes, encoded, lengths),
       rows.length,
       ...rows.map((_, i) => lookup.fields[i] ?? ""),
-      Buffer.byteLength(head),
+      headBytes,
       ...lengths,
     );
     return rows.map((_, i) => hits[i] ?? undefined);
@@ -164,8 +165,13 @@ export class SyncLaneProducer {
  * heap, and ioredis writes them as they are. Side by side at 64 clients (two sets of six
  * pairs): API CPU per request -16% and -26%, req/s +12% and +17% (README's benchmarks).
  */
-function entryBytes(head: string, rows: readonly string[], lengths: readonly number[]): Buffer {
-  const size = Buffer.byteLength(head) + lengths.reduce((a, b) => a + b + 1, 0) + 1;
+function entryBytes(
+  head: string,
+  headBytes: number,
+  rows: readonly string[],
+  lengths: readonly number[],
+): Buffer {
+  const size = headBytes + lengths.reduce((a, b) => a + b + 1, 0) + 1;
   const out = Buffer.allocUnsafe(size);
   let at = out.write(head, 0, "utf8");
   rows.forEach((row, i) => {
