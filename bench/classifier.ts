@@ -9,8 +9,8 @@ import { commandsPer, cpuMeter, redisCommandStats, redisPid } from "./cpu.js";
 import {
   closedLoop,
   type LoadResult,
+  median,
   probeWhile,
-  quantile,
   round,
   type StatusLatency,
 } from "./load.js";
@@ -259,11 +259,9 @@ async function seedExercise(model: Model): Promise<Record<string, Record<string,
           await closedLoop({ url, bodies: fresh(200), concurrency: 200, total: 200, agent }),
         );
       agent.destroy();
-      const rps = rounds.map((r) => r.rps).sort((a, b) => a - b);
-      const p50 = rounds.map((r) => r.p50_ms).sort((a, b) => a - b);
       out[`max_batch_size_${size}`] = {
-        rps_median: quantile(rps, 0.5),
-        p50_ms_median: quantile(p50, 0.5),
+        rps_median: median(rounds.map((r) => r.rps)),
+        p50_ms_median: median(rounds.map((r) => r.p50_ms)),
         errors: rounds.reduce((s, r) => s + r.errors, 0),
       };
     } finally {
@@ -337,21 +335,73 @@ async function peer(): Promise<Record<string, LoadResult> | string> {
   );
 }
 
+/** The bare node:http + in-process ONNX Runtime server's command line, on `port`. */
+function inProcessArgs(port: number): string[] {
+  return [
+    "--conditions=ferry-source",
+    "--import",
+    "tsx",
+    "bench/peers/in-process-server.ts",
+    `${port}`,
+  ];
+}
+
 /** (e) A bare node:http server running ONNX Runtime in process: what the queue hop costs. */
 async function inProcessServer(): Promise<Record<string, LoadResult>> {
   const port = await freePort();
-  return serveAndMeasure(
-    process.execPath,
-    [
-      "--conditions=ferry-source",
-      "--import",
-      "tsx",
-      "bench/peers/in-process-server.ts",
-      String(port),
-    ],
-    port,
-    "/",
-  );
+  return serveAndMeasure(process.execPath, inProcessArgs(port), port, "/");
+}
+
+/** One round of (e'): both servers at 64 clients and at one client, back to back. */
+interface PairedRound {
+  first: string;
+  ferry_c64_rps: number;
+  in_process_c64_rps: number;
+  c64_ratio: number;
+  ferry_c1_p50_ms: number;
+  in_process_c1_p50_ms: number;
+  c1_p50_diff_ms: number;
+}
+
+/**
+ * (e') Ferry on mnist against the in-process server in adjacent rounds, both up at once and
+ * measured in turn, each round in the other order: this VM's pace drifts by tens of percent
+ * within minutes (the in-process server alone measured 7,200 and 11,200 req/s on one
+ * afternoon), and rows measured minutes apart, as (b) and (e) are, carry that drift into their
+ * ratio; a ratio of adjacent rounds carries little of it. 5 s at 64 clients, 3 s at one.
+ */
+async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
+  const port = await freePort();
+  const stack = await new Stack({ env: { WORKER_MODELS: "mnist" } }).start();
+  try {
+    return await withPeer(process.execPath, inProcessArgs(port), port, "/", 200, async (local) => {
+      const servers = { ferry: stack.url("/v1/models/mnist/predict"), in_process: local };
+      for (const url of Object.values(servers)) await warmUp(url, 1);
+      const both = async (url: string) => ({
+        c64: await closedLoop({ url, bodies: fresh(60_000), concurrency: 64, durationMs: 5_000 }),
+        c1: await closedLoop({ url, bodies: fresh(20_000), concurrency: 1, durationMs: 3_000 }),
+      });
+      const out: PairedRound[] = [];
+      for (let r = 0; r < rounds; r++) {
+        const ferryFirst = r % 2 === 0;
+        const first = await both(ferryFirst ? servers.ferry : servers.in_process);
+        const second = await both(ferryFirst ? servers.in_process : servers.ferry);
+        const [ferry, inProc] = ferryFirst ? [first, second] : [second, first];
+        out.push({
+          first: ferryFirst ? "ferry" : "in_process",
+          ferry_c64_rps: ferry.c64.rps,
+          in_process_c64_rps: inProc.c64.rps,
+          c64_ratio: round(ferry.c64.rps / (inProc.c64.rps || 1), 3),
+          ferry_c1_p50_ms: ferry.c1.p50_ms,
+          in_process_c1_p50_ms: inProc.c1.p50_ms,
+          c1_p50_diff_ms: round(ferry.c1.p50_ms - inProc.c1.p50_ms, 3),
+        });
+      }
+      return out;
+    });
+  } finally {
+    await stack.stop();
+  }
 }
 
 export async function classifierBench(): Promise<Record<string, unknown>> {
@@ -372,6 +422,7 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
   );
   const ferryRes = Object.fromEntries(await seq(MODELS, async (m) => [m, await ferry(m)] as const));
   const inProc = await inProcessServer();
+  const paired = await pairedRounds();
   const peerRes = await peer();
   const rows: Array<Record<string, string | number>> = [];
   const add = (name: string, r: Record<string, LoadResult | CostedResult>) => {
@@ -395,6 +446,10 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
   printTable(
     "(b, d, e) HTTP /predict, each row after a 2 s warm-up at 64 clients: 5 s at 1 client, 8 s at 64 clients",
     rows,
+  );
+  printTable(
+    "(e') Ferry mnist and the in-process server in adjacent rounds (both up, measured in turn, alternating which goes first): 5 s at 64 clients, then 3 s at one client",
+    paired.map((r, i) => ({ round: i + 1, ...r })),
   );
   printTable(
     "Redis commands per request, by command (INFO commandstats delta over the run, commands inside scripts included)",
@@ -462,6 +517,14 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     ),
     "mnist: ferry_c1_p50 - in_process_c1_p50 (ms)": round(
       (mnist.c1?.p50_ms ?? 0) - (inProc.c1?.p50_ms ?? 0),
+      3,
+    ),
+    "mnist: ferry_c64_rps / in_process_c64_rps, adjacent rounds (median)": round(
+      median(paired.map((r) => r.c64_ratio)),
+      3,
+    ),
+    "mnist: ferry_c1_p50 - in_process_c1_p50 (ms), adjacent rounds (median)": round(
+      median(paired.map((r) => r.c1_p50_diff_ms)),
       3,
     ),
     "mnist: ferry_c64_p99 / ferry_c64_p50": round(
@@ -538,6 +601,7 @@ Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not g
     raw,
     ferry: ferryRes,
     in_process_server: inProc,
+    paired_rounds: paired,
     peer: peerRes,
     seed_exercise: seed,
     formed_batches: formed,

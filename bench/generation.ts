@@ -3,7 +3,7 @@ import { LmRuntime } from "@ferry/runtime";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { REDIS_TARGET, Stack } from "../test/helpers/stack.js";
 import { cpuMeter, redisPid } from "./cpu.js";
-import { quantile, round } from "./load.js";
+import { median, quantile, round } from "./load.js";
 import { postSse } from "./sse-client.js";
 import { printTable } from "./table.js";
 
@@ -157,11 +157,6 @@ async function startMode(scheduler: Record<string, unknown>): Promise<Stack> {
   };
   const repo = tempRepository({ "tiny-lm": { scheduler: { ...base.scheduler, ...scheduler } } });
   return new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } }).start();
-}
-
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return quantile(sorted, 0.5);
 }
 
 /** Field by field medians of one cell's rounds; the CPU split of its median-throughput round. */

@@ -225,6 +225,14 @@ export function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? Number.NaN;
 }
 
+/** The median of unsorted values (the upper one of an even count, as `quantile` gives). */
+export function median(values: readonly number[]): number {
+  return quantile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+}
+
 export function round(x: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(x * f) / f;
