@@ -3,6 +3,7 @@ import type { JobEvent, JobEventBody } from "@ferry/protocol";
 import type { RedisClient } from "./connection.js";
 import type { JobRef, Keys } from "./keys.js";
 import { LuaCommand } from "./lua-command.js";
+import { retrying } from "./retrying.js";
 
 /**
  * Appends events to a job's stream and publishes each with the id the stream gave it (on the
@@ -81,10 +82,6 @@ export interface EventWriterOptions {
    */
   retryForMs?: number;
 }
-
-/** The first wait before an append is sent again, doubled up to the cap (ms). */
-const RETRY_FIRST_MS = 50;
-const RETRY_CAP_MS = 1_000;
 
 /**
  * The writing side of job event logs. Events of one event-loop turn go out together: one
@@ -226,10 +223,9 @@ export class EventWriter {
 
   /** One append, sent again (same call id, so at most once in the log) until it lands. */
   private async write(log: JobLog, callId: string, events: string[]): Promise<void> {
-    const giveUpAt = Date.now() + this.retryForMs;
-    for (let wait = RETRY_FIRST_MS; ; wait = Math.min(wait * 2, RETRY_CAP_MS)) {
-      try {
-        const written = await this.append.run(
+    const written = await retrying(
+      () =>
+        this.append.run(
           this.redis,
           log.key,
           log.fence?.lockKey ?? log.key,
@@ -240,14 +236,11 @@ export class EventWriter {
           log.fence?.token ?? "",
           callId,
           ...events,
-        );
-        if (written === -1 && log.fence) this.fenceLost(log.fence);
-        return;
-      } catch (err) {
-        if (!transient(err) || Date.now() + wait > giveUpAt) throw err;
-        await new Promise((resolve) => setTimeout(resolve, wait));
-      }
-    }
+        ),
+      this.retryForMs,
+      transient,
+    );
+    if (written === -1 && log.fence) this.fenceLost(log.fence);
   }
 
   /** Every event a job's log holds so far, oldest first. */

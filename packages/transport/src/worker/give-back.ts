@@ -1,4 +1,5 @@
 import { type Job, WaitingError } from "bullmq";
+import { retrying } from "../shared/retrying.js";
 
 /**
  * Hands an active job back to its queue, for an attempt whose event log lost events it could
@@ -16,16 +17,15 @@ export async function giveBack(
   token: string | undefined,
   lockDurationMs: number,
 ): Promise<never> {
-  const until = Date.now() + lockDurationMs;
-  for (let wait = 50; token !== undefined; wait = Math.min(wait * 2, 1_000)) {
-    try {
-      await job.moveToWait(token);
-      break;
-    } catch (err) {
-      const lockGone = err instanceof Error && /lock/i.test(err.message);
-      if (lockGone || Date.now() + wait > until) break;
-      await new Promise((resolve) => setTimeout(resolve, wait));
-    }
+  if (token !== undefined) {
+    const lockGone = (err: unknown) => err instanceof Error && /lock/i.test(err.message);
+    // a move Redis never took: the job stalls back once its lock lapses
+    const moved = retrying(
+      () => job.moveToWait(token),
+      lockDurationMs,
+      (err) => !lockGone(err),
+    );
+    await moved.catch(() => undefined);
   }
   throw new WaitingError();
 }
