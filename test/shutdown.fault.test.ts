@@ -1,11 +1,12 @@
 import { execFileSync, spawn } from "node:child_process";
+import { deletePrefix } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../scripts/free-port.js";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { countKeys } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
-import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+import { REDIS_TARGET, REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,digits" } });
 beforeAll(() => stack.start());
@@ -238,6 +239,8 @@ describe("npm start", () => {
     } finally {
       start.kill("SIGINT");
       await new Promise((r) => start.once("exit", r));
+      // its own prefix, which the stack's stop does not cover
+      await deletePrefix(REDIS_TARGET, prefix);
     }
   }, 90_000);
 });
