@@ -15,6 +15,7 @@ import { ControlChannel } from "../shared/control-channel.js";
 import type { AcceptReplicas } from "../shared/durable-accept.js";
 import { EventWriter } from "../shared/event-log.js";
 import { bullQueueName, Keys } from "../shared/keys.js";
+import { LogCloser } from "../shared/log-closer.js";
 import { assertReady } from "../shared/redis-guard.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobStore } from "./batch-job-store.js";
@@ -47,6 +48,12 @@ export interface InferenceClientOptions {
    * write), and how long to wait for them. @defaultValue { replicas: 0, timeoutMs: 500 }
    */
   acceptReplicas?: AcceptReplicas;
+  /**
+   * How long the end of a log whose job the API removed (cancelled, expired) is sent again
+   * when Redis fails it, in ms; past it the cancel or expiry fails, and the sweep of removals
+   * ends the log later. @defaultValue 10_000
+   */
+  closeRetryMs?: number;
 }
 
 export interface InferRequest {
@@ -82,12 +89,8 @@ interface StoredHit {
 
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
-
-/**
- * How long the end of a log whose job the API removed (cancelled, expired) is sent again when
- * Redis fails it, in ms: a request waits, not a stream forever (see JobClient's `closer`).
- */
-const CLOSE_RETRY_MS = 10_000;
+/** How often removed jobs whose logs their remover left without an end are looked for, in ms. */
+const REMOVAL_SWEEP_MS = 5_000;
 
 /** A sync row sent and not yet answered: what it takes to send it again. */
 interface SentRow {
@@ -138,6 +141,7 @@ export class InferenceClient {
   private readonly jobTtlS: number;
   private nextRow = 0;
   private sweeping: NodeJS.Timeout | undefined;
+  private sweepingRemovals: NodeJS.Timeout | undefined;
 
   constructor(options: InferenceClientOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -175,7 +179,7 @@ export class InferenceClient {
       (name) => this.queue(name),
       this.depth,
       new EventWriter(this.redis, this.keys, this.jobTtlS),
-      new EventWriter(this.redis, this.keys, this.jobTtlS, { retryForMs: CLOSE_RETRY_MS }),
+      new LogCloser(this.redis, this.keys, this.jobTtlS, options.closeRetryMs ?? 10_000),
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,
@@ -194,6 +198,10 @@ export class InferenceClient {
       if (this.redis.status === "ready") void this.jobs.sweepDeadlines().catch(() => undefined);
     }, DEADLINE_SWEEP_MS);
     this.sweeping.unref();
+    this.sweepingRemovals = setInterval(() => {
+      if (this.redis.status === "ready") void this.jobs.sweepRemovals().catch(() => undefined);
+    }, REMOVAL_SWEEP_MS);
+    this.sweepingRemovals.unref();
   }
 
   /**
@@ -320,6 +328,7 @@ export class InferenceClient {
 
   async close(): Promise<void> {
     clearInterval(this.sweeping);
+    clearInterval(this.sweepingRemovals);
     this.state.stop();
     await this.batches.close().catch(() => undefined);
     await this.state.flush().catch(() => undefined);

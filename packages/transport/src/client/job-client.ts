@@ -10,6 +10,7 @@ import {
   type RowInputs,
   TERMINAL_STATUSES,
   WIRE_VERSION,
+  type WireError,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
@@ -24,6 +25,7 @@ import {
   parseFailure,
 } from "../shared/job-records.js";
 import type { JobRef, Keys } from "../shared/keys.js";
+import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
 import type { QueueDepth } from "./queue-depth.js";
@@ -56,7 +58,19 @@ const EXPIRED = "expired";
 const NOT_COMPUTED = "deadline passed while queued; not computed";
 /** BullMQ states of a job no worker has taken yet. */
 const WAITING_STATES = ["waiting", "prioritized", "delayed", "waiting-children"];
-/** Jobs one sweep expires at most; the next sweep takes the rest. */
+/**
+ * How long after a removal began any API replica's sweep may end the job's log in its
+ * remover's place: well past the remover's own retries of the close (10 s) and any command's
+ * timeout, so that a sweep never judges a removal still under way.
+ */
+const REMOVAL_GRACE_MS = 60_000;
+/** Why the API removed a job from its queue, as its log's end says. */
+type RemovalCode = "CANCELLED" | "DEADLINE_EXCEEDED";
+const REMOVAL_ERRORS: Record<RemovalCode, WireError> = {
+  CANCELLED: { code: "CANCELLED", message: "job was cancelled" },
+  DEADLINE_EXCEEDED: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED },
+};
+/** Jobs one sweep expires (or ends the logs of) at most; the next sweep takes the rest. */
 const SWEEP_BATCH = 200;
 
 /**
@@ -64,6 +78,8 @@ const SWEEP_BATCH = 200;
  * outlives the API process that took it. An index key maps the public id to its queue.
  */
 export class JobClient {
+  private sweepingRemovals = false;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
@@ -71,10 +87,10 @@ export class JobClient {
     private readonly depth: QueueDepth,
     private readonly writer: EventWriter,
     /**
-     * Closes the logs of jobs this client removed from their queue (cancelled, expired): its
-     * appends are retried through a Redis outage, since nobody else will ever close them.
+     * Ends the logs of jobs this client removed from their queue (cancelled, expired): retried
+     * through a Redis outage, since no worker will ever write to them.
      */
-    private readonly closer: EventWriter,
+    private readonly closer: LogCloser,
     private readonly reader: EventReader,
     private readonly control: ControlChannel,
     private readonly ttlS: number,
@@ -215,19 +231,79 @@ export class JobClient {
     // only a job still waiting: a finished one keeps its answer, and a running one its worker
     const state = await job?.getState();
     if (!job || !WAITING_STATES.includes(state ?? "")) return false;
+    return this.removeQueued(job, index.queue, "DEADLINE_EXCEEDED", () =>
+      guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS)),
+    );
+  }
+
+  /**
+   * Removes a job from its queue, so that no worker ever takes it, then ends its log with
+   * `code` (after `marked`, which tells polls why). The intent to end the log is stored
+   * before the removal: if Redis refuses the end for longer than the closer retries it, or
+   * this process dies after the removal, any replica's sweep ends the log (`sweepRemovals`),
+   * and readers, who follow a log until its end, never wait forever. False when the job was
+   * not removed (a worker took it meanwhile: it holds the lock, and ends the log itself).
+   */
+  private async removeQueued(
+    job: Job,
+    queue: string,
+    code: RemovalCode,
+    marked?: () => Promise<unknown>,
+  ): Promise<boolean> {
+    const id = job.id ?? "";
+    const intent = JSON.stringify([id, queue, code]);
+    await guarded(() => this.redis.zadd(this.keys.removals, Date.now(), intent));
+    // a failed removal leaves its intent: the sweep finds the job still there and drops it
+    // (were it removed after all, say a reply lost to a timeout, the sweep ends its log)
     const removed = await job.remove().then(
       () => true,
-      () => false, // taken by a worker meanwhile: it holds the lock now
+      () => false,
     );
     if (!removed) return false;
-    await guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS));
-    const ref = { queue: index.queue, id };
-    this.closer.emit(ref, [
-      { type: "error", error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED } },
-      { type: "done" },
-    ]);
-    await this.closer.flush(ref);
+    await marked?.();
+    // refused past the closer's retries: a 503, and the sweep ends the log later
+    await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code]));
+    await guarded(() => this.redis.zrem(this.keys.removals, intent));
     return true;
+  }
+
+  /**
+   * Ends the logs of jobs whose removal began over a minute ago and whose remover left no
+   * end (Redis refused it for longer than the closer retried, or the process died): readers
+   * of those logs would wait forever. A job still in its queue was not removed: whoever
+   * finishes it ends its log. Every replica sweeps; ending a log is idempotent. Returns the
+   * logs this sweep ended.
+   */
+  async sweepRemovals(now = Date.now()): Promise<number> {
+    if (this.sweepingRemovals) return 0;
+    this.sweepingRemovals = true;
+    try {
+      const due = await this.redis.zrangebyscore(
+        this.keys.removals,
+        "-inf",
+        now - REMOVAL_GRACE_MS,
+        "LIMIT",
+        0,
+        SWEEP_BATCH,
+      );
+      let ended = 0;
+      for (const intent of due) {
+        const [id, queue, code] = JSON.parse(intent) as [string, string, RemovalCode];
+        try {
+          if (!(await Job.fromId(this.queue(queue), id))) {
+            if (code === "DEADLINE_EXCEEDED")
+              await this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS, "NX");
+            if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code])) ended++;
+          }
+          await this.redis.zrem(this.keys.removals, intent);
+        } catch {
+          // Redis failed it: the intent stays for the next sweep
+        }
+      }
+      return ended;
+    } finally {
+      this.sweepingRemovals = false;
+    }
   }
 
   /**
@@ -245,8 +321,16 @@ export class JobClient {
       SWEEP_BATCH,
     );
     let expired = 0;
-    for (const id of due) if (await this.expire(id).catch(() => false)) expired++;
-    if (due.length > 0) await this.redis.zrem(this.keys.deadlines, ...due);
+    const settled: string[] = [];
+    for (const id of due) {
+      try {
+        if (await this.expire(id)) expired++;
+        settled.push(id);
+      } catch {
+        // Redis failed it: the id stays for the next sweep
+      }
+    }
+    if (settled.length > 0) await this.redis.zrem(this.keys.deadlines, ...settled);
     return expired;
   }
 
@@ -319,18 +403,8 @@ export class JobClient {
     const queue = queueName(record.model, record.version);
     const job = await Job.fromId(this.queue(queue), id);
     // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
-    const removed = await job?.remove().then(
-      () => true,
-      () => false,
-    );
-    if (removed) {
-      // nobody will run it now, so nobody else will close its event log
-      this.closer.emit({ queue, id }, [
-        { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
-        { type: "done" },
-      ]);
-      await this.closer.flush({ queue, id });
-    }
+    // a running job is not removed (BullMQ refuses while a worker holds its lock)
+    if (job && record.status === "queued") await this.removeQueued(job, queue, "CANCELLED");
     return this.get(id);
   }
 

@@ -3,7 +3,7 @@ import type { JobEvent, JobEventBody } from "@ferry/protocol";
 import type { RedisClient } from "./connection.js";
 import type { JobRef, Keys } from "./keys.js";
 import { LuaCommand } from "./lua-command.js";
-import { retrying } from "./retrying.js";
+import { retrying, transient } from "./retrying.js";
 
 /**
  * Appends events to a job's stream and publishes each with the id the stream gave it (on the
@@ -30,7 +30,7 @@ return #ARGV - 5
 `;
 
 /** Events a job's log keeps at most; plenty for the longest completion a model allows. */
-const MAX_EVENTS = 10_000;
+export const MAX_EVENTS = 10_000;
 
 /**
  * Whose writes these are: the job's BullMQ lock key and the token the writer holds it with,
@@ -275,14 +275,6 @@ export function parsePublished(message: string): JobEvent | undefined {
  */
 function logId(key: string, fence: WriteFence | undefined): string {
   return fence ? `${key} ${fence.attempt}` : key;
-}
-
-/**
- * Whether a failed command may succeed if sent again: not a script or type error, which
- * would fail the same way every time.
- */
-function transient(err: unknown): boolean {
-  return !/^(ERR|WRONGTYPE)\b/.test(err instanceof Error ? err.message : String(err));
 }
 
 /** Stream ids compare as (ms, seq) pairs. */

@@ -43,6 +43,15 @@ export class Keys {
     return `${this.prefix}:deadlines`;
   }
 
+  /**
+   * Sorted set of async jobs being removed from their queue (cancelled, expired while queued),
+   * by when their removal began: each member says whose log must be closed, and with what
+   * error, until the remover has closed it; the API sweeps the ones a remover left behind.
+   */
+  get removals(): string {
+    return `${this.prefix}:removals`;
+  }
+
   /** Which queue an async job id lives in, so a poll need not know model and version. */
   jobQueue(jobId: string): string {
     return `${this.prefix}:job-queue:{${jobId}}`;

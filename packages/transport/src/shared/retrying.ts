@@ -21,3 +21,11 @@ export async function retrying<T>(
     }
   }
 }
+
+/**
+ * Whether a failed command may succeed if sent again: not a script or type error, which
+ * would fail the same way every time.
+ */
+export function transient(err: unknown): boolean {
+  return !/^(ERR|WRONGTYPE)\b/.test(err instanceof Error ? err.message : String(err));
+}

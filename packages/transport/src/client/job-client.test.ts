@@ -1,0 +1,140 @@
+import type { JobEvent } from "@ferry/protocol";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
+import { createRedis, type RedisClient } from "../shared/connection.js";
+import type { JobRecord } from "../shared/job-records.js";
+import { Keys } from "../shared/keys.js";
+import { InferenceClient } from "./inference-client.js";
+
+// A redis-server of this file's own: the test changes its ACL, which the shared one must never see.
+const prefix = "ferry-test-removals";
+const keys = new Keys(prefix);
+let server: OwnRedis;
+let admin: RedisClient;
+/** An API replica whose Redis user loses write access to event logs mid-test. */
+let remover: InferenceClient;
+/** Another replica, whose user keeps every right: it follows the logs and sweeps. */
+let other: InferenceClient;
+
+beforeAll(async () => {
+  server = await ownRedis();
+  admin = createRedis(server.url);
+  await admin.acl("SETUSER", "api", "on", ">secret", "~*", "&*", "+@all");
+  const port = new URL(server.url).port;
+  remover = new InferenceClient({
+    redisUrl: `redis://api:secret@127.0.0.1:${port}`,
+    prefix,
+    closeRetryMs: 200,
+  });
+  other = new InferenceClient({ redisUrl: server.url, prefix });
+  await Promise.all([remover.ready(), other.ready()]);
+});
+
+afterAll(async () => {
+  await Promise.all([remover?.close(), other?.close()]);
+  admin?.disconnect();
+  await server?.stop();
+});
+
+/** Every key of the prefix but the event logs (`<prefix>:events:...`): a node refusing those writes. */
+const withoutEventLogs = () =>
+  admin.acl("SETUSER", "api", "resetkeys", `~${prefix}:[^e]*`, `~${prefix}:e[^v]*`);
+const withEverything = () => admin.acl("SETUSER", "api", "resetkeys", "~*");
+
+async function queuedJob(): Promise<JobRecord> {
+  return remover.jobs.submit({
+    model: "m",
+    version: "1",
+    rows: [{ input: "AAAAAA==" }],
+    deadline: Date.now() + 60_000,
+    priority: 5,
+    maxQueueSize: 100,
+    owner: "",
+    meta: {},
+  });
+}
+
+/** Collects a job's events as another replica's reader sees them, until `done`. */
+function follow(record: JobRecord): { events: JobEvent["body"][]; ended: Promise<void> } {
+  const events: JobEvent["body"][] = [];
+  const ended = (async () => {
+    for await (const event of other.jobs.events(record, undefined)) events.push(event.body);
+  })();
+  return { events, ended };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const oneMinuteOn = () => Date.now() + 61_000;
+
+describe("a job the API removed from its queue always gets the end of its log", () => {
+  it("a cancel whose end Redis refused: the job is gone, and any replica's sweep ends the log", async () => {
+    const record = await queuedJob();
+    const reader = follow(record);
+    await withoutEventLogs();
+    try {
+      // removed (no worker will ever run it), but its log refused the end: the cancel fails
+      await expect(remover.jobs.cancel(record.id)).rejects.toThrow(/NOPERM/);
+    } finally {
+      await withEverything();
+    }
+    expect((await other.jobs.get(record.id))?.status).toBe("cancelled");
+    await sleep(300);
+    expect(reader.events).toEqual([{ type: "status", status: "queued" }]);
+    // not before a minute has passed: the remover may still be closing it
+    expect(await other.jobs.sweepRemovals()).toBe(0);
+    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(1);
+    await reader.ended;
+    expect(reader.events).toEqual([
+      { type: "status", status: "queued" },
+      { type: "error", error: { code: "CANCELLED", message: "job was cancelled" } },
+      { type: "done" },
+    ]);
+    // swept once: nothing is left, and the log is not ended twice
+    expect(await admin.zcard(keys.removals)).toBe(0);
+    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(0);
+  });
+
+  it("an expiry whose end Redis refused stays due, and its log is ended by the sweep", async () => {
+    // due a minute on, past every timer of the replicas: the test's sweeps are the only ones
+    const record = await queuedJob();
+    const reader = follow(record);
+    await withoutEventLogs();
+    try {
+      // the deadline sweep removes the job, and its end is refused
+      expect(await remover.jobs.sweepDeadlines(oneMinuteOn())).toBe(0);
+      // ... so the job stays due (it was dropped from the set whatever happened, before)
+      expect(await admin.zscore(keys.deadlines, record.id)).not.toBeNull();
+    } finally {
+      await withEverything();
+    }
+    // the next deadline sweep finds it gone and lets it go
+    await other.jobs.sweepDeadlines(oneMinuteOn());
+    expect(await admin.zscore(keys.deadlines, record.id)).toBeNull();
+    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(1);
+    await reader.ended;
+    expect(reader.events.slice(1)).toEqual([
+      {
+        type: "error",
+        error: { code: "DEADLINE_EXCEEDED", message: "deadline passed while queued; not computed" },
+      },
+      { type: "done" },
+    ]);
+    expect((await other.jobs.get(record.id))?.status).toBe("expired");
+  });
+
+  it("a cancel that ends the log itself leaves nothing to sweep; one that removed nothing writes nothing", async () => {
+    const record = await queuedJob();
+    const reader = follow(record);
+    expect((await remover.jobs.cancel(record.id))?.status).toBe("cancelled");
+    await reader.ended;
+    expect(reader.events.map((e) => e.type)).toEqual(["status", "error", "done"]);
+    expect(await admin.zcard(keys.removals)).toBe(0);
+    // an intent whose job is still queued (its removal failed): dropped, the log untouched
+    const queued = await queuedJob();
+    await admin.zadd(keys.removals, Date.now(), JSON.stringify([queued.id, "m.v1", "CANCELLED"]));
+    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(0);
+    expect(await admin.zcard(keys.removals)).toBe(0);
+    const log = await admin.xrange(keys.events({ queue: "m.v1", id: queued.id }), "-", "+");
+    expect(log.map(([, fields]) => JSON.parse(fields[1] ?? "{}").type)).toEqual(["status"]);
+  });
+});
