@@ -194,14 +194,8 @@ export class InferenceClient {
         await new Promise<void>((resolve) => redis.once("ready", () => resolve()));
     await this.router.whenReady();
     await this.state.start();
-    this.sweeping = setInterval(() => {
-      if (this.redis.status === "ready") void this.jobs.sweepDeadlines().catch(() => undefined);
-    }, DEADLINE_SWEEP_MS);
-    this.sweeping.unref();
-    this.sweepingRemovals = setInterval(() => {
-      if (this.redis.status === "ready") void this.jobs.sweepRemovals().catch(() => undefined);
-    }, REMOVAL_SWEEP_MS);
-    this.sweepingRemovals.unref();
+    this.sweeping = every(DEADLINE_SWEEP_MS, this.redis, () => this.jobs.sweepDeadlines());
+    this.sweepingRemovals = every(REMOVAL_SWEEP_MS, this.redis, () => this.jobs.sweepRemovals());
   }
 
   /**
@@ -411,4 +405,23 @@ function deadlineResult(rid: string): RowResult {
     ok: false,
     error: { code: "DEADLINE_EXCEEDED", message: "deadline passed before an answer" },
   };
+}
+
+/**
+ * Runs `sweep` every `ms` while `redis` is up, one at a time: a sweep whose log ends Redis
+ * refuses takes the closer's retries, and the next waits for it rather than piling up.
+ */
+function every(ms: number, redis: RedisClient, sweep: () => Promise<unknown>): NodeJS.Timeout {
+  let running = false;
+  const timer = setInterval(() => {
+    if (running || redis.status !== "ready") return;
+    running = true;
+    void sweep()
+      .catch(() => undefined)
+      .finally(() => {
+        running = false;
+      });
+  }, ms);
+  timer.unref();
+  return timer;
 }

@@ -78,8 +78,6 @@ const SWEEP_BATCH = 200;
  * outlives the API process that took it. An index key maps the public id to its queue.
  */
 export class JobClient {
-  private sweepingRemovals = false;
-
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
@@ -275,35 +273,29 @@ export class JobClient {
    * logs this sweep ended.
    */
   async sweepRemovals(now = Date.now()): Promise<number> {
-    if (this.sweepingRemovals) return 0;
-    this.sweepingRemovals = true;
-    try {
-      const due = await this.redis.zrangebyscore(
-        this.keys.removals,
-        "-inf",
-        now - REMOVAL_GRACE_MS,
-        "LIMIT",
-        0,
-        SWEEP_BATCH,
-      );
-      let ended = 0;
-      for (const intent of due) {
+    const due = await this.redis.zrangebyscore(
+      this.keys.removals,
+      "-inf",
+      now - REMOVAL_GRACE_MS,
+      "LIMIT",
+      0,
+      SWEEP_BATCH,
+    );
+    let ended = 0;
+    for (const intent of due) {
+      try {
         const [id, queue, code] = JSON.parse(intent) as [string, string, RemovalCode];
-        try {
-          if (!(await Job.fromId(this.queue(queue), id))) {
-            if (code === "DEADLINE_EXCEEDED")
-              await this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS, "NX");
-            if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code])) ended++;
-          }
-          await this.redis.zrem(this.keys.removals, intent);
-        } catch {
-          // Redis failed it: the intent stays for the next sweep
+        if (!(await Job.fromId(this.queue(queue), id))) {
+          if (code === "DEADLINE_EXCEEDED")
+            await this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS, "NX");
+          if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code])) ended++;
         }
+        await this.redis.zrem(this.keys.removals, intent);
+      } catch {
+        // Redis failed it: the intent stays for the next sweep
       }
-      return ended;
-    } finally {
-      this.sweepingRemovals = false;
     }
+    return ended;
   }
 
   /**
@@ -402,8 +394,8 @@ export class JobClient {
     // the record came from the job's index: its queue is its model version's
     const queue = queueName(record.model, record.version);
     const job = await Job.fromId(this.queue(queue), id);
-    // An active job holds a lock and cannot be removed; its worker drops it on the broadcast.
-    // a running job is not removed (BullMQ refuses while a worker holds its lock)
+    // A running job is left to its worker, which drops it on the broadcast (BullMQ refuses to
+    // remove a job whose lock a worker holds).
     if (job && record.status === "queued") await this.removeQueued(job, queue, "CANCELLED");
     return this.get(id);
   }
