@@ -70,9 +70,15 @@ export function splitRows(outputs: TensorMap, n: number): Array<Record<string, O
   return rows;
 }
 
-function allFinite(bytes: Buffer): boolean {
-  const floats = new Float32Array(new Uint8Array(bytes).buffer);
-  for (const f of floats) if (!Number.isFinite(f)) return false;
+/** Whether every FP32 value of `bytes` (a whole number of them) is finite. */
+export function allFinite(bytes: Uint8Array): boolean {
+  // read in place: a decoded row sits 8-byte aligned in Node's buffer pool; a copy only for
+  // bytes that are not 4-byte aligned, which a Float32Array cannot view
+  const floats =
+    bytes.byteOffset % 4 === 0
+      ? new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4)
+      : new Float32Array(new Uint8Array(bytes).buffer);
+  for (let i = 0; i < floats.length; i++) if (!Number.isFinite(floats[i])) return false;
   return true;
 }
 
