@@ -134,6 +134,28 @@ describe("Batcher", () => {
     expect(await cancelled).toBe("CANCELLED");
   });
 
+  it("looks at each waiting row once, as it is taken, not the whole queue at every submit", async () => {
+    const { batcher, batches, clock, release } = setup({ maxBatchSize: 32 });
+    let looks = 0;
+    const watched = {
+      get aborted() {
+        looks++;
+        return false;
+      },
+    } as AbortSignal;
+    // a batch job's chunk: thousands of rows submitted at once while the instance is busy
+    const rows = Array.from({ length: 2_000 }, (_, x) => batcher.submit(x, far, watched));
+    expect(batches).toHaveLength(1);
+    while (release.length > 0) {
+      release.shift()?.();
+      await flush();
+      clock.advance(10);
+    }
+    await Promise.all(rows);
+    expect(batches.flat()).toHaveLength(2_000);
+    expect(looks).toBeLessThanOrEqual(2 * 2_000);
+  });
+
   it("leaves no timer behind once the queue is empty", async () => {
     const { batcher, clock, release } = setup();
     const p = batcher.submit(1, far);

@@ -88,17 +88,38 @@ export class Batcher<I, O> {
   }
 
   private dispatch(): void {
-    this.dropDead();
     while (this.running < this.concurrency && this.queue.length > 0) {
+      // the oldest row that can still run sets the delay
+      while (this.queue[0] && this.dropIfDead(this.queue[0], this.clock.now())) this.queue.shift();
+      if (this.queue.length === 0) break;
       const take = this.batchSizeNow();
       if (take === 0) {
         const oldest = this.queue[0];
         if (oldest) this.armTimer(oldest.enqueuedAt + this.options.maxQueueDelayMs);
         return;
       }
-      void this.run(this.queue.splice(0, take));
+      const batch = this.takeLive(take);
+      if (batch.length > 0) void this.run(batch);
     }
     if (this.queue.length === 0) this.disarmTimer();
+  }
+
+  /**
+   * Up to `n` rows from the front of the queue; rows whose deadline passed or whose caller
+   * cancelled leave on the way, unrun. Rows are looked at only as they are taken: a check of
+   * the whole queue at every submit made a deep queue (a batch job's thousands of rows)
+   * quadratic.
+   */
+  private takeLive(n: number): Item<I, O>[] {
+    const now = this.clock.now();
+    const batch: Item<I, O>[] = [];
+    let k = 0;
+    while (batch.length < n && k < this.queue.length) {
+      const item = this.queue[k++] as Item<I, O>;
+      if (!this.dropIfDead(item, now)) batch.push(item);
+    }
+    this.queue.splice(0, k);
+    return batch;
   }
 
   /** How many rows to dispatch now; 0 means wait for more rows or for the delay. */
@@ -160,21 +181,19 @@ export class Batcher<I, O> {
     }
   }
 
-  private dropDead(): void {
-    const now = this.clock.now();
-    for (let k = this.queue.length - 1; k >= 0; k--) {
-      const item = this.queue[k];
-      if (!item) continue;
-      if (item.signal?.aborted) {
-        this.queue.splice(k, 1);
-        item.reject(new FerryError("CANCELLED", "request was cancelled before it ran"));
-      } else if (item.deadline <= now) {
-        this.queue.splice(k, 1);
-        item.reject(
-          new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"),
-        );
-      }
+  /** Rejects a row that must not run (cancelled, or past its deadline); true if it did. */
+  private dropIfDead(item: Item<I, O>, now: number): boolean {
+    if (item.signal?.aborted) {
+      item.reject(new FerryError("CANCELLED", "request was cancelled before it ran"));
+      return true;
     }
+    if (item.deadline <= now) {
+      item.reject(
+        new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"),
+      );
+      return true;
+    }
+    return false;
   }
 
   private armTimer(at: number): void {
