@@ -78,6 +78,8 @@ describe("a job the API removed from its queue always gets the end of its log", 
       await withEverything();
     }
     expect((await other.jobs.get(record.id))?.status).toBe("cancelled");
+    // the follower has read the log, and nothing ends it
+    for (let i = 0; i < 100 && reader.events.length === 0; i++) await sleep(50);
     await sleep(300);
     expect(reader.events).toEqual([{ type: "status", status: "queued" }]);
     // not before a minute has passed: the remover may still be closing it
