@@ -91,6 +91,11 @@ interface StoredHit {
 const DEADLINE_SWEEP_MS = 250;
 /** How often removed jobs whose logs their remover left without an end are looked for, in ms. */
 const REMOVAL_SWEEP_MS = 5_000;
+/**
+ * How long the end of a removed job's log is sent again while Redis refuses it, by default, in
+ * ms; JobClient's sweep of removals waits well past it (a minute) before ending a log itself.
+ */
+const CLOSE_RETRY_MS = 10_000;
 
 /** A sync row sent and not yet answered: what it takes to send it again. */
 interface SentRow {
@@ -179,7 +184,7 @@ export class InferenceClient {
       (name) => this.queue(name),
       this.depth,
       new EventWriter(this.redis, this.keys, this.jobTtlS),
-      new LogCloser(this.redis, this.keys, this.jobTtlS, options.closeRetryMs ?? 10_000),
+      new LogCloser(this.redis, this.keys, this.jobTtlS, options.closeRetryMs ?? CLOSE_RETRY_MS),
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,

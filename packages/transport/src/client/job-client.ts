@@ -273,14 +273,7 @@ export class JobClient {
    * logs this sweep ended.
    */
   async sweepRemovals(now = Date.now()): Promise<number> {
-    const due = await this.redis.zrangebyscore(
-      this.keys.removals,
-      "-inf",
-      now - REMOVAL_GRACE_MS,
-      "LIMIT",
-      0,
-      SWEEP_BATCH,
-    );
+    const due = await this.dueIn(this.keys.removals, now - REMOVAL_GRACE_MS);
     let ended = 0;
     for (const intent of due) {
       try {
@@ -304,14 +297,7 @@ export class JobClient {
    * replica sweeps; expiring is idempotent, so they need no coordination.
    */
   async sweepDeadlines(now = Date.now()): Promise<number> {
-    const due = await this.redis.zrangebyscore(
-      this.keys.deadlines,
-      "-inf",
-      now,
-      "LIMIT",
-      0,
-      SWEEP_BATCH,
-    );
+    const due = await this.dueIn(this.keys.deadlines, now);
     let expired = 0;
     const settled: string[] = [];
     for (const id of due) {
@@ -324,6 +310,11 @@ export class JobClient {
     }
     if (settled.length > 0) await this.redis.zrem(this.keys.deadlines, ...settled);
     return expired;
+  }
+
+  /** One sweep's share of the members of sorted set `key` scored at or before `until`. */
+  private dueIn(key: string, until: number): Promise<string[]> {
+    return this.redis.zrangebyscore(key, "-inf", until, "LIMIT", 0, SWEEP_BATCH);
   }
 
   private async index(id: string): Promise<JobIndexEntry | undefined> {
