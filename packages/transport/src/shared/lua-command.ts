@@ -4,8 +4,8 @@ type Arg = string | number | Buffer;
 
 /**
  * A Lua script defined on a connection as a named command (ioredis' `defineCommand`, which
- * leaves the command untyped), called on the connection it was defined on (auto-pipelined
- * there when the connection pipelines). The untyped lookup lives here, once.
+ * leaves the command untyped), called on the connection it was defined on. The untyped
+ * lookup lives here, once.
  */
 export class LuaCommand<Result> {
   constructor(

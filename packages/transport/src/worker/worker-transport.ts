@@ -97,10 +97,11 @@ export class WorkerTransport {
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
     this.jobTtlS = options.jobTtlS ?? 86_400;
-    // Event appends and answers leave auto-pipelined (one write per turn, per node on a
-    // cluster), and an ioredis pipeline copies every script defined on its connection when it
-    // is made: BullMQ's few dozen would be copied for every flush.
-    this.eventsRedis = createRedis(this.target, { enableAutoPipelining: true });
+    // Event appends and answers have a connection without BullMQ's scripts and commands. It
+    // is not auto-pipelined: the writers already send once per turn, and ioredis'
+    // auto-pipelining held each send for another turn of the event loop (a setImmediate), so
+    // a one-client answer left after the worker's next read instead of before it.
+    this.eventsRedis = createRedis(this.target);
     this.eventsRedis.on("error", () => {});
     const retryForMs = options.eventRetryMs ?? 30_000;
     this.events = new EventWriter(this.eventsRedis, this.keys, this.jobTtlS, { retryForMs });
