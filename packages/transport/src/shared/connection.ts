@@ -19,6 +19,22 @@ export function isCluster(redis: RedisClient): redis is Cluster {
   return (redis as Cluster).isCluster === true;
 }
 
+/**
+ * Runs `send`, whose commands to one server leave in one write: the connection's socket is
+ * corked while it runs. What ioredis' auto-pipelining gave a turn's commands, without holding
+ * them for another turn of the event loop. A cluster's commands go to several nodes' sockets,
+ * one write each as they are made.
+ */
+export function inOneWrite<T>(redis: RedisClient, send: () => T): T {
+  const stream = isCluster(redis) || redis.status !== "ready" ? undefined : redis.stream;
+  stream?.cork();
+  try {
+    return send();
+  } finally {
+    stream?.uncork();
+  }
+}
+
 export interface ConnectionOptions extends RedisOptions {
   /**
    * In cluster mode: one subscriber connection per primary for sharded pub/sub (SSUBSCRIBE),

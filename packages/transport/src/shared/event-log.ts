@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { JobEvent, JobEventBody } from "@ferry/protocol";
-import type { RedisClient } from "./connection.js";
+import { inOneWrite, type RedisClient } from "./connection.js";
 import type { JobRef, Keys } from "./keys.js";
 import { LuaCommand } from "./lua-command.js";
 import { retrying, transient } from "./retrying.js";
@@ -178,7 +178,10 @@ export class EventWriter {
 
   private sendQueued(): void {
     this.scheduled = false;
-    for (const log of this.dirty) this.send(log);
+    // every job's append of this turn in one write (a decode step emits for each sequence)
+    inOneWrite(this.redis, () => {
+      for (const log of this.dirty) this.send(log);
+    });
     this.dirty.clear();
   }
 

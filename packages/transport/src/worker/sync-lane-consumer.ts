@@ -5,7 +5,7 @@ import {
   WIRE_VERSION,
   type WireError,
 } from "@ferry/protocol";
-import { isCluster, type RedisClient } from "../shared/connection.js";
+import { inOneWrite, isCluster, type RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { ENTRY_FIELD, laneKeys, SYNC_GROUP } from "../shared/sync-lane.js";
 import type { RowHandler } from "./handlers.js";
@@ -263,18 +263,7 @@ export class SyncLaneConsumer {
   private async flush(): Promise<void> {
     await this.flushing;
     if (this.replies.size === 0 && this.acks.size === 0) return;
-    const published: Promise<unknown>[] = [];
-    for (const [channel, results] of this.replies) {
-      const reply: InferReply = {
-        v: WIRE_VERSION,
-        job: "",
-        model: this.queue.model,
-        version: this.queue.version,
-        worker: this.consumer,
-        results,
-      };
-      published.push(this.writer.spublish(channel, JSON.stringify(reply)));
-    }
+    const replies = [...this.replies];
     const acks = [...this.acks];
     this.replies.clear();
     this.acks.clear();
@@ -285,13 +274,26 @@ export class SyncLaneConsumer {
           this.writer.xdel(stream, ...ids),
         ]),
       );
-    // One server runs one connection's commands in order, so the acks may follow at once; a
-    // cluster's answer channel and lane live on different nodes: the acks wait for the answers.
-    this.flushing = (
-      isCluster(this.writer)
+    // the answers first, and on one server the acks with them, in one write
+    const sent = inOneWrite(this.writer, () => {
+      const published = replies.map(([channel, results]) => {
+        const reply: InferReply = {
+          v: WIRE_VERSION,
+          job: "",
+          model: this.queue.model,
+          version: this.queue.version,
+          worker: this.consumer,
+          results,
+        };
+        return this.writer.spublish(channel, JSON.stringify(reply));
+      });
+      // One server runs one connection's commands in order, so the acks may follow at once; a
+      // cluster's answer channel and lane live on different nodes: the acks wait for the answers.
+      return isCluster(this.writer)
         ? Promise.all(published).then(forget)
-        : Promise.all([...published, forget()])
-    ).then(
+        : Promise.all([...published, forget()]);
+    });
+    this.flushing = sent.then(
       () => undefined,
       () => undefined, // the groups stay pending and are claimed (see above)
     );
