@@ -2,9 +2,9 @@ import { connect } from "node:net";
 import { type InferJob, type InferRow, type RowResult, WIRE_VERSION } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
-import { SyncLaneProducer } from "../client/sync-lane-producer.js";
 import { createRedis } from "../shared/connection.js";
 import { Keys } from "../shared/keys.js";
+import { bandOf, ENTRY_FIELD } from "../shared/sync-lane.js";
 import { WorkerTransport } from "./worker-transport.js";
 
 // A Redis of this file's own: MONITOR sees every command its server runs, in order.
@@ -63,8 +63,9 @@ describe("WorkerTransport's sync lane, as a worker runs it", () => {
     let answered = 0;
     listener.on("smessage", () => answered++);
     await listener.ssubscribe(channel);
+    // groups appended as the API's lane producer appends them
     const sender = createRedis(server.url);
-    const producer = new SyncLaneProducer(sender, keys);
+    const lane = keys.syncLane(queue, bandOf(5));
     try {
       // the worker is blocked in its first read
       expect(await until(() => ran.includes("xreadgroup"))).toBe(true);
@@ -80,7 +81,7 @@ describe("WorkerTransport's sync lane, as a worker runs it", () => {
         };
         const before = answered;
         const at = ran.length;
-        await producer.send(queue, 5, job);
+        await sender.xadd(lane, "*", ENTRY_FIELD, JSON.stringify(job));
         expect(await until(() => answered > before)).toBe(true);
         expect(await until(() => ran.slice(at).filter((c) => c === "xreadgroup").length > 0)).toBe(
           true,
