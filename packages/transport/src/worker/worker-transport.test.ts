@@ -2,6 +2,7 @@ import { connect } from "node:net";
 import { type InferJob, type InferRow, type RowResult, WIRE_VERSION } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
+import { waitFor } from "../../../../test/helpers/stack.js";
 import { createRedis } from "../shared/connection.js";
 import { Keys } from "../shared/keys.js";
 import { bandOf, ENTRY_FIELD } from "../shared/sync-lane.js";
@@ -15,12 +16,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await server?.stop();
 });
-
-const until = async (check: () => boolean, ms = 5_000) => {
-  const end = Date.now() + ms;
-  while (!check() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-  return check();
-};
 
 describe("WorkerTransport's sync lane, as a worker runs it", () => {
   it("an answer computed in the turn its row was read reaches Redis before the next read", async () => {
@@ -68,7 +63,7 @@ describe("WorkerTransport's sync lane, as a worker runs it", () => {
     const lane = keys.syncLane(queue, bandOf(5));
     try {
       // the worker is blocked in its first read
-      expect(await until(() => ran.includes("xreadgroup"))).toBe(true);
+      await waitFor(async () => ran.includes("xreadgroup"), 5_000);
       for (let i = 0; i < 5; i++) {
         const job: InferJob = {
           v: WIRE_VERSION,
@@ -82,10 +77,8 @@ describe("WorkerTransport's sync lane, as a worker runs it", () => {
         const before = answered;
         const at = ran.length;
         await sender.xadd(lane, "*", ENTRY_FIELD, JSON.stringify(job));
-        expect(await until(() => answered > before)).toBe(true);
-        expect(await until(() => ran.slice(at).filter((c) => c === "xreadgroup").length > 0)).toBe(
-          true,
-        );
+        await waitFor(async () => answered > before, 5_000);
+        await waitFor(async () => ran.slice(at).includes("xreadgroup"), 5_000);
         // what the worker wrote after it was handed the row: its answer, then its next read
         // (an answer held back a turn, as ioredis' auto-pipelining holds it, went after the read)
         expect(
