@@ -263,9 +263,7 @@ export class SyncLaneConsumer {
   private async flush(): Promise<void> {
     await this.flushing;
     if (this.replies.size === 0 && this.acks.size === 0) return;
-    const replies = [...this.replies];
     const acks = [...this.acks];
-    this.replies.clear();
     this.acks.clear();
     const forget = () =>
       Promise.all(
@@ -276,7 +274,8 @@ export class SyncLaneConsumer {
       );
     // the answers first, and on one server the acks with them, in one write
     const sent = inOneWrite(this.writer, () => {
-      const published = replies.map(([channel, results]) => {
+      const published: Promise<unknown>[] = [];
+      for (const [channel, results] of this.replies) {
         const reply: InferReply = {
           v: WIRE_VERSION,
           job: "",
@@ -285,8 +284,9 @@ export class SyncLaneConsumer {
           worker: this.consumer,
           results,
         };
-        return this.writer.spublish(channel, JSON.stringify(reply));
-      });
+        published.push(this.writer.spublish(channel, JSON.stringify(reply)));
+      }
+      this.replies.clear();
       // One server runs one connection's commands in order, so the acks may follow at once; a
       // cluster's answer channel and lane live on different nodes: the acks wait for the answers.
       return isCluster(this.writer)
