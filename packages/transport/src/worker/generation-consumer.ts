@@ -11,7 +11,7 @@ import { type EventWriter, fenceOf, type WriteFence } from "../shared/event-log.
 import { formatFailure } from "../shared/job-records.js";
 import { type JobRef, type Keys, queueOfBullName } from "../shared/keys.js";
 import { giveBack } from "./give-back.js";
-import type { GenerateHandler } from "./handlers.js";
+import type { GenerateContext, GenerateHandler } from "./handlers.js";
 
 /**
  * Runs generator jobs: one completion each, whose events (status, tokens, result or error,
@@ -64,27 +64,45 @@ export class GenerationConsumer {
     // starts at once, its first token not waiting on a round trip, and a cancel flag found
     // meanwhile stops it.
     const fresh = job.attemptsStarted <= 1 && job.stalledCounter === 0;
-    let resume: number[] = [];
-    if (fresh) {
-      cancelled.then(
-        (n) => n === 1 && controller.abort(),
-        () => undefined,
-      );
-    } else {
-      const [flag, logged] = await Promise.all([cancelled, this.events.history(attempt.ref)]);
-      if (flag === 1) return this.fail(attempt, new FerryError("CANCELLED", "job was cancelled"));
-      const ended = logged.find((e) => e.type === "result" || e.type === "error");
-      // the earlier attempt finished and wrote its answer, but lost its lock before completing
-      if (ended?.type === "result") return ended.result as CompletionResult;
-      if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
-      resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
-    }
+    // Found by cancel broadcasts from before the flag is read: the broadcast and the flag's
+    // answer come on two connections, in no set order, so a cancel made after the read ran
+    // may be told first, and would have found no job here to stop.
     this.running.set(id, controller);
     if (attempt.fence) this.attempts.set(attempt.fence.attempt, controller);
-    if (resume.length === 0) emit([{ type: "status", status: "running" }]);
     try {
+      let resume: number[] = [];
+      if (fresh) {
+        cancelled.then(
+          (n) => n === 1 && controller.abort(),
+          () => undefined,
+        );
+      } else {
+        const [flag, logged] = await Promise.all([cancelled, this.events.history(attempt.ref)]);
+        if (flag === 1 || controller.signal.aborted)
+          return this.fail(attempt, new FerryError("CANCELLED", "job was cancelled"));
+        const ended = logged.find((e) => e.type === "result" || e.type === "error");
+        // the earlier attempt finished and wrote its answer, but lost its lock before completing
+        if (ended?.type === "result") return ended.result as CompletionResult;
+        if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
+        resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
+      }
+      if (resume.length === 0) emit([{ type: "status", status: "running" }]);
       const ctx = { jobId: id, signal: controller.signal, emit, resume };
-      const result = await handler(job.data, ctx);
+      return await this.run(attempt, () => handler(job.data, ctx), emit);
+    } finally {
+      if (this.running.get(id) === controller) this.running.delete(id);
+      if (attempt.fence) this.attempts.delete(attempt.fence.attempt);
+    }
+  }
+
+  /** Runs the handler; its answer or its error ends the job's log. */
+  private async run(
+    attempt: Attempt,
+    generate: () => Promise<CompletionResult>,
+    emit: GenerateContext["emit"],
+  ): Promise<CompletionResult> {
+    try {
+      const result = await generate();
       emit([{ type: "result", result }, { type: "done" }]);
       await this.events.flush(attempt.ref, attempt.fence);
       return result;
@@ -93,9 +111,6 @@ export class GenerationConsumer {
         return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
       const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
       return this.fail(attempt, error);
-    } finally {
-      if (this.running.get(id) === controller) this.running.delete(id);
-      if (attempt.fence) this.attempts.delete(attempt.fence.attempt);
     }
   }
 

@@ -278,12 +278,16 @@ export class WorkerTransport {
       await logged();
       throw new UnrecoverableError(formatFailure(error));
     };
-    if ((await this.redis.exists(this.keys.cancelled(id))) === 1)
-      return fail({ code: "CANCELLED", message: "job was cancelled" });
+    // Found by cancel broadcasts from before the mark is read: the broadcast and the mark's
+    // answer come on two connections, in no set order, so a cancel made after the read ran
+    // may be told first, and would have found no job here to stop.
     const controller = new AbortController();
     this.running.set(id, controller);
-    this.events.emit(ref, [{ type: "status", status: "running" }], fence);
     try {
+      const marked = (await this.redis.exists(this.keys.cancelled(id))) === 1;
+      if (marked || controller.signal.aborted)
+        return fail({ code: "CANCELLED", message: "job was cancelled" });
+      this.events.emit(ref, [{ type: "status", status: "running" }], fence);
       const ctx: RowContext = { jobId: id, signal: controller.signal };
       const results = await Promise.all(data.rows.map((row) => handler(row, data, ctx)));
       if (controller.signal.aborted)
@@ -296,7 +300,7 @@ export class WorkerTransport {
       await logged();
       return reply;
     } finally {
-      this.running.delete(id);
+      if (this.running.get(id) === controller) this.running.delete(id);
     }
   }
 
