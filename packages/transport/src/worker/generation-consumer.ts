@@ -64,9 +64,8 @@ export class GenerationConsumer {
     // starts at once, its first token not waiting on a round trip, and a cancel flag found
     // meanwhile stops it.
     const fresh = job.attemptsStarted <= 1 && job.stalledCounter === 0;
-    // Found by cancel broadcasts from before the flag is read: the broadcast and the flag's
-    // answer come on two connections, in no set order, so a cancel made after the read ran
-    // may be told first, and would have found no job here to stop.
+    // where cancel broadcasts find it before the flag is read, as WorkerTransport's async jobs
+    // are (a broadcast may come before the read's answer)
     this.running.set(id, controller);
     if (attempt.fence) this.attempts.set(attempt.fence.attempt, controller);
     try {
