@@ -59,13 +59,18 @@ describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
     });
   }
 
-  it("the API: two replicas at least, probes on the v2 health routes, a disruption budget, an HPA with a deadband", () => {
+  it("the API: two replicas at least, probes on the v2 health routes with timeouts above an overloaded turn, a disruption budget, an HPA with a deadband", () => {
     const objects = render("cpu");
     const api = find(objects, "Deployment", "ferry-api");
     expect(api.spec.replicas).toBeGreaterThanOrEqual(2);
     const container = api.spec.template.spec.containers[0];
     expect(container.readinessProbe.httpGet.path).toBe("/v2/health/ready");
     expect(container.livenessProbe.httpGet.path).toBe("/v2/health/live");
+    // above what a probe waits at 5x capacity (bench/classifier.ts, overload: up to 1.9 s)
+    expect(container.readinessProbe.timeoutSeconds).toBeGreaterThanOrEqual(2);
+    expect(container.livenessProbe.timeoutSeconds).toBeGreaterThan(
+      container.readinessProbe.timeoutSeconds,
+    );
     expect(container.resources.requests.cpu).toBeDefined();
     expect(find(objects, "PodDisruptionBudget", "ferry-api").spec.minAvailable).toBe(1);
     const hpa = find(objects, "HorizontalPodAutoscaler", "ferry-api");
