@@ -11,7 +11,7 @@ import { type EventWriter, fenceOf, type WriteFence } from "../shared/event-log.
 import { formatFailure } from "../shared/job-records.js";
 import { type JobRef, type Keys, queueOfBullName } from "../shared/keys.js";
 import { giveBack } from "./give-back.js";
-import type { GenerateContext, GenerateHandler } from "./handlers.js";
+import type { GenerateHandler } from "./handlers.js";
 
 /**
  * Runs generator jobs: one completion each, whose events (status, tokens, result or error,
@@ -87,29 +87,20 @@ export class GenerationConsumer {
       }
       if (resume.length === 0) emit([{ type: "status", status: "running" }]);
       const ctx = { jobId: id, signal: controller.signal, emit, resume };
-      return await this.run(attempt, () => handler(job.data, ctx), emit);
+      try {
+        const result = await handler(job.data, ctx);
+        emit([{ type: "result", result }, { type: "done" }]);
+        await this.events.flush(attempt.ref, attempt.fence);
+        return result;
+      } catch (err) {
+        if (this.events.gaveUp(attempt.ref, attempt.fence))
+          return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
+        const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
+        return this.fail(attempt, error);
+      }
     } finally {
       if (this.running.get(id) === controller) this.running.delete(id);
       if (attempt.fence) this.attempts.delete(attempt.fence.attempt);
-    }
-  }
-
-  /** Runs the handler; its answer or its error ends the job's log. */
-  private async run(
-    attempt: Attempt,
-    generate: () => Promise<CompletionResult>,
-    emit: GenerateContext["emit"],
-  ): Promise<CompletionResult> {
-    try {
-      const result = await generate();
-      emit([{ type: "result", result }, { type: "done" }]);
-      await this.events.flush(attempt.ref, attempt.fence);
-      return result;
-    } catch (err) {
-      if (this.events.gaveUp(attempt.ref, attempt.fence))
-        return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
-      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      return this.fail(attempt, error);
     }
   }
 
