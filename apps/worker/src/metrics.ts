@@ -76,6 +76,8 @@ export class WorkerMetrics {
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry });
+    // the event-loop lag histogram samples on a timer: prom-client's 10 ms default woke an
+    // idle process 100 times a second; a stall long enough to matter spans a 100 ms sample too
+    collectDefaultMetrics({ register: this.registry, eventLoopMonitoringPrecision: 100 });
   }
 }
