@@ -1,5 +1,5 @@
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
-import { ChatOpenAI } from "@langchain/openai";
+import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -171,6 +171,26 @@ describe("LangChain.js ChatOpenAI, unchanged", () => {
     let joined = "";
     for await (const chunk of await chat().stream("Tell me a fortune.")) joined += chunk.content;
     expect(typeof joined).toBe("string");
+  });
+});
+
+describe("LangChain.js OpenAI (the completion model), unchanged", () => {
+  // it sends its prompts as one list per request (up to its batchSize of 20)
+  it("generate over several prompts: one generation each, in order", async () => {
+    const llm = new LangChainOpenAI({
+      model: "tiny-lm",
+      apiKey: "unused",
+      maxTokens: 12,
+      temperature: 0,
+      configuration: { baseURL: stack.url("/v1") },
+    });
+    const prompts = ["Once upon a time", "The best way to", "Love is"];
+    const result = await llm.generate(prompts);
+    const alone = await Promise.all(
+      prompts.map(async (prompt) => (await llm.generate([prompt])).generations[0]?.[0]?.text),
+    );
+    expect(result.generations.map((g) => g[0]?.text)).toEqual(alone);
+    expect(result.llmOutput?.tokenUsage?.completionTokens).toBe(36);
   });
 });
 

@@ -25,6 +25,12 @@ const prompts = [
   "Love is",
 ];
 
+/** A non-streamed completion's answer, as much of it as these tests read. */
+interface CompletionBody {
+  choices: Array<{ text: string; finish_reason: string }>;
+  usage: { completion_tokens: number };
+}
+
 const workerMetric = (name: string) => scrapeMetric(stack.workers[0]?.metricsUrl ?? "", name);
 
 describe("completions through the official openai client", () => {
@@ -81,6 +87,44 @@ describe("completions through the official openai client", () => {
       Promise.all(prompts.map((prompt) => referenceGreedy(prompt, 32))),
     ]);
     expect(ferry.map((r) => r.choices[0]?.text)).toEqual(reference);
+  });
+
+  it("several prompts in one request: a choice per prompt, in order, each its own greedy completion", async () => {
+    const some = prompts.slice(0, 3);
+    const [res, reference] = await Promise.all([
+      openai.completions.create({ model: "tiny-lm", prompt: some, max_tokens: 20, temperature: 0 }),
+      Promise.all(some.map((prompt) => referenceGreedy(prompt, 20))),
+    ]);
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(res.choices.map((c) => c.text)).toEqual(reference);
+    const promptTokens = some.reduce((n, p) => n + Buffer.byteLength(p), 0); // a byte-level LM
+    expect(res.usage).toEqual({
+      prompt_tokens: promptTokens,
+      completion_tokens: 60,
+      total_tokens: promptTokens + 60,
+    });
+  });
+
+  it("several prompts: refused whole when one does not fit, and by name where one is taken", async () => {
+    const refused = async (path: string, body: unknown) => {
+      const res = await stack.post(path, body);
+      expect(res.status).toBe(400);
+      return ((await res.json()) as { error: { message: string } }).error.message;
+    };
+    const tokens = await workerMetric("ferry_worker_generated_tokens_total");
+    // the second cannot fit the context window (256 tokens): nothing is queued, the first
+    // included (it would have made its 16 tokens well within the wait below)
+    expect(
+      await refused("/v1/completions", { model: "tiny-lm", prompt: ["ok", "x".repeat(300)] }),
+    ).toMatch(/maximum context length/);
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
+    const two = { model: "tiny-lm", prompt: ["a", "b"], max_tokens: 4 };
+    expect(await refused("/v1/completions", { ...two, stream: true })).toMatch(/several prompts/);
+    expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/several prompts/);
+    expect(await refused("/v1/completions", { model: "tiny-lm", prompt: [1, 2, 3] })).toMatch(
+      /token ids are not supported/,
+    );
   });
 
   it("the same seed gives the same text, whatever else shares the batch", async () => {
@@ -226,6 +270,29 @@ describe("lossless job event streams", () => {
 });
 
 describe("cancellation frees the batch slot", () => {
+  it("a client of several prompts that goes away cancels every one of them, and only those", async () => {
+    const before = await workerMetric("ferry_worker_cancelled_sequences_total");
+    const body = (prompt: string[]) =>
+      JSON.stringify({ model: "tiny-lm", prompt, max_tokens: 220, ignore_eos: true });
+    const post = (prompt: string[], signal?: AbortSignal) =>
+      fetch(stack.url("/v1/completions"), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: body(prompt),
+        ...(signal ? { signal } : {}),
+      });
+    const abort = new AbortController();
+    const gone = post(["Long ago", "Far away", "Once more"], abort.signal).catch(() => undefined);
+    const stays = post(["Stay", "Here"]);
+    await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) >= 5, 10_000);
+    abort.abort();
+    await gone;
+    const kept = (await (await stays).json()) as CompletionBody;
+    expect(kept.choices.map((c) => c.finish_reason)).toEqual(["length", "length"]);
+    expect(kept.usage.completion_tokens).toBe(440);
+    expect(await workerMetric("ferry_worker_cancelled_sequences_total")).toBe(before + 3);
+  });
+
   it("a streaming client that disconnects is cancelled at the next decode step", async () => {
     const before = await workerMetric("ferry_worker_cancelled_sequences_total");
     const neighbours = busyNeighbours(stack, 8);

@@ -118,6 +118,11 @@ export class CompletionService {
       );
     }
     const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
+    if (typeof body.prompt !== "string" && body.prompt.length > 1)
+      throw new FerryError(
+        "INVALID_INPUT",
+        "several prompts are answered only by a non-streamed /v1/completions; a stream or an async job takes one",
+      );
     if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
     const params: SamplingParams = {
       max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS,
@@ -187,10 +192,71 @@ export class CompletionService {
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<CompletionResponse | ChatCompletionResponse> {
+    if (!("messages" in body) && typeof body.prompt !== "string" && body.prompt.length > 1)
+      return this.completeEach(body, body.prompt, opts, signal);
+    return this.answer(body, await this.follow(body, opts, signal), signal);
+  }
+
+  /**
+   * Several prompts: one completion each, all validated before any is queued, run side by
+   * side, answered together as OpenAI does (choice `index` i for prompt i, usage summed). A
+   * failure of one cancels the others: the request fails whole.
+   */
+  private async completeEach(
+    body: CompletionRequest,
+    prompts: readonly string[],
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<CompletionResponse> {
+    const each = prompts.map((prompt) => ({ ...body, prompt }));
+    const prepared = await Promise.all(
+      each.map(async (one) => this.prepare(await this.asCompletion(one), opts)),
+    );
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort);
+    try {
+      const answers = (await Promise.all(
+        prepared.map(async ({ job, options }, i) => {
+          const followed = await this.client.jobs.submitGenerateFollowing(
+            job,
+            options,
+            stop.signal,
+          );
+          return this.answer(each[i] as CompletionRequest, followed, stop.signal);
+        }),
+      )) as CompletionResponse[];
+      const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+      for (const answer of answers)
+        for (const k of Object.keys(usage) as Array<keyof typeof usage>)
+          usage[k] += answer.usage?.[k] ?? 0;
+      return {
+        ...(answers[0] as CompletionResponse),
+        choices: answers.flatMap((answer, index) =>
+          answer.choices.map((choice) => ({ ...choice, index })),
+        ),
+        usage,
+      };
+    } catch (err) {
+      // the others stop too: their answers would be thrown away
+      stop.abort();
+      throw err;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Waits for a followed completion's result; `signal` cancels it. */
+  private async answer(
+    body: CompletionRequest | ChatRequest,
+    { record: job, events, close }: FollowedCompletion,
+    signal?: AbortSignal,
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
     const render = "messages" in body ? chatResponse : completionResponse;
-    const { record: job, events, close } = await this.follow(body, opts, signal);
     const onAbort = () => this.cancel(job.id);
     signal?.addEventListener("abort", onAbort);
+    // aborted before it was followed (a neighbour prompt failed meanwhile): it stops all the same
+    if (signal?.aborted) onAbort();
     try {
       for await (const event of events) {
         if (event.body.type === "result")

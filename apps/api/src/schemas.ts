@@ -213,10 +213,17 @@ const sampling = {
   n: z.literal(1).nullish(),
 };
 
+/** Prompts one completion request may list: each is a job on the model's queue. */
+export const MAX_PROMPTS = 64;
+
 export const completionRequestSchema = z
   .object({
     model: z.string(),
-    prompt: z.union([z.string(), z.array(z.string()).length(1)]),
+    // several prompts are several completions, answered together (OpenAI, vLLM; LangChain's
+    // completion model always sends a list)
+    prompt: z.union([z.string(), z.array(z.string()).min(1).max(MAX_PROMPTS)], {
+      error: `prompt must be a string or a list of 1 to ${MAX_PROMPTS} strings (token ids are not supported)`,
+    }),
     max_tokens: z.number().int().positive().nullish(),
     ...sampling,
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
