@@ -177,13 +177,14 @@ describe("LangChain.js ChatOpenAI, unchanged", () => {
 describe("LangChain.js OpenAI (the completion model), unchanged", () => {
   // it sends its prompts as one list per request (up to its batchSize of 20)
   it("generate over several prompts: one generation each, in order", async () => {
-    const llm = new LangChainOpenAI({
+    const options = {
       model: "tiny-lm",
       apiKey: "unused",
       maxTokens: 12,
       temperature: 0,
       configuration: { baseURL: stack.url("/v1") },
-    });
+    };
+    const llm = new LangChainOpenAI(options);
     const prompts = ["Once upon a time", "The best way to", "Love is"];
     const result = await llm.generate(prompts);
     const alone = await Promise.all(
@@ -191,6 +192,9 @@ describe("LangChain.js OpenAI (the completion model), unchanged", () => {
     );
     expect(result.generations.map((g) => g[0]?.text)).toEqual(alone);
     expect(result.llmOutput?.tokenUsage?.completionTokens).toBe(36);
+    // streaming: true sends the same list with stream: true
+    const streamed = await new LangChainOpenAI({ ...options, streaming: true }).generate(prompts);
+    expect(streamed.generations.map((g) => g[0]?.text)).toEqual(alone);
   });
 });
 

@@ -105,6 +105,38 @@ describe("completions through the official openai client", () => {
     });
   });
 
+  it("several prompts streamed: chunks interleaved by index, each prompt's greedy text, then usage", async () => {
+    const some = prompts.slice(3, 6);
+    const reference = await Promise.all(some.map((prompt) => referenceGreedy(prompt, 24)));
+    const { data: stream, response } = await openai.completions
+      .create({
+        model: "tiny-lm",
+        prompt: some,
+        max_tokens: 24,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      })
+      .withResponse();
+    const texts = some.map(() => "");
+    const finishes: number[] = [];
+    const ids = new Set<string>();
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      ids.add(chunk.id);
+      usage = chunk.usage ?? usage;
+      for (const choice of chunk.choices) {
+        texts[choice.index] += choice.text;
+        if (choice.finish_reason) finishes.push(choice.index);
+      }
+    }
+    expect(texts).toEqual(reference);
+    expect(finishes.sort()).toEqual([0, 1, 2]);
+    expect(ids.size).toBe(1);
+    expect(usage?.completion_tokens).toBe(72);
+    expect(response.headers.get("x-job-id")?.split(", ")).toHaveLength(3);
+  });
+
   it("several prompts: refused whole when one does not fit, and by name where one is taken", async () => {
     const refused = async (path: string, body: unknown) => {
       const res = await stack.post(path, body);
@@ -114,13 +146,17 @@ describe("completions through the official openai client", () => {
     const tokens = await workerMetric("ferry_worker_generated_tokens_total");
     // the second cannot fit the context window (256 tokens): nothing is queued, the first
     // included (it would have made its 16 tokens well within the wait below)
-    expect(
-      await refused("/v1/completions", { model: "tiny-lm", prompt: ["ok", "x".repeat(300)] }),
-    ).toMatch(/maximum context length/);
+    for (const stream of [false, true])
+      expect(
+        await refused("/v1/completions", {
+          model: "tiny-lm",
+          prompt: ["ok", "x".repeat(300)],
+          stream,
+        }),
+      ).toMatch(/maximum context length/);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
     const two = { model: "tiny-lm", prompt: ["a", "b"], max_tokens: 4 };
-    expect(await refused("/v1/completions", { ...two, stream: true })).toMatch(/several prompts/);
     expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/several prompts/);
     expect(await refused("/v1/completions", { model: "tiny-lm", prompt: [1, 2, 3] })).toMatch(
       /token ids are not supported/,
@@ -270,28 +306,45 @@ describe("lossless job event streams", () => {
 });
 
 describe("cancellation frees the batch slot", () => {
-  it("a client of several prompts that goes away cancels every one of them, and only those", async () => {
-    const before = await workerMetric("ferry_worker_cancelled_sequences_total");
-    const body = (prompt: string[]) =>
-      JSON.stringify({ model: "tiny-lm", prompt, max_tokens: 220, ignore_eos: true });
-    const post = (prompt: string[], signal?: AbortSignal) =>
-      fetch(stack.url("/v1/completions"), {
+  it.each([false, true])(
+    "a client of several prompts that goes away cancels every one of them, and only those (stream: %s)",
+    async (stream) => {
+      const before = await workerMetric("ferry_worker_cancelled_sequences_total");
+      const post = (prompt: string[], signal?: AbortSignal) =>
+        fetch(stack.url("/v1/completions"), {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "tiny-lm", prompt, max_tokens: 220, ignore_eos: true }),
+          ...(signal ? { signal } : {}),
+        });
+      const abort = new AbortController();
+      const gone = fetch(stack.url("/v1/completions"), {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: body(prompt),
-        ...(signal ? { signal } : {}),
-      });
-    const abort = new AbortController();
-    const gone = post(["Long ago", "Far away", "Once more"], abort.signal).catch(() => undefined);
-    const stays = post(["Stay", "Here"]);
-    await waitFor(async () => (await workerMetric("ferry_worker_running_sequences")) >= 5, 10_000);
-    abort.abort();
-    await gone;
-    const kept = (await (await stays).json()) as CompletionBody;
-    expect(kept.choices.map((c) => c.finish_reason)).toEqual(["length", "length"]);
-    expect(kept.usage.completion_tokens).toBe(440);
-    expect(await workerMetric("ferry_worker_cancelled_sequences_total")).toBe(before + 3);
-  });
+        body: JSON.stringify({
+          model: "tiny-lm",
+          prompt: ["Long ago", "Far away", "Once more"],
+          max_tokens: 220,
+          ignore_eos: true,
+          stream,
+        }),
+        signal: abort.signal,
+      })
+        .then((res) => res.text())
+        .catch(() => undefined);
+      const stays = post(["Stay", "Here"]);
+      await waitFor(
+        async () => (await workerMetric("ferry_worker_running_sequences")) >= 5,
+        10_000,
+      );
+      abort.abort();
+      await gone;
+      const kept = (await (await stays).json()) as CompletionBody;
+      expect(kept.choices.map((c) => c.finish_reason)).toEqual(["length", "length"]);
+      expect(kept.usage.completion_tokens).toBe(440);
+      expect(await workerMetric("ferry_worker_cancelled_sequences_total")).toBe(before + 3);
+    },
+  );
 
   it("a streaming client that disconnects is cancelled at the next decode step", async () => {
     const before = await workerMetric("ferry_worker_cancelled_sequences_total");

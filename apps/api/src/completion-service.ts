@@ -78,6 +78,35 @@ export class CompletionService {
   }
 
   /**
+   * Several prompts, one job each, followed: all are validated before any is queued, and a
+   * refusal of one (a full queue) cancels those already queued.
+   */
+  async followEach(
+    body: CompletionRequest,
+    prompts: readonly string[],
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<FollowedCompletion[]> {
+    const prepared = await Promise.all(
+      prompts.map(async (prompt) =>
+        this.prepare(await this.asCompletion({ ...body, prompt }), opts),
+      ),
+    );
+    const followed: FollowedCompletion[] = [];
+    try {
+      for (const { job, options } of prepared)
+        followed.push(await this.client.jobs.submitGenerateFollowing(job, options, signal));
+      return followed;
+    } catch (err) {
+      for (const one of followed) {
+        this.cancel(one.record.id);
+        one.close();
+      }
+      throw err;
+    }
+  }
+
+  /**
    * A chat request as the completion it is: its messages rendered by the model's chat template
    * into one prompt that ends where the assistant's turn begins. The job remembers it was a
    * chat, so that its result is rendered as one.
@@ -121,7 +150,7 @@ export class CompletionService {
     if (typeof body.prompt !== "string" && body.prompt.length > 1)
       throw new FerryError(
         "INVALID_INPUT",
-        "several prompts are answered only by a non-streamed /v1/completions; a stream or an async job takes one",
+        "several prompts are answered only by /v1/completions; an async job takes one",
       );
     if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
     const params: SamplingParams = {
@@ -208,34 +237,20 @@ export class CompletionService {
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<CompletionResponse> {
-    const each = prompts.map((prompt) => ({ ...body, prompt }));
-    const prepared = await Promise.all(
-      each.map(async (one) => this.prepare(await this.asCompletion(one), opts)),
-    );
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener("abort", onAbort);
     try {
+      const followed = await this.followEach(body, prompts, opts, stop.signal);
       const answers = (await Promise.all(
-        prepared.map(async ({ job, options }, i) => {
-          const followed = await this.client.jobs.submitGenerateFollowing(
-            job,
-            options,
-            stop.signal,
-          );
-          return this.answer(each[i] as CompletionRequest, followed, stop.signal);
-        }),
+        followed.map((one) => this.answer(body, one, stop.signal)),
       )) as CompletionResponse[];
-      const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-      for (const answer of answers)
-        for (const k of Object.keys(usage) as Array<keyof typeof usage>)
-          usage[k] += answer.usage?.[k] ?? 0;
       return {
         ...(answers[0] as CompletionResponse),
         choices: answers.flatMap((answer, index) =>
           answer.choices.map((choice) => ({ ...choice, index })),
         ),
-        usage,
+        usage: sumUsage(answers.map((answer) => answer.usage)),
       };
     } catch (err) {
       // the others stop too: their answers would be thrown away
@@ -276,4 +291,14 @@ export function errorOf(event: JobEvent): FerryError {
   if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");
   const { code, message } = event.body.error;
   return new FerryError(code as FerryError["code"], message);
+}
+
+/** The usage of several completions answered as one. */
+export function sumUsage(
+  all: ReadonlyArray<CompletionResult["usage"] | undefined>,
+): CompletionResult["usage"] {
+  const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  for (const one of all)
+    for (const k of Object.keys(usage) as Array<keyof typeof usage>) usage[k] += one?.[k] ?? 0;
+  return usage;
 }

@@ -1,9 +1,9 @@
 import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
 import type { Context } from "hono";
-import { errorOf } from "./completion-service.js";
+import { errorOf, type FollowedCompletion, sumUsage } from "./completion-service.js";
 import type { CallOptions } from "./inference-service.js";
-import { type StreamRenderer, streamError } from "./openai-render.js";
-import type { ChatCompletionRequest, CompletionRequest } from "./schemas.js";
+import { completionChunk, finalChunks, type StreamRenderer, streamError } from "./openai-render.js";
+import type { ChatCompletionRequest, CompletionRequest, CompletionResponse } from "./schemas.js";
 import type { AppEnv } from "./services.js";
 import { sse } from "./sse.js";
 import type { StreamSlot } from "./stream-slots.js";
@@ -119,4 +119,133 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
     if (!res.writableFinished) controller.abort();
   });
   return controller.signal;
+}
+
+/**
+ * Several prompts streamed as one completion (OpenAI, vLLM): a job each, their chunks
+ * interleaved as they come, each choice's `index` its prompt's. The status line waits until
+ * every job has made its first token (an error before that is the answer's status, as for one
+ * prompt); then each ends with its own finish chunk, usage (summed) comes last when asked for,
+ * then `data: [DONE]`. Chunks carry no event `id:`: no one job's log resumes the whole stream
+ * (X-Job-Id lists the jobs, each followable at /v1/jobs/{id}/events). A client that goes
+ * away, or a job that fails, cancels them all.
+ */
+export async function streamEach(
+  c: Context<AppEnv>,
+  body: CompletionRequest,
+  prompts: readonly string[],
+  opts: CallOptions,
+  gone: AbortSignal,
+): Promise<Response> {
+  const { completions, streams } = c.get("services");
+  const slot = streams.acquire(opts.tenant);
+  const reading = new AbortController();
+  let jobs: FollowedCompletion[] = [];
+  const cancelAll = () => {
+    reading.abort();
+    for (const { record } of jobs) completions.cancel(record.id);
+  };
+  const closeAll = () => {
+    gone.removeEventListener("abort", cancelAll);
+    slot.closing.removeEventListener("abort", onClosing);
+    for (const { close } of jobs) close();
+  };
+  const onClosing = () => reading.abort();
+  let opened = false;
+  try {
+    jobs = await completions.followEach(body, prompts, opts, reading.signal);
+    if (gone.aborted) cancelAll();
+    gone.addEventListener("abort", cancelAll);
+    slot.closing.addEventListener("abort", onClosing);
+    c.header("X-Job-Id", jobs.map(({ record }) => record.id).join(", "));
+    const firsts = await Promise.all(jobs.map(({ events }) => firstOutput(events)));
+    const failed = firsts.find((first) => !first.done && first.value.body.type === "error");
+    if (failed || slot.closing.aborted) {
+      if (failed && !failed.done) throw errorOf(failed.value);
+      throw new FerryError("UNAVAILABLE", "This server is shutting down; send the request again", {
+        retryAfterS: 1,
+      });
+    }
+    opened = true;
+    return sse(c, async (stream) => {
+      const [head] = jobs;
+      const id = head ? `cmpl-${head.record.id}` : "";
+      const usages: Array<CompletionResult["usage"]> = [];
+      let failure = false;
+      let writing = Promise.resolve();
+      const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
+      // one id for the whole stream (clients keep the first chunk's), the prompt's index
+      const chunk = (index: number, one: CompletionResponse) => ({
+        ...one,
+        id,
+        choices: one.choices.map((choice) => ({ ...choice, index })),
+      });
+      const write = async (index: number, event: JobEvent) => {
+        const job = jobs[index]?.record;
+        const e = event.body;
+        if (!job || failure) return;
+        if (e.type === "token") await send(chunk(index, completionChunk(job, e.text, null)));
+        else if (e.type === "result") {
+          const result = completions.counted(job, e.result as CompletionResult);
+          usages.push(result.usage);
+          for (const last of finalChunks(job, result, false)) await send(chunk(index, last));
+        } else if (e.type === "error") {
+          failure = true;
+          cancelAll();
+          await send(streamError(errorOf(event), { index }));
+        }
+      };
+      const pump = async (index: number) => {
+        const one = jobs[index];
+        const first = firsts[index];
+        if (!one || !first) return;
+        const each = async (event: JobEvent) => {
+          writing = writing.then(() => write(index, event));
+          await writing;
+        };
+        if (!first.done) await each(first.value);
+        for await (const event of one.events) await each(event);
+      };
+      try {
+        await Promise.all(jobs.map((_, index) => pump(index)));
+        await writing;
+      } finally {
+        closeAll();
+      }
+      try {
+        if (slot.closing.aborted && !failure) {
+          const ids = jobs.map(({ record }) => record.id);
+          const message = `This server is shutting down; the completions go on: follow them at ${ids.map((job) => `/v1/jobs/${job}/events`).join(", ")}`;
+          await send(streamError(new FerryError("UNAVAILABLE", message), { jobs: ids }));
+        } else if (!reading.signal.aborted || failure) {
+          if (!failure && body.stream_options?.include_usage === true && head)
+            await send({
+              ...completionChunk(head.record, "", null),
+              id,
+              choices: [],
+              usage: sumUsage(usages),
+            });
+          await stream.send({ data: "[DONE]" });
+        }
+      } finally {
+        slot.release();
+      }
+    });
+  } catch (err) {
+    // the client is answered with an error, and reads none of them
+    cancelAll();
+    throw err;
+  } finally {
+    if (!opened) {
+      closeAll();
+      slot.release();
+    }
+  }
+}
+
+/** A job's first event past its status changes: its first token, its result or its error. */
+async function firstOutput(events: AsyncGenerator<JobEvent>): Promise<IteratorResult<JobEvent>> {
+  let first = await events.next();
+  while (!first.done && first.value.body.type === "status") first = await events.next();
+  return first;
 }

@@ -1,7 +1,7 @@
 import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../call-options.js";
-import { clientGone, streamGeneration } from "../generation-stream.js";
+import { clientGone, streamEach, streamGeneration } from "../generation-stream.js";
 import { completionStream } from "../openai-render.js";
 import {
   completionRequestSchema,
@@ -74,6 +74,8 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
     const gone = clientGone(c);
     if (!body.stream)
       return c.json(await c.get("services").completions.complete(body, opts, gone), 200);
+    if (typeof body.prompt !== "string" && body.prompt.length > 1)
+      return streamEach(c, body, body.prompt, opts, gone);
     return streamGeneration(c, body, opts, gone, completionStream);
   });
 }
