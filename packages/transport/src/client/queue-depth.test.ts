@@ -70,6 +70,25 @@ describe("QueueDepth.admitRow", () => {
     expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).not.toThrow();
   });
 
+  it("measures nothing of the workers' pace across a stall (workers gone, then back)", () => {
+    const { depth, advance, now, underLoad } = setup(0, 1_000);
+    for (let i = 0; i < 50; i++) depth.enter("m.v1"); // a backlog throughout
+    underLoad(101, 10); // ~100 rows/s
+    // the workers go away with the rows waiting, and come back 6 s later...
+    advance(6_000);
+    // ...and answer a first row: with the stall in its window it would have measured ~0.2 rows/s
+    depth.served("m.v1");
+    advance(10);
+    // 50 rows ahead: no rate is known now, so none is refused for the wait
+    expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).not.toThrow();
+    // a second of service after it measures again
+    underLoad(101, 10);
+    for (let i = 0; i < 100; i++) depth.enter("m.v1"); // 1.5 s ahead
+    expect(() => depth.admitRow("m.v1", 1_000, now() + 30_000)).toThrow(
+      /150 ahead at 10\d rows\/s/,
+    );
+  });
+
   it("measures no rate from rows answered as fast as callers sent them (idle workers, then a burst)", () => {
     const { depth, now, oneByOne } = setup(0, 5_000);
     // two requests a second, each answered before the next is sent

@@ -17,6 +17,11 @@ const STALE_MS = 100;
 const RATE_WINDOW_MS = 1_000;
 /** A rate not refreshed for this long says nothing of now (workers may have come or gone). */
 const RATE_STALE_MS = 5_000;
+/**
+ * No row answered for this long while rows waited: the workers were gone (a restart loads its
+ * models for seconds), not slow. The window that spans it measures nothing of their pace.
+ */
+const STALL_MS = 2 * RATE_WINDOW_MS;
 
 interface ServiceRate {
   /**
@@ -28,6 +33,8 @@ interface ServiceRate {
   count: number;
   /** When the last window closed. */
   at: number;
+  /** When a row was last answered. */
+  lastServed: number;
 }
 
 /** Refusing a sync row: what the caller is told, and when to try again. */
@@ -88,9 +95,16 @@ export class QueueDepth {
     const now = this.now();
     let rate = this.rates.get(name);
     if (!rate) {
-      rate = { perS: 0, windowStart: now, count: 0, at: 0 };
+      rate = { perS: 0, windowStart: now, count: 0, at: 0, lastServed: now };
       this.rates.set(name, rate);
     }
+    // after a stall the window starts again here: a window that spanned a worker restart
+    // measured "2 rows/s" of workers serving thousands, and refused the rows that had waited
+    if (now - rate.lastServed > STALL_MS) {
+      rate.windowStart = now;
+      rate.count = 0;
+    }
+    rate.lastServed = now;
     rate.count++;
     const elapsed = now - rate.windowStart;
     if (elapsed < RATE_WINDOW_MS) return;
