@@ -147,7 +147,7 @@ export class CompletionService {
       );
     }
     const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
-    if (typeof body.prompt !== "string" && body.prompt.length > 1)
+    if (severalPrompts(body))
       throw new FerryError(
         "INVALID_INPUT",
         "several prompts are answered only by /v1/completions; an async job takes one",
@@ -221,8 +221,10 @@ export class CompletionService {
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<CompletionResponse | ChatCompletionResponse> {
-    if (!("messages" in body) && typeof body.prompt !== "string" && body.prompt.length > 1)
-      return this.completeEach(body, body.prompt, opts, signal);
+    if (!("messages" in body)) {
+      const prompts = severalPrompts(body);
+      if (prompts) return this.completeEach(body, prompts, opts, signal);
+    }
     return this.answer(body, await this.follow(body, opts, signal), signal);
   }
 
@@ -270,7 +272,7 @@ export class CompletionService {
     const render = "messages" in body ? chatResponse : completionResponse;
     const onAbort = () => this.cancel(job.id);
     signal?.addEventListener("abort", onAbort);
-    // aborted before it was followed (a neighbour prompt failed meanwhile): it stops all the same
+    // aborted before it was waited on (its client went away, or a neighbour prompt failed)
     if (signal?.aborted) onAbort();
     try {
       for await (const event of events) {
@@ -291,6 +293,11 @@ export function errorOf(event: JobEvent): FerryError {
   if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");
   const { code, message } = event.body.error;
   return new FerryError(code as FerryError["code"], message);
+}
+
+/** A request's prompts when it lists several (each is a job of its own), else undefined. */
+export function severalPrompts(body: CompletionRequest): string[] | undefined {
+  return typeof body.prompt !== "string" && body.prompt.length > 1 ? body.prompt : undefined;
 }
 
 /** The usage of several completions answered as one. */

@@ -90,16 +90,17 @@ async function follow(
           await send(chunk);
       else if (e.type === "error") await send(streamError(errorOf(event)));
     };
+    // the slot comes back however the stream ends, a log that fails to read (Redis) included
     try {
-      for (const chunk of render.start(job)) await send(chunk);
-      if (!first.done) await write(first.value);
-      for await (const event of events) await write(event);
-    } finally {
-      gone.removeEventListener("abort", onGone);
-      slot.closing.removeEventListener("abort", onClosing);
-      close();
-    }
-    try {
+      try {
+        for (const chunk of render.start(job)) await send(chunk);
+        if (!first.done) await write(first.value);
+        for await (const event of events) await write(event);
+      } finally {
+        gone.removeEventListener("abort", onGone);
+        slot.closing.removeEventListener("abort", onClosing);
+        close();
+      }
       if (slot.closing.aborted) {
         const resume = `/v1/jobs/${job.id}/events`;
         const message = `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`;
@@ -207,12 +208,12 @@ export async function streamEach(
         for await (const event of one.events) await each(event);
       };
       try {
-        await Promise.all(jobs.map((_, index) => pump(index)));
-        await writing;
-      } finally {
-        closeAll();
-      }
-      try {
+        try {
+          await Promise.all(jobs.map((_, index) => pump(index)));
+          await writing;
+        } finally {
+          closeAll();
+        }
         if (slot.closing.aborted && !failure) {
           const ids = jobs.map(({ record }) => record.id);
           const message = `This server is shutting down; the completions go on: follow them at ${ids.map((job) => `/v1/jobs/${job}/events`).join(", ")}`;
