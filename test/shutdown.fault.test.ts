@@ -111,6 +111,49 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
     expect(text).toBe(result);
   });
 
+  it("a stream of several prompts cut by the drain names every job, and every job goes on", async () => {
+    await stack.api.child.kill("SIGKILL");
+    await stack.api.exited;
+    await stack.startApi({ DRAIN_TIMEOUT_MS: "1" });
+    const res = await fetch(stack.url("/v1/completions"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "tiny-lm",
+        prompt: ["It was a dark", "and stormy night"],
+        max_tokens: 200,
+        ignore_eos: true,
+        stream: true,
+      }),
+    });
+    const jobs = (res.headers.get("x-job-id") ?? "").split(", ");
+    expect(jobs).toHaveLength(2);
+    let chunks = 0;
+    let error: { jobs?: string[]; message: string } | undefined;
+    let done = false;
+    await readSse(res, (e) => {
+      if (e.data === "[DONE]") done = true;
+      else error = (JSON.parse(e.data) as { error?: typeof error }).error ?? error;
+      if (++chunks === 5) stack.api.child.kill("SIGTERM");
+      return undefined;
+    });
+    expect(done).toBe(false);
+    expect(error?.jobs).toEqual(jobs);
+    for (const job of jobs) expect(error?.message).toContain(`/v1/jobs/${job}/events`);
+    expect(await stack.api.exited).toBe(0);
+
+    await stack.startApi();
+    for (const job of jobs) {
+      let result = "";
+      await readSse(await fetch(stack.url(`/v1/jobs/${job}/events`)), (e) => {
+        if (e.event === "result")
+          result = (JSON.parse(e.data) as { result: { text: string } }).result.text;
+        return undefined;
+      });
+      expect(result.length).toBeGreaterThan(0);
+    }
+  });
+
   it("a stream still waiting for its first token when the drain runs out answers 503 with its job, which goes on", async () => {
     // no worker: the completion waits in its queue, and its stream for a first token
     for (const w of stack.workers) w.child.kill("SIGKILL");
