@@ -310,29 +310,18 @@ describe("cancellation frees the batch slot", () => {
     "a client of several prompts that goes away cancels every one of them, and only those (stream: %s)",
     async (stream) => {
       const before = await workerMetric("ferry_worker_cancelled_sequences_total");
-      const post = (prompt: string[], signal?: AbortSignal) =>
+      const post = (body: object, signal?: AbortSignal) =>
         fetch(stack.url("/v1/completions"), {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ model: "tiny-lm", prompt, max_tokens: 220, ignore_eos: true }),
+          body: JSON.stringify({ model: "tiny-lm", max_tokens: 220, ignore_eos: true, ...body }),
           ...(signal ? { signal } : {}),
         });
       const abort = new AbortController();
-      const gone = fetch(stack.url("/v1/completions"), {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          model: "tiny-lm",
-          prompt: ["Long ago", "Far away", "Once more"],
-          max_tokens: 220,
-          ignore_eos: true,
-          stream,
-        }),
-        signal: abort.signal,
-      })
+      const gone = post({ prompt: ["Long ago", "Far away", "Once more"], stream }, abort.signal)
         .then((res) => res.text())
         .catch(() => undefined);
-      const stays = post(["Stay", "Here"]);
+      const stays = post({ prompt: ["Stay", "Here"] });
       await waitFor(
         async () => (await workerMetric("ferry_worker_running_sequences")) >= 5,
         10_000,

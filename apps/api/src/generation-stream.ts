@@ -58,8 +58,7 @@ async function follow(
   // The status line waits for the job's first output: a job that expires in the queue or
   // fails before its first token is answered with its HTTP error (504, 503), not a 200
   // followed by an error chunk.
-  let first = await events.next();
-  while (!first.done && first.value.body.type === "status") first = await events.next();
+  const first = await firstOutput(events);
   const unanswered = !first.done && first.value.body.type === "error";
   if (unanswered || slot.closing.aborted) {
     gone.removeEventListener("abort", onGone);
