@@ -51,6 +51,17 @@ async function readCompletion(res: Response, onChunk?: () => void) {
   return { text, lastId, done, error };
 }
 
+/** A completion job's text, read from its event log once it has its result. */
+async function jobResult(jobId: string): Promise<string> {
+  let result = "";
+  await readSse(await fetch(stack.url(`/v1/jobs/${jobId}/events`)), (e) => {
+    if (e.event === "result")
+      result = (JSON.parse(e.data) as { result: { text: string } }).result.text;
+    return undefined;
+  });
+  return result;
+}
+
 describe("Ctrl-C (SIGINT) drains the API", () => {
   it("every open completion stream runs to [DONE] before the API exits", async () => {
     let started = 0;
@@ -143,15 +154,7 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
     expect(await stack.api.exited).toBe(0);
 
     await stack.startApi();
-    for (const job of jobs) {
-      let result = "";
-      await readSse(await fetch(stack.url(`/v1/jobs/${job}/events`)), (e) => {
-        if (e.event === "result")
-          result = (JSON.parse(e.data) as { result: { text: string } }).result.text;
-        return undefined;
-      });
-      expect(result.length).toBeGreaterThan(0);
-    }
+    for (const job of jobs) expect((await jobResult(job)).length).toBeGreaterThan(0);
   });
 
   it("a stream still waiting for its first token when the drain runs out answers 503 with its job, which goes on", async () => {
@@ -177,13 +180,7 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
 
     await stack.startApi();
     await stack.startWorker();
-    let result = "";
-    await readSse(await fetch(stack.url(`/v1/jobs/${jobId}/events`)), (e) => {
-      if (e.event === "result")
-        result = (JSON.parse(e.data) as { result: { text: string } }).result.text;
-      return undefined;
-    });
-    expect(result.length).toBeGreaterThan(0);
+    expect((await jobResult(jobId)).length).toBeGreaterThan(0);
   });
 });
 
