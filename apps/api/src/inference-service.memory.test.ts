@@ -1,23 +1,16 @@
-import { randomBytes } from "node:crypto";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { ModelRepository } from "@ferry/model-repository";
-import { deletePrefix, InferenceClient } from "@ferry/transport";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
+import { testInferenceClient } from "../../../test/helpers/inference-client.js";
 import { InferenceService } from "./inference-service.js";
 import { ApiMetrics } from "./metrics.js";
 import { OPEN_TENANT } from "./tenant.js";
 import { TrafficRouter } from "./traffic-router.js";
 
-// Real Redis (never mocked), under a prefix of this file's own, and no worker: a predict sent
-// here stays in flight until its deadline, as one waiting in a deep queue does.
-const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
-const client = new InferenceClient({ redisUrl: url, prefix });
-afterAll(async () => {
-  await client.close();
-  await deletePrefix(url, prefix);
-});
+// Real Redis, under a prefix of this file's own, and no worker: a predict sent here stays in
+// flight until its deadline, as one waiting in a deep queue does.
+const client = testInferenceClient();
 
 /** V8's collector, called by hand (node:vm hands out `gc` once the flag is set). */
 function collector(): () => void {

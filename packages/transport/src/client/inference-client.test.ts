@@ -1,17 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
-import { afterAll, describe, expect, it } from "vitest";
-import { deletePrefix } from "../shared/connection.js";
-import { InferenceClient } from "./inference-client.js";
+import { describe, expect, it } from "vitest";
+import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
 
-// Real Redis (never mocked), under a prefix of this file's own.
-const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
-const client = new InferenceClient({ redisUrl: url, prefix });
-afterAll(async () => {
-  await client.close();
-  await deletePrefix(url, prefix);
-});
+// Real Redis, under a prefix of this file's own.
+const client = testInferenceClient();
 
 const refusal = (f: () => unknown) => {
   try {
