@@ -1,4 +1,5 @@
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { HumanMessage } from "@langchain/core/messages";
 import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
@@ -90,7 +91,49 @@ describe("the openai client, unchanged", () => {
     expect(mixed.choices[0]?.message.content).toBe(alone.choices[0]?.message.content);
   });
 
-  it("OpenAI's errors: bad role, no messages, n > 1, logprobs, a prompt past the context", async () => {
+  it("n choices: the j-th draws with seed + j, streamed or not; the prompt's tokens counted once", async () => {
+    const sampled = { model: "tiny-lm", messages: ask, max_tokens: 20, temperature: 1 };
+    const res = await openai().chat.completions.create({ ...sampled, n: 3, seed: 70 });
+    const alone = await Promise.all(
+      [0, 1, 2].map((j) => openai().chat.completions.create({ ...sampled, seed: 70 + j })),
+    );
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(res.choices.map((c) => c.message.content)).toEqual(
+      alone.map((one) => one.choices[0]?.message.content),
+    );
+    expect(new Set(res.choices.map((c) => c.message.content)).size).toBeGreaterThan(1);
+    const completionTokens = alone.reduce((n, one) => n + (one.usage?.completion_tokens ?? 0), 0);
+    expect(res.usage).toMatchObject({
+      prompt_tokens: alone[0]?.usage?.prompt_tokens,
+      completion_tokens: completionTokens,
+    });
+    const stream = await openai().chat.completions.create({
+      ...sampled,
+      n: 3,
+      seed: 70,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const texts = ["", "", ""];
+    const firsts: Array<string | undefined> = [];
+    const finishes: number[] = [];
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      usage = chunk.usage ?? usage;
+      for (const choice of chunk.choices) {
+        // each choice opens with the assistant's role, as OpenAI streams n > 1
+        firsts[choice.index] ??= choice.delta.role;
+        texts[choice.index] += choice.delta.content ?? "";
+        if (choice.finish_reason) finishes.push(choice.index);
+      }
+    }
+    expect(firsts).toEqual(["assistant", "assistant", "assistant"]);
+    expect(texts).toEqual(res.choices.map((c) => c.message.content));
+    expect(finishes.sort()).toEqual([0, 1, 2]);
+    expect(usage).toEqual(res.usage);
+  });
+
+  it("OpenAI's errors: bad role, no messages, n < 1, logprobs, a prompt past the context", async () => {
     const bad = async (body: Record<string, unknown>, pattern: RegExp) => {
       const res = await stack.post("/v1/chat/completions", { model: "tiny-lm", ...body });
       expect(res.status).toBe(400);
@@ -100,7 +143,7 @@ describe("the openai client, unchanged", () => {
     };
     await bad({ messages: [{ role: "wizard", content: "hi" }] }, /messages\.0\.role/);
     await bad({ messages: [] }, /at least one message/);
-    await bad({ messages: ask, n: 2 }, /^n: /);
+    await bad({ messages: ask, n: 0 }, /^n: /);
     await bad({ messages: ask, logprobs: true }, /logprobs is not supported/);
     await bad(
       { messages: [{ role: "user", content: "x".repeat(300) }], max_tokens: 10 },
@@ -171,6 +214,20 @@ describe("LangChain.js ChatOpenAI, unchanged", () => {
     let joined = "";
     for await (const chunk of await chat().stream("Tell me a fortune.")) joined += chunk.content;
     expect(typeof joined).toBe("string");
+  });
+
+  it("generate with n: 2 gives two generations per conversation", async () => {
+    const two = new ChatOpenAI({
+      model: "tiny-lm",
+      apiKey: "unused",
+      maxTokens: 12,
+      n: 2,
+      configuration: { baseURL: stack.url("/v1") },
+    });
+    const result = await two.generate([[new HumanMessage("Tell me a fortune.")]]);
+    expect(result.generations[0]).toHaveLength(2);
+    for (const generation of result.generations[0] ?? [])
+      expect(typeof generation.text).toBe("string");
   });
 });
 

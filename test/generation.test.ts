@@ -163,6 +163,71 @@ describe("completions through the official openai client", () => {
     );
   });
 
+  it("n choices of each prompt, prompt by prompt: the j-th draws with seed + j, usage counts each prompt once", async () => {
+    const some = prompts.slice(0, 2);
+    const sampled = { model: "tiny-lm", max_tokens: 16, temperature: 1 };
+    const res = await openai.completions.create({ ...sampled, prompt: some, n: 3, seed: 40 });
+    // each choice is what its own prompt and seed give alone
+    const alone = await Promise.all(
+      some.flatMap((prompt) =>
+        [0, 1, 2].map((j) => openai.completions.create({ ...sampled, prompt, seed: 40 + j })),
+      ),
+    );
+    expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(res.choices.map((c) => c.text)).toEqual(alone.map((one) => one.choices[0]?.text));
+    // sampled with three seeds, a prompt's choices are not one text thrice
+    expect(new Set(res.choices.slice(0, 3).map((c) => c.text)).size).toBeGreaterThan(1);
+    const promptTokens = some.reduce((n, p) => n + Buffer.byteLength(p), 0);
+    const completionTokens = alone.reduce((n, one) => n + (one.usage?.completion_tokens ?? 0), 0);
+    expect(res.usage).toEqual({
+      prompt_tokens: promptTokens,
+      completion_tokens: completionTokens,
+      total_tokens: promptTokens + completionTokens,
+    });
+    // streamed: the same choices, interleaved by index, each finished once, usage the same
+    const stream = await openai.completions.create({
+      ...sampled,
+      prompt: some,
+      n: 3,
+      seed: 40,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const texts = res.choices.map(() => "");
+    const finishes: number[] = [];
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      usage = chunk.usage ?? usage;
+      for (const choice of chunk.choices) {
+        texts[choice.index] += choice.text;
+        if (choice.finish_reason) finishes.push(choice.index);
+      }
+    }
+    expect(texts).toEqual(res.choices.map((c) => c.text));
+    expect(finishes.sort()).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(usage).toEqual(res.usage);
+  });
+
+  it("n: refused past 64 choices in all, and by an async job", async () => {
+    const refused = async (path: string, body: unknown) => {
+      const res = await stack.post(path, body);
+      expect(res.status).toBe(400);
+      return ((await res.json()) as { error: { message: string } }).error.message;
+    };
+    const tokens = await workerMetric("ferry_worker_generated_tokens_total");
+    expect(await refused("/v1/completions", { model: "tiny-lm", prompt: "a", n: 65 })).toMatch(
+      /^n: /,
+    );
+    for (const stream of [false, true])
+      expect(
+        await refused("/v1/completions", { model: "tiny-lm", prompt: ["a", "b"], n: 33, stream }),
+      ).toMatch(/at most 64 choices \(prompts times n\); this one asks for 2 x 33/);
+    const two = { model: "tiny-lm", prompt: "a", n: 2, max_tokens: 4 };
+    expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/n > 1/);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
+  });
+
   it("the same seed gives the same text, whatever else shares the batch", async () => {
     const request = {
       model: "tiny-lm",

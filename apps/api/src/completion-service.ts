@@ -17,11 +17,12 @@ import { ChatTemplates } from "./chat-template.js";
 import type { CallOptions } from "./inference-service.js";
 import type { ApiMetrics } from "./metrics.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
-import type {
-  ChatCompletionResponse,
-  ChatCompletionRequest as ChatRequest,
-  CompletionRequest,
-  CompletionResponse,
+import {
+  type ChatCompletionResponse,
+  type ChatCompletionRequest as ChatRequest,
+  type CompletionRequest,
+  type CompletionResponse,
+  MAX_CHOICES,
 } from "./schemas.js";
 
 /** OpenAI's defaults for fields a request leaves out. */
@@ -78,19 +79,16 @@ export class CompletionService {
   }
 
   /**
-   * Several prompts, one job each, followed: all are validated before any is queued, and a
-   * refusal of one (a full queue) cancels those already queued.
+   * Several choices (`severalChoices`), one job each, followed: all are validated before any is
+   * queued, and a refusal of one (a full queue) cancels those already queued.
    */
   async followEach(
-    body: CompletionRequest,
-    prompts: readonly string[],
+    bodies: ReadonlyArray<CompletionRequest | ChatRequest>,
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<FollowedCompletion[]> {
     const prepared = await Promise.all(
-      prompts.map(async (prompt) =>
-        this.prepare(await this.asCompletion({ ...body, prompt }), opts),
-      ),
+      bodies.map(async (body) => this.prepare(await this.asCompletion(body), opts)),
     );
     const followed: FollowedCompletion[] = [];
     try {
@@ -147,10 +145,10 @@ export class CompletionService {
       );
     }
     const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
-    if (severalPrompts(body))
+    if (severalChoices(body))
       throw new FerryError(
         "INVALID_INPUT",
-        "several prompts are answered only by /v1/completions; an async job takes one",
+        "several prompts, or n > 1, are answered only by /v1/completions and /v1/chat/completions; an async job is one prompt and one choice",
       );
     if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
     const params: SamplingParams = {
@@ -221,39 +219,30 @@ export class CompletionService {
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<CompletionResponse | ChatCompletionResponse> {
-    if (!("messages" in body)) {
-      const prompts = severalPrompts(body);
-      if (prompts) return this.completeEach(body, prompts, opts, signal);
-    }
+    const several = severalChoices(body);
+    if (several) return this.completeEach(body, several, opts, signal);
     return this.answer(body, await this.follow(body, opts, signal), signal);
   }
 
   /**
-   * Several prompts: one completion each, all validated before any is queued, run side by
-   * side, answered together as OpenAI does (choice `index` i for prompt i, usage summed). A
-   * failure of one cancels the others: the request fails whole.
+   * Several choices: one completion each, all validated before any is queued, run side by
+   * side, answered together as OpenAI does (choice `index` i for the i-th of `severalChoices`,
+   * usage summed with each prompt counted once). A failure of one cancels the others: the
+   * request fails whole.
    */
   private async completeEach(
-    body: CompletionRequest,
-    prompts: readonly string[],
+    body: CompletionRequest | ChatRequest,
+    choices: ReadonlyArray<CompletionRequest | ChatRequest>,
     opts: CallOptions,
     signal?: AbortSignal,
-  ): Promise<CompletionResponse> {
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener("abort", onAbort);
     try {
-      const followed = await this.followEach(body, prompts, opts, stop.signal);
-      const answers = (await Promise.all(
-        followed.map((one) => this.answer(body, one, stop.signal)),
-      )) as CompletionResponse[];
-      return {
-        ...(answers[0] as CompletionResponse),
-        choices: answers.flatMap((answer, index) =>
-          answer.choices.map((choice) => ({ ...choice, index })),
-        ),
-        usage: sumUsage(answers.map((answer) => answer.usage)),
-      };
+      const followed = await this.followEach(choices, opts, stop.signal);
+      const answers = await Promise.all(followed.map((one) => this.answer(body, one, stop.signal)));
+      return joinAnswers(answers, body.n ?? 1);
     } catch (err) {
       // the others stop too: their answers would be thrown away
       stop.abort();
@@ -295,17 +284,75 @@ export function errorOf(event: JobEvent): FerryError {
   return new FerryError(code as FerryError["code"], message);
 }
 
-/** A request's prompts when it lists several (each is a job of its own), else undefined. */
-export function severalPrompts(body: CompletionRequest): string[] | undefined {
-  return typeof body.prompt !== "string" && body.prompt.length > 1 ? body.prompt : undefined;
+/**
+ * The choices a request asks for when it asks for more than one, each a request for one:
+ * `n` of every prompt, prompt by prompt (OpenAI's and vLLM's `index` order). The j-th choice
+ * of a prompt draws with `seed + j`, so that a seeded request's choices differ and each can
+ * be had alone; without a seed each draws its own. Undefined for a request of one choice.
+ */
+export function severalChoices(body: CompletionRequest): CompletionRequest[] | undefined;
+export function severalChoices(body: ChatRequest): ChatRequest[] | undefined;
+export function severalChoices(
+  body: CompletionRequest | ChatRequest,
+): Array<CompletionRequest | ChatRequest> | undefined;
+export function severalChoices(
+  body: CompletionRequest | ChatRequest,
+): Array<CompletionRequest | ChatRequest> | undefined {
+  const n = body.n ?? 1;
+  const prompts = "messages" in body || typeof body.prompt === "string" ? [undefined] : body.prompt;
+  if (n * prompts.length === 1) return undefined;
+  if (n * prompts.length > MAX_CHOICES)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `A request may ask for at most ${MAX_CHOICES} choices (prompts times n); this one asks for ${prompts.length} x ${n}`,
+    );
+  const seed = body.seed;
+  return prompts.flatMap((prompt) =>
+    Array.from({ length: n }, (_, j) => ({
+      ...body,
+      ...(prompt === undefined ? {} : { prompt }),
+      n: 1,
+      ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
+    })),
+  );
 }
 
-/** The usage of several completions answered as one. */
+/** Several choices' answers as one: each choice indexed by its place, usage summed. */
+function joinAnswers<A extends CompletionResponse | ChatCompletionResponse>(
+  answers: readonly A[],
+  n: number,
+): A {
+  const [head] = answers;
+  if (!head) throw new FerryError("INTERNAL", "no answers to join");
+  return {
+    ...head,
+    choices: answers.flatMap((answer, index) =>
+      answer.choices.map((choice) => ({ ...choice, index })),
+    ),
+    usage: sumUsage(
+      answers.map((answer) => answer.usage),
+      n,
+    ),
+  };
+}
+
+/**
+ * The usage of several choices answered as one, listed in `severalChoices`' order: the
+ * completions' tokens summed, each prompt's counted once however many choices it has (`n`).
+ */
 export function sumUsage(
   all: ReadonlyArray<CompletionResult["usage"] | undefined>,
+  n = 1,
 ): CompletionResult["usage"] {
-  const usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
-  for (const one of all)
-    for (const k of Object.keys(usage) as Array<keyof typeof usage>) usage[k] += one?.[k] ?? 0;
-  return usage;
+  let prompt = 0;
+  let completion = 0;
+  all.forEach((one, index) => {
+    if (index % n === 0) prompt += one?.prompt_tokens ?? 0;
+    completion += one?.completion_tokens ?? 0;
+  });
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+  };
 }

@@ -2,8 +2,8 @@ import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protoco
 import type { Context } from "hono";
 import { errorOf, type FollowedCompletion, sumUsage } from "./completion-service.js";
 import type { CallOptions } from "./inference-service.js";
-import { completionChunk, finalChunks, type StreamRenderer, streamError } from "./openai-render.js";
-import type { ChatCompletionRequest, CompletionRequest, CompletionResponse } from "./schemas.js";
+import { type StreamChunk, type StreamRenderer, streamError } from "./openai-render.js";
+import type { ChatCompletionRequest, CompletionRequest } from "./schemas.js";
 import type { AppEnv } from "./services.js";
 import { sse } from "./sse.js";
 import type { StreamSlot } from "./stream-slots.js";
@@ -122,20 +122,21 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
 }
 
 /**
- * Several prompts streamed as one completion (OpenAI, vLLM): a job each, their chunks
- * interleaved as they come, each choice's `index` its prompt's. The status line waits until
- * every job has made its first token (an error before that is the answer's status, as for one
- * prompt); then each ends with its own finish chunk, usage (summed) comes last when asked for,
- * then `data: [DONE]`. Chunks carry no event `id:`: no one job's log resumes the whole stream
- * (X-Job-Id lists the jobs, each followable at /v1/jobs/{id}/events). A client that goes
- * away, or a job that fails, cancels them all.
+ * Several choices (several prompts, `n` of each) streamed as one completion (OpenAI, vLLM): a
+ * job each, their chunks interleaved as they come, each choice's `index` its place in
+ * `severalChoices`. The status line waits until every job has made its first token (an error
+ * before that is the answer's status, as for one choice); then each ends with its own finish
+ * chunk, usage (summed) comes last when asked for, then `data: [DONE]`. Chunks carry no event
+ * `id:`: no one job's log resumes the whole stream (X-Job-Id lists the jobs, each followable
+ * at /v1/jobs/{id}/events). A client that goes away, or a job that fails, cancels them all.
  */
 export async function streamEach(
   c: Context<AppEnv>,
-  body: CompletionRequest,
-  prompts: readonly string[],
+  body: CompletionRequest | ChatCompletionRequest,
+  choices: ReadonlyArray<CompletionRequest | ChatCompletionRequest>,
   opts: CallOptions,
   gone: AbortSignal,
+  render: StreamRenderer,
 ): Promise<Response> {
   const { completions, streams } = c.get("services");
   const slot = streams.acquire(opts.tenant);
@@ -153,7 +154,7 @@ export async function streamEach(
   const onClosing = () => reading.abort();
   let opened = false;
   try {
-    jobs = await completions.followEach(body, prompts, opts, reading.signal);
+    jobs = await completions.followEach(choices, opts, reading.signal);
     if (gone.aborted) cancelAll();
     gone.addEventListener("abort", cancelAll);
     slot.closing.addEventListener("abort", onClosing);
@@ -169,26 +170,27 @@ export async function streamEach(
     opened = true;
     return sse(c, async (stream) => {
       const [head] = jobs;
-      const id = head ? `cmpl-${head.record.id}` : "";
+      const id = head ? render.id(head.record) : "";
       const usages: Array<CompletionResult["usage"]> = [];
       let failure = false;
       let writing = Promise.resolve();
       const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
-      // one id for the whole stream (clients keep the first chunk's), the prompt's index
-      const chunk = (index: number, one: CompletionResponse) => ({
-        ...one,
-        id,
-        choices: one.choices.map((choice) => ({ ...choice, index })),
-      });
-      const write = async (index: number, event: JobEvent) => {
+      // one id for the whole stream (clients keep the first chunk's), the choice's index
+      const sendAs = (index: number, one: StreamChunk) =>
+        send({ ...one, id, choices: one.choices.map((choice) => ({ ...choice, index })) });
+      const write = async (index: number, event: JobEvent | "start") => {
         const job = jobs[index]?.record;
-        const e = event.body;
         if (!job || failure) return;
-        if (e.type === "token") await send(chunk(index, completionChunk(job, e.text, null)));
+        if (event === "start") {
+          for (const first of render.start(job)) await sendAs(index, first);
+          return;
+        }
+        const e = event.body;
+        if (e.type === "token") await sendAs(index, render.token(job, e.text));
         else if (e.type === "result") {
           const result = completions.counted(job, e.result as CompletionResult);
-          usages.push(result.usage);
-          for (const last of finalChunks(job, result, false)) await send(chunk(index, last));
+          usages[index] = result.usage;
+          for (const last of render.end(job, result, false)) await sendAs(index, last);
         } else if (e.type === "error") {
           failure = true;
           cancelAll();
@@ -199,10 +201,11 @@ export async function streamEach(
         const one = jobs[index];
         const first = firsts[index];
         if (!one || !first) return;
-        const each = async (event: JobEvent) => {
+        const each = async (event: JobEvent | "start") => {
           writing = writing.then(() => write(index, event));
           await writing;
         };
+        await each("start");
         if (!first.done) await each(first.value);
         for await (const event of one.events) await each(event);
       };
@@ -219,12 +222,7 @@ export async function streamEach(
           await send(streamError(new FerryError("UNAVAILABLE", message), { jobs: ids }));
         } else if (!reading.signal.aborted || failure) {
           if (!failure && body.stream_options?.include_usage === true && head)
-            await send({
-              ...completionChunk(head.record, "", null),
-              id,
-              choices: [],
-              usage: sumUsage(usages),
-            });
+            await send({ ...render.usage(head.record, sumUsage(usages, body.n ?? 1)), id });
           await stream.send({ data: "[DONE]" });
         }
       } finally {

@@ -10,6 +10,7 @@ export interface CompletionJob {
 }
 
 type Finish = "stop" | "length" | null;
+type Usage = CompletionResult["usage"];
 
 /**
  * Every OpenAI-shaped object a completion is answered with, streamed or not, in one place:
@@ -21,7 +22,7 @@ export function completionChunk(
   finish: Finish,
 ): CompletionResponse {
   return {
-    id: `cmpl-${job.id}`,
+    id: completionStream.id(job),
     object: "text_completion",
     created: Math.floor(job.created_at / 1000),
     model: job.model,
@@ -44,8 +45,12 @@ export function finalChunks(
   includeUsage: boolean,
 ): CompletionResponse[] {
   const last = completionChunk(job, "", finishOf(result));
-  if (!includeUsage) return [last];
-  return [last, { ...completionChunk(job, "", null), choices: [], usage: result.usage }];
+  return includeUsage ? [last, completionUsageChunk(job, result.usage)] : [last];
+}
+
+/** A stream's last chunk before `[DONE]` when usage was asked for: no choices, the usage. */
+function completionUsageChunk(job: CompletionJob, usage: Usage): CompletionResponse {
+  return { ...completionChunk(job, "", null), choices: [], usage };
 }
 
 /** A failure after the status line went out: all a stream can still say. */
@@ -71,7 +76,7 @@ export function chatChunk(
   finish: Finish,
 ) {
   return {
-    id: `chatcmpl-${job.id}`,
+    id: chatStream.id(job),
     object: "chat.completion.chunk" as const,
     created: Math.floor(job.created_at / 1000),
     model: job.model,
@@ -86,14 +91,17 @@ export function chatFinalChunks(
   includeUsage: boolean,
 ) {
   const last = chatChunk(job, {}, finishOf(result));
-  if (!includeUsage) return [last];
-  return [last, { ...chatChunk(job, {}, null), choices: [], usage: result.usage }];
+  return includeUsage ? [last, chatUsageChunk(job, result.usage)] : [last];
+}
+
+function chatUsageChunk(job: CompletionJob, usage: Usage) {
+  return { ...chatChunk(job, {}, null), choices: [], usage };
 }
 
 /** The whole chat completion (non-streamed, or an async job's result). */
 export function chatResponse(job: CompletionJob, result: CompletionResult): ChatCompletionResponse {
   return {
-    id: `chatcmpl-${job.id}`,
+    id: chatStream.id(job),
     object: "chat.completion",
     created: Math.floor(job.created_at / 1000),
     model: job.model,
@@ -109,21 +117,35 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
   };
 }
 
+/** A streamed chunk as every renderer shapes it: an id, and choices that carry an index. */
+export interface StreamChunk {
+  id: string;
+  choices: Array<{ index: number }>;
+}
+
 /** How a stream of one kind of completion is written: before, per token, at the end. */
 export interface StreamRenderer {
-  start(job: CompletionJob): unknown[];
-  token(job: CompletionJob, text: string): unknown;
-  end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): unknown[];
+  /** The id every chunk of a job's stream carries. */
+  id(job: CompletionJob): string;
+  start(job: CompletionJob): StreamChunk[];
+  token(job: CompletionJob, text: string): StreamChunk;
+  end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): StreamChunk[];
+  /** The usage chunk alone (several choices streamed as one: their usage, summed, at the end). */
+  usage(job: CompletionJob, usage: Usage): StreamChunk;
 }
 
 export const completionStream: StreamRenderer = {
+  id: (job) => `cmpl-${job.id}`,
   start: () => [],
   token: (job, text) => completionChunk(job, text, null),
   end: finalChunks,
+  usage: completionUsageChunk,
 };
 
 export const chatStream: StreamRenderer = {
+  id: (job) => `chatcmpl-${job.id}`,
   start: (job) => [chatChunk(job, { role: "assistant", content: "" }, null)],
   token: (job, text) => chatChunk(job, { content: text }, null),
   end: chatFinalChunks,
+  usage: chatUsageChunk,
 };

@@ -198,6 +198,9 @@ function unsupported(field: string, ...noop: unknown[]) {
     });
 }
 
+/** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
+export const MAX_CHOICES = 64;
+
 /** A stop sequence: matched against every token's text, so it is kept short. */
 const stopString = z.string().max(256);
 
@@ -210,19 +213,18 @@ const sampling = {
   stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
-  n: z.literal(1).nullish(),
+  // choices per prompt, each a job of its own (OpenAI, vLLM); with a seed, the j-th draws
+  // with seed + j
+  n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
 };
-
-/** Prompts one completion request may list: each is a job on the model's queue. */
-export const MAX_PROMPTS = 64;
 
 export const completionRequestSchema = z
   .object({
     model: z.string(),
     // several prompts are several completions, answered together (OpenAI, vLLM; LangChain's
     // completion model always sends a list)
-    prompt: z.union([z.string(), z.array(z.string()).min(1).max(MAX_PROMPTS)], {
-      error: `prompt must be a string or a list of 1 to ${MAX_PROMPTS} strings (token ids are not supported)`,
+    prompt: z.union([z.string(), z.array(z.string()).min(1).max(MAX_CHOICES)], {
+      error: `prompt must be a string or a list of 1 to ${MAX_CHOICES} strings (token ids are not supported)`,
     }),
     max_tokens: z.number().int().positive().nullish(),
     ...sampling,

@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../call-options.js";
-import { clientGone, streamGeneration } from "../generation-stream.js";
+import { severalChoices } from "../completion-service.js";
+import { clientGone, streamEach, streamGeneration } from "../generation-stream.js";
 import { chatStream } from "../openai-render.js";
 import { chatCompletionRequestSchema, chatCompletionResponseSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
@@ -36,6 +37,8 @@ export function registerChatCompletions(app: OpenAPIHono<AppEnv>): void {
     const gone = clientGone(c);
     if (!body.stream)
       return c.json(await c.get("services").completions.complete(body, opts, gone), 200);
+    const several = severalChoices(body);
+    if (several) return streamEach(c, body, several, opts, gone, chatStream);
     return streamGeneration(c, body, opts, gone, chatStream);
   });
 }

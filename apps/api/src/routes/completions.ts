@@ -1,7 +1,7 @@
 import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../call-options.js";
-import { severalPrompts } from "../completion-service.js";
+import { severalChoices } from "../completion-service.js";
 import { clientGone, streamEach, streamGeneration } from "../generation-stream.js";
 import { completionStream } from "../openai-render.js";
 import {
@@ -75,8 +75,8 @@ export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
     const gone = clientGone(c);
     if (!body.stream)
       return c.json(await c.get("services").completions.complete(body, opts, gone), 200);
-    const prompts = severalPrompts(body);
-    if (prompts) return streamEach(c, body, prompts, opts, gone);
+    const several = severalChoices(body);
+    if (several) return streamEach(c, body, several, opts, gone, completionStream);
     return streamGeneration(c, body, opts, gone, completionStream);
   });
 }
