@@ -1,10 +1,12 @@
+import { DEFAULT_PRIORITY } from "@ferry/protocol";
+import { InferenceClient } from "@ferry/transport";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
 import { referenceGreedy } from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
-import { Stack, waitFor } from "./helpers/stack.js";
+import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
 let openai: OpenAI;
@@ -158,9 +160,80 @@ describe("completions through the official openai client", () => {
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
     const two = { model: "tiny-lm", prompt: ["a", "b"], max_tokens: 4 };
     expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/several prompts/);
-    expect(await refused("/v1/completions", { model: "tiny-lm", prompt: [1, 2, 3] })).toMatch(
-      /token ids are not supported/,
+  });
+
+  it("prompts as token ids, one or a list, streamed or not: run as those ids, never as text", async () => {
+    // ids no text encodes to: a byte that is not UTF-8 (0xff) and the end-of-text id (256)
+    const ids = [[...Buffer.from("Once upon a"), 0xff, 256, 32], [...Buffer.from("Love is")]];
+    const reference = await Promise.all(ids.map((prompt) => referenceGreedy(prompt, 16)));
+    const greedy = { model: "tiny-lm", max_tokens: 16, temperature: 0 };
+    const one = await openai.completions.create({ ...greedy, prompt: ids[0] ?? [] });
+    expect(one.choices[0]?.text).toBe(reference[0]);
+    expect(one.usage?.prompt_tokens).toBe(ids[0]?.length);
+    const both = await openai.completions.create({ ...greedy, prompt: ids });
+    expect(both.choices.map((c) => c.text)).toEqual(reference);
+    const stream = await openai.completions.create({ ...greedy, prompt: ids, stream: true });
+    const texts = ["", ""];
+    for await (const chunk of stream)
+      for (const choice of chunk.choices) texts[choice.index] += choice.text;
+    expect(texts).toEqual(reference);
+  });
+
+  it("token ids: refused past the vocabulary or the context, and when empty", async () => {
+    const refused = async (body: Record<string, unknown>) => {
+      const res = await stack.post("/v1/completions", { model: "tiny-lm", ...body });
+      expect(res.status).toBe(400);
+      return ((await res.json()) as { error: { message: string } }).error.message;
+    };
+    expect(await refused({ prompt: [72, 257] })).toBe(
+      "Token id 257 is out of vocabulary (this model has 257 tokens)",
     );
+    expect(await refused({ prompt: [[72], [1, -1]] })).toMatch(/^prompt\.1\.1: Too small/);
+    expect(await refused({ prompt: [] })).toMatch(/^prompt/);
+    expect(await refused({ prompt: Array(250).fill(65), max_tokens: 16 })).toMatch(
+      /requested 266 tokens \(250 in the prompt, 16 for the completion\)/,
+    );
+  });
+
+  it("a worker refuses token ids past its vocabulary before they join a batch; its neighbour finishes", async () => {
+    // the API checks them first: this job comes straight through the transport, as from an
+    // API that does not (an older one, or another client of the queue)
+    const client = new InferenceClient({ redisUrl: REDIS_URL, prefix: stack.prefix });
+    try {
+      await client.ready();
+      const params = { max_tokens: 16, temperature: 0, top_p: 1, top_k: 0, stop: [] };
+      const job = (prompt_ids: number[]) =>
+        client.jobs.submitGenerateFollowing(
+          {
+            model: "tiny-lm",
+            version: "1",
+            prompt: "",
+            prompt_ids,
+            params: { ...params, ignore_eos: true },
+            deadline: Date.now() + 30_000,
+          },
+          { priority: DEFAULT_PRIORITY, maxQueueSize: 100, owner: "test" },
+        );
+      const end = async ({ events, close }: Awaited<ReturnType<typeof job>>) => {
+        try {
+          for await (const { body } of events)
+            if (body.type === "result" || body.type === "error") return body;
+        } finally {
+          close();
+        }
+      };
+      const [good, bad] = await Promise.all([job([...Buffer.from("Love is")]), job([72, 300])]);
+      expect(await end(bad)).toEqual({
+        type: "error",
+        error: { code: "INVALID_INPUT", message: "Token id 300 is out of vocabulary" },
+      });
+      expect(await end(good)).toMatchObject({
+        type: "result",
+        result: { finish_reason: "length", usage: { completion_tokens: 16 } },
+      });
+    } finally {
+      await client.close();
+    }
   });
 
   it("n choices of each prompt, prompt by prompt: the j-th draws with seed + j, usage counts each prompt once", async () => {

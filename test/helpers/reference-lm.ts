@@ -12,7 +12,10 @@ interface Arch {
  * Greedy decoding of tiny-lm in this process, one sequence at a time, no padding, no
  * batching, no Ferry: the reference that Ferry's batched engine must match token for token.
  */
-export async function referenceGreedy(prompt: string, maxTokens: number): Promise<string> {
+export async function referenceGreedy(
+  prompt: string | readonly number[],
+  maxTokens: number,
+): Promise<string> {
   const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     architecture: Arch;
     tokenizer: { eos_token_id: number };
@@ -30,7 +33,8 @@ export async function referenceGreedy(prompt: string, maxTokens: number): Promis
         dims: [1, arch.n_head, 0, arch.head_dim],
       };
   }
-  let tokens = Array.from(Buffer.from(prompt, "utf8"));
+  // the byte-level tokenizer: a text's tokens are its UTF-8 bytes
+  let tokens = typeof prompt === "string" ? Array.from(Buffer.from(prompt, "utf8")) : [...prompt];
   let length = 0;
   const out: number[] = [];
   for (let step = 0; step < maxTokens; step++) {

@@ -10,6 +10,7 @@ import {
   DEFAULT_PRIORITY,
   FerryError,
   type JobEvent,
+  outOfVocabulary,
   type SamplingParams,
 } from "@ferry/protocol";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
@@ -144,7 +145,7 @@ export class CompletionService {
         `Model '${body.model}' is a ${entry.config.kind}; use /v1/models/${body.model}/predict`,
       );
     }
-    const prompt = typeof body.prompt === "string" ? body.prompt : (body.prompt[0] ?? "");
+    const [prompt = ""] = promptsOf(body.prompt);
     if (severalChoices(body))
       throw new FerryError(
         "INVALID_INPUT",
@@ -170,7 +171,7 @@ export class CompletionService {
       job: {
         model: entry.config.name,
         version,
-        prompt,
+        ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
         meta: { format: body.format, request_id: opts.requestId },
@@ -183,16 +184,32 @@ export class CompletionService {
     };
   }
 
-  /** Prompt plus completion must fit the context window, as vLLM and OpenAI require. */
-  private async checkContext(entry: ModelEntry, prompt: string, maxTokens: number): Promise<void> {
-    const context = entry.config.architecture?.context_length;
+  /**
+   * Prompt plus completion must fit the context window, as vLLM and OpenAI require; a prompt
+   * of token ids must name tokens the model has.
+   */
+  private async checkContext(
+    entry: ModelEntry,
+    prompt: string | readonly number[],
+    maxTokens: number,
+  ): Promise<void> {
+    const { context_length: context, vocab_size: vocab } = entry.config.architecture ?? {};
+    if (typeof prompt !== "string") {
+      const unknown = outOfVocabulary(prompt, typeof vocab === "number" ? vocab : undefined);
+      if (unknown !== undefined)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `Token id ${unknown} is out of vocabulary (this model has ${vocab} tokens)`,
+        );
+    }
     if (typeof context !== "number") return;
-    if (prompt.length > context * MAX_CHARS_PER_TOKEN)
+    if (typeof prompt === "string" && prompt.length > context * MAX_CHARS_PER_TOKEN)
       throw new FerryError(
         "INVALID_INPUT",
         `This model's maximum context length is ${context} tokens; the prompt has ${prompt.length} characters, far more than fit`,
       );
-    const promptTokens = (await this.tokenizer(entry)).count(prompt);
+    const promptTokens =
+      typeof prompt === "string" ? (await this.tokenizer(entry)).count(prompt) : prompt.length;
     if (promptTokens + maxTokens > context)
       throw new FerryError(
         "INVALID_INPUT",
@@ -299,7 +316,7 @@ export function severalChoices(
   body: CompletionRequest | ChatRequest,
 ): Array<CompletionRequest | ChatRequest> | undefined {
   const n = body.n ?? 1;
-  const prompts = "messages" in body || typeof body.prompt === "string" ? [undefined] : body.prompt;
+  const prompts = "messages" in body ? [undefined] : promptsOf(body.prompt);
   if (n * prompts.length === 1) return undefined;
   if (n * prompts.length > MAX_CHOICES)
     throw new FerryError(
@@ -315,6 +332,14 @@ export function severalChoices(
       ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
     })),
   );
+}
+
+/** A completion request's prompts, each text or token ids (OpenAI's four shapes of `prompt`). */
+function promptsOf(prompt: CompletionRequest["prompt"]): Array<string | number[]> {
+  if (typeof prompt === "string") return [prompt];
+  // a list of numbers is one prompt's token ids; any other list is a list of prompts
+  if (typeof prompt[0] === "number") return [prompt as number[]];
+  return prompt as Array<string | number[]>;
 }
 
 /** Several choices' answers as one: each choice indexed by its place, usage summed. */

@@ -201,6 +201,9 @@ function unsupported(field: string, ...noop: unknown[]) {
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
 export const MAX_CHOICES = 64;
 
+/** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
+const tokenIds = z.array(z.number().int().min(0)).min(1);
+
 /** A stop sequence: matched against every token's text, so it is kept short. */
 const stopString = z.string().max(256);
 
@@ -222,10 +225,18 @@ export const completionRequestSchema = z
   .object({
     model: z.string(),
     // several prompts are several completions, answered together (OpenAI, vLLM; LangChain's
-    // completion model always sends a list)
-    prompt: z.union([z.string(), z.array(z.string()).min(1).max(MAX_CHOICES)], {
-      error: `prompt must be a string or a list of 1 to ${MAX_CHOICES} strings (token ids are not supported)`,
-    }),
+    // completion model always sends a list); a prompt may come as its token ids
+    prompt: z.union(
+      [
+        z.string(),
+        z.array(z.string()).min(1).max(MAX_CHOICES),
+        tokenIds,
+        z.array(tokenIds).min(1).max(MAX_CHOICES),
+      ],
+      {
+        error: `prompt must be a string, a list of token ids, or a list of 1 to ${MAX_CHOICES} of either`,
+      },
+    ),
     max_tokens: z.number().int().positive().nullish(),
     ...sampling,
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored

@@ -24,6 +24,11 @@ export const generateJobSchema = z.object({
   model: z.string(),
   version: z.string(),
   prompt: z.string(),
+  /**
+   * The prompt as token ids, given by the client, run as they are (never decoded and encoded
+   * again); `prompt` is then empty.
+   */
+  prompt_ids: z.array(z.number().int().min(0)).min(1).optional(),
   params: samplingParamsSchema,
   /** Epoch ms after which the completion must not start. */
   deadline: z.number(),
@@ -31,6 +36,15 @@ export const generateJobSchema = z.object({
   meta: z.record(z.string(), z.unknown()).optional(),
 });
 export type GenerateJob = z.infer<typeof generateJobSchema>;
+
+/**
+ * The first of a client's token ids that a model of `vocabSize` tokens does not know, if any
+ * (none known when the size is not).
+ */
+export function outOfVocabulary(ids: readonly number[], vocabSize?: number): number | undefined {
+  if (vocabSize === undefined) return undefined;
+  return ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+}
 
 export const finishReasonSchema = z.enum(["stop", "length", "cancelled"]);
 export type FinishReason = z.infer<typeof finishReasonSchema>;

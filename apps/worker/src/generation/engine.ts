@@ -6,6 +6,7 @@ import {
   type FinishReason,
   type GenerateJob,
   type JobEventBody,
+  outOfVocabulary,
 } from "@ferry/protocol";
 import type { LmRuntime } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
@@ -17,6 +18,11 @@ import { Sequence } from "./sequence.js";
 export interface EngineOptions {
   /** Positions the model can attend to (prompt + completion). */
   contextLength: number;
+  /**
+   * Token ids the model knows: a client's own ids past it are refused before they join a
+   * batch, where an out-of-range lookup would fail every sequence of the step.
+   */
+  vocabSize?: number;
   /** Prefill joining sequences in the same pass as the decode (false: a pass of its own). */
   mixedPrefill?: boolean;
   /**
@@ -68,9 +74,14 @@ export class Engine {
     emit: (events: JobEventBody[]) => void,
     resume: readonly number[] = [],
   ): Promise<CompletionResult> {
-    const promptIds = this.tokenizer.encode(job.prompt);
+    const promptIds = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
     if (promptIds.length === 0)
       return Promise.reject(new FerryError("INVALID_INPUT", "prompt is empty"));
+    const unknown = outOfVocabulary(promptIds, this.options.vocabSize);
+    if (unknown !== undefined)
+      return Promise.reject(
+        new FerryError("INVALID_INPUT", `Token id ${unknown} is out of vocabulary`),
+      );
     if (promptIds.length >= this.options.contextLength) {
       const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
       return Promise.reject(new FerryError("INVALID_INPUT", message));

@@ -81,6 +81,7 @@ export class GeneratorServer {
       generationMetrics(metrics, config.name, version),
       {
         contextLength: arch.context_length,
+        vocabSize: arch.vocab_size,
         mixedPrefill: generator.scheduler.mixed_prefill,
         prefillThread,
       },
