@@ -20,7 +20,7 @@ export interface EngineOptions {
   contextLength: number;
   /**
    * Token ids the model knows: a client's own ids past it are refused before they join a
-   * batch, where an out-of-range lookup would fail every sequence of the step.
+   * batch, where an out-of-range lookup would fail every sequence of the pass.
    */
   vocabSize?: number;
   /** Prefill joining sequences in the same pass as the decode (false: a pass of its own). */
