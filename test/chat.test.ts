@@ -68,6 +68,18 @@ describe("the openai client, unchanged", () => {
     expect(res.choices[0]?.message.content).not.toContain("e");
   });
 
+  it("logit_bias and penalties reach the worker: a banned letter never appears", async () => {
+    const greedy = { model: "tiny-lm", messages: ask, max_tokens: 60, temperature: 0 };
+    const plain = await openai().chat.completions.create(greedy);
+    expect(plain.choices[0]?.message.content).toMatch(/e/);
+    const banned = await openai().chat.completions.create({
+      ...greedy,
+      logit_bias: { "101": -100 },
+      frequency_penalty: 0.5,
+    });
+    expect(banned.choices[0]?.message.content).not.toMatch(/e/);
+  });
+
   it("a seed gives the same answer alone and beside other requests", async () => {
     const one = () =>
       openai().chat.completions.create({

@@ -307,6 +307,63 @@ describe("completions through the official openai client", () => {
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
   });
 
+  it("logit_bias and the frequency, presence and repetition penalties: greedy, token for token as documented", async () => {
+    const prompt = prompts[4] ?? "";
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 40, temperature: 0 };
+    const plain = (await openai.completions.create(greedy)).choices[0]?.text ?? "";
+    const cases = [
+      { frequency_penalty: 1.5, presence_penalty: 0.5 },
+      { presence_penalty: -1 },
+      { repetition_penalty: 1.4 },
+      // 'e' and ' ' never; then everything at once
+      { logit_bias: { "101": -100, "32": -100 } },
+      { logit_bias: { "101": -5 }, frequency_penalty: 0.7, repetition_penalty: 1.2 },
+    ];
+    for (const penalties of cases) {
+      const [ferry, reference] = await Promise.all([
+        // penalty fields beyond OpenAI's typed ones go as they are (vLLM's too)
+        openai.completions.create({ ...greedy, ...penalties } as typeof greedy),
+        referenceGreedy(prompt, 40, penalties),
+      ]);
+      expect(ferry.choices[0]?.text, JSON.stringify(penalties)).toBe(reference);
+      // each changes what greedy decoding picks: ignoring it could not pass
+      expect(reference, JSON.stringify(penalties)).not.toBe(plain);
+    }
+    const [banned] = (await openai.completions.create({ ...greedy, ...cases[3] })).choices;
+    expect(banned?.text).not.toMatch(/[e ]/);
+    const forced = await openai.completions.create({ ...greedy, logit_bias: { "120": 100 } });
+    expect(forced.choices[0]?.text).toBe("x".repeat(40));
+  });
+
+  it("min_p 1 keeps the likeliest token alone: sampled hot, it decodes as greedy does", async () => {
+    const prompt = prompts[6] ?? "";
+    const reference = await referenceGreedy(prompt, 30);
+    for (const seed of [1, 2, 3]) {
+      const hot = { model: "tiny-lm", prompt, max_tokens: 30, temperature: 2, seed };
+      const res = await openai.completions.create({ ...hot, min_p: 1 } as typeof hot);
+      expect(res.choices[0]?.text).toBe(reference);
+      // without it, the same draws wander off
+      expect((await openai.completions.create(hot)).choices[0]?.text).not.toBe(reference);
+    }
+  });
+
+  it("logit changes out of range are refused by name; min_tokens is refused, not ignored", async () => {
+    const refused = async (body: Record<string, unknown>) => {
+      const res = await stack.post("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
+      expect(res.status).toBe(400);
+      return ((await res.json()) as { error: { message: string } }).error.message;
+    };
+    expect(await refused({ logit_bias: { "257": 5 } })).toBe(
+      "logit_bias: token id 257 is out of vocabulary (this model has 257 tokens)",
+    );
+    expect(await refused({ logit_bias: { e: 5 } })).toMatch(/^logit_bias\.e: Invalid key/);
+    expect(await refused({ logit_bias: { "5": 101 } })).toMatch(/^logit_bias\.5: /);
+    expect(await refused({ frequency_penalty: 2.5 })).toMatch(/^frequency_penalty: /);
+    expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
+    expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
+    expect(await refused({ min_tokens: 5 })).toMatch(/min_tokens is not supported by this server/);
+  });
+
   it("the same seed gives the same text, whatever else shares the batch", async () => {
     const request = {
       model: "tiny-lm",

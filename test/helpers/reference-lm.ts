@@ -12,9 +12,23 @@ interface Arch {
  * Greedy decoding of tiny-lm in this process, one sequence at a time, no padding, no
  * batching, no Ferry: the reference that Ferry's batched engine must match token for token.
  */
+/**
+ * Logit changes as OpenAI and vLLM document them, applied before each greedy pick: bias
+ * added, then the repetition penalty over prompt and completion (a positive logit divided, a
+ * negative one multiplied), then frequency (per appearance) and presence (once) penalties
+ * over the completion.
+ */
+export interface ReferencePenalties {
+  logit_bias?: Record<string, number>;
+  repetition_penalty?: number;
+  frequency_penalty?: number;
+  presence_penalty?: number;
+}
+
 export async function referenceGreedy(
   prompt: string | readonly number[],
   maxTokens: number,
+  penalties: ReferencePenalties = {},
 ): Promise<string> {
   const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     architecture: Arch;
@@ -34,7 +48,9 @@ export async function referenceGreedy(
       };
   }
   // the byte-level tokenizer: a text's tokens are its UTF-8 bytes
-  let tokens = typeof prompt === "string" ? Array.from(Buffer.from(prompt, "utf8")) : [...prompt];
+  const promptIds =
+    typeof prompt === "string" ? Array.from(Buffer.from(prompt, "utf8")) : [...prompt];
+  let tokens = promptIds;
   let length = 0;
   const out: number[] = [];
   for (let step = 0; step < maxTokens; step++) {
@@ -56,7 +72,22 @@ export async function referenceGreedy(
       }
     }
     const logits = result.logits?.data as Float32Array;
-    const last = logits.subarray((s - 1) * arch.vocab_size, s * arch.vocab_size);
+    // a copy in float32, as the worker changes its logits in place
+    const last = logits.slice((s - 1) * arch.vocab_size, s * arch.vocab_size);
+    for (const [id, bias] of Object.entries(penalties.logit_bias ?? {}))
+      last[Number(id)] = (last[Number(id)] ?? 0) + bias;
+    const repetition = penalties.repetition_penalty ?? 1;
+    for (const id of new Set([...promptIds, ...out])) {
+      const v = last[id] ?? 0;
+      last[id] = v > 0 ? v / repetition : v * repetition;
+    }
+    for (const id of new Set(out)) {
+      const count = out.filter((t) => t === id).length;
+      last[id] =
+        (last[id] ?? 0) -
+        count * (penalties.frequency_penalty ?? 0) -
+        (penalties.presence_penalty ?? 0);
+    }
     let best = 0;
     for (let k = 1; k < last.length; k++) if ((last[k] ?? 0) > (last[best] ?? 0)) best = k;
     if (best === config.tokenizer.eos_token_id) break;

@@ -165,8 +165,16 @@ export class CompletionService {
             ? [body.stop]
             : body.stop,
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed }),
+      ...definedOf({
+        min_p: body.min_p,
+        logit_bias: body.logit_bias,
+        frequency_penalty: body.frequency_penalty,
+        presence_penalty: body.presence_penalty,
+        repetition_penalty: body.repetition_penalty,
+      }),
     };
     await this.checkContext(entry, prompt, params.max_tokens);
+    checkBias(entry, params.logit_bias);
     return {
       job: {
         model: entry.config.name,
@@ -332,6 +340,30 @@ export function severalChoices(
       ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
     })),
   );
+}
+
+/** The fields of `fields` that a request gave (neither undefined nor null). */
+function definedOf<T extends Record<string, unknown>>(
+  fields: T,
+): { [K in keyof T]?: Exclude<T[K], null | undefined> } {
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined && value !== null),
+  ) as { [K in keyof T]?: Exclude<T[K], null | undefined> };
+}
+
+/** `logit_bias` must name tokens the model has (vLLM refuses the request otherwise too). */
+function checkBias(entry: ModelEntry, bias: Record<string, number> | undefined): void {
+  if (!bias) return;
+  const vocab = entry.config.architecture?.vocab_size;
+  const unknown = outOfVocabulary(
+    Object.keys(bias).map(Number),
+    typeof vocab === "number" ? vocab : undefined,
+  );
+  if (unknown !== undefined)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `logit_bias: token id ${unknown} is out of vocabulary (this model has ${vocab} tokens)`,
+    );
 }
 
 /** A completion request's prompts, each text or token ids (OpenAI's four shapes of `prompt`). */

@@ -216,6 +216,14 @@ const sampling = {
   stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  // OpenAI's logit changes, then vLLM's: applied by the worker before every draw, greedy too
+  logit_bias: z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100)).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  repetition_penalty: z.number().gt(0).max(10).nullish(),
+  min_p: z.number().min(0).max(1).nullish(),
+  /** vLLM's: no end of text (nor stop string) before that many tokens. Not implemented. */
+  min_tokens: unsupported("min_tokens", 0),
   // choices per prompt, each a job of its own (OpenAI, vLLM); with a seed, the j-th draws
   // with seed + j
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),

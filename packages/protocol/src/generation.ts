@@ -14,6 +14,16 @@ export const samplingParamsSchema = z.object({
   stop: z.array(z.string()).max(4),
   /** vLLM's extension: keep generating past the end-of-text token, up to max_tokens. */
   ignore_eos: z.boolean().default(false),
+  /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
+  min_p: z.number().min(0).max(1).optional(),
+  /** OpenAI's: added to a token id's logit before sampling, -100 to 100. */
+  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).optional(),
+  /** OpenAI's: subtracted per time a token already appears in the completion, -2 to 2. */
+  frequency_penalty: z.number().min(-2).max(2).optional(),
+  /** OpenAI's: subtracted once a token appears in the completion, -2 to 2. */
+  presence_penalty: z.number().min(-2).max(2).optional(),
+  /** vLLM's and Hugging Face's: > 1 discourages tokens of the prompt and completion. */
+  repetition_penalty: z.number().gt(0).optional(),
 });
 export type SamplingParams = z.infer<typeof samplingParamsSchema>;
 

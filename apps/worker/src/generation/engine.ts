@@ -10,6 +10,7 @@ import {
 } from "@ferry/protocol";
 import type { LmRuntime } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
+import { changesLogits, processLogits } from "./logits-processors.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
@@ -275,6 +276,7 @@ export class Engine {
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
+    if (changesLogits(seq.params)) processLogits(logits, seq.params, seq);
     const token = sample(logits, seq.params, seq.random);
     const { ttftS, interTokenS } = seq.timeToken(performance.now());
     if (ttftS !== undefined) this.metrics.ttft.observe(ttftS);

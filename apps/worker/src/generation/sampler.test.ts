@@ -56,4 +56,14 @@ describe("sample", () => {
       }
     }
   });
+
+  it("never draws a token under min_p times the likeliest one's probability", () => {
+    // at temperature 1 the probabilities relative to token 1's are e^-2, e^-1, 1, e^-2.5
+    const rng = seededRandom(3);
+    const drawn = new Set<number>();
+    for (const topK of [0, 3])
+      for (let i = 0; i < 2_000; i++)
+        drawn.add(sample(logits, { temperature: 1, top_k: topK, top_p: 1, min_p: 0.3 }, rng));
+    expect([...drawn].sort()).toEqual([1, 2]);
+  });
 });

@@ -14,27 +14,32 @@ export function seededRandom(seed: number): () => number {
 
 /**
  * Picks the next token from last-position logits: greedy at temperature 0, else softmax at
- * `temperature` over the `top_k` most likely tokens, cut to the smallest set whose mass
- * reaches `top_p`, drawn with the sequence's own generator (one draw per token).
+ * `temperature`, less the tokens under `min_p` times the likeliest one's probability, over
+ * the `top_k` most likely tokens, cut to the smallest set whose mass reaches `top_p`, drawn
+ * with the sequence's own generator (one draw per token).
  */
 export function sample(
   logits: Float32Array,
-  params: Pick<SamplingParams, "temperature" | "top_k" | "top_p">,
+  params: Pick<SamplingParams, "temperature" | "top_k" | "top_p" | "min_p">,
   random: () => number,
 ): number {
   if (params.temperature === 0) return argmax(logits);
   const n = logits.length;
   const k = params.top_k > 0 && params.top_k < n ? params.top_k : n;
+  const minP = params.min_p ?? 0;
   // The common case needs no ranking: a draw over the whole softmax, in vocabulary order.
-  if (k === n && params.top_p >= 1) return drawAll(logits, params.temperature, random);
+  if (k === n && params.top_p >= 1) return drawAll(logits, params.temperature, minP, random);
   const top = topIndices(logits, k);
   const max = logits[top[0] ?? 0] ?? 0;
-  const weights = top.map((id) => Math.exp(((logits[id] ?? 0) - max) / params.temperature));
+  // a weight is a probability over the likeliest one's, so min_p cuts the ranked tail
+  const weights = top
+    .map((id) => Math.exp(((logits[id] ?? 0) - max) / params.temperature))
+    .filter((w, i) => i === 0 || w >= minP);
   const total = weights.reduce((s, w) => s + w, 0);
-  let kept = top.length;
+  let kept = weights.length;
   if (params.top_p < 1) {
     let mass = 0;
-    for (let i = 0; i < top.length; i++) {
+    for (let i = 0; i < weights.length; i++) {
       mass += (weights[i] ?? 0) / total;
       if (mass >= params.top_p) {
         kept = i + 1;
@@ -54,14 +59,21 @@ export function sample(
 
 let scratch = new Float64Array(0);
 
-function drawAll(logits: Float32Array, temperature: number, random: () => number): number {
+function drawAll(
+  logits: Float32Array,
+  temperature: number,
+  minP: number,
+  random: () => number,
+): number {
   const n = logits.length;
   if (scratch.length < n) scratch = new Float64Array(n);
   let max = Number.NEGATIVE_INFINITY;
   for (let i = 0; i < n; i++) max = Math.max(max, logits[i] ?? max);
   let total = 0;
   for (let i = 0; i < n; i++) {
-    const w = Math.exp(((logits[i] ?? max) - max) / temperature);
+    const e = Math.exp(((logits[i] ?? max) - max) / temperature);
+    // the likeliest token's weight is 1: min_p compares with it directly
+    const w = e < minP ? 0 : e;
     scratch[i] = w;
     total += w;
   }

@@ -40,6 +40,8 @@ export class Sequence {
   readonly random: () => number;
   /** Completion token ids so far. */
   readonly generated: number[] = [];
+  /** How often each completion token appears (what penalties read). */
+  readonly outputCounts = new Map<number, number>();
   /** The token sampled last step, fed to the model this step. */
   pending: number | undefined;
   readonly enqueuedAt = performance.now();
@@ -89,7 +91,7 @@ export class Sequence {
 
   /** Takes a sampled token (not the end of text) and sends the text it completes, if any. */
   accept(token: number): void {
-    this.generated.push(token);
+    this.took(token);
     this.unsent.push(token);
     const text = this.init.output.push(this.init.decoder.push(token));
     if (text) this.send(text);
@@ -101,9 +103,14 @@ export class Sequence {
    * draws move on exactly as they did then, and nothing is sent again.
    */
   replay(token: number): void {
-    this.generated.push(token);
+    this.took(token);
     this.init.output.push(this.init.decoder.push(token));
     if (this.params.temperature > 0) this.random();
+  }
+
+  private took(token: number): void {
+    this.generated.push(token);
+    this.outputCounts.set(token, (this.outputCounts.get(token) ?? 0) + 1);
   }
 
   /** Why it is done now (a stop string, max_tokens, the context window), if it is. */

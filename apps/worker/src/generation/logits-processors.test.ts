@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { changesLogits, processLogits } from "./logits-processors.js";
+
+const history = (output: number[], promptIds: number[] = []) => {
+  const outputCounts = new Map<number, number>();
+  for (const id of output) outputCounts.set(id, (outputCounts.get(id) ?? 0) + 1);
+  return { outputCounts, promptIds };
+};
+
+describe("processLogits", () => {
+  it("adds logit_bias, ignoring ids past the vocabulary", () => {
+    const logits = Float32Array.from([1, 2, 3]);
+    processLogits(logits, { logit_bias: { "0": 5, "2": -100, "9": 1 } }, history([]));
+    expect([...logits]).toEqual([6, 2, -97]);
+  });
+
+  it("divides a positive logit by the repetition penalty and multiplies a negative one, for prompt and completion tokens", () => {
+    const logits = Float32Array.from([4, -4, 4, -4]);
+    processLogits(logits, { repetition_penalty: 2 }, history([1], [0]));
+    expect([...logits]).toEqual([2, -8, 4, -4]);
+  });
+
+  it("subtracts frequency per appearance and presence once, over completion tokens only", () => {
+    const logits = Float32Array.from([0, 0, 0, 0]);
+    processLogits(
+      logits,
+      { frequency_penalty: 0.5, presence_penalty: 1 },
+      history([1, 1, 1, 2], [3]),
+    );
+    expect([...logits]).toEqual([0, -2.5, -1.5, 0]);
+  });
+
+  it("is skipped when nothing is asked for", () => {
+    expect(changesLogits({})).toBe(false);
+    expect(changesLogits({ logit_bias: {}, repetition_penalty: 1, frequency_penalty: 0 })).toBe(
+      false,
+    );
+    expect(changesLogits({ presence_penalty: 0.1 })).toBe(true);
+  });
+});

@@ -1,0 +1,59 @@
+import type { SamplingParams } from "@ferry/protocol";
+
+type Penalties = Pick<
+  SamplingParams,
+  "logit_bias" | "repetition_penalty" | "frequency_penalty" | "presence_penalty"
+>;
+
+/** What a sequence has made so far, as the penalties read it. */
+export interface TokenHistory {
+  /** Each completion token id so far, with how often it appears. */
+  outputCounts: ReadonlyMap<number, number>;
+  /** The prompt's ids (the repetition penalty counts them too). */
+  promptIds: readonly number[];
+}
+
+/** Whether `params` change the model's logits before sampling at all. */
+export function changesLogits(params: Penalties): boolean {
+  return (
+    (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
+    (params.repetition_penalty ?? 1) !== 1 ||
+    (params.frequency_penalty ?? 0) !== 0 ||
+    (params.presence_penalty ?? 0) !== 0
+  );
+}
+
+/**
+ * Changes last-position logits in place, in vLLM's order: `logit_bias` added (OpenAI), then
+ * the repetition penalty over prompt and completion tokens (CTRL's, as Hugging Face and vLLM
+ * apply it: a positive logit divided by it, a negative one multiplied), then the frequency
+ * and presence penalties over completion tokens (OpenAI's: count x frequency, plus presence
+ * once a token has appeared). Greedy decoding sees the changed logits too.
+ */
+export function processLogits(
+  logits: Float32Array,
+  params: Penalties,
+  history: TokenHistory,
+): void {
+  if (params.logit_bias)
+    for (const [id, bias] of Object.entries(params.logit_bias)) {
+      const i = Number(id);
+      if (i < logits.length) logits[i] = (logits[i] ?? 0) + bias;
+    }
+  const repetition = params.repetition_penalty ?? 1;
+  if (repetition !== 1) {
+    const seen = new Set(history.promptIds);
+    for (const id of history.outputCounts.keys()) seen.add(id);
+    for (const id of seen) {
+      const v = logits[id];
+      if (v !== undefined) logits[id] = v > 0 ? v / repetition : v * repetition;
+    }
+  }
+  const frequency = params.frequency_penalty ?? 0;
+  const presence = params.presence_penalty ?? 0;
+  if (frequency !== 0 || presence !== 0)
+    for (const [id, count] of history.outputCounts) {
+      const v = logits[id];
+      if (v !== undefined) logits[id] = v - frequency * count - presence;
+    }
+}
