@@ -157,6 +157,18 @@ describe("the openai client, unchanged", () => {
     await bad({ messages: [] }, /at least one message/);
     await bad({ messages: ask, n: 0 }, /^n: /);
     await bad({ messages: ask, logprobs: true }, /logprobs is not supported/);
+    await bad({ messages: ask, response_format: { type: "json_object" } }, /^response_format: /);
+    await bad({ messages: ask, functions: [{ name: "f" }] }, /^functions: /);
+    await bad({ messages: ask, modalities: ["text", "audio"] }, /^modalities: /);
+    // their no-op values pass
+    const fine = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: ask,
+      max_tokens: 2,
+      response_format: { type: "text" },
+      modalities: ["text"],
+    });
+    expect(fine.status).toBe(200);
     await bad(
       { messages: [{ role: "user", content: "x".repeat(300) }], max_tokens: 10 },
       /maximum context length is 256 tokens\. However, you requested 31\d tokens \(30\d in the prompt, 10 for the completion\)/,

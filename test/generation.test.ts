@@ -347,7 +347,21 @@ describe("completions through the official openai client", () => {
     }
   });
 
-  it("logit changes out of range are refused by name; min_tokens is refused, not ignored", async () => {
+  it("stop_token_ids end the completion on that token, which stays in it (vLLM's rule for a token that is not special)", async () => {
+    const prompt = prompts[1] ?? "";
+    const reference = await referenceGreedy(prompt, 40);
+    const stopAt = reference.charCodeAt(6);
+    const expected = reference.slice(0, reference.indexOf(String.fromCharCode(stopAt)) + 1);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 40, temperature: 0 };
+    const res = await openai.completions.create({
+      ...greedy,
+      stop_token_ids: [stopAt, 255],
+    } as typeof greedy);
+    expect(res.choices[0]).toMatchObject({ text: expected, finish_reason: "stop" });
+    expect(res.usage?.completion_tokens).toBe(Buffer.byteLength(expected));
+  });
+
+  it("logit changes out of range are refused by name, and vLLM's fields Ferry lacks are refused, not ignored", async () => {
     const refused = async (body: Record<string, unknown>) => {
       const res = await stack.post("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
       expect(res.status).toBe(400);
@@ -361,7 +375,10 @@ describe("completions through the official openai client", () => {
     expect(await refused({ frequency_penalty: 2.5 })).toMatch(/^frequency_penalty: /);
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
-    expect(await refused({ min_tokens: 5 })).toMatch(/min_tokens is not supported by this server/);
+    for (const field of ["min_tokens", "use_beam_search", "guided_json", "allowed_token_ids"])
+      expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
+        `${field}: ${field} is not supported by this server`,
+      );
   });
 
   it("the same seed gives the same text, whatever else shares the batch", async () => {

@@ -171,6 +171,7 @@ export class CompletionService {
         frequency_penalty: body.frequency_penalty,
         presence_penalty: body.presence_penalty,
         repetition_penalty: body.repetition_penalty,
+        stop_token_ids: body.stop_token_ids,
       }),
     };
     await this.checkContext(entry, prompt, params.max_tokens);

@@ -193,7 +193,10 @@ function unsupported(field: string, ...noop: unknown[]) {
     .unknown()
     .optional()
     .superRefine((value, ctx) => {
-      if (value === undefined || value === null || noop.includes(value)) return;
+      // structured no-ops (response_format {type: "text"}, modalities ["text"]) by value
+      const json = JSON.stringify(value);
+      if (value === undefined || value === null || noop.some((n) => JSON.stringify(n) === json))
+        return;
       ctx.addIssue({ code: "custom", message: `${field} is not supported by this server` });
     });
 }
@@ -222,8 +225,22 @@ const sampling = {
   presence_penalty: z.number().min(-2).max(2).nullish(),
   repetition_penalty: z.number().gt(0).max(10).nullish(),
   min_p: z.number().min(0).max(1).nullish(),
-  /** vLLM's: no end of text (nor stop string) before that many tokens. Not implemented. */
+  /** vLLM's: token ids that end the completion as the end-of-text token does. */
+  stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
+  // vLLM's fields that would change the answer and that Ferry does not implement: refused by
+  // name, never dropped
   min_tokens: unsupported("min_tokens", 0),
+  use_beam_search: unsupported("use_beam_search", false),
+  include_stop_str_in_output: unsupported("include_stop_str_in_output", false),
+  allowed_token_ids: unsupported("allowed_token_ids", null),
+  bad_words: unsupported("bad_words", null),
+  prompt_logprobs: unsupported("prompt_logprobs", null),
+  truncate_prompt_tokens: unsupported("truncate_prompt_tokens", null),
+  guided_json: unsupported("guided_json", null),
+  guided_regex: unsupported("guided_regex", null),
+  guided_choice: unsupported("guided_choice", null),
+  guided_grammar: unsupported("guided_grammar", null),
+  structured_outputs: unsupported("structured_outputs", null),
   // choices per prompt, each a job of its own (OpenAI, vLLM); with a seed, the j-th draws
   // with seed + j
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
@@ -252,6 +269,7 @@ export const completionRequestSchema = z
     logprobs: unsupported("logprobs", null, 0),
     best_of: unsupported("best_of", 1),
     suffix: unsupported("suffix", null),
+    response_format: unsupported("response_format", null),
     /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
     ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),
@@ -286,7 +304,10 @@ export const chatCompletionRequestSchema = z
     logprobs: unsupported("logprobs", false),
     top_logprobs: unsupported("top_logprobs", 0),
     tools: unsupported("tools"),
-    response_format: unsupported("response_format"),
+    functions: unsupported("functions"),
+    response_format: unsupported("response_format", { type: "text" }),
+    modalities: unsupported("modalities", ["text"]),
+    audio: unsupported("audio", null),
     ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),
     timeout_ms: timeoutMsSchema.optional(),

@@ -14,6 +14,8 @@ export const samplingParamsSchema = z.object({
   stop: z.array(z.string()).max(4),
   /** vLLM's extension: keep generating past the end-of-text token, up to max_tokens. */
   ignore_eos: z.boolean().default(false),
+  /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
+  stop_token_ids: z.array(z.number().int().min(0)).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
   min_p: z.number().min(0).max(1).optional(),
   /** OpenAI's: added to a token id's logit before sampling, -100 to 100. */

@@ -116,6 +116,10 @@ export class Sequence {
   /** Why it is done now (a stop string, max_tokens, the context window), if it is. */
   finishedBy(contextLength: number): FinishReason | undefined {
     if (this.init.output.finished) return this.init.output.finished;
+    // vLLM's stop_token_ids: the token itself stays in the completion (it is not the end of
+    // text), and a resumed completion that ended on one is over too
+    const last = this.generated.at(-1);
+    if (last !== undefined && this.params.stop_token_ids?.includes(last)) return "stop";
     if (this.generated.length >= this.params.max_tokens) return "length";
     if (this.promptIds.length + this.generated.length >= contextLength) return "length";
     return undefined;
