@@ -80,6 +80,37 @@ describe("the openai client, unchanged", () => {
     expect(banned.choices[0]?.message.content).not.toMatch(/e/);
   });
 
+  it("logprobs with top_logprobs: a token, its bytes and its alternatives per token of the answer, streamed or not", async () => {
+    const greedy = {
+      model: "tiny-lm",
+      messages: ask,
+      max_tokens: 20,
+      temperature: 0,
+      logprobs: true,
+      top_logprobs: 2,
+    };
+    const res = await openai().chat.completions.create(greedy);
+    const content = res.choices[0]?.logprobs?.content ?? [];
+    expect(content.map((t) => t.token).join("")).toBe(res.choices[0]?.message.content);
+    expect(content).toHaveLength(res.usage?.completion_tokens ?? -1);
+    for (const t of content) {
+      expect(t.bytes).toEqual([...Buffer.from(t.token)]);
+      expect(t.top_logprobs).toHaveLength(2);
+      // greedy: the token is the likeliest alternative
+      expect(t.top_logprobs[0]).toEqual({ token: t.token, logprob: t.logprob, bytes: t.bytes });
+      expect(t.logprob).toBeLessThanOrEqual(0);
+    }
+    const stream = await openai().chat.completions.create({ ...greedy, stream: true });
+    const streamed = [];
+    for await (const chunk of stream) streamed.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+    expect(streamed).toEqual(content);
+    const res2 = await stack.post("/v1/chat/completions", { ...greedy, logprobs: false });
+    expect(res2.status).toBe(400);
+    expect(((await res2.json()) as { error: { message: string } }).error.message).toBe(
+      "top_logprobs needs logprobs: true",
+    );
+  });
+
   it("a seed gives the same answer alone and beside other requests", async () => {
     const one = () =>
       openai().chat.completions.create({
@@ -145,7 +176,7 @@ describe("the openai client, unchanged", () => {
     expect(usage).toEqual(res.usage);
   });
 
-  it("OpenAI's errors: bad role, no messages, n < 1, logprobs, a prompt past the context", async () => {
+  it("OpenAI's errors: bad role, no messages, n < 1, top_logprobs past 20, a prompt past the context", async () => {
     const bad = async (body: Record<string, unknown>, pattern: RegExp) => {
       const res = await stack.post("/v1/chat/completions", { model: "tiny-lm", ...body });
       expect(res.status).toBe(400);
@@ -156,7 +187,7 @@ describe("the openai client, unchanged", () => {
     await bad({ messages: [{ role: "wizard", content: "hi" }] }, /messages\.0\.role/);
     await bad({ messages: [] }, /at least one message/);
     await bad({ messages: ask, n: 0 }, /^n: /);
-    await bad({ messages: ask, logprobs: true }, /logprobs is not supported/);
+    await bad({ messages: ask, logprobs: true, top_logprobs: 21 }, /^top_logprobs: /);
     await bad({ messages: ask, response_format: { type: "json_object" } }, /^response_format: /);
     await bad({ messages: ask, functions: [{ name: "f" }] }, /^functions: /);
     await bad({ messages: ask, modalities: ["text", "audio"] }, /^modalities: /);

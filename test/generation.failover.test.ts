@@ -48,6 +48,17 @@ describe("a worker dies mid-stream", () => {
         if (text) seen[killed ? "after" : "before"]++;
       }
     });
+    // beside them, one answered whole, with each token's log probability: the worker that
+    // finishes it has the earlier tokens' only from the dead one's log
+    const wholeBody: OpenAI.CompletionCreateParamsNonStreaming & Extra = {
+      model: "tiny-lm",
+      prompt: "Never trust a",
+      max_tokens: MAX_TOKENS,
+      ignore_eos: true,
+      temperature: 0,
+      logprobs: 1,
+    };
+    const whole = openai.completions.create(wholeBody);
     // kill once every stream has shown some text, well before any can finish
     while (received.some((r) => r.before < 3)) await new Promise((r) => setTimeout(r, 5));
     const victim = stack.workers[0];
@@ -74,5 +85,12 @@ describe("a worker dies mid-stream", () => {
     received.forEach((r, i) => {
       expect(r.text).toBe(reference[i]?.choices[0]?.text);
     });
+    const [answered, again] = await Promise.all([whole, openai.completions.create(wholeBody)]);
+    const logprobs = answered.choices[0]?.logprobs;
+    expect(logprobs?.tokens).toHaveLength(MAX_TOKENS);
+    expect(logprobs?.tokens?.join("")).toBe(answered.choices[0]?.text);
+    expect(logprobs?.tokens).toEqual(again.choices[0]?.logprobs?.tokens);
+    for (const [i, logprob] of (again.choices[0]?.logprobs?.token_logprobs ?? []).entries())
+      expect(logprobs?.token_logprobs?.[i]).toBeCloseTo(logprob, 3);
   });
 });

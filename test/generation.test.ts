@@ -4,7 +4,7 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
-import { referenceGreedy } from "./helpers/reference-lm.js";
+import { referenceGreedy, referenceSteps } from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
 import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
@@ -361,6 +361,66 @@ describe("completions through the official openai client", () => {
     expect(res.usage?.completion_tokens).toBe(Buffer.byteLength(expected));
   });
 
+  it("logprobs: each token's log probability under the model and its likeliest alternatives, streamed or not", async () => {
+    const prompt = prompts[2] ?? "";
+    const steps = await referenceSteps(prompt, 24);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 24, temperature: 0, logprobs: 3 };
+    const res = await openai.completions.create(greedy);
+    const lp = res.choices[0]?.logprobs;
+    expect(lp?.tokens?.join("")).toBe(res.choices[0]?.text);
+    expect(lp?.tokens).toEqual(steps.map((step) => String.fromCharCode(step.token)));
+    for (const [i, step] of steps.entries()) {
+      // the reference's own log-softmax, to the rounding of a batched run
+      expect(lp?.token_logprobs?.[i]).toBeCloseTo(step.logprobs[step.token] ?? 0, 3);
+      const top = [...step.logprobs.keys()]
+        .sort((a, b) => (step.logprobs[b] ?? 0) - (step.logprobs[a] ?? 0))
+        .slice(0, 3);
+      // greedy's pick is the likeliest, so the three alternatives hold it
+      expect(Object.keys(lp?.top_logprobs?.[i] ?? {})).toEqual(
+        top.map((id) => String.fromCharCode(id)),
+      );
+    }
+    expect(lp?.text_offset).toEqual(steps.map((_, i) => i));
+    // streamed, the same tokens arrive chunk by chunk, their offsets running on
+    const stream = await openai.completions.create({ ...greedy, stream: true });
+    const streamed = { tokens: [] as string[], offsets: [] as number[], logprobs: [] as number[] };
+    for await (const chunk of stream) {
+      const one = chunk.choices[0]?.logprobs;
+      streamed.tokens.push(...(one?.tokens ?? []));
+      streamed.offsets.push(...(one?.text_offset ?? []));
+      streamed.logprobs.push(...(one?.token_logprobs ?? []));
+    }
+    expect(streamed).toEqual({
+      tokens: lp?.tokens,
+      offsets: lp?.text_offset,
+      logprobs: lp?.token_logprobs,
+    });
+    // without logprobs, none
+    const plain = await openai.completions.create({ ...greedy, logprobs: null });
+    expect(plain.choices[0]?.logprobs).toBeNull();
+  });
+
+  it("logprobs are the model's own, before bias and penalties pick another token", async () => {
+    const prompt = prompts[2] ?? "";
+    const steps = await referenceSteps(prompt, 6, { logit_bias: { "120": 100 } });
+    const res = await openai.completions.create({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 6,
+      temperature: 0,
+      logprobs: 0,
+      logit_bias: { "120": 100 },
+    });
+    expect(res.choices[0]?.text).toBe("xxxxxx");
+    const reported = res.choices[0]?.logprobs?.token_logprobs ?? [];
+    expect(reported).toHaveLength(6);
+    for (const [i, step] of steps.entries()) {
+      expect(reported[i]).toBeCloseTo(step.logprobs[120] ?? 0, 3);
+      // a token the model itself finds unlikely: far from the biased certainty
+      expect(reported[i]).toBeLessThan(-1);
+    }
+  });
+
   it("logit changes out of range are refused by name, and vLLM's fields Ferry lacks are refused, not ignored", async () => {
     const refused = async (body: Record<string, unknown>) => {
       const res = await stack.post("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
@@ -375,6 +435,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ frequency_penalty: 2.5 })).toMatch(/^frequency_penalty: /);
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
+    expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
     for (const field of ["min_tokens", "use_beam_search", "guided_json", "allowed_token_ids"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,

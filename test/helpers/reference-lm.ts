@@ -9,10 +9,6 @@ interface Arch {
 }
 
 /**
- * Greedy decoding of tiny-lm in this process, one sequence at a time, no padding, no
- * batching, no Ferry: the reference that Ferry's batched engine must match token for token.
- */
-/**
  * Logit changes as OpenAI and vLLM document them, applied before each greedy pick: bias
  * added, then the repetition penalty over prompt and completion (a positive logit divided, a
  * negative one multiplied), then frequency (per appearance) and presence (once) penalties
@@ -25,11 +21,31 @@ export interface ReferencePenalties {
   presence_penalty?: number;
 }
 
+/** One step of greedy decoding: the token picked, and the model's own log-softmax there. */
+export interface ReferenceStep {
+  token: number;
+  logprobs: Float64Array;
+}
+
+/**
+ * Greedy decoding of tiny-lm in this process, one sequence at a time, no padding, no
+ * batching, no Ferry: the reference that Ferry's batched engine must match token for token.
+ */
 export async function referenceGreedy(
   prompt: string | readonly number[],
   maxTokens: number,
   penalties: ReferencePenalties = {},
 ): Promise<string> {
+  const steps = await referenceSteps(prompt, maxTokens, penalties);
+  return new TextDecoder().decode(Uint8Array.from(steps, (step) => step.token));
+}
+
+/** The steps of `referenceGreedy`, each with the model's log probabilities before any change. */
+export async function referenceSteps(
+  prompt: string | readonly number[],
+  maxTokens: number,
+  penalties: ReferencePenalties = {},
+): Promise<ReferenceStep[]> {
   const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     architecture: Arch;
     tokenizer: { eos_token_id: number };
@@ -53,6 +69,7 @@ export async function referenceGreedy(
   let tokens = promptIds;
   let length = 0;
   const out: number[] = [];
+  const steps: ReferenceStep[] = [];
   for (let step = 0; step < maxTokens; step++) {
     const s = tokens.length;
     const result = await session.run({
@@ -74,6 +91,9 @@ export async function referenceGreedy(
     const logits = result.logits?.data as Float32Array;
     // a copy in float32, as the worker changes its logits in place
     const last = logits.slice((s - 1) * arch.vocab_size, s * arch.vocab_size);
+    const max = Math.max(...last);
+    const logZ = max + Math.log(last.reduce((sum, v) => sum + Math.exp(v - max), 0));
+    const logprobs = Float64Array.from(last, (v) => v - logZ);
     for (const [id, bias] of Object.entries(penalties.logit_bias ?? {}))
       last[Number(id)] = (last[Number(id)] ?? 0) + bias;
     const repetition = penalties.repetition_penalty ?? 1;
@@ -92,8 +112,9 @@ export async function referenceGreedy(
     for (let k = 1; k < last.length; k++) if ((last[k] ?? 0) > (last[best] ?? 0)) best = k;
     if (best === config.tokenizer.eos_token_id) break;
     out.push(best);
+    steps.push({ token: best, logprobs });
     tokens = [best];
   }
   await session.release();
-  return new TextDecoder().decode(Uint8Array.from(out));
+  return steps;
 }

@@ -120,11 +120,15 @@ export class CompletionService {
       content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
     }));
     const prompt = await this.templates.render(entry, messages);
-    const { messages: _m, max_completion_tokens, user: _u, ...rest } = body;
+    const { messages: _m, max_completion_tokens, user: _u, logprobs, top_logprobs, ...rest } = body;
+    // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
+    if (!logprobs && (top_logprobs ?? 0) > 0)
+      throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
     return {
       ...rest,
       prompt,
       max_tokens: max_completion_tokens ?? body.max_tokens,
+      logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
     };
   }
@@ -172,6 +176,7 @@ export class CompletionService {
         presence_penalty: body.presence_penalty,
         repetition_penalty: body.repetition_penalty,
         stop_token_ids: body.stop_token_ids,
+        logprobs: body.logprobs,
       }),
     };
     await this.checkContext(entry, prompt, params.max_tokens);

@@ -2,7 +2,12 @@ import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protoco
 import type { Context } from "hono";
 import { errorOf, type FollowedCompletion, sumUsage } from "./completion-service.js";
 import type { CallOptions } from "./inference-service.js";
-import { type StreamChunk, type StreamRenderer, streamError } from "./openai-render.js";
+import {
+  type StreamChunk,
+  type StreamRenderer,
+  streamError,
+  TextOffsets,
+} from "./openai-render.js";
 import type { ChatCompletionRequest, CompletionRequest } from "./schemas.js";
 import type { AppEnv } from "./services.js";
 import { sse } from "./sse.js";
@@ -73,13 +78,14 @@ async function follow(
   }
   const includeUsage = body.stream_options?.include_usage === true;
   let lastId: string | undefined;
+  const offsets = new TextOffsets();
   return sse(c, async (stream) => {
     const send = (payload: unknown) =>
       stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
     const write = async (event: JobEvent) => {
       const e = event.body;
       lastId = event.id;
-      if (e.type === "token") await send(render.token(job, e.text));
+      if (e.type === "token") await send(render.token(job, e.text, e.logprobs, offsets));
       else if (e.type === "result")
         for (const chunk of render.end(
           job,
@@ -172,6 +178,7 @@ export async function streamEach(
       const [head] = jobs;
       const id = head ? render.id(head.record) : "";
       const usages: Array<CompletionResult["usage"]> = [];
+      const offsets = jobs.map(() => new TextOffsets());
       let failure = false;
       let writing = Promise.resolve();
       const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
@@ -186,7 +193,8 @@ export async function streamEach(
           return;
         }
         const e = event.body;
-        if (e.type === "token") await sendAs(index, render.token(job, e.text));
+        if (e.type === "token")
+          await sendAs(index, render.token(job, e.text, e.logprobs, offsets[index] as TextOffsets));
         else if (e.type === "result") {
           const result = completions.counted(job, e.result as CompletionResult);
           usages[index] = result.usage;

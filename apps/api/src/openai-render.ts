@@ -1,5 +1,10 @@
-import type { CompletionResult, FerryError } from "@ferry/protocol";
-import type { ChatCompletionResponse, CompletionResponse } from "./schemas.js";
+import type { CompletionResult, FerryError, TokenLogprob } from "@ferry/protocol";
+import type {
+  ChatCompletionResponse,
+  ChatLogprobs,
+  CompletionLogprobs,
+  CompletionResponse,
+} from "./schemas.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -20,13 +25,14 @@ export function completionChunk(
   job: CompletionJob,
   text: string,
   finish: Finish,
+  logprobs: CompletionLogprobs | null = null,
 ): CompletionResponse {
   return {
     id: completionStream.id(job),
     object: "text_completion",
     created: Math.floor(job.created_at / 1000),
     model: job.model,
-    choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+    choices: [{ text, index: 0, logprobs, finish_reason: finish }],
   };
 }
 
@@ -35,7 +41,53 @@ export function completionResponse(
   job: CompletionJob,
   result: CompletionResult,
 ): CompletionResponse {
-  return { ...completionChunk(job, result.text, finishOf(result)), usage: result.usage };
+  const logprobs = result.logprobs ? completionLogprobs(result.logprobs) : null;
+  return { ...completionChunk(job, result.text, finishOf(result), logprobs), usage: result.usage };
+}
+
+/**
+ * Where each token's text begins in a completion's text, token after token (the legacy
+ * shape's `text_offset`), across the chunks of a stream: a character split over tokens
+ * begins where its last byte's token is.
+ */
+export class TextOffsets {
+  private offset = 0;
+  private readonly utf8 = new TextDecoder();
+
+  take(bytes: readonly number[]): number {
+    const at = this.offset;
+    this.offset += this.utf8.decode(Uint8Array.from(bytes), { stream: true }).length;
+    return at;
+  }
+}
+
+/** Tokens' log probabilities in OpenAI's legacy completion shape. */
+export function completionLogprobs(
+  entries: readonly TokenLogprob[],
+  offsets = new TextOffsets(),
+): CompletionLogprobs {
+  return {
+    tokens: entries.map((e) => e.token),
+    token_logprobs: entries.map((e) => e.logprob),
+    // OpenAI's: the likeliest alternatives and the sampled token, whichever it is
+    top_logprobs: entries.map((e) =>
+      Object.fromEntries([...e.top, e].map((t) => [t.token, t.logprob])),
+    ),
+    text_offset: entries.map((e) => offsets.take(e.bytes)),
+  };
+}
+
+/** Tokens' log probabilities in OpenAI's chat shape. */
+export function chatLogprobs(entries: readonly TokenLogprob[]): ChatLogprobs {
+  const text = ({ token, logprob, bytes }: Omit<TokenLogprob, "top">) => ({
+    token,
+    logprob,
+    bytes,
+  });
+  return {
+    content: entries.map((e) => ({ ...text(e), top_logprobs: e.top.map(text) })),
+    refusal: null,
+  };
 }
 
 /** The chunks that end a stream: the finish reason, then usage when asked for. */
@@ -74,13 +126,14 @@ export function chatChunk(
   job: CompletionJob,
   delta: { role?: "assistant"; content?: string },
   finish: Finish,
+  logprobs: ChatLogprobs | null = null,
 ) {
   return {
     id: chatStream.id(job),
     object: "chat.completion.chunk" as const,
     created: Math.floor(job.created_at / 1000),
     model: job.model,
-    choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    choices: [{ index: 0, delta, logprobs, finish_reason: finish }],
   };
 }
 
@@ -109,7 +162,7 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
       {
         index: 0,
         message: { role: "assistant", content: result.text },
-        logprobs: null,
+        logprobs: result.logprobs ? chatLogprobs(result.logprobs) : null,
         finish_reason: finishOf(result),
       },
     ],
@@ -128,7 +181,13 @@ export interface StreamRenderer {
   /** The id every chunk of a job's stream carries. */
   id(job: CompletionJob): string;
   start(job: CompletionJob): StreamChunk[];
-  token(job: CompletionJob, text: string): StreamChunk;
+  /** A token event's chunk; `offsets` carries a choice's text offsets from chunk to chunk. */
+  token(
+    job: CompletionJob,
+    text: string,
+    logprobs: readonly TokenLogprob[] | undefined,
+    offsets: TextOffsets,
+  ): StreamChunk;
   end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): StreamChunk[];
   /** The usage chunk alone (several choices streamed as one: their usage, summed, at the end). */
   usage(job: CompletionJob, usage: Usage): StreamChunk;
@@ -137,7 +196,8 @@ export interface StreamRenderer {
 export const completionStream: StreamRenderer = {
   id: (job) => `cmpl-${job.id}`,
   start: () => [],
-  token: (job, text) => completionChunk(job, text, null),
+  token: (job, text, logprobs, offsets) =>
+    completionChunk(job, text, null, logprobs ? completionLogprobs(logprobs, offsets) : null),
   end: finalChunks,
   usage: completionUsageChunk,
 };
@@ -145,7 +205,8 @@ export const completionStream: StreamRenderer = {
 export const chatStream: StreamRenderer = {
   id: (job) => `chatcmpl-${job.id}`,
   start: (job) => [chatChunk(job, { role: "assistant", content: "" }, null)],
-  token: (job, text) => chatChunk(job, { content: text }, null),
+  token: (job, text, logprobs) =>
+    chatChunk(job, { content: text }, null, logprobs ? chatLogprobs(logprobs) : null),
   end: chatFinalChunks,
   usage: chatUsageChunk,
 };

@@ -204,6 +204,9 @@ function unsupported(field: string, ...noop: unknown[]) {
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
 export const MAX_CHOICES = 64;
 
+/** Likeliest alternatives a token's log probability may come with (vLLM's default cap). */
+export const MAX_LOGPROBS = 20;
+
 /** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
 const tokenIds = z.array(z.number().int().min(0)).min(1);
 
@@ -264,9 +267,10 @@ export const completionRequestSchema = z
     ),
     max_tokens: z.number().int().positive().nullish(),
     ...sampling,
+    // each completion token's log probability, with that many likeliest alternatives
+    logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
     echo: unsupported("echo", false),
-    logprobs: unsupported("logprobs", null, 0),
     best_of: unsupported("best_of", 1),
     suffix: unsupported("suffix", null),
     response_format: unsupported("response_format", null),
@@ -300,9 +304,10 @@ export const chatCompletionRequestSchema = z
     max_completion_tokens: z.number().int().positive().nullish(),
     ...sampling,
     user: z.string().nullish(),
+    // each completion token's log probability, with top_logprobs likeliest alternatives
+    logprobs: z.boolean().nullish(),
+    top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
-    logprobs: unsupported("logprobs", false),
-    top_logprobs: unsupported("top_logprobs", 0),
     tools: unsupported("tools"),
     functions: unsupported("functions"),
     response_format: unsupported("response_format", { type: "text" }),
@@ -321,6 +326,26 @@ const usage = z.object({
   total_tokens: z.number(),
 });
 
+/** A completion's log probabilities in OpenAI's legacy shape, token by token. */
+const completionLogprobsSchema = z.object({
+  tokens: z.array(z.string()),
+  token_logprobs: z.array(z.number()),
+  /** The likeliest alternatives' and the sampled token's, token text to log probability. */
+  top_logprobs: z.array(z.record(z.string(), z.number())),
+  /** Where each token's text begins in the completion's text (characters). */
+  text_offset: z.array(z.number().int()),
+});
+export type CompletionLogprobs = z.infer<typeof completionLogprobsSchema>;
+
+const chatTokenText = { token: z.string(), logprob: z.number(), bytes: z.array(z.number().int()) };
+
+/** A chat answer's log probabilities in OpenAI's shape. */
+const chatLogprobsSchema = z.object({
+  content: z.array(z.object({ ...chatTokenText, top_logprobs: z.array(z.object(chatTokenText)) })),
+  refusal: z.null(),
+});
+export type ChatLogprobs = z.infer<typeof chatLogprobsSchema>;
+
 export const completionResponseSchema = z
   .object({
     id: z.string(),
@@ -331,7 +356,7 @@ export const completionResponseSchema = z
       z.object({
         text: z.string(),
         index: z.number().int(),
-        logprobs: z.null(),
+        logprobs: completionLogprobsSchema.nullable(),
         finish_reason: z.enum(["stop", "length"]).nullable(),
       }),
     ),
@@ -365,7 +390,7 @@ export const chatCompletionResponseSchema = z
       z.object({
         index: z.number().int(),
         message: z.object({ role: z.literal("assistant"), content: z.string() }),
-        logprobs: z.null(),
+        logprobs: chatLogprobsSchema.nullable(),
         finish_reason: z.enum(["stop", "length"]),
       }),
     ),

@@ -82,4 +82,12 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
     expect(pieces.some((p) => p.includes("\uFFFD"))).toBe(false);
     expect(tok.eosTokenId).toBe(263);
   });
+
+  it("gives each token's own text and bytes (logprobs), a merged piece's whole", async () => {
+    const tok = await HfTokenizer.load(writeTokenizerJson(), 263);
+    const texts = tok.encode("hello world").map((id) => tok.tokenText(id));
+    expect(texts.map((t) => t.token).join("")).toBe("hello world");
+    expect(texts.some((t) => t.token.length > 1)).toBe(true);
+    for (const t of texts) expect(t.bytes).toEqual([...Buffer.from(t.token)]);
+  });
 });

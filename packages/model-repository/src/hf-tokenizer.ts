@@ -27,6 +27,12 @@ export class HfTokenizer implements Tokenizer {
     return this.encode(text).length;
   }
 
+  tokenText(id: number): { token: string; bytes: number[] } {
+    const text = this.impl.decode([id], { skip_special_tokens: false });
+    // a piece of a character alone decodes to U+FFFD: its bytes are not known here
+    return { token: text, bytes: [...Buffer.from(text, "utf8")] };
+  }
+
   decoder() {
     const ids: number[] = [];
     let emitted = "";

@@ -5,7 +5,23 @@ export interface Tokenizer {
   count(text: string): number;
   /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
   decoder(): { push(id: number): string; flush(): string };
+  /** One token as a client reads it (logprobs): its text alone, and its UTF-8 bytes. */
+  tokenText(id: number): { token: string; bytes: number[] };
   readonly eosTokenId: number | undefined;
+}
+
+/**
+ * A token's bytes as text, or OpenAI's `bytes:\xNN...` form where they are not whole UTF-8
+ * characters (part of one, split across tokens).
+ */
+export function tokenFromBytes(bytes: readonly number[]): { token: string; bytes: number[] } {
+  try {
+    const token = new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(bytes));
+    return { token, bytes: [...bytes] };
+  } catch {
+    const hex = bytes.map((b) => `\\x${b.toString(16).padStart(2, "0")}`).join("");
+    return { token: `bytes:${hex}`, bytes: [...bytes] };
+  }
 }
 
 /**
@@ -21,6 +37,10 @@ export class ByteTokenizer implements Tokenizer {
 
   count(text: string): number {
     return Buffer.byteLength(text, "utf8");
+  }
+
+  tokenText(id: number): { token: string; bytes: number[] } {
+    return id < 256 ? tokenFromBytes([id]) : { token: "", bytes: [] };
   }
 
   decoder() {

@@ -14,6 +14,11 @@ export const samplingParamsSchema = z.object({
   stop: z.array(z.string()).max(4),
   /** vLLM's extension: keep generating past the end-of-text token, up to max_tokens. */
   ignore_eos: z.boolean().default(false),
+  /**
+   * Report each completion token's log probability and this many likeliest alternatives
+   * (OpenAI's `logprobs`, a chat's `top_logprobs`); absent: none reported.
+   */
+  logprobs: z.number().int().min(0).max(20).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
@@ -58,6 +63,19 @@ export function outOfVocabulary(ids: readonly number[], vocabSize?: number): num
   return ids.find((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
 }
 
+/** A token as a client reads it: its text (or `bytes:\\xNN` for part of a character), its bytes. */
+const tokenTextSchema = z.object({ token: z.string(), bytes: z.array(z.number().int()) });
+
+/**
+ * A completion token's log probability under the model (its own distribution, before
+ * penalties, bias or temperature: vLLM's default), and the likeliest alternatives.
+ */
+export const tokenLogprobSchema = tokenTextSchema.extend({
+  logprob: z.number(),
+  top: z.array(tokenTextSchema.extend({ logprob: z.number() })),
+});
+export type TokenLogprob = z.infer<typeof tokenLogprobSchema>;
+
 export const finishReasonSchema = z.enum(["stop", "length", "cancelled"]);
 export type FinishReason = z.infer<typeof finishReasonSchema>;
 
@@ -75,6 +93,8 @@ export const completionResultSchema = z.object({
   usage: usageSchema,
   /** Time to first token, in ms from the job's start. */
   ttft_ms: z.number(),
+  /** Every completion token's, in order, when the job asked for them. */
+  logprobs: z.array(tokenLogprobSchema).optional(),
 });
 export type CompletionResult = z.infer<typeof completionResultSchema>;
 
@@ -88,8 +108,9 @@ export type JobEventBody =
    * `ids`: the token ids sampled since the previous token event (text may lag them while a
    * stop string or a UTF-8 character is incomplete). A worker that takes over a stalled job
    * replays them to resume where the client's view ends. Internal: not shown to clients.
+   * `logprobs`: those ids' log probabilities, when the job asked for them.
    */
-  | { type: "token"; text: string; index: number; ids?: number[] }
+  | { type: "token"; text: string; index: number; ids?: number[]; logprobs?: TokenLogprob[] }
   | { type: "result"; result: unknown }
   | { type: "error"; error: { code: string; message: string } }
   | { type: "done" };

@@ -7,10 +7,12 @@ import {
   type GenerateJob,
   type JobEventBody,
   outOfVocabulary,
+  type TokenLogprob,
 } from "@ferry/protocol";
 import type { LmRuntime } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
 import { changesLogits, processLogits } from "./logits-processors.js";
+import { tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
@@ -74,6 +76,7 @@ export class Engine {
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
     resume: readonly number[] = [],
+    resumeLogprobs: readonly TokenLogprob[] = [],
   ): Promise<CompletionResult> {
     const promptIds = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
     if (promptIds.length === 0)
@@ -103,7 +106,7 @@ export class Engine {
       });
       if (resume.length > 0) {
         this.metrics.resumed.inc();
-        if (this.replay(seq, resume)) return;
+        if (this.replay(seq, resume, resumeLogprobs)) return;
       }
       this.scheduler.add(seq);
       this.kick();
@@ -115,8 +118,12 @@ export class Engine {
    * detokenizer and stop-string state, same random draws used (one per sampled token). Its
    * prefill then covers prompt and replayed tokens. True when it is already finished.
    */
-  private replay(seq: Sequence, ids: readonly number[]): boolean {
-    for (const id of ids) seq.replay(id);
+  private replay(
+    seq: Sequence,
+    ids: readonly number[],
+    logprobs: readonly TokenLogprob[],
+  ): boolean {
+    for (const [i, id] of ids.entries()) seq.replay(id, logprobs[i]);
     const reason = seq.finishedBy(this.options.contextLength);
     if (reason) this.finish(seq, reason);
     return reason !== undefined;
@@ -276,7 +283,11 @@ export class Engine {
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
-    if (changesLogits(seq.params)) processLogits(logits, seq.params, seq);
+    const { logprobs } = seq.params;
+    const changes = changesLogits(seq.params);
+    // log probabilities are the model's own, before penalties and bias change the logits
+    const raw = logprobs !== undefined && changes ? logits.slice() : logits;
+    if (changes) processLogits(logits, seq.params, seq);
     const token = sample(logits, seq.params, seq.random);
     const { ttftS, interTokenS } = seq.timeToken(performance.now());
     if (ttftS !== undefined) this.metrics.ttft.observe(ttftS);
@@ -285,7 +296,10 @@ export class Engine {
       this.finish(seq, "stop");
       return;
     }
-    seq.accept(token);
+    seq.accept(
+      token,
+      logprobs === undefined ? undefined : tokenLogprob(raw, token, logprobs, this.tokenizer),
+    );
     this.metrics.tokens.inc();
     const reason = seq.finishedBy(this.options.contextLength);
     if (reason) this.finish(seq, reason);

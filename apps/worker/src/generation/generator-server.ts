@@ -1,6 +1,12 @@
 import { join } from "node:path";
 import { loadTokenizer, tokenizerConfigSchema } from "@ferry/model-repository";
-import type { CompletionResult, GenerateJob, JobEventBody, ModelConfig } from "@ferry/protocol";
+import type {
+  CompletionResult,
+  GenerateJob,
+  JobEventBody,
+  ModelConfig,
+  TokenLogprob,
+} from "@ferry/protocol";
 import { type ExecutionProvider, LmRuntime } from "@ferry/runtime";
 import { z } from "zod";
 import type { WorkerMetrics } from "../metrics.js";
@@ -99,8 +105,9 @@ export class GeneratorServer {
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
     resume: readonly number[] = [],
+    resumeLogprobs: readonly TokenLogprob[] = [],
   ): Promise<CompletionResult> {
-    return this.engine.submit(job, signal, emit, resume);
+    return this.engine.submit(job, signal, emit, resume, resumeLogprobs);
   }
 
   /** Lets every sequence it holds finish, then stops the runtime. */

@@ -91,7 +91,7 @@ function drawAll(
 }
 
 /** The `k` largest logits' ids, largest first (insertion into a short ranked list). */
-function topIndices(logits: Float32Array, k: number): number[] {
+export function topIndices(logits: Float32Array, k: number): number[] {
   if (k * 8 > logits.length) {
     const order = Array.from(logits.keys());
     return order.sort((a, b) => (logits[b] ?? 0) - (logits[a] ?? 0)).slice(0, k);

@@ -1,4 +1,10 @@
-import type { CompletionResult, FinishReason, JobEventBody, SamplingParams } from "@ferry/protocol";
+import type {
+  CompletionResult,
+  FinishReason,
+  JobEventBody,
+  SamplingParams,
+  TokenLogprob,
+} from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
 import type { OutputProcessor } from "./output-processor.js";
 
@@ -42,6 +48,8 @@ export class Sequence {
   readonly generated: number[] = [];
   /** How often each completion token appears (what penalties read). */
   readonly outputCounts = new Map<number, number>();
+  /** Each completion token's log probability, when the job asked for them. */
+  readonly logprobs: TokenLogprob[] = [];
   /** The token sampled last step, fed to the model this step. */
   pending: number | undefined;
   readonly enqueuedAt = performance.now();
@@ -51,6 +59,8 @@ export class Sequence {
   private lastTokenAt: number | undefined;
   /** Ids sampled since the last token event went out (they travel with the next one). */
   private unsent: number[] = [];
+  /** Their log probabilities, when asked for. */
+  private unsentLogprobs: TokenLogprob[] = [];
   private readonly init: SequenceInit;
 
   constructor(init: SequenceInit) {
@@ -90,9 +100,10 @@ export class Sequence {
   }
 
   /** Takes a sampled token (not the end of text) and sends the text it completes, if any. */
-  accept(token: number): void {
-    this.took(token);
+  accept(token: number, logprob?: TokenLogprob): void {
+    this.took(token, logprob);
     this.unsent.push(token);
+    if (logprob) this.unsentLogprobs.push(logprob);
     const text = this.init.output.push(this.init.decoder.push(token));
     if (text) this.send(text);
     this.pending = token;
@@ -102,14 +113,15 @@ export class Sequence {
    * Takes a token an earlier attempt already sent: the detokenizer, stop rules and random
    * draws move on exactly as they did then, and nothing is sent again.
    */
-  replay(token: number): void {
-    this.took(token);
+  replay(token: number, logprob?: TokenLogprob): void {
+    this.took(token, logprob);
     this.init.output.push(this.init.decoder.push(token));
     if (this.params.temperature > 0) this.random();
   }
 
-  private took(token: number): void {
+  private took(token: number, logprob: TokenLogprob | undefined): void {
     this.generated.push(token);
+    if (logprob) this.logprobs.push(logprob);
     this.outputCounts.set(token, (this.outputCounts.get(token) ?? 0) + 1);
   }
 
@@ -142,6 +154,7 @@ export class Sequence {
         total_tokens: this.promptIds.length + completion,
       },
       ttft_ms: this.ttftMs ?? 0,
+      ...(this.params.logprobs === undefined ? {} : { logprobs: this.logprobs }),
     });
   }
 
@@ -151,7 +164,9 @@ export class Sequence {
 
   /** A token event: the text now safe to show, with every id sampled since the last one. */
   private send(text: string): void {
-    this.init.emit([{ type: "token", text, index: 0, ids: this.unsent }]);
+    const logprobs = this.params.logprobs === undefined ? {} : { logprobs: this.unsentLogprobs };
+    this.init.emit([{ type: "token", text, index: 0, ids: this.unsent, ...logprobs }]);
     this.unsent = [];
+    this.unsentLogprobs = [];
   }
 }

@@ -3,6 +3,7 @@ import {
   FerryError,
   type GenerateJob,
   type JobEventBody,
+  type TokenLogprob,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -70,6 +71,7 @@ export class GenerationConsumer {
     if (attempt.fence) this.attempts.set(attempt.fence.attempt, controller);
     try {
       let resume: number[] = [];
+      let resumeLogprobs: TokenLogprob[] = [];
       if (fresh) {
         cancelled.then(
           (n) => n === 1 && controller.abort(),
@@ -84,9 +86,10 @@ export class GenerationConsumer {
         if (ended?.type === "result") return ended.result as CompletionResult;
         if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
         resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
+        resumeLogprobs = logged.flatMap((e) => (e.type === "token" ? (e.logprobs ?? []) : []));
       }
       if (resume.length === 0) emit([{ type: "status", status: "running" }]);
-      const ctx = { jobId: id, signal: controller.signal, emit, resume };
+      const ctx = { jobId: id, signal: controller.signal, emit, resume, resumeLogprobs };
       try {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);

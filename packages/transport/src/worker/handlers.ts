@@ -9,6 +9,7 @@ import type {
   JobEventBody,
   ReloadOutcome,
   RowResult,
+  TokenLogprob,
 } from "@ferry/protocol";
 
 export interface ConsumeOptions {
@@ -37,6 +38,8 @@ export interface GenerateContext extends RowContext {
    * that died or lost its link): continue after them rather than send their text twice.
    */
   resume: number[];
+  /** Their log probabilities, where the job asked for them (the final answer lists them all). */
+  resumeLogprobs: TokenLogprob[];
 }
 
 export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;

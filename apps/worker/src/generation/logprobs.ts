@@ -1,0 +1,22 @@
+import type { Tokenizer } from "@ferry/model-repository";
+import type { TokenLogprob } from "@ferry/protocol";
+import { topIndices } from "./sampler.js";
+
+/**
+ * `token`'s log probability under `logits` (a log-softmax over the whole vocabulary), with
+ * the `k` likeliest tokens' and each one's text as a client reads it.
+ */
+export function tokenLogprob(
+  logits: Float32Array,
+  token: number,
+  k: number,
+  tokenizer: Pick<Tokenizer, "tokenText">,
+): TokenLogprob {
+  let max = Number.NEGATIVE_INFINITY;
+  for (const v of logits) if (v > max) max = v;
+  let sum = 0;
+  for (const v of logits) sum += Math.exp(v - max);
+  const logZ = max + Math.log(sum);
+  const of = (id: number) => ({ ...tokenizer.tokenText(id), logprob: (logits[id] ?? 0) - logZ });
+  return { ...of(token), top: k > 0 ? topIndices(logits, k).map(of) : [] };
+}
