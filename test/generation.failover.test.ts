@@ -48,8 +48,9 @@ describe("a worker dies mid-stream", () => {
         if (text) seen[killed ? "after" : "before"]++;
       }
     });
-    // beside them, one answered whole, with each token's log probability: the worker that
-    // finishes it has the earlier tokens' only from the dead one's log
+    // beside them, one answered whole, echoed, with each token's log probability: the worker
+    // that finishes it has the earlier tokens' only from the dead one's log, and the echo
+    // went out in the dead one's first token event
     const wholeBody: OpenAI.CompletionCreateParamsNonStreaming & Extra = {
       model: "tiny-lm",
       prompt: "Never trust a",
@@ -57,6 +58,7 @@ describe("a worker dies mid-stream", () => {
       ignore_eos: true,
       temperature: 0,
       logprobs: 1,
+      echo: true,
     };
     const whole = openai.completions.create(wholeBody);
     // kill once every stream has shown some text, well before any can finish
@@ -87,7 +89,8 @@ describe("a worker dies mid-stream", () => {
     });
     const [answered, again] = await Promise.all([whole, openai.completions.create(wholeBody)]);
     const logprobs = answered.choices[0]?.logprobs;
-    expect(logprobs?.tokens).toHaveLength(MAX_TOKENS);
+    expect(answered.choices[0]?.text.startsWith("Never trust a")).toBe(true);
+    expect(logprobs?.tokens).toHaveLength("Never trust a".length + MAX_TOKENS);
     expect(logprobs?.tokens?.join("")).toBe(answered.choices[0]?.text);
     expect(logprobs?.tokens).toEqual(again.choices[0]?.logprobs?.tokens);
     for (const [i, logprob] of (again.choices[0]?.logprobs?.token_logprobs ?? []).entries())

@@ -4,7 +4,11 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
-import { referenceGreedy, referenceSteps } from "./helpers/reference-lm.js";
+import {
+  referenceGreedy,
+  referencePromptLogprobs,
+  referenceSteps,
+} from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
 import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
@@ -398,6 +402,60 @@ describe("completions through the official openai client", () => {
     // without logprobs, none
     const plain = await openai.completions.create({ ...greedy, logprobs: null });
     expect(plain.choices[0]?.logprobs).toBeNull();
+  });
+
+  it("echo: the text begins with the prompt's, streamed or not, an async job's too", async () => {
+    const prompt = prompts[3] ?? "";
+    const reference = await referenceGreedy(prompt, 12);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 12, temperature: 0, echo: true };
+    const res = await openai.completions.create(greedy);
+    expect(res.choices[0]?.text).toBe(prompt + reference);
+    expect(res.usage?.completion_tokens).toBe(Buffer.byteLength(reference));
+    const stream = await openai.completions.create({ ...greedy, stream: true });
+    const chunks: string[] = [];
+    for await (const chunk of stream) chunks.push(chunk.choices[0]?.text ?? "");
+    expect(chunks[0]?.startsWith(prompt)).toBe(true);
+    expect(chunks.join("")).toBe(prompt + reference);
+    const submitted = await stack.post("/v1/jobs", { model: "tiny-lm", input: greedy });
+    const { id } = (await submitted.json()) as { id: string };
+    let job: { status: string; result?: { choices: Array<{ text: string }> } } | undefined;
+    await waitFor(async () => {
+      job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as typeof job;
+      return job?.status === "succeeded";
+    }, 10_000);
+    expect(job?.result?.choices[0]?.text).toBe(prompt + reference);
+  });
+
+  it("echo with logprobs scores the prompt as lm-evaluation-harness asks: token ids, one more token, the first prompt token's null", async () => {
+    // what its local-completions model sends for a loglikelihood request
+    const context = [...Buffer.from("Once upon a time, there")];
+    const continuation = [...Buffer.from(" was")];
+    const ids = [...context, ...continuation];
+    const body = { model: "tiny-lm", prompt: ids, max_tokens: 1, temperature: 0, logprobs: 1 };
+    const [res, expected] = await Promise.all([
+      openai.completions.create({ ...body, echo: true }),
+      referencePromptLogprobs(ids),
+    ]);
+    const lp = res.choices[0]?.logprobs;
+    expect(lp?.tokens?.slice(0, ids.length)).toEqual(ids.map((b) => String.fromCharCode(b)));
+    expect(lp?.token_logprobs).toHaveLength(ids.length + 1);
+    expect(lp?.token_logprobs?.[0]).toBeNull();
+    expect(lp?.top_logprobs?.[0]).toBeNull();
+    for (const [j, logprob] of expected.entries())
+      expect(lp?.token_logprobs?.[j + 1]).toBeCloseTo(logprob, 3);
+    // the harness's greedy check reads top_logprobs: the likeliest key at each place
+    for (const top of lp?.top_logprobs?.slice(1) ?? [])
+      expect(Object.keys(top ?? {}).length).toBeGreaterThanOrEqual(1);
+    expect(lp?.text_offset?.slice(0, 4)).toEqual([0, 1, 2, 3]);
+    // streamed: the same, the prompt's in the first chunk
+    const stream = await openai.completions.create({ ...body, echo: true, stream: true });
+    const streamed: Array<number | null> = [];
+    for await (const chunk of stream)
+      streamed.push(...(chunk.choices[0]?.logprobs?.token_logprobs ?? []));
+    expect(streamed).toEqual(lp?.token_logprobs);
+    // without echo, only the completion's
+    const plain = await openai.completions.create(body);
+    expect(plain.choices[0]?.logprobs?.token_logprobs).toHaveLength(1);
   });
 
   it("logprobs are the model's own, before bias and penalties pick another token", async () => {

@@ -46,6 +46,19 @@ export async function referenceSteps(
   maxTokens: number,
   penalties: ReferencePenalties = {},
 ): Promise<ReferenceStep[]> {
+  return (await referenceRun(prompt, maxTokens, penalties)).steps;
+}
+
+/** Each prompt token's log probability after the first, under the positions before it. */
+export async function referencePromptLogprobs(prompt: readonly number[]): Promise<number[]> {
+  return (await referenceRun(prompt, 1, {})).promptLogprobs;
+}
+
+async function referenceRun(
+  prompt: string | readonly number[],
+  maxTokens: number,
+  penalties: ReferencePenalties,
+): Promise<{ steps: ReferenceStep[]; promptLogprobs: number[] }> {
   const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     architecture: Arch;
     tokenizer: { eos_token_id: number };
@@ -70,6 +83,7 @@ export async function referenceSteps(
   let length = 0;
   const out: number[] = [];
   const steps: ReferenceStep[] = [];
+  const promptLogprobs: number[] = [];
   for (let step = 0; step < maxTokens; step++) {
     const s = tokens.length;
     const result = await session.run({
@@ -89,6 +103,13 @@ export async function referenceSteps(
       }
     }
     const logits = result.logits?.data as Float32Array;
+    if (step === 0)
+      for (let j = 0; j + 1 < s; j++) {
+        const at = logits.subarray(j * arch.vocab_size, (j + 1) * arch.vocab_size);
+        const top = Math.max(...at);
+        const z = top + Math.log(at.reduce((sum, v) => sum + Math.exp(v - top), 0));
+        promptLogprobs.push((at[promptIds[j + 1] ?? 0] ?? 0) - z);
+      }
     // a copy in float32, as the worker changes its logits in place
     const last = logits.slice((s - 1) * arch.vocab_size, s * arch.vocab_size);
     const max = Math.max(...last);
@@ -116,5 +137,5 @@ export async function referenceSteps(
     tokens = [best];
   }
   await session.release();
-  return steps;
+  return { steps, promptLogprobs };
 }

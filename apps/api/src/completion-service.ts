@@ -177,6 +177,9 @@ export class CompletionService {
         repetition_penalty: body.repetition_penalty,
         stop_token_ids: body.stop_token_ids,
         logprobs: body.logprobs,
+        echo: body.echo || undefined,
+        // an echoed prompt's tokens come with log probabilities as the completion's do
+        prompt_logprobs: body.echo ? body.logprobs : undefined,
       }),
     };
     await this.checkContext(entry, prompt, params.max_tokens);

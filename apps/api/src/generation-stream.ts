@@ -85,7 +85,7 @@ async function follow(
     const write = async (event: JobEvent) => {
       const e = event.body;
       lastId = event.id;
-      if (e.type === "token") await send(render.token(job, e.text, e.logprobs, offsets));
+      if (e.type === "token") await send(render.token(job, e, offsets));
       else if (e.type === "result")
         for (const chunk of render.end(
           job,
@@ -194,7 +194,7 @@ export async function streamEach(
         }
         const e = event.body;
         if (e.type === "token")
-          await sendAs(index, render.token(job, e.text, e.logprobs, offsets[index] as TextOffsets));
+          await sendAs(index, render.token(job, e, offsets[index] as TextOffsets));
         else if (e.type === "result") {
           const result = completions.counted(job, e.result as CompletionResult);
           usages[index] = result.usage;

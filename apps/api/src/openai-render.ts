@@ -1,4 +1,10 @@
-import type { CompletionResult, FerryError, TokenLogprob } from "@ferry/protocol";
+import type {
+  CompletionResult,
+  FerryError,
+  JobEventBody,
+  PromptTokenLogprob,
+  TokenLogprob,
+} from "@ferry/protocol";
 import type {
   ChatCompletionResponse,
   ChatLogprobs,
@@ -41,7 +47,9 @@ export function completionResponse(
   job: CompletionJob,
   result: CompletionResult,
 ): CompletionResponse {
-  const logprobs = result.logprobs ? completionLogprobs(result.logprobs) : null;
+  const logprobs = result.logprobs
+    ? completionLogprobs([...(result.prompt_logprobs ?? []), ...result.logprobs])
+    : null;
   return { ...completionChunk(job, result.text, finishOf(result), logprobs), usage: result.usage };
 }
 
@@ -63,15 +71,18 @@ export class TextOffsets {
 
 /** Tokens' log probabilities in OpenAI's legacy completion shape. */
 export function completionLogprobs(
-  entries: readonly TokenLogprob[],
+  entries: ReadonlyArray<TokenLogprob | PromptTokenLogprob>,
   offsets = new TextOffsets(),
 ): CompletionLogprobs {
   return {
     tokens: entries.map((e) => e.token),
     token_logprobs: entries.map((e) => e.logprob),
-    // OpenAI's: the likeliest alternatives and the sampled token, whichever it is
-    top_logprobs: entries.map((e) =>
-      Object.fromEntries([...e.top, e].map((t) => [t.token, t.logprob])),
+    // OpenAI's: the likeliest alternatives and the sampled token, whichever it is; an echoed
+    // prompt's first token has none
+    top_logprobs: entries.map(({ token, logprob, top }) =>
+      logprob === null
+        ? null
+        : Object.fromEntries([...top, { token, logprob }].map((t) => [t.token, t.logprob])),
     ),
     text_offset: entries.map((e) => offsets.take(e.bytes)),
   };
@@ -170,6 +181,9 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
   };
 }
 
+/** A job's token event, as a stream renders it. */
+type TokenEvent = Extract<JobEventBody, { type: "token" }>;
+
 /** A streamed chunk as every renderer shapes it: an id, and choices that carry an index. */
 export interface StreamChunk {
   id: string;
@@ -182,12 +196,7 @@ export interface StreamRenderer {
   id(job: CompletionJob): string;
   start(job: CompletionJob): StreamChunk[];
   /** A token event's chunk; `offsets` carries a choice's text offsets from chunk to chunk. */
-  token(
-    job: CompletionJob,
-    text: string,
-    logprobs: readonly TokenLogprob[] | undefined,
-    offsets: TextOffsets,
-  ): StreamChunk;
+  token(job: CompletionJob, event: TokenEvent, offsets: TextOffsets): StreamChunk;
   end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): StreamChunk[];
   /** The usage chunk alone (several choices streamed as one: their usage, summed, at the end). */
   usage(job: CompletionJob, usage: Usage): StreamChunk;
@@ -196,8 +205,13 @@ export interface StreamRenderer {
 export const completionStream: StreamRenderer = {
   id: (job) => `cmpl-${job.id}`,
   start: () => [],
-  token: (job, text, logprobs, offsets) =>
-    completionChunk(job, text, null, logprobs ? completionLogprobs(logprobs, offsets) : null),
+  token: (job, { text, logprobs, prompt_logprobs: prompt = [] }, offsets) =>
+    completionChunk(
+      job,
+      text,
+      null,
+      logprobs ? completionLogprobs([...prompt, ...logprobs], offsets) : null,
+    ),
   end: finalChunks,
   usage: completionUsageChunk,
 };
@@ -205,7 +219,7 @@ export const completionStream: StreamRenderer = {
 export const chatStream: StreamRenderer = {
   id: (job) => `chatcmpl-${job.id}`,
   start: (job) => [chatChunk(job, { role: "assistant", content: "" }, null)],
-  token: (job, text, logprobs) =>
+  token: (job, { text, logprobs }) =>
     chatChunk(job, { content: text }, null, logprobs ? chatLogprobs(logprobs) : null),
   end: chatFinalChunks,
   usage: chatUsageChunk,

@@ -270,7 +270,8 @@ export const completionRequestSchema = z
     // each completion token's log probability, with that many likeliest alternatives
     logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
-    echo: unsupported("echo", false),
+    /** The completion's text begins with its prompt's (with `logprobs`, the prompt's too). */
+    echo: z.boolean().nullish(),
     best_of: unsupported("best_of", 1),
     suffix: unsupported("suffix", null),
     response_format: unsupported("response_format", null),
@@ -329,9 +330,10 @@ const usage = z.object({
 /** A completion's log probabilities in OpenAI's legacy shape, token by token. */
 const completionLogprobsSchema = z.object({
   tokens: z.array(z.string()),
-  token_logprobs: z.array(z.number()),
+  /** An echoed prompt's first token has none: nothing came before it. */
+  token_logprobs: z.array(z.number().nullable()),
   /** The likeliest alternatives' and the sampled token's, token text to log probability. */
-  top_logprobs: z.array(z.record(z.string(), z.number())),
+  top_logprobs: z.array(z.record(z.string(), z.number()).nullable()),
   /** Where each token's text begins in the completion's text (characters). */
   text_offset: z.array(z.number().int()),
 });

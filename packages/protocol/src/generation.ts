@@ -19,6 +19,13 @@ export const samplingParamsSchema = z.object({
    * (OpenAI's `logprobs`, a chat's `top_logprobs`); absent: none reported.
    */
   logprobs: z.number().int().min(0).max(20).optional(),
+  /** OpenAI's `echo`: the completion's text begins with its prompt's. */
+  echo: z.boolean().optional(),
+  /**
+   * The prompt's tokens' log probabilities too, with this many likeliest alternatives (an
+   * echoed prompt's, as OpenAI's `echo` with `logprobs` gives them); absent: none.
+   */
+  prompt_logprobs: z.number().int().min(0).max(20).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
@@ -76,6 +83,12 @@ export const tokenLogprobSchema = tokenTextSchema.extend({
 });
 export type TokenLogprob = z.infer<typeof tokenLogprobSchema>;
 
+/** A prompt token's: the first has none (`null`, no alternatives); nothing came before it. */
+export const promptTokenLogprobSchema = tokenLogprobSchema.extend({
+  logprob: z.number().nullable(),
+});
+export type PromptTokenLogprob = z.infer<typeof promptTokenLogprobSchema>;
+
 export const finishReasonSchema = z.enum(["stop", "length", "cancelled"]);
 export type FinishReason = z.infer<typeof finishReasonSchema>;
 
@@ -95,6 +108,8 @@ export const completionResultSchema = z.object({
   ttft_ms: z.number(),
   /** Every completion token's, in order, when the job asked for them. */
   logprobs: z.array(tokenLogprobSchema).optional(),
+  /** Every prompt token's, when the job asked for them (`prompt_logprobs`). */
+  prompt_logprobs: z.array(promptTokenLogprobSchema).optional(),
 });
 export type CompletionResult = z.infer<typeof completionResultSchema>;
 
@@ -108,9 +123,17 @@ export type JobEventBody =
    * `ids`: the token ids sampled since the previous token event (text may lag them while a
    * stop string or a UTF-8 character is incomplete). A worker that takes over a stalled job
    * replays them to resume where the client's view ends. Internal: not shown to clients.
-   * `logprobs`: those ids' log probabilities, when the job asked for them.
+   * `logprobs`: those ids' log probabilities, when the job asked for them. An echoed prompt's
+   * text opens the first token event, with `prompt_logprobs` when asked for.
    */
-  | { type: "token"; text: string; index: number; ids?: number[]; logprobs?: TokenLogprob[] }
+  | {
+      type: "token";
+      text: string;
+      index: number;
+      ids?: number[];
+      logprobs?: TokenLogprob[];
+      prompt_logprobs?: PromptTokenLogprob[];
+    }
   | { type: "result"; result: unknown }
   | { type: "error"; error: { code: string; message: string } }
   | { type: "done" };

@@ -4,6 +4,22 @@ export interface StepRow {
   seq: number;
   /** New tokens: the prompt on the first step, then one sampled token per step. */
   tokens: number[];
+  /**
+   * A prefill row's first `length` tokens (its prompt) scored as the model reads them: each
+   * after the first under the positions before it, with the `top` likeliest ids there.
+   */
+  scorePrompt?: { length: number; top: number };
+}
+
+/** A prompt's tokens as the model scores them (a row's `scorePrompt`). */
+export interface PromptScores {
+  seq: number;
+  /** [j]: the log probability of token j + 1 under positions 0..j. */
+  logprobs: Float32Array;
+  /** [j * top + r]: the r-th likeliest id at position j; `topLogprobs` its log probability. */
+  topIds: Int32Array;
+  topLogprobs: Float32Array;
+  top: number;
 }
 
 export interface LmShape {
@@ -38,7 +54,16 @@ export type LmRequest =
 export type LmReply =
   | { type: "ready" }
   | { type: "load-error"; message: string }
-  /** Last-position logits of every row, row-major [rows, vocab], in one transferable buffer. */
-  | { type: "logits"; id: number; logits: Float32Array }
-  | { type: "prefilled"; id: number; logits: Float32Array; caches: SeqCache[] }
+  /**
+   * Last-position logits of every row, row-major [rows, vocab], in one transferable buffer;
+   * the prompt scores of rows that asked for them.
+   */
+  | { type: "logits"; id: number; logits: Float32Array; prompts: PromptScores[] }
+  | {
+      type: "prefilled";
+      id: number;
+      logits: Float32Array;
+      prompts: PromptScores[];
+      caches: SeqCache[];
+    }
   | { type: "error"; id: number; message: string };

@@ -121,4 +121,28 @@ describe("LmRuntime's KV caches", () => {
       await split.close();
     }
   });
+
+  it("scores a prompt position by position in a padded batch, as feeding it a token at a time gives", async () => {
+    const long = bytes("Once upon a time");
+    const short = bytes("Love is");
+    const { logits, prompts } = await batched.prefillScored([
+      { seq: 201, tokens: short, scorePrompt: { length: short.length, top: 3 } },
+      { seq: 202, tokens: long },
+    ]);
+    expect(logits).toHaveLength(2);
+    expect(prompts.map((p) => p.seq)).toEqual([201]);
+    const scores = prompts[0];
+    // the same prompt fed one token at a time: position j's logits, after token j
+    for (const [j, token] of short.slice(0, -1).entries()) {
+      const [at] = await alone.step([{ seq: 301, tokens: [token] }]);
+      const row = at ?? new Float32Array();
+      const max = Math.max(...row);
+      const logZ = max + Math.log(row.reduce((sum, v) => sum + Math.exp(v - max), 0));
+      expect(scores?.logprobs[j]).toBeCloseTo((row[short[j + 1] ?? 0] ?? 0) - logZ, 3);
+      const ranked = [...row.keys()].sort((a, b) => (row[b] ?? 0) - (row[a] ?? 0));
+      expect([...(scores?.topIds.subarray(j * 3, j * 3 + 3) ?? [])]).toEqual(ranked.slice(0, 3));
+    }
+    batched.release([201, 202]);
+    alone.release([301]);
+  });
 });

@@ -3,6 +3,7 @@ import {
   type LmReply,
   type LmRequest,
   type LmShape,
+  type PromptScores,
   type SeqCache,
   type StepRow,
 } from "./lm-messages.js";
@@ -16,6 +17,12 @@ export interface LmRuntimeOptions {
    * cache is then handed to the decode thread. @defaultValue false
    */
   prefillThread?: boolean;
+}
+
+/** What a step answers: each row's last-position logits, and the prompt scores asked for. */
+export interface LmOutput {
+  logits: Float32Array[];
+  prompts: PromptScores[];
 }
 
 /** The calling side of one LM thread (lm-thread.ts): the decode thread or the prefill thread. */
@@ -58,7 +65,12 @@ export class LmRuntime {
   }
 
   async step(rows: StepRow[]): Promise<Float32Array[]> {
-    return this.split(await this.decoder.request((id) => ({ type: "step", id, rows })));
+    return (await this.stepScored(rows)).logits;
+  }
+
+  /** `step`, with the prompt scores of rows that ask for them (`StepRow.scorePrompt`). */
+  async stepScored(rows: StepRow[]): Promise<LmOutput> {
+    return this.output(await this.decoder.request((id) => ({ type: "step", id, rows })));
   }
 
   /**
@@ -68,10 +80,15 @@ export class LmRuntime {
    * answers sooner than the prefill thread, whose first work after a pause pays for waking it.
    */
   async prefill(rows: StepRow[], onPrefillThread = true): Promise<Float32Array[]> {
-    if (!this.prefiller || !onPrefillThread) return this.step(rows);
+    return (await this.prefillScored(rows, onPrefillThread)).logits;
+  }
+
+  /** `prefill`, with the prompt scores of rows that ask for them (`StepRow.scorePrompt`). */
+  async prefillScored(rows: StepRow[], onPrefillThread = true): Promise<LmOutput> {
+    if (!this.prefiller || !onPrefillThread) return this.stepScored(rows);
     const reply = await this.prefiller.request((id) => ({ type: "prefill", id, rows }));
     if (reply.type === "prefilled") this.adopt(reply.caches);
-    return this.split(reply);
+    return this.output(reply);
   }
 
   /** Frees the caches of sequences that finished or left. */
@@ -92,11 +109,14 @@ export class LmRuntime {
     this.decoder.send({ type: "adopt", caches }, cacheBuffers(caches));
   }
 
-  private split(reply: LmReply): Float32Array[] {
-    if (reply.type !== "logits" && reply.type !== "prefilled") return [];
+  private output(reply: LmReply): LmOutput {
+    if (reply.type !== "logits" && reply.type !== "prefilled") return { logits: [], prompts: [] };
     const { logits } = reply;
     const vocab = this.vocab;
     const rows = logits.length / vocab;
-    return Array.from({ length: rows }, (_, i) => logits.subarray(i * vocab, (i + 1) * vocab));
+    return {
+      logits: Array.from({ length: rows }, (_, i) => logits.subarray(i * vocab, (i + 1) * vocab)),
+      prompts: reply.prompts,
+    };
   }
 }

@@ -6,6 +6,7 @@ import {
   type LmReply,
   type LmRequest,
   type LmShape,
+  type PromptScores,
   type StepRow,
 } from "./lm-messages.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
@@ -53,11 +54,11 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
   if (msg.type !== "step" && msg.type !== "prefill") return;
   try {
-    const logits = await step(session, msg.rows);
+    const { logits, prompts } = await step(session, msg.rows);
     if (msg.type === "step")
-      return post({ type: "logits", id: msg.id, logits }, [logits.buffer as ArrayBuffer]);
+      return post({ type: "logits", id: msg.id, logits, prompts }, [logits.buffer as ArrayBuffer]);
     const caches = msg.rows.map((row) => kv.export(row.seq));
-    post({ type: "prefilled", id: msg.id, logits, caches }, [
+    post({ type: "prefilled", id: msg.id, logits, prompts, caches }, [
       logits.buffer as ArrayBuffer,
       ...cacheBuffers(caches),
     ]);
@@ -73,7 +74,10 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
  * position ids carry each row's own positions, so each row computes what it would alone.
  * Holes in the batch (seats of sequences that left) run a dummy token that attends to itself.
  */
-async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32Array> {
+async function step(
+  session: InProcessSession,
+  rows: StepRow[],
+): Promise<{ logits: Float32Array; prompts: PromptScores[] }> {
   const { vocab } = shape;
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
@@ -110,12 +114,57 @@ async function step(session: InProcessSession, rows: StepRow[]): Promise<Float32
   kv.absorb(seqs, layout, chunk, added, present);
   const logits = out.logits?.data as Float32Array;
   const last = new Float32Array(rows.length * vocab);
+  const prompts: PromptScores[] = [];
   from.forEach((k, i) => {
-    if (k >= 0)
-      last.set(
-        logits.subarray((i * chunk + chunk - 1) * vocab, (i * chunk + chunk) * vocab),
-        k * vocab,
-      );
+    if (k < 0) return;
+    last.set(
+      logits.subarray((i * chunk + chunk - 1) * vocab, (i * chunk + chunk) * vocab),
+      k * vocab,
+    );
+    const row = rows[k];
+    // the row's tokens sit right-aligned in its `chunk` slots
+    const at = (j: number) => (i * chunk + chunk - (row?.tokens.length ?? 0) + j) * vocab;
+    if (row?.scorePrompt)
+      prompts.push(scorePrompt(row, (j) => logits.subarray(at(j), at(j) + vocab)));
   });
-  return last;
+  return { logits: last, prompts };
+}
+
+/** A row's prompt scored position by position (`position(j)`: the logits after token j). */
+function scorePrompt(row: StepRow, position: (j: number) => Float32Array): PromptScores {
+  const { length, top } = row.scorePrompt ?? { length: 0, top: 0 };
+  const n = Math.max(0, Math.min(length, row.tokens.length) - 1);
+  const scores: PromptScores = {
+    seq: row.seq,
+    logprobs: new Float32Array(n),
+    topIds: new Int32Array(n * top),
+    topLogprobs: new Float32Array(n * top),
+    top,
+  };
+  for (let j = 0; j < n; j++) {
+    const logits = position(j);
+    let max = Number.NEGATIVE_INFINITY;
+    for (const v of logits) if (v > max) max = v;
+    let sum = 0;
+    for (const v of logits) sum += Math.exp(v - max);
+    const logZ = max + Math.log(sum);
+    scores.logprobs[j] = (logits[row.tokens[j + 1] ?? 0] ?? 0) - logZ;
+    // the `top` largest, by insertion into a short ranked list
+    const ids: number[] = [];
+    for (let v = 0; v < logits.length; v++) {
+      const x = logits[v] ?? 0;
+      if (ids.length === top && x <= (logits[ids[top - 1] ?? 0] ?? 0)) continue;
+      let r = ids.length === top ? top - 1 : ids.length;
+      while (r > 0 && (logits[ids[r - 1] ?? 0] ?? 0) < x) {
+        ids[r] = ids[r - 1] ?? 0;
+        r--;
+      }
+      ids[r] = v;
+    }
+    ids.forEach((id, r) => {
+      scores.topIds[j * top + r] = id;
+      scores.topLogprobs[j * top + r] = (logits[id] ?? 0) - logZ;
+    });
+  }
+  return scores;
 }

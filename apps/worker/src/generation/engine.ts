@@ -9,10 +9,10 @@ import {
   outOfVocabulary,
   type TokenLogprob,
 } from "@ferry/protocol";
-import type { LmRuntime } from "@ferry/runtime";
+import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
 import { changesLogits, processLogits } from "./logits-processors.js";
-import { tokenLogprob } from "./logprobs.js";
+import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
@@ -100,6 +100,7 @@ export class Engine {
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop),
+        ...(job.params.echo ? { echo: this.textOf(promptIds) } : {}),
         emit,
         resolve,
         reject,
@@ -173,9 +174,12 @@ export class Engine {
   private async stepSeparate(): Promise<boolean> {
     return this.stepPlanned(async (prefill, decode) => {
       if (prefill.length > 0)
-        this.advanceAll(prefill, await this.runtime.prefill(prefill.map((s) => s.prefillRow())));
+        this.advanceAll(
+          prefill,
+          await this.runtime.prefillScored(prefill.map((s) => s.prefillRow())),
+        );
       if (decode.length > 0)
-        this.advanceAll(decode, await this.runtime.step(decode.map((s) => s.decodeRow())));
+        this.advanceAll(decode, await this.runtime.stepScored(decode.map((s) => s.decodeRow())));
     });
   }
 
@@ -183,7 +187,7 @@ export class Engine {
   private async stepMixed(): Promise<boolean> {
     return this.stepPlanned(async (prefill, decode) => {
       const rows = [...prefill.map((s) => s.prefillRow()), ...decode.map((s) => s.decodeRow())];
-      this.advanceAll([...prefill, ...decode], await this.runtime.step(rows));
+      this.advanceAll([...prefill, ...decode], await this.runtime.stepScored(rows));
     });
   }
 
@@ -214,7 +218,7 @@ export class Engine {
     if (decode.length > 0) {
       this.stepping = true;
       try {
-        this.advanceAll(decode, await this.runtime.step(decode.map((s) => s.decodeRow())));
+        this.advanceAll(decode, await this.runtime.stepScored(decode.map((s) => s.decodeRow())));
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
       } finally {
@@ -249,16 +253,17 @@ export class Engine {
       this.prefilling.add(seq);
     }
     this.runtime
-      .prefill(
+      .prefillScored(
         joining.map((s) => s.prefillRow()),
         decoderBusy,
       )
       .then(
-        (logits) => {
+        ({ logits, prompts }) => {
           for (const seq of joining) this.prefilling.delete(seq);
           // a sequence cancelled meanwhile kept its cache until now; it goes with it
           const gone = joining.filter((s) => !this.scheduler.holds(s));
           this.runtime.release(gone.map((s) => s.id));
+          this.takeScores(joining, prompts);
           joining.forEach((seq, i) => {
             if (this.scheduler.holds(seq)) this.advance(seq, logits[i]);
           });
@@ -276,8 +281,25 @@ export class Engine {
       });
   }
 
-  private advanceAll(seqs: Sequence[], logits: Float32Array[]): void {
+  private advanceAll(seqs: Sequence[], { logits, prompts }: LmOutput): void {
+    this.takeScores(seqs, prompts);
     for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
+  }
+
+  /** Prompt scores of a prefill, as its sequences report them (before their first token). */
+  private takeScores(seqs: readonly Sequence[], prompts: readonly PromptScores[]): void {
+    if (prompts.length === 0) return;
+    const bySeq = new Map(prompts.map((scores) => [scores.seq, scores]));
+    for (const seq of seqs) {
+      const scores = bySeq.get(seq.id);
+      if (scores) seq.promptLogprobs = promptLogprobs(seq.promptIds, scores, this.tokenizer);
+    }
+  }
+
+  /** Token ids as text, whole (an echoed prompt). */
+  private textOf(ids: readonly number[]): string {
+    const decoder = this.tokenizer.decoder();
+    return ids.map((id) => decoder.push(id)).join("") + decoder.flush();
   }
 
   /** Samples the sequence's next token and applies the stop rules. */

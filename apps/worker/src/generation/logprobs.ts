@@ -1,5 +1,6 @@
 import type { Tokenizer } from "@ferry/model-repository";
-import type { TokenLogprob } from "@ferry/protocol";
+import type { PromptTokenLogprob, TokenLogprob } from "@ferry/protocol";
+import type { PromptScores } from "@ferry/runtime";
 import { topIndices } from "./sampler.js";
 
 /**
@@ -19,4 +20,25 @@ export function tokenLogprob(
   const logZ = max + Math.log(sum);
   const of = (id: number) => ({ ...tokenizer.tokenText(id), logprob: (logits[id] ?? 0) - logZ });
   return { ...of(token), top: k > 0 ? topIndices(logits, k).map(of) : [] };
+}
+
+/** A prompt's scores (its prefill's) as a client reads them: the first token has none. */
+export function promptLogprobs(
+  promptIds: readonly number[],
+  scores: PromptScores,
+  tokenizer: Pick<Tokenizer, "tokenText">,
+): PromptTokenLogprob[] {
+  const { top } = scores;
+  return promptIds.map((id, j) => {
+    if (j === 0) return { ...tokenizer.tokenText(id), logprob: null, top: [] };
+    const at = (j - 1) * top;
+    return {
+      ...tokenizer.tokenText(id),
+      logprob: scores.logprobs[j - 1] ?? 0,
+      top: Array.from(scores.topIds.subarray(at, at + top), (alt, r) => ({
+        ...tokenizer.tokenText(alt),
+        logprob: scores.topLogprobs[at + r] ?? 0,
+      })),
+    };
+  });
 }

@@ -2,6 +2,7 @@ import type {
   CompletionResult,
   FinishReason,
   JobEventBody,
+  PromptTokenLogprob,
   SamplingParams,
   TokenLogprob,
 } from "@ferry/protocol";
@@ -21,6 +22,8 @@ export interface SequenceInit {
   random: () => number;
   decoder: { push(id: number): string; flush(): string };
   output: OutputProcessor;
+  /** The prompt's text, when the completion echoes it (it opens the first token event). */
+  echo?: string;
   emit: (events: JobEventBody[]) => void;
   resolve: (result: CompletionResult) => void;
   reject: (err: Error) => void;
@@ -50,6 +53,10 @@ export class Sequence {
   readonly outputCounts = new Map<number, number>();
   /** Each completion token's log probability, when the job asked for them. */
   readonly logprobs: TokenLogprob[] = [];
+  /** Each prompt token's, once its prefill has run, when the job asked for them. */
+  promptLogprobs: PromptTokenLogprob[] | undefined;
+  /** The echoed prompt's text while no token event has carried it yet. */
+  private unsentEcho: string | undefined;
   /** The token sampled last step, fed to the model this step. */
   pending: number | undefined;
   readonly enqueuedAt = performance.now();
@@ -71,6 +78,7 @@ export class Sequence {
     this.deadline = init.deadline;
     this.signal = init.signal;
     this.random = init.random;
+    this.unsentEcho = init.echo;
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */
@@ -80,7 +88,12 @@ export class Sequence {
 
   /** Its row of a prefill pass. */
   prefillRow(): StepRow {
-    return { seq: this.id, tokens: this.prefillIds() };
+    const top = this.params.prompt_logprobs;
+    return {
+      seq: this.id,
+      tokens: this.prefillIds(),
+      ...(top === undefined ? {} : { scorePrompt: { length: this.promptIds.length, top } }),
+    };
   }
 
   /** Its row of a decode step: the token it sampled last. */
@@ -115,6 +128,8 @@ export class Sequence {
    */
   replay(token: number, logprob?: TokenLogprob): void {
     this.took(token, logprob);
+    // the earlier attempt's first token event carried the echo
+    this.unsentEcho = undefined;
     this.init.output.push(this.init.decoder.push(token));
     if (this.params.temperature > 0) this.random();
   }
@@ -143,10 +158,10 @@ export class Sequence {
     const tail = output.finished
       ? ""
       : output.push(this.init.decoder.flush()) + output.finish(reason);
-    if (tail) this.send(tail);
+    if (tail || this.unsentEcho !== undefined) this.send(tail);
     const completion = this.generated.length;
     this.init.resolve({
-      text: output.text,
+      text: (this.init.echo ?? "") + output.text,
       finish_reason: output.finished ?? reason,
       usage: {
         prompt_tokens: this.promptIds.length,
@@ -155,6 +170,7 @@ export class Sequence {
       },
       ttft_ms: this.ttftMs ?? 0,
       ...(this.params.logprobs === undefined ? {} : { logprobs: this.logprobs }),
+      ...(this.promptLogprobs ? { prompt_logprobs: this.promptLogprobs } : {}),
     });
   }
 
@@ -165,7 +181,19 @@ export class Sequence {
   /** A token event: the text now safe to show, with every id sampled since the last one. */
   private send(text: string): void {
     const logprobs = this.params.logprobs === undefined ? {} : { logprobs: this.unsentLogprobs };
-    this.init.emit([{ type: "token", text, index: 0, ids: this.unsent, ...logprobs }]);
+    const echo = this.unsentEcho;
+    this.unsentEcho = undefined;
+    const event: JobEventBody = {
+      type: "token",
+      text: (echo ?? "") + text,
+      index: 0,
+      ids: this.unsent,
+      ...logprobs,
+      ...(echo !== undefined && this.promptLogprobs
+        ? { prompt_logprobs: this.promptLogprobs }
+        : {}),
+    };
+    this.init.emit([event]);
     this.unsent = [];
     this.unsentLogprobs = [];
   }
