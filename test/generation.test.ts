@@ -479,6 +479,33 @@ describe("completions through the official openai client", () => {
     }
   });
 
+  it("min_tokens: no end of text before them, and no stop string that ends before them (vLLM's rule)", async () => {
+    const greedy = { model: "tiny-lm", max_tokens: 80, temperature: 0 };
+    // this prompt's greedy answer ends with the end-of-text token after 53 tokens
+    const ask = { ...greedy, prompt: "Why is the sky blue?" };
+    const early = (await openai.completions.create(ask)).choices[0];
+    expect(early?.finish_reason).toBe("stop");
+    const longer = await openai.completions.create({ ...ask, min_tokens: 60 } as typeof ask);
+    expect(longer.usage?.completion_tokens).toBeGreaterThanOrEqual(60);
+    expect(longer.choices[0]?.text.startsWith(early?.text ?? "-")).toBe(true);
+    // a stop string: the first occurrence whose last character comes at token 20 or after
+    const prompt = prompts[7] ?? "";
+    const text = await referenceGreedy(prompt, 80);
+    const stop = " of ";
+    let at = text.indexOf(stop);
+    while (at >= 0 && at + stop.length < 20) at = text.indexOf(stop, at + 1);
+    expect(at).toBeGreaterThan(text.indexOf(stop));
+    const stopped = await openai.completions.create({
+      ...greedy,
+      prompt,
+      stop: [stop],
+      min_tokens: 20,
+    } as typeof greedy & { prompt: string });
+    expect(stopped.choices[0]).toMatchObject({ text: text.slice(0, at), finish_reason: "stop" });
+    const refused = await stack.post("/v1/completions", { ...ask, max_tokens: 5, min_tokens: 6 });
+    expect(refused.status).toBe(400);
+  });
+
   it("logit changes out of range are refused by name, and vLLM's fields Ferry lacks are refused, not ignored", async () => {
     const refused = async (body: Record<string, unknown>) => {
       const res = await stack.post("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
@@ -494,7 +521,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["min_tokens", "use_beam_search", "guided_json", "allowed_token_ids"])
+    for (const field of ["use_beam_search", "guided_json", "allowed_token_ids"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

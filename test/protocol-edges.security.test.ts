@@ -153,9 +153,11 @@ describe("KServe v2 and OpenAI edges", () => {
 
   it("OpenAI fields not implemented are refused by name, not ignored", async () => {
     for (const [field, value] of [
-      ["echo", true],
-      ["logprobs", 2],
       ["best_of", 3],
+      ["suffix", "."],
+      ["guided_json", { type: "object" }],
+      ["use_beam_search", true],
+      ["include_stop_str_in_output", true],
     ] as const) {
       const res = await stack.post(
         "/v1/completions",

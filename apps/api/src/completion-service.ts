@@ -176,14 +176,21 @@ export class CompletionService {
         presence_penalty: body.presence_penalty,
         repetition_penalty: body.repetition_penalty,
         stop_token_ids: body.stop_token_ids,
+        min_tokens: body.min_tokens,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // an echoed prompt's tokens come with log probabilities as the completion's do
         prompt_logprobs: body.echo ? body.logprobs : undefined,
       }),
     };
+    if ((params.min_tokens ?? 0) > params.max_tokens)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `min_tokens (${params.min_tokens}) must be at most max_tokens (${params.max_tokens})`,
+      );
     await this.checkContext(entry, prompt, params.max_tokens);
-    checkBias(entry, params.logit_bias);
+    if (params.logit_bias)
+      checkTokens(entry, Object.keys(params.logit_bias).map(Number), "logit_bias: token id");
     return {
       job: {
         model: entry.config.name,
@@ -210,15 +217,8 @@ export class CompletionService {
     prompt: string | readonly number[],
     maxTokens: number,
   ): Promise<void> {
-    const { context_length: context, vocab_size: vocab } = entry.config.architecture ?? {};
-    if (typeof prompt !== "string") {
-      const unknown = outOfVocabulary(prompt, typeof vocab === "number" ? vocab : undefined);
-      if (unknown !== undefined)
-        throw new FerryError(
-          "INVALID_INPUT",
-          `Token id ${unknown} is out of vocabulary (this model has ${vocab} tokens)`,
-        );
-    }
+    if (typeof prompt !== "string") checkTokens(entry, prompt, "Token id");
+    const context = entry.config.architecture?.context_length;
     if (typeof context !== "number") return;
     if (typeof prompt === "string" && prompt.length > context * MAX_CHARS_PER_TOKEN)
       throw new FerryError(
@@ -360,18 +360,17 @@ function definedOf<T extends Record<string, unknown>>(
   ) as { [K in keyof T]?: Exclude<T[K], null | undefined> };
 }
 
-/** `logit_bias` must name tokens the model has (vLLM refuses the request otherwise too). */
-function checkBias(entry: ModelEntry, bias: Record<string, number> | undefined): void {
-  if (!bias) return;
+/**
+ * Token ids a client gave (a prompt's, `logit_bias`'s keys) must name tokens the model has,
+ * as vLLM requires; `what` names them in the refusal.
+ */
+function checkTokens(entry: ModelEntry, ids: readonly number[], what: string): void {
   const vocab = entry.config.architecture?.vocab_size;
-  const unknown = outOfVocabulary(
-    Object.keys(bias).map(Number),
-    typeof vocab === "number" ? vocab : undefined,
-  );
+  const unknown = outOfVocabulary(ids, typeof vocab === "number" ? vocab : undefined);
   if (unknown !== undefined)
     throw new FerryError(
       "INVALID_INPUT",
-      `logit_bias: token id ${unknown} is out of vocabulary (this model has ${vocab} tokens)`,
+      `${what} ${unknown} is out of vocabulary (this model has ${vocab} tokens)`,
     );
 }
 

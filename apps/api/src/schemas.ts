@@ -228,11 +228,12 @@ const sampling = {
   presence_penalty: z.number().min(-2).max(2).nullish(),
   repetition_penalty: z.number().gt(0).max(10).nullish(),
   min_p: z.number().min(0).max(1).nullish(),
+  /** vLLM's: no end of text, stop token or stop string before this many tokens. */
+  min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's: token ids that end the completion as the end-of-text token does. */
   stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
-  min_tokens: unsupported("min_tokens", 0),
   use_beam_search: unsupported("use_beam_search", false),
   include_stop_str_in_output: unsupported("include_stop_str_in_output", false),
   allowed_token_ids: unsupported("allowed_token_ids", null),

@@ -26,6 +26,8 @@ export const samplingParamsSchema = z.object({
    * echoed prompt's, as OpenAI's `echo` with `logprobs` gives them); absent: none.
    */
   prompt_logprobs: z.number().int().min(0).max(20).optional(),
+  /** vLLM's: no end of text, stop token or stop string before this many tokens. */
+  min_tokens: z.number().int().min(0).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */

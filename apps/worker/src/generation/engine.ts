@@ -306,10 +306,10 @@ export class Engine {
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
     const { logprobs } = seq.params;
-    const changes = changesLogits(seq.params);
+    const changes = changesLogits(seq.params, seq);
     // log probabilities are the model's own, before penalties and bias change the logits
     const raw = logprobs !== undefined && changes ? logits.slice() : logits;
-    if (changes) processLogits(logits, seq.params, seq);
+    if (changes) processLogits(logits, seq.params, seq, this.tokenizer.eosTokenId);
     const token = sample(logits, seq.params, seq.random);
     const { ttftS, interTokenS } = seq.timeToken(performance.now());
     if (ttftS !== undefined) this.metrics.ttft.observe(ttftS);

@@ -4,7 +4,7 @@ import { changesLogits, processLogits } from "./logits-processors.js";
 const history = (output: number[], promptIds: number[] = []) => {
   const outputCounts = new Map<number, number>();
   for (const id of output) outputCounts.set(id, (outputCounts.get(id) ?? 0) + 1);
-  return { outputCounts, promptIds };
+  return { outputCounts, promptIds, generated: output };
 };
 
 describe("processLogits", () => {
@@ -30,11 +30,20 @@ describe("processLogits", () => {
     expect([...logits]).toEqual([0, -2.5, -1.5, 0]);
   });
 
+  it("bans the end of text and stop tokens until min_tokens are made", () => {
+    const params = { min_tokens: 2, stop_token_ids: [1] };
+    const before = Float32Array.from([1, 2, 3, 4]);
+    processLogits(before, params, history([0]), 3);
+    expect([...before]).toEqual([1, -Infinity, 3, -Infinity]);
+    expect(changesLogits(params, history([0, 0]))).toBe(false);
+  });
+
   it("is skipped when nothing is asked for", () => {
-    expect(changesLogits({})).toBe(false);
-    expect(changesLogits({ logit_bias: {}, repetition_penalty: 1, frequency_penalty: 0 })).toBe(
-      false,
-    );
-    expect(changesLogits({ presence_penalty: 0.1 })).toBe(true);
+    const none = history([]);
+    expect(changesLogits({}, none)).toBe(false);
+    expect(
+      changesLogits({ logit_bias: {}, repetition_penalty: 1, frequency_penalty: 0 }, none),
+    ).toBe(false);
+    expect(changesLogits({ presence_penalty: 0.1 }, none)).toBe(true);
   });
 });

@@ -2,7 +2,12 @@ import type { SamplingParams } from "@ferry/protocol";
 
 type Penalties = Pick<
   SamplingParams,
-  "logit_bias" | "repetition_penalty" | "frequency_penalty" | "presence_penalty"
+  | "logit_bias"
+  | "repetition_penalty"
+  | "frequency_penalty"
+  | "presence_penalty"
+  | "min_tokens"
+  | "stop_token_ids"
 >;
 
 /** What a sequence has made so far, as the penalties read it. */
@@ -11,11 +16,14 @@ export interface TokenHistory {
   outputCounts: ReadonlyMap<number, number>;
   /** The prompt's ids (the repetition penalty counts them too). */
   promptIds: readonly number[];
+  /** Completion tokens so far. */
+  generated: readonly number[];
 }
 
-/** Whether `params` change the model's logits before sampling at all. */
-export function changesLogits(params: Penalties): boolean {
+/** Whether `params` change the model's logits before this step's draw at all. */
+export function changesLogits(params: Penalties, history: TokenHistory): boolean {
   return (
+    (params.min_tokens ?? 0) > history.generated.length ||
     (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
     (params.repetition_penalty ?? 1) !== 1 ||
     (params.frequency_penalty ?? 0) !== 0 ||
@@ -24,7 +32,9 @@ export function changesLogits(params: Penalties): boolean {
 }
 
 /**
- * Changes last-position logits in place, in vLLM's order: `logit_bias` added (OpenAI), then
+ * Changes last-position logits in place, in vLLM's order: while fewer than `min_tokens` are
+ * made, no token that would end the completion (the end of text, `stop_token_ids`)
+ * can be drawn (vLLM's); `logit_bias` added (OpenAI), then
  * the repetition penalty over prompt and completion tokens (CTRL's, as Hugging Face and vLLM
  * apply it: a positive logit divided by it, a negative one multiplied), then the frequency
  * and presence penalties over completion tokens (OpenAI's: count x frequency, plus presence
@@ -34,7 +44,11 @@ export function processLogits(
   logits: Float32Array,
   params: Penalties,
   history: TokenHistory,
+  eosTokenId?: number,
 ): void {
+  if ((params.min_tokens ?? 0) > history.generated.length)
+    for (const id of [eosTokenId, ...(params.stop_token_ids ?? [])])
+      if (id !== undefined && id < logits.length) logits[id] = Number.NEGATIVE_INFINITY;
   if (params.logit_bias)
     for (const [id, bias] of Object.entries(params.logit_bias)) {
       const i = Number(id);

@@ -32,4 +32,15 @@ describe("OutputProcessor", () => {
     expect(p.finish("length")).toBe("EN");
     expect(p.text).toBe("abc EN");
   });
+
+  it("before min_tokens no stop string ends it, but one completed after is found whole", () => {
+    const out = new OutputProcessor(["END"]);
+    // a stop string wholly before the minimum passes
+    expect(["a", "END", "b"].map((p) => out.push(p, false)).join("")).toBe("aENDb");
+    // "EN" could begin one: held, and "D" completes it once stops apply
+    expect(out.push("EN", false)).toBe("");
+    expect(out.push("D", true)).toBe("");
+    expect(out.finished).toBe("stop");
+    expect(out.text).toBe("aENDb");
+  });
 });

@@ -12,17 +12,22 @@ export class OutputProcessor {
 
   constructor(private readonly stop: readonly string[]) {}
 
-  /** Adds decoded text; returns the part that is safe to send now. */
-  push(piece: string): string {
+  /**
+   * Adds decoded text; returns the part that is safe to send now. `matchStops` false (vLLM's
+   * `min_tokens` not reached yet): no stop string ends it, though what could begin one is
+   * still held back, so that one completed once they apply is found whole, as vLLM finds it.
+   */
+  push(piece: string, matchStops = true): string {
     if (this.finished) return "";
     this.held += piece;
-    for (const s of this.stop) {
-      const at = this.held.indexOf(s);
-      if (at >= 0) {
-        this.finished = "stop";
-        return this.release(this.held.slice(0, at));
+    if (matchStops)
+      for (const s of this.stop) {
+        const at = this.held.indexOf(s);
+        if (at >= 0) {
+          this.finished = "stop";
+          return this.release(this.held.slice(0, at));
+        }
       }
-    }
     const keep = this.longestStopPrefixSuffix();
     return this.release(
       this.held.slice(0, this.held.length - keep),

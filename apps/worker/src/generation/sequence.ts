@@ -117,7 +117,7 @@ export class Sequence {
     this.took(token, logprob);
     this.unsent.push(token);
     if (logprob) this.unsentLogprobs.push(logprob);
-    const text = this.init.output.push(this.init.decoder.push(token));
+    const text = this.init.output.push(this.init.decoder.push(token), this.stopsApply());
     if (text) this.send(text);
     this.pending = token;
   }
@@ -130,8 +130,13 @@ export class Sequence {
     this.took(token, logprob);
     // the earlier attempt's first token event carried the echo
     this.unsentEcho = undefined;
-    this.init.output.push(this.init.decoder.push(token));
+    this.init.output.push(this.init.decoder.push(token), this.stopsApply());
     if (this.params.temperature > 0) this.random();
+  }
+
+  /** Whether stop strings may end it yet: not before `min_tokens` (vLLM's rule). */
+  private stopsApply(): boolean {
+    return this.generated.length >= (this.params.min_tokens ?? 0);
   }
 
   private took(token: number, logprob: TokenLogprob | undefined): void {
