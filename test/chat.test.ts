@@ -111,6 +111,29 @@ describe("the openai client, unchanged", () => {
     );
   });
 
+  it("no max_tokens: the answer may use what the context leaves (a completion makes 16)", async () => {
+    const res = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: ask,
+      temperature: 0,
+      ignore_eos: true,
+    });
+    const { usage, choices } = (await res.json()) as {
+      usage: { prompt_tokens: number; completion_tokens: number };
+      choices: Array<{ finish_reason: string }>;
+    };
+    expect(usage.prompt_tokens + usage.completion_tokens).toBe(256);
+    expect(choices[0]?.finish_reason).toBe("length");
+    const completion = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Hi",
+      ignore_eos: true,
+    });
+    expect(
+      ((await completion.json()) as typeof usage & { usage: typeof usage }).usage,
+    ).toMatchObject({ completion_tokens: 16 });
+  });
+
   it("a seed gives the same answer alone and beside other requests", async () => {
     const one = () =>
       openai().chat.completions.create({

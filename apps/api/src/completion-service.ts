@@ -26,7 +26,7 @@ import {
   MAX_CHOICES,
 } from "./schemas.js";
 
-/** OpenAI's defaults for fields a request leaves out. */
+/** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
 const DEFAULT_MAX_TOKENS = 16;
 
 /**
@@ -156,8 +156,11 @@ export class CompletionService {
         "several prompts, or n > 1, are answered only by /v1/completions and /v1/chat/completions; an async job is one prompt and one choice",
       );
     if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
+    // a chat without max_tokens may use what the context leaves (OpenAI's and vLLM's default);
+    // a completion makes 16
+    const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
     const params: SamplingParams = {
-      max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS,
+      max_tokens: await this.fitContext(entry, prompt, asked),
       temperature: body.temperature ?? 1,
       top_p: body.top_p ?? 1,
       top_k: body.top_k ?? 0,
@@ -188,7 +191,6 @@ export class CompletionService {
         "INVALID_INPUT",
         `min_tokens (${params.min_tokens}) must be at most max_tokens (${params.max_tokens})`,
       );
-    await this.checkContext(entry, prompt, params.max_tokens);
     if (params.logit_bias)
       checkTokens(entry, Object.keys(params.logit_bias).map(Number), "logit_bias: token id");
     return {
@@ -209,17 +211,18 @@ export class CompletionService {
   }
 
   /**
-   * Prompt plus completion must fit the context window, as vLLM and OpenAI require; a prompt
-   * of token ids must name tokens the model has.
+   * The completion's max_tokens: prompt plus completion must fit the context window, as vLLM
+   * and OpenAI require, and none asked for is what the window leaves. A prompt of token ids
+   * must name tokens the model has.
    */
-  private async checkContext(
+  private async fitContext(
     entry: ModelEntry,
     prompt: string | readonly number[],
-    maxTokens: number,
-  ): Promise<void> {
+    asked: number | undefined,
+  ): Promise<number> {
     if (typeof prompt !== "string") checkTokens(entry, prompt, "Token id");
     const context = entry.config.architecture?.context_length;
-    if (typeof context !== "number") return;
+    if (typeof context !== "number") return asked ?? DEFAULT_MAX_TOKENS;
     if (typeof prompt === "string" && prompt.length > context * MAX_CHARS_PER_TOKEN)
       throw new FerryError(
         "INVALID_INPUT",
@@ -227,11 +230,13 @@ export class CompletionService {
       );
     const promptTokens =
       typeof prompt === "string" ? (await this.tokenizer(entry)).count(prompt) : prompt.length;
+    const maxTokens = asked ?? Math.max(1, context - promptTokens);
     if (promptTokens + maxTokens > context)
       throw new FerryError(
         "INVALID_INPUT",
         `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the prompt, ${maxTokens} for the completion). Please reduce the length of the prompt or completion.`,
       );
+    return maxTokens;
   }
 
   private tokenizer(entry: ModelEntry): Promise<Tokenizer> {
