@@ -83,11 +83,21 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
     expect(tok.eosTokenId).toBe(263);
   });
 
-  it("gives each token's own text and bytes (logprobs), a merged piece's whole", async () => {
+  it("gives each token's own text and bytes (logprobs): a merged piece's whole, part of a character as bytes", async () => {
     const tok = await HfTokenizer.load(writeTokenizerJson(), 263);
-    const texts = tok.encode("hello world").map((id) => tok.tokenText(id));
-    expect(texts.map((t) => t.token).join("")).toBe("hello world");
-    expect(texts.some((t) => t.token.length > 1)).toBe(true);
-    for (const t of texts) expect(t.bytes).toEqual([...Buffer.from(t.token)]);
+    const text = "hello world café";
+    const texts = tok.encode(text).map((id) => tok.tokenText(id));
+    expect(texts.flatMap((t) => t.bytes)).toEqual([...Buffer.from(text)]);
+    expect(texts.some((t) => t.token === "hello")).toBe(true);
+    // "é" is two bytes and, unmerged here, two tokens: neither is a character alone
+    expect(texts.slice(-2)).toEqual([
+      { token: "bytes:\\xc3", bytes: [0xc3] },
+      { token: "bytes:\\xa9", bytes: [0xa9] },
+    ]);
+    // the special token (id 262: 256 bytes and 6 merges before it)
+    expect(tok.tokenText(262)).toEqual({
+      token: "<|endoftext|>",
+      bytes: [...Buffer.from("<|endoftext|>")],
+    });
   });
 });

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { Tokenizer as HfTokenizerImpl } from "@huggingface/tokenizers";
-import type { Tokenizer } from "./tokenizer.js";
+import { type Tokenizer, tokenFromBytes } from "./tokenizer.js";
 
 /**
  * A Hugging Face `tokenizer.json` (GPT-2's BPE and the like), so that a user's own Optimum
@@ -11,12 +11,14 @@ export class HfTokenizer implements Tokenizer {
   private constructor(
     private readonly impl: HfTokenizerImpl,
     readonly eosTokenId: number | undefined,
+    /** Whether its vocabulary is written in GPT-2's byte-level alphabet. */
+    private readonly byteLevel: boolean,
   ) {}
 
   static async load(tokenizerJson: string, eosTokenId?: number): Promise<HfTokenizer> {
     const json = JSON.parse(await readFile(tokenizerJson, "utf8")) as Record<string, unknown>;
     const config = { add_bos_token: false, add_eos_token: false } as Record<string, unknown>;
-    return new HfTokenizer(new HfTokenizerImpl(json, config), eosTokenId);
+    return new HfTokenizer(new HfTokenizerImpl(json, config), eosTokenId, isByteLevel(json));
   }
 
   encode(text: string): number[] {
@@ -28,8 +30,12 @@ export class HfTokenizer implements Tokenizer {
   }
 
   tokenText(id: number): { token: string; bytes: number[] } {
+    // a byte-level piece spells its bytes, part of a character included
+    const piece = this.byteLevel ? this.impl.id_to_token(id) : undefined;
+    const bytes = piece === undefined ? [] : [...piece].map((c) => BYTE_OF.get(c));
+    if (bytes.length > 0 && bytes.every((b) => b !== undefined)) return tokenFromBytes(bytes);
+    // a special token, or another kind of vocabulary: its text alone
     const text = this.impl.decode([id], { skip_special_tokens: false });
-    // a piece of a character alone decodes to U+FFFD: its bytes are not known here
     return { token: text, bytes: [...Buffer.from(text, "utf8")] };
   }
 
@@ -55,4 +61,25 @@ export class HfTokenizer implements Tokenizer {
       },
     };
   }
+}
+
+/**
+ * GPT-2's byte-level alphabet, read backwards: the printable character a vocabulary writes
+ * for each byte (bytes that print as themselves, then the rest from U+0100 on, in order).
+ */
+const BYTE_OF = (() => {
+  const prints = (b: number) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+  const map = new Map<string, number>();
+  let next = 256;
+  for (let b = 0; b < 256; b++) map.set(String.fromCharCode(prints(b) ? b : next++), b);
+  return map;
+})();
+
+/** Whether a tokenizer.json decodes with ByteLevel (alone or in a sequence of decoders). */
+function isByteLevel(json: Record<string, unknown>): boolean {
+  const decoder = json.decoder as { type?: string; decoders?: Array<{ type?: string }> } | null;
+  if (!decoder) return false;
+  return (
+    decoder.type === "ByteLevel" || (decoder.decoders ?? []).some((d) => d.type === "ByteLevel")
+  );
 }
