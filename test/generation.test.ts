@@ -37,6 +37,13 @@ interface CompletionBody {
   usage: { completion_tokens: number };
 }
 
+/** A request this file expects a 400 for: its error message. */
+async function refusal(path: string, body: unknown): Promise<string> {
+  const res = await stack.post(path, body);
+  expect(res.status).toBe(400);
+  return ((await res.json()) as { error: { message: string } }).error.message;
+}
+
 const workerMetric = (name: string) => scrapeMetric(stack.workers[0]?.metricsUrl ?? "", name);
 
 describe("completions through the official openai client", () => {
@@ -144,17 +151,12 @@ describe("completions through the official openai client", () => {
   });
 
   it("several prompts: refused whole when one does not fit, and by name where one is taken", async () => {
-    const refused = async (path: string, body: unknown) => {
-      const res = await stack.post(path, body);
-      expect(res.status).toBe(400);
-      return ((await res.json()) as { error: { message: string } }).error.message;
-    };
     const tokens = await workerMetric("ferry_worker_generated_tokens_total");
     // the second cannot fit the context window (256 tokens): nothing is queued, the first
     // included (it would have made its 16 tokens well within the wait below)
     for (const stream of [false, true])
       expect(
-        await refused("/v1/completions", {
+        await refusal("/v1/completions", {
           model: "tiny-lm",
           prompt: ["ok", "x".repeat(300)],
           stream,
@@ -163,7 +165,7 @@ describe("completions through the official openai client", () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
     const two = { model: "tiny-lm", prompt: ["a", "b"], max_tokens: 4 };
-    expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/several prompts/);
+    expect(await refusal("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/several prompts/);
   });
 
   it("prompts as token ids, one or a list, streamed or not: run as those ids, never as text", async () => {
@@ -184,11 +186,8 @@ describe("completions through the official openai client", () => {
   });
 
   it("token ids: refused past the vocabulary or the context, and when empty", async () => {
-    const refused = async (body: Record<string, unknown>) => {
-      const res = await stack.post("/v1/completions", { model: "tiny-lm", ...body });
-      expect(res.status).toBe(400);
-      return ((await res.json()) as { error: { message: string } }).error.message;
-    };
+    const refused = (body: Record<string, unknown>) =>
+      refusal("/v1/completions", { model: "tiny-lm", ...body });
     expect(await refused({ prompt: [72, 257] })).toBe(
       "Token id 257 is out of vocabulary (this model has 257 tokens)",
     );
@@ -292,21 +291,16 @@ describe("completions through the official openai client", () => {
   });
 
   it("n: refused past 64 choices in all, and by an async job", async () => {
-    const refused = async (path: string, body: unknown) => {
-      const res = await stack.post(path, body);
-      expect(res.status).toBe(400);
-      return ((await res.json()) as { error: { message: string } }).error.message;
-    };
     const tokens = await workerMetric("ferry_worker_generated_tokens_total");
-    expect(await refused("/v1/completions", { model: "tiny-lm", prompt: "a", n: 65 })).toMatch(
+    expect(await refusal("/v1/completions", { model: "tiny-lm", prompt: "a", n: 65 })).toMatch(
       /^n: /,
     );
     for (const stream of [false, true])
       expect(
-        await refused("/v1/completions", { model: "tiny-lm", prompt: ["a", "b"], n: 33, stream }),
+        await refusal("/v1/completions", { model: "tiny-lm", prompt: ["a", "b"], n: 33, stream }),
       ).toMatch(/at most 64 choices \(prompts times n\); this one asks for 2 x 33/);
     const two = { model: "tiny-lm", prompt: "a", n: 2, max_tokens: 4 };
-    expect(await refused("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/n > 1/);
+    expect(await refusal("/v1/jobs", { model: "tiny-lm", input: two })).toMatch(/n > 1/);
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
   });
@@ -507,11 +501,8 @@ describe("completions through the official openai client", () => {
   });
 
   it("logit changes out of range are refused by name, and vLLM's fields Ferry lacks are refused, not ignored", async () => {
-    const refused = async (body: Record<string, unknown>) => {
-      const res = await stack.post("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
-      expect(res.status).toBe(400);
-      return ((await res.json()) as { error: { message: string } }).error.message;
-    };
+    const refused = (body: Record<string, unknown>) =>
+      refusal("/v1/completions", { model: "tiny-lm", prompt: "a", ...body });
     expect(await refused({ logit_bias: { "257": 5 } })).toBe(
       "logit_bias: token id 257 is out of vocabulary (this model has 257 tokens)",
     );

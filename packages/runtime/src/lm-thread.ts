@@ -9,6 +9,7 @@ import {
   type PromptScores,
   type StepRow,
 } from "./lm-messages.js";
+import { logSumExp, topIndices } from "./logits.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 
 // Body of an LmRuntime: owns the session and every sequence's KV cache, so that only token
@@ -143,25 +144,9 @@ function scorePrompt(row: StepRow, position: (j: number) => Float32Array): Promp
   };
   for (let j = 0; j < n; j++) {
     const logits = position(j);
-    let max = Number.NEGATIVE_INFINITY;
-    for (const v of logits) if (v > max) max = v;
-    let sum = 0;
-    for (const v of logits) sum += Math.exp(v - max);
-    const logZ = max + Math.log(sum);
+    const logZ = logSumExp(logits);
     scores.logprobs[j] = (logits[row.tokens[j + 1] ?? 0] ?? 0) - logZ;
-    // the `top` largest, by insertion into a short ranked list
-    const ids: number[] = [];
-    for (let v = 0; v < logits.length; v++) {
-      const x = logits[v] ?? 0;
-      if (ids.length === top && x <= (logits[ids[top - 1] ?? 0] ?? 0)) continue;
-      let r = ids.length === top ? top - 1 : ids.length;
-      while (r > 0 && (logits[ids[r - 1] ?? 0] ?? 0) < x) {
-        ids[r] = ids[r - 1] ?? 0;
-        r--;
-      }
-      ids[r] = v;
-    }
-    ids.forEach((id, r) => {
+    topIndices(logits, top).forEach((id, r) => {
       scores.topIds[j * top + r] = id;
       scores.topLogprobs[j * top + r] = (logits[id] ?? 0) - logZ;
     });

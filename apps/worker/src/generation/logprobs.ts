@@ -1,7 +1,6 @@
 import type { Tokenizer } from "@ferry/model-repository";
 import type { PromptTokenLogprob, TokenLogprob } from "@ferry/protocol";
-import type { PromptScores } from "@ferry/runtime";
-import { topIndices } from "./sampler.js";
+import { logSumExp, type PromptScores, topIndices } from "@ferry/runtime";
 
 /**
  * `token`'s log probability under `logits` (a log-softmax over the whole vocabulary), with
@@ -13,11 +12,7 @@ export function tokenLogprob(
   k: number,
   tokenizer: Pick<Tokenizer, "tokenText">,
 ): TokenLogprob {
-  let max = Number.NEGATIVE_INFINITY;
-  for (const v of logits) if (v > max) max = v;
-  let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
-  const logZ = max + Math.log(sum);
+  const logZ = logSumExp(logits);
   const of = (id: number) => ({ ...tokenizer.tokenText(id), logprob: (logits[id] ?? 0) - logZ });
   return { ...of(token), top: k > 0 ? topIndices(logits, k).map(of) : [] };
 }

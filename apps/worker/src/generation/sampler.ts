@@ -1,4 +1,5 @@
 import type { SamplingParams } from "@ferry/protocol";
+import { topIndices } from "@ferry/runtime";
 
 /** mulberry32: a small seeded PRNG, so one sequence's draws depend on its seed alone. */
 export function seededRandom(seed: number): () => number {
@@ -88,26 +89,6 @@ function drawAll(
   }
   // rounding left a sliver of r: the last token with any weight
   return last;
-}
-
-/** The `k` largest logits' ids, largest first (insertion into a short ranked list). */
-export function topIndices(logits: Float32Array, k: number): number[] {
-  if (k * 8 > logits.length) {
-    const order = Array.from(logits.keys());
-    return order.sort((a, b) => (logits[b] ?? 0) - (logits[a] ?? 0)).slice(0, k);
-  }
-  const ids: number[] = [];
-  for (let i = 0; i < logits.length; i++) {
-    const v = logits[i] ?? 0;
-    if (ids.length === k && v <= (logits[ids[k - 1] ?? 0] ?? 0)) continue;
-    let at = ids.length === k ? k - 1 : ids.length;
-    while (at > 0 && (logits[ids[at - 1] ?? 0] ?? 0) < v) {
-      ids[at] = ids[at - 1] ?? 0;
-      at--;
-    }
-    ids[at] = i;
-  }
-  return ids;
 }
 
 export function argmax(xs: Float32Array): number {
