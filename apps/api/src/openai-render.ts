@@ -55,8 +55,8 @@ export function completionResponse(
 
 /**
  * Where each token's text begins in a completion's text, token after token (the legacy
- * shape's `text_offset`), across the chunks of a stream: a character split over tokens
- * begins where its last byte's token is.
+ * shape's `text_offset`), across the chunks of a stream: the tokens of a character split
+ * over several all begin where the character does.
  */
 export class TextOffsets {
   private offset = 0;
