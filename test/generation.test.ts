@@ -450,6 +450,16 @@ describe("completions through the official openai client", () => {
     // without echo, only the completion's
     const plain = await openai.completions.create(body);
     expect(plain.choices[0]?.logprobs?.token_logprobs).toHaveLength(1);
+    // the harness batches its requests: a list of id lists, a choice each, in order
+    const batch = await openai.completions.create({ ...body, prompt: [context, ids], echo: true });
+    expect(batch.choices.map((c) => c.logprobs?.token_logprobs?.length)).toEqual([
+      context.length + 1,
+      ids.length + 1,
+    ]);
+    // the same scores as alone, to the rounding of a differently padded batch
+    for (const [j, logprob] of (lp?.token_logprobs ?? []).entries())
+      if (logprob === null) expect(batch.choices[1]?.logprobs?.token_logprobs?.[j]).toBeNull();
+      else expect(batch.choices[1]?.logprobs?.token_logprobs?.[j]).toBeCloseTo(logprob, 3);
   });
 
   it("logprobs are the model's own, before bias and penalties pick another token", async () => {
