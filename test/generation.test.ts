@@ -1,4 +1,4 @@
-import { DEFAULT_PRIORITY } from "@ferry/protocol";
+import { DEFAULT_PRIORITY, type JobEventBody, type SamplingParams } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,6 +35,40 @@ const prompts = [
 interface CompletionBody {
   choices: Array<{ text: string; finish_reason: string }>;
   usage: { completion_tokens: number };
+}
+
+/**
+ * A completion sent straight through the transport, past the API's checks; `params` over
+ * greedy defaults. Its result or error event.
+ */
+async function throughTransport(job: {
+  prompt: string;
+  prompt_ids?: number[];
+  params: Record<string, unknown>;
+}): Promise<JobEventBody | undefined> {
+  const client = new InferenceClient({ redisUrl: REDIS_URL, prefix: stack.prefix });
+  try {
+    await client.ready();
+    const greedy = { max_tokens: 4, temperature: 0, top_p: 1, top_k: 0, stop: [] };
+    const { events, close } = await client.jobs.submitGenerateFollowing(
+      {
+        model: "tiny-lm",
+        version: "1",
+        ...job,
+        params: { ...greedy, ignore_eos: false, ...job.params } as SamplingParams,
+        deadline: Date.now() + 30_000,
+      },
+      { priority: DEFAULT_PRIORITY, maxQueueSize: 100, owner: "test" },
+    );
+    try {
+      for await (const { body } of events)
+        if (body.type === "result" || body.type === "error") return body;
+    } finally {
+      close();
+    }
+  } finally {
+    await client.close();
+  }
 }
 
 /** A request this file expects a 400 for: its error message. */
@@ -213,50 +247,37 @@ describe("completions through the official openai client", () => {
   });
 
   it("a worker refuses token ids past its vocabulary before they join a batch; its neighbours finish", async () => {
-    // the API checks them first: this job comes straight through the transport, as from an
-    // API that does not (an older one, or another client of the queue)
-    const client = new InferenceClient({ redisUrl: REDIS_URL, prefix: stack.prefix });
-    try {
-      await client.ready();
-      const params = { max_tokens: 16, temperature: 0, top_p: 1, top_k: 0, stop: [] };
-      const job = (prompt_ids: number[]) =>
-        client.jobs.submitGenerateFollowing(
-          {
-            model: "tiny-lm",
-            version: "1",
-            prompt: "",
-            prompt_ids,
-            params: { ...params, ignore_eos: true },
-            deadline: Date.now() + 30_000,
-          },
-          { priority: DEFAULT_PRIORITY, maxQueueSize: 100, owner: "test" },
-        );
-      const end = async ({ events, close }: Awaited<ReturnType<typeof job>>) => {
-        try {
-          for await (const { body } of events)
-            if (body.type === "result" || body.type === "error") return body;
-        } finally {
-          close();
-        }
-      };
-      // sent together, so that they may share a pass with it
-      const ids = prompts.slice(0, 6).map((prompt) => [...Buffer.from(prompt)]);
-      ids.splice(3, 0, [72, 300]);
-      const ends = await Promise.all(ids.map(async (one) => end(await job(one))));
-      const [badEnd] = ends.splice(3, 1);
-      const goodEnds = ends;
-      expect(badEnd).toEqual({
-        type: "error",
-        error: { code: "INVALID_INPUT", message: "Token id 300 is out of vocabulary" },
+    // the API checks them first: these jobs come straight through the transport, as from an
+    // API that does not (an older one, or another client of the queue); sent together, so
+    // that they may share a pass
+    const ids = prompts.slice(0, 6).map((prompt) => [...Buffer.from(prompt)]);
+    ids.splice(3, 0, [72, 300]);
+    const ends = await Promise.all(
+      ids.map((prompt_ids) =>
+        throughTransport({ prompt: "", prompt_ids, params: { max_tokens: 16, ignore_eos: true } }),
+      ),
+    );
+    const [badEnd] = ends.splice(3, 1);
+    expect(badEnd).toEqual({
+      type: "error",
+      error: { code: "INVALID_INPUT", message: "Token id 300 is out of vocabulary" },
+    });
+    for (const one of ends)
+      expect(one).toMatchObject({
+        type: "result",
+        result: { finish_reason: "length", usage: { completion_tokens: 16 } },
       });
-      for (const one of goodEnds)
-        expect(one).toMatchObject({
-          type: "result",
-          result: { finish_reason: "length", usage: { completion_tokens: 16 } },
-        });
-    } finally {
-      await client.close();
-    }
+  });
+
+  it("a worker refuses sampling fields it does not know (an API newer than it) rather than ignore them", async () => {
+    expect(await throughTransport({ prompt: "Hi", params: { typical_p: 0.5 } })).toEqual({
+      type: "error",
+      error: {
+        code: "INVALID_INPUT",
+        message:
+          "This worker does not know the sampling field(s) typical_p: is the API newer than its workers?",
+      },
+    });
   });
 
   it("n choices of each prompt, prompt by prompt: the j-th draws with seed + j, usage counts each prompt once", async () => {

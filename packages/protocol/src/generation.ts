@@ -43,6 +43,15 @@ export const samplingParamsSchema = z.object({
 });
 export type SamplingParams = z.infer<typeof samplingParamsSchema>;
 
+/**
+ * Sampling fields a job carries that this build does not know: sent by a newer API to an
+ * older worker in a rolling upgrade, each would be ignored and the answer come out other than
+ * asked. Readers refuse the job instead.
+ */
+export function unknownSamplingFields(params: object): string[] {
+  return Object.keys(params).filter((key) => !(key in samplingParamsSchema.shape));
+}
+
 /** Job data for a generator queue: one job per completion. */
 export const generateJobSchema = z.object({
   v: z.literal(WIRE_VERSION),

@@ -8,6 +8,7 @@ import {
   type JobEventBody,
   outOfVocabulary,
   type TokenLogprob,
+  unknownSamplingFields,
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
@@ -78,6 +79,14 @@ export class Engine {
     resume: readonly number[] = [],
     resumeLogprobs: readonly TokenLogprob[] = [],
   ): Promise<CompletionResult> {
+    const unknownFields = unknownSamplingFields(job.params);
+    if (unknownFields.length > 0)
+      return Promise.reject(
+        new FerryError(
+          "INVALID_INPUT",
+          `This worker does not know the sampling field(s) ${unknownFields.join(", ")}: is the API newer than its workers?`,
+        ),
+      );
     const promptIds = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
     if (promptIds.length === 0)
       return Promise.reject(new FerryError("INVALID_INPUT", "prompt is empty"));
