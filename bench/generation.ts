@@ -39,7 +39,12 @@ interface StreamStats {
 }
 
 /** `concurrency` clients, each streaming one completion after another for DURATION_MS. */
-async function streamLoad(stack: Stack, concurrency: number, chat = false): Promise<StreamStats> {
+async function streamLoad(
+  stack: Stack,
+  concurrency: number,
+  chat = false,
+  extra: Record<string, unknown> = {},
+): Promise<StreamStats> {
   const url = stack.url(chat ? "/v1/chat/completions" : "/v1/completions");
   const meter = cpuMeter({
     api: stack.api.child.pid,
@@ -67,6 +72,7 @@ async function streamLoad(stack: Stack, concurrency: number, chat = false): Prom
           temperature: 0.8,
           ignore_eos: true,
           stream: true,
+          ...extra,
         },
         (e) => {
           if (e.data === "[DONE]") return;
@@ -130,26 +136,45 @@ async function rawDecode(batch: number): Promise<number> {
 }
 
 /** Scheduler settings of each way of serving that the bench compares. */
-const MODES: Record<string, { label: string; scheduler: Record<string, unknown>; chat?: boolean }> =
+const MODES: Record<
+  string,
   {
-    sequential: { label: "sequential (max_num_seqs 1)", scheduler: { max_num_seqs: 1 } },
-    static: { label: "static batching", scheduler: { policy: "static", static_wait_ms: 50 } },
-    continuous: { label: "continuous batching (prompts on a prefill thread)", scheduler: {} },
-    continuous_prefill_pass: {
-      label: "continuous, prompts in a pass of their own on the decode thread",
-      scheduler: { prefill_thread: false },
+    label: string;
+    scheduler: Record<string, unknown>;
+    chat?: boolean;
+    /** Request fields beyond the plain streamed completion's. */
+    body?: Record<string, unknown>;
+  }
+> = {
+  sequential: { label: "sequential (max_num_seqs 1)", scheduler: { max_num_seqs: 1 } },
+  static: { label: "static batching", scheduler: { policy: "static", static_wait_ms: 50 } },
+  continuous: { label: "continuous batching (prompts on a prefill thread)", scheduler: {} },
+  continuous_prefill_pass: {
+    label: "continuous, prompts in a pass of their own on the decode thread",
+    scheduler: { prefill_thread: false },
+  },
+  continuous_mixed_prefill: {
+    label: "continuous, prompts in the decode pass",
+    scheduler: { mixed_prefill: true },
+  },
+  continuous_chat: {
+    label:
+      "continuous, the same prompts as chat messages (/v1/chat/completions, template rendered)",
+    scheduler: {},
+    chat: true,
+  },
+  continuous_logprobs: {
+    label:
+      "continuous, each token's logprobs with 5 alternatives, frequency and presence penalties and a logit_bias",
+    scheduler: {},
+    body: {
+      logprobs: 5,
+      frequency_penalty: 0.5,
+      presence_penalty: 0.3,
+      logit_bias: { "101": -2, "116": 1 },
     },
-    continuous_mixed_prefill: {
-      label: "continuous, prompts in the decode pass",
-      scheduler: { mixed_prefill: true },
-    },
-    continuous_chat: {
-      label:
-        "continuous, the same prompts as chat messages (/v1/chat/completions, template rendered)",
-      scheduler: {},
-      chat: true,
-    },
-  };
+  },
+};
 
 async function startMode(scheduler: Record<string, unknown>): Promise<Stack> {
   const base = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
@@ -194,7 +219,9 @@ export async function generationBench(): Promise<Record<string, unknown>> {
       const stack = await startMode(MODES[name]?.scheduler ?? {});
       try {
         for (const c of CONCURRENCY)
-          runs[name]?.[`c${c}`]?.push(await streamLoad(stack, c, MODES[name]?.chat === true));
+          runs[name]?.[`c${c}`]?.push(
+            await streamLoad(stack, c, MODES[name]?.chat === true, MODES[name]?.body),
+          );
       } finally {
         await stack.stop();
       }
@@ -266,6 +293,15 @@ export async function generationBench(): Promise<Record<string, unknown>> {
       (r) =>
         (cell("continuous_chat", 16, r)?.ttft_p50_ms ?? Number.NaN) /
         (cell("continuous", 16, r)?.ttft_p50_ms ?? Number.NaN),
+    ),
+    // what log probabilities and logit changes cost the decode loop and the stream
+    "logprobs + penalties / plain tokens/s at 16": perRound(
+      (r) => rate("continuous_logprobs", r) / rate("continuous", r),
+    ),
+    "logprobs + penalties / plain inter-token p50 at 16": perRound(
+      (r) =>
+        (cell("continuous_logprobs", 16, r)?.itl_p50_ms ?? Number.NaN) /
+        (cell("continuous", 16, r)?.itl_p50_ms ?? Number.NaN),
     ),
   }).map(([ratio, values]) => ({
     ratio,
