@@ -15,6 +15,9 @@ export class HfTokenizer implements Tokenizer {
     private readonly byteLevel: boolean,
   ) {}
 
+  /** Tokens' texts as read so far (logprobs ask for several per token generated). */
+  private readonly texts = new Map<number, { token: string; bytes: number[] }>();
+
   static async load(tokenizerJson: string, eosTokenId?: number): Promise<HfTokenizer> {
     const json = JSON.parse(await readFile(tokenizerJson, "utf8")) as Record<string, unknown>;
     const config = { add_bos_token: false, add_eos_token: false } as Record<string, unknown>;
@@ -30,6 +33,15 @@ export class HfTokenizer implements Tokenizer {
   }
 
   tokenText(id: number): { token: string; bytes: number[] } {
+    let text = this.texts.get(id);
+    if (!text) {
+      text = this.readTokenText(id);
+      this.texts.set(id, text);
+    }
+    return text;
+  }
+
+  private readTokenText(id: number): { token: string; bytes: number[] } {
     // a byte-level piece spells its bytes, part of a character included
     const piece = this.byteLevel ? this.impl.id_to_token(id) : undefined;
     const bytes = piece === undefined ? [] : [...piece].map((c) => BYTE_OF.get(c));

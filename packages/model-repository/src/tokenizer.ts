@@ -40,7 +40,7 @@ export class ByteTokenizer implements Tokenizer {
   }
 
   tokenText(id: number): { token: string; bytes: number[] } {
-    return id < 256 ? tokenFromBytes([id]) : { token: "", bytes: [] };
+    return BYTE_TOKENS[id] ?? { token: "", bytes: [] };
   }
 
   decoder() {
@@ -51,3 +51,6 @@ export class ByteTokenizer implements Tokenizer {
     };
   }
 }
+
+/** Each byte as a token (computed once: logprobs ask for several per token generated). */
+const BYTE_TOKENS = Array.from({ length: 256 }, (_, b) => tokenFromBytes([b]));

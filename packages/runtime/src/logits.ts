@@ -4,9 +4,9 @@
  */
 export function logSumExp(logits: Float32Array): number {
   let max = Number.NEGATIVE_INFINITY;
-  for (const v of logits) if (v > max) max = v;
+  for (let i = 0; i < logits.length; i++) max = Math.max(max, logits[i] ?? max);
   let sum = 0;
-  for (const v of logits) sum += Math.exp(v - max);
+  for (let i = 0; i < logits.length; i++) sum += Math.exp((logits[i] ?? max) - max);
   return max + Math.log(sum);
 }
 
