@@ -49,8 +49,9 @@ export class Sequence {
   readonly random: () => number;
   /** Completion token ids so far. */
   readonly generated: number[] = [];
-  /** How often each completion token appears (what penalties read). */
+  /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
+  private readonly counting: boolean;
   /** Each completion token's log probability, when the job asked for them. */
   readonly logprobs: TokenLogprob[] = [];
   /** Each prompt token's, once its prefill has run, when the job asked for them. */
@@ -79,6 +80,11 @@ export class Sequence {
     this.signal = init.signal;
     this.random = init.random;
     this.unsentEcho = init.echo;
+    const { frequency_penalty, presence_penalty, repetition_penalty } = init.params;
+    this.counting =
+      (frequency_penalty ?? 0) !== 0 ||
+      (presence_penalty ?? 0) !== 0 ||
+      (repetition_penalty ?? 1) !== 1;
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */
@@ -142,7 +148,7 @@ export class Sequence {
   private took(token: number, logprob: TokenLogprob | undefined): void {
     this.generated.push(token);
     if (logprob) this.logprobs.push(logprob);
-    this.outputCounts.set(token, (this.outputCounts.get(token) ?? 0) + 1);
+    if (this.counting) this.outputCounts.set(token, (this.outputCounts.get(token) ?? 0) + 1);
   }
 
   /** Why it is done now (a stop string, max_tokens, the context window), if it is. */
