@@ -1,4 +1,4 @@
-import { timeoutMsSchema } from "@ferry/protocol";
+import { MAX_LOGPROBS, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
 /**
@@ -203,9 +203,6 @@ function unsupported(field: string, ...noop: unknown[]) {
 
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
 export const MAX_CHOICES = 64;
-
-/** Likeliest alternatives a token's log probability may come with (vLLM's default cap). */
-export const MAX_LOGPROBS = 20;
 
 /** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
 const tokenIds = z.array(z.number().int().min(0)).min(1);

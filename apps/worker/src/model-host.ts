@@ -136,13 +136,7 @@ export class ModelHost {
       // One job per seat: a completion waits in BullMQ, not here, so any worker with a free
       // seat can take it.
       this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) =>
-        (current() as GeneratorServer).handle(
-          job,
-          ctx.signal,
-          ctx.emit,
-          ctx.resume,
-          ctx.resumeLogprobs,
-        ),
+        (current() as GeneratorServer).handle(job, ctx.signal, ctx.emit, ctx.resume),
       );
       return;
     }

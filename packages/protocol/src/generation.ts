@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { WIRE_VERSION } from "./wire.js";
 
+/** Likeliest alternatives a token's log probability may come with (vLLM's default cap). */
+export const MAX_LOGPROBS = 20;
+
 /** Sampling parameters of one completion, as OpenAI's API names them. */
 export const samplingParamsSchema = z.object({
   max_tokens: z.number().int().positive(),
@@ -18,14 +21,14 @@ export const samplingParamsSchema = z.object({
    * Report each completion token's log probability and this many likeliest alternatives
    * (OpenAI's `logprobs`, a chat's `top_logprobs`); absent: none reported.
    */
-  logprobs: z.number().int().min(0).max(20).optional(),
+  logprobs: z.number().int().min(0).max(MAX_LOGPROBS).optional(),
   /** OpenAI's `echo`: the completion's text begins with its prompt's. */
   echo: z.boolean().optional(),
   /**
    * The prompt's tokens' log probabilities too, with this many likeliest alternatives (an
    * echoed prompt's, as OpenAI's `echo` with `logprobs` gives them); absent: none.
    */
-  prompt_logprobs: z.number().int().min(0).max(20).optional(),
+  prompt_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).optional(),
   /** vLLM's: no end of text, stop token or stop string before this many tokens. */
   min_tokens: z.number().int().min(0).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
@@ -93,6 +96,15 @@ export const tokenLogprobSchema = tokenTextSchema.extend({
   top: z.array(tokenTextSchema.extend({ logprob: z.number() })),
 });
 export type TokenLogprob = z.infer<typeof tokenLogprobSchema>;
+
+/**
+ * Where a completion taken over from another worker picks up: the token ids its log already
+ * holds, and their log probabilities where the job asked for them.
+ */
+export interface ResumePoint {
+  ids: readonly number[];
+  logprobs: readonly TokenLogprob[];
+}
 
 /** A prompt token's: the first has none (`null`, no alternatives); nothing came before it. */
 export const promptTokenLogprobSchema = tokenLogprobSchema.extend({

@@ -7,7 +7,7 @@ import {
   type GenerateJob,
   type JobEventBody,
   outOfVocabulary,
-  type TokenLogprob,
+  type ResumePoint,
   unknownSamplingFields,
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
@@ -68,16 +68,15 @@ export class Engine {
   }
 
   /**
-   * Adds a completion; resolves with its result once it finishes. `resume`: the token ids an
-   * earlier attempt already sent (a job taken over from a worker that died); the sequence
-   * continues after them, as if it had never stopped, and sends none of their text again.
+   * Adds a completion; resolves with its result once it finishes. `resume`: what an earlier
+   * attempt already sent (a job taken over from a worker that died); the sequence continues
+   * after its tokens, as if it had never stopped, and sends none of their text again.
    */
   submit(
     job: GenerateJob,
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
-    resume: readonly number[] = [],
-    resumeLogprobs: readonly TokenLogprob[] = [],
+    resume?: ResumePoint,
   ): Promise<CompletionResult> {
     const unknownFields = unknownSamplingFields(job.params);
     if (unknownFields.length > 0)
@@ -109,14 +108,15 @@ export class Engine {
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop),
-        ...(job.params.echo ? { echo: this.textOf(promptIds) } : {}),
+        // the client's own text, else its ids as text
+        ...(job.params.echo ? { echo: job.prompt_ids ? this.textOf(promptIds) : job.prompt } : {}),
         emit,
         resolve,
         reject,
       });
-      if (resume.length > 0) {
+      if (resume && resume.ids.length > 0) {
         this.metrics.resumed.inc();
-        if (this.replay(seq, resume, resumeLogprobs)) return;
+        if (this.replay(seq, resume)) return;
       }
       this.scheduler.add(seq);
       this.kick();
@@ -128,11 +128,7 @@ export class Engine {
    * detokenizer and stop-string state, same random draws used (one per sampled token). Its
    * prefill then covers prompt and replayed tokens. True when it is already finished.
    */
-  private replay(
-    seq: Sequence,
-    ids: readonly number[],
-    logprobs: readonly TokenLogprob[],
-  ): boolean {
+  private replay(seq: Sequence, { ids, logprobs }: ResumePoint): boolean {
     for (const [i, id] of ids.entries()) seq.replay(id, logprobs[i]);
     const reason = seq.finishedBy(this.options.contextLength);
     if (reason) this.finish(seq, reason);

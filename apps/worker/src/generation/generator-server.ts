@@ -5,7 +5,7 @@ import type {
   GenerateJob,
   JobEventBody,
   ModelConfig,
-  TokenLogprob,
+  ResumePoint,
 } from "@ferry/protocol";
 import { type ExecutionProvider, LmRuntime } from "@ferry/runtime";
 import { z } from "zod";
@@ -104,10 +104,9 @@ export class GeneratorServer {
     job: GenerateJob,
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
-    resume: readonly number[] = [],
-    resumeLogprobs: readonly TokenLogprob[] = [],
+    resume?: ResumePoint,
   ): Promise<CompletionResult> {
-    return this.engine.submit(job, signal, emit, resume, resumeLogprobs);
+    return this.engine.submit(job, signal, emit, resume);
   }
 
   /** Lets every sequence it holds finish, then stops the runtime. */

@@ -20,14 +20,21 @@ export interface TokenHistory {
   generated: readonly number[];
 }
 
+/** Whether `params` ask for penalties that read how often each token has appeared. */
+export function readsTokenCounts(params: Penalties): boolean {
+  return (
+    (params.repetition_penalty ?? 1) !== 1 ||
+    (params.frequency_penalty ?? 0) !== 0 ||
+    (params.presence_penalty ?? 0) !== 0
+  );
+}
+
 /** Whether `params` change the model's logits before this step's draw at all. */
 export function changesLogits(params: Penalties, history: TokenHistory): boolean {
   return (
     (params.min_tokens ?? 0) > history.generated.length ||
     (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
-    (params.repetition_penalty ?? 1) !== 1 ||
-    (params.frequency_penalty ?? 0) !== 0 ||
-    (params.presence_penalty ?? 0) !== 0
+    readsTokenCounts(params)
   );
 }
 

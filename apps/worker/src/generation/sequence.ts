@@ -7,6 +7,7 @@ import type {
   TokenLogprob,
 } from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
+import { readsTokenCounts } from "./logits-processors.js";
 import type { OutputProcessor } from "./output-processor.js";
 
 export type { FinishReason };
@@ -80,11 +81,7 @@ export class Sequence {
     this.signal = init.signal;
     this.random = init.random;
     this.unsentEcho = init.echo;
-    const { frequency_penalty, presence_penalty, repetition_penalty } = init.params;
-    this.counting =
-      (frequency_penalty ?? 0) !== 0 ||
-      (presence_penalty ?? 0) !== 0 ||
-      (repetition_penalty ?? 1) !== 1;
+    this.counting = readsTokenCounts(init.params);
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */

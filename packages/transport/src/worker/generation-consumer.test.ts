@@ -25,7 +25,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  * after the ids the log already holds (as the engine does).
  */
 const generate: GenerateHandler = async (_job, ctx) => {
-  for (let k = ctx.resume.length; k < TOKENS && !ctx.signal.aborted; k++) {
+  for (let k = ctx.resume.ids.length; k < TOKENS && !ctx.signal.aborted; k++) {
     await sleep(25);
     ctx.emit([{ type: "token", text: `${k} `, index: k, ids: [k] }]);
   }

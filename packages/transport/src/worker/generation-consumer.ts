@@ -3,7 +3,7 @@ import {
   FerryError,
   type GenerateJob,
   type JobEventBody,
-  type TokenLogprob,
+  type ResumePoint,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -70,8 +70,7 @@ export class GenerationConsumer {
     this.running.set(id, controller);
     if (attempt.fence) this.attempts.set(attempt.fence.attempt, controller);
     try {
-      let resume: number[] = [];
-      let resumeLogprobs: TokenLogprob[] = [];
+      const resume: ResumePoint = { ids: [], logprobs: [] };
       if (fresh) {
         cancelled.then(
           (n) => n === 1 && controller.abort(),
@@ -85,11 +84,12 @@ export class GenerationConsumer {
         // the earlier attempt finished and wrote its answer, but lost its lock before completing
         if (ended?.type === "result") return ended.result as CompletionResult;
         if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
-        resume = logged.flatMap((e) => (e.type === "token" ? (e.ids ?? []) : []));
-        resumeLogprobs = logged.flatMap((e) => (e.type === "token" ? (e.logprobs ?? []) : []));
+        const tokens = logged.flatMap((e) => (e.type === "token" ? [e] : []));
+        resume.ids = tokens.flatMap((e) => e.ids ?? []);
+        resume.logprobs = tokens.flatMap((e) => e.logprobs ?? []);
       }
-      if (resume.length === 0) emit([{ type: "status", status: "running" }]);
-      const ctx = { jobId: id, signal: controller.signal, emit, resume, resumeLogprobs };
+      if (resume.ids.length === 0) emit([{ type: "status", status: "running" }]);
+      const ctx = { jobId: id, signal: controller.signal, emit, resume };
       try {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);

@@ -8,8 +8,8 @@ import type {
   InferRow,
   JobEventBody,
   ReloadOutcome,
+  ResumePoint,
   RowResult,
-  TokenLogprob,
 } from "@ferry/protocol";
 
 export interface ConsumeOptions {
@@ -34,12 +34,10 @@ export interface GenerateContext extends RowContext {
   /** Appends events to the job's log (written once per event-loop turn). */
   emit: (events: JobEventBody[]) => void;
   /**
-   * Token ids an earlier attempt already sent to the log (this job stalled over from a worker
-   * that died or lost its link): continue after them rather than send their text twice.
+   * What an earlier attempt already sent to the log (this job stalled over from a worker that
+   * died or lost its link): continue after its tokens rather than send their text twice.
    */
-  resume: number[];
-  /** Their log probabilities, where the job asked for them (the final answer lists them all). */
-  resumeLogprobs: TokenLogprob[];
+  resume: ResumePoint;
 }
 
 export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
