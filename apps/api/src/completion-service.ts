@@ -50,6 +50,8 @@ export interface FollowedCompletion {
 export class CompletionService {
   private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
   private readonly templates = new ChatTemplates();
+  /** Rendered chats by their messages (weakly: gone with the request). */
+  private readonly renders = new WeakMap<ChatRequest["messages"], Promise<string>>();
 
   constructor(
     private readonly repository: ModelRepository,
@@ -114,12 +116,7 @@ export class CompletionService {
     body: CompletionRequest | ChatRequest,
   ): Promise<CompletionRequest & { format: "completion" | "chat" }> {
     if (!("messages" in body)) return { ...body, format: "completion" };
-    const { entry } = this.repository.resolve(body.model);
-    const messages = body.messages.map((m) => ({
-      role: m.role,
-      content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
-    }));
-    const prompt = await this.templates.render(entry, messages);
+    const prompt = await this.rendered(body);
     const { messages: _m, max_completion_tokens, user: _u, logprobs, top_logprobs, ...rest } = body;
     // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
     if (!logprobs && (top_logprobs ?? 0) > 0)
@@ -131,6 +128,24 @@ export class CompletionService {
       logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
     };
+  }
+
+  /**
+   * A chat's messages rendered by its model's template, once per request: the `n` choices of
+   * one request share its messages (`severalChoices` copies the reference).
+   */
+  private rendered(body: ChatRequest): Promise<string> {
+    let prompt = this.renders.get(body.messages);
+    if (!prompt) {
+      const { entry } = this.repository.resolve(body.model);
+      const messages = body.messages.map((m) => ({
+        role: m.role,
+        content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+      }));
+      prompt = this.templates.render(entry, messages);
+      this.renders.set(body.messages, prompt);
+    }
+    return prompt;
   }
 
   /** Stops a completion: its seat is freed at the next decode step. */
