@@ -6,6 +6,7 @@ import { scrapeMetric } from "./helpers/metrics.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
 import {
   referenceGreedy,
+  referencePromptDistributions,
   referencePromptLogprobs,
   referenceSteps,
 } from "./helpers/reference-lm.js";
@@ -490,6 +491,116 @@ describe("completions through the official openai client", () => {
       ids.length + 1,
     ]);
     expectCloseAll(batch.choices[1]?.logprobs?.token_logprobs ?? [], lp?.token_logprobs ?? []);
+  });
+
+  it("vLLM's prompt_logprobs: every prompt token's log probability, rank and likeliest alternatives, by token id", async () => {
+    const prompt = "Once upon a time";
+    const ids = [...Buffer.from(prompt)];
+    const dists = await referencePromptDistributions(prompt);
+    type Entry = Record<string, { logprob: number; rank: number; decoded_token: string }> | null;
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 2,
+      temperature: 0,
+      prompt_logprobs: 3,
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      choices: Array<{ text: string; logprobs: unknown; prompt_logprobs: Entry[] }>;
+    };
+    const choice = body.choices[0];
+    // no echo: the text and the (absent) logprobs are the completion's alone
+    expect(choice?.logprobs).toBeNull();
+    expect(choice?.text).toBe(await referenceGreedy(prompt, 2));
+    const got = choice?.prompt_logprobs ?? [];
+    expect(got).toHaveLength(ids.length);
+    expect(got[0]).toBeNull();
+    for (const [j, dist] of dists.entries()) {
+      const entry = got[j + 1] ?? {};
+      const id = ids[j + 1] ?? 0;
+      const own = dist[id] ?? 0;
+      const above = (v: number) => [...dist].filter((x) => x > v).length;
+      expect(entry[String(id)]?.logprob).toBeCloseTo(own, 3);
+      expect(entry[String(id)]?.decoded_token).toBe(String.fromCharCode(id));
+      // its rank, to a batch's rounding (a near-tie may fall either way)
+      expect(entry[String(id)]?.rank).toBeGreaterThanOrEqual(above(own + 1e-4) + 1);
+      expect(entry[String(id)]?.rank).toBeLessThanOrEqual(above(own - 1e-4) + 1);
+      // the 3 likeliest, ranked 1 to 3, and the prompt's token among them or beside them
+      const third = [...dist].sort((a, b) => b - a)[2] ?? 0;
+      const alternatives = Object.entries(entry).filter(([key]) => key !== String(id));
+      // (a near-tie with the third may fall either way)
+      const count = Object.keys(entry).length;
+      if (own > third + 1e-4) expect(count).toBe(3);
+      if (own < third - 1e-4) expect(count).toBe(4);
+      for (const [key, alt] of alternatives) {
+        expect(alt.logprob).toBeCloseTo(dist[Number(key)] ?? 0, 3);
+        expect(alt.logprob).toBeGreaterThanOrEqual(third - 1e-3);
+        expect([1, 2, 3]).toContain(alt.rank);
+      }
+    }
+    // with an echo's logprobs in the same request: each keeps its own count of alternatives
+    const both = await openai.completions.create({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 1,
+      temperature: 0,
+      echo: true,
+      logprobs: 1,
+      // @ts-expect-error vLLM's field, not in the openai client's types: sent as it is
+      prompt_logprobs: 3,
+    });
+    const echoed = both.choices[0]?.logprobs?.top_logprobs ?? [];
+    expect(echoed).toHaveLength(ids.length + 1);
+    for (const top of echoed.slice(1)) expect(Object.keys(top ?? {}).length).toBeLessThanOrEqual(2);
+    const vllm = (both.choices[0] as unknown as { prompt_logprobs: Entry[] }).prompt_logprobs;
+    expect(vllm.slice(1).every((e) => Object.keys(e ?? {}).length >= 3)).toBe(true);
+    expectCloseAll(
+      vllm.slice(1).map((e, j) => e?.[String(ids[j + 1])]?.logprob ?? null),
+      got.slice(1).map((e, j) => e?.[String(ids[j + 1])]?.logprob ?? null),
+    );
+  });
+
+  it("prompt_logprobs: a chat's are its rendered prompt's, an async job's result has them, a stream refuses alternatives (vLLM's rules)", async () => {
+    const chat = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "Hello there" }],
+      max_tokens: 1,
+      prompt_logprobs: 0,
+    });
+    expect(chat.status).toBe(200);
+    const chatBody = (await chat.json()) as {
+      prompt_logprobs: Array<Record<string, { rank: number }> | null>;
+      usage: { prompt_tokens: number };
+    };
+    expect(chatBody.prompt_logprobs).toHaveLength(chatBody.usage.prompt_tokens);
+    expect(chatBody.prompt_logprobs[0]).toBeNull();
+    // 0 alternatives: the prompt's own token alone
+    for (const e of chatBody.prompt_logprobs.slice(1)) expect(Object.keys(e ?? {})).toHaveLength(1);
+    const submitted = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { model: "tiny-lm", prompt: "Love is", max_tokens: 1, prompt_logprobs: 1 },
+    });
+    const { id } = (await submitted.json()) as { id: string };
+    let job:
+      | { status: string; result?: { choices: Array<{ prompt_logprobs?: unknown[] }> } }
+      | undefined;
+    await waitFor(async () => {
+      job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as typeof job;
+      return job?.status === "succeeded";
+    }, 10_000);
+    expect(job?.result?.choices[0]?.prompt_logprobs).toHaveLength(7);
+    const streamed = { model: "tiny-lm", prompt: "a b", max_tokens: 1, stream: true };
+    expect(await refusal("/v1/completions", { ...streamed, prompt_logprobs: 2 })).toBe(
+      "`prompt_logprobs` are not available when `stream=True`",
+    );
+    expect(
+      await refusal("/v1/completions", { prompt: "a", model: "tiny-lm", prompt_logprobs: 21 }),
+    ).toMatch(/^prompt_logprobs: /);
+    // 0 in a stream is accepted and carries nothing (vLLM's)
+    const zero = await stack.post("/v1/completions", { ...streamed, prompt_logprobs: 0 });
+    expect(zero.status).toBe(200);
+    expect(await zero.text()).not.toContain("prompt_logprobs");
   });
 
   it("logprobs are the model's own, before bias and penalties pick another token", async () => {

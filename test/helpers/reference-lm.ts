@@ -54,11 +54,22 @@ export async function referencePromptLogprobs(prompt: readonly number[]): Promis
   return (await referenceRun(prompt, 1, {})).promptLogprobs;
 }
 
+/** The model's log-softmax over the vocabulary before each prompt token after the first. */
+export async function referencePromptDistributions(
+  prompt: string | readonly number[],
+): Promise<Float64Array[]> {
+  return (await referenceRun(prompt, 1, {})).promptDistributions;
+}
+
 async function referenceRun(
   prompt: string | readonly number[],
   maxTokens: number,
   penalties: ReferencePenalties,
-): Promise<{ steps: ReferenceStep[]; promptLogprobs: number[] }> {
+): Promise<{
+  steps: ReferenceStep[];
+  promptLogprobs: number[];
+  promptDistributions: Float64Array[];
+}> {
   const config = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     architecture: Arch;
     tokenizer: { eos_token_id: number };
@@ -84,6 +95,7 @@ async function referenceRun(
   const out: number[] = [];
   const steps: ReferenceStep[] = [];
   const promptLogprobs: number[] = [];
+  const promptDistributions: Float64Array[] = [];
   for (let step = 0; step < maxTokens; step++) {
     const s = tokens.length;
     const result = await session.run({
@@ -109,6 +121,7 @@ async function referenceRun(
         const top = Math.max(...at);
         const z = top + Math.log(at.reduce((sum, v) => sum + Math.exp(v - top), 0));
         promptLogprobs.push((at[promptIds[j + 1] ?? 0] ?? 0) - z);
+        promptDistributions.push(Float64Array.from(at, (v) => v - z));
       }
     // a copy in float32, as the worker changes its logits in place
     const last = logits.slice((s - 1) * arch.vocab_size, s * arch.vocab_size);
@@ -137,5 +150,5 @@ async function referenceRun(
     tokens = [best];
   }
   await session.release();
-  return { steps, promptLogprobs };
+  return { steps, promptLogprobs, promptDistributions };
 }

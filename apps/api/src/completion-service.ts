@@ -17,7 +17,7 @@ import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transpo
 import { ChatTemplates } from "./chat-template.js";
 import type { CallOptions } from "./inference-service.js";
 import type { ApiMetrics } from "./metrics.js";
-import { chatResponse, completionResponse } from "./openai-render.js";
+import { chatResponse, completionResponse, type PromptAsk } from "./openai-render.js";
 import {
   type ChatCompletionResponse,
   type ChatCompletionRequest as ChatRequest,
@@ -174,6 +174,7 @@ export class CompletionService {
     // a chat without max_tokens may use what the context leaves (OpenAI's and vLLM's default);
     // a completion makes 16
     const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
+    const ask = promptAsk(body);
     const params: SamplingParams = {
       max_tokens: await this.fitContext(entry, prompt, asked),
       temperature: body.temperature ?? 1,
@@ -197,8 +198,8 @@ export class CompletionService {
         min_tokens: body.min_tokens,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
-        // an echoed prompt's tokens come with log probabilities as the completion's do
-        prompt_logprobs: body.echo ? body.logprobs : undefined,
+        // the prompt is scored once, with as many alternatives as either use asks for
+        prompt_logprobs: maxOf(ask.echo_logprobs, ask.prompt_logprobs),
       }),
     };
     if ((params.min_tokens ?? 0) > params.max_tokens)
@@ -215,7 +216,7 @@ export class CompletionService {
         ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
-        meta: { format: body.format, request_id: opts.requestId },
+        meta: { format: body.format, request_id: opts.requestId, ...ask },
       } satisfies GenerateRequest,
       options: {
         priority: opts.priority ?? DEFAULT_PRIORITY,
@@ -369,6 +370,26 @@ export function severalChoices(
       ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
     })),
   );
+}
+
+/**
+ * What a request asks of its prompt's scores: an echo's log probabilities (OpenAI's `echo` with
+ * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
+ * that asks for alternatives, and ignores 0).
+ */
+function promptAsk(body: CompletionRequest): PromptAsk {
+  const vllm = body.prompt_logprobs ?? undefined;
+  if (body.stream && (vllm ?? 0) > 0)
+    throw new FerryError("INVALID_INPUT", "`prompt_logprobs` are not available when `stream=True`");
+  return definedOf({
+    echo_logprobs: body.echo ? body.logprobs : undefined,
+    prompt_logprobs: body.stream ? undefined : vllm,
+  });
+}
+
+function maxOf(...values: Array<number | undefined>): number | undefined {
+  const given = values.filter((v) => v !== undefined);
+  return given.length === 0 ? undefined : Math.max(...given);
 }
 
 /** The fields of `fields` that a request gave (neither undefined nor null). */

@@ -10,6 +10,7 @@ import type {
   ChatLogprobs,
   CompletionLogprobs,
   CompletionResponse,
+  PromptLogprobs,
 } from "./schemas.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
@@ -18,6 +19,68 @@ export interface CompletionJob {
   model: string;
   /** Epoch ms. */
   created_at: number;
+  /** What the request asked for beyond the job's result (`PromptAsk`), kept with the job. */
+  meta?: Record<string, unknown>;
+}
+
+/**
+ * What a completion asked of its prompt's scores, kept in its job's meta by the API that
+ * queued it (the worker scores the prompt once, with the larger count of alternatives).
+ */
+export interface PromptAsk {
+  /** OpenAI's `echo` with `logprobs`: the prompt's tokens open the completion's logprobs. */
+  echo_logprobs?: number;
+  /** vLLM's `prompt_logprobs`: alternatives per prompt token. */
+  prompt_logprobs?: number;
+}
+
+function askOf(job: CompletionJob): PromptAsk {
+  return (job.meta ?? {}) as PromptAsk;
+}
+
+/**
+ * An echoed prompt's entries of OpenAI's logprobs. A job queued before vLLM's field existed
+ * scored its prompt for the echo alone.
+ */
+function echoedLogprobs(job: CompletionJob, result: CompletionResult): PromptTokenLogprob[] {
+  const prompt = result.prompt_logprobs ?? [];
+  const { echo_logprobs: echo, prompt_logprobs: vllm } = askOf(job);
+  if (vllm === undefined) return prompt;
+  if (echo === undefined) return [];
+  return prompt.map((entry) => ({ ...entry, top: entry.top.slice(0, echo) }));
+}
+
+/**
+ * vLLM's `prompt_logprobs`, when the request asked for them: per prompt token, its own entry
+ * (with its rank) and its `top` likeliest alternatives (ranks 1...), keyed by token id.
+ */
+function vllmPromptLogprobs(
+  job: CompletionJob,
+  result: CompletionResult,
+): { prompt_logprobs?: PromptLogprobs } {
+  const top = askOf(job).prompt_logprobs;
+  if (top === undefined) return {};
+  return {
+    prompt_logprobs: (result.prompt_logprobs ?? []).map((entry) => {
+      if (entry.logprob === null) return null;
+      // a worker older than the ids keyed them by text
+      const out: NonNullable<PromptLogprobs[number]> = {
+        [String(entry.id ?? entry.token)]: {
+          logprob: entry.logprob,
+          rank: entry.rank ?? null,
+          decoded_token: entry.token,
+        },
+      };
+      entry.top.slice(0, top).forEach((alt, r) => {
+        out[String(alt.id ?? alt.token)] ??= {
+          logprob: alt.logprob,
+          rank: r + 1,
+          decoded_token: alt.token,
+        };
+      });
+      return out;
+    }),
+  };
 }
 
 type Finish = "stop" | "length" | null;
@@ -48,9 +111,14 @@ export function completionResponse(
   result: CompletionResult,
 ): CompletionResponse {
   const logprobs = result.logprobs
-    ? completionLogprobs([...(result.prompt_logprobs ?? []), ...result.logprobs])
+    ? completionLogprobs([...echoedLogprobs(job, result), ...result.logprobs])
     : null;
-  return { ...completionChunk(job, result.text, finishOf(result), logprobs), usage: result.usage };
+  const response = completionChunk(job, result.text, finishOf(result), logprobs);
+  return {
+    ...response,
+    choices: response.choices.map((choice) => ({ ...choice, ...vllmPromptLogprobs(job, result) })),
+    usage: result.usage,
+  };
 }
 
 /**
@@ -178,6 +246,7 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
       },
     ],
     usage: result.usage,
+    ...vllmPromptLogprobs(job, result),
   };
 }
 

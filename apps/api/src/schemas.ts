@@ -229,13 +229,17 @@ const sampling = {
   min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's: token ids that end the completion as the end-of-text token does. */
   stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
+  /**
+   * vLLM's: every prompt token's log probability (the first's null), its rank and this many
+   * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).
+   */
+  prompt_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
   include_stop_str_in_output: unsupported("include_stop_str_in_output", false),
   allowed_token_ids: unsupported("allowed_token_ids", null),
   bad_words: unsupported("bad_words", null),
-  prompt_logprobs: unsupported("prompt_logprobs", null),
   truncate_prompt_tokens: unsupported("truncate_prompt_tokens", null),
   guided_json: unsupported("guided_json", null),
   guided_regex: unsupported("guided_regex", null),
@@ -325,6 +329,24 @@ const usage = z.object({
   total_tokens: z.number(),
 });
 
+/**
+ * vLLM's `prompt_logprobs`: per prompt token (the first `null`: nothing came before it), the
+ * token's and its likeliest alternatives' log probability, rank and text, keyed by token id.
+ */
+const promptLogprobsSchema = z.array(
+  z
+    .record(
+      z.string(),
+      z.object({
+        logprob: z.number(),
+        rank: z.number().int().nullable(),
+        decoded_token: z.string(),
+      }),
+    )
+    .nullable(),
+);
+export type PromptLogprobs = z.infer<typeof promptLogprobsSchema>;
+
 /** A completion's log probabilities in OpenAI's legacy shape, token by token. */
 const completionLogprobsSchema = z.object({
   tokens: z.array(z.string()),
@@ -358,6 +380,8 @@ export const completionResponseSchema = z
         index: z.number().int(),
         logprobs: completionLogprobsSchema.nullable(),
         finish_reason: z.enum(["stop", "length"]).nullable(),
+        /** vLLM's, when asked for (`prompt_logprobs`). */
+        prompt_logprobs: promptLogprobsSchema.optional(),
       }),
     ),
     usage: usage.optional(),
@@ -395,6 +419,8 @@ export const chatCompletionResponseSchema = z
       }),
     ),
     usage: usage,
+    /** vLLM's, when asked for (`prompt_logprobs`): the rendered chat's tokens. */
+    prompt_logprobs: promptLogprobsSchema.optional(),
   })
   .openapi("ChatCompletion");
 export type ChatCompletionResponse = z.infer<typeof chatCompletionResponseSchema>;

@@ -106,9 +106,16 @@ export interface ResumePoint {
   logprobs: readonly TokenLogprob[];
 }
 
-/** A prompt token's: the first has none (`null`, no alternatives); nothing came before it. */
+/**
+ * A prompt token's: the first has none (`null`, no alternatives); nothing came before it.
+ * With the token ids, and the token's rank where it was scored (what vLLM's `prompt_logprobs`
+ * are keyed by and report); a worker older than those fields leaves them out.
+ */
 export const promptTokenLogprobSchema = tokenLogprobSchema.extend({
   logprob: z.number().nullable(),
+  id: z.number().int().optional(),
+  rank: z.number().int().optional(),
+  top: z.array(tokenTextSchema.extend({ logprob: z.number(), id: z.number().int().optional() })),
 });
 export type PromptTokenLogprob = z.infer<typeof promptTokenLogprobSchema>;
 

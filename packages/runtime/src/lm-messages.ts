@@ -16,6 +16,8 @@ export interface PromptScores {
   seq: number;
   /** [j]: the log probability of token j + 1 under positions 0..j. */
   logprobs: Float32Array;
+  /** [j]: token j + 1's rank there, 1 for the likeliest (vLLM's `rank`). */
+  ranks: Int32Array;
   /** [j * top + r]: the r-th likeliest id at position j; `topLogprobs` its log probability. */
   topIds: Int32Array;
   topLogprobs: Float32Array;

@@ -138,6 +138,7 @@ function scorePrompt(row: StepRow, position: (j: number) => Float32Array): Promp
   const scores: PromptScores = {
     seq: row.seq,
     logprobs: new Float32Array(n),
+    ranks: new Int32Array(n),
     topIds: new Int32Array(n * top),
     topLogprobs: new Float32Array(n * top),
     top,
@@ -145,11 +146,20 @@ function scorePrompt(row: StepRow, position: (j: number) => Float32Array): Promp
   for (let j = 0; j < n; j++) {
     const logits = position(j);
     const logZ = logSumExp(logits);
-    scores.logprobs[j] = (logits[row.tokens[j + 1] ?? 0] ?? 0) - logZ;
+    const actual = logits[row.tokens[j + 1] ?? 0] ?? 0;
+    scores.logprobs[j] = actual - logZ;
+    scores.ranks[j] = rankOf(logits, actual);
     topIndices(logits, top).forEach((id, r) => {
       scores.topIds[j * top + r] = id;
       scores.topLogprobs[j * top + r] = (logits[id] ?? 0) - logZ;
     });
   }
   return scores;
+}
+
+/** 1 + how many of `logits` are above `value`: a token's rank, ties sharing the better one. */
+function rankOf(logits: Float32Array, value: number): number {
+  let above = 0;
+  for (const v of logits) if (v > value) above++;
+  return above + 1;
 }

@@ -17,7 +17,10 @@ export function tokenLogprob(
   return { ...of(token), top: k > 0 ? topIndices(logits, k).map(of) : [] };
 }
 
-/** A prompt's scores (its prefill's) as a client reads them: the first token has none. */
+/**
+ * A prompt's scores (its prefill's) as a client reads them: the first token has none. Each
+ * token and alternative carries its id, and each scored token its rank (vLLM's shape needs both).
+ */
 export function promptLogprobs(
   promptIds: readonly number[],
   scores: PromptScores,
@@ -25,13 +28,16 @@ export function promptLogprobs(
 ): PromptTokenLogprob[] {
   const { top } = scores;
   return promptIds.map((id, j) => {
-    if (j === 0) return { ...tokenizer.tokenText(id), logprob: null, top: [] };
+    if (j === 0) return { ...tokenizer.tokenText(id), id, logprob: null, top: [] };
     const at = (j - 1) * top;
     return {
       ...tokenizer.tokenText(id),
+      id,
       logprob: scores.logprobs[j - 1] ?? 0,
+      rank: scores.ranks[j - 1] ?? 0,
       top: Array.from(scores.topIds.subarray(at, at + top), (alt, r) => ({
         ...tokenizer.tokenText(alt),
+        id: alt,
         logprob: scores.topLogprobs[at + r] ?? 0,
       })),
     };
