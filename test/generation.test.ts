@@ -395,6 +395,72 @@ describe("completions through the official openai client", () => {
     expect(res.usage?.completion_tokens).toBe(Buffer.byteLength(expected));
   });
 
+  it("include_stop_str_in_output: the text ends after the stop string, streamed or not (vLLM's)", async () => {
+    const prompt = prompts[1] ?? "";
+    const reference = await referenceGreedy(prompt, 40);
+    const stop = reference.slice(6, 9);
+    const cut = reference.indexOf(stop);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 40, temperature: 0, stop: [stop] };
+    const res = await openai.completions.create({
+      ...greedy,
+      include_stop_str_in_output: true,
+    } as typeof greedy);
+    expect(res.choices[0]).toMatchObject({
+      text: reference.slice(0, cut + stop.length),
+      finish_reason: "stop",
+    });
+    const stream = await openai.completions.create({
+      ...greedy,
+      include_stop_str_in_output: true,
+      stream: true,
+    } as typeof greedy & { stream: true });
+    let streamed = "";
+    for await (const chunk of stream) streamed += chunk.choices[0]?.text ?? "";
+    expect(streamed).toBe(reference.slice(0, cut + stop.length));
+    // without it, OpenAI's rule: the stop string is not sent
+    const plain = await openai.completions.create(greedy);
+    expect(plain.choices[0]?.text).toBe(reference.slice(0, cut));
+  });
+
+  it("allowed_token_ids: only those tokens are drawn, greedy token for token as masking the rest", async () => {
+    const prompt = prompts[0] ?? "";
+    const allowed = [...Buffer.from("aeiou nst")];
+    // the reference masks the rest with a bias no logit survives
+    const mask = Object.fromEntries(
+      Array.from({ length: 257 }, (_, id) => id)
+        .filter((id) => !allowed.includes(id))
+        .map((id) => [String(id), -1e9]),
+    );
+    const [expected, unmasked] = await Promise.all([
+      referenceGreedy(prompt, 24, { logit_bias: mask }),
+      referenceGreedy(prompt, 24),
+    ]);
+    expect(expected).not.toBe(unmasked);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 24, temperature: 0 };
+    const res = await openai.completions.create({
+      ...greedy,
+      allowed_token_ids: allowed,
+    } as typeof greedy);
+    expect(res.choices[0]?.text).toBe(expected);
+    // sampled hot: still only those
+    const hot = await openai.completions.create({
+      ...greedy,
+      temperature: 2,
+      seed: 7,
+      max_tokens: 64,
+      allowed_token_ids: allowed,
+    } as typeof greedy);
+    expect([...Buffer.from(hot.choices[0]?.text ?? "")].every((b) => allowed.includes(b))).toBe(
+      true,
+    );
+    expect(await refusal("/v1/completions", { ...greedy, allowed_token_ids: [1, 300] })).toBe(
+      "allowed_token_ids: token id 300 is out of vocabulary (this model has 257 tokens)",
+    );
+    expect(await refusal("/v1/completions", { ...greedy, allowed_token_ids: [] })).toMatch(
+      /^allowed_token_ids: /,
+    );
+  });
+
   it("logprobs: each token's log probability under the model and its likeliest alternatives, streamed or not", async () => {
     const prompt = prompts[2] ?? "";
     const steps = await referenceSteps(prompt, 24);
@@ -663,7 +729,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_json", "allowed_token_ids"])
+    for (const field of ["use_beam_search", "guided_json", "bad_words"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

@@ -196,6 +196,8 @@ export class CompletionService {
         repetition_penalty: body.repetition_penalty,
         stop_token_ids: body.stop_token_ids,
         min_tokens: body.min_tokens,
+        include_stop_str_in_output: body.include_stop_str_in_output || undefined,
+        allowed_token_ids: body.allowed_token_ids,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -209,6 +211,8 @@ export class CompletionService {
       );
     if (params.logit_bias)
       checkTokens(entry, Object.keys(params.logit_bias).map(Number), "logit_bias: token id");
+    if (params.allowed_token_ids)
+      checkTokens(entry, params.allowed_token_ids, "allowed_token_ids: token id");
     return {
       job: {
         model: entry.config.name,

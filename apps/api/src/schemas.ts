@@ -229,6 +229,10 @@ const sampling = {
   min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's: token ids that end the completion as the end-of-text token does. */
   stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
+  /** vLLM's: the text ends after the stop string that ended it (OpenAI's drops it). */
+  include_stop_str_in_output: z.boolean().nullish(),
+  /** vLLM's: only these token ids can be drawn. */
+  allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(1_000_000).nullish(),
   /**
    * vLLM's: every prompt token's log probability (the first's null), its rank and this many
    * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).
@@ -237,8 +241,6 @@ const sampling = {
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
-  include_stop_str_in_output: unsupported("include_stop_str_in_output", false),
-  allowed_token_ids: unsupported("allowed_token_ids", null),
   bad_words: unsupported("bad_words", null),
   truncate_prompt_tokens: unsupported("truncate_prompt_tokens", null),
   guided_json: unsupported("guided_json", null),

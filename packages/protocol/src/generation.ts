@@ -33,6 +33,10 @@ export const samplingParamsSchema = z.object({
   min_tokens: z.number().int().min(0).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
+  /** vLLM's: the text ends after the stop string that ended it, not before. */
+  include_stop_str_in_output: z.boolean().optional(),
+  /** vLLM's: only these token ids can be drawn (the model's logprobs are still its own). */
+  allowed_token_ids: z.array(z.number().int().min(0)).min(1).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
   min_p: z.number().min(0).max(1).optional(),
   /** OpenAI's: added to a token id's logit before sampling, -100 to 100. */

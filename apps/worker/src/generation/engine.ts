@@ -107,7 +107,7 @@ export class Engine {
         signal,
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
-        output: new OutputProcessor(job.params.stop),
+        output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
         // the client's own text, else its ids as text
         ...(job.params.echo ? { echo: job.prompt_ids ? this.textOf(promptIds) : job.prompt } : {}),
         emit,

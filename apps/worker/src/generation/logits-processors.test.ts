@@ -8,6 +8,14 @@ const history = (output: number[], promptIds: number[] = []) => {
 };
 
 describe("processLogits", () => {
+  it("allowed_token_ids: every other token to minus infinity, before the bias (vLLM's order)", () => {
+    const logits = Float32Array.from([1, 2, 3, 4]);
+    const params = { allowed_token_ids: [3, 1], logit_bias: { "0": 50, "1": 1 } };
+    expect(changesLogits({ allowed_token_ids: [3] }, history([]))).toBe(true);
+    processLogits(logits, params, history([]));
+    expect([...logits]).toEqual([Number.NEGATIVE_INFINITY, 3, Number.NEGATIVE_INFINITY, 4]);
+  });
+
   it("adds logit_bias, ignoring ids past the vocabulary", () => {
     const logits = Float32Array.from([1, 2, 3]);
     processLogits(logits, { logit_bias: { "0": 5, "2": -100, "9": 1 } }, history([]));

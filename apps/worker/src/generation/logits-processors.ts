@@ -8,6 +8,7 @@ type Penalties = Pick<
   | "presence_penalty"
   | "min_tokens"
   | "stop_token_ids"
+  | "allowed_token_ids"
 >;
 
 /** What a sequence has made so far, as the penalties read it. */
@@ -33,13 +34,15 @@ export function readsTokenCounts(params: Penalties): boolean {
 export function changesLogits(params: Penalties, history: TokenHistory): boolean {
   return (
     (params.min_tokens ?? 0) > history.generated.length ||
+    params.allowed_token_ids !== undefined ||
     (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
     readsTokenCounts(params)
   );
 }
 
 /**
- * Changes last-position logits in place, in vLLM's order: while fewer than `min_tokens` are
+ * Changes last-position logits in place, in vLLM's order: only `allowed_token_ids` can be
+ * drawn (vLLM's); while fewer than `min_tokens` are
  * made, no token that would end the completion (the end of text, `stop_token_ids`)
  * can be drawn (vLLM's); `logit_bias` added (OpenAI), then
  * the repetition penalty over prompt and completion tokens (CTRL's, as Hugging Face and vLLM
@@ -53,6 +56,7 @@ export function processLogits(
   history: TokenHistory,
   eosTokenId?: number,
 ): void {
+  if (params.allowed_token_ids) allowOnly(logits, params.allowed_token_ids);
   if ((params.min_tokens ?? 0) > history.generated.length)
     for (const id of [eosTokenId, ...(params.stop_token_ids ?? [])])
       if (id !== undefined && id < logits.length) logits[id] = Number.NEGATIVE_INFINITY;
@@ -77,4 +81,14 @@ export function processLogits(
       const v = logits[id];
       if (v !== undefined) logits[id] = v - frequency * count - presence;
     }
+}
+
+/** Every logit but those of `ids` to minus infinity. */
+function allowOnly(logits: Float32Array, ids: readonly number[]): void {
+  const kept = ids.map((id) => logits[id]);
+  logits.fill(Number.NEGATIVE_INFINITY);
+  ids.forEach((id, k) => {
+    const v = kept[k];
+    if (v !== undefined) logits[id] = v;
+  });
 }

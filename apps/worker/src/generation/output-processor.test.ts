@@ -43,4 +43,24 @@ describe("OutputProcessor", () => {
     expect(out.finished).toBe("stop");
     expect(out.text).toBe("aENDb");
   });
+
+  it("include_stop_str_in_output: holds nothing back and ends after the stop string, one begun in sent text too", () => {
+    const p = new OutputProcessor(["END", "\n\n"], true);
+    expect(p.push("the E")).toBe("the E");
+    expect(p.push("N")).toBe("N");
+    expect(p.push("Dless")).toBe("D");
+    expect(p.finished).toBe("stop");
+    expect(p.text).toBe("the END");
+    const q = new OutputProcessor(["\n\n"], true);
+    expect(q.push("a\n\nb")).toBe("a\n\n");
+    expect(q.text).toBe("a\n\n");
+  });
+
+  it("include_stop_str_in_output before min_tokens: one wholly before passes, one completed after ends it", () => {
+    const out = new OutputProcessor(["END"], true);
+    expect(["a", "END", "b"].map((p) => out.push(p, false)).join("")).toBe("aENDb");
+    expect(out.push("EN", false)).toBe("EN");
+    expect(out.push("D!", true)).toBe("D");
+    expect(out.text).toBe("aENDbEND");
+  });
 });
