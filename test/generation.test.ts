@@ -461,6 +461,40 @@ describe("completions through the official openai client", () => {
     );
   });
 
+  it("truncate_prompt_tokens: the prompt's last tokens are read, as vLLM reads them; a prompt past the window then fits", async () => {
+    const prompt = prompts[6] ?? "";
+    const tail = [...Buffer.from(prompt)].slice(-8);
+    const [expected, whole] = await Promise.all([
+      referenceGreedy(tail, 20),
+      referenceGreedy(prompt, 20),
+    ]);
+    expect(expected).not.toBe(whole);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 20, temperature: 0 };
+    const res = await openai.completions.create({
+      ...greedy,
+      truncate_prompt_tokens: 8,
+    } as typeof greedy);
+    expect(res.choices[0]?.text).toBe(expected);
+    expect(res.usage?.prompt_tokens).toBe(8);
+    // an echo is the text the model read
+    const echoed = await openai.completions.create({
+      ...greedy,
+      echo: true,
+      truncate_prompt_tokens: 8,
+    } as typeof greedy);
+    expect(echoed.choices[0]?.text).toBe(Buffer.from(tail).toString() + expected);
+    const long = { ...greedy, prompt: "x".repeat(400) + prompt };
+    expect(await refusal("/v1/completions", long)).toMatch(/maximum context length is 256 tokens/);
+    const fits = await openai.completions.create({
+      ...long,
+      truncate_prompt_tokens: 100,
+    } as typeof greedy);
+    expect(fits.usage?.prompt_tokens).toBe(100);
+    expect(await refusal("/v1/completions", { ...long, truncate_prompt_tokens: 300 })).toBe(
+      "truncate_prompt_tokens value (300) is greater than max_model_len (256). Please, select a smaller truncation size.",
+    );
+  });
+
   it("logprobs: each token's log probability under the model and its likeliest alternatives, streamed or not", async () => {
     const prompt = prompts[2] ?? "";
     const steps = await referenceSteps(prompt, 24);

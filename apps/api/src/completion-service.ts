@@ -176,7 +176,12 @@ export class CompletionService {
     const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
     const ask = promptAsk(body);
     const params: SamplingParams = {
-      max_tokens: await this.fitContext(entry, prompt, asked),
+      max_tokens: await this.fitContext(
+        entry,
+        prompt,
+        asked,
+        body.truncate_prompt_tokens ?? undefined,
+      ),
       temperature: body.temperature ?? 1,
       top_p: body.top_p ?? 1,
       top_k: body.top_k ?? 0,
@@ -198,6 +203,7 @@ export class CompletionService {
         min_tokens: body.min_tokens,
         include_stop_str_in_output: body.include_stop_str_in_output || undefined,
         allowed_token_ids: body.allowed_token_ids,
+        truncate_prompt_tokens: body.truncate_prompt_tokens,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -233,23 +239,35 @@ export class CompletionService {
   /**
    * The completion's max_tokens: prompt plus completion must fit the context window, as vLLM
    * and OpenAI require, and none asked for is what the window leaves. A prompt of token ids
-   * must name tokens the model has.
+   * must name tokens the model has. `truncate`: vLLM's `truncate_prompt_tokens`, the prompt's
+   * last tokens that are read (a longer prompt is then no reason to refuse).
    */
   private async fitContext(
     entry: ModelEntry,
     prompt: string | readonly number[],
     asked: number | undefined,
+    truncate?: number,
   ): Promise<number> {
     if (typeof prompt !== "string") checkTokens(entry, prompt, "Token id");
     const context = entry.config.architecture?.context_length;
     if (typeof context !== "number") return asked ?? DEFAULT_MAX_TOKENS;
-    if (typeof prompt === "string" && prompt.length > context * MAX_CHARS_PER_TOKEN)
+    if (truncate !== undefined && truncate > context)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `truncate_prompt_tokens value (${truncate}) is greater than max_model_len (${context}). Please, select a smaller truncation size.`,
+      );
+    if (
+      typeof prompt === "string" &&
+      truncate === undefined &&
+      prompt.length > context * MAX_CHARS_PER_TOKEN
+    )
       throw new FerryError(
         "INVALID_INPUT",
         `This model's maximum context length is ${context} tokens; the prompt has ${prompt.length} characters, far more than fit`,
       );
-    const promptTokens =
+    const whole =
       typeof prompt === "string" ? (await this.tokenizer(entry)).count(prompt) : prompt.length;
+    const promptTokens = Math.min(whole, truncate ?? whole);
     const maxTokens = asked ?? Math.max(1, context - promptTokens);
     if (promptTokens + maxTokens > context)
       throw new FerryError(

@@ -229,6 +229,8 @@ const sampling = {
   min_tokens: z.number().int().min(0).nullish(),
   /** vLLM's: token ids that end the completion as the end-of-text token does. */
   stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
+  /** vLLM's: only the prompt's last this many tokens are read (left truncation). */
+  truncate_prompt_tokens: z.number().int().min(1).nullish(),
   /** vLLM's: the text ends after the stop string that ended it (OpenAI's drops it). */
   include_stop_str_in_output: z.boolean().nullish(),
   /** vLLM's: only these token ids can be drawn. */
@@ -242,7 +244,6 @@ const sampling = {
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
   bad_words: unsupported("bad_words", null),
-  truncate_prompt_tokens: unsupported("truncate_prompt_tokens", null),
   guided_json: unsupported("guided_json", null),
   guided_regex: unsupported("guided_regex", null),
   guided_choice: unsupported("guided_choice", null),

@@ -33,6 +33,8 @@ export const samplingParamsSchema = z.object({
   min_tokens: z.number().int().min(0).optional(),
   /** vLLM's: token ids that end the completion as the end-of-text token does (ignore_eos or not). */
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
+  /** vLLM's: only the prompt's last this many tokens are read (left truncation). */
+  truncate_prompt_tokens: z.number().int().min(1).optional(),
   /** vLLM's: the text ends after the stop string that ended it, not before. */
   include_stop_str_in_output: z.boolean().optional(),
   /** vLLM's: only these token ids can be drawn (the model's logprobs are still its own). */

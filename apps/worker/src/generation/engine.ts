@@ -86,7 +86,10 @@ export class Engine {
           `This worker does not know the sampling field(s) ${unknownFields.join(", ")}: is the API newer than its workers?`,
         ),
       );
-    const promptIds = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
+    const whole = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
+    // vLLM's truncate_prompt_tokens: the last ones are read
+    const keep = job.params.truncate_prompt_tokens;
+    const promptIds = keep !== undefined && whole.length > keep ? whole.slice(-keep) : whole;
     if (promptIds.length === 0)
       return Promise.reject(new FerryError("INVALID_INPUT", "prompt is empty"));
     const unknown = outOfVocabulary(promptIds, this.options.vocabSize);
@@ -108,8 +111,10 @@ export class Engine {
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
-        // the client's own text, else its ids as text
-        ...(job.params.echo ? { echo: job.prompt_ids ? this.textOf(promptIds) : job.prompt } : {}),
+        // the client's own text, else the ids the model read as text
+        ...(job.params.echo
+          ? { echo: job.prompt_ids || promptIds !== whole ? this.textOf(promptIds) : job.prompt }
+          : {}),
         emit,
         resolve,
         reject,
