@@ -461,6 +461,28 @@ describe("completions through the official openai client", () => {
     );
   });
 
+  it("bad_words: a barred word is never completed, greedy token for token as vLLM bars it", async () => {
+    const prompt = prompts[4] ?? "";
+    const plain = await referenceGreedy(prompt, 40);
+    const word = plain.slice(4, 7);
+    const barred = [...Buffer.from(word)];
+    const expected = await referenceGreedy(prompt, 40, { bad_words: [barred] });
+    expect(plain).toContain(word);
+    expect(expected).not.toContain(word);
+    const greedy = { model: "tiny-lm", prompt, max_tokens: 40, temperature: 0 };
+    const res = await openai.completions.create({ ...greedy, bad_words: [word] } as typeof greedy);
+    expect(res.choices[0]?.text).toBe(expected);
+    // a one-token word: never drawn at all
+    const letter = plain.trim()[0] ?? "e";
+    const none = await openai.completions.create({
+      ...greedy,
+      temperature: 1.5,
+      seed: 3,
+      bad_words: [letter],
+    } as typeof greedy);
+    expect(none.choices[0]?.text).not.toContain(letter);
+  });
+
   it("truncate_prompt_tokens: the prompt's last tokens are read, as vLLM reads them; a prompt past the window then fits", async () => {
     const prompt = prompts[6] ?? "";
     const tail = [...Buffer.from(prompt)].slice(-8);
@@ -763,7 +785,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_json", "bad_words"])
+    for (const field of ["use_beam_search", "guided_json", "structured_outputs"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

@@ -157,7 +157,7 @@ describe("KServe v2 and OpenAI edges", () => {
       ["suffix", "."],
       ["guided_json", { type: "object" }],
       ["use_beam_search", true],
-      ["bad_words", ["x"]],
+      ["guided_choice", ["yes", "no"]],
     ] as const) {
       const res = await stack.post(
         "/v1/completions",

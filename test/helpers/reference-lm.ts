@@ -19,6 +19,8 @@ export interface ReferencePenalties {
   repetition_penalty?: number;
   frequency_penalty?: number;
   presence_penalty?: number;
+  /** vLLM's bad words as token ids: a word's last token barred after the rest of it. */
+  bad_words?: number[][];
 }
 
 /** One step of greedy decoding: the token picked, and the model's own log-softmax there. */
@@ -141,6 +143,14 @@ async function referenceRun(
         (last[id] ?? 0) -
         count * (penalties.frequency_penalty ?? 0) -
         (penalties.presence_penalty ?? 0);
+    }
+    for (const word of penalties.bad_words ?? []) {
+      const rest = word.slice(0, -1);
+      if (
+        rest.every((id, i) => out[out.length - rest.length + i] === id) &&
+        rest.length <= out.length
+      )
+        last[word.at(-1) ?? 0] = Number.NEGATIVE_INFINITY;
     }
     let best = 0;
     for (let k = 1; k < last.length; k++) if ((last[k] ?? 0) > (last[best] ?? 0)) best = k;

@@ -204,6 +204,7 @@ export class CompletionService {
         include_stop_str_in_output: body.include_stop_str_in_output || undefined,
         allowed_token_ids: body.allowed_token_ids,
         truncate_prompt_tokens: body.truncate_prompt_tokens,
+        bad_words: body.bad_words,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for

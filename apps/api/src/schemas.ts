@@ -233,6 +233,8 @@ const sampling = {
   truncate_prompt_tokens: z.number().int().min(1).nullish(),
   /** vLLM's: the text ends after the stop string that ended it (OpenAI's drops it). */
   include_stop_str_in_output: z.boolean().nullish(),
+  /** vLLM's: words the completion may not contain. */
+  bad_words: z.array(z.string().min(1).max(256)).max(64).nullish(),
   /** vLLM's: only these token ids can be drawn. */
   allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(1_000_000).nullish(),
   /**
@@ -243,7 +245,6 @@ const sampling = {
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
-  bad_words: unsupported("bad_words", null),
   guided_json: unsupported("guided_json", null),
   guided_regex: unsupported("guided_regex", null),
   guided_choice: unsupported("guided_choice", null),

@@ -37,6 +37,8 @@ export const samplingParamsSchema = z.object({
   truncate_prompt_tokens: z.number().int().min(1).optional(),
   /** vLLM's: the text ends after the stop string that ended it, not before. */
   include_stop_str_in_output: z.boolean().optional(),
+  /** vLLM's: words the completion may not contain (their last token is barred after the rest). */
+  bad_words: z.array(z.string()).optional(),
   /** vLLM's: only these token ids can be drawn (the model's logprobs are still its own). */
   allowed_token_ids: z.array(z.number().int().min(0)).min(1).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */

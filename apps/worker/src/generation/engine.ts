@@ -12,7 +12,7 @@ import {
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
-import { changesLogits, processLogits } from "./logits-processors.js";
+import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
 import { sample, seededRandom } from "./sampler.js";
@@ -111,6 +111,7 @@ export class Engine {
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
+        badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
         // the client's own text, else the ids the model read as text
         ...(job.params.echo
           ? { echo: job.prompt_ids || promptIds !== whole ? this.textOf(promptIds) : job.prompt }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { changesLogits, processLogits } from "./logits-processors.js";
+import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 
 const history = (output: number[], promptIds: number[] = []) => {
   const outputCounts = new Map<number, number>();
@@ -8,6 +8,29 @@ const history = (output: number[], promptIds: number[] = []) => {
 };
 
 describe("processLogits", () => {
+  it("bad_words: a word's last token is barred once the completion ends with the rest of it", () => {
+    const word = [[5, 6, 7], [2]];
+    const barred = (generated: number[]) => {
+      const logits = new Float32Array(8);
+      processLogits(logits, {}, { ...history(generated), badWordIds: word });
+      return [...logits.keys()].filter((id) => logits[id] === Number.NEGATIVE_INFINITY);
+    };
+    expect(barred([])).toEqual([2]);
+    expect(barred([5])).toEqual([2]);
+    expect(barred([1, 5, 6])).toEqual([2, 7]);
+    expect(barred([5, 6, 1])).toEqual([2]);
+    expect(changesLogits({}, { ...history([]), badWordIds: word })).toBe(true);
+  });
+
+  it("bad_words as ids: the word alone, and with a leading space where that is another word", () => {
+    const bytes = { encode: (t: string) => [...Buffer.from(t)] };
+    expect(badWordIds(["  hi"], bytes)).toEqual([[104, 105]]);
+    // a tokenizer whose words carry their space
+    const words: Record<string, number[]> = { hi: [1], " hi": [2], ok: [3, 4], " ok": [5, 4] };
+    const spaced = { encode: (t: string) => words[t] ?? [] };
+    expect(badWordIds(["hi", "ok", ""], spaced)).toEqual([[1], [2], [3, 4], [5, 4]]);
+  });
+
   it("allowed_token_ids: every other token to minus infinity, before the bias (vLLM's order)", () => {
     const logits = Float32Array.from([1, 2, 3, 4]);
     const params = { allowed_token_ids: [3, 1], logit_bias: { "0": 50, "1": 1 } };

@@ -19,6 +19,29 @@ export interface TokenHistory {
   promptIds: readonly number[];
   /** Completion tokens so far. */
   generated: readonly number[];
+  /** vLLM's `bad_words` as token id sequences (`badWordIds`). */
+  badWordIds?: readonly (readonly number[])[];
+}
+
+/**
+ * vLLM's `bad_words` as token id sequences: each word (leading whitespace stripped) as it
+ * encodes alone, and with one leading space where that encodes to another sequence of the same
+ * length (a tokenizer whose words carry their space): a word is barred at the start of the
+ * text and inside it, as vLLM bars it.
+ */
+export function badWordIds(
+  words: readonly string[],
+  tokenizer: { encode(text: string): number[] },
+): number[][] {
+  const out: number[][] = [];
+  for (const word of words) {
+    const bare = tokenizer.encode(word.trimStart());
+    if (bare.length === 0) continue;
+    out.push(bare);
+    const spaced = tokenizer.encode(` ${word.trimStart()}`);
+    if (spaced.length === bare.length && spaced[0] !== bare[0]) out.push(spaced);
+  }
+  return out;
 }
 
 /** Whether `params` ask for penalties that read how often each token has appeared. */
@@ -35,6 +58,7 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
   return (
     (params.min_tokens ?? 0) > history.generated.length ||
     params.allowed_token_ids !== undefined ||
+    (history.badWordIds?.length ?? 0) > 0 ||
     (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
     readsTokenCounts(params)
   );
@@ -42,7 +66,8 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
 
 /**
  * Changes last-position logits in place, in vLLM's order: only `allowed_token_ids` can be
- * drawn (vLLM's); while fewer than `min_tokens` are
+ * drawn, and no token that would complete one of the `bad_words` (vLLM's); while fewer than
+ * `min_tokens` are
  * made, no token that would end the completion (the end of text, `stop_token_ids`)
  * can be drawn (vLLM's); `logit_bias` added (OpenAI), then
  * the repetition penalty over prompt and completion tokens (CTRL's, as Hugging Face and vLLM
@@ -57,6 +82,7 @@ export function processLogits(
   eosTokenId?: number,
 ): void {
   if (params.allowed_token_ids) allowOnly(logits, params.allowed_token_ids);
+  for (const word of history.badWordIds ?? []) barLastOf(logits, word, history.generated);
   if ((params.min_tokens ?? 0) > history.generated.length)
     for (const id of [eosTokenId, ...(params.stop_token_ids ?? [])])
       if (id !== undefined && id < logits.length) logits[id] = Number.NEGATIVE_INFINITY;
@@ -91,4 +117,16 @@ function allowOnly(logits: Float32Array, ids: readonly number[]): void {
     const v = kept[k];
     if (v !== undefined) logits[id] = v;
   });
+}
+
+/**
+ * A bad word's last token to minus infinity when the completion so far ends with the rest of
+ * it (a one-token word always): it can never be completed (vLLM's rule, over completion tokens).
+ */
+function barLastOf(logits: Float32Array, word: readonly number[], generated: readonly number[]) {
+  const before = word.length - 1;
+  if (before > generated.length) return;
+  for (let i = 0; i < before; i++) if (generated[generated.length - before + i] !== word[i]) return;
+  const last = word[before];
+  if (last !== undefined && last < logits.length) logits[last] = Number.NEGATIVE_INFINITY;
 }

@@ -23,6 +23,8 @@ export interface SequenceInit {
   random: () => number;
   decoder: { push(id: number): string; flush(): string };
   output: OutputProcessor;
+  /** vLLM's `bad_words` as token id sequences. */
+  badWordIds?: number[][];
   /** The prompt's text, when the completion echoes it (it opens the first token event). */
   echo?: string;
   emit: (events: JobEventBody[]) => void;
@@ -50,6 +52,7 @@ export class Sequence {
   readonly random: () => number;
   /** Completion token ids so far. */
   readonly generated: number[] = [];
+  readonly badWordIds: readonly number[][];
   /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
   private readonly counting: boolean;
@@ -82,6 +85,7 @@ export class Sequence {
     this.random = init.random;
     this.unsentEcho = init.echo;
     this.counting = readsTokenCounts(init.params);
+    this.badWordIds = init.badWordIds ?? [];
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */
