@@ -483,6 +483,48 @@ describe("completions through the official openai client", () => {
     expect(none.choices[0]?.text).not.toContain(letter);
   });
 
+  it("guided_choice: the answer is exactly one of the choices, sampled or greedy, chat or completion (vLLM's)", async () => {
+    const choices = ["yes", "no", "maybe not", "maybe so"];
+    const base = { model: "tiny-lm", prompt: "Q: Is it raining?\nA:", max_tokens: 20 };
+    const texts = await Promise.all(
+      [1, 2, 3, 4, 5, 6, 7, 8].map(async (seed) => {
+        const res = await openai.completions.create({
+          ...base,
+          temperature: 2,
+          seed,
+          guided_choice: choices,
+        } as typeof base);
+        expect(res.choices[0]?.finish_reason).toBe("stop");
+        return res.choices[0]?.text ?? "";
+      }),
+    );
+    for (const text of texts) expect(choices).toContain(text);
+    expect(new Set(texts).size).toBeGreaterThan(1);
+    // vLLM's newer form, and a chat, streamed
+    const stream = await openai.chat.completions.create({
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "Rain?" }],
+      temperature: 0,
+      stream: true,
+      structured_outputs: { choice: choices },
+    } as OpenAI.ChatCompletionCreateParamsStreaming);
+    let streamed = "";
+    for await (const chunk of stream) streamed += chunk.choices[0]?.delta?.content ?? "";
+    expect(choices).toContain(streamed);
+    // unconstrained, greedy says something else
+    const free = await openai.completions.create({ ...base, temperature: 0 });
+    expect(choices).not.toContain(free.choices[0]?.text);
+    const refused = (extra: Record<string, unknown>) =>
+      refusal("/v1/completions", { ...base, ...extra });
+    expect(await refused({ structured_outputs: { json: { type: "object" } } })).toBe(
+      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice is)",
+    );
+    expect(await refused({ guided_choice: ["a"], ignore_eos: true })).toMatch(
+      /cannot be combined with ignore_eos or min_tokens/,
+    );
+    expect(await refused({ guided_choice: [] })).toMatch(/^guided_choice: /);
+  });
+
   it("truncate_prompt_tokens: the prompt's last tokens are read, as vLLM reads them; a prompt past the window then fits", async () => {
     const prompt = prompts[6] ?? "";
     const tail = [...Buffer.from(prompt)].slice(-8);
@@ -785,7 +827,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_json", "structured_outputs"])
+    for (const field of ["use_beam_search", "guided_json", "guided_regex"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

@@ -205,6 +205,7 @@ export class CompletionService {
         allowed_token_ids: body.allowed_token_ids,
         truncate_prompt_tokens: body.truncate_prompt_tokens,
         bad_words: body.bad_words,
+        guided_choice: guidedChoice(body),
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -408,6 +409,26 @@ function promptAsk(body: CompletionRequest): PromptAsk {
     echo_logprobs: body.echo ? body.logprobs : undefined,
     prompt_logprobs: body.stream ? undefined : vllm,
   });
+}
+
+/**
+ * The strings a guided completion may be (vLLM's `guided_choice`, or `structured_outputs`'
+ * `choice`). It ends when one is whole, so it cannot ignore the end of text, nor bar it.
+ */
+function guidedChoice(body: CompletionRequest): string[] | undefined {
+  const choices = body.guided_choice ?? body.structured_outputs?.choice ?? undefined;
+  if (!choices) return undefined;
+  if (body.guided_choice && body.structured_outputs?.choice)
+    throw new FerryError(
+      "INVALID_INPUT",
+      "give guided_choice or structured_outputs.choice, not both",
+    );
+  if (body.ignore_eos || (body.min_tokens ?? 0) > 0)
+    throw new FerryError(
+      "INVALID_INPUT",
+      "guided_choice ends the completion when a choice is whole: it cannot be combined with ignore_eos or min_tokens",
+    );
+  return choices;
 }
 
 function maxOf(...values: Array<number | undefined>): number | undefined {

@@ -210,6 +210,9 @@ const tokenIds = z.array(z.number().int().min(0)).min(1);
 /** A stop sequence: matched against every token's text, so it is kept short. */
 const stopString = z.string().max(256);
 
+/** vLLM's `guided_choice`: the strings a completion may be. */
+const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
+
 /** What completions and chats share: sampling, stopping, streaming. */
 const sampling = {
   temperature: z.number().min(0).max(2).nullish(),
@@ -247,9 +250,22 @@ const sampling = {
   use_beam_search: unsupported("use_beam_search", false),
   guided_json: unsupported("guided_json", null),
   guided_regex: unsupported("guided_regex", null),
-  guided_choice: unsupported("guided_choice", null),
   guided_grammar: unsupported("guided_grammar", null),
-  structured_outputs: unsupported("structured_outputs", null),
+  /** vLLM's guided decoding: the completion is exactly one of these strings. */
+  guided_choice: guidedChoices.nullish(),
+  /** vLLM's newer form of it: of its kinds `choice`; the others are refused by name. */
+  structured_outputs: z
+    .object({ choice: guidedChoices.optional() })
+    .catchall(z.unknown())
+    .superRefine((value, ctx) => {
+      for (const [key, v] of Object.entries(value))
+        if (key !== "choice" && v !== null && v !== undefined && v !== false)
+          ctx.addIssue({
+            code: "custom",
+            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice is)`,
+          });
+    })
+    .nullish(),
   // choices per prompt, each a job of its own (OpenAI, vLLM); with a seed, the j-th draws
   // with seed + j
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),

@@ -12,6 +12,7 @@ import {
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
+import { ChoiceGuide } from "./guided-choice.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
@@ -101,6 +102,11 @@ export class Engine {
       const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
       return Promise.reject(new FerryError("INVALID_INPUT", message));
     }
+    const choices = job.params.guided_choice;
+    if (choices && this.options.vocabSize === undefined)
+      return Promise.reject(
+        new FerryError("INVALID_INPUT", "guided_choice needs the model's vocab_size in model.json"),
+      );
     return new Promise((resolve, reject) => {
       const seq = new Sequence({
         id: this.nextSeq++,
@@ -112,6 +118,9 @@ export class Engine {
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
         badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
+        ...(choices
+          ? { guide: new ChoiceGuide(choices, this.tokenizer, this.options.vocabSize ?? 0) }
+          : {}),
         // the client's own text, else the ids the model read as text
         ...(job.params.echo
           ? { echo: job.prompt_ids || promptIds !== whole ? this.textOf(promptIds) : job.prompt }

@@ -21,6 +21,8 @@ export interface TokenHistory {
   generated: readonly number[];
   /** vLLM's `bad_words` as token id sequences (`badWordIds`). */
   badWordIds?: readonly (readonly number[])[];
+  /** vLLM's guided decoding: leaves only the tokens its grammar allows next. */
+  guide?: { mask(logits: Float32Array): void } | undefined;
 }
 
 /**
@@ -58,6 +60,7 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
   return (
     (params.min_tokens ?? 0) > history.generated.length ||
     params.allowed_token_ids !== undefined ||
+    history.guide !== undefined ||
     (history.badWordIds?.length ?? 0) > 0 ||
     (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
     readsTokenCounts(params)
@@ -65,8 +68,8 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
 }
 
 /**
- * Changes last-position logits in place, in vLLM's order: only `allowed_token_ids` can be
- * drawn, and no token that would complete one of the `bad_words` (vLLM's); while fewer than
+ * Changes last-position logits in place, in vLLM's order: only `allowed_token_ids` and what
+ * guided decoding allows can be drawn, and no token that would complete one of the `bad_words` (vLLM's); while fewer than
  * `min_tokens` are
  * made, no token that would end the completion (the end of text, `stop_token_ids`)
  * can be drawn (vLLM's); `logit_bias` added (OpenAI), then
@@ -82,6 +85,7 @@ export function processLogits(
   eosTokenId?: number,
 ): void {
   if (params.allowed_token_ids) allowOnly(logits, params.allowed_token_ids);
+  history.guide?.mask(logits);
   for (const word of history.badWordIds ?? []) barLastOf(logits, word, history.generated);
   if ((params.min_tokens ?? 0) > history.generated.length)
     for (const id of [eosTokenId, ...(params.stop_token_ids ?? [])])

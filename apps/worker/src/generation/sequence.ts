@@ -7,6 +7,7 @@ import type {
   TokenLogprob,
 } from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
+import type { ChoiceGuide } from "./guided-choice.js";
 import { readsTokenCounts } from "./logits-processors.js";
 import type { OutputProcessor } from "./output-processor.js";
 
@@ -25,6 +26,8 @@ export interface SequenceInit {
   output: OutputProcessor;
   /** vLLM's `bad_words` as token id sequences. */
   badWordIds?: number[][];
+  /** vLLM's guided decoding (`guided_choice`), following the tokens drawn. */
+  guide?: ChoiceGuide;
   /** The prompt's text, when the completion echoes it (it opens the first token event). */
   echo?: string;
   emit: (events: JobEventBody[]) => void;
@@ -53,6 +56,7 @@ export class Sequence {
   /** Completion token ids so far. */
   readonly generated: number[] = [];
   readonly badWordIds: readonly number[][];
+  readonly guide: ChoiceGuide | undefined;
   /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
   private readonly counting: boolean;
@@ -86,6 +90,7 @@ export class Sequence {
     this.unsentEcho = init.echo;
     this.counting = readsTokenCounts(init.params);
     this.badWordIds = init.badWordIds ?? [];
+    this.guide = init.guide;
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */
@@ -148,6 +153,7 @@ export class Sequence {
 
   private took(token: number, logprob: TokenLogprob | undefined): void {
     this.generated.push(token);
+    this.guide?.advance(token);
     if (logprob) this.logprobs.push(logprob);
     if (this.counting) this.outputCounts.set(token, (this.outputCounts.get(token) ?? 0) + 1);
   }
