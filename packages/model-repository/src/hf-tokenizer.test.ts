@@ -88,6 +88,8 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
     const text = "hello world café";
     const texts = tok.encode(text).map((id) => tok.tokenText(id));
     expect(texts.flatMap((t) => t.bytes)).toEqual([...Buffer.from(text)]);
+    // exact, so text can be spelled token by token (guided decoding)
+    expect(tok.exactTokenBytes).toBe(true);
     expect(texts.some((t) => t.token === "hello")).toBe(true);
     // "é" is two bytes and, unmerged here, two tokens: neither is a character alone
     expect(texts.slice(-2)).toEqual([

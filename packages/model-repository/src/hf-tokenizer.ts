@@ -15,6 +15,10 @@ export class HfTokenizer implements Tokenizer {
     private readonly byteLevel: boolean,
   ) {}
 
+  get exactTokenBytes(): boolean {
+    return this.byteLevel;
+  }
+
   /** Tokens' texts as read so far (logprobs ask for several per token generated). */
   private readonly texts = new Map<number, { token: string; bytes: number[] }>();
 

@@ -8,6 +8,11 @@ export interface Tokenizer {
   /** One token as a client reads it (logprobs): its text alone, and its UTF-8 bytes. */
   tokenText(id: number): { token: string; bytes: number[] };
   readonly eosTokenId: number | undefined;
+  /**
+   * Whether `tokenText` gives every token's exact bytes (a byte-level vocabulary), so that
+   * text can be spelled token by token (guided decoding); otherwise they are its text alone.
+   */
+  readonly exactTokenBytes: boolean;
 }
 
 /**
@@ -29,6 +34,8 @@ export function tokenFromBytes(bytes: readonly number[]): { token: string; bytes
  * back the bytes of a character that is not complete yet.
  */
 export class ByteTokenizer implements Tokenizer {
+  readonly exactTokenBytes = true;
+
   constructor(readonly eosTokenId: number | undefined = 256) {}
 
   encode(text: string): number[] {

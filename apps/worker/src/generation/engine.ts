@@ -103,9 +103,12 @@ export class Engine {
       return Promise.reject(new FerryError("INVALID_INPUT", message));
     }
     const choices = job.params.guided_choice;
-    if (choices && this.options.vocabSize === undefined)
+    if (choices && (this.options.vocabSize === undefined || !this.tokenizer.exactTokenBytes))
       return Promise.reject(
-        new FerryError("INVALID_INPUT", "guided_choice needs the model's vocab_size in model.json"),
+        new FerryError(
+          "INVALID_INPUT",
+          "guided_choice needs a byte-level tokenizer (every token's bytes known) and the model's vocab_size in model.json",
+        ),
       );
     return new Promise((resolve, reject) => {
       const seq = new Sequence({

@@ -30,6 +30,7 @@ describe("ChoiceGuide", () => {
       decoder: () => ({ push: () => "", flush: () => "" }),
       tokenText: (id) => ({ token: vocab[id] ?? "", bytes: bytes(vocab[id] ?? "") }),
       eosTokenId: 7,
+      exactTokenBytes: true,
     };
     const guide = () => new ChoiceGuide(["yes", "no"], tokenizer, 8);
     expect(allowedAfter(guide(), [], 8)).toEqual([0, 2, 4, 5]);
