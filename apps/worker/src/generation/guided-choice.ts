@@ -1,4 +1,5 @@
 import type { Tokenizer } from "@ferry/model-repository";
+import { keepOnly } from "./logits-processors.js";
 
 /** A trie of the vocabulary's tokens by their bytes: which tokens spell a given byte string's start. */
 interface TrieNode {
@@ -35,8 +36,8 @@ function trieOf(tokenizer: Tokenizer, vocabSize: number): TrieNode {
 
 /**
  * vLLM's `guided_choice`: the completion is one of `choices`, exactly. Before each draw only
- * the tokens that spell the next bytes of a choice the text so far begins can be drawn, and
- * once the text is a whole choice that no other continues, only the end of text.
+ * the tokens that spell the next bytes of a choice the text so far begins can be drawn (and
+ * leave a rest that tokens can spell), and the end of text once the text is a whole choice.
  */
 export class ChoiceGuide {
   private readonly choices: Uint8Array[];
@@ -94,9 +95,7 @@ export class ChoiceGuide {
         if (this.completes[c]?.[i + 1]) for (const id of node?.tokens ?? []) allowed.add(id);
       }
     });
-    const kept = [...allowed].map((id) => [id, logits[id]] as const);
-    logits.fill(Number.NEGATIVE_INFINITY);
-    for (const [id, v] of kept) if (v !== undefined) logits[id] = v;
+    keepOnly(logits, allowed);
   }
 
   private begins(choice: Uint8Array): boolean {

@@ -69,10 +69,9 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
 
 /**
  * Changes last-position logits in place, in vLLM's order: only `allowed_token_ids` and what
- * guided decoding allows can be drawn, and no token that would complete one of the `bad_words` (vLLM's); while fewer than
- * `min_tokens` are
- * made, no token that would end the completion (the end of text, `stop_token_ids`)
- * can be drawn (vLLM's); `logit_bias` added (OpenAI), then
+ * guided decoding allows can be drawn, and no token that would complete one of the
+ * `bad_words`; while fewer than `min_tokens` are made, no token that would end the completion
+ * (the end of text, `stop_token_ids`) can be drawn (vLLM's); `logit_bias` added (OpenAI), then
  * the repetition penalty over prompt and completion tokens (CTRL's, as Hugging Face and vLLM
  * apply it: a positive logit divided by it, a negative one multiplied), then the frequency
  * and presence penalties over completion tokens (OpenAI's: count x frequency, plus presence
@@ -84,7 +83,7 @@ export function processLogits(
   history: TokenHistory,
   eosTokenId?: number,
 ): void {
-  if (params.allowed_token_ids) allowOnly(logits, params.allowed_token_ids);
+  if (params.allowed_token_ids) keepOnly(logits, params.allowed_token_ids);
   history.guide?.mask(logits);
   for (const word of history.badWordIds ?? []) barLastOf(logits, word, history.generated);
   if ((params.min_tokens ?? 0) > history.generated.length)
@@ -114,13 +113,10 @@ export function processLogits(
 }
 
 /** Every logit but those of `ids` to minus infinity. */
-function allowOnly(logits: Float32Array, ids: readonly number[]): void {
-  const kept = ids.map((id) => logits[id]);
+export function keepOnly(logits: Float32Array, ids: Iterable<number>): void {
+  const kept = [...ids].map((id) => [id, logits[id]] as const);
   logits.fill(Number.NEGATIVE_INFINITY);
-  ids.forEach((id, k) => {
-    const v = kept[k];
-    if (v !== undefined) logits[id] = v;
-  });
+  for (const [id, v] of kept) if (v !== undefined) logits[id] = v;
 }
 
 /**
