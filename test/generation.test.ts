@@ -514,10 +514,21 @@ describe("completions through the official openai client", () => {
     // unconstrained, greedy says something else
     const free = await openai.completions.create({ ...base, temperature: 0 });
     expect(choices).not.toContain(free.choices[0]?.text);
+    // vLLM's JSON mode on a completion: it opens an object at once
+    const json = await openai.completions.create({
+      ...base,
+      temperature: 0,
+      structured_outputs: { json_object: true },
+    } as typeof base);
+    expect(json.choices[0]?.text).toMatch(/^\s*\{/);
+    expect(free.choices[0]?.text).not.toMatch(/^\s*\{/);
     const refused = (extra: Record<string, unknown>) =>
       refusal("/v1/completions", { ...base, ...extra });
+    expect(await refused({ guided_choice: ["a"], response_format: { type: "json_object" } })).toBe(
+      "give one of guided_choice, json_object, not several",
+    );
     expect(await refused({ structured_outputs: { json: { type: "object" } } })).toBe(
-      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice is)",
+      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice and json_object are)",
     );
     expect(await refused({ guided_choice: ["a"], ignore_eos: true })).toMatch(
       /cannot be combined with ignore_eos or min_tokens/,

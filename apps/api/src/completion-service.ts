@@ -206,6 +206,7 @@ export class CompletionService {
         truncate_prompt_tokens: body.truncate_prompt_tokens,
         bad_words: body.bad_words,
         guided_choice: guidedChoice(body),
+        json_object: jsonMode(body) || undefined,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -413,22 +414,37 @@ function promptAsk(body: CompletionRequest): PromptAsk {
 
 /**
  * The strings a guided completion may be (vLLM's `guided_choice`, or `structured_outputs`'
- * `choice`). It ends when one is whole, so it cannot ignore the end of text, nor bar it.
+ * `choice`).
  */
 function guidedChoice(body: CompletionRequest): string[] | undefined {
-  const choices = body.guided_choice ?? body.structured_outputs?.choice ?? undefined;
-  if (!choices) return undefined;
-  if (body.guided_choice && body.structured_outputs?.choice)
+  checkGuided(body);
+  return body.guided_choice ?? body.structured_outputs?.choice ?? undefined;
+}
+
+/** JSON mode: OpenAI's `response_format` json_object, or vLLM's `structured_outputs.json_object`. */
+function jsonMode(body: CompletionRequest): boolean {
+  return (
+    body.response_format?.type === "json_object" || body.structured_outputs?.json_object === true
+  );
+}
+
+/**
+ * One kind of guided decoding a request: a guided completion ends when its text is whole, so
+ * it cannot ignore the end of text, nor bar it.
+ */
+function checkGuided(body: CompletionRequest): void {
+  const kinds = [
+    body.guided_choice && "guided_choice",
+    body.structured_outputs?.choice && "structured_outputs.choice",
+    jsonMode(body) && "json_object",
+  ].filter((kind): kind is string => typeof kind === "string");
+  if (kinds.length > 1)
+    throw new FerryError("INVALID_INPUT", `give one of ${kinds.join(", ")}, not several`);
+  if (kinds.length === 1 && (body.ignore_eos || (body.min_tokens ?? 0) > 0))
     throw new FerryError(
       "INVALID_INPUT",
-      "give guided_choice or structured_outputs.choice, not both",
+      `${kinds[0]} ends the completion when its text is whole: it cannot be combined with ignore_eos or min_tokens`,
     );
-  if (body.ignore_eos || (body.min_tokens ?? 0) > 0)
-    throw new FerryError(
-      "INVALID_INPUT",
-      "guided_choice ends the completion when a choice is whole: it cannot be combined with ignore_eos or min_tokens",
-    );
-  return choices;
 }
 
 function maxOf(...values: Array<number | undefined>): number | undefined {

@@ -213,6 +213,22 @@ const stopString = z.string().max(256);
 /** vLLM's `guided_choice`: the strings a completion may be. */
 const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
 
+/**
+ * OpenAI's `response_format`: text, or JSON mode (`json_object`: the answer is one JSON
+ * object); a JSON schema (`json_schema`) is refused by name.
+ */
+const responseFormat = z
+  .object({ type: z.string() })
+  .catchall(z.unknown())
+  .superRefine((value, ctx) => {
+    if (value.type !== "text" && value.type !== "json_object")
+      ctx.addIssue({
+        code: "custom",
+        message: `response_format ${value.type} is not supported by this server (text and json_object are)`,
+      });
+  })
+  .nullish();
+
 /** What completions and chats share: sampling, stopping, streaming. */
 const sampling = {
   temperature: z.number().min(0).max(2).nullish(),
@@ -253,19 +269,26 @@ const sampling = {
   guided_grammar: unsupported("guided_grammar", null),
   /** vLLM's guided decoding: the completion is exactly one of these strings. */
   guided_choice: guidedChoices.nullish(),
-  /** vLLM's newer form of it: of its kinds `choice`; the others are refused by name. */
+  /** vLLM's newer form of guided decoding: of its kinds `choice` and `json_object`. */
   structured_outputs: z
-    .object({ choice: guidedChoices.optional() })
+    .object({ choice: guidedChoices.optional(), json_object: z.boolean().optional() })
     .catchall(z.unknown())
     .superRefine((value, ctx) => {
       for (const [key, v] of Object.entries(value))
-        if (key !== "choice" && v !== null && v !== undefined && v !== false)
+        if (
+          key !== "choice" &&
+          key !== "json_object" &&
+          v !== null &&
+          v !== undefined &&
+          v !== false
+        )
           ctx.addIssue({
             code: "custom",
-            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice is)`,
+            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice and json_object are)`,
           });
     })
     .nullish(),
+  response_format: responseFormat,
   // choices per prompt, each a job of its own (OpenAI, vLLM); with a seed, the j-th draws
   // with seed + j
   n: z.number().int().min(1).max(MAX_CHOICES).nullish(),
@@ -296,7 +319,6 @@ export const completionRequestSchema = z
     echo: z.boolean().nullish(),
     best_of: unsupported("best_of", 1),
     suffix: unsupported("suffix", null),
-    response_format: unsupported("response_format", null),
     /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
     ignore_eos: z.boolean().nullish(),
     priority: z.number().int().min(1).max(10).optional(),
@@ -333,7 +355,6 @@ export const chatCompletionRequestSchema = z
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
     tools: unsupported("tools"),
     functions: unsupported("functions"),
-    response_format: unsupported("response_format", { type: "text" }),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
     ignore_eos: z.boolean().nullish(),

@@ -8,11 +8,14 @@ import {
   type JobEventBody,
   outOfVocabulary,
   type ResumePoint,
+  type SamplingParams,
   unknownSamplingFields,
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
+import type { Guide } from "./guide.js";
 import { ChoiceGuide } from "./guided-choice.js";
+import { JsonObjectGuide } from "./json-guide.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
@@ -102,14 +105,12 @@ export class Engine {
       const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
       return Promise.reject(new FerryError("INVALID_INPUT", message));
     }
-    const choices = job.params.guided_choice;
-    if (choices && (this.options.vocabSize === undefined || !this.tokenizer.exactTokenBytes))
-      return Promise.reject(
-        new FerryError(
-          "INVALID_INPUT",
-          "guided_choice needs a byte-level tokenizer (every token's bytes known) and the model's vocab_size in model.json",
-        ),
-      );
+    let guide: Guide | undefined;
+    try {
+      guide = this.guideOf(job.params);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise((resolve, reject) => {
       const seq = new Sequence({
         id: this.nextSeq++,
@@ -121,9 +122,7 @@ export class Engine {
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
         badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
-        ...(choices
-          ? { guide: new ChoiceGuide(choices, this.tokenizer, this.options.vocabSize ?? 0) }
-          : {}),
+        ...(guide ? { guide } : {}),
         // the client's own text, else the ids the model read as text
         ...(job.params.echo
           ? { echo: job.prompt_ids || promptIds !== whole ? this.textOf(promptIds) : job.prompt }
@@ -139,6 +138,29 @@ export class Engine {
       this.scheduler.add(seq);
       this.kick();
     });
+  }
+
+  /**
+   * The guide of a guided completion (vLLM's `guided_choice`, JSON mode): it spells text token
+   * by token, so it needs every token's bytes (a byte-level tokenizer), the vocabulary's size
+   * and an end of text.
+   */
+  private guideOf(params: SamplingParams): Guide | undefined {
+    const kind = params.guided_choice ? "guided_choice" : params.json_object ? "json_object" : "";
+    if (!kind) return undefined;
+    const size = this.options.vocabSize;
+    if (
+      size === undefined ||
+      !this.tokenizer.exactTokenBytes ||
+      this.tokenizer.eosTokenId === undefined
+    )
+      throw new FerryError(
+        "INVALID_INPUT",
+        `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
+      );
+    return params.guided_choice
+      ? new ChoiceGuide(params.guided_choice, this.tokenizer, size)
+      : new JsonObjectGuide(this.tokenizer, size);
   }
 
   /**

@@ -1,4 +1,5 @@
 import type { Tokenizer } from "@ferry/model-repository";
+import { type Guide, spelledVocabulary } from "./guide.js";
 import { keepOnly } from "./logits-processors.js";
 
 /** A trie of the vocabulary's tokens by their bytes: which tokens spell a given byte string's start. */
@@ -15,10 +16,7 @@ function trieOf(tokenizer: Tokenizer, vocabSize: number): TrieNode {
   let root = tries.get(tokenizer);
   if (root) return root;
   root = { next: new Map(), tokens: [] };
-  for (let id = 0; id < vocabSize; id++) {
-    if (id === tokenizer.eosTokenId) continue;
-    const { bytes } = tokenizer.tokenText(id);
-    if (bytes.length === 0) continue;
+  for (const { id, bytes } of spelledVocabulary(tokenizer, vocabSize)) {
     let node = root;
     for (const b of bytes) {
       let child = node.next.get(b);
@@ -39,7 +37,7 @@ function trieOf(tokenizer: Tokenizer, vocabSize: number): TrieNode {
  * the tokens that spell the next bytes of a choice the text so far begins can be drawn (and
  * leave a rest that tokens can spell), and the end of text once the text is a whole choice.
  */
-export class ChoiceGuide {
+export class ChoiceGuide implements Guide {
   private readonly choices: Uint8Array[];
   /** Per choice, per byte offset: whether tokens can spell the rest of it from there. */
   private readonly completes: boolean[][];

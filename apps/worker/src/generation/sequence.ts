@@ -7,7 +7,7 @@ import type {
   TokenLogprob,
 } from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
-import type { ChoiceGuide } from "./guided-choice.js";
+import type { Guide } from "./guide.js";
 import { readsTokenCounts } from "./logits-processors.js";
 import type { OutputProcessor } from "./output-processor.js";
 
@@ -26,8 +26,8 @@ export interface SequenceInit {
   output: OutputProcessor;
   /** vLLM's `bad_words` as token id sequences. */
   badWordIds?: number[][];
-  /** vLLM's guided decoding (`guided_choice`), following the tokens drawn. */
-  guide?: ChoiceGuide;
+  /** Guided decoding (vLLM's `guided_choice`, JSON mode), following the tokens drawn. */
+  guide?: Guide;
   /** The prompt's text, when the completion echoes it (it opens the first token event). */
   echo?: string;
   emit: (events: JobEventBody[]) => void;
@@ -56,7 +56,7 @@ export class Sequence {
   /** Completion token ids so far. */
   readonly generated: number[] = [];
   readonly badWordIds: readonly number[][];
-  readonly guide: ChoiceGuide | undefined;
+  readonly guide: Guide | undefined;
   /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
   private readonly counting: boolean;

@@ -1,0 +1,20 @@
+import { ByteTokenizer } from "@ferry/model-repository";
+import { describe, expect, it } from "vitest";
+import { JsonObjectGuide } from "./json-guide.js";
+
+describe("JsonObjectGuide", () => {
+  it("leaves the tokens that go on with a JSON object, and the end of text once it is closed", () => {
+    const guide = new JsonObjectGuide(new ByteTokenizer(), 257);
+    const allowed = () => {
+      const logits = new Float32Array(257);
+      guide.mask(logits);
+      return [...logits.keys()].filter((id) => logits[id] === 0);
+    };
+    expect(allowed()).toEqual([0x09, 0x0a, 0x0d, 0x20, 0x7b]);
+    for (const b of Buffer.from('{"a":1')) guide.advance(b);
+    // the number goes on, or ends: a blank, a comma or the close
+    expect(String.fromCharCode(...allowed())).toBe("\t\n\r ,.0123456789Ee}");
+    guide.advance(0x7d);
+    expect(allowed()).toEqual([256]);
+  });
+});
