@@ -528,12 +528,44 @@ describe("completions through the official openai client", () => {
       "give one of guided_choice, json_object, not several",
     );
     expect(await refused({ structured_outputs: { json: { type: "object" } } })).toBe(
-      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice and json_object are)",
+      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice, regex and json_object are)",
     );
     expect(await refused({ guided_choice: ["a"], ignore_eos: true })).toMatch(
       /cannot be combined with ignore_eos or min_tokens/,
     );
     expect(await refused({ guided_choice: [] })).toMatch(/^guided_choice: /);
+  });
+
+  it("guided_regex: the answer matches the pattern whole, sampled or greedy (vLLM's); what the matcher lacks is a 400", async () => {
+    const pattern = "\\d{3}-[a-z]{2,6} (yes|no|é+)\\.";
+    const whole = new RegExp(`^(?:${pattern})$`, "u");
+    const base = { model: "tiny-lm", prompt: "Order number:", max_tokens: 30 };
+    const texts = await Promise.all(
+      [1, 2, 3, 4, 5, 6].map(async (seed) => {
+        const res = await openai.completions.create({
+          ...base,
+          temperature: 1.5,
+          seed,
+          guided_regex: pattern,
+        } as typeof base);
+        expect(res.choices[0]?.finish_reason).toBe("stop");
+        return res.choices[0]?.text ?? "";
+      }),
+    );
+    for (const text of texts) expect(text).toMatch(whole);
+    expect(new Set(texts).size).toBeGreaterThan(1);
+    const greedy = await openai.completions.create({
+      ...base,
+      temperature: 0,
+      structured_outputs: { regex: pattern },
+    } as typeof base);
+    expect(greedy.choices[0]?.text).toMatch(whole);
+    expect(await refusal("/v1/completions", { ...base, guided_regex: "(" })).toBe(
+      "guided_regex: not a valid regular expression",
+    );
+    expect(await refusal("/v1/completions", { ...base, guided_regex: "(?=a)a" })).toBe(
+      "guided_regex: lookaround and named groups are not supported",
+    );
   });
 
   it("truncate_prompt_tokens: the prompt's last tokens are read, as vLLM reads them; a prompt past the window then fits", async () => {
@@ -838,7 +870,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_json", "guided_regex"])
+    for (const field of ["use_beam_search", "guided_json", "guided_grammar"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

@@ -157,7 +157,7 @@ describe("KServe v2 and OpenAI edges", () => {
       ["suffix", "."],
       ["guided_json", { type: "object" }],
       ["use_beam_search", true],
-      ["guided_regex", "[a-z]+"],
+      ["guided_grammar", "root ::= x"],
     ] as const) {
       const res = await stack.post(
         "/v1/completions",

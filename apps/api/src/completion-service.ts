@@ -206,6 +206,7 @@ export class CompletionService {
         truncate_prompt_tokens: body.truncate_prompt_tokens,
         bad_words: body.bad_words,
         guided_choice: guidedChoice(body),
+        guided_regex: body.guided_regex ?? body.structured_outputs?.regex ?? undefined,
         json_object: jsonMode(body) || undefined,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
@@ -436,6 +437,8 @@ function checkGuided(body: CompletionRequest): void {
   const kinds = [
     body.guided_choice && "guided_choice",
     body.structured_outputs?.choice && "structured_outputs.choice",
+    body.guided_regex && "guided_regex",
+    body.structured_outputs?.regex && "structured_outputs.regex",
     jsonMode(body) && "json_object",
   ].filter((kind): kind is string => typeof kind === "string");
   if (kinds.length > 1)

@@ -229,6 +229,29 @@ const responseFormat = z
   })
   .nullish();
 
+/**
+ * vLLM's `guided_regex`: a regular expression the completion matches whole (JavaScript's syntax
+ * checked here; a worker refuses what its matcher lacks: lookaround, backreferences).
+ */
+const guidedRegex = z
+  .string()
+  .min(1)
+  .max(4096)
+  .refine(
+    (pattern) => {
+      try {
+        new RegExp(pattern, "u");
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    { message: "not a valid regular expression" },
+  );
+
+/** The kinds of vLLM's `structured_outputs` Ferry guides by. */
+const STRUCTURED_KINDS = new Set(["choice", "regex", "json_object"]);
+
 /** What completions and chats share: sampling, stopping, streaming. */
 const sampling = {
   temperature: z.number().min(0).max(2).nullish(),
@@ -265,26 +288,25 @@ const sampling = {
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
   guided_json: unsupported("guided_json", null),
-  guided_regex: unsupported("guided_regex", null),
   guided_grammar: unsupported("guided_grammar", null),
   /** vLLM's guided decoding: the completion is exactly one of these strings. */
   guided_choice: guidedChoices.nullish(),
-  /** vLLM's newer form of guided decoding: of its kinds `choice` and `json_object`. */
+  /** vLLM's guided decoding: the completion matches this regular expression, whole. */
+  guided_regex: guidedRegex.nullish(),
+  /** vLLM's newer form of guided decoding: of its kinds `choice`, `regex` and `json_object`. */
   structured_outputs: z
-    .object({ choice: guidedChoices.optional(), json_object: z.boolean().optional() })
+    .object({
+      choice: guidedChoices.optional(),
+      regex: guidedRegex.optional(),
+      json_object: z.boolean().optional(),
+    })
     .catchall(z.unknown())
     .superRefine((value, ctx) => {
       for (const [key, v] of Object.entries(value))
-        if (
-          key !== "choice" &&
-          key !== "json_object" &&
-          v !== null &&
-          v !== undefined &&
-          v !== false
-        )
+        if (!STRUCTURED_KINDS.has(key) && v !== null && v !== undefined && v !== false)
           ctx.addIssue({
             code: "custom",
-            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice and json_object are)`,
+            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex and json_object are)`,
           });
     })
     .nullish(),

@@ -39,6 +39,8 @@ export const samplingParamsSchema = z.object({
   include_stop_str_in_output: z.boolean().optional(),
   /** JSON mode (OpenAI's `response_format` json_object, vLLM's `json_object`): one JSON object. */
   json_object: z.boolean().optional(),
+  /** vLLM's guided decoding: the completion matches this regular expression, whole. */
+  guided_regex: z.string().optional(),
   /** vLLM's guided decoding: the completion is exactly one of these. */
   guided_choice: z.array(z.string().min(1)).min(1).optional(),
   /** vLLM's: words the completion may not contain (their last token is barred after the rest). */

@@ -13,12 +13,13 @@ import {
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
-import type { Guide } from "./guide.js";
+import { GrammarGuide, type Guide } from "./guide.js";
 import { ChoiceGuide } from "./guided-choice.js";
-import { JsonObjectGuide } from "./json-guide.js";
+import { JsonObjectGrammar } from "./json-grammar.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
+import { RegexError, RegexGrammar } from "./regex-grammar.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
 import { Sequence } from "./sequence.js";
@@ -146,7 +147,13 @@ export class Engine {
    * and an end of text.
    */
   private guideOf(params: SamplingParams): Guide | undefined {
-    const kind = params.guided_choice ? "guided_choice" : params.json_object ? "json_object" : "";
+    const kind = params.guided_choice
+      ? "guided_choice"
+      : params.guided_regex !== undefined
+        ? "guided_regex"
+        : params.json_object
+          ? "json_object"
+          : "";
     if (!kind) return undefined;
     const size = this.options.vocabSize;
     if (
@@ -158,9 +165,16 @@ export class Engine {
         "INVALID_INPUT",
         `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
       );
-    return params.guided_choice
-      ? new ChoiceGuide(params.guided_choice, this.tokenizer, size)
-      : new JsonObjectGuide(this.tokenizer, size);
+    if (params.guided_choice) return new ChoiceGuide(params.guided_choice, this.tokenizer, size);
+    if (params.guided_regex === undefined)
+      return new GrammarGuide(new JsonObjectGrammar(), this.tokenizer, size);
+    try {
+      return new GrammarGuide(new RegexGrammar(params.guided_regex), this.tokenizer, size);
+    } catch (err) {
+      if (err instanceof RegexError)
+        throw new FerryError("INVALID_INPUT", `guided_regex: ${err.message}`);
+      throw err;
+    }
   }
 
   /**

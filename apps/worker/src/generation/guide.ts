@@ -1,4 +1,5 @@
 import type { Tokenizer } from "@ferry/model-repository";
+import { keepOnly } from "./logits-processors.js";
 
 /**
  * Guided decoding (vLLM's `guided_choice`, JSON mode): what may be drawn next, given what was
@@ -34,4 +35,59 @@ export function spelledVocabulary(tokenizer: Tokenizer, vocabSize: number): Spel
   }
   vocabularies.set(tokenizer, tokens);
   return tokens;
+}
+
+/** A language recognised byte by byte (JSON, a regular expression), tried on copies. */
+export interface ByteGrammar {
+  copy(): ByteGrammar;
+  /** Takes the next byte; false (the state then spoilt) when no text of the language goes on so. */
+  feed(b: number): boolean;
+  /** Whether the text so far is one of the language. */
+  readonly complete: boolean;
+  /** Whether any text of the language goes on from here. */
+  readonly open: boolean;
+}
+
+/**
+ * A guide by a grammar: before each draw only the tokens whose bytes the grammar takes from
+ * where the text is can be drawn, and the end of text once the text is complete.
+ */
+export class GrammarGuide implements Guide {
+  private readonly vocabulary: SpelledToken[];
+
+  constructor(
+    private readonly grammar: ByteGrammar,
+    private readonly tokenizer: Tokenizer,
+    vocabSize: number,
+  ) {
+    this.vocabulary = spelledVocabulary(tokenizer, vocabSize);
+  }
+
+  advance(token: number): void {
+    if (token === this.tokenizer.eosTokenId) return;
+    for (const b of this.tokenizer.tokenText(token).bytes) this.grammar.feed(b);
+  }
+
+  mask(logits: Float32Array): void {
+    const eos = this.tokenizer.eosTokenId;
+    const allowed: number[] = this.grammar.complete && eos !== undefined ? [eos] : [];
+    if (this.grammar.open) {
+      // a token whose first byte is refused needs no copy of the grammar: most of them
+      const firstTaken = new Map<number, boolean>();
+      const takes = (b: number) => {
+        let taken = firstTaken.get(b);
+        if (taken === undefined) {
+          taken = this.grammar.copy().feed(b);
+          firstTaken.set(b, taken);
+        }
+        return taken;
+      };
+      for (const { id, bytes } of this.vocabulary) {
+        if (!takes(bytes[0] ?? -1)) continue;
+        const trial = bytes.length === 1 ? undefined : this.grammar.copy();
+        if (!trial || bytes.every((b) => trial.feed(b))) allowed.push(id);
+      }
+    }
+    keepOnly(logits, allowed);
+  }
 }

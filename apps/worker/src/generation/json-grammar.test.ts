@@ -5,7 +5,7 @@ import { JsonObjectGrammar } from "./json-grammar.js";
 function verdict(text: string): "whole" | "prefix" | "refused" {
   const grammar = new JsonObjectGrammar();
   for (const b of Buffer.from(text)) if (!grammar.feed(b)) return "refused";
-  return grammar.done ? "whole" : "prefix";
+  return grammar.complete ? "whole" : "prefix";
 }
 
 describe("JsonObjectGrammar", () => {

@@ -1,6 +1,8 @@
+import type { ByteGrammar } from "./guide.js";
+
 /**
  * An incremental recogniser of one JSON object (RFC 8259) over UTF-8 bytes: `feed` takes the
- * next byte and says whether the text so far can still begin a JSON object; `done` says
+ * next byte and says whether the text so far can still begin a JSON object; `complete` says
  * whether it is one, whole. It holds a small state (a mode and the open containers), so that
  * a candidate token is tried on a copy.
  */
@@ -61,7 +63,7 @@ const LITERALS = new Map<number, number[]>([
   [0x6e, [...Buffer.from("ull")]],
 ]);
 
-export class JsonObjectGrammar {
+export class JsonObjectGrammar implements ByteGrammar {
   private mode: Mode = "start";
   /** Open containers, innermost last: `{` or `[`. */
   private stack: number[] = [];
@@ -88,8 +90,13 @@ export class JsonObjectGrammar {
   }
 
   /** Whether the text so far is one whole JSON object. */
-  get done(): boolean {
+  get complete(): boolean {
     return this.mode === "done";
+  }
+
+  /** Whether anything may follow: not once the object is closed. */
+  get open(): boolean {
+    return this.mode !== "done";
   }
 
   /** Takes the next byte; false (and the state is then spoilt) when no JSON object goes on so. */
@@ -107,7 +114,7 @@ export class JsonObjectGrammar {
     this.blanks = 0;
     switch (this.mode) {
       case "start":
-        return b === 0x7b && this.open(b);
+        return b === 0x7b && this.openContainer(b);
       case "value":
         return this.startValue(b);
       case "array-first":
@@ -157,7 +164,7 @@ export class JsonObjectGrammar {
   }
 
   private startValue(b: number): boolean {
-    if (b === 0x7b || b === 0x5b) return this.open(b);
+    if (b === 0x7b || b === 0x5b) return this.openContainer(b);
     if (b === 0x22) {
       this.mode = "string";
       this.key = false;
@@ -174,7 +181,7 @@ export class JsonObjectGrammar {
     return true;
   }
 
-  private open(b: number): boolean {
+  private openContainer(b: number): boolean {
     if (this.stack.length >= MAX_DEPTH) return false;
     this.stack.push(b);
     this.mode = b === 0x7b ? "object-first" : "array-first";

@@ -1,10 +1,11 @@
 import { ByteTokenizer } from "@ferry/model-repository";
 import { describe, expect, it } from "vitest";
-import { JsonObjectGuide } from "./json-guide.js";
+import { GrammarGuide } from "./guide.js";
+import { JsonObjectGrammar } from "./json-grammar.js";
 
-describe("JsonObjectGuide", () => {
-  it("leaves the tokens that go on with a JSON object, and the end of text once it is closed", () => {
-    const guide = new JsonObjectGuide(new ByteTokenizer(), 257);
+describe("GrammarGuide", () => {
+  it("JSON: leaves the tokens that go on with an object, and the end of text once it is closed", () => {
+    const guide = new GrammarGuide(new JsonObjectGrammar(), new ByteTokenizer(), 257);
     const allowed = () => {
       const logits = new Float32Array(257);
       guide.mask(logits);

@@ -1,0 +1,452 @@
+import type { ByteGrammar } from "./guide.js";
+
+/**
+ * A regular expression as a recogniser of whole texts over UTF-8 bytes, for guided decoding
+ * (vLLM's `guided_regex`): `feed` takes the next byte and says whether some text that begins
+ * so can still match the whole pattern; `complete` whether the text so far does. A Thompson
+ * automaton over code points, simulated state set by state set (no backtracking, no blow-up).
+ *
+ * The syntax is the common core of JavaScript's and Python's: literals and escapes, `.`,
+ * classes (`[a-z]`, `[^...]`, `\d \w \s` and their negations), groups (capturing or `(?:`),
+ * `|`, and the quantifiers `* + ? {m} {m,} {m,n}` (lazy or not: a whole match is the same).
+ * Anchors `^` at the start and `$` at the end are accepted (the match is whole anyway);
+ * backreferences, lookaround and anchors elsewhere are refused with `RegexError`.
+ */
+
+export class RegexError extends Error {}
+
+/** Code point ranges, inclusive, sorted and disjoint. */
+type Ranges = Array<[number, number]>;
+
+const MAX_CODE_POINT = 0x10ffff;
+/** Repetitions a bounded quantifier may unroll to (a{1000} is a thousand states). */
+const MAX_REPEAT = 1000;
+/** States an automaton may have at most. */
+const MAX_STATES = 100_000;
+
+type Node =
+  | { kind: "set"; ranges: Ranges }
+  | { kind: "seq"; items: Node[] }
+  | { kind: "alt"; options: Node[] }
+  | { kind: "repeat"; item: Node; min: number; max: number };
+
+const DIGIT: Ranges = [[0x30, 0x39]];
+const WORD: Ranges = [
+  [0x30, 0x39],
+  [0x41, 0x5a],
+  [0x5f, 0x5f],
+  [0x61, 0x7a],
+];
+const SPACE: Ranges = [
+  [0x09, 0x0d],
+  [0x20, 0x20],
+  [0xa0, 0xa0],
+  [0x1680, 0x1680],
+  [0x2000, 0x200a],
+  [0x2028, 0x2029],
+  [0x202f, 0x202f],
+  [0x205f, 0x205f],
+  [0x3000, 0x3000],
+  [0xfeff, 0xfeff],
+];
+
+function normalise(ranges: Ranges): Ranges {
+  const sorted = [...ranges].sort((a, b) => a[0] - b[0]);
+  const out: Ranges = [];
+  for (const [lo, hi] of sorted) {
+    const last = out.at(-1);
+    if (last && lo <= last[1] + 1) last[1] = Math.max(last[1], hi);
+    else out.push([lo, hi]);
+  }
+  return out;
+}
+
+function complement(ranges: Ranges): Ranges {
+  const out: Ranges = [];
+  let next = 0;
+  for (const [lo, hi] of normalise(ranges)) {
+    if (lo > next) out.push([next, lo - 1]);
+    next = hi + 1;
+  }
+  if (next <= MAX_CODE_POINT) out.push([next, MAX_CODE_POINT]);
+  return out;
+}
+
+/** Parses the syntax above into a tree. */
+class Parser {
+  private at = 0;
+  private readonly chars: string[];
+
+  constructor(pattern: string) {
+    this.chars = [...pattern];
+  }
+
+  parse(): Node {
+    if (this.chars[0] === "^") this.at++;
+    const node = this.alternation();
+    if (this.at < this.chars.length) throw new RegexError(`unexpected '${this.chars[this.at]}'`);
+    return node;
+  }
+
+  private peek(): string | undefined {
+    return this.chars[this.at];
+  }
+
+  private alternation(): Node {
+    const options = [this.sequence()];
+    while (this.peek() === "|") {
+      this.at++;
+      options.push(this.sequence());
+    }
+    return options.length === 1 ? (options[0] as Node) : { kind: "alt", options };
+  }
+
+  private sequence(): Node {
+    const items: Node[] = [];
+    for (;;) {
+      const c = this.peek();
+      if (c === undefined || c === "|" || c === ")") break;
+      if (c === "$") {
+        this.at++;
+        const end = this.peek();
+        if (end !== undefined && end !== ")" && end !== "|")
+          throw new RegexError("'$' is supported only at the end");
+        continue;
+      }
+      items.push(this.quantified(this.atom()));
+    }
+    return { kind: "seq", items };
+  }
+
+  private quantified(item: Node): Node {
+    for (;;) {
+      const c = this.peek();
+      let min: number;
+      let max: number;
+      if (c === "*") [min, max] = [0, Number.POSITIVE_INFINITY];
+      else if (c === "+") [min, max] = [1, Number.POSITIVE_INFINITY];
+      else if (c === "?") [min, max] = [0, 1];
+      else if (c === "{") {
+        const bounds = this.bounds();
+        if (!bounds) return item;
+        [min, max] = bounds;
+      } else return item;
+      if (c !== "{") this.at++;
+      // a lazy or possessive mark changes which match is found, not whether one is
+      if (this.peek() === "?" || this.peek() === "+") this.at++;
+      if (min > MAX_REPEAT || (max !== Number.POSITIVE_INFINITY && max > MAX_REPEAT))
+        throw new RegexError(`a repetition over ${MAX_REPEAT}`);
+      item = { kind: "repeat", item, min, max };
+    }
+  }
+
+  /** `{m}`, `{m,}`, `{m,n}` at the cursor (consumed), or undefined (a literal `{`). */
+  private bounds(): [number, number] | undefined {
+    const rest = this.chars.slice(this.at).join("");
+    const m = /^\{(\d+)(,(\d*))?\}/.exec(rest);
+    if (!m) return undefined;
+    this.at += [...m[0]].length;
+    const min = Number(m[1]);
+    const max = m[2] === undefined ? min : m[3] === "" ? Number.POSITIVE_INFINITY : Number(m[3]);
+    if (max < min) throw new RegexError(`bad repetition ${m[0]}`);
+    return [min, max];
+  }
+
+  private atom(): Node {
+    const c = this.chars[this.at++];
+    if (c === "(") {
+      if (this.peek() === "?") {
+        if (this.chars[this.at + 1] !== ":")
+          throw new RegexError("lookaround and named groups are not supported");
+        this.at += 2;
+      }
+      const inner = this.alternation();
+      if (this.chars[this.at++] !== ")") throw new RegexError("unclosed group");
+      return inner;
+    }
+    if (c === "[") return { kind: "set", ranges: this.charClass() };
+    if (c === ".") return { kind: "set", ranges: complement([[0x0a, 0x0a]]) };
+    if (c === "\\") return { kind: "set", ranges: this.escape(false) };
+    if (c === "*" || c === "+" || c === "?")
+      throw new RegexError(`nothing to repeat before '${c}'`);
+    if (c === "^") throw new RegexError("'^' is supported only at the start");
+    if (c === undefined) throw new RegexError("unexpected end");
+    const cp = c.codePointAt(0) ?? 0;
+    return { kind: "set", ranges: [[cp, cp]] };
+  }
+
+  private charClass(): Ranges {
+    const negated = this.peek() === "^";
+    if (negated) this.at++;
+    const ranges: Ranges = [];
+    let first = true;
+    for (;;) {
+      const c = this.chars[this.at++];
+      if (c === undefined) throw new RegexError("unclosed class");
+      if (c === "]" && !first) break;
+      first = false;
+      let lo: Ranges;
+      if (c === "\\") lo = this.escape(true);
+      else {
+        const cp = c.codePointAt(0) ?? 0;
+        lo = [[cp, cp]];
+      }
+      // a range a-z (a '-' first, last or after a class escape is a literal)
+      if (
+        this.peek() === "-" &&
+        this.chars[this.at + 1] !== "]" &&
+        this.chars[this.at + 1] !== undefined &&
+        lo.length === 1 &&
+        lo[0]?.[0] === lo[0]?.[1]
+      ) {
+        this.at++;
+        const d = this.chars[this.at++];
+        const hi =
+          d === "\\"
+            ? this.escape(true)
+            : [[d?.codePointAt(0) ?? 0, d?.codePointAt(0) ?? 0] as [number, number]];
+        const from = lo[0]?.[0] ?? 0;
+        const to = hi[0]?.[0] ?? 0;
+        if (hi.length !== 1 || hi[0]?.[0] !== hi[0]?.[1] || to < from)
+          throw new RegexError("bad range in a class");
+        ranges.push([from, to]);
+      } else ranges.push(...lo);
+    }
+    return negated ? complement(ranges) : normalise(ranges);
+  }
+
+  /** The set an escape names (the cursor after the backslash). */
+  private escape(inClass: boolean): Ranges {
+    const c = this.chars[this.at++];
+    if (c === undefined) throw new RegexError("a pattern may not end with '\\'");
+    const single = (cp: number): Ranges => [[cp, cp]];
+    switch (c) {
+      case "d":
+        return DIGIT;
+      case "D":
+        return complement(DIGIT);
+      case "w":
+        return WORD;
+      case "W":
+        return complement(WORD);
+      case "s":
+        return SPACE;
+      case "S":
+        return complement(SPACE);
+      case "n":
+        return single(0x0a);
+      case "r":
+        return single(0x0d);
+      case "t":
+        return single(0x09);
+      case "f":
+        return single(0x0c);
+      case "v":
+        return single(0x0b);
+      case "0":
+        return single(0);
+      case "x":
+      case "u": {
+        const rest = this.chars.slice(this.at).join("");
+        const m =
+          c === "x"
+            ? /^[0-9a-fA-F]{2}/.exec(rest)
+            : /^([0-9a-fA-F]{4}|\{[0-9a-fA-F]{1,6}\})/.exec(rest);
+        if (!m) throw new RegexError(`bad \\${c} escape`);
+        this.at += m[0].length;
+        return single(Number.parseInt(m[0].replace(/[{}]/g, ""), 16));
+      }
+      case "b":
+        if (inClass) return single(0x08);
+        throw new RegexError("word boundaries are not supported");
+      default:
+        if (/[0-9]/.test(c)) throw new RegexError("backreferences are not supported");
+        if (/[A-Za-z]/.test(c)) throw new RegexError(`unknown escape \\${c}`);
+        return single(c.codePointAt(0) ?? 0);
+    }
+  }
+}
+
+/** A state: its character edge (to `next`), or its empty edges. */
+interface State {
+  ranges?: Ranges;
+  next?: number;
+  empty: number[];
+}
+
+/** The automaton: states, the start, the accepting state. */
+class Automaton {
+  readonly states: State[] = [];
+  readonly start: number;
+  readonly accept: number;
+
+  constructor(root: Node) {
+    this.accept = this.add();
+    this.start = this.build(root, this.accept);
+  }
+
+  private add(): number {
+    if (this.states.length >= MAX_STATES) throw new RegexError("the pattern is too large");
+    this.states.push({ empty: [] });
+    return this.states.length - 1;
+  }
+
+  /** States for `node` leading to `out`; returns its entry. */
+  private build(node: Node, out: number): number {
+    switch (node.kind) {
+      case "set": {
+        const s = this.add();
+        Object.assign(this.states[s] as State, { ranges: node.ranges, next: out });
+        return s;
+      }
+      case "seq": {
+        let entry = out;
+        for (let i = node.items.length - 1; i >= 0; i--)
+          entry = this.build(node.items[i] as Node, entry);
+        return entry;
+      }
+      case "alt": {
+        const s = this.add();
+        (this.states[s] as State).empty = node.options.map((o) => this.build(o, out));
+        return s;
+      }
+      case "repeat": {
+        let entry = out;
+        if (node.max === Number.POSITIVE_INFINITY) {
+          // a loop: enter the item or leave
+          const loop = this.add();
+          const body = this.build(node.item, loop);
+          (this.states[loop] as State).empty = [body, out];
+          entry = loop;
+        } else {
+          // optional copies: each may leave straight to `out`
+          for (let k = node.min; k < node.max; k++) {
+            const s = this.add();
+            (this.states[s] as State).empty = [this.build(node.item, entry), out];
+            entry = s;
+          }
+        }
+        for (let k = 0; k < node.min; k++) entry = this.build(node.item, entry);
+        return entry;
+      }
+    }
+  }
+
+  /** `set` and every state its empty edges reach. */
+  closure(set: Iterable<number>): number[] {
+    const seen = new Set<number>();
+    const stack = [...set];
+    while (stack.length > 0) {
+      const s = stack.pop() as number;
+      if (seen.has(s)) continue;
+      seen.add(s);
+      for (const t of this.states[s]?.empty ?? []) stack.push(t);
+    }
+    return [...seen];
+  }
+}
+
+const automata = new Map<string, Automaton>();
+
+function automatonOf(pattern: string): Automaton {
+  let automaton = automata.get(pattern);
+  if (!automaton) {
+    automaton = new Automaton(new Parser(pattern).parse());
+    // a small cache: the same pattern is sent again and again by one client
+    if (automata.size >= 64) automata.delete(automata.keys().next().value as string);
+    automata.set(pattern, automaton);
+  }
+  return automaton;
+}
+
+export class RegexGrammar implements ByteGrammar {
+  private states: number[];
+  /** A UTF-8 character in progress: its bytes so far, and how many it has. */
+  private pending: number[] = [];
+  private expected = 0;
+
+  constructor(
+    pattern: string,
+    private readonly automaton = automatonOf(pattern),
+  ) {
+    this.states = automaton.closure([automaton.start]);
+  }
+
+  copy(): RegexGrammar {
+    const c = new RegexGrammar("", this.automaton);
+    c.states = this.states;
+    c.pending = [...this.pending];
+    c.expected = this.expected;
+    return c;
+  }
+
+  /** Whether the text so far matches the whole pattern. */
+  get complete(): boolean {
+    return this.pending.length === 0 && this.states.includes(this.automaton.accept);
+  }
+
+  /** Whether any text may follow (false: only the end of text). */
+  get open(): boolean {
+    return this.states.some((s) => this.automaton.states[s]?.ranges !== undefined);
+  }
+
+  /** Takes the next byte; false (and the state is then spoilt) when no match goes on so. */
+  feed(b: number): boolean {
+    if (this.pending.length === 0) {
+      const n =
+        b < 0x80
+          ? 1
+          : b >= 0xc2 && b <= 0xdf
+            ? 2
+            : b >= 0xe0 && b <= 0xef
+              ? 3
+              : b >= 0xf0 && b <= 0xf4
+                ? 4
+                : 0;
+      if (n === 0) return false;
+      this.expected = n;
+    } else if (b < 0x80 || b > 0xbf) return false;
+    this.pending.push(b);
+    if (this.pending.length < this.expected) {
+      // part of a character: some character that begins so must be taken
+      const [lo, hi] = codePointsBeginning(this.pending, this.expected);
+      return this.states.some((s) => overlaps(this.automaton.states[s]?.ranges, lo, hi));
+    }
+    const cp = decode(this.pending);
+    this.pending = [];
+    const next: number[] = [];
+    for (const s of this.states) {
+      const state = this.automaton.states[s];
+      if (state?.ranges && state.next !== undefined && contains(state.ranges, cp))
+        next.push(state.next);
+    }
+    if (next.length === 0) return false;
+    this.states = this.automaton.closure(next);
+    return true;
+  }
+}
+
+function contains(ranges: Ranges, cp: number): boolean {
+  for (const [lo, hi] of ranges) {
+    if (cp < lo) return false;
+    if (cp <= hi) return true;
+  }
+  return false;
+}
+
+function overlaps(ranges: Ranges | undefined, lo: number, hi: number): boolean {
+  return (ranges ?? []).some(([a, b]) => a <= hi && b >= lo);
+}
+
+function decode(bytes: number[]): number {
+  const [b0 = 0, ...rest] = bytes;
+  const lead = bytes.length === 1 ? b0 : b0 & (0xff >> (bytes.length + 1));
+  return rest.reduce((cp, b) => (cp << 6) | (b & 0x3f), lead);
+}
+
+/** The code points a UTF-8 character of `size` bytes that begins with `bytes` may be. */
+function codePointsBeginning(bytes: number[], size: number): [number, number] {
+  const lo = [...bytes, ...Array(size - bytes.length).fill(0x80)];
+  const hi = [...bytes, ...Array(size - bytes.length).fill(0xbf)];
+  return [decode(lo), Math.min(decode(hi), MAX_CODE_POINT)];
+}
