@@ -240,7 +240,7 @@ const guidedRegex = z
   .refine(
     (pattern) => {
       try {
-        new RegExp(pattern, "u");
+        new RegExp(pattern);
         return true;
       } catch {
         return false;
