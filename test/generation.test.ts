@@ -527,8 +527,8 @@ describe("completions through the official openai client", () => {
     expect(await refused({ guided_choice: ["a"], response_format: { type: "json_object" } })).toBe(
       "give one of guided_choice, json_object, not several",
     );
-    expect(await refused({ structured_outputs: { json: { type: "object" } } })).toBe(
-      "structured_outputs: structured_outputs.json is not supported by this server (of its kinds, choice, regex and json_object are)",
+    expect(await refused({ structured_outputs: { grammar: "root ::= x" } })).toBe(
+      "structured_outputs: structured_outputs.grammar is not supported by this server (of its kinds, choice, regex, json and json_object are)",
     );
     expect(await refused({ guided_choice: ["a"], ignore_eos: true })).toMatch(
       /cannot be combined with ignore_eos or min_tokens/,
@@ -870,7 +870,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_json", "guided_grammar"])
+    for (const field of ["use_beam_search", "guided_grammar", "guided_whitespace_pattern"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

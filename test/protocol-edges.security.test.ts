@@ -155,7 +155,7 @@ describe("KServe v2 and OpenAI edges", () => {
     for (const [field, value] of [
       ["best_of", 3],
       ["suffix", "."],
-      ["guided_json", { type: "object" }],
+      ["guided_whitespace_pattern", "[ ]?"],
       ["use_beam_search", true],
       ["guided_grammar", "root ::= x"],
     ] as const) {

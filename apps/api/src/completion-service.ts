@@ -208,6 +208,7 @@ export class CompletionService {
         guided_choice: guidedChoice(body),
         guided_regex: body.guided_regex ?? body.structured_outputs?.regex ?? undefined,
         json_object: jsonMode(body) || undefined,
+        json_schema: schemaOf(body),
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -430,6 +431,16 @@ function jsonMode(body: CompletionRequest): boolean {
 }
 
 /**
+ * Structured outputs' schema: OpenAI's `json_schema` response format, vLLM's `guided_json` or
+ * `structured_outputs.json`.
+ */
+function schemaOf(body: CompletionRequest): Record<string, unknown> | undefined {
+  const format = body.response_format;
+  if (format?.type === "json_schema") return format.json_schema.schema;
+  return body.guided_json ?? body.structured_outputs?.json ?? undefined;
+}
+
+/**
  * One kind of guided decoding a request: a guided completion ends when its text is whole, so
  * it cannot ignore the end of text, nor bar it.
  */
@@ -440,6 +451,9 @@ function checkGuided(body: CompletionRequest): void {
     body.guided_regex && "guided_regex",
     body.structured_outputs?.regex && "structured_outputs.regex",
     jsonMode(body) && "json_object",
+    body.response_format?.type === "json_schema" && "response_format json_schema",
+    body.guided_json && "guided_json",
+    body.structured_outputs?.json && "structured_outputs.json",
   ].filter((kind): kind is string => typeof kind === "string");
   if (kinds.length > 1)
     throw new FerryError("INVALID_INPUT", `give one of ${kinds.join(", ")}, not several`);

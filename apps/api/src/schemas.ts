@@ -214,19 +214,46 @@ const stopString = z.string().max(256);
 const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
 
 /**
- * OpenAI's `response_format`: text, or JSON mode (`json_object`: the answer is one JSON
- * object); a JSON schema (`json_schema`) is refused by name.
+ * A JSON schema as vLLM takes one: an object, or its JSON text (the worker refuses the
+ * keywords it cannot guide by, by name).
+ */
+const jsonSchema = z.union([
+  z.record(z.string(), z.unknown()),
+  z.string().transform((text, ctx) => {
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed))
+        return parsed as Record<string, unknown>;
+    } catch {
+      // refused below
+    }
+    ctx.addIssue({ code: "custom", message: "not a JSON schema (an object, or its JSON text)" });
+    return z.NEVER;
+  }),
+]);
+
+/**
+ * OpenAI's `response_format`: text, JSON mode (`json_object`: the answer is one JSON object)
+ * or structured outputs (`json_schema`: a JSON text its schema accepts).
  */
 const responseFormat = z
-  .object({ type: z.string() })
-  .catchall(z.unknown())
-  .superRefine((value, ctx) => {
-    if (value.type !== "text" && value.type !== "json_object")
-      ctx.addIssue({
-        code: "custom",
-        message: `response_format ${value.type} is not supported by this server (text and json_object are)`,
-      });
-  })
+  .discriminatedUnion(
+    "type",
+    [
+      z.object({ type: z.literal("text") }),
+      z.object({ type: z.literal("json_object") }),
+      z.object({
+        type: z.literal("json_schema"),
+        json_schema: z.object({
+          name: z.string(),
+          schema: jsonSchema,
+          description: z.string().optional(),
+          strict: z.boolean().nullish(),
+        }),
+      }),
+    ],
+    { error: "response_format type must be text, json_object or json_schema" },
+  )
   .nullish();
 
 /**
@@ -250,7 +277,7 @@ const guidedRegex = z
   );
 
 /** The kinds of vLLM's `structured_outputs` Ferry guides by. */
-const STRUCTURED_KINDS = new Set(["choice", "regex", "json_object"]);
+const STRUCTURED_KINDS = new Set(["choice", "regex", "json", "json_object"]);
 
 /** What completions and chats share: sampling, stopping, streaming. */
 const sampling = {
@@ -287,17 +314,20 @@ const sampling = {
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
-  guided_json: unsupported("guided_json", null),
   guided_grammar: unsupported("guided_grammar", null),
+  guided_whitespace_pattern: unsupported("guided_whitespace_pattern", null),
   /** vLLM's guided decoding: the completion is exactly one of these strings. */
   guided_choice: guidedChoices.nullish(),
   /** vLLM's guided decoding: the completion matches this regular expression, whole. */
   guided_regex: guidedRegex.nullish(),
-  /** vLLM's newer form of guided decoding: of its kinds `choice`, `regex` and `json_object`. */
+  /** vLLM's guided decoding: the completion is a JSON text this schema accepts. */
+  guided_json: jsonSchema.nullish(),
+  /** vLLM's newer form of guided decoding: of its kinds `choice`, `regex`, `json` and `json_object`. */
   structured_outputs: z
     .object({
       choice: guidedChoices.optional(),
       regex: guidedRegex.optional(),
+      json: jsonSchema.optional(),
       json_object: z.boolean().optional(),
     })
     .catchall(z.unknown())
@@ -306,7 +336,7 @@ const sampling = {
         if (!STRUCTURED_KINDS.has(key) && v !== null && v !== undefined && v !== false)
           ctx.addIssue({
             code: "custom",
-            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex and json_object are)`,
+            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex, json and json_object are)`,
           });
     })
     .nullish(),

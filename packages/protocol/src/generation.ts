@@ -39,6 +39,11 @@ export const samplingParamsSchema = z.object({
   include_stop_str_in_output: z.boolean().optional(),
   /** JSON mode (OpenAI's `response_format` json_object, vLLM's `json_object`): one JSON object. */
   json_object: z.boolean().optional(),
+  /**
+   * Structured outputs (OpenAI's `json_schema` response format, vLLM's `guided_json`): the
+   * completion is a JSON text this schema accepts.
+   */
+  json_schema: z.record(z.string(), z.unknown()).optional(),
   /** vLLM's guided decoding: the completion matches this regular expression, whole. */
   guided_regex: z.string().optional(),
   /** vLLM's guided decoding: the completion is exactly one of these. */

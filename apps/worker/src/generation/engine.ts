@@ -16,6 +16,7 @@ import type { GenerationMetrics } from "./generation-metrics.js";
 import { GrammarGuide, type Guide } from "./guide.js";
 import { ChoiceGuide } from "./guided-choice.js";
 import { JsonObjectGrammar } from "./json-grammar.js";
+import { schemaToRegex } from "./json-schema-regex.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
@@ -151,9 +152,11 @@ export class Engine {
       ? "guided_choice"
       : params.guided_regex !== undefined
         ? "guided_regex"
-        : params.json_object
-          ? "json_object"
-          : "";
+        : params.json_schema
+          ? "json_schema"
+          : params.json_object
+            ? "json_object"
+            : "";
     if (!kind) return undefined;
     const size = this.options.vocabSize;
     if (
@@ -166,13 +169,14 @@ export class Engine {
         `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
       );
     if (params.guided_choice) return new ChoiceGuide(params.guided_choice, this.tokenizer, size);
-    if (params.guided_regex === undefined)
+    if (kind === "json_object")
       return new GrammarGuide(new JsonObjectGrammar(), this.tokenizer, size);
     try {
-      return new GrammarGuide(new RegexGrammar(params.guided_regex), this.tokenizer, size);
+      const pattern = params.guided_regex ?? schemaToRegex(params.json_schema);
+      return new GrammarGuide(new RegexGrammar(pattern), this.tokenizer, size);
     } catch (err) {
       if (err instanceof RegexError)
-        throw new FerryError("INVALID_INPUT", `guided_regex: ${err.message}`);
+        throw new FerryError("INVALID_INPUT", `${kind}: ${err.message}`);
       throw err;
     }
   }
