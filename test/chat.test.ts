@@ -310,6 +310,98 @@ describe("the openai client, unchanged", () => {
     );
   });
 
+  it("tools: a forced call's arguments meet its parameters' schema, streamed or not; auto is refused by name", async () => {
+    const weather = {
+      type: "function" as const,
+      function: {
+        name: "get_weather",
+        description: "The weather in a city",
+        parameters: {
+          type: "object",
+          properties: {
+            city: { type: "string", maxLength: 16 },
+            unit: { enum: ["celsius", "fahrenheit"] },
+          },
+          required: ["city", "unit"],
+          additionalProperties: false,
+        },
+      },
+    };
+    const time = {
+      type: "function" as const,
+      function: { name: "get_time", parameters: { type: "object", properties: {} } },
+    };
+    const Args = z
+      .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
+      .strict();
+    const messages = [{ role: "user" as const, content: "Weather in Oslo?" }];
+    const named = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      tools: [weather, time],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      temperature: 0.8,
+      seed: 2,
+    });
+    const choice = named.choices[0];
+    expect(choice?.finish_reason).toBe("stop");
+    expect(choice?.message.content).toBeNull();
+    const call = choice?.message.tool_calls?.[0];
+    expect(call?.type === "function" && call.function.name).toBe("get_weather");
+    const args = call?.type === "function" ? call.function.arguments : "";
+    expect(Args.parse(JSON.parse(args))).toEqual(JSON.parse(args));
+    // streamed: the call named first, its arguments in pieces, the same in the end
+    const stream = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      tools: [weather, time],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      temperature: 0.8,
+      seed: 2,
+      stream: true,
+    });
+    let name = "";
+    let streamed = "";
+    for await (const chunk of stream)
+      for (const part of chunk.choices[0]?.delta?.tool_calls ?? []) {
+        name += part.function?.name ?? "";
+        streamed += part.function?.arguments ?? "";
+      }
+    expect([name, streamed]).toEqual(["get_weather", args]);
+    // required over several tools: the model picks one, and it is a call of it
+    const picked = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      tools: [weather, time],
+      tool_choice: "required",
+      seed: 5,
+    });
+    const pickedCall = picked.choices[0]?.message.tool_calls?.[0];
+    const pickedName = pickedCall?.type === "function" ? pickedCall.function.name : "";
+    expect(["get_weather", "get_time"]).toContain(pickedName);
+    expect(picked.choices[0]?.finish_reason).toBe("tool_calls");
+    // the conversation goes on with the call and the tool's answer in it
+    const next = await openai().chat.completions.create({
+      model: "tiny-lm",
+      max_tokens: 5,
+      messages: [
+        ...messages,
+        { role: "assistant", content: null, tool_calls: choice?.message.tool_calls ?? [] },
+        { role: "tool", tool_call_id: call?.id ?? "", content: "12 degrees" },
+      ],
+    });
+    expect(typeof next.choices[0]?.message.content).toBe("string");
+    const auto = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages,
+      tools: [weather],
+    });
+    expect(auto.status).toBe(400);
+    expect(((await auto.json()) as { error: { message: string } }).error.message).toMatch(
+      /^tool_choice "auto" .* needs a parser of the model's own call format/,
+    );
+  });
+
   it("OpenAI's errors: bad role, no messages, n < 1, top_logprobs past 20, a prompt past the context", async () => {
     const bad = async (body: Record<string, unknown>, pattern: RegExp) => {
       const res = await stack.post("/v1/chat/completions", { model: "tiny-lm", ...body });
@@ -399,6 +491,22 @@ describe("LangChain.js ChatOpenAI, unchanged", () => {
       maxTokens: 30,
       configuration: { baseURL: stack.url("/v1") },
     });
+
+  it("withStructuredOutput, by a function call and by a JSON schema: a zod-checked object each", async () => {
+    const Verdict = z.object({
+      answer: z.enum(["yes", "no"]),
+      confidence: z.number().int().nonnegative(),
+    });
+    for (const method of ["functionCalling", "jsonSchema"] as const) {
+      const model = new ChatOpenAI({
+        model: "tiny-lm",
+        apiKey: "unused",
+        configuration: { baseURL: stack.url("/v1") },
+      }).withStructuredOutput(Verdict, { method });
+      const verdict = await model.invoke("Is the sky blue?");
+      expect(Verdict.parse(verdict)).toEqual(verdict);
+    }
+  });
 
   it("invoke and stream", async () => {
     const message = await chat().invoke("Why is the sky blue?");

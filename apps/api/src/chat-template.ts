@@ -4,10 +4,12 @@ import type { ModelEntry } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
 import { Template } from "@huggingface/jinja";
 
-/** One chat message as the template sees it: a role and its text. */
+/** One chat message as the template sees it: a role and its text (and calls, Hugging Face's names). */
 export interface TemplateMessage {
   role: string;
   content: string;
+  tool_calls?: unknown[];
+  tool_call_id?: string;
 }
 
 interface LoadedTemplate {
@@ -26,7 +28,7 @@ export class ChatTemplates {
   private readonly loaded = new WeakMap<ModelEntry, Promise<LoadedTemplate | undefined>>();
 
   /** The prompt the model is given for `messages`, ending where the assistant's turn begins. */
-  async render(entry: ModelEntry, messages: TemplateMessage[]): Promise<string> {
+  async render(entry: ModelEntry, messages: TemplateMessage[], tools?: unknown[]): Promise<string> {
     const loaded = await this.load(entry);
     if (!loaded)
       throw new FerryError(
@@ -36,6 +38,8 @@ export class ChatTemplates {
     try {
       return loaded.template.render({
         messages,
+        // Hugging Face's: a template that knows tools writes them into the prompt
+        ...(tools ? { tools } : {}),
         add_generation_prompt: true,
         bos_token: loaded.bosToken,
         eos_token: loaded.eosToken,

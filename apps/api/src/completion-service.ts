@@ -25,6 +25,13 @@ import {
   type CompletionResponse,
   MAX_CHOICES,
 } from "./schemas.js";
+import { type ToolCallAsk, toolChoice } from "./tool-calls.js";
+
+/**
+ * A request as the completion it is queued as: a chat's messages rendered into its prompt,
+ * with what its answer is rendered by (a chat, a forced tool call).
+ */
+type AsCompletion = CompletionRequest & { format: "completion" | "chat"; toolCall?: ToolCallAsk };
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
 const DEFAULT_MAX_TOKENS = 16;
@@ -112,21 +119,43 @@ export class CompletionService {
    * into one prompt that ends where the assistant's turn begins. The job remembers it was a
    * chat, so that its result is rendered as one.
    */
-  private async asCompletion(
-    body: CompletionRequest | ChatRequest,
-  ): Promise<CompletionRequest & { format: "completion" | "chat" }> {
+  private async asCompletion(body: CompletionRequest | ChatRequest): Promise<AsCompletion> {
     if (!("messages" in body)) return { ...body, format: "completion" };
-    const prompt = await this.rendered(body);
-    const { messages: _m, max_completion_tokens, user: _u, logprobs, top_logprobs, ...rest } = body;
+    const {
+      messages: _m,
+      max_completion_tokens,
+      user: _u,
+      logprobs,
+      top_logprobs,
+      tools: _t,
+      tool_choice: _c,
+      parallel_tool_calls: _p,
+      ...rest
+    } = body;
     // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
     if (!logprobs && (top_logprobs ?? 0) > 0)
       throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
+    // a forced call is guided decoding by its parameters' schema
+    const call = toolChoice(body);
+    if (
+      call &&
+      (rest.guided_json ||
+        rest.guided_regex ||
+        rest.guided_choice ||
+        rest.structured_outputs ||
+        (rest.response_format && rest.response_format.type !== "text"))
+    )
+      throw new FerryError(
+        "INVALID_INPUT",
+        "a forced tool call is guided by its parameters: it cannot be combined with another guide (response_format, guided_*, structured_outputs)",
+      );
     return {
       ...rest,
-      prompt,
+      prompt: await this.rendered(body),
       max_tokens: max_completion_tokens ?? body.max_tokens,
       logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
+      ...(call ? { guided_json: call.schema, toolCall: call.ask } : {}),
     };
   }
 
@@ -140,9 +169,12 @@ export class CompletionService {
       const { entry } = this.repository.resolve(body.model);
       const messages = body.messages.map((m) => ({
         role: m.role,
-        content: typeof m.content === "string" ? m.content : m.content.map((p) => p.text).join(""),
+        content:
+          typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text).join(""),
+        ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}),
+        ...(m.tool_call_id ? { tool_call_id: m.tool_call_id } : {}),
       }));
-      prompt = this.templates.render(entry, messages);
+      prompt = this.templates.render(entry, messages, body.tools ?? undefined);
       this.renders.set(body.messages, prompt);
     }
     return prompt;
@@ -153,10 +185,7 @@ export class CompletionService {
     void this.client.jobs.cancel(id).catch(() => undefined);
   }
 
-  private async prepare(
-    body: CompletionRequest & { format: "completion" | "chat" },
-    opts: CallOptions,
-  ) {
+  private async prepare(body: AsCompletion, opts: CallOptions) {
     const { entry, version } = this.repository.resolve(body.model);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
@@ -231,7 +260,7 @@ export class CompletionService {
         ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
-        meta: { format: body.format, request_id: opts.requestId, ...ask },
+        meta: { format: body.format, request_id: opts.requestId, ...ask, ...body.toolCall },
       } satisfies GenerateRequest,
       options: {
         priority: opts.priority ?? DEFAULT_PRIORITY,

@@ -12,6 +12,7 @@ import type {
   CompletionResponse,
   PromptLogprobs,
 } from "./schemas.js";
+import { toolCallOf } from "./tool-calls.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -201,9 +202,17 @@ function finishOf(result: CompletionResult): "stop" | "length" {
 }
 
 /** One streamed chat chunk: `delta` is `{role}` on the first, `{content}` after, `{}` last. */
+/** A streamed call's part: the first names it, the others add to its arguments. */
+interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: "function";
+  function: { name?: string; arguments: string };
+}
+
 export function chatChunk(
   job: CompletionJob,
-  delta: { role?: "assistant"; content?: string },
+  delta: { role?: "assistant"; content?: string | null; tool_calls?: ToolCallDelta[] },
   finish: Finish,
   logprobs: ChatLogprobs | null = null,
 ) {
@@ -232,6 +241,8 @@ function chatUsageChunk(job: CompletionJob, usage: Usage) {
 
 /** The whole chat completion (non-streamed, or an async job's result). */
 export function chatResponse(job: CompletionJob, result: CompletionResult): ChatCompletionResponse {
+  const call = toolCallOf(job.meta, job.id, result.text);
+  const finish = finishOf(result);
   return {
     id: chatStream.id(job),
     object: "chat.completion",
@@ -240,9 +251,14 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
     choices: [
       {
         index: 0,
-        message: { role: "assistant", content: result.text },
+        message: call
+          ? { role: "assistant", content: null, tool_calls: [call] }
+          : { role: "assistant", content: result.text },
         logprobs: result.logprobs ? chatLogprobs(result.logprobs) : null,
-        finish_reason: finishOf(result),
+        // a forced call of one function ends as OpenAI's does ("stop"); a call the model
+        // picked among several, as a call
+        finish_reason:
+          call && finish === "stop" && job.meta?.tool_call === "required" ? "tool_calls" : finish,
       },
     ],
     usage: result.usage,
@@ -287,9 +303,29 @@ export const completionStream: StreamRenderer = {
 
 export const chatStream: StreamRenderer = {
   id: (job) => `chatcmpl-${job.id}`,
-  start: (job) => [chatChunk(job, { role: "assistant", content: "" }, null)],
+  // a forced call (one function by name: the only kind streamed) opens by naming it, and
+  // its arguments come token by token
+  start: (job) => {
+    const call = toolCallOf(job.meta, job.id, "");
+    return [
+      chatChunk(
+        job,
+        call
+          ? { role: "assistant", content: null, tool_calls: [{ index: 0, ...call }] }
+          : { role: "assistant", content: "" },
+        null,
+      ),
+    ];
+  },
   token: (job, { text, logprobs }) =>
-    chatChunk(job, { content: text }, null, logprobs ? chatLogprobs(logprobs) : null),
+    chatChunk(
+      job,
+      toolCallOf(job.meta, job.id, "")
+        ? { tool_calls: [{ index: 0, function: { arguments: text } }] }
+        : { content: text },
+      null,
+      logprobs ? chatLogprobs(logprobs) : null,
+    ),
   end: chatFinalChunks,
   usage: chatUsageChunk,
 };

@@ -379,6 +379,27 @@ export const completionRequestSchema = z
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 
+/** A function the model may be made to call: its name and its parameters' JSON schema. */
+const toolSchema = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z
+      .string()
+      .regex(/^[a-zA-Z0-9_-]{1,64}$/, "a function's name is 1 to 64 of a-z A-Z 0-9 _ -"),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+    strict: z.boolean().nullish(),
+  }),
+});
+export type Tool = z.infer<typeof toolSchema>;
+
+/** A call an answer made: the function's name and its arguments' JSON text. */
+const toolCallSchema = z.object({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
 /** A chat message's content: a string, or OpenAI's array of text parts. */
 const chatContent = z.union([
   z.string(),
@@ -391,9 +412,14 @@ export const chatCompletionRequestSchema = z
     messages: z
       .array(
         z.object({
-          role: z.enum(["system", "developer", "user", "assistant"]),
-          content: chatContent,
+          role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+          // an assistant's turn that called tools may have no text
+          content: chatContent.nullish(),
           name: z.string().optional(),
+          /** An assistant's calls, as an earlier answer gave them. */
+          tool_calls: z.array(toolCallSchema).optional(),
+          /** A tool's answer: the call it answers. */
+          tool_call_id: z.string().optional(),
         }),
       )
       .min(1, "messages must hold at least one message"),
@@ -405,7 +431,16 @@ export const chatCompletionRequestSchema = z
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
-    tools: unsupported("tools"),
+    /** Functions the model may be made to call (`tool_choice`: one by name, or `required`). */
+    tools: z.array(toolSchema).max(128).nullish(),
+    tool_choice: z
+      .union([
+        z.enum(["none", "auto", "required"]),
+        z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) }),
+      ])
+      .nullish(),
+    /** Whether several calls may come in one answer: Ferry's calls come one at a time anyway. */
+    parallel_tool_calls: z.boolean().nullish(),
     functions: unsupported("functions"),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
@@ -506,9 +541,14 @@ export const chatCompletionResponseSchema = z
     choices: z.array(
       z.object({
         index: z.number().int(),
-        message: z.object({ role: z.literal("assistant"), content: z.string() }),
+        message: z.object({
+          role: z.literal("assistant"),
+          /** null when the answer is a call (`tool_calls`). */
+          content: z.string().nullable(),
+          tool_calls: z.array(toolCallSchema).optional(),
+        }),
         logprobs: chatLogprobsSchema.nullable(),
-        finish_reason: z.enum(["stop", "length"]),
+        finish_reason: z.enum(["stop", "length", "tool_calls"]),
       }),
     ),
     usage: usage,
