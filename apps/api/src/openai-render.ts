@@ -320,7 +320,7 @@ export const chatStream: StreamRenderer = {
   token: (job, { text, logprobs }) =>
     chatChunk(
       job,
-      toolCallOf(job.meta, job.id, "")
+      job.meta?.tool_call === "named"
         ? { tool_calls: [{ index: 0, function: { arguments: text } }] }
         : { content: text },
       null,

@@ -14,13 +14,12 @@ import {
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
 import { GrammarGuide, type Guide } from "./guide.js";
-import { ChoiceGuide } from "./guided-choice.js";
 import { JsonObjectGrammar } from "./json-grammar.js";
 import { schemaToRegex } from "./json-schema-regex.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
-import { RegexError, RegexGrammar } from "./regex-grammar.js";
+import { escapeRegex, RegexError, RegexGrammar } from "./regex-grammar.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
 import { Sequence } from "./sequence.js";
@@ -168,11 +167,12 @@ export class Engine {
         "INVALID_INPUT",
         `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
       );
-    if (params.guided_choice) return new ChoiceGuide(params.guided_choice, this.tokenizer, size);
     if (kind === "json_object")
       return new GrammarGuide(new JsonObjectGrammar(), this.tokenizer, size);
     try {
-      const pattern = params.guided_regex ?? schemaToRegex(params.json_schema);
+      const pattern = params.guided_choice
+        ? params.guided_choice.map(escapeRegex).join("|")
+        : (params.guided_regex ?? schemaToRegex(params.json_schema));
       return new GrammarGuide(new RegexGrammar(pattern), this.tokenizer, size);
     } catch (err) {
       if (err instanceof RegexError)

@@ -50,7 +50,9 @@ export interface ByteGrammar {
 
 /**
  * A guide by a grammar: before each draw only the tokens whose bytes the grammar takes from
- * where the text is can be drawn, and the end of text once the text is complete.
+ * where the text is can be drawn, and the end of text once the text is complete. Guides run
+ * only on byte-level vocabularies, where every byte is a token of its own: a text the grammar
+ * takes can always be finished, one byte at a time if need be.
  */
 export class GrammarGuide implements Guide {
   private readonly vocabulary: SpelledToken[];

@@ -49,6 +49,19 @@ describe("JsonObjectGrammar", () => {
       expect(verdict(text), text).toBe("refused");
   });
 
+  it("takes only well-formed UTF-8 in strings: no overlong form, surrogate or lone continuation", () => {
+    const inString = (bytes: number[]) => {
+      const grammar = new JsonObjectGrammar();
+      return [...Buffer.from('{"a":"'), ...bytes].every((b) => grammar.feed(b));
+    };
+    expect(inString([0xc3, 0xa9, 0xe2, 0x82, 0xac, 0xf0, 0x9f, 0x98, 0x80])).toBe(true);
+    expect(inString([0xe0, 0x81])).toBe(false);
+    expect(inString([0xed, 0xa0])).toBe(false);
+    expect(inString([0xf4, 0x90])).toBe(false);
+    expect(inString([0x80])).toBe(false);
+    expect(inString([0xc1])).toBe(false);
+  });
+
   it("agrees with JSON.parse on random objects, and on each with one byte changed", () => {
     let seed = 7;
     const random = () => {

@@ -1,4 +1,5 @@
 import type { ByteGrammar } from "./guide.js";
+import { utf8Follows, utf8Lead } from "./utf8.js";
 
 /**
  * An incremental recogniser of one JSON object (RFC 8259) over UTF-8 bytes: `feed` takes the
@@ -72,7 +73,8 @@ export class JsonObjectGrammar implements ByteGrammar {
   private rest: number[] = [];
   /** Hex digits still to come in a `\u` escape. */
   private hex = 0;
-  /** UTF-8 continuation bytes still to come in a string. */
+  /** A character in progress in a string: its first byte, and how many bytes are still to come. */
+  private lead = 0;
   private continuation = 0;
   private blanks = 0;
 
@@ -84,6 +86,7 @@ export class JsonObjectGrammar implements ByteGrammar {
     c.number = this.number;
     c.rest = this.rest;
     c.hex = this.hex;
+    c.lead = this.lead;
     c.continuation = this.continuation;
     c.blanks = this.blanks;
     return c;
@@ -198,7 +201,8 @@ export class JsonObjectGrammar implements ByteGrammar {
 
   private inString(b: number): boolean {
     if (this.continuation > 0) {
-      if (b < 0x80 || b > 0xbf) return false;
+      const size = utf8Lead(this.lead)?.size ?? 0;
+      if (!utf8Follows(this.lead, size - this.continuation, b)) return false;
       this.continuation--;
       return true;
     }
@@ -211,12 +215,11 @@ export class JsonObjectGrammar implements ByteGrammar {
       return true;
     }
     if (b < 0x20) return false;
-    if (b < 0x80) return true;
     // a UTF-8 character's first byte, and how many follow it
-    if (b >= 0xc2 && b <= 0xdf) this.continuation = 1;
-    else if (b >= 0xe0 && b <= 0xef) this.continuation = 2;
-    else if (b >= 0xf0 && b <= 0xf4) this.continuation = 3;
-    else return false;
+    const lead = utf8Lead(b);
+    if (!lead) return false;
+    this.lead = b;
+    this.continuation = lead.size - 1;
     return true;
   }
 

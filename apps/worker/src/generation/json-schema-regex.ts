@@ -1,4 +1,4 @@
-import { RegexError } from "./regex-grammar.js";
+import { escapeRegex, RegexError } from "./regex-grammar.js";
 
 /**
  * A JSON schema as a regular expression over the JSON texts it accepts (Outlines' method, as
@@ -197,5 +197,5 @@ function asSchema(value: unknown): Schema {
 
 /** A JSON value's text, as a regex that matches exactly it. */
 function literal(value: unknown): string {
-  return JSON.stringify(value).replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&");
+  return escapeRegex(JSON.stringify(value));
 }

@@ -63,6 +63,14 @@ describe("RegexGrammar", () => {
     expect(grammar.copy().feed(0xc3)).toBe(true);
     expect(grammar.copy().feed(0xe2)).toBe(false);
     expect(grammar.copy().feed(0x78)).toBe(false);
+    // no overlong form spells an ASCII letter: E0 81 A1 would decode to 'a'
+    const a = new RegexGrammar("a");
+    expect(a.copy().feed(0xe0)).toBe(false);
+    const any = new RegexGrammar(".");
+    const overlong = any.copy();
+    expect(overlong.feed(0xe0) && overlong.feed(0x81)).toBe(false);
+    const surrogate = any.copy();
+    expect(surrogate.feed(0xed) && surrogate.feed(0xa0)).toBe(false);
   });
 
   it("refuses what it does not support, by name", () => {

@@ -1,4 +1,5 @@
 import type { ByteGrammar } from "./guide.js";
+import { CONTINUATION, utf8Follows, utf8Lead } from "./utf8.js";
 
 /**
  * A regular expression as a recogniser of whole texts over UTF-8 bytes, for guided decoding
@@ -14,6 +15,11 @@ import type { ByteGrammar } from "./guide.js";
  */
 
 export class RegexError extends Error {}
+
+/** A text as a pattern that matches exactly it. */
+export function escapeRegex(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\/-]/g, "\\$&");
+}
 
 /** Code point ranges, inclusive, sorted and disjoint. */
 type Ranges = Array<[number, number]>;
@@ -393,19 +399,10 @@ export class RegexGrammar implements ByteGrammar {
   /** Takes the next byte; false (and the state is then spoilt) when no match goes on so. */
   feed(b: number): boolean {
     if (this.pending.length === 0) {
-      const n =
-        b < 0x80
-          ? 1
-          : b >= 0xc2 && b <= 0xdf
-            ? 2
-            : b >= 0xe0 && b <= 0xef
-              ? 3
-              : b >= 0xf0 && b <= 0xf4
-                ? 4
-                : 0;
-      if (n === 0) return false;
-      this.expected = n;
-    } else if (b < 0x80 || b > 0xbf) return false;
+      const lead = utf8Lead(b);
+      if (!lead) return false;
+      this.expected = lead.size;
+    } else if (!utf8Follows(this.pending[0] ?? 0, this.pending.length, b)) return false;
     this.pending.push(b);
     if (this.pending.length < this.expected) {
       // part of a character: some character that begins so must be taken
@@ -444,9 +441,13 @@ function decode(bytes: number[]): number {
   return rest.reduce((cp, b) => (cp << 6) | (b & 0x3f), lead);
 }
 
-/** The code points a UTF-8 character of `size` bytes that begins with `bytes` may be. */
+/** The code points a (well-formed) UTF-8 character of `size` bytes that begins with `bytes` may be. */
 function codePointsBeginning(bytes: number[], size: number): [number, number] {
-  const lo = [...bytes, ...Array(size - bytes.length).fill(0x80)];
-  const hi = [...bytes, ...Array(size - bytes.length).fill(0xbf)];
-  return [decode(lo), Math.min(decode(hi), MAX_CODE_POINT)];
+  const fill = (end: 0 | 1) =>
+    Array.from({ length: size }, (_, i) => {
+      if (i < bytes.length) return bytes[i] ?? 0;
+      const range = i === 1 ? (utf8Lead(bytes[0] ?? 0)?.second ?? CONTINUATION) : CONTINUATION;
+      return range[end];
+    });
+  return [decode(fill(0)), Math.min(decode(fill(1)), MAX_CODE_POINT)];
 }
