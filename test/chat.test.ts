@@ -335,14 +335,15 @@ describe("the openai client, unchanged", () => {
       .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
       .strict();
     const messages = [{ role: "user" as const, content: "Weather in Oslo?" }];
-    const named = await openai().chat.completions.create({
+    const forced = {
       model: "tiny-lm",
       messages,
       tools: [weather, time],
-      tool_choice: { type: "function", function: { name: "get_weather" } },
+      tool_choice: { type: "function" as const, function: { name: "get_weather" } },
       temperature: 0.8,
       seed: 2,
-    });
+    };
+    const named = await openai().chat.completions.create(forced);
     const choice = named.choices[0];
     expect(choice?.finish_reason).toBe("stop");
     expect(choice?.message.content).toBeNull();
@@ -351,15 +352,7 @@ describe("the openai client, unchanged", () => {
     const args = call?.type === "function" ? call.function.arguments : "";
     expect(Args.parse(JSON.parse(args))).toEqual(JSON.parse(args));
     // streamed: the call named first, its arguments in pieces, the same in the end
-    const stream = await openai().chat.completions.create({
-      model: "tiny-lm",
-      messages,
-      tools: [weather, time],
-      tool_choice: { type: "function", function: { name: "get_weather" } },
-      temperature: 0.8,
-      seed: 2,
-      stream: true,
-    });
+    const stream = await openai().chat.completions.create({ ...forced, stream: true });
     let name = "";
     let streamed = "";
     for await (const chunk of stream)

@@ -79,6 +79,20 @@ async function refusal(path: string, body: unknown): Promise<string> {
   return ((await res.json()) as { error: { message: string } }).error.message;
 }
 
+/** A guided completion's texts under seeds 1 to `seeds`: each must end on its own ("stop"). */
+async function endedTexts(body: Record<string, unknown>, seeds: number): Promise<string[]> {
+  return Promise.all(
+    Array.from({ length: seeds }, async (_, k) => {
+      const res = await openai.completions.create({
+        ...body,
+        seed: k + 1,
+      } as OpenAI.CompletionCreateParamsNonStreaming);
+      expect(res.choices[0]?.finish_reason).toBe("stop");
+      return res.choices[0]?.text ?? "";
+    }),
+  );
+}
+
 /**
  * Log probabilities computed in two runs: equal to the rounding of differently shaped
  * batches (a request's neighbours and padding differ from run to run).
@@ -486,18 +500,7 @@ describe("completions through the official openai client", () => {
   it("guided_choice: the answer is exactly one of the choices, sampled or greedy, chat or completion (vLLM's)", async () => {
     const choices = ["yes", "no", "maybe not", "maybe so"];
     const base = { model: "tiny-lm", prompt: "Q: Is it raining?\nA:", max_tokens: 20 };
-    const texts = await Promise.all(
-      [1, 2, 3, 4, 5, 6, 7, 8].map(async (seed) => {
-        const res = await openai.completions.create({
-          ...base,
-          temperature: 2,
-          seed,
-          guided_choice: choices,
-        } as typeof base);
-        expect(res.choices[0]?.finish_reason).toBe("stop");
-        return res.choices[0]?.text ?? "";
-      }),
-    );
+    const texts = await endedTexts({ ...base, temperature: 2, guided_choice: choices }, 8);
     for (const text of texts) expect(choices).toContain(text);
     expect(new Set(texts).size).toBeGreaterThan(1);
     // vLLM's newer form, and a chat, streamed
@@ -540,18 +543,7 @@ describe("completions through the official openai client", () => {
     const pattern = "\\d{3}-[a-z]{2,6} (yes|no|é+)\\.";
     const whole = new RegExp(`^(?:${pattern})$`, "u");
     const base = { model: "tiny-lm", prompt: "Order number:", max_tokens: 30 };
-    const texts = await Promise.all(
-      [1, 2, 3, 4, 5, 6].map(async (seed) => {
-        const res = await openai.completions.create({
-          ...base,
-          temperature: 1.5,
-          seed,
-          guided_regex: pattern,
-        } as typeof base);
-        expect(res.choices[0]?.finish_reason).toBe("stop");
-        return res.choices[0]?.text ?? "";
-      }),
-    );
+    const texts = await endedTexts({ ...base, temperature: 1.5, guided_regex: pattern }, 6);
     for (const text of texts) expect(text).toMatch(whole);
     expect(new Set(texts).size).toBeGreaterThan(1);
     const greedy = await openai.completions.create({
