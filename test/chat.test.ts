@@ -384,6 +384,15 @@ describe("the openai client, unchanged", () => {
       ],
     });
     expect(typeof next.choices[0]?.message.content).toBe("string");
+    // a forced call is its own guide: with another, a 400 naming both
+    const both = await stack.post("/v1/chat/completions", {
+      ...forced,
+      response_format: { type: "json_object" },
+    });
+    expect(both.status).toBe(400);
+    expect(((await both.json()) as { error: { message: string } }).error.message).toBe(
+      "give one of json_object, a forced tool call, not several",
+    );
     const auto = await stack.post("/v1/chat/completions", {
       model: "tiny-lm",
       messages,

@@ -31,7 +31,10 @@ import { type ToolCallAsk, toolChoice } from "./tool-calls.js";
  * A request as the completion it is queued as: a chat's messages rendered into its prompt,
  * with what its answer is rendered by (a chat, a forced tool call).
  */
-type AsCompletion = CompletionRequest & { format: "completion" | "chat"; toolCall?: ToolCallAsk };
+type AsCompletion = CompletionRequest & {
+  format: "completion" | "chat";
+  toolCall?: { schema: Record<string, unknown>; ask: ToolCallAsk };
+};
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
 const DEFAULT_MAX_TOKENS = 16;
@@ -137,25 +140,13 @@ export class CompletionService {
       throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
     // a forced call is guided decoding by its parameters' schema
     const call = toolChoice(body);
-    if (
-      call &&
-      (rest.guided_json ||
-        rest.guided_regex ||
-        rest.guided_choice ||
-        rest.structured_outputs ||
-        (rest.response_format && rest.response_format.type !== "text"))
-    )
-      throw new FerryError(
-        "INVALID_INPUT",
-        "a forced tool call is guided by its parameters: it cannot be combined with another guide (response_format, guided_*, structured_outputs)",
-      );
     return {
       ...rest,
       prompt: await this.rendered(body),
       max_tokens: max_completion_tokens ?? body.max_tokens,
       logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
-      ...(call ? { guided_json: call.schema, toolCall: call.ask } : {}),
+      ...(call ? { toolCall: call } : {}),
     };
   }
 
@@ -222,6 +213,7 @@ export class CompletionService {
             ? [body.stop]
             : body.stop,
       ...(body.seed === undefined || body.seed === null ? {} : { seed: body.seed }),
+      ...guideOf(body),
       ...definedOf({
         min_p: body.min_p,
         logit_bias: body.logit_bias,
@@ -234,10 +226,6 @@ export class CompletionService {
         allowed_token_ids: body.allowed_token_ids,
         truncate_prompt_tokens: body.truncate_prompt_tokens,
         bad_words: body.bad_words,
-        guided_choice: guidedChoice(body),
-        guided_regex: body.guided_regex ?? body.structured_outputs?.regex ?? undefined,
-        json_object: jsonMode(body) || undefined,
-        json_schema: schemaOf(body),
         logprobs: body.logprobs,
         echo: body.echo || undefined,
         // the prompt is scored once, with as many alternatives as either use asks for
@@ -260,7 +248,7 @@ export class CompletionService {
         ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
-        meta: { format: body.format, request_id: opts.requestId, ...ask, ...body.toolCall },
+        meta: { format: body.format, request_id: opts.requestId, ...ask, ...body.toolCall?.ask },
       } satisfies GenerateRequest,
       options: {
         priority: opts.priority ?? DEFAULT_PRIORITY,
@@ -444,53 +432,47 @@ function promptAsk(body: CompletionRequest): PromptAsk {
 }
 
 /**
- * The strings a guided completion may be (vLLM's `guided_choice`, or `structured_outputs`'
- * `choice`).
+ * The guided decoding a request asks for, as the wire's fields: `guided_choice` or
+ * `structured_outputs.choice`; `guided_regex` or `structured_outputs.regex`; JSON mode
+ * (`response_format` json_object, `structured_outputs.json_object`); a schema (`response_format`
+ * json_schema, `guided_json`, `structured_outputs.json`); a forced tool call's parameters. One
+ * kind at most, and never with `ignore_eos` or `min_tokens`: a guided completion ends when its
+ * text is whole.
  */
-function guidedChoice(body: CompletionRequest): string[] | undefined {
-  checkGuided(body);
-  return body.guided_choice ?? body.structured_outputs?.choice ?? undefined;
-}
-
-/** JSON mode: OpenAI's `response_format` json_object, or vLLM's `structured_outputs.json_object`. */
-function jsonMode(body: CompletionRequest): boolean {
-  return (
-    body.response_format?.type === "json_object" || body.structured_outputs?.json_object === true
-  );
-}
-
-/**
- * Structured outputs' schema: OpenAI's `json_schema` response format, vLLM's `guided_json` or
- * `structured_outputs.json`.
- */
-function schemaOf(body: CompletionRequest): Record<string, unknown> | undefined {
+function guideOf(body: AsCompletion): Partial<SamplingParams> {
+  const so = body.structured_outputs;
   const format = body.response_format;
-  if (format?.type === "json_schema") return format.json_schema.schema;
-  return body.guided_json ?? body.structured_outputs?.json ?? undefined;
-}
-
-/**
- * One kind of guided decoding a request: a guided completion ends when its text is whole, so
- * it cannot ignore the end of text, nor bar it.
- */
-function checkGuided(body: CompletionRequest): void {
-  const kinds = [
-    body.guided_choice && "guided_choice",
-    body.structured_outputs?.choice && "structured_outputs.choice",
-    body.guided_regex && "guided_regex",
-    body.structured_outputs?.regex && "structured_outputs.regex",
-    jsonMode(body) && "json_object",
-    body.response_format?.type === "json_schema" && "response_format json_schema",
-    body.guided_json && "guided_json",
-    body.structured_outputs?.json && "structured_outputs.json",
-  ].filter((kind): kind is string => typeof kind === "string");
-  if (kinds.length > 1)
-    throw new FerryError("INVALID_INPUT", `give one of ${kinds.join(", ")}, not several`);
-  if (kinds.length === 1 && (body.ignore_eos || (body.min_tokens ?? 0) > 0))
+  const asked = (
+    [
+      ["guided_choice", body.guided_choice && { guided_choice: body.guided_choice }],
+      ["structured_outputs.choice", so?.choice && { guided_choice: so.choice }],
+      ["guided_regex", body.guided_regex && { guided_regex: body.guided_regex }],
+      ["structured_outputs.regex", so?.regex && { guided_regex: so.regex }],
+      [
+        "json_object",
+        (format?.type === "json_object" || so?.json_object === true) && { json_object: true },
+      ],
+      [
+        "response_format json_schema",
+        format?.type === "json_schema" && { json_schema: format.json_schema.schema },
+      ],
+      ["guided_json", body.guided_json && { json_schema: body.guided_json }],
+      ["structured_outputs.json", so?.json && { json_schema: so.json }],
+      ["a forced tool call", body.toolCall && { json_schema: body.toolCall.schema }],
+    ] as Array<[string, Partial<SamplingParams> | false | null | undefined]>
+  ).filter((entry): entry is [string, Partial<SamplingParams>] => Boolean(entry[1]));
+  if (asked.length > 1)
     throw new FerryError(
       "INVALID_INPUT",
-      `${kinds[0]} ends the completion when its text is whole: it cannot be combined with ignore_eos or min_tokens`,
+      `give one of ${asked.map(([kind]) => kind).join(", ")}, not several`,
     );
+  const [kind, fields] = asked[0] ?? [];
+  if (kind && (body.ignore_eos || (body.min_tokens ?? 0) > 0))
+    throw new FerryError(
+      "INVALID_INPUT",
+      `${kind} ends the completion when its text is whole: it cannot be combined with ignore_eos or min_tokens`,
+    );
+  return fields ?? {};
 }
 
 function maxOf(...values: Array<number | undefined>): number | undefined {

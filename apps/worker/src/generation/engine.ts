@@ -41,6 +41,9 @@ export interface EngineOptions {
   prefillThread?: boolean;
 }
 
+/** The wire's guided-decoding fields (the API sends one at most). */
+const GUIDES = ["guided_choice", "guided_regex", "json_schema", "json_object"] as const;
+
 /**
  * The step loop of continuous batching: schedule, execute (one batched pass for joining
  * prompts, one for every running sequence's next token), process outputs (sample, detokenize,
@@ -147,15 +150,7 @@ export class Engine {
    * and an end of text.
    */
   private guideOf(params: SamplingParams): Guide | undefined {
-    const kind = params.guided_choice
-      ? "guided_choice"
-      : params.guided_regex !== undefined
-        ? "guided_regex"
-        : params.json_schema
-          ? "json_schema"
-          : params.json_object
-            ? "json_object"
-            : "";
+    const kind = GUIDES.find((k) => params[k] !== undefined && params[k] !== false);
     if (!kind) return undefined;
     const size = this.options.vocabSize;
     if (
@@ -167,13 +162,18 @@ export class Engine {
         "INVALID_INPUT",
         `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
       );
-    if (kind === "json_object")
-      return new GrammarGuide(new JsonObjectGrammar(), this.tokenizer, size);
     try {
-      const pattern = params.guided_choice
-        ? params.guided_choice.map(escapeRegex).join("|")
-        : (params.guided_regex ?? schemaToRegex(params.json_schema));
-      return new GrammarGuide(new RegexGrammar(pattern), this.tokenizer, size);
+      const grammar =
+        kind === "json_object"
+          ? new JsonObjectGrammar()
+          : new RegexGrammar(
+              kind === "guided_choice"
+                ? (params.guided_choice ?? []).map(escapeRegex).join("|")
+                : kind === "guided_regex"
+                  ? (params.guided_regex ?? "")
+                  : schemaToRegex(params.json_schema),
+            );
+      return new GrammarGuide(grammar, this.tokenizer, size);
     } catch (err) {
       if (err instanceof RegexError)
         throw new FerryError("INVALID_INPUT", `${kind}: ${err.message}`);

@@ -40,6 +40,25 @@ const DESCRIPTIVE = new Set([
   "strict",
 ]);
 
+/** The keywords this converter applies. */
+const KEYWORDS = new Set([
+  "type",
+  "properties",
+  "required",
+  "items",
+  "minItems",
+  "maxItems",
+  "minLength",
+  "maxLength",
+  "enum",
+  "const",
+  "anyOf",
+  "oneOf",
+  "$ref",
+]);
+/** An integer's bounds too (see `integer`). */
+const INTEGER_KEYWORDS = new Set([...KEYWORDS, "minimum", "maximum"]);
+
 type Schema = Record<string, unknown>;
 
 export function schemaToRegex(schema: unknown): string {
@@ -155,22 +174,7 @@ class Converter {
 
   /** Keywords that would constrain the answer and that this converter does not apply. */
   private refuseUnknown(schema: Schema): void {
-    const known = new Set([
-      ...(schema.type === "integer" ? ["minimum", "maximum"] : []),
-      "type",
-      "properties",
-      "required",
-      "items",
-      "minItems",
-      "maxItems",
-      "minLength",
-      "maxLength",
-      "enum",
-      "const",
-      "anyOf",
-      "oneOf",
-      "$ref",
-    ]);
+    const known = schema.type === "integer" ? INTEGER_KEYWORDS : KEYWORDS;
     for (const [key, v] of Object.entries(schema)) {
       if (known.has(key) || DESCRIPTIVE.has(key)) continue;
       // what OpenAI's strict mode requires anyway: nothing beyond the declared properties

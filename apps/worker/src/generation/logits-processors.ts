@@ -1,4 +1,5 @@
 import type { SamplingParams } from "@ferry/protocol";
+import type { Guide } from "./guide.js";
 
 type Penalties = Pick<
   SamplingParams,
@@ -22,7 +23,7 @@ export interface TokenHistory {
   /** vLLM's `bad_words` as token id sequences (`badWordIds`). */
   badWordIds?: readonly (readonly number[])[];
   /** vLLM's guided decoding: leaves only the tokens its grammar allows next. */
-  guide?: { mask(logits: Float32Array): void } | undefined;
+  guide?: Guide | undefined;
 }
 
 /**

@@ -94,6 +94,11 @@ class Parser {
     return node;
   }
 
+  /** The next few characters, as text: enough for a `{m,n}` or a `\u{...}` (not the whole rest). */
+  private ahead(): string {
+    return this.chars.slice(this.at, this.at + 24).join("");
+  }
+
   private peek(): string | undefined {
     return this.chars[this.at];
   }
@@ -148,7 +153,7 @@ class Parser {
 
   /** `{m}`, `{m,}`, `{m,n}` at the cursor (consumed), or undefined (a literal `{`). */
   private bounds(): [number, number] | undefined {
-    const rest = this.chars.slice(this.at).join("");
+    const rest = this.ahead();
     const m = /^\{(\d+)(,(\d*))?\}/.exec(rest);
     if (!m) return undefined;
     this.at += [...m[0]].length;
@@ -253,7 +258,7 @@ class Parser {
         return single(0);
       case "x":
       case "u": {
-        const rest = this.chars.slice(this.at).join("");
+        const rest = this.ahead();
         const m =
           c === "x"
             ? /^[0-9a-fA-F]{2}/.exec(rest)
