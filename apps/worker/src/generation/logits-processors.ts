@@ -1,5 +1,4 @@
 import type { SamplingParams } from "@ferry/protocol";
-import type { Guide } from "./guide.js";
 
 type Penalties = Pick<
   SamplingParams,
@@ -23,7 +22,8 @@ export interface TokenHistory {
   /** vLLM's `bad_words` as token id sequences (`badWordIds`). */
   badWordIds?: readonly (readonly number[])[];
   /** vLLM's guided decoding: leaves only the tokens its grammar allows next. */
-  guide?: Guide | undefined;
+  // structurally (guide.ts imports this module's mask)
+  guide?: { mask(logits: Float32Array): void } | undefined;
 }
 
 /**
