@@ -5,6 +5,7 @@ import { cpus } from "node:os";
 import { classifierBench } from "./classifier.js";
 import { clusterBench } from "./cluster.js";
 import { generationBench } from "./generation.js";
+import { guidedBench } from "./guided.js";
 import { hostileBench } from "./hostile.js";
 import { servingBench } from "./serving.js";
 import { soakBench } from "./soak.js";
@@ -13,12 +14,13 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
   cluster: clusterBench,
   generation: generationBench,
+  guided: guidedBench,
   hostile: hostileBench,
   serving: servingBench,
   soak: soakBench,
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
-const defaults = ["classifier", "generation", "serving", "hostile"];
+const defaults = ["classifier", "generation", "guided", "serving", "hostile"];
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : defaults;
 

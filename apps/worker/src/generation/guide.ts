@@ -1,5 +1,7 @@
 import type { Tokenizer } from "@ferry/model-repository";
-import { keepOnly } from "./logits-processors.js";
+import { MaskCache } from "./mask-cache.js";
+import { TokenSet } from "./token-set.js";
+import { VocabularyTrie } from "./vocabulary-trie.js";
 
 /**
  * Guided decoding (vLLM's `guided_choice`, JSON mode): what may be drawn next, given what was
@@ -18,23 +20,46 @@ export interface SpelledToken {
   bytes: readonly number[];
 }
 
-const vocabularies = new WeakMap<Tokenizer, SpelledToken[]>();
-
 /**
- * Every token that spells text (not the end of text, nor one without bytes), read once per
- * tokenizer: guides try the vocabulary's bytes against what may come next.
+ * Every token that spells text (not the end of text, nor one without bytes): guides try the
+ * vocabulary's bytes against what may come next.
  */
 export function spelledVocabulary(tokenizer: Tokenizer, vocabSize: number): SpelledToken[] {
-  let tokens = vocabularies.get(tokenizer);
-  if (tokens) return tokens;
-  tokens = [];
+  const tokens: SpelledToken[] = [];
   for (let id = 0; id < vocabSize; id++) {
     if (id === tokenizer.eosTokenId) continue;
     const { bytes } = tokenizer.tokenText(id);
     if (bytes.length > 0) tokens.push({ id, bytes });
   }
-  vocabularies.set(tokenizer, tokens);
   return tokens;
+}
+
+/** What guides over one vocabulary share: its trie, and the masks found so far. */
+interface VocabularyIndex {
+  size: number;
+  trie: VocabularyTrie;
+  masks: MaskCache;
+}
+
+const indexes = new WeakMap<Tokenizer, VocabularyIndex[]>();
+
+/** A tokenizer's vocabulary of `size` indexed, once per worker. */
+function indexOf(tokenizer: Tokenizer, size: number): VocabularyIndex {
+  let known = indexes.get(tokenizer);
+  if (!known) {
+    known = [];
+    indexes.set(tokenizer, known);
+  }
+  let index = known.find((i) => i.size === size);
+  if (!index) {
+    index = {
+      size,
+      trie: new VocabularyTrie(spelledVocabulary(tokenizer, size)),
+      masks: new MaskCache(),
+    };
+    known.push(index);
+  }
+  return index;
 }
 
 /** A language recognised byte by byte (JSON, a regular expression), tried on copies. */
@@ -46,23 +71,31 @@ export interface ByteGrammar {
   readonly complete: boolean;
   /** Whether any text of the language goes on from here. */
   readonly open: boolean;
+  /** What it recognises: one object per language (per pattern, say). */
+  readonly language: object;
+  /**
+   * Its state as text: two grammars of one language with equal keys take the same texts from
+   * here on, so one mask serves both.
+   */
+  readonly stateKey: string;
 }
 
 /**
  * A guide by a grammar: before each draw only the tokens whose bytes the grammar takes from
  * where the text is can be drawn, and the end of text once the text is complete. Guides run
  * only on byte-level vocabularies, where every byte is a token of its own: a text the grammar
- * takes can always be finished, one byte at a time if need be.
+ * takes can always be finished, one byte at a time if need be. A state's mask is found by
+ * walking the vocabulary's trie once, then kept for every sequence that comes back to it.
  */
 export class GrammarGuide implements Guide {
-  private readonly vocabulary: SpelledToken[];
+  private readonly index: VocabularyIndex;
 
   constructor(
     private readonly grammar: ByteGrammar,
     private readonly tokenizer: Tokenizer,
     vocabSize: number,
   ) {
-    this.vocabulary = spelledVocabulary(tokenizer, vocabSize);
+    this.index = indexOf(tokenizer, vocabSize);
   }
 
   advance(token: number): void {
@@ -71,25 +104,20 @@ export class GrammarGuide implements Guide {
   }
 
   mask(logits: Float32Array): void {
-    const eos = this.tokenizer.eosTokenId;
-    const allowed: number[] = this.grammar.complete && eos !== undefined ? [eos] : [];
-    if (this.grammar.open) {
-      // a token whose first byte is refused needs no copy of the grammar: most of them
-      const firstTaken = new Map<number, boolean>();
-      const takes = (b: number) => {
-        let taken = firstTaken.get(b);
-        if (taken === undefined) {
-          taken = this.grammar.copy().feed(b);
-          firstTaken.set(b, taken);
-        }
-        return taken;
-      };
-      for (const { id, bytes } of this.vocabulary) {
-        if (!takes(bytes[0] ?? -1)) continue;
-        const trial = bytes.length === 1 ? undefined : this.grammar.copy();
-        if (!trial || bytes.every((b) => trial.feed(b))) allowed.push(id);
-      }
+    this.allowedNext().keepIn(logits);
+  }
+
+  /** The tokens that may be drawn next. */
+  allowedNext(): TokenSet {
+    const { language, stateKey } = this.grammar;
+    let allowed = this.index.masks.get(language, stateKey);
+    if (!allowed) {
+      allowed = new TokenSet(this.index.size);
+      if (this.grammar.open) this.index.trie.collect(this.grammar, allowed);
+      const eos = this.tokenizer.eosTokenId;
+      if (this.grammar.complete && eos !== undefined) allowed.add(eos);
+      this.index.masks.set(language, stateKey, allowed);
     }
-    keepOnly(logits, allowed);
+    return allowed;
   }
 }

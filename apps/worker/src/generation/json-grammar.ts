@@ -64,10 +64,13 @@ const LITERALS = new Map<number, number[]>([
   [0x6e, [...Buffer.from("ull")]],
 ]);
 
+/** The language every JSON-object grammar recognises: guides share what they learn about it. */
+const JSON_OBJECT = {};
+
 export class JsonObjectGrammar implements ByteGrammar {
   private mode: Mode = "start";
-  /** Open containers, innermost last: `{` or `[`. */
-  private stack: number[] = [];
+  /** Open containers, innermost last: `{` or `[` (a string: copies share it). */
+  private stack = "";
   private key = false;
   private number: NumberPart | undefined;
   private rest: number[] = [];
@@ -81,7 +84,7 @@ export class JsonObjectGrammar implements ByteGrammar {
   copy(): JsonObjectGrammar {
     const c = new JsonObjectGrammar();
     c.mode = this.mode;
-    c.stack = [...this.stack];
+    c.stack = this.stack;
     c.key = this.key;
     c.number = this.number;
     c.rest = this.rest;
@@ -90,6 +93,25 @@ export class JsonObjectGrammar implements ByteGrammar {
     c.continuation = this.continuation;
     c.blanks = this.blanks;
     return c;
+  }
+
+  get language(): object {
+    return JSON_OBJECT;
+  }
+
+  /** Only what the rest of the text depends on: the last character's first byte, say, only inside it. */
+  get stateKey(): string {
+    const inString = this.mode === "string" || this.mode === "escape";
+    return [
+      this.mode,
+      this.stack,
+      inString && this.key ? "k" : "",
+      this.number ?? "",
+      this.rest.join(","),
+      this.hex,
+      this.continuation > 0 ? `${this.lead}/${this.continuation}` : "",
+      this.blanks,
+    ].join("|");
   }
 
   /** Whether the text so far is one whole JSON object. */
@@ -132,7 +154,7 @@ export class JsonObjectGrammar implements ByteGrammar {
         return true;
       case "after-value":
         if (b === 0x2c) {
-          this.mode = this.stack.at(-1) === 0x7b ? "key" : "value";
+          this.mode = this.stack.endsWith("{") ? "key" : "value";
           return true;
         }
         return (b === 0x7d || b === 0x5d) && this.close(b);
@@ -186,15 +208,15 @@ export class JsonObjectGrammar implements ByteGrammar {
 
   private openContainer(b: number): boolean {
     if (this.stack.length >= MAX_DEPTH) return false;
-    this.stack.push(b);
+    this.stack += String.fromCharCode(b);
     this.mode = b === 0x7b ? "object-first" : "array-first";
     return true;
   }
 
   private close(b: number): boolean {
-    const open = this.stack.at(-1);
+    const open = this.stack.charCodeAt(this.stack.length - 1);
     if ((b === 0x7d && open !== 0x7b) || (b === 0x5d && open !== 0x5b)) return false;
-    this.stack.pop();
+    this.stack = this.stack.slice(0, -1);
     this.mode = this.stack.length === 0 ? "done" : "after-value";
     return true;
   }

@@ -353,9 +353,70 @@ class Automaton {
       seen.add(s);
       for (const t of this.states[s]?.empty ?? []) stack.push(t);
     }
-    return [...seen];
+    return [...seen].sort((a, b) => a - b);
+  }
+
+  /**
+   * The automaton run as a DFA built lazily: each set of states met is made once and
+   * remembers where each code point took it, so that a guide trying a vocabulary's tokens
+   * (tens of thousands of bytes per step) looks steps up instead of simulating them.
+   */
+  private readonly sets = new Map<string, StateSet>();
+
+  get startSet(): StateSet {
+    return this.setOf(this.closure([this.start]));
+  }
+
+  /** Where `cp` takes `from`; undefined when no state takes it. */
+  step(from: StateSet, cp: number): StateSet | undefined {
+    const known = from.next.get(cp);
+    if (known !== undefined) return known ?? undefined;
+    const next: number[] = [];
+    for (const s of from.states) {
+      const state = this.states[s];
+      if (state?.ranges && state.next !== undefined && contains(state.ranges, cp))
+        next.push(state.next);
+    }
+    const to = next.length === 0 ? undefined : this.setOf(this.closure(next));
+    if (from.next.size < MAX_STEPS_KEPT) from.next.set(cp, to ?? null);
+    return to;
+  }
+
+  private setOf(states: number[]): StateSet {
+    const key = states.join(",");
+    let set = this.sets.get(key);
+    if (!set) {
+      set = {
+        key,
+        states,
+        accepting: states.includes(this.accept),
+        open: states.some((s) => this.states[s]?.ranges !== undefined),
+        next: new Map(),
+      };
+      // past the bound, sets are made for the moment and forgotten (a pathological pattern
+      // costs time, not memory)
+      if (this.sets.size < MAX_SETS_KEPT) this.sets.set(key, set);
+    }
+    return set;
   }
 }
+
+/** A state of the lazy DFA: a set of the automaton's states, closed under empty edges. */
+interface StateSet {
+  /** Its states, sorted, as text: equal keys, equal sets. */
+  readonly key: string;
+  readonly states: readonly number[];
+  readonly accepting: boolean;
+  /** Whether any state of the set takes a character (false: only the end may follow). */
+  readonly open: boolean;
+  /** Where each code point met so far led (null: nowhere). */
+  readonly next: Map<number, StateSet | null>;
+}
+
+/** Sets of states one automaton keeps at most (a set is its states and its steps). */
+const MAX_SETS_KEPT = 20_000;
+/** Steps one set remembers at most (a class like [^"] meets every character of a text). */
+const MAX_STEPS_KEPT = 4_096;
 
 const automata = new Map<string, Automaton>();
 
@@ -371,7 +432,6 @@ function automatonOf(pattern: string): Automaton {
 }
 
 export class RegexGrammar implements ByteGrammar {
-  private states: number[];
   /** A UTF-8 character in progress: its bytes so far, and how many it has. */
   private pending: number[] = [];
   private expected = 0;
@@ -379,31 +439,45 @@ export class RegexGrammar implements ByteGrammar {
   constructor(
     pattern: string,
     private readonly automaton = automatonOf(pattern),
-  ) {
-    this.states = automaton.closure([automaton.start]);
+    private set = automaton.startSet,
+  ) {}
+
+  /** One pattern, one language: guides share what they learn about it. */
+  get language(): object {
+    return this.automaton;
+  }
+
+  get stateKey(): string {
+    return this.pending.length === 0 ? this.set.key : `${this.set.key}|${this.pending.join(",")}`;
   }
 
   copy(): RegexGrammar {
-    const c = new RegexGrammar("", this.automaton);
-    c.states = this.states;
-    c.pending = [...this.pending];
+    const c = new RegexGrammar("", this.automaton, this.set);
+    if (this.pending.length > 0) c.pending = [...this.pending];
     c.expected = this.expected;
     return c;
   }
 
   /** Whether the text so far matches the whole pattern. */
   get complete(): boolean {
-    return this.pending.length === 0 && this.states.includes(this.automaton.accept);
+    return this.pending.length === 0 && this.set.accepting;
   }
 
   /** Whether any text may follow (false: only the end of text). */
   get open(): boolean {
-    return this.states.some((s) => this.automaton.states[s]?.ranges !== undefined);
+    return this.set.open;
   }
 
   /** Takes the next byte; false (and the state is then spoilt) when no match goes on so. */
   feed(b: number): boolean {
     if (this.pending.length === 0) {
+      if (b < 0x80) {
+        // ASCII, the common case: no character to assemble
+        const next = this.automaton.step(this.set, b);
+        if (!next) return false;
+        this.set = next;
+        return true;
+      }
       const lead = utf8Lead(b);
       if (!lead) return false;
       this.expected = lead.size;
@@ -412,18 +486,13 @@ export class RegexGrammar implements ByteGrammar {
     if (this.pending.length < this.expected) {
       // part of a character: some character that begins so must be taken
       const [lo, hi] = codePointsBeginning(this.pending, this.expected);
-      return this.states.some((s) => overlaps(this.automaton.states[s]?.ranges, lo, hi));
+      return this.set.states.some((s) => overlaps(this.automaton.states[s]?.ranges, lo, hi));
     }
     const cp = decode(this.pending);
     this.pending = [];
-    const next: number[] = [];
-    for (const s of this.states) {
-      const state = this.automaton.states[s];
-      if (state?.ranges && state.next !== undefined && contains(state.ranges, cp))
-        next.push(state.next);
-    }
-    if (next.length === 0) return false;
-    this.states = this.automaton.closure(next);
+    const next = this.automaton.step(this.set, cp);
+    if (!next) return false;
+    this.set = next;
     return true;
   }
 }
