@@ -1,7 +1,7 @@
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { HumanMessage } from "@langchain/core/messages";
 import { ChatOpenAI, OpenAI as LangChainOpenAI } from "@langchain/openai";
-import { generateText, streamText } from "ai";
+import { generateText, streamText, tool } from "ai";
 import OpenAI from "openai";
 import { zodResponseFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,7 +11,8 @@ import { readSse } from "./helpers/sse.js";
 import { Stack } from "./helpers/stack.js";
 
 // A second generator without a chat template, beside tiny-lm: chat must refuse it, not guess.
-const repo = tempRepository({ "tiny-lm": {} });
+// tiny-lm as a model whose calls Hermes' format would carry (vLLM's --tool-call-parser hermes)
+const repo = tempRepository({ "tiny-lm": { tool_call_parser: "hermes" } });
 const bare = tempRepository({ "tiny-lm": { name: "tiny-lm", chat_template: undefined } });
 const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
 const plain = new Stack({ workers: 0, env: { MODEL_REPOSITORY: bare } });
@@ -310,30 +311,31 @@ describe("the openai client, unchanged", () => {
     );
   });
 
-  it("tools: a forced call's arguments meet its parameters' schema, streamed or not; auto is refused by name", async () => {
-    const weather = {
-      type: "function" as const,
-      function: {
-        name: "get_weather",
-        description: "The weather in a city",
-        parameters: {
-          type: "object",
-          properties: {
-            city: { type: "string", maxLength: 16 },
-            unit: { enum: ["celsius", "fahrenheit"] },
-          },
-          required: ["city", "unit"],
-          additionalProperties: false,
+  const weather = {
+    type: "function" as const,
+    function: {
+      name: "get_weather",
+      description: "The weather in a city",
+      parameters: {
+        type: "object",
+        properties: {
+          city: { type: "string", maxLength: 16 },
+          unit: { enum: ["celsius", "fahrenheit"] },
         },
+        required: ["city", "unit"],
+        additionalProperties: false,
       },
-    };
-    const time = {
-      type: "function" as const,
-      function: { name: "get_time", parameters: { type: "object", properties: {} } },
-    };
-    const Args = z
-      .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
-      .strict();
+    },
+  };
+  const time = {
+    type: "function" as const,
+    function: { name: "get_time", parameters: { type: "object", properties: {} } },
+  };
+  const Args = z
+    .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
+    .strict();
+
+  it("tools: a forced call's arguments meet its parameters' schema, streamed or not; auto without a call parser is refused by name", async () => {
     const messages = [{ role: "user" as const, content: "Weather in Oslo?" }];
     const forced = {
       model: "tiny-lm",
@@ -393,15 +395,89 @@ describe("the openai client, unchanged", () => {
     expect(((await both.json()) as { error: { message: string } }).error.message).toBe(
       "give one of json_object, a forced tool call, not several",
     );
-    const auto = await stack.post("/v1/chat/completions", {
+    // a model whose model.json names no call parser: "auto" (the default with tools) is a 400
+    const auto = await plain.post("/v1/chat/completions", {
       model: "tiny-lm",
       messages,
       tools: [weather],
     });
     expect(auto.status).toBe(400);
     expect(((await auto.json()) as { error: { message: string } }).error.message).toMatch(
-      /^tool_choice "auto" .* needs a parser of the model's own call format/,
+      /^tool_choice "auto" .* needs a parser of the model's own call format, and this model's model.json names none \(tool_call_parser/,
     );
+  });
+
+  it('tool_choice "auto" with a Hermes model: its calls are tool_calls (the text before them the content), streamed or not, and text alone stays text', async () => {
+    // tiny-lm writes no calls of its own: a guided regex makes it write one in Hermes' format
+    const call = `<tool_call>\\{"name": "get_weather", "arguments": \\{"city": "[A-Z][a-z]{1,8}", "unit": "(celsius|fahrenheit)"\\}\\}</tool_call>`;
+    const guided = { guided_regex: `Let me check\\. ${call}` };
+    const params = {
+      model: "tiny-lm",
+      messages: [{ role: "user" as const, content: "Weather in Oslo?" }],
+      tools: [weather],
+      temperature: 0.8,
+      seed: 7,
+      ...guided,
+    };
+    const whole = await openai().chat.completions.create(params);
+    const choice = whole.choices[0];
+    expect(choice?.finish_reason).toBe("tool_calls");
+    expect(choice?.message.content).toBe("Let me check. ");
+    const [made] = choice?.message.tool_calls ?? [];
+    const fn = made?.type === "function" ? made.function : undefined;
+    expect(fn?.name).toBe("get_weather");
+    const args = Args.parse(JSON.parse(fn?.arguments ?? ""));
+    expect(args.city).toMatch(/^[A-Z][a-z]{1,8}$/);
+    expect(made?.id).toMatch(/^call_/);
+    // streamed: the content as it comes, then the call whole; the same answer in the end
+    const stream = await openai().chat.completions.create({ ...params, stream: true });
+    let content = "";
+    const calls: Array<{ id?: string | undefined; name: string; arguments: string }> = [];
+    let finish: string | null | undefined;
+    for await (const chunk of stream) {
+      const delta = chunk.choices[0]?.delta;
+      content += delta?.content ?? "";
+      for (const part of delta?.tool_calls ?? []) {
+        calls[part.index] ??= { name: "", arguments: "" };
+        const at = calls[part.index] as {
+          id?: string | undefined;
+          name: string;
+          arguments: string;
+        };
+        at.id ??= part.id;
+        at.name += part.function?.name ?? "";
+        at.arguments += part.function?.arguments ?? "";
+      }
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect([content, finish]).toEqual(["Let me check. ", "tool_calls"]);
+    // (another job: its own call id)
+    expect(calls).toEqual([
+      { id: expect.stringMatching(/^call_/), name: "get_weather", arguments: fn?.arguments },
+    ]);
+    // Vercel's AI SDK reads the call as a tool call of its own tool, input checked by its schema
+    const sdk = await generateText({
+      model: createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") }).chatModel(
+        "tiny-lm",
+      ),
+      prompt: "Weather in Oslo?",
+      tools: { get_weather: tool({ description: "the weather in a city", inputSchema: Args }) },
+      temperature: 0.8,
+      seed: 7,
+      providerOptions: { ferry: guided },
+    });
+    expect(sdk.finishReason).toBe("tool-calls");
+    expect(sdk.toolCalls.map((c) => [c.toolName, c.input])).toEqual([
+      ["get_weather", JSON.parse(fn?.arguments ?? "")],
+    ]);
+    // text without a call is the answer's content, finished as text is
+    const text = await openai().chat.completions.create({
+      ...params,
+      guided_regex: "It is (sunny|raining) in Oslo\\.",
+    } as typeof params);
+    expect(text.choices[0]?.message.content).toMatch(/^It is (sunny|raining) in Oslo\.$/);
+    expect(text.choices[0]?.message.tool_calls).toBeUndefined();
+    expect(text.choices[0]?.finish_reason).toBe("stop");
   });
 
   it("OpenAI's errors: bad role, no messages, n < 1, top_logprobs past 20, a prompt past the context", async () => {

@@ -33,7 +33,7 @@ import { type ToolCallAsk, toolChoice } from "./tool-calls.js";
  */
 type AsCompletion = CompletionRequest & {
   format: "completion" | "chat";
-  toolCall?: { schema: Record<string, unknown>; ask: ToolCallAsk };
+  toolCall?: { schema?: Record<string, unknown>; ask: ToolCallAsk };
 };
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
@@ -139,7 +139,10 @@ export class CompletionService {
     if (!logprobs && (top_logprobs ?? 0) > 0)
       throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
     // a forced call is guided decoding by its parameters' schema
-    const call = toolChoice(body);
+    const call = toolChoice(
+      body,
+      this.repository.resolve(body.model).entry.config.tool_call_parser,
+    );
     return {
       ...rest,
       prompt: await this.rendered(body),
@@ -458,7 +461,7 @@ function guideOf(body: AsCompletion): Partial<SamplingParams> {
       ],
       ["guided_json", body.guided_json && { json_schema: body.guided_json }],
       ["structured_outputs.json", so?.json && { json_schema: so.json }],
-      ["a forced tool call", body.toolCall && { json_schema: body.toolCall.schema }],
+      ["a forced tool call", body.toolCall?.schema && { json_schema: body.toolCall.schema }],
     ] as Array<[string, Partial<SamplingParams> | false | null | undefined]>
   ).filter((entry): entry is [string, Partial<SamplingParams>] => Boolean(entry[1]));
   if (asked.length > 1)

@@ -3,10 +3,10 @@ import type { Context } from "hono";
 import { errorOf, type FollowedCompletion, sumUsage } from "./completion-service.js";
 import type { CallOptions } from "./inference-service.js";
 import {
+  ChoiceState,
   type StreamChunk,
   type StreamRenderer,
   streamError,
-  TextOffsets,
 } from "./openai-render.js";
 import type { ChatCompletionRequest, CompletionRequest } from "./schemas.js";
 import type { AppEnv } from "./services.js";
@@ -78,19 +78,20 @@ async function follow(
   }
   const includeUsage = body.stream_options?.include_usage === true;
   let lastId: string | undefined;
-  const offsets = new TextOffsets();
+  const state = new ChoiceState();
   return sse(c, async (stream) => {
     const send = (payload: unknown) =>
       stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
     const write = async (event: JobEvent) => {
       const e = event.body;
       lastId = event.id;
-      if (e.type === "token") await send(render.token(job, e, offsets));
+      if (e.type === "token") for (const chunk of render.token(job, e, state)) await send(chunk);
       else if (e.type === "result")
         for (const chunk of render.end(
           job,
           completions.counted(job, e.result as CompletionResult),
           includeUsage,
+          state,
         ))
           await send(chunk);
       else if (e.type === "error") await send(streamError(errorOf(event)));
@@ -98,7 +99,7 @@ async function follow(
     // the slot comes back however the stream ends, a log that fails to read (Redis) included
     try {
       try {
-        for (const chunk of render.start(job)) await send(chunk);
+        for (const chunk of render.start(job, state)) await send(chunk);
         if (!first.done) await write(first.value);
         for await (const event of events) await write(event);
       } finally {
@@ -178,7 +179,7 @@ export async function streamEach(
       const [head] = jobs;
       const id = head ? render.id(head.record) : "";
       const usages: Array<CompletionResult["usage"]> = [];
-      const offsets = jobs.map(() => new TextOffsets());
+      const states = jobs.map(() => new ChoiceState());
       let failure = false;
       let writing = Promise.resolve();
       const send = (payload: unknown) => stream.send({ data: JSON.stringify(payload) });
@@ -189,16 +190,19 @@ export async function streamEach(
         const job = jobs[index]?.record;
         if (!job || failure) return;
         if (event === "start") {
-          for (const first of render.start(job)) await sendAs(index, first);
+          for (const first of render.start(job, states[index] as ChoiceState))
+            await sendAs(index, first);
           return;
         }
         const e = event.body;
         if (e.type === "token")
-          await sendAs(index, render.token(job, e, offsets[index] as TextOffsets));
+          for (const chunk of render.token(job, e, states[index] as ChoiceState))
+            await sendAs(index, chunk);
         else if (e.type === "result") {
           const result = completions.counted(job, e.result as CompletionResult);
           usages[index] = result.usage;
-          for (const last of render.end(job, result, false)) await sendAs(index, last);
+          for (const last of render.end(job, result, false, states[index] as ChoiceState))
+            await sendAs(index, last);
         } else if (e.type === "error") {
           failure = true;
           cancelAll();

@@ -12,7 +12,7 @@ import type {
   CompletionResponse,
   PromptLogprobs,
 } from "./schemas.js";
-import { toolCallOf } from "./tool-calls.js";
+import { chatAnswerOf, HermesStream, type ToolCall } from "./tool-calls.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -84,7 +84,7 @@ function vllmPromptLogprobs(
   };
 }
 
-type Finish = "stop" | "length" | null;
+type Finish = "stop" | "length" | "tool_calls" | null;
 type Usage = CompletionResult["usage"];
 
 /**
@@ -94,7 +94,7 @@ type Usage = CompletionResult["usage"];
 export function completionChunk(
   job: CompletionJob,
   text: string,
-  finish: Finish,
+  finish: Exclude<Finish, "tool_calls">,
   logprobs: CompletionLogprobs | null = null,
 ): CompletionResponse {
   return {
@@ -201,7 +201,6 @@ function finishOf(result: CompletionResult): "stop" | "length" {
   return result.finish_reason === "length" ? "length" : "stop";
 }
 
-/** One streamed chat chunk: `delta` is `{role}` on the first, `{content}` after, `{}` last. */
 /** A streamed call's part: the first names it, the others add to its arguments. */
 interface ToolCallDelta {
   index: number;
@@ -210,6 +209,7 @@ interface ToolCallDelta {
   function: { name?: string; arguments: string };
 }
 
+/** One streamed chat chunk: `delta` is `{role}` on the first, `{content}` after, `{}` last. */
 export function chatChunk(
   job: CompletionJob,
   delta: { role?: "assistant"; content?: string | null; tool_calls?: ToolCallDelta[] },
@@ -225,14 +225,33 @@ export function chatChunk(
   };
 }
 
-/** The chunks that end a chat stream: the finish reason, then usage (empty choices) when asked. */
+/**
+ * The chunks that end a chat stream: what the model's call reader still held (content, or a
+ * call left open), the finish reason, then usage (empty choices) when asked.
+ */
 export function chatFinalChunks(
   job: CompletionJob,
   result: CompletionResult,
   includeUsage: boolean,
+  state?: ChoiceState,
 ) {
-  const last = chatChunk(job, {}, finishOf(result));
-  return includeUsage ? [last, chatUsageChunk(job, result.usage)] : [last];
+  const held = state?.tools ? chatDeltas(job, state, state.tools.end(), null) : [];
+  const last = chatChunk(
+    job,
+    {},
+    callsFinish(job, finishOf(result), state?.tools?.called ?? false),
+  );
+  return includeUsage ? [...held, last, chatUsageChunk(job, result.usage)] : [...held, last];
+}
+
+/**
+ * A chat's finish when it made calls: a call the model chose (among several tools, or between
+ * text and calls) ends as a call, "tool_calls"; a forced call of one function as OpenAI's
+ * does, "stop"; one cut short stays "length".
+ */
+function callsFinish(job: CompletionJob, finish: "stop" | "length", called: boolean): Finish {
+  const chose = job.meta?.tool_call === "required" || job.meta?.tool_call === "auto";
+  return called && chose && finish === "stop" ? "tool_calls" : finish;
 }
 
 function chatUsageChunk(job: CompletionJob, usage: Usage) {
@@ -241,8 +260,7 @@ function chatUsageChunk(job: CompletionJob, usage: Usage) {
 
 /** The whole chat completion (non-streamed, or an async job's result). */
 export function chatResponse(job: CompletionJob, result: CompletionResult): ChatCompletionResponse {
-  const call = toolCallOf(job.meta, job.id, result.text);
-  const finish = finishOf(result);
+  const { content, calls } = chatAnswerOf(job.meta, job.id, result.text);
   return {
     id: chatStream.id(job),
     object: "chat.completion",
@@ -251,19 +269,49 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
     choices: [
       {
         index: 0,
-        message: call
-          ? { role: "assistant", content: null, tool_calls: [call] }
-          : { role: "assistant", content: result.text },
+        message:
+          calls.length > 0
+            ? { role: "assistant", content, tool_calls: calls }
+            : { role: "assistant", content: content ?? "" },
         logprobs: result.logprobs ? chatLogprobs(result.logprobs) : null,
-        // a forced call of one function ends as OpenAI's does ("stop"); a call the model
-        // picked among several, as a call
-        finish_reason:
-          call && finish === "stop" && job.meta?.tool_call === "required" ? "tool_calls" : finish,
+        finish_reason: callsFinish(job, finishOf(result), calls.length > 0) ?? "stop",
       },
     ],
     usage: result.usage,
     ...vllmPromptLogprobs(job, result),
   };
+}
+
+/** What a stream keeps per choice from chunk to chunk. */
+export class ChoiceState {
+  readonly offsets = new TextOffsets();
+  /** The calls read from a chat's text, when its model may write them (`tool_choice: "auto"`). */
+  tools: HermesStream | undefined;
+  /** Calls sent so far: the next one's `index`. */
+  callsSent = 0;
+}
+
+/**
+ * A chat's text and calls as chunks: content (with the token's log probabilities, when it
+ * has them, even if its text is held back), then each call whole, named and with its arguments.
+ */
+function chatDeltas(
+  job: CompletionJob,
+  state: ChoiceState,
+  { content, calls }: { content: string | null; calls: ToolCall[] },
+  logprobs: ChatLogprobs | null,
+) {
+  const out: Array<ReturnType<typeof chatChunk>> = [];
+  if (content || logprobs) out.push(chatChunk(job, { content: content ?? "" }, null, logprobs));
+  if (calls.length > 0)
+    out.push(
+      chatChunk(
+        job,
+        { tool_calls: calls.map((call) => ({ index: state.callsSent++, ...call })) },
+        null,
+      ),
+    );
+  return out;
 }
 
 /** A job's token event, as a stream renders it. */
@@ -279,10 +327,15 @@ export interface StreamChunk {
 export interface StreamRenderer {
   /** The id every chunk of a job's stream carries. */
   id(job: CompletionJob): string;
-  start(job: CompletionJob): StreamChunk[];
-  /** A token event's chunk; `offsets` carries a choice's text offsets from chunk to chunk. */
-  token(job: CompletionJob, event: TokenEvent, offsets: TextOffsets): StreamChunk;
-  end(job: CompletionJob, result: CompletionResult, includeUsage: boolean): StreamChunk[];
+  start(job: CompletionJob, state: ChoiceState): StreamChunk[];
+  /** A token event's chunks (none while text is held back); `state` is the choice's own. */
+  token(job: CompletionJob, event: TokenEvent, state: ChoiceState): StreamChunk[];
+  end(
+    job: CompletionJob,
+    result: CompletionResult,
+    includeUsage: boolean,
+    state: ChoiceState,
+  ): StreamChunk[];
   /** The usage chunk alone (several choices streamed as one: their usage, summed, at the end). */
   usage(job: CompletionJob, usage: Usage): StreamChunk;
 }
@@ -290,23 +343,25 @@ export interface StreamRenderer {
 export const completionStream: StreamRenderer = {
   id: (job) => `cmpl-${job.id}`,
   start: () => [],
-  token: (job, { text, logprobs, prompt_logprobs: prompt = [] }, offsets) =>
+  token: (job, { text, logprobs, prompt_logprobs: prompt = [] }, { offsets }) => [
     completionChunk(
       job,
       text,
       null,
       logprobs ? completionLogprobs([...prompt, ...logprobs], offsets) : null,
     ),
-  end: finalChunks,
+  ],
+  end: (job, result, includeUsage) => finalChunks(job, result, includeUsage),
   usage: completionUsageChunk,
 };
 
 export const chatStream: StreamRenderer = {
   id: (job) => `chatcmpl-${job.id}`,
   // a forced call (one function by name: the only kind streamed) opens by naming it, and
-  // its arguments come token by token
-  start: (job) => {
-    const call = toolCallOf(job.meta, job.id, "");
+  // its arguments come token by token; a model that may write calls has them read as it goes
+  start: (job, state) => {
+    if (job.meta?.tool_call === "auto") state.tools = new HermesStream(job.id);
+    const [call] = job.meta?.tool_call === "named" ? chatAnswerOf(job.meta, job.id, "").calls : [];
     return [
       chatChunk(
         job,
@@ -317,15 +372,20 @@ export const chatStream: StreamRenderer = {
       ),
     ];
   },
-  token: (job, { text, logprobs }) =>
-    chatChunk(
-      job,
-      job.meta?.tool_call === "named"
-        ? { tool_calls: [{ index: 0, function: { arguments: text } }] }
-        : { content: text },
-      null,
-      logprobs ? chatLogprobs(logprobs) : null,
-    ),
+  token: (job, { text, logprobs }, state) => {
+    const scores = logprobs ? chatLogprobs(logprobs) : null;
+    if (state.tools) return chatDeltas(job, state, state.tools.push(text), scores);
+    return [
+      chatChunk(
+        job,
+        job.meta?.tool_call === "named"
+          ? { tool_calls: [{ index: 0, function: { arguments: text } }] }
+          : { content: text },
+        null,
+        scores,
+      ),
+    ];
+  },
   end: chatFinalChunks,
   usage: chatUsageChunk,
 };

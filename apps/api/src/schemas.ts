@@ -431,7 +431,10 @@ export const chatCompletionRequestSchema = z
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
-    /** Functions the model may be made to call (`tool_choice`: one by name, or `required`). */
+    /**
+     * Functions the model may call: made to (`tool_choice` one by name, or `required`), or as it
+     * chooses (`auto`, for a model whose model.json names its call format's parser).
+     */
     tools: z.array(toolSchema).max(128).nullish(),
     tool_choice: z
       .union([
@@ -439,7 +442,7 @@ export const chatCompletionRequestSchema = z
         z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) }),
       ])
       .nullish(),
-    /** Whether several calls may come in one answer: Ferry's calls come one at a time anyway. */
+    /** Whether several calls may come in one answer: a forced call is one; `auto` reads what the model wrote. */
     parallel_tool_calls: z.boolean().nullish(),
     functions: unsupported("functions"),
     modalities: unsupported("modalities", ["text"]),

@@ -76,6 +76,12 @@ export const modelConfigSchema = z
     tokenizer: z.record(z.string(), z.unknown()).optional(),
     /** A generator's chat template (Jinja, Hugging Face's `chat_template` convention). */
     chat_template: z.string().optional(),
+    /**
+     * How the model writes a tool call in its text, for chats that let it choose between text
+     * and a call (`tool_choice: "auto"`), as vLLM's `--tool-call-parser`: `hermes` reads
+     * `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Hermes, Qwen 2.5 and others).
+     */
+    tool_call_parser: z.enum(["hermes"]).optional(),
     architecture: z.record(z.string(), z.unknown()).optional(),
     scheduler: z.record(z.string(), z.unknown()).optional(),
   })
