@@ -249,7 +249,11 @@ export function chatFinalChunks(
  * text and calls) ends as a call, "tool_calls"; a forced call of one function as OpenAI's
  * does, "stop"; one cut short stays "length".
  */
-function callsFinish(job: CompletionJob, finish: "stop" | "length", called: boolean): Finish {
+function callsFinish(
+  job: CompletionJob,
+  finish: "stop" | "length",
+  called: boolean,
+): "stop" | "length" | "tool_calls" {
   const chose = job.meta?.tool_call === "required" || job.meta?.tool_call === "auto";
   return called && chose && finish === "stop" ? "tool_calls" : finish;
 }
@@ -274,7 +278,7 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
             ? { role: "assistant", content, tool_calls: calls }
             : { role: "assistant", content: content ?? "" },
         logprobs: result.logprobs ? chatLogprobs(result.logprobs) : null,
-        finish_reason: callsFinish(job, finishOf(result), calls.length > 0) ?? "stop",
+        finish_reason: callsFinish(job, finishOf(result), calls.length > 0),
       },
     ],
     usage: result.usage,
