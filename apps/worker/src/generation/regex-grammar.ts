@@ -358,10 +358,12 @@ class Automaton {
 
   /**
    * The automaton run as a DFA built lazily: each set of states met is made once and
-   * remembers where each code point took it, so that a guide trying a vocabulary's tokens
-   * (tens of thousands of bytes per step) looks steps up instead of simulating them.
+   * remembers where each ASCII character took it, so that a guide trying a vocabulary's
+   * tokens (tens of thousands of bytes per step) looks steps up instead of simulating them.
    */
   private readonly sets = new Map<string, StateSet>();
+  /** What the kept sets weigh (see `weightOf`). */
+  weightKept = 0;
 
   get startSet(): StateSet {
     return this.setOf(this.closure([this.start]));
@@ -369,7 +371,7 @@ class Automaton {
 
   /** Where `cp` takes `from`; undefined when no state takes it. */
   step(from: StateSet, cp: number): StateSet | undefined {
-    const known = from.next.get(cp);
+    const known = cp < 0x80 ? from.ascii[cp] : undefined;
     if (known !== undefined) return known ?? undefined;
     const next: number[] = [];
     for (const s of from.states) {
@@ -378,7 +380,9 @@ class Automaton {
         next.push(state.next);
     }
     const to = next.length === 0 ? undefined : this.setOf(this.closure(next));
-    if (from.next.size < MAX_STEPS_KEPT) from.next.set(cp, to ?? null);
+    // ASCII steps are kept (JSON's and most patterns' text); others are worked out each time
+    // (only to a set that is kept: past the bound, nothing new is held on to)
+    if (cp < 0x80 && (to === undefined || to.kept)) from.ascii[cp] = to ?? null;
     return to;
   }
 
@@ -391,11 +395,16 @@ class Automaton {
         states,
         accepting: states.includes(this.accept),
         open: states.some((s) => this.states[s]?.ranges !== undefined),
-        next: new Map(),
+        ascii: new Array(0x80),
+        kept: weightKeptInAll + weightOf(states) <= MAX_WEIGHT_KEPT,
       };
       // past the bound, sets are made for the moment and forgotten (a pathological pattern
       // costs time, not memory)
-      if (this.sets.size < MAX_SETS_KEPT) this.sets.set(key, set);
+      if (set.kept) {
+        this.sets.set(key, set);
+        this.weightKept += weightOf(states);
+        weightKeptInAll += weightOf(states);
+      }
     }
     return set;
   }
@@ -409,14 +418,23 @@ interface StateSet {
   readonly accepting: boolean;
   /** Whether any state of the set takes a character (false: only the end may follow). */
   readonly open: boolean;
-  /** Where each code point met so far led (null: nowhere). */
-  readonly next: Map<number, StateSet | null>;
+  /** Where each ASCII character met so far led (null: nowhere). */
+  readonly ascii: Array<StateSet | null | undefined>;
+  /** Whether the automaton keeps it (and so steps may lead to it). */
+  readonly kept: boolean;
 }
 
-/** Sets of states one automaton keeps at most (a set is its states and its steps). */
-const MAX_SETS_KEPT = 20_000;
-/** Steps one set remembers at most (a class like [^"] meets every character of a text). */
-const MAX_STEPS_KEPT = 4_096;
+/**
+ * What the sets kept by every automaton may weigh at most (~40 MB): a client's patterns cost
+ * time past it, not memory.
+ */
+const MAX_WEIGHT_KEPT = 4_000_000;
+let weightKeptInAll = 0;
+
+/** A set's weight: its states (in its list and its key) and its steps' slots, ~8-10 bytes each. */
+function weightOf(states: readonly number[]): number {
+  return states.length + 0x80;
+}
 
 const automata = new Map<string, Automaton>();
 
@@ -425,7 +443,11 @@ function automatonOf(pattern: string): Automaton {
   if (!automaton) {
     automaton = new Automaton(new Parser(pattern).parse());
     // a small cache: the same pattern is sent again and again by one client
-    if (automata.size >= 64) automata.delete(automata.keys().next().value as string);
+    if (automata.size >= 64) {
+      const [oldest, evicted] = automata.entries().next().value as [string, Automaton];
+      automata.delete(oldest);
+      weightKeptInAll -= evicted.weightKept;
+    }
     automata.set(pattern, automaton);
   }
   return automaton;
