@@ -12,7 +12,13 @@ import type {
   CompletionResponse,
   PromptLogprobs,
 } from "./schemas.js";
-import { chatAnswerOf, HermesStream, type ToolCall } from "./tool-calls.js";
+import {
+  type ToolCall,
+  type ToolCallParser,
+  type ToolCallStream,
+  toolCallReader,
+} from "./tool-call-parsers.js";
+import { chatAnswerOf } from "./tool-calls.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -290,7 +296,7 @@ export function chatResponse(job: CompletionJob, result: CompletionResult): Chat
 export class ChoiceState {
   readonly offsets = new TextOffsets();
   /** The calls read from a chat's text, when its model may write them (`tool_choice: "auto"`). */
-  tools: HermesStream | undefined;
+  tools: ToolCallStream | undefined;
   /** Calls sent so far: the next one's `index`. */
   callsSent = 0;
 }
@@ -364,7 +370,8 @@ export const chatStream: StreamRenderer = {
   // a forced call (one function by name: the only kind streamed) opens by naming it, and
   // its arguments come token by token; a model that may write calls has them read as it goes
   start: (job, state) => {
-    if (job.meta?.tool_call === "auto") state.tools = new HermesStream(job.id);
+    if (job.meta?.tool_call === "auto")
+      state.tools = toolCallReader((job.meta.parser as ToolCallParser) ?? "hermes").stream(job.id);
     const [call] = job.meta?.tool_call === "named" ? chatAnswerOf(job.meta, job.id, "").calls : [];
     return [
       chatChunk(

@@ -79,9 +79,10 @@ export const modelConfigSchema = z
     /**
      * How the model writes a tool call in its text, for chats that let it choose between text
      * and a call (`tool_choice: "auto"`), as vLLM's `--tool-call-parser`: `hermes` reads
-     * `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Hermes, Qwen 2.5 and others).
+     * `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Hermes, Qwen 2.5 and others),
+     * `llama3_json` an answer of `{"name": ..., "parameters": {...}}` objects (Llama 3.1-3.3).
      */
-    tool_call_parser: z.enum(["hermes"]).optional(),
+    tool_call_parser: z.enum(["hermes", "llama3_json"]).optional(),
     architecture: z.record(z.string(), z.unknown()).optional(),
     scheduler: z.record(z.string(), z.unknown()).optional(),
   })
