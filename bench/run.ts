@@ -7,6 +7,7 @@ import { clusterBench } from "./cluster.js";
 import { generationBench } from "./generation.js";
 import { guidedBench } from "./guided.js";
 import { hostileBench } from "./hostile.js";
+import { prefixBench } from "./prefix.js";
 import { servingBench } from "./serving.js";
 import { soakBench } from "./soak.js";
 
@@ -16,11 +17,12 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   generation: generationBench,
   guided: guidedBench,
   hostile: hostileBench,
+  prefix: prefixBench,
   serving: servingBench,
   soak: soakBench,
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
-const defaults = ["classifier", "generation", "guided", "serving", "hostile"];
+const defaults = ["classifier", "generation", "guided", "prefix", "serving", "hostile"];
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : defaults;
 

@@ -153,6 +153,45 @@ describe("completions through the official openai client", () => {
     expect(usage).toEqual(whole.usage);
   });
 
+  it("prefix caching: prompts that begin alike read only what differs, and answer as the reference decoder does", async () => {
+    const preamble = `Q: ${"What did the fortune say? ".repeat(4)}\nA: It said `;
+    const before = {
+      queries: await workerMetric("ferry_worker_prefix_cache_queries_total"),
+      hits: await workerMetric("ferry_worker_prefix_cache_hits_total"),
+    };
+    const endings = ["nothing.", "wait.", "go home."];
+    // one after another: each later prompt finds the blocks the first one kept
+    const texts: string[] = [];
+    for (const ending of endings) {
+      const res = await openai.completions.create({
+        model: "tiny-lm",
+        prompt: preamble + ending,
+        max_tokens: 24,
+        temperature: 0,
+        logprobs: 2,
+      });
+      texts.push(res.choices[0]?.text ?? "");
+      // the model's own scores, as the reference computes them from the whole prompt
+      const steps = await referenceSteps(preamble + ending, 24);
+      expectCloseAll(
+        res.choices[0]?.logprobs?.token_logprobs ?? [],
+        steps.map((step) => step.logprobs[step.token] ?? 0),
+      );
+    }
+    expect(texts).toEqual(
+      await Promise.all(endings.map((ending) => referenceGreedy(preamble + ending, 24))),
+    );
+    const shared = Math.floor(Buffer.byteLength(preamble) / 16) * 16;
+    const queried = endings.reduce((n, e) => n + Buffer.byteLength(preamble + e), 0);
+    expect((await workerMetric("ferry_worker_prefix_cache_queries_total")) - before.queries).toBe(
+      queried,
+    );
+    // the second and third prompts each took (at least) the preamble's whole blocks
+    expect(
+      (await workerMetric("ferry_worker_prefix_cache_hits_total")) - before.hits,
+    ).toBeGreaterThanOrEqual(2 * shared);
+  });
+
   it("greedy output of 8 prompts sent at once equals unbatched in-process decoding, token for token", async () => {
     const [ferry, reference] = await Promise.all([
       Promise.all(

@@ -68,6 +68,19 @@ export class WorkerMetrics {
     labelNames: ["model", "version"],
     registers: [this.registry],
   });
+  /** vLLM's prefix cache pair: prompt tokens looked up, and those found (not computed). */
+  readonly prefixCacheQueries = new Counter({
+    name: "ferry_worker_prefix_cache_queries_total",
+    help: "Prompt tokens looked up in the prefix cache (prompts not scored position by position)",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+  readonly prefixCacheHits = new Counter({
+    name: "ferry_worker_prefix_cache_hits_total",
+    help: "Prompt tokens whose KV cache came from the prefix cache instead of being computed",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
   readonly resumedSeqs = new Counter({
     name: "ferry_worker_resumed_sequences_total",
     help: "Completions taken over from a worker that died or lost its lock, resumed after the tokens already sent",

@@ -117,6 +117,11 @@ export class KvStore {
     });
   }
 
+  /** A sequence's cache when it is on its own (as every row is after a prefill step), not copied. */
+  ownCache(seq: number): { len: number; tensors: Float32Array[] } | undefined {
+    return this.detached.get(seq);
+  }
+
   /** Hands a sequence's cache over (to another thread) and forgets it here. */
   export(seq: number): SeqCache {
     const len = this.length(seq);

@@ -60,12 +60,14 @@ export type LmReply =
    * Last-position logits of every row, row-major [rows, vocab], in one transferable buffer;
    * the prompt scores of rows that asked for them.
    */
-  | { type: "logits"; id: number; logits: Float32Array; prompts: PromptScores[] }
+  | { type: "logits"; id: number; logits: Float32Array; prompts: PromptScores[]; cached: number[] }
   | {
       type: "prefilled";
       id: number;
       logits: Float32Array;
       prompts: PromptScores[];
+      /** Per row: its first tokens' cache taken from the prefix cache, not computed (0: none). */
+      cached: number[];
       caches: SeqCache[];
     }
   | { type: "error"; id: number; message: string };

@@ -146,3 +146,39 @@ describe("LmRuntime's KV caches", () => {
     alone.release([301]);
   });
 });
+
+describe("prefix caching", () => {
+  it("a prompt read on top of a kept prefix gives the logits of the whole prompt read at once, and decodes on the same", async () => {
+    const cached = await LmRuntime.load(MODEL, shape, options, { prefixCacheBytes: 8 << 20 });
+    try {
+      const system = bytes("System: You are a terse assistant who answers in one line.\nQ: ");
+      const first = [...system, ...bytes("Why is the sky blue?\nA:")];
+      const second = [...system, ...bytes("Explain a monad.\nA:")];
+      const out = await cached.stepScored([{ seq: 901, tokens: first }]);
+      expect(out.cached).toEqual([0]);
+      const again = await cached.stepScored([
+        { seq: 902, tokens: second },
+        { seq: 903, tokens: bytes("Short") },
+      ]);
+      // the system prompt's whole blocks came from the cache; a short prompt has none
+      expect(again.cached).toEqual([Math.floor(system.length / 16) * 16, 0]);
+      expectClose(again.logits.slice(0, 1), await reference([{ seq: 904, tokens: second }]));
+      // decoding goes on from the cache it was given, as from one it computed
+      for (const t of bytes(" It")) {
+        expectClose(
+          await cached.step([{ seq: 902, tokens: [t] }]),
+          await reference([{ seq: 904, tokens: [t] }]),
+        );
+      }
+      // a scored prompt reads every position: nothing is taken from the cache
+      const scored = await cached.stepScored([
+        { seq: 905, tokens: second, scorePrompt: { length: second.length, top: 1 } },
+      ]);
+      expect(scored.cached).toEqual([0]);
+      cached.release([901, 902, 903, 905]);
+      alone.release([904]);
+    } finally {
+      await cached.close();
+    }
+  });
+});

@@ -17,21 +17,36 @@ export interface LmRuntimeOptions {
    * cache is then handed to the decode thread. @defaultValue false
    */
   prefillThread?: boolean;
+  /**
+   * Bytes of prompts' KV caches each LM thread keeps for prompts that begin the same way
+   * (`PrefixCache`); 0 turns prefix caching off. @defaultValue 0
+   */
+  prefixCacheBytes?: number;
 }
 
 /** What a step answers: each row's last-position logits, and the prompt scores asked for. */
 export interface LmOutput {
   logits: Float32Array[];
   prompts: PromptScores[];
+  /** Per row: its first tokens read from the prefix cache rather than computed. */
+  cached: number[];
 }
 
 /** The calling side of one LM thread (lm-thread.ts): the decode thread or the prefill thread. */
 type LmThreadClient = ThreadClient<LmRequest, LmReply>;
 
-function startLmThread(path: string, shape: LmShape, options: SessionOptions) {
-  return ThreadClient.start<LmRequest, LmReply>("lm-thread", { path, options, shape }).then(
-    (started) => started.client,
-  );
+function startLmThread(
+  path: string,
+  shape: LmShape,
+  options: SessionOptions,
+  prefixCacheBytes: number,
+) {
+  return ThreadClient.start<LmRequest, LmReply>("lm-thread", {
+    path,
+    options,
+    shape,
+    prefixCacheBytes,
+  }).then((started) => started.client);
 }
 
 /**
@@ -58,8 +73,10 @@ export class LmRuntime {
     runtime: LmRuntimeOptions = {},
   ): Promise<LmRuntime> {
     const [decoder, prefiller] = await Promise.all([
-      startLmThread(path, shape, options),
-      runtime.prefillThread ? startLmThread(path, shape, options) : undefined,
+      startLmThread(path, shape, options, runtime.prefixCacheBytes ?? 0),
+      runtime.prefillThread
+        ? startLmThread(path, shape, options, runtime.prefixCacheBytes ?? 0)
+        : undefined,
     ]);
     return new LmRuntime(decoder, prefiller, shape.vocab);
   }
@@ -110,13 +127,15 @@ export class LmRuntime {
   }
 
   private output(reply: LmReply): LmOutput {
-    if (reply.type !== "logits" && reply.type !== "prefilled") return { logits: [], prompts: [] };
+    if (reply.type !== "logits" && reply.type !== "prefilled")
+      return { logits: [], prompts: [], cached: [] };
     const { logits } = reply;
     const vocab = this.vocab;
     const rows = logits.length / vocab;
     return {
       logits: Array.from({ length: rows }, (_, i) => logits.subarray(i * vocab, (i + 1) * vocab)),
       prompts: reply.prompts,
+      cached: reply.cached,
     };
   }
 }

@@ -10,19 +10,22 @@ import {
   type StepRow,
 } from "./lm-messages.js";
 import { logSumExp, topIndices } from "./logits.js";
+import { PrefixCache } from "./prefix-cache.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 
 // Body of an LmRuntime: owns the session and every sequence's KV cache, so that only token
 // ids go in and last-position logits come out across the thread boundary.
 const port = parentPort;
 if (!port) throw new Error("lm-thread must run in a worker thread");
-const { path, options, shape } = workerData as {
+const { path, options, shape, prefixCacheBytes } = workerData as {
   path: string;
   options: SessionOptions;
   shape: LmShape;
+  prefixCacheBytes: number;
 };
 
 const kv = new KvStore(shape);
+const prefixes = prefixCacheBytes > 0 ? new PrefixCache(shape, prefixCacheBytes) : undefined;
 /** The KV tensors in KvStore's order (per layer, key then value), by their Optimum names. */
 const KV_SLOTS = Array.from({ length: shape.layers }, (_, layer) =>
   (["key", "value"] as const).map((kind) => ({
@@ -55,11 +58,13 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
   if (msg.type !== "step" && msg.type !== "prefill") return;
   try {
-    const { logits, prompts } = await step(session, msg.rows);
+    const { logits, prompts, cached } = await step(session, msg.rows);
     if (msg.type === "step")
-      return post({ type: "logits", id: msg.id, logits, prompts }, [logits.buffer as ArrayBuffer]);
+      return post({ type: "logits", id: msg.id, logits, prompts, cached }, [
+        logits.buffer as ArrayBuffer,
+      ]);
     const caches = msg.rows.map((row) => kv.export(row.seq));
-    post({ type: "prefilled", id: msg.id, logits, prompts, caches }, [
+    post({ type: "prefilled", id: msg.id, logits, prompts, cached, caches }, [
       logits.buffer as ArrayBuffer,
       ...cacheBuffers(caches),
     ]);
@@ -77,9 +82,20 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
  */
 async function step(
   session: InProcessSession,
-  rows: StepRow[],
-): Promise<{ logits: Float32Array; prompts: PromptScores[] }> {
+  asked: StepRow[],
+): Promise<{ logits: Float32Array; prompts: PromptScores[]; cached: number[] }> {
   const { vocab } = shape;
+  // a sequence's first tokens: what the prefix cache holds of them is taken, not computed
+  // (not for a row whose prompt is scored: every position's logits are asked for)
+  const fresh = asked.map((row) => kv.length(row.seq) === 0);
+  const cached = asked.map((row, k) => {
+    const hit = fresh[k] && !row.scorePrompt ? prefixes?.take(row.tokens) : undefined;
+    if (hit) kv.adopt({ seq: row.seq, ...hit });
+    return hit?.len ?? 0;
+  });
+  const rows = asked.map((row, k) =>
+    cached[k] ? { ...row, tokens: row.tokens.slice(cached[k]) } : row,
+  );
   const seqs = rows.map((r) => r.seq);
   const added = rows.map((r) => r.tokens.length);
   const layout = kv.layout(seqs, added);
@@ -113,6 +129,11 @@ async function step(
   const out = await session.run(feeds);
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
   kv.absorb(seqs, layout, chunk, added, present);
+  // after a step with first tokens in it every row's cache is its own: prompts are kept whole
+  asked.forEach((row, k) => {
+    const own = fresh[k] ? kv.ownCache(row.seq) : undefined;
+    if (own) prefixes?.keep(row.tokens, own.tensors, own.len);
+  });
   const logits = out.logits?.data as Float32Array;
   const last = new Float32Array(rows.length * vocab);
   const prompts: PromptScores[] = [];
@@ -128,7 +149,7 @@ async function step(
     if (row?.scorePrompt)
       prompts.push(scorePrompt(row, (j) => logits.subarray(at(j), at(j) + vocab)));
   });
-  return { logits: last, prompts };
+  return { logits: last, prompts, cached };
 }
 
 /** A row's prompt scored position by position (`position(j)`: the logits after token j). */

@@ -39,6 +39,8 @@ export interface EngineOptions {
    * and their prompts run while the decode step in flight goes on, instead of after it.
    */
   prefillThread?: boolean;
+  /** Whether the runtime keeps prompts' caches for prompts that begin the same way (metrics). */
+  prefixCaching?: boolean;
 }
 
 /** The wire's guided-decoding fields (the API sends one at most). */
@@ -321,8 +323,9 @@ export class Engine {
         decoderBusy,
       )
       .then(
-        ({ logits, prompts }) => {
+        ({ logits, prompts, cached }) => {
           for (const seq of joining) this.prefilling.delete(seq);
+          this.countPrefixes(joining, cached);
           // a sequence cancelled meanwhile kept its cache until now; it goes with it
           const gone = joining.filter((s) => !this.scheduler.holds(s));
           this.runtime.release(gone.map((s) => s.id));
@@ -344,9 +347,26 @@ export class Engine {
       });
   }
 
-  private advanceAll(seqs: Sequence[], { logits, prompts }: LmOutput): void {
+  private advanceAll(seqs: Sequence[], { logits, prompts, cached }: LmOutput): void {
+    this.countPrefixes(seqs, cached);
     this.takeScores(seqs, prompts);
     for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
+  }
+
+  /**
+   * What the prefix cache gave a step's first tokens (vLLM's queries and hits, in tokens): a
+   * sequence's first step is its prefill, every row of which asked the cache unless scored.
+   */
+  private countPrefixes(seqs: readonly Sequence[], cached: readonly number[]): void {
+    if (!this.options.prefixCaching) return;
+    seqs.forEach((seq, i) => {
+      if (seq.prefixCounted) return;
+      seq.prefixCounted = true;
+      const row = seq.prefillRow();
+      if (row.scorePrompt) return;
+      this.metrics.prefixQueries.inc(row.tokens.length);
+      this.metrics.prefixHits.inc(cached[i] ?? 0);
+    });
   }
 
   /** Prompt scores of a prefill, as its sequences report them (before their first token). */

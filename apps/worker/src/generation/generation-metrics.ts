@@ -9,6 +9,8 @@ export interface GenerationMetrics {
   tokens: { inc(n?: number): void };
   cancelled: { inc(n?: number): void };
   resumed: { inc(n?: number): void };
+  prefixQueries: { inc(n?: number): void };
+  prefixHits: { inc(n?: number): void };
 }
 
 export function generationMetrics(
@@ -25,5 +27,7 @@ export function generationMetrics(
     tokens: metrics.tokens.labels(labels),
     cancelled: metrics.cancelledSeqs.labels(labels),
     resumed: metrics.resumedSeqs.labels(labels),
+    prefixQueries: metrics.prefixCacheQueries.labels(labels),
+    prefixHits: metrics.prefixCacheHits.labels(labels),
   };
 }

@@ -36,6 +36,13 @@ const generatorConfigSchema = z.object({
       prefill_thread: z.boolean().default(true),
       policy: z.enum(["continuous", "static"]).default("continuous"),
       static_wait_ms: z.number().nonnegative().default(50),
+      /**
+       * vLLM's automatic prefix caching: prompts' KV caches are kept (in blocks of 16 tokens),
+       * and a prompt that begins as a kept one reads only the rest.
+       */
+      enable_prefix_caching: z.boolean().default(true),
+      /** What each LM thread keeps of them at most, in MiB (least recently used go first). */
+      prefix_cache_mb: z.number().positive().default(32),
     })
     .default({
       max_num_seqs: 16,
@@ -44,6 +51,8 @@ const generatorConfigSchema = z.object({
       prefill_thread: true,
       policy: "continuous",
       static_wait_ms: 50,
+      enable_prefix_caching: true,
+      prefix_cache_mb: 32,
     }),
 });
 export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;
@@ -72,7 +81,12 @@ export class GeneratorServer {
       join(dir, version, "model.onnx"),
       { layers: arch.n_layer, heads: arch.n_head, headDim: arch.head_dim, vocab: arch.vocab_size },
       { executionProvider, intraOpThreads: config.intra_op_threads },
-      { prefillThread },
+      {
+        prefillThread,
+        prefixCacheBytes: generator.scheduler.enable_prefix_caching
+          ? generator.scheduler.prefix_cache_mb * 2 ** 20
+          : 0,
+      },
     );
     const scheduler = new Scheduler({
       maxNumSeqs: generator.scheduler.max_num_seqs,
@@ -90,6 +104,7 @@ export class GeneratorServer {
         vocabSize: arch.vocab_size,
         mixedPrefill: generator.scheduler.mixed_prefill,
         prefillThread,
+        prefixCaching: generator.scheduler.enable_prefix_caching,
       },
     );
     return new GeneratorServer(config, generator, runtime, engine);

@@ -64,6 +64,8 @@ export class Sequence {
   readonly logprobs: TokenLogprob[] = [];
   /** Each prompt token's, once its prefill has run, when the job asked for them. */
   promptLogprobs: PromptTokenLogprob[] | undefined;
+  /** Whether its prefill was counted in the prefix cache's metrics. */
+  prefixCounted = false;
   /** The echoed prompt's text while no token event has carried it yet. */
   private unsentEcho: string | undefined;
   /** The token sampled last step, fed to the model this step. */
