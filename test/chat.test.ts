@@ -301,14 +301,39 @@ describe("the openai client, unchanged", () => {
         type: "json_schema",
         json_schema: {
           name: "x",
-          schema: { type: "object", properties: { d: { type: "string", format: "date" } } },
+          schema: { type: "object", properties: { d: { type: "string", format: "uri" } } },
         },
       },
     });
     expect(refused.status).toBe(400);
     expect(((await refused.json()) as { error: { message: string } }).error.message).toBe(
-      "json_schema: the schema keyword format is not supported",
+      'json_schema: format "uri" is not supported (date, time, date-time, uuid, email, hostname, ipv4 are)',
     );
+  });
+
+  it("structured outputs with zod's string checks (a regex, a UUID, an ISO date): every answer passes them", async () => {
+    const Ticket = z.object({
+      code: z.string().regex(/^[A-Z]{3}-\d{2}$/),
+      id: z.uuid(),
+      day: z.iso.date(),
+    });
+    const answers = await Promise.all(
+      [1, 2, 3, 4].map((seed) =>
+        openai().chat.completions.parse({
+          model: "tiny-lm",
+          messages: [{ role: "user", content: "Book me a ticket." }],
+          temperature: 0.8,
+          seed,
+          response_format: zodResponseFormat(Ticket, "ticket"),
+        }),
+      ),
+    );
+    for (const answer of answers) {
+      expect(answer.choices[0]?.finish_reason).toBe("stop");
+      const parsed = answer.choices[0]?.message.parsed;
+      expect(Ticket.parse(parsed)).toEqual(parsed);
+    }
+    expect(new Set(answers.map((a) => a.choices[0]?.message.content)).size).toBeGreaterThan(1);
   });
 
   const weather = {

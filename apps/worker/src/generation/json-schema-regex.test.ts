@@ -12,6 +12,11 @@ function accepts(schema: unknown, value: unknown): boolean {
   return ours;
 }
 
+/** Whether a string schema accepts the JSON string of `content`. */
+function acceptsString(schema: unknown, content: string): boolean {
+  return accepts(schema, JSON.stringify(content));
+}
+
 const person = {
   type: "object",
   properties: {
@@ -87,16 +92,86 @@ describe("schemaToRegex", () => {
     expect(() => schemaToRegex(count({ maximum: 10 }))).toThrow(/maximum/);
   });
 
+  it("a string's pattern: whole where anchored, anywhere where not, and never a character JSON would escape", () => {
+    const code = { type: "string", pattern: "^[A-Z]{3}-\\d{2}$" };
+    expect(acceptsString(code, "ABC-12")).toBe(true);
+    for (const bad of ["ABC-1", "xABC-12", "ABC-12x", "abc-12"])
+      expect(acceptsString(code, bad)).toBe(false);
+    // unanchored: the pattern anywhere in the string (JSON Schema's rule, as RegExp.test)
+    const digits = { type: "string", pattern: "\\d{3}" };
+    expect(acceptsString(digits, "ab123cd")).toBe(true);
+    expect(acceptsString(digits, "123")).toBe(true);
+    expect(acceptsString(digits, "ab12c3")).toBe(false);
+    // characters a JSON string must escape are taken out of the pattern's classes
+    const quoteless = { type: "string", pattern: '^[a"\\\\]+$' };
+    expect(acceptsString(quoteless, "aaa")).toBe(true);
+    expect(acceptsString(quoteless, 'a"a')).toBe(false);
+    expect(acceptsString(quoteless, "a\\a")).toBe(false);
+    // zod's own patterns (z.email(), z.uuid(), z.iso.date()), which come with a format
+    const zodSchemas = {
+      email:
+        "^(?:[A-Za-z0-9_'+\\-]+\\.)*[A-Za-z0-9_'+\\-]*[A-Za-z0-9_+-]@(?:[A-Za-z0-9][A-Za-z0-9\\-]*\\.)+[A-Za-z]{2,}$",
+      uuid: "^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[1-8][0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}|00000000-0000-0000-0000-000000000000|ffffffff-ffff-ffff-ffff-ffffffffffff)$",
+    };
+    expect(
+      acceptsString({ type: "string", format: "email", pattern: zodSchemas.email }, "a.b@c.io"),
+    ).toBe(true);
+    expect(
+      acceptsString({ type: "string", format: "email", pattern: zodSchemas.email }, "a@b"),
+    ).toBe(false);
+    const uuid = { type: "string", format: "uuid", pattern: zodSchemas.uuid };
+    expect(acceptsString(uuid, "123e4567-e89b-12d3-a456-426614174000")).toBe(true);
+    expect(acceptsString(uuid, "123e4567-e89b-92d3-a456-426614174000")).toBe(false);
+  });
+
+  it("a string's format: what each accepts is of the format", () => {
+    const cases: Record<string, [string[], string[]]> = {
+      date: [
+        ["2024-02-29", "2023-12-31", "2000-02-29"],
+        ["2023-02-29", "1900-02-29", "2023-04-31", "2023-13-01", "23-01-01"],
+      ],
+      time: [
+        ["23:59:59Z", "00:00:00.123+05:30"],
+        ["24:00:00Z", "12:00:00", "12:60:00Z"],
+      ],
+      "date-time": [["2024-02-29T12:00:00Z"], ["2024-02-29 12:00:00Z", "2024-02-30T12:00:00Z"]],
+      uuid: [["123E4567-e89b-12d3-a456-426614174000"], ["123e4567e89b12d3a456426614174000"]],
+      email: [
+        ["ada@example.com", "a.b+c@mail.example.org"],
+        [".a@example.com", "a..b@example.com", "a@example", "a@-x.com"],
+      ],
+      hostname: [
+        ["example", "a-b.example.com"],
+        ["-a.com", "a_b.com", "a..b"],
+      ],
+      ipv4: [
+        ["192.168.0.1", "0.0.0.0"],
+        ["256.1.1.1", "1.2.3", "01.2.3.4"],
+      ],
+    };
+    for (const [format, [good, bad]] of Object.entries(cases)) {
+      const schema = { type: "string", format };
+      for (const text of good) expect(acceptsString(schema, text), `${format}: ${text}`).toBe(true);
+      for (const text of bad) expect(acceptsString(schema, text), `${format}: ${text}`).toBe(false);
+    }
+  });
+
   it("refuses by name what it would otherwise ignore", () => {
     const string = (extra: object) => ({
       type: "object",
       properties: { s: { type: "string", ...extra } },
     });
-    expect(() => schemaToRegex(string({ pattern: "a+" }))).toThrow(
-      "the schema keyword pattern is not supported",
+    expect(() => schemaToRegex(string({ pattern: "a+", maxLength: 3 }))).toThrow(
+      "minLength or maxLength beside pattern is not supported",
     );
-    expect(() => schemaToRegex(string({ format: "date" }))).toThrow(
-      "the schema keyword format is not supported",
+    expect(() => schemaToRegex(string({ format: "uri" }))).toThrow(
+      /^format "uri" is not supported/,
+    );
+    expect(() => schemaToRegex(string({ pattern: "^a(?=b)$" }))).toThrow(/lookaround/);
+    // a pattern every match of which needs an escape in JSON
+    expect(() => schemaToRegex(string({ pattern: '^a"b$' }))).toThrow(/characters JSON escapes/);
+    expect(() => schemaToRegex({ type: "integer", pattern: "1" })).toThrow(
+      "the schema keyword pattern is not supported",
     );
     expect(() => schemaToRegex({ type: "object", properties: { x: {} } })).toThrow(
       /without a type/,

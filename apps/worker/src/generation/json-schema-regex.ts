@@ -1,4 +1,4 @@
-import { escapeRegex, RegexError } from "./regex-grammar.js";
+import { escapeRegex, jsonSafePattern, RegexError } from "./regex-grammar.js";
 
 /**
  * A JSON schema as a regular expression over the JSON texts it accepts (Outlines' method, as
@@ -6,10 +6,13 @@ import { escapeRegex, RegexError } from "./regex-grammar.js";
  *
  * Supported: `type` (`object`, `array`, `string`, `integer`, `number`, `boolean`, `null`, or a
  * list of them), `properties` (written in the schema's order; those not in `required` may be
- * left out; no others), `items` with `minItems`/`maxItems`, `minLength`/`maxLength`, an
- * integer's `minimum` of 0 or 1 (and bounds past 15 digits, as zod writes), `enum`,
- * `const`, `anyOf`/`oneOf`, and `$ref` into `$defs`/`definitions` (not recursive). Anything
- * else that would constrain the answer (`pattern`, `format`, `allOf`, `not`, bounds on numbers,
+ * left out; no others), `items` with `minItems`/`maxItems`, a string's `minLength`/`maxLength`,
+ * `pattern` (ECMA-262, matched anywhere unless anchored, as JSON Schema says) or `format` (a set
+ * of common ones, each as a regular expression that accepts a part of what the format allows;
+ * beside a `pattern` a format is an annotation, as JSON Schema 2020-12 has it), an integer's
+ * `minimum` of 0 or 1 (and bounds past 15 digits, as zod writes), `enum`, `const`,
+ * `anyOf`/`oneOf`, and `$ref` into `$defs`/`definitions` (not recursive). Anything else that
+ * would constrain the answer (`allOf`, `not`, bounds on numbers, a length beside a pattern,
  * `additionalProperties` other than false, ...) is refused by name rather than ignored.
  */
 
@@ -58,6 +61,32 @@ const KEYWORDS = new Set([
 ]);
 /** An integer's bounds too (see `integer`). */
 const INTEGER_KEYWORDS = new Set([...KEYWORDS, "minimum", "maximum"]);
+/** A string's pattern and format too (see `string`). */
+const STRING_KEYWORDS = new Set([...KEYWORDS, "pattern", "format"]);
+
+/** A character a JSON string holds unescaped (what a pattern's unanchored ends may add). */
+const SAFE_CHAR = '[^"\\\\\\x00-\\x1f]';
+/** A calendar date: each month's days, the 29th of February in leap years (zod's rule). */
+const DATE =
+  "(?:(?:[0-9]{2}(?:[2468][048]|[13579][26]|0[48])|(?:[02468][048]|[13579][26])00)-02-29|[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8])))";
+const TIME =
+  "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
+const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+const OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])";
+/**
+ * Formats a string may have, each as what a JSON string of it may be (RFC 3339's dates and
+ * times, RFC 4122's UUIDs, dot-atom addresses of RFC 5321, RFC 1123's host names within their
+ * length, dotted IPv4): every text accepted is of the format, not every one of the format is.
+ */
+const FORMATS: Record<string, string> = {
+  date: DATE,
+  time: TIME,
+  "date-time": `${DATE}T${TIME}`,
+  uuid: "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}",
+  email: `[A-Za-z0-9_%+-]{1,20}(?:\\.[A-Za-z0-9_%+-]{1,20}){0,2}@${LABEL}(?:\\.${LABEL}){0,2}\\.[A-Za-z]{2,24}`,
+  hostname: `${LABEL}(?:\\.${LABEL}){0,2}`,
+  ipv4: `${OCTET}(?:\\.${OCTET}){3}`,
+};
 
 type Schema = Record<string, unknown>;
 
@@ -168,13 +197,34 @@ class Converter {
   }
 
   private string(schema: Schema): string {
-    const [min, max] = bounds(schema.minLength, schema.maxLength, "minLength and maxLength");
-    return `"${STRING_CHAR}{${min},${max ?? ""}}"`;
+    const { pattern, format } = schema;
+    if (pattern === undefined && format === undefined) {
+      const [min, max] = bounds(schema.minLength, schema.maxLength, "minLength and maxLength");
+      return `"${STRING_CHAR}{${min},${max ?? ""}}"`;
+    }
+    // one regular expression cannot say both a length and a pattern
+    if (schema.minLength !== undefined || schema.maxLength !== undefined)
+      throw new RegexError(
+        `minLength or maxLength beside ${pattern === undefined ? "format" : "pattern"} is not supported`,
+      );
+    if (typeof pattern === "string") return `"${patternContent(pattern)}"`;
+    if (pattern !== undefined) throw new RegexError("pattern must be a string");
+    const known = typeof format === "string" ? FORMATS[format] : undefined;
+    if (known === undefined)
+      throw new RegexError(
+        `format ${JSON.stringify(format)} is not supported (${Object.keys(FORMATS).join(", ")} are)`,
+      );
+    return `"${known}"`;
   }
 
   /** Keywords that would constrain the answer and that this converter does not apply. */
   private refuseUnknown(schema: Schema): void {
-    const known = schema.type === "integer" ? INTEGER_KEYWORDS : KEYWORDS;
+    const known =
+      schema.type === "integer"
+        ? INTEGER_KEYWORDS
+        : schema.type === "string"
+          ? STRING_KEYWORDS
+          : KEYWORDS;
     for (const [key, v] of Object.entries(schema)) {
       if (known.has(key) || DESCRIPTIVE.has(key)) continue;
       // what OpenAI's strict mode requires anyway: nothing beyond the declared properties
@@ -197,6 +247,17 @@ function asSchema(value: unknown): Schema {
   if (typeof value !== "object" || value === null || Array.isArray(value))
     throw new RegexError("a subschema must be an object");
   return value as Schema;
+}
+
+/**
+ * What a JSON string whose content matches `pattern` may hold, unescaped: the pattern where
+ * it is anchored (`^...$`), any characters before or after it where it is not (JSON Schema's
+ * patterns match anywhere in the string).
+ */
+function patternContent(pattern: string): string {
+  const start = pattern.startsWith("^");
+  const end = /(?:^|[^\\])(?:\\\\)*\$$/.test(pattern);
+  return `${start ? "" : `${SAFE_CHAR}*`}(?:${jsonSafePattern(pattern)})${end ? "" : `${SAFE_CHAR}*`}`;
 }
 
 /** A JSON value's text, as a regex that matches exactly it. */

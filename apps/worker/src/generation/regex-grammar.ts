@@ -436,12 +436,90 @@ function weightOf(states: readonly number[]): number {
   return states.length + 0x80;
 }
 
+/** Code points a JSON string holds unescaped: all but `"`, a backslash and U+0000-U+001F. */
+const JSON_SAFE: Ranges = [
+  [0x20, 0x21],
+  [0x23, 0x5b],
+  [0x5d, MAX_CODE_POINT],
+];
+
+/**
+ * `pattern`'s language less every text with a character a JSON string must escape, as a
+ * pattern in this grammar's syntax (anchors dropped: the match is whole): the texts of JSON
+ * strings whose content `pattern` matches, written without escapes. A pattern whose every
+ * match needs such a character matches no JSON string this way, and is refused.
+ */
+export function jsonSafePattern(pattern: string): string {
+  const node = restrict(new Parser(pattern).parse(), JSON_SAFE);
+  if (!matchesSomething(node))
+    throw new RegexError("the pattern matches only texts with characters JSON escapes");
+  return sourceOf(node);
+}
+
+function restrict(node: Node, allowed: Ranges): Node {
+  switch (node.kind) {
+    case "set":
+      return { kind: "set", ranges: intersect(node.ranges, allowed) };
+    case "seq":
+      return { kind: "seq", items: node.items.map((item) => restrict(item, allowed)) };
+    case "alt":
+      return { kind: "alt", options: node.options.map((option) => restrict(option, allowed)) };
+    case "repeat":
+      return { ...node, item: restrict(node.item, allowed) };
+  }
+}
+
+function intersect(a: Ranges, b: Ranges): Ranges {
+  const out: Ranges = [];
+  for (const [alo, ahi] of a)
+    for (const [blo, bhi] of b) {
+      const lo = Math.max(alo, blo);
+      const hi = Math.min(ahi, bhi);
+      if (lo <= hi) out.push([lo, hi]);
+    }
+  return normalise(out);
+}
+
+/** Whether some text matches (a set with no characters matches none). */
+function matchesSomething(node: Node): boolean {
+  switch (node.kind) {
+    case "set":
+      return node.ranges.length > 0;
+    case "seq":
+      return node.items.every(matchesSomething);
+    case "alt":
+      return node.options.some(matchesSomething);
+    case "repeat":
+      return node.min === 0 || matchesSomething(node.item);
+  }
+}
+
+/** A node as a pattern this parser reads back to the same node. */
+function sourceOf(node: Node): string {
+  const cp = (c: number) => `\\u{${c.toString(16)}}`;
+  switch (node.kind) {
+    case "set":
+      return node.ranges.length === 0
+        ? `[^${cp(0)}-${cp(MAX_CODE_POINT)}]`
+        : `[${node.ranges.map(([lo, hi]) => (lo === hi ? cp(lo) : `${cp(lo)}-${cp(hi)}`)).join("")}]`;
+    case "seq":
+      return node.items.map(sourceOf).join("");
+    case "alt":
+      return `(?:${node.options.map(sourceOf).join("|")})`;
+    case "repeat":
+      return `(?:${sourceOf(node.item)}){${node.min},${node.max === Number.POSITIVE_INFINITY ? "" : node.max}}`;
+  }
+}
+
 const automata = new Map<string, Automaton>();
 
 function automatonOf(pattern: string): Automaton {
   let automaton = automata.get(pattern);
   if (!automaton) {
-    automaton = new Automaton(new Parser(pattern).parse());
+    const node = new Parser(pattern).parse();
+    // a guide with no text to reach would leave a sequence nothing to draw
+    if (!matchesSomething(node)) throw new RegexError("the pattern matches nothing");
+    automaton = new Automaton(node);
     // a small cache: the same pattern is sent again and again by one client
     if (automata.size >= 64) {
       const [oldest, evicted] = automata.entries().next().value as [string, Automaton];
