@@ -84,6 +84,8 @@ describe("RegexGrammar", () => {
       ["[ab", /unclosed class/],
       ["a{2000}", /repetition over 1000/],
       ["*a", /nothing to repeat/],
+      // a guide would have nothing to draw
+      ["a[^\\s\\S]b|(?:[^\\s\\S])+", /matches nothing/],
     ] as const)
       expect(() => new RegexGrammar(pattern), pattern).toThrow(message);
     expect(() => new RegexGrammar("(")).toThrow(RegexError);
