@@ -108,7 +108,7 @@ export class GrammarGuide implements Guide {
   }
 
   /** The tokens that may be drawn next. */
-  allowedNext(): TokenSet {
+  private allowedNext(): TokenSet {
     const { language, stateKey } = this.grammar;
     let allowed = this.index.masks.get(language, stateKey);
     if (!allowed) {
