@@ -12,6 +12,7 @@ import {
 } from "./helpers/reference-lm.js";
 import { readSse } from "./helpers/sse.js";
 import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+import { tokenCounts } from "./helpers/usage.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
 let openai: OpenAI;
@@ -150,7 +151,7 @@ describe("completions through the official openai client", () => {
     }
     expect(chunks).toBeGreaterThan(2);
     expect(text).toBe(whole.choices[0]?.text);
-    expect(usage).toEqual(whole.usage);
+    expect(tokenCounts(usage)).toEqual(tokenCounts(whole.usage));
   });
 
   it("prefix caching: prompts that begin alike read only what differs, and answer as the reference decoder does", async () => {
@@ -162,6 +163,7 @@ describe("completions through the official openai client", () => {
     const endings = ["nothing.", "wait.", "go home."];
     // one after another: each later prompt finds the blocks the first one kept
     const texts: string[] = [];
+    const cachedTokens: number[] = [];
     for (const ending of endings) {
       const res = await openai.completions.create({
         model: "tiny-lm",
@@ -171,6 +173,7 @@ describe("completions through the official openai client", () => {
         logprobs: 2,
       });
       texts.push(res.choices[0]?.text ?? "");
+      cachedTokens.push(res.usage?.prompt_tokens_details?.cached_tokens ?? -1);
       // the model's own scores, as the reference computes them from the whole prompt
       const steps = await referenceSteps(preamble + ending, 24);
       expectCloseAll(
@@ -182,6 +185,12 @@ describe("completions through the official openai client", () => {
       await Promise.all(endings.map((ending) => referenceGreedy(preamble + ending, 24))),
     );
     const shared = Math.floor(Buffer.byteLength(preamble) / 16) * 16;
+    // usage says what came from the cache (OpenAI's field): nothing for the first, the
+    // preamble's whole blocks for a later one (or nothing, should its prompt have run on the
+    // other LM thread, whose cache had not met the preamble)
+    expect(cachedTokens[0]).toBe(0);
+    for (const n of cachedTokens.slice(1)) expect([0, shared]).toContain(n);
+    expect(cachedTokens).toContain(shared);
     const queried = endings.reduce((n, e) => n + Buffer.byteLength(preamble + e), 0);
     expect((await workerMetric("ferry_worker_prefix_cache_queries_total")) - before.queries).toBe(
       queried,
@@ -213,7 +222,7 @@ describe("completions through the official openai client", () => {
     expect(res.choices.map((c) => c.index)).toEqual([0, 1, 2]);
     expect(res.choices.map((c) => c.text)).toEqual(reference);
     const promptTokens = some.reduce((n, p) => n + Buffer.byteLength(p), 0); // a byte-level LM
-    expect(res.usage).toEqual({
+    expect(tokenCounts(res.usage)).toEqual({
       prompt_tokens: promptTokens,
       completion_tokens: 60,
       total_tokens: promptTokens + 60,
@@ -350,7 +359,7 @@ describe("completions through the official openai client", () => {
     expect(new Set(res.choices.slice(0, 3).map((c) => c.text)).size).toBeGreaterThan(1);
     const promptTokens = some.reduce((n, p) => n + Buffer.byteLength(p), 0);
     const completionTokens = alone.reduce((n, one) => n + (one.usage?.completion_tokens ?? 0), 0);
-    expect(res.usage).toEqual({
+    expect(tokenCounts(res.usage)).toEqual({
       prompt_tokens: promptTokens,
       completion_tokens: completionTokens,
       total_tokens: promptTokens + completionTokens,
@@ -376,7 +385,7 @@ describe("completions through the official openai client", () => {
     }
     expect(texts).toEqual(res.choices.map((c) => c.text));
     expect(finishes.sort()).toEqual([0, 1, 2, 3, 4, 5]);
-    expect(usage).toEqual(res.usage);
+    expect(tokenCounts(usage)).toEqual(tokenCounts(res.usage));
   });
 
   it("n: refused past 64 choices in all, and by an async job", async () => {

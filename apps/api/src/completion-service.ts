@@ -543,13 +543,19 @@ export function sumUsage(
 ): CompletionResult["usage"] {
   let prompt = 0;
   let completion = 0;
+  let cached: number | undefined;
   all.forEach((one, index) => {
-    if (index % n === 0) prompt += one?.prompt_tokens ?? 0;
+    if (index % n === 0) {
+      prompt += one?.prompt_tokens ?? 0;
+      const details = one?.prompt_tokens_details;
+      if (details) cached = (cached ?? 0) + details.cached_tokens;
+    }
     completion += one?.completion_tokens ?? 0;
   });
   return {
     prompt_tokens: prompt,
     completion_tokens: completion,
     total_tokens: prompt + completion,
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
   };
 }

@@ -458,6 +458,8 @@ const usage = z.object({
   prompt_tokens: z.number(),
   completion_tokens: z.number(),
   total_tokens: z.number(),
+  /** Prompt tokens read from the worker's prefix cache rather than computed (OpenAI's field). */
+  prompt_tokens_details: z.object({ cached_tokens: z.number() }).optional(),
 });
 
 /**

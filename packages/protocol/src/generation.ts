@@ -145,6 +145,8 @@ export const usageSchema = z.object({
   prompt_tokens: z.number().int(),
   completion_tokens: z.number().int(),
   total_tokens: z.number().int(),
+  /** OpenAI's: prompt tokens whose KV cache came from the prefix cache (none from older workers). */
+  prompt_tokens_details: z.object({ cached_tokens: z.number().int() }).optional(),
 });
 export type Usage = z.infer<typeof usageSchema>;
 

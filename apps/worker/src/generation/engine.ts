@@ -366,6 +366,8 @@ export class Engine {
       if (row.scorePrompt) return;
       this.metrics.prefixQueries.inc(row.tokens.length);
       this.metrics.prefixHits.inc(cached[i] ?? 0);
+      // a resumed sequence's prefill reads its earlier tokens too: only the prompt's count
+      seq.cachedTokens = Math.min(cached[i] ?? 0, seq.promptIds.length);
     });
   }
 

@@ -66,6 +66,8 @@ export class Sequence {
   promptLogprobs: PromptTokenLogprob[] | undefined;
   /** Whether its prefill was counted in the prefix cache's metrics. */
   prefixCounted = false;
+  /** Its prompt's tokens whose cache its prefill took from the prefix cache. */
+  cachedTokens = 0;
   /** The echoed prompt's text while no token event has carried it yet. */
   private unsentEcho: string | undefined;
   /** The token sampled last step, fed to the model this step. */
@@ -187,6 +189,7 @@ export class Sequence {
         prompt_tokens: this.promptIds.length,
         completion_tokens: completion,
         total_tokens: this.promptIds.length + completion,
+        prompt_tokens_details: { cached_tokens: this.cachedTokens },
       },
       ttft_ms: this.ttftMs ?? 0,
       ...(this.params.logprobs === undefined ? {} : { logprobs: this.logprobs }),
