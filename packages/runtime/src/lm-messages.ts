@@ -39,8 +39,15 @@ export interface SeqCache {
   tensors: Float32Array[];
 }
 
+/** A prompt a prefix cache kept, as handed to another thread: its tokens and cache ([heads, len, d] each). */
+export interface KeptPrompt {
+  tokens: number[];
+  len: number;
+  tensors: Float32Array[];
+}
+
 /** The buffers of caches to hand over: moved to the other thread, not copied. */
-export function cacheBuffers(caches: SeqCache[]): ArrayBuffer[] {
+export function cacheBuffers(caches: ReadonlyArray<{ tensors: Float32Array[] }>): ArrayBuffer[] {
   return caches.flatMap((c) => c.tensors.map((t) => t.buffer as ArrayBuffer));
 }
 
@@ -50,6 +57,8 @@ export type LmRequest =
   | { type: "prefill"; id: number; rows: StepRow[] }
   /** Caches prefilled elsewhere; the sequences decode here from now on. */
   | { type: "adopt"; caches: SeqCache[] }
+  /** Prompts the other LM thread kept in its prefix cache: this one keeps them too. */
+  | { type: "keep"; prompts: KeptPrompt[] }
   | { type: "release"; seqs: number[] }
   | { type: "close" };
 
@@ -60,7 +69,15 @@ export type LmReply =
    * Last-position logits of every row, row-major [rows, vocab], in one transferable buffer;
    * the prompt scores of rows that asked for them.
    */
-  | { type: "logits"; id: number; logits: Float32Array; prompts: PromptScores[]; cached: number[] }
+  | {
+      type: "logits";
+      id: number;
+      logits: Float32Array;
+      prompts: PromptScores[];
+      cached: number[];
+      /** Prompts this step added to the prefix cache, for the other thread (when there is one). */
+      kept: KeptPrompt[];
+    }
   | {
       type: "prefilled";
       id: number;
@@ -68,6 +85,7 @@ export type LmReply =
       prompts: PromptScores[];
       /** Per row: its first tokens' cache taken from the prefix cache, not computed (0: none). */
       cached: number[];
+      kept: KeptPrompt[];
       caches: SeqCache[];
     }
   | { type: "error"; id: number; message: string };

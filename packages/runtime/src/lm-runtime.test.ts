@@ -181,4 +181,32 @@ describe("prefix caching", () => {
       await cached.close();
     }
   });
+
+  it("with a prefill thread, what one thread keeps the other finds: a prompt prefilled on one begins a prompt read on the other", async () => {
+    const split = await LmRuntime.load(MODEL, shape, options, {
+      prefillThread: true,
+      prefixCacheBytes: 8 << 20,
+    });
+    try {
+      const preamble = bytes("System: Be brief, be kind, and mention the sea.\nQ: ");
+      const blocks = Math.floor(preamble.length / 16) * 16;
+      const first = await split.prefillScored([
+        { seq: 911, tokens: [...preamble, ...bytes("Hi?")] },
+      ]);
+      expect(first.cached).toEqual([0]);
+      // on the decode thread (a step), then back on the prefill thread
+      const second = [...preamble, ...bytes("Why?")];
+      const onDecoder = await split.stepScored([{ seq: 912, tokens: second }]);
+      expect(onDecoder.cached).toEqual([blocks]);
+      expectClose(onDecoder.logits, await reference([{ seq: 913, tokens: second }]));
+      const third = await split.prefillScored([
+        { seq: 914, tokens: [...preamble, ...bytes("Yes?")] },
+      ]);
+      expect(third.cached).toEqual([blocks]);
+      split.release([911, 912, 914]);
+      alone.release([913]);
+    } finally {
+      await split.close();
+    }
+  });
 });

@@ -1,5 +1,6 @@
 import {
   cacheBuffers,
+  type KeptPrompt,
   type LmReply,
   type LmRequest,
   type LmShape,
@@ -40,12 +41,14 @@ function startLmThread(
   shape: LmShape,
   options: SessionOptions,
   prefixCacheBytes: number,
+  sharesPrefixes: boolean,
 ) {
   return ThreadClient.start<LmRequest, LmReply>("lm-thread", {
     path,
     options,
     shape,
     prefixCacheBytes,
+    sharesPrefixes,
   }).then((started) => started.client);
 }
 
@@ -72,11 +75,12 @@ export class LmRuntime {
     options: SessionOptions,
     runtime: LmRuntimeOptions = {},
   ): Promise<LmRuntime> {
+    const bytes = runtime.prefixCacheBytes ?? 0;
+    // two threads prefill: what one keeps in its prefix cache, the other keeps too
+    const shares = bytes > 0 && runtime.prefillThread === true;
     const [decoder, prefiller] = await Promise.all([
-      startLmThread(path, shape, options, runtime.prefixCacheBytes ?? 0),
-      runtime.prefillThread
-        ? startLmThread(path, shape, options, runtime.prefixCacheBytes ?? 0)
-        : undefined,
+      startLmThread(path, shape, options, bytes, shares),
+      runtime.prefillThread ? startLmThread(path, shape, options, bytes, shares) : undefined,
     ]);
     return new LmRuntime(decoder, prefiller, shape.vocab);
   }
@@ -87,7 +91,9 @@ export class LmRuntime {
 
   /** `step`, with the prompt scores of rows that ask for them (`StepRow.scorePrompt`). */
   async stepScored(rows: StepRow[]): Promise<LmOutput> {
-    return this.output(await this.decoder.request((id) => ({ type: "step", id, rows })));
+    const reply = await this.decoder.request((id) => ({ type: "step", id, rows }));
+    if (reply.type === "logits") this.share(reply.kept, this.prefiller);
+    return this.output(reply);
   }
 
   /**
@@ -104,7 +110,10 @@ export class LmRuntime {
   async prefillScored(rows: StepRow[], onPrefillThread = true): Promise<LmOutput> {
     if (!this.prefiller || !onPrefillThread) return this.stepScored(rows);
     const reply = await this.prefiller.request((id) => ({ type: "prefill", id, rows }));
-    if (reply.type === "prefilled") this.adopt(reply.caches);
+    if (reply.type === "prefilled") {
+      this.adopt(reply.caches);
+      this.share(reply.kept, this.decoder);
+    }
     return this.output(reply);
   }
 
@@ -120,6 +129,11 @@ export class LmRuntime {
       this.decoder.close({ type: "close" }),
       this.prefiller?.close({ type: "close" }),
     ]);
+  }
+
+  /** Prompts one thread kept in its prefix cache, handed to the other. */
+  private share(kept: KeptPrompt[], to: LmThreadClient | undefined): void {
+    if (kept.length > 0) to?.send({ type: "keep", prompts: kept }, cacheBuffers(kept));
   }
 
   private adopt(caches: SeqCache[]): void {

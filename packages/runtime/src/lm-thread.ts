@@ -3,6 +3,7 @@ import { InProcessSession } from "./in-process-session.js";
 import { KvStore } from "./kv-store.js";
 import {
   cacheBuffers,
+  type KeptPrompt,
   type LmReply,
   type LmRequest,
   type LmShape,
@@ -17,11 +18,13 @@ import type { SessionOptions, TensorMap } from "./tensor.js";
 // ids go in and last-position logits come out across the thread boundary.
 const port = parentPort;
 if (!port) throw new Error("lm-thread must run in a worker thread");
-const { path, options, shape, prefixCacheBytes } = workerData as {
+const { path, options, shape, prefixCacheBytes, sharesPrefixes } = workerData as {
   path: string;
   options: SessionOptions;
   shape: LmShape;
   prefixCacheBytes: number;
+  /** Whether another LM thread prefills too: what this one keeps goes to it. */
+  sharesPrefixes: boolean;
 };
 
 const kv = new KvStore(shape);
@@ -56,17 +59,21 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   }
   if (msg.type === "release") for (const seq of msg.seqs) kv.release(seq);
   if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
+  if (msg.type === "keep")
+    for (const kept of msg.prompts) prefixes?.keep(kept.tokens, kept.tensors, kept.len);
   if (msg.type !== "step" && msg.type !== "prefill") return;
   try {
-    const { logits, prompts, cached } = await step(session, msg.rows);
+    const { logits, prompts, cached, kept } = await step(session, msg.rows);
     if (msg.type === "step")
-      return post({ type: "logits", id: msg.id, logits, prompts, cached }, [
+      return post({ type: "logits", id: msg.id, logits, prompts, cached, kept }, [
         logits.buffer as ArrayBuffer,
+        ...cacheBuffers(kept),
       ]);
     const caches = msg.rows.map((row) => kv.export(row.seq));
-    post({ type: "prefilled", id: msg.id, logits, prompts, cached, caches }, [
+    post({ type: "prefilled", id: msg.id, logits, prompts, cached, kept, caches }, [
       logits.buffer as ArrayBuffer,
       ...cacheBuffers(caches),
+      ...cacheBuffers(kept),
     ]);
   } catch (err) {
     post({ type: "error", id: msg.id, message: err instanceof Error ? err.message : String(err) });
@@ -83,7 +90,12 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
 async function step(
   session: InProcessSession,
   asked: StepRow[],
-): Promise<{ logits: Float32Array; prompts: PromptScores[]; cached: number[] }> {
+): Promise<{
+  logits: Float32Array;
+  prompts: PromptScores[];
+  cached: number[];
+  kept: KeptPrompt[];
+}> {
   const { vocab } = shape;
   // a sequence's first tokens: what the prefix cache holds of them is taken, not computed
   // (not for a row whose prompt is scored: every position's logits are asked for)
@@ -130,9 +142,11 @@ async function step(
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
   kv.absorb(seqs, layout, chunk, added, present);
   // after a step with first tokens in it every row's cache is its own: prompts are kept whole
+  const kept: KeptPrompt[] = [];
   asked.forEach((row, k) => {
     const own = fresh[k] ? kv.ownCache(row.seq) : undefined;
-    if (own) prefixes?.keep(row.tokens, own.tensors, own.len);
+    const added = own ? prefixes?.keep(row.tokens, own.tensors, own.len) : undefined;
+    if (added && sharesPrefixes) kept.push(added);
   });
   const logits = out.logits?.data as Float32Array;
   const last = new Float32Array(rows.length * vocab);
@@ -149,7 +163,7 @@ async function step(
     if (row?.scorePrompt)
       prompts.push(scorePrompt(row, (j) => logits.subarray(at(j), at(j) + vocab)));
   });
-  return { logits: last, prompts, cached };
+  return { logits: last, prompts, cached, kept };
 }
 
 /** A row's prompt scored position by position (`position(j)`: the logits after token j). */

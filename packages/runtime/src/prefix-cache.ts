@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { LmShape } from "./lm-messages.js";
+import type { KeptPrompt, LmShape } from "./lm-messages.js";
 
 /** Prompt tokens per block: prefixes are kept and found in whole blocks (vLLM's block size). */
 export const PREFIX_BLOCK = 16;
@@ -51,17 +51,24 @@ export class PrefixCache {
     return undefined;
   }
 
-  /** Keeps the whole blocks of a prompt read: `tensors` ([heads, len, d]) hold at least its tokens. */
-  keep(tokens: readonly number[], tensors: readonly Float32Array[], len: number): void {
+  /**
+   * Keeps the whole blocks of a prompt read: `tensors` ([heads, len, d]) hold at least its
+   * tokens. Returns what it kept when it was new (for another thread to keep too).
+   */
+  keep(
+    tokens: readonly number[],
+    tensors: readonly Float32Array[],
+    len: number,
+  ): KeptPrompt | undefined {
     const blocks = Math.floor(Math.min(tokens.length, len) / PREFIX_BLOCK);
-    if (blocks === 0) return;
+    if (blocks === 0) return undefined;
     const kept = blocks * PREFIX_BLOCK;
     const keys = chainKeys(tokens, blocks);
     const known = this.byKey.get(keys[blocks - 1] ?? "");
     if (known && startsWith(tokens, known.tokens, kept)) {
       this.entries.delete(known);
       this.entries.add(known);
-      return;
+      return undefined;
     }
     const { heads, headDim } = this.shape;
     const entry: Entry = {
@@ -71,7 +78,7 @@ export class PrefixCache {
       keys,
       bytes: tensors.length * heads * kept * headDim * 4 + kept * 4,
     };
-    if (entry.bytes > this.budgetBytes) return;
+    if (entry.bytes > this.budgetBytes) return undefined;
     // a prompt's blocks name it from now on; an entry none of whose blocks names it any more
     // (a shorter prompt this one goes on from) can no longer be found, and goes
     const superseded = new Set<Entry>();
@@ -88,6 +95,7 @@ export class PrefixCache {
       if (this.bytes <= this.budgetBytes) break;
       this.drop(oldest);
     }
+    return { tokens: [...entry.tokens], len: kept, tensors: entry.tensors.map((t) => t.slice()) };
   }
 
   /** Prompts kept, and their bytes. */
