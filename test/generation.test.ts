@@ -154,6 +154,46 @@ describe("completions through the official openai client", () => {
     expect(tokenCounts(usage)).toEqual(tokenCounts(whole.usage));
   });
 
+  it("vLLM's continuous_usage_stats: with include_usage, every chunk carries the usage so far", async () => {
+    const prompt = prompts[1] ?? "";
+    const stream = await openai.completions.create({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 20,
+      temperature: 0,
+      logprobs: 1,
+      stream: true,
+      // vLLM's field, beside OpenAI's
+      stream_options: { include_usage: true, continuous_usage_stats: true } as {
+        include_usage: boolean;
+      },
+    });
+    let sampled = 0;
+    const seen: Array<OpenAI.CompletionUsage | undefined> = [];
+    for await (const chunk of stream) {
+      if (chunk.choices.length === 0) continue;
+      sampled += chunk.choices[0]?.logprobs?.tokens?.length ?? 0;
+      seen.push(chunk.usage);
+      // each chunk counts the tokens sampled up to it, and the prompt's
+      expect(chunk.usage).toEqual({
+        prompt_tokens: Buffer.byteLength(prompt),
+        completion_tokens: sampled,
+        total_tokens: Buffer.byteLength(prompt) + sampled,
+      });
+    }
+    expect(seen.length).toBeGreaterThan(2);
+    expect(sampled).toBeGreaterThan(0);
+    // without include_usage it asks for nothing (vLLM's rule)
+    const plain = await openai.completions.create({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 4,
+      stream: true,
+      stream_options: { continuous_usage_stats: true } as { include_usage?: boolean },
+    });
+    for await (const chunk of plain) expect(chunk.usage ?? undefined).toBeUndefined();
+  });
+
   it("prefix caching: prompts that begin alike read only what differs, and answer as the reference decoder does", async () => {
     const preamble = `Q: ${"What did the fortune say? ".repeat(4)}\nA: It said `;
     const before = {

@@ -198,13 +198,14 @@ export class CompletionService {
     // a completion makes 16
     const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
     const ask = promptAsk(body);
+    const { maxTokens, promptTokens } = await this.fitContext(
+      entry,
+      prompt,
+      asked,
+      body.truncate_prompt_tokens ?? undefined,
+    );
     const params: SamplingParams = {
-      max_tokens: await this.fitContext(
-        entry,
-        prompt,
-        asked,
-        body.truncate_prompt_tokens ?? undefined,
-      ),
+      max_tokens: maxTokens,
       temperature: body.temperature ?? 1,
       top_p: body.top_p ?? 1,
       top_k: body.top_k ?? 0,
@@ -251,7 +252,14 @@ export class CompletionService {
         ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
-        meta: { format: body.format, request_id: opts.requestId, ...ask, ...body.toolCall?.ask },
+        meta: {
+          format: body.format,
+          request_id: opts.requestId,
+          ...ask,
+          ...body.toolCall?.ask,
+          // vLLM's continuous usage: each chunk of the stream counts the prompt
+          ...(continuousUsage(body) ? { prompt_tokens: promptTokens } : {}),
+        },
       } satisfies GenerateRequest,
       options: {
         priority: opts.priority ?? DEFAULT_PRIORITY,
@@ -272,10 +280,10 @@ export class CompletionService {
     prompt: string | readonly number[],
     asked: number | undefined,
     truncate?: number,
-  ): Promise<number> {
+  ): Promise<{ maxTokens: number; promptTokens?: number }> {
     if (typeof prompt !== "string") checkTokens(entry, prompt, "Token id");
     const context = entry.config.architecture?.context_length;
-    if (typeof context !== "number") return asked ?? DEFAULT_MAX_TOKENS;
+    if (typeof context !== "number") return { maxTokens: asked ?? DEFAULT_MAX_TOKENS };
     if (truncate !== undefined && truncate > context)
       throw new FerryError(
         "INVALID_INPUT",
@@ -299,7 +307,7 @@ export class CompletionService {
         "INVALID_INPUT",
         `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the prompt, ${maxTokens} for the completion). Please reduce the length of the prompt or completion.`,
       );
-    return maxTokens;
+    return { maxTokens, promptTokens };
   }
 
   private tokenizer(entry: ModelEntry): Promise<Tokenizer> {
@@ -424,6 +432,14 @@ export function severalChoices(
  * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
  * that asks for alternatives, and ignores 0).
  */
+/** vLLM's rule: usage in every chunk of a stream that asks for usage and for it to be continuous. */
+export function continuousUsage(body: Pick<CompletionRequest, "stream_options">): boolean {
+  return (
+    body.stream_options?.include_usage === true &&
+    body.stream_options?.continuous_usage_stats === true
+  );
+}
+
 function promptAsk(body: CompletionRequest): PromptAsk {
   const vllm = body.prompt_logprobs ?? undefined;
   if (body.stream && (vllm ?? 0) > 0)

@@ -1,6 +1,11 @@
 import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
 import type { Context } from "hono";
-import { errorOf, type FollowedCompletion, sumUsage } from "./completion-service.js";
+import {
+  continuousUsage,
+  errorOf,
+  type FollowedCompletion,
+  sumUsage,
+} from "./completion-service.js";
 import type { CallOptions } from "./inference-service.js";
 import {
   ChoiceState,
@@ -77,29 +82,31 @@ async function follow(
     );
   }
   const includeUsage = body.stream_options?.include_usage === true;
+  const continuous = continuousUsage(body);
   let lastId: string | undefined;
   const state = new ChoiceState();
   return sse(c, async (stream) => {
     const send = (payload: unknown) =>
       stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
+    // vLLM's continuous usage: every chunk with a choice carries the usage so far
+    const sendChunk = (chunk: StreamChunk) =>
+      send(continuous && chunk.choices.length > 0 ? state.withUsage(job, chunk) : chunk);
     const write = async (event: JobEvent) => {
       const e = event.body;
       lastId = event.id;
-      if (e.type === "token") for (const chunk of render.token(job, e, state)) await send(chunk);
-      else if (e.type === "result")
-        for (const chunk of render.end(
-          job,
-          completions.counted(job, e.result as CompletionResult),
-          includeUsage,
-          state,
-        ))
-          await send(chunk);
-      else if (e.type === "error") await send(streamError(errorOf(event)));
+      if (e.type === "token") {
+        state.completionTokens += e.ids?.length ?? 0;
+        for (const chunk of render.token(job, e, state)) await sendChunk(chunk);
+      } else if (e.type === "result") {
+        const result = completions.counted(job, e.result as CompletionResult);
+        state.completionTokens = result.usage.completion_tokens;
+        for (const chunk of render.end(job, result, includeUsage, state)) await sendChunk(chunk);
+      } else if (e.type === "error") await send(streamError(errorOf(event)));
     };
     // the slot comes back however the stream ends, a log that fails to read (Redis) included
     try {
       try {
-        for (const chunk of render.start(job, state)) await send(chunk);
+        for (const chunk of render.start(job, state)) await sendChunk(chunk);
         if (!first.done) await write(first.value);
         for await (const event of events) await write(event);
       } finally {
@@ -186,23 +193,27 @@ export async function streamEach(
       // one id for the whole stream (clients keep the first chunk's), the choice's index
       const sendAs = (index: number, one: StreamChunk) =>
         send({ ...one, id, choices: one.choices.map((choice) => ({ ...choice, index })) });
+      const continuous = continuousUsage(body);
       const write = async (index: number, event: JobEvent | "start") => {
         const job = jobs[index]?.record;
-        if (!job || failure) return;
+        const state = states[index];
+        if (!job || !state || failure) return;
+        // vLLM's continuous usage: a choice's chunks carry its own usage so far
+        const sendChunk = (chunk: StreamChunk) =>
+          sendAs(index, continuous ? state.withUsage(job, chunk) : chunk);
         if (event === "start") {
-          for (const first of render.start(job, states[index] as ChoiceState))
-            await sendAs(index, first);
+          for (const first of render.start(job, state)) await sendChunk(first);
           return;
         }
         const e = event.body;
-        if (e.type === "token")
-          for (const chunk of render.token(job, e, states[index] as ChoiceState))
-            await sendAs(index, chunk);
-        else if (e.type === "result") {
+        if (e.type === "token") {
+          state.completionTokens += e.ids?.length ?? 0;
+          for (const chunk of render.token(job, e, state)) await sendChunk(chunk);
+        } else if (e.type === "result") {
           const result = completions.counted(job, e.result as CompletionResult);
           usages[index] = result.usage;
-          for (const last of render.end(job, result, false, states[index] as ChoiceState))
-            await sendAs(index, last);
+          state.completionTokens = result.usage.completion_tokens;
+          for (const last of render.end(job, result, false, state)) await sendChunk(last);
         } else if (e.type === "error") {
           failure = true;
           cancelAll();

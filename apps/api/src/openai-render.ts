@@ -299,6 +299,21 @@ export class ChoiceState {
   tools: ToolCallStream | undefined;
   /** Calls sent so far: the next one's `index`. */
   callsSent = 0;
+  /** Tokens the job has sampled so far (its token events' ids). */
+  completionTokens = 0;
+
+  /** `chunk` with the usage so far (vLLM's continuous usage stats). */
+  withUsage<T extends object>(job: CompletionJob, chunk: T): T & { usage: Usage } {
+    const prompt = Number(job.meta?.prompt_tokens ?? 0);
+    return {
+      ...chunk,
+      usage: {
+        prompt_tokens: prompt,
+        completion_tokens: this.completionTokens,
+        total_tokens: prompt + this.completionTokens,
+      },
+    };
+  }
 }
 
 /**

@@ -287,7 +287,13 @@ const sampling = {
   seed: z.number().int().nullish(),
   stop: z.union([stopString, z.array(stopString).max(4)]).nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.object({ include_usage: z.boolean().nullish() }).nullish(),
+  stream_options: z
+    .object({
+      include_usage: z.boolean().nullish(),
+      /** vLLM's: with include_usage, every chunk carries the usage so far. */
+      continuous_usage_stats: z.boolean().nullish(),
+    })
+    .nullish(),
   // OpenAI's logit changes, then vLLM's: applied by the worker before every draw, greedy too
   logit_bias: z.record(z.string().regex(/^\d+$/), z.number().min(-100).max(100)).nullish(),
   frequency_penalty: z.number().min(-2).max(2).nullish(),
