@@ -154,6 +154,29 @@ describe("completions through the official openai client", () => {
     expect(tokenCounts(usage)).toEqual(tokenCounts(whole.usage));
   });
 
+  it("prefix caching keeps what a completion wrote too: a prompt that goes on from an answer reads from where the cache ends", async () => {
+    const first = "Q: What does the cat know that we do not?\nA:";
+    const one = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: first,
+      max_tokens: 40,
+      temperature: 0,
+    });
+    const written = one.choices[0]?.text ?? "";
+    const next = `${first}${written} So`;
+    const two = await openai.completions.create({
+      model: "tiny-lm",
+      prompt: next,
+      max_tokens: 12,
+      temperature: 0,
+    });
+    // more than the first prompt's own blocks: the answer's came from the cache as well
+    const cached = two.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+    expect(cached).toBeGreaterThan(Math.floor(Buffer.byteLength(first) / 16) * 16);
+    expect(cached).toBeLessThanOrEqual(Buffer.byteLength(next) - 1);
+    expect(two.choices[0]?.text).toBe(await referenceGreedy(next, 12));
+  });
+
   it("vLLM's continuous_usage_stats: with include_usage, every chunk carries the usage so far", async () => {
     const prompt = prompts[1] ?? "";
     const stream = await openai.completions.create({

@@ -117,9 +117,24 @@ export class KvStore {
     });
   }
 
-  /** A sequence's cache when it is on its own (as every row is after a prefill step), not copied. */
-  ownCache(seq: number): { len: number; tensors: Float32Array[] } | undefined {
-    return this.detached.get(seq);
+  /**
+   * A sequence's cache, to read: its own tensors when it is on its own (as every row is after a
+   * prefill step), else a copy of its batch row. Undefined when it has none.
+   */
+  cacheOf(seq: number): { len: number; tensors: Float32Array[] } | undefined {
+    const own = this.detached.get(seq);
+    if (own) return own;
+    const row = this.batchRow(seq);
+    const len = row >= 0 ? (this.batch?.lens[row] ?? 0) : 0;
+    if (len === 0) return undefined;
+    const { layers, heads, headDim: d } = this.shape;
+    const tensors: Float32Array[] = [];
+    for (let t = 0; t < layers * 2; t++) {
+      const dst = new Float32Array(heads * len * d);
+      this.copyRow(seq, t, len, dst, (h) => h * len * d);
+      tensors.push(dst);
+    }
+    return { len, tensors };
   }
 
   /** Hands a sequence's cache over (to another thread) and forgets it here. */

@@ -59,6 +59,11 @@ export type LmRequest =
   | { type: "adopt"; caches: SeqCache[] }
   /** Prompts the other LM thread kept in its prefix cache: this one keeps them too. */
   | { type: "keep"; prompts: KeptPrompt[] }
+  /**
+   * A finished sequence's cache goes into the prefix cache (prompt and completion, as far as
+   * its cache reaches), before its release: a conversation's next turn begins with them.
+   */
+  | { type: "retain"; id: number; seq: number; tokens: number[] }
   | { type: "release"; seqs: number[] }
   | { type: "close" };
 
@@ -88,4 +93,6 @@ export type LmReply =
       kept: KeptPrompt[];
       caches: SeqCache[];
     }
+  /** What a `retain` added to the prefix cache, for the other thread (when there is one). */
+  | { type: "retained"; id: number; kept: KeptPrompt[] }
   | { type: "error"; id: number; message: string };

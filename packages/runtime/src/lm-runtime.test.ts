@@ -182,6 +182,37 @@ describe("prefix caching", () => {
     }
   });
 
+  it("a finished sequence's cache, completion included, begins a later prompt that goes on from it", async () => {
+    const split = await LmRuntime.load(MODEL, shape, options, {
+      prefillThread: true,
+      prefixCacheBytes: 8 << 20,
+    });
+    try {
+      const prompt = bytes("Q: Tell me a fortune.\nA:");
+      await split.prefill([{ seq: 921, tokens: prompt }]);
+      // its completion, fed a token per decode step, as the engine feeds what it samples
+      const written = bytes(" You will meet a tall stranger");
+      for (const t of written) await split.step([{ seq: 921, tokens: [t] }]);
+      const retained = split.retain(921, [...prompt, ...written]);
+      split.release([921]);
+      await retained;
+      const reading = prompt.length + written.length;
+      // on either thread, each going its own way after it: the decode thread kept it, and
+      // handed it to the prefill thread
+      const next = [...prompt, ...written, ...bytes(".\nQ: When?\nA:")];
+      const other = [...prompt, ...written, ...bytes(", and lose a glove.")];
+      const onPrefiller = await split.prefillScored([{ seq: 922, tokens: next }]);
+      const onDecoder = await split.stepScored([{ seq: 923, tokens: other }]);
+      expect(onPrefiller.cached).toEqual([Math.floor(reading / 16) * 16]);
+      expect(onDecoder.cached).toEqual([Math.floor(reading / 16) * 16]);
+      expectClose(onDecoder.logits, await reference([{ seq: 924, tokens: other }]));
+      split.release([922, 923]);
+      alone.release([924]);
+    } finally {
+      await split.close();
+    }
+  });
+
   it("with a prefill thread, what one thread keeps the other finds: a prompt prefilled on one begins a prompt read on the other", async () => {
     const split = await LmRuntime.load(MODEL, shape, options, {
       prefillThread: true,

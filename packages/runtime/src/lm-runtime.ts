@@ -67,6 +67,7 @@ export class LmRuntime {
     private readonly decoder: LmThreadClient,
     private readonly prefiller: LmThreadClient | undefined,
     private readonly vocab: number,
+    private readonly prefixCaching: boolean,
   ) {}
 
   static async load(
@@ -82,7 +83,7 @@ export class LmRuntime {
       startLmThread(path, shape, options, bytes, shares),
       runtime.prefillThread ? startLmThread(path, shape, options, bytes, shares) : undefined,
     ]);
-    return new LmRuntime(decoder, prefiller, shape.vocab);
+    return new LmRuntime(decoder, prefiller, shape.vocab, bytes > 0);
   }
 
   async step(rows: StepRow[]): Promise<Float32Array[]> {
@@ -115,6 +116,24 @@ export class LmRuntime {
       this.share(reply.kept, this.decoder);
     }
     return this.output(reply);
+  }
+
+  /**
+   * Keeps a finished sequence's cache in the prefix cache (`tokens`: its prompt and completion;
+   * as many as its cache holds count), then shares it; call before `release` (not waiting:
+   * the thread takes requests in order). Resolves once the other thread has it to read.
+   * Nothing when prefix caching is off.
+   */
+  retain(seq: number, tokens: number[]): Promise<void> {
+    if (!this.prefixCaching) return Promise.resolve();
+    return this.decoder
+      .request((id) => ({ type: "retain", id, seq, tokens }))
+      .then(
+        (reply) => {
+          if (reply.type === "retained") this.share(reply.kept, this.prefiller);
+        },
+        () => undefined, // a cache not kept is only a cache not kept
+      );
   }
 
   /** Frees the caches of sequences that finished or left. */

@@ -61,6 +61,7 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
   if (msg.type === "keep")
     for (const kept of msg.prompts) prefixes?.keep(kept.tokens, kept.tensors, kept.len);
+  if (msg.type === "retain") return post({ type: "retained", id: msg.id, kept: retain(msg) });
   if (msg.type !== "step" && msg.type !== "prefill") return;
   try {
     const { logits, prompts, cached, kept } = await step(session, msg.rows);
@@ -78,6 +79,17 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   } catch (err) {
     post({ type: "error", id: msg.id, message: err instanceof Error ? err.message : String(err) });
   }
+}
+
+/** Keeps a finished sequence's cache, as far as it reaches, in the prefix cache. */
+function retain({ seq, tokens }: { seq: number; tokens: number[] }): KeptPrompt[] {
+  const len = kv.length(seq);
+  if (!prefixes || len === 0 || prefixes.knows(tokens, len)) return [];
+  const cache = kv.cacheOf(seq);
+  const added = cache
+    ? prefixes.keep(tokens.slice(0, cache.len), cache.tensors, cache.len)
+    : undefined;
+  return added && sharesPrefixes ? [added] : [];
 }
 
 /**
@@ -144,7 +156,7 @@ async function step(
   // after a step with first tokens in it every row's cache is its own: prompts are kept whole
   const kept: KeptPrompt[] = [];
   asked.forEach((row, k) => {
-    const own = fresh[k] ? kv.ownCache(row.seq) : undefined;
+    const own = fresh[k] ? kv.cacheOf(row.seq) : undefined;
     const added = own ? prefixes?.keep(row.tokens, own.tensors, own.len) : undefined;
     if (added && sharesPrefixes) kept.push(added);
   });

@@ -51,6 +51,14 @@ export class PrefixCache {
     return undefined;
   }
 
+  /** Whether the whole blocks of `tokens`' first `len` are kept already. */
+  knows(tokens: readonly number[], len: number): boolean {
+    const blocks = Math.floor(Math.min(tokens.length, len) / PREFIX_BLOCK);
+    if (blocks === 0) return true;
+    const known = this.byKey.get(chainKeys(tokens, blocks)[blocks - 1] ?? "");
+    return known !== undefined && startsWith(tokens, known.tokens, blocks * PREFIX_BLOCK);
+  }
+
   /**
    * Keeps the whole blocks of a prompt read: `tensors` ([heads, len, d]) hold at least its
    * tokens. Returns what it kept when it was new (for another thread to keep too).

@@ -413,6 +413,9 @@ export class Engine {
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {
+    // what it read and wrote begins its conversation's next turn (vLLM keeps generated blocks too)
+    if (!this.prefilling.has(seq))
+      void this.runtime.retain(seq.id, [...seq.promptIds, ...seq.generated]);
     this.leave(seq);
     seq.finish(reason);
   }
