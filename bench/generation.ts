@@ -157,6 +157,10 @@ const MODES: Record<
     label: "continuous, prompts in the decode pass",
     scheduler: { mixed_prefill: true },
   },
+  continuous_no_prefix_cache: {
+    label: "continuous, prefix caching off (what keeping prompts and answers costs or saves)",
+    scheduler: { enable_prefix_caching: false },
+  },
   continuous_chat: {
     label:
       "continuous, the same prompts as chat messages (/v1/chat/completions, template rendered)",
@@ -282,6 +286,15 @@ export async function generationBench(): Promise<Record<string, unknown>> {
     ),
     "mixed-prefill / prefill pass tokens/s at 16": perRound(
       (r) => rate("continuous_mixed_prefill", r) / rate("continuous_prefill_pass", r),
+    ),
+    // the prefix cache's keeping (every prompt and finished answer) against its hits
+    "prefix caching on / off tokens/s at 16": perRound(
+      (r) => rate("continuous", r) / rate("continuous_no_prefix_cache", r),
+    ),
+    "prefix caching on / off TTFT p50 at 16": perRound(
+      (r) =>
+        (cell("continuous", 16, r)?.ttft_p50_ms ?? Number.NaN) /
+        (cell("continuous_no_prefix_cache", 16, r)?.ttft_p50_ms ?? Number.NaN),
     ),
     // what rendering the chat template costs a first token
     "chat / completion TTFT p50 at 1": perRound(
