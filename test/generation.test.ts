@@ -1,8 +1,10 @@
+import { readFileSync } from "node:fs";
 import { DEFAULT_PRIORITY, type JobEventBody, type SamplingParams } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
+import { tempRepository } from "./helpers/model-repo.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
 import {
   referenceGreedy,
@@ -152,29 +154,6 @@ describe("completions through the official openai client", () => {
     expect(chunks).toBeGreaterThan(2);
     expect(text).toBe(whole.choices[0]?.text);
     expect(tokenCounts(usage)).toEqual(tokenCounts(whole.usage));
-  });
-
-  it("prefix caching keeps what a completion wrote too: a prompt that goes on from an answer reads from where the cache ends", async () => {
-    const first = "Q: What does the cat know that we do not?\nA:";
-    const one = await openai.completions.create({
-      model: "tiny-lm",
-      prompt: first,
-      max_tokens: 40,
-      temperature: 0,
-    });
-    const written = one.choices[0]?.text ?? "";
-    const next = `${first}${written} So`;
-    const two = await openai.completions.create({
-      model: "tiny-lm",
-      prompt: next,
-      max_tokens: 12,
-      temperature: 0,
-    });
-    // more than the first prompt's own blocks: the answer's came from the cache as well
-    const cached = two.usage?.prompt_tokens_details?.cached_tokens ?? 0;
-    expect(cached).toBeGreaterThan(Math.floor(Buffer.byteLength(first) / 16) * 16);
-    expect(cached).toBeLessThanOrEqual(Buffer.byteLength(next) - 1);
-    expect(two.choices[0]?.text).toBe(await referenceGreedy(next, 12));
   });
 
   it("vLLM's continuous_usage_stats: with include_usage, every chunk carries the usage so far", async () => {
@@ -1198,5 +1177,44 @@ describe("cancellation frees the batch slot", () => {
       error: { code: string };
     };
     expect(job).toMatchObject({ status: "cancelled", error: { code: "CANCELLED" } });
+  });
+});
+
+describe("prefix caching of finished completions (scheduler.prefix_cache_completions)", () => {
+  const base = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
+    scheduler: Record<string, unknown>;
+  };
+  const repo = tempRepository({
+    "tiny-lm": { scheduler: { ...base.scheduler, prefix_cache_completions: true } },
+  });
+  const own = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
+  let keeping: OpenAI;
+  beforeAll(async () => {
+    await own.start();
+    keeping = new OpenAI({ baseURL: own.url("/v1"), apiKey: "unused", maxRetries: 0 });
+  });
+  afterAll(() => own.stop());
+
+  it("a prompt that goes on from an answer reads from where the cache ends, and answers as the reference does", async () => {
+    const first = "Q: What does the cat know that we do not?\nA:";
+    const one = await keeping.completions.create({
+      model: "tiny-lm",
+      prompt: first,
+      max_tokens: 40,
+      temperature: 0,
+    });
+    const written = one.choices[0]?.text ?? "";
+    const next = `${first}${written} So`;
+    const two = await keeping.completions.create({
+      model: "tiny-lm",
+      prompt: next,
+      max_tokens: 12,
+      temperature: 0,
+    });
+    // more than the first prompt's own blocks: the answer's came from the cache as well
+    const cached = two.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+    expect(cached).toBeGreaterThan(Math.floor(Buffer.byteLength(first) / 16) * 16);
+    expect(cached).toBeLessThanOrEqual(Buffer.byteLength(next) - 1);
+    expect(two.choices[0]?.text).toBe(await referenceGreedy(next, 12));
   });
 });

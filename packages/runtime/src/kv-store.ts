@@ -119,11 +119,12 @@ export class KvStore {
 
   /**
    * A sequence's cache, to read: its own tensors when it is on its own (as every row is after a
-   * prefill step), else a copy of its batch row. Undefined when it has none.
+   * prefill step), else a copy of its batch row (`copied`: the caller's to keep). Undefined
+   * when it has none.
    */
-  cacheOf(seq: number): { len: number; tensors: Float32Array[] } | undefined {
+  cacheOf(seq: number): { len: number; tensors: Float32Array[]; copied: boolean } | undefined {
     const own = this.detached.get(seq);
-    if (own) return own;
+    if (own) return { ...own, copied: false };
     const row = this.batchRow(seq);
     const len = row >= 0 ? (this.batch?.lens[row] ?? 0) : 0;
     if (len === 0) return undefined;
@@ -134,7 +135,7 @@ export class KvStore {
       this.copyRow(seq, t, len, dst, (h) => h * len * d);
       tensors.push(dst);
     }
-    return { len, tensors };
+    return { len, tensors, copied: true };
   }
 
   /** Hands a sequence's cache over (to another thread) and forgets it here. */

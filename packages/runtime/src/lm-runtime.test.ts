@@ -186,6 +186,8 @@ describe("prefix caching", () => {
     const split = await LmRuntime.load(MODEL, shape, options, {
       prefillThread: true,
       prefixCacheBytes: 8 << 20,
+      // every prompt kept is handed over at once, so that the next request finds it there
+      prefixShareMs: 0,
     });
     try {
       const prompt = bytes("Q: Tell me a fortune.\nA:");
@@ -217,6 +219,8 @@ describe("prefix caching", () => {
     const split = await LmRuntime.load(MODEL, shape, options, {
       prefillThread: true,
       prefixCacheBytes: 8 << 20,
+      // every prompt kept is handed over at once, so that the next request finds it there
+      prefixShareMs: 0,
     });
     try {
       const preamble = bytes("System: Be brief, be kind, and mention the sea.\nQ: ");

@@ -23,6 +23,11 @@ export interface LmRuntimeOptions {
    * (`PrefixCache`); 0 turns prefix caching off. @defaultValue 0
    */
   prefixCacheBytes?: number;
+  /**
+   * With a prefill thread, how often at most each LM thread hands the other what it kept
+   * lately (a copy), in ms. @defaultValue 100
+   */
+  prefixShareMs?: number;
 }
 
 /** What a step answers: each row's last-position logits, and the prompt scores asked for. */
@@ -42,6 +47,7 @@ function startLmThread(
   options: SessionOptions,
   prefixCacheBytes: number,
   sharesPrefixes: boolean,
+  shareEveryMs: number,
 ) {
   return ThreadClient.start<LmRequest, LmReply>("lm-thread", {
     path,
@@ -49,6 +55,7 @@ function startLmThread(
     shape,
     prefixCacheBytes,
     sharesPrefixes,
+    shareEveryMs,
   }).then((started) => started.client);
 }
 
@@ -79,9 +86,10 @@ export class LmRuntime {
     const bytes = runtime.prefixCacheBytes ?? 0;
     // two threads prefill: what one keeps in its prefix cache, the other keeps too
     const shares = bytes > 0 && runtime.prefillThread === true;
+    const every = runtime.prefixShareMs ?? 100;
     const [decoder, prefiller] = await Promise.all([
-      startLmThread(path, shape, options, bytes, shares),
-      runtime.prefillThread ? startLmThread(path, shape, options, bytes, shares) : undefined,
+      startLmThread(path, shape, options, bytes, shares, every),
+      runtime.prefillThread ? startLmThread(path, shape, options, bytes, shares, every) : undefined,
     ]);
     return new LmRuntime(decoder, prefiller, shape.vocab, bytes > 0);
   }
@@ -120,8 +128,8 @@ export class LmRuntime {
 
   /**
    * Keeps a finished sequence's cache in the prefix cache (`tokens`: its prompt and completion;
-   * as many as its cache holds count), then shares it; call before `release` (not waiting:
-   * the thread takes requests in order). Resolves once the other thread has it to read.
+   * as many as its cache holds count); call before `release` (not waiting: the thread takes
+   * requests in order). Resolves once kept (the other thread gets it with the next share).
    * Nothing when prefix caching is off.
    */
   retain(seq: number, tokens: number[]): Promise<void> {

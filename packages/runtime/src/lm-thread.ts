@@ -18,16 +18,19 @@ import type { SessionOptions, TensorMap } from "./tensor.js";
 // ids go in and last-position logits come out across the thread boundary.
 const port = parentPort;
 if (!port) throw new Error("lm-thread must run in a worker thread");
-const { path, options, shape, prefixCacheBytes, sharesPrefixes } = workerData as {
+const { path, options, shape, prefixCacheBytes, sharesPrefixes, shareEveryMs } = workerData as {
   path: string;
   options: SessionOptions;
   shape: LmShape;
   prefixCacheBytes: number;
   /** Whether another LM thread prefills too: what this one keeps goes to it. */
   sharesPrefixes: boolean;
+  /** How often at most, in ms (see `LmRuntimeOptions.prefixShareMs`). */
+  shareEveryMs: number;
 };
 
 const kv = new KvStore(shape);
+let sharedAt = Number.NEGATIVE_INFINITY;
 const prefixes = prefixCacheBytes > 0 ? new PrefixCache(shape, prefixCacheBytes) : undefined;
 /** The KV tensors in KvStore's order (per layer, key then value), by their Optimum names. */
 const KV_SLOTS = Array.from({ length: shape.layers }, (_, layer) =>
@@ -59,12 +62,19 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
   }
   if (msg.type === "release") for (const seq of msg.seqs) kv.release(seq);
   if (msg.type === "adopt") for (const cache of msg.caches) kv.adopt(cache);
+  // handed over by the other thread: kept as they came
   if (msg.type === "keep")
-    for (const kept of msg.prompts) prefixes?.keep(kept.tokens, kept.tensors, kept.len);
-  if (msg.type === "retain") return post({ type: "retained", id: msg.id, kept: retain(msg) });
+    for (const kept of msg.prompts)
+      prefixes?.keep(kept.tokens, kept.tensors, kept.len, { owned: true, fromPeer: true });
+  if (msg.type === "retain") {
+    retain(msg);
+    const kept = shareDue();
+    return post({ type: "retained", id: msg.id, kept }, cacheBuffers(kept));
+  }
   if (msg.type !== "step" && msg.type !== "prefill") return;
   try {
-    const { logits, prompts, cached, kept } = await step(session, msg.rows);
+    const { logits, prompts, cached } = await step(session, msg.rows);
+    const kept = shareDue();
     if (msg.type === "step")
       return post({ type: "logits", id: msg.id, logits, prompts, cached, kept }, [
         logits.buffer as ArrayBuffer,
@@ -82,14 +92,25 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
 }
 
 /** Keeps a finished sequence's cache, as far as it reaches, in the prefix cache. */
-function retain({ seq, tokens }: { seq: number; tokens: number[] }): KeptPrompt[] {
+function retain({ seq, tokens }: { seq: number; tokens: number[] }): void {
   const len = kv.length(seq);
-  if (!prefixes || len === 0 || prefixes.knows(tokens, len)) return [];
+  if (!prefixes || len === 0 || prefixes.knows(tokens, len)) return;
   const cache = kv.cacheOf(seq);
-  const added = cache
-    ? prefixes.keep(tokens.slice(0, cache.len), cache.tensors, cache.len)
-    : undefined;
-  return added && sharesPrefixes ? [added] : [];
+  if (cache)
+    prefixes.keep(tokens.slice(0, cache.len), cache.tensors, cache.len, { owned: cache.copied });
+}
+
+/**
+ * What this thread kept lately, for the other thread, when it is time to hand it over: a
+ * message (and a wake-up of that thread) per prompt cost a few percent of a short
+ * completion's latency, and the other thread seldom needs a prompt within the interval.
+ */
+function shareDue(): KeptPrompt[] {
+  if (!sharesPrefixes || !prefixes) return [];
+  const now = performance.now();
+  if (now - sharedAt < shareEveryMs) return [];
+  sharedAt = now;
+  return prefixes.takeFresh();
 }
 
 /**
@@ -102,12 +123,7 @@ function retain({ seq, tokens }: { seq: number; tokens: number[] }): KeptPrompt[
 async function step(
   session: InProcessSession,
   asked: StepRow[],
-): Promise<{
-  logits: Float32Array;
-  prompts: PromptScores[];
-  cached: number[];
-  kept: KeptPrompt[];
-}> {
+): Promise<{ logits: Float32Array; prompts: PromptScores[]; cached: number[] }> {
   const { vocab } = shape;
   // a sequence's first tokens: what the prefix cache holds of them is taken, not computed
   // (not for a row whose prompt is scored: every position's logits are asked for)
@@ -154,11 +170,9 @@ async function step(
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);
   kv.absorb(seqs, layout, chunk, added, present);
   // after a step with first tokens in it every row's cache is its own: prompts are kept whole
-  const kept: KeptPrompt[] = [];
   asked.forEach((row, k) => {
     const own = fresh[k] ? kv.cacheOf(row.seq) : undefined;
-    const added = own ? prefixes?.keep(row.tokens, own.tensors, own.len) : undefined;
-    if (added && sharesPrefixes) kept.push(added);
+    if (own) prefixes?.keep(row.tokens, own.tensors, own.len);
   });
   const logits = out.logits?.data as Float32Array;
   const last = new Float32Array(rows.length * vocab);
@@ -175,7 +189,7 @@ async function step(
     if (row?.scorePrompt)
       prompts.push(scorePrompt(row, (j) => logits.subarray(at(j), at(j) + vocab)));
   });
-  return { logits: last, prompts, cached, kept };
+  return { logits: last, prompts, cached };
 }
 
 /** A row's prompt scored position by position (`position(j)`: the logits after token j). */

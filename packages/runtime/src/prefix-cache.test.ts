@@ -54,4 +54,19 @@ describe("PrefixCache", () => {
     expect(cache.take(range(40))?.len).toBe(2 * PREFIX_BLOCK);
     expect(cache.size.bytes).toBeLessThanOrEqual(bytesOf(2) + bytesOf(1));
   });
+
+  it("hands the other thread copies of what it kept itself since it last did, not what that thread handed it", () => {
+    const cache = new PrefixCache(shape, 1 << 20);
+    const keep = (tokens: number[], fromPeer = false) =>
+      cache.keep(tokens, [tensorOf(tokens.length), tensorOf(tokens.length)], tokens.length, {
+        fromPeer,
+      });
+    expect(keep(range(PREFIX_BLOCK + 3))).toBe(true);
+    expect(keep(range(PREFIX_BLOCK + 3))).toBe(false);
+    expect(keep(range(2 * PREFIX_BLOCK, 700), true)).toBe(true);
+    const fresh = cache.takeFresh();
+    expect(fresh.map((f) => [f.tokens.length, f.len])).toEqual([[PREFIX_BLOCK, PREFIX_BLOCK]]);
+    expect(fresh[0]?.tensors).toEqual([tensorOf(PREFIX_BLOCK), tensorOf(PREFIX_BLOCK)]);
+    expect(cache.takeFresh()).toEqual([]);
+  });
 });

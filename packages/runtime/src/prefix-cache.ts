@@ -4,10 +4,17 @@ import type { KeptPrompt, LmShape } from "./lm-messages.js";
 /** Prompt tokens per block: prefixes are kept and found in whole blocks (vLLM's block size). */
 export const PREFIX_BLOCK = 16;
 
-/** One prompt's cache, kept: its first `len` tokens, and per layer key then value [heads, len, d]. */
+/** Entries kept since the other thread last took them, at most. */
+const MAX_FRESH = 64;
+
+/**
+ * One prompt's cache, kept: its first `len` tokens, and per layer key then value
+ * [heads, stride, d] (`stride` ≥ `len`: a cache handed over whole keeps its last positions).
+ */
 interface Entry {
   tokens: Int32Array;
   len: number;
+  stride: number;
   tensors: Float32Array[];
   /** Its blocks' chain keys, the k-th naming its first k blocks. */
   keys: string[];
@@ -28,6 +35,8 @@ export class PrefixCache {
   /** Kept entries, least recently used first. */
   private readonly entries = new Set<Entry>();
   private bytes = 0;
+  /** Entries kept here since the last `takeFresh` (not those the other thread handed over). */
+  private fresh: Entry[] = [];
 
   constructor(
     private readonly shape: LmShape,
@@ -46,7 +55,7 @@ export class PrefixCache {
       if (!entry || !startsWith(tokens, entry.tokens, len)) continue;
       this.entries.delete(entry);
       this.entries.add(entry);
-      return { len, tensors: entry.tensors.map((t) => this.positions(t, entry.len, len)) };
+      return { len, tensors: entry.tensors.map((t) => this.positions(t, entry.stride, len)) };
     }
     return undefined;
   }
@@ -61,32 +70,37 @@ export class PrefixCache {
 
   /**
    * Keeps the whole blocks of a prompt read: `tensors` ([heads, len, d]) hold at least its
-   * tokens. Returns what it kept when it was new (for another thread to keep too).
+   * tokens. `owned`: nothing else will use them (they are kept as they are, not copied);
+   * `fromPeer`: the other thread kept them first (they are not handed back by `takeFresh`).
+   * Returns whether it was new.
    */
   keep(
     tokens: readonly number[],
-    tensors: readonly Float32Array[],
+    tensors: Float32Array[],
     len: number,
-  ): KeptPrompt | undefined {
+    { owned = false, fromPeer = false }: { owned?: boolean; fromPeer?: boolean } = {},
+  ): boolean {
     const blocks = Math.floor(Math.min(tokens.length, len) / PREFIX_BLOCK);
-    if (blocks === 0) return undefined;
+    if (blocks === 0) return false;
     const kept = blocks * PREFIX_BLOCK;
     const keys = chainKeys(tokens, blocks);
     const known = this.byKey.get(keys[blocks - 1] ?? "");
     if (known && startsWith(tokens, known.tokens, kept)) {
       this.entries.delete(known);
       this.entries.add(known);
-      return undefined;
+      return false;
     }
     const { heads, headDim } = this.shape;
+    const stride = owned ? len : kept;
     const entry: Entry = {
       tokens: Int32Array.from(tokens.slice(0, kept)),
       len: kept,
-      tensors: tensors.map((t) => this.positions(t, len, kept)),
+      stride,
+      tensors: owned ? tensors : tensors.map((t) => this.positions(t, len, kept)),
       keys,
-      bytes: tensors.length * heads * kept * headDim * 4 + kept * 4,
+      bytes: tensors.length * heads * stride * headDim * 4 + kept * 4,
     };
-    if (entry.bytes > this.budgetBytes) return undefined;
+    if (entry.bytes > this.budgetBytes) return false;
     // a prompt's blocks name it from now on; an entry none of whose blocks names it any more
     // (a shorter prompt this one goes on from) can no longer be found, and goes
     const superseded = new Set<Entry>();
@@ -103,7 +117,20 @@ export class PrefixCache {
       if (this.bytes <= this.budgetBytes) break;
       this.drop(oldest);
     }
-    return { tokens: [...entry.tokens], len: kept, tensors: entry.tensors.map((t) => t.slice()) };
+    // a bound: the other thread may not ask for a while
+    if (!fromPeer && this.fresh.push(entry) > MAX_FRESH) this.fresh.shift();
+    return true;
+  }
+
+  /** Copies of the entries kept here since the last call and still kept, for the other thread. */
+  takeFresh(): KeptPrompt[] {
+    const fresh = this.fresh.filter((entry) => this.entries.has(entry));
+    this.fresh = [];
+    return fresh.map((entry) => ({
+      tokens: [...entry.tokens],
+      len: entry.len,
+      tensors: entry.tensors.map((t) => this.positions(t, entry.stride, entry.len)),
+    }));
   }
 
   /** Prompts kept, and their bytes. */

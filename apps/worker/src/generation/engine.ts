@@ -41,6 +41,8 @@ export interface EngineOptions {
   prefillThread?: boolean;
   /** Whether the runtime keeps prompts' caches for prompts that begin the same way (metrics). */
   prefixCaching?: boolean;
+  /** Whether finished completions' caches are kept too (see the scheduler's `prefix_cache_completions`). */
+  prefixCacheCompletions?: boolean;
 }
 
 /** The wire's guided-decoding fields (the API sends one at most). */
@@ -413,8 +415,8 @@ export class Engine {
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {
-    // what it read and wrote begins its conversation's next turn (vLLM keeps generated blocks too)
-    if (!this.prefilling.has(seq))
+    // what it read and wrote may begin its conversation's next turn
+    if (this.options.prefixCacheCompletions && !this.prefilling.has(seq))
       void this.runtime.retain(seq.id, [...seq.promptIds, ...seq.generated]);
     this.leave(seq);
     seq.finish(reason);
