@@ -21,6 +21,31 @@ beforeAll(() => Promise.all([stack.start(), plain.start()]));
 afterAll(() => Promise.all([stack.stop(), plain.stop()]));
 
 const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+
+/**
+ * Sampled answers (one per seed) through the openai client's `parse` with a zod response
+ * format: each whole and valid by the schema (parse() throws on an answer cut short or one zod
+ * refuses), and not all one text.
+ */
+async function expectParsedEach(schema: z.ZodType, name: string, question: string, n: number) {
+  const answers = await Promise.all(
+    Array.from({ length: n }, (_, k) =>
+      openai().chat.completions.parse({
+        model: "tiny-lm",
+        messages: [{ role: "user", content: question }],
+        temperature: 0.8,
+        seed: k + 1,
+        response_format: zodResponseFormat(schema, name),
+      }),
+    ),
+  );
+  for (const answer of answers) {
+    expect(answer.choices[0]?.finish_reason).toBe("stop");
+    const parsed = answer.choices[0]?.message.parsed;
+    expect(schema.parse(parsed)).toEqual(parsed);
+  }
+  expect(new Set(answers.map((a) => a.choices[0]?.message.content)).size).toBeGreaterThan(1);
+}
 const ask = [{ role: "user" as const, content: "Why is the sky blue?" }];
 
 describe("the openai client, unchanged", () => {
@@ -257,25 +282,7 @@ describe("the openai client, unchanged", () => {
       note: z.string().max(12),
       tags: z.array(z.string().max(5)).max(2),
     });
-    const answers = await Promise.all(
-      [1, 2, 3, 4, 5, 6].map((seed) =>
-        openai().chat.completions.parse({
-          model: "tiny-lm",
-          messages: [{ role: "user", content: "Is the sky blue? Answer in JSON." }],
-          temperature: 0.8,
-          seed,
-          response_format: zodResponseFormat(Verdict, "verdict"),
-        }),
-      ),
-    );
-    // parse() throws on an answer cut short or one zod refuses: each is whole and valid
-    for (const answer of answers) {
-      expect(answer.choices[0]?.finish_reason).toBe("stop");
-      expect(Verdict.parse(answer.choices[0]?.message.parsed)).toEqual(
-        answer.choices[0]?.message.parsed,
-      );
-    }
-    expect(new Set(answers.map((a) => a.choices[0]?.message.content)).size).toBeGreaterThan(1);
+    await expectParsedEach(Verdict, "verdict", "Is the sky blue? Answer in JSON.", 6);
     // vLLM's guided_json on a completion: a schema's JSON text
     const res = await stack.post("/v1/completions", {
       model: "tiny-lm",
@@ -318,23 +325,7 @@ describe("the openai client, unchanged", () => {
       id: z.uuid(),
       day: z.iso.date(),
     });
-    const answers = await Promise.all(
-      [1, 2, 3, 4].map((seed) =>
-        openai().chat.completions.parse({
-          model: "tiny-lm",
-          messages: [{ role: "user", content: "Book me a ticket." }],
-          temperature: 0.8,
-          seed,
-          response_format: zodResponseFormat(Ticket, "ticket"),
-        }),
-      ),
-    );
-    for (const answer of answers) {
-      expect(answer.choices[0]?.finish_reason).toBe("stop");
-      const parsed = answer.choices[0]?.message.parsed;
-      expect(Ticket.parse(parsed)).toEqual(parsed);
-    }
-    expect(new Set(answers.map((a) => a.choices[0]?.message.content)).size).toBeGreaterThan(1);
+    await expectParsedEach(Ticket, "ticket", "Book me a ticket.", 4);
   });
 
   const weather = {

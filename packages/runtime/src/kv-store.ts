@@ -127,15 +127,7 @@ export class KvStore {
     if (own) return { ...own, copied: false };
     const row = this.batchRow(seq);
     const len = row >= 0 ? (this.batch?.lens[row] ?? 0) : 0;
-    if (len === 0) return undefined;
-    const { layers, heads, headDim: d } = this.shape;
-    const tensors: Float32Array[] = [];
-    for (let t = 0; t < layers * 2; t++) {
-      const dst = new Float32Array(heads * len * d);
-      this.copyRow(seq, t, len, dst, (h) => h * len * d);
-      tensors.push(dst);
-    }
-    return { len, tensors, copied: true };
+    return len === 0 ? undefined : { len, tensors: this.rowOut(seq, len), copied: true };
   }
 
   /** Hands a sequence's cache over (to another thread) and forgets it here. */
@@ -284,14 +276,17 @@ export class KvStore {
   /** Copies batch row `row` (sequence `seq`) out into a cache of its own. */
   private detach(seq: number, row: number): void {
     const len = this.batch?.lens[row] ?? 0;
+    this.detached.set(seq, { len, tensors: this.rowOut(seq, len) });
+  }
+
+  /** A sequence's last `len` positions, every tensor copied out as [heads, len, d]. */
+  private rowOut(seq: number, len: number): Float32Array[] {
     const { layers, heads, headDim: d } = this.shape;
-    const tensors: Float32Array[] = [];
-    for (let t = 0; t < layers * 2; t++) {
+    return Array.from({ length: layers * 2 }, (_, t) => {
       const dst = new Float32Array(heads * len * d);
       this.copyRow(seq, t, len, dst, (h) => h * len * d);
-      tensors.push(dst);
-    }
-    this.detached.set(seq, { len, tensors });
+      return dst;
+    });
   }
 
   /** Copies a sequence's last `len` positions of tensor `t`, head by head, to `at(h, len)`. */
