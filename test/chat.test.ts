@@ -487,6 +487,20 @@ describe("the openai client, unchanged", () => {
     expect(sdk.toolCalls.map((c) => [c.toolName, c.input])).toEqual([
       ["get_weather", JSON.parse(fn?.arguments ?? "")],
     ]);
+    // two calls written; with parallel_tool_calls: false, the first alone, streamed or not
+    const twice = {
+      ...params,
+      guided_regex: `${call}\\n${call}`,
+      parallel_tool_calls: false,
+    } as typeof params;
+    const single = await openai().chat.completions.create(twice);
+    expect(single.choices[0]?.message.tool_calls).toHaveLength(1);
+    const both = await openai().chat.completions.create({ ...twice, parallel_tool_calls: true });
+    expect(both.choices[0]?.message.tool_calls).toHaveLength(2);
+    let streamedCalls = 0;
+    for await (const chunk of await openai().chat.completions.create({ ...twice, stream: true }))
+      streamedCalls += chunk.choices[0]?.delta?.tool_calls?.length ?? 0;
+    expect(streamedCalls).toBe(1);
     // text without a call is the answer's content, finished as text is
     const text = await openai().chat.completions.create({
       ...params,

@@ -328,11 +328,14 @@ function chatDeltas(
 ) {
   const out: Array<ReturnType<typeof chatChunk>> = [];
   if (content || logprobs) out.push(chatChunk(job, { content: content ?? "" }, null, logprobs));
-  if (calls.length > 0)
+  // parallel_tool_calls: false leaves the first call alone
+  const sending =
+    job.meta?.single === true ? calls.slice(0, Math.max(0, 1 - state.callsSent)) : calls;
+  if (sending.length > 0)
     out.push(
       chatChunk(
         job,
-        { tool_calls: calls.map((call) => ({ index: state.callsSent++, ...call })) },
+        { tool_calls: sending.map((call) => ({ index: state.callsSent++, ...call })) },
         null,
       ),
     );

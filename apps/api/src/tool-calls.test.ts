@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { toolChoice } from "./tool-calls.js";
+import { chatAnswerOf, toolChoice } from "./tool-calls.js";
 
 describe("tool_choice", () => {
   const tools = [{ type: "function" as const, function: { name: "get_time" } }];
@@ -16,5 +16,15 @@ describe("tool_choice", () => {
       name: "get_time",
     });
     expect(toolChoice({ tools, tool_choice: "none" }, "hermes")).toBeUndefined();
+  });
+
+  it("parallel_tool_calls: false keeps the first call the model wrote", () => {
+    const ask = toolChoice({ tools, parallel_tool_calls: false }, "hermes")?.ask;
+    expect(ask).toEqual({ tool_call: "auto", parser: "hermes", single: true });
+    const call = '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>';
+    expect(chatAnswerOf(ask, "j1", `${call}\n${call}`).calls.map((c) => c.id)).toEqual(["call_j1"]);
+    expect(chatAnswerOf({ ...ask, single: undefined }, "j1", `${call}${call}`).calls).toHaveLength(
+      2,
+    );
   });
 });

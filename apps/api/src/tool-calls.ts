@@ -16,7 +16,7 @@ import {
 export type ToolCallAsk =
   | { tool_call: "named"; name: string }
   | { tool_call: "required" }
-  | { tool_call: "auto"; parser: ToolCallParser };
+  | { tool_call: "auto"; parser: ToolCallParser; single?: true };
 
 /** A function without parameters takes an empty object. */
 const NO_PARAMETERS = { type: "object", properties: {} };
@@ -28,7 +28,7 @@ const NO_PARAMETERS = { type: "object", properties: {} };
  * its model.json must name, as vLLM's `--tool-call-parser`.
  */
 export function toolChoice(
-  body: Pick<ChatCompletionRequest, "tools" | "tool_choice" | "stream">,
+  body: Pick<ChatCompletionRequest, "tools" | "tool_choice" | "stream" | "parallel_tool_calls">,
   parser: ToolCallParser | undefined,
 ): { schema?: Record<string, unknown>; ask: ToolCallAsk } | undefined {
   const tools = body.tools ?? [];
@@ -37,7 +37,15 @@ export function toolChoice(
   if (tools.length === 0)
     throw new FerryError("INVALID_INPUT", "tool_choice names a tool, but no tools were given");
   if (choice === "auto") {
-    if (parser) return { ask: { tool_call: "auto", parser } };
+    // OpenAI's parallel_tool_calls: false, at most one call: the first the model wrote
+    if (parser)
+      return {
+        ask: {
+          tool_call: "auto",
+          parser,
+          ...(body.parallel_tool_calls === false ? { single: true as const } : {}),
+        },
+      };
     throw new FerryError(
       "INVALID_INPUT",
       'tool_choice "auto" (the model choosing between text and a call, OpenAI\'s default when tools are given) needs a parser of the model\'s own call format, and this model\'s model.json names none (tool_call_parser, e.g. "hermes"): give tool_choice "required" or {"type": "function", "function": {"name": ...}}, or "none"',
@@ -101,7 +109,10 @@ export function chatAnswerOf(meta: unknown, jobId: string, text: string): ChatAn
         },
       ],
     };
-  if (ask?.tool_call === "auto") return toolCallReader(ask.parser ?? "hermes").whole(text, jobId);
+  if (ask?.tool_call === "auto") {
+    const answer = toolCallReader(ask.parser ?? "hermes").whole(text, jobId);
+    return ask.single ? { ...answer, calls: answer.calls.slice(0, 1) } : answer;
+  }
   if (ask?.tool_call !== "required") return { content: text, calls: [] };
   try {
     const { name, parameters } = JSON.parse(text) as { name: string; parameters: unknown };
