@@ -93,11 +93,11 @@ async function handle(session: InProcessSession, msg: LmRequest): Promise<void> 
 
 /** Keeps a finished sequence's cache, as far as it reaches, in the prefix cache. */
 function retain({ seq, tokens }: { seq: number; tokens: number[] }): void {
-  const len = kv.length(seq);
-  if (!prefixes || len === 0 || prefixes.knows(tokens, len)) return;
+  // the tokens its cache holds: the last one sampled was never read
+  const read = tokens.slice(0, kv.length(seq));
+  if (!prefixes || read.length === 0 || prefixes.knows(read, read.length)) return;
   const cache = kv.cacheOf(seq);
-  if (cache)
-    prefixes.keep(tokens.slice(0, cache.len), cache.tensors, cache.len, { owned: cache.copied });
+  if (cache) prefixes.keep(read, cache.tensors, cache.len, { owned: cache.copied });
 }
 
 /**

@@ -35,6 +35,8 @@ export class PrefixCache {
   /** Kept entries, least recently used first. */
   private readonly entries = new Set<Entry>();
   private bytes = 0;
+  /** Chain keys already worked out, by token list (see `keysOf`). */
+  private readonly keys = new WeakMap<readonly number[], string[]>();
   /** Entries kept here since the last `takeFresh` (not those the other thread handed over). */
   private fresh: Entry[] = [];
 
@@ -48,7 +50,7 @@ export class PrefixCache {
    * read (whose logits the step returns): its cache, copied for the sequence to own.
    */
   take(tokens: readonly number[]): { len: number; tensors: Float32Array[] } | undefined {
-    const keys = chainKeys(tokens, Math.floor((tokens.length - 1) / PREFIX_BLOCK));
+    const keys = this.keysOf(tokens, Math.floor((tokens.length - 1) / PREFIX_BLOCK));
     for (let k = keys.length; k >= 1; k--) {
       const entry = this.byKey.get(keys[k - 1] ?? "");
       const len = k * PREFIX_BLOCK;
@@ -64,7 +66,7 @@ export class PrefixCache {
   knows(tokens: readonly number[], len: number): boolean {
     const blocks = Math.floor(Math.min(tokens.length, len) / PREFIX_BLOCK);
     if (blocks === 0) return true;
-    const known = this.byKey.get(chainKeys(tokens, blocks)[blocks - 1] ?? "");
+    const known = this.byKey.get(this.keysOf(tokens, blocks)[blocks - 1] ?? "");
     return known !== undefined && startsWith(tokens, known.tokens, blocks * PREFIX_BLOCK);
   }
 
@@ -83,7 +85,7 @@ export class PrefixCache {
     const blocks = Math.floor(Math.min(tokens.length, len) / PREFIX_BLOCK);
     if (blocks === 0) return false;
     const kept = blocks * PREFIX_BLOCK;
-    const keys = chainKeys(tokens, blocks);
+    const keys = this.keysOf(tokens, blocks);
     const known = this.byKey.get(keys[blocks - 1] ?? "");
     if (known && startsWith(tokens, known.tokens, kept)) {
       this.entries.delete(known);
@@ -136,6 +138,18 @@ export class PrefixCache {
   /** Prompts kept, and their bytes. */
   get size(): { prompts: number; bytes: number } {
     return { prompts: this.entries.size, bytes: this.bytes };
+  }
+
+  /**
+   * The chain keys of `tokens`' first `blocks` blocks, hashed once per token list: a prompt is
+   * looked up before its step and kept after it.
+   */
+  private keysOf(tokens: readonly number[], blocks: number): string[] {
+    const known = this.keys.get(tokens);
+    if (known && known.length >= blocks) return known.slice(0, blocks);
+    const keys = chainKeys(tokens, blocks);
+    this.keys.set(tokens, keys);
+    return keys;
   }
 
   private drop(entry: Entry): void {
