@@ -1217,4 +1217,33 @@ describe("prefix caching of finished completions (scheduler.prefix_cache_complet
     expect(cached).toBeLessThanOrEqual(Buffer.byteLength(next) - 1);
     expect(two.choices[0]?.text).toBe(await referenceGreedy(next, 12));
   });
+
+  it("a chat's next turn reads its earlier answer from the cache: the template writes it back as it was generated", async () => {
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: "system", content: "You are a fortune cookie who answers at length." },
+      { role: "user", content: "What will tomorrow bring?" },
+    ];
+    const first = await keeping.chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      max_tokens: 40,
+      temperature: 0,
+    });
+    const answer = first.choices[0]?.message.content ?? "";
+    const firstPrompt = first.usage?.prompt_tokens ?? 0;
+    const second = await keeping.chat.completions.create({
+      model: "tiny-lm",
+      messages: [
+        ...messages,
+        { role: "assistant", content: answer },
+        { role: "user", content: "And then?" },
+      ],
+      max_tokens: 4,
+      temperature: 0,
+    });
+    // past the first turn's own prompt: part of the answer came from the cache too
+    expect(second.usage?.prompt_tokens_details?.cached_tokens ?? 0).toBeGreaterThan(
+      Math.floor(firstPrompt / 16) * 16,
+    );
+  });
 });

@@ -32,6 +32,8 @@ from build_tiny_lm import CONFIG, EOS, OUT_DIR, VOCAB, TinyLM, batches, export, 
 
 # Byte-level, so the turns are marked in plain text; the end of an assistant turn is the
 # end-of-text token the sampler stops on (text cannot carry it, so earlier turns end in "\n").
+# An earlier answer is written as the model wrote it after "A:": one space, then the text (an
+# answer comes back with that space at its start, which the template trims).
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'system' or message['role'] == 'developer' -%}"
@@ -39,7 +41,7 @@ CHAT_TEMPLATE = (
     "{%- elif message['role'] == 'user' -%}"
     "{{ 'Q: ' + message['content'] + '\\n' }}"
     "{%- elif message['role'] == 'assistant' -%}"
-    "{{ 'A: ' + message['content'] + '\\n' }}"
+    "{{ 'A: ' + (message['content'] | trim) + '\\n' }}"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{ 'A:' }}{%- endif -%}"

@@ -76,5 +76,13 @@ describe("tiny-lm's template", () => {
         { role: "user", content: "And?" },
       ]),
     ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
+    // an answer as the model wrote it after "A:" (a space first) reads back as it was written
+    expect(
+      await templates.render(tiny, [
+        { role: "user", content: "Hi" },
+        { role: "assistant", content: " Hello." },
+        { role: "user", content: "And?" },
+      ]),
+    ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
   });
 });
