@@ -69,20 +69,14 @@ describe("tiny-lm's template", () => {
         { role: "user", content: "Why?" },
       ]),
     ).toBe("System: Answer briefly.\nQ: Why?\nA:");
-    expect(
-      await templates.render(tiny, [
-        { role: "user", content: "Hi" },
-        { role: "assistant", content: "Hello." },
-        { role: "user", content: "And?" },
-      ]),
-    ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
-    // an answer as the model wrote it after "A:" (a space first) reads back as it was written
-    expect(
-      await templates.render(tiny, [
-        { role: "user", content: "Hi" },
-        { role: "assistant", content: " Hello." },
-        { role: "user", content: "And?" },
-      ]),
-    ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
+    // an answer as given, or as the model wrote it after "A:" (a space first): as it was written
+    for (const answer of ["Hello.", " Hello."])
+      expect(
+        await templates.render(tiny, [
+          { role: "user", content: "Hi" },
+          { role: "assistant", content: answer },
+          { role: "user", content: "And?" },
+        ]),
+      ).toBe("Q: Hi\nA: Hello.\nQ: And?\nA:");
   });
 });

@@ -147,10 +147,26 @@ describe("LmRuntime's KV caches", () => {
   });
 });
 
+/**
+ * A runtime that keeps prompts' caches (on a prefill thread too, when asked, every prompt kept
+ * handed over at once, so that the next request finds it there), closed after `use`.
+ */
+async function withCaching(prefillThread: boolean, use: (lm: LmRuntime) => Promise<void>) {
+  const lm = await LmRuntime.load(MODEL, shape, options, {
+    prefillThread,
+    prefixCacheBytes: 8 << 20,
+    prefixShareMs: 0,
+  });
+  try {
+    await use(lm);
+  } finally {
+    await lm.close();
+  }
+}
+
 describe("prefix caching", () => {
   it("a prompt read on top of a kept prefix gives the logits of the whole prompt read at once, and decodes on the same", async () => {
-    const cached = await LmRuntime.load(MODEL, shape, options, { prefixCacheBytes: 8 << 20 });
-    try {
+    await withCaching(false, async (cached) => {
       const system = bytes("System: You are a terse assistant who answers in one line.\nQ: ");
       const first = [...system, ...bytes("Why is the sky blue?\nA:")];
       const second = [...system, ...bytes("Explain a monad.\nA:")];
@@ -177,19 +193,11 @@ describe("prefix caching", () => {
       expect(scored.cached).toEqual([0]);
       cached.release([901, 902, 903, 905]);
       alone.release([904]);
-    } finally {
-      await cached.close();
-    }
+    });
   });
 
   it("a finished sequence's cache, completion included, begins a later prompt that goes on from it", async () => {
-    const split = await LmRuntime.load(MODEL, shape, options, {
-      prefillThread: true,
-      prefixCacheBytes: 8 << 20,
-      // every prompt kept is handed over at once, so that the next request finds it there
-      prefixShareMs: 0,
-    });
-    try {
+    await withCaching(true, async (split) => {
       const prompt = bytes("Q: Tell me a fortune.\nA:");
       await split.prefill([{ seq: 921, tokens: prompt }]);
       // its completion, fed a token per decode step, as the engine feeds what it samples
@@ -210,19 +218,11 @@ describe("prefix caching", () => {
       expectClose(onDecoder.logits, await reference([{ seq: 924, tokens: other }]));
       split.release([922, 923]);
       alone.release([924]);
-    } finally {
-      await split.close();
-    }
+    });
   });
 
   it("with a prefill thread, what one thread keeps the other finds: a prompt prefilled on one begins a prompt read on the other", async () => {
-    const split = await LmRuntime.load(MODEL, shape, options, {
-      prefillThread: true,
-      prefixCacheBytes: 8 << 20,
-      // every prompt kept is handed over at once, so that the next request finds it there
-      prefixShareMs: 0,
-    });
-    try {
+    await withCaching(true, async (split) => {
       const preamble = bytes("System: Be brief, be kind, and mention the sea.\nQ: ");
       const blocks = Math.floor(preamble.length / 16) * 16;
       const first = await split.prefillScored([
@@ -240,8 +240,6 @@ describe("prefix caching", () => {
       expect(third.cached).toEqual([blocks]);
       split.release([911, 912, 914]);
       alone.release([913]);
-    } finally {
-      await split.close();
-    }
+    });
   });
 });

@@ -244,6 +244,7 @@ export class Engine {
         this.advanceAll(
           prefill,
           await this.runtime.prefillScored(prefill.map((s) => s.prefillRow())),
+          prefill.length,
         );
       if (decode.length > 0)
         this.advanceAll(decode, await this.runtime.stepScored(decode.map((s) => s.decodeRow())));
@@ -254,7 +255,7 @@ export class Engine {
   private async stepMixed(): Promise<boolean> {
     return this.stepPlanned(async (prefill, decode) => {
       const rows = [...prefill.map((s) => s.prefillRow()), ...decode.map((s) => s.decodeRow())];
-      this.advanceAll([...prefill, ...decode], await this.runtime.stepScored(rows));
+      this.advanceAll([...prefill, ...decode], await this.runtime.stepScored(rows), prefill.length);
     });
   }
 
@@ -349,21 +350,20 @@ export class Engine {
       });
   }
 
-  private advanceAll(seqs: Sequence[], { logits, prompts, cached }: LmOutput): void {
-    this.countPrefixes(seqs, cached);
+  /** A step's outputs, its first `prefills` rows the sequences' prefills. */
+  private advanceAll(seqs: Sequence[], { logits, prompts, cached }: LmOutput, prefills = 0): void {
+    this.countPrefixes(seqs.slice(0, prefills), cached);
     this.takeScores(seqs, prompts);
     for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
   }
 
   /**
-   * What the prefix cache gave a step's first tokens (vLLM's queries and hits, in tokens): a
-   * sequence's first step is its prefill, every row of which asked the cache unless scored.
+   * What the prefix cache gave prefills (vLLM's queries and hits, in tokens): every prefill
+   * row asked the cache but a scored one.
    */
-  private countPrefixes(seqs: readonly Sequence[], cached: readonly number[]): void {
+  private countPrefixes(prefilled: readonly Sequence[], cached: readonly number[]): void {
     if (!this.options.prefixCaching) return;
-    seqs.forEach((seq, i) => {
-      if (seq.prefixCounted) return;
-      seq.prefixCounted = true;
+    prefilled.forEach((seq, i) => {
       const row = seq.prefillRow();
       if (row.scorePrompt) return;
       this.metrics.prefixQueries.inc(row.tokens.length);

@@ -15,7 +15,7 @@ export interface Guide {
 }
 
 /** A token that spells text: its id and its exact bytes. */
-export interface SpelledToken {
+interface SpelledToken {
   id: number;
   bytes: readonly number[];
 }
@@ -24,7 +24,7 @@ export interface SpelledToken {
  * Every token that spells text (not the end of text, nor one without bytes): guides try the
  * vocabulary's bytes against what may come next.
  */
-export function spelledVocabulary(tokenizer: Tokenizer, vocabSize: number): SpelledToken[] {
+function spelledVocabulary(tokenizer: Tokenizer, vocabSize: number): SpelledToken[] {
   const tokens: SpelledToken[] = [];
   for (let id = 0; id < vocabSize; id++) {
     if (id === tokenizer.eosTokenId) continue;

@@ -61,8 +61,11 @@ const KEYWORDS = new Set([
 ]);
 /** An integer's bounds too (see `integer`). */
 const INTEGER_KEYWORDS = new Set([...KEYWORDS, "minimum", "maximum"]);
-/** A string's pattern and format too (see `string`). */
-const STRING_KEYWORDS = new Set([...KEYWORDS, "pattern", "format"]);
+/** The keywords a type takes beyond the common ones: an integer's bounds, a string's pattern and format. */
+const KEYWORDS_OF: Record<string, Set<string>> = {
+  integer: INTEGER_KEYWORDS,
+  string: new Set([...KEYWORDS, "pattern", "format"]),
+};
 
 /** A character a JSON string holds unescaped (what a pattern's unanchored ends may add). */
 const SAFE_CHAR = '[^"\\\\\\x00-\\x1f]';
@@ -219,12 +222,7 @@ class Converter {
 
   /** Keywords that would constrain the answer and that this converter does not apply. */
   private refuseUnknown(schema: Schema): void {
-    const known =
-      schema.type === "integer"
-        ? INTEGER_KEYWORDS
-        : schema.type === "string"
-          ? STRING_KEYWORDS
-          : KEYWORDS;
+    const known = KEYWORDS_OF[String(schema.type)] ?? KEYWORDS;
     for (const [key, v] of Object.entries(schema)) {
       if (known.has(key) || DESCRIPTIVE.has(key)) continue;
       // what OpenAI's strict mode requires anyway: nothing beyond the declared properties

@@ -64,8 +64,6 @@ export class Sequence {
   readonly logprobs: TokenLogprob[] = [];
   /** Each prompt token's, once its prefill has run, when the job asked for them. */
   promptLogprobs: PromptTokenLogprob[] | undefined;
-  /** Whether its prefill was counted in the prefix cache's metrics. */
-  prefixCounted = false;
   /** Its prompt's tokens whose cache its prefill took from the prefix cache. */
   cachedTokens = 0;
   /** The echoed prompt's text while no token event has carried it yet. */

@@ -15,10 +15,6 @@ export class TokenSet {
       this.bits[id >>> 5] = (this.bits[id >>> 5] ?? 0) | (1 << (id & 31));
   }
 
-  has(id: number): boolean {
-    return id >= 0 && id < this.size && (((this.bits[id >>> 5] ?? 0) >>> (id & 31)) & 1) === 1;
-  }
-
   /** Every logit of a token outside the set to minus infinity. */
   keepIn(logits: Float32Array): void {
     const words = this.bits.length;
