@@ -34,13 +34,12 @@ function nextChat(): Record<string, unknown> {
   };
 }
 
-async function startStack(prefixCaching: boolean): Promise<Stack> {
+/** tiny-lm with the shipped scheduler but for `scheduler`. */
+async function startStack(scheduler: Record<string, unknown>): Promise<Stack> {
   const base = JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")) as {
     scheduler: Record<string, unknown>;
   };
-  const repo = tempRepository({
-    "tiny-lm": { scheduler: { ...base.scheduler, enable_prefix_caching: prefixCaching } },
-  });
+  const repo = tempRepository({ "tiny-lm": { scheduler: { ...base.scheduler, ...scheduler } } });
   return new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } }).start();
 }
 
@@ -65,7 +64,10 @@ export async function prefixBench(): Promise<Record<string, unknown>> {
   console.log(
     `prefix caching bench: tiny-lm chats that share a ${Buffer.byteLength(SYSTEM)}-byte system prompt, each with a question no other request asked, max_tokens 1 (the answer is its first token: the latency is the time to first token, mostly the prompt's prefill), temperature 0; two stacks up side by side, enable_prefix_caching on and off, ${ROUNDS} rounds of ${PER_ROUND} chats per client at ${CLIENTS.join(" and ")} clients, the stacks' order alternating per round; p50/p99 over every round's chats, ratio of the rounds' medians`,
   );
-  const stacks = { on: await startStack(true), off: await startStack(false) };
+  const stacks = {
+    on: await startStack({ enable_prefix_caching: true }),
+    off: await startStack({ enable_prefix_caching: false }),
+  };
   const samples: Record<string, number[]> = {};
   const ratios: Record<string, number[]> = {};
   try {
@@ -113,8 +115,62 @@ export async function prefixBench(): Promise<Record<string, unknown>> {
       rounds: list.map((x) => round(x, 2)).join(" / "),
     }));
     printTable("ratios", ratioRows);
-    return { rows, hit_rate: hit, ratios: ratioRows };
+    const unshared = await nothingShared(stacks);
+    return { rows, hit_rate: hit, ratios: ratioRows, nothing_shared: unshared };
   } finally {
     await Promise.all(Object.values(stacks).map((stack) => stack.stop()));
+  }
+}
+
+/** Rounds of (b), and completions per stack per round. */
+const COST_ROUNDS = 10;
+const COST_PER_ROUND = 30;
+
+/**
+ * (b) What prefix caching costs where nothing is shared: one client, 48-token completions of
+ * prompts no other request began with, the shipped settings (prompts kept) and finished
+ * completions kept too against caching off, the three stacks in turn per round.
+ */
+async function nothingShared(stacks: { on: Stack; off: Stack }) {
+  const kept = await startStack({ enable_prefix_caching: true, prefix_cache_completions: true });
+  const sides = { ...stacks, "on + completions": kept };
+  try {
+    let k = 0;
+    const measure = async (stack: Stack) => {
+      const latencies: number[] = [];
+      for (let i = 0; i < COST_PER_ROUND; i++) {
+        const t0 = performance.now();
+        const res = await stack.post("/v1/completions", {
+          model: "tiny-lm",
+          prompt: `Fortune ${k++}: you will`,
+          max_tokens: 48,
+          temperature: 0.8,
+        });
+        if (res.status !== 200) throw new Error(`completion answered ${res.status}`);
+        await res.arrayBuffer();
+        latencies.push(performance.now() - t0);
+      }
+      return median(latencies);
+    };
+    for (const stack of Object.values(sides)) await measure(stack);
+    const medians: Record<string, number[]> = {};
+    const names = Object.keys(sides) as Array<keyof typeof sides>;
+    for (let r = 0; r < COST_ROUNDS; r++)
+      for (const name of r % 2 === 0 ? names : [...names].reverse())
+        medians[name] = [...(medians[name] ?? []), await measure(sides[name])];
+    const rows = names.map((name) => ({
+      prefix_caching: name,
+      latency_p50_ms_median_of_rounds: round(median(medians[name] ?? [])),
+      over_off_median_of_rounds: round(
+        median((medians[name] ?? []).map((m, r) => m / (medians.off?.[r] || 1))),
+      ),
+    }));
+    printTable(
+      `(b) nothing shared: one client, 48-token completions of unique prompts, ${COST_ROUNDS} rounds of ${COST_PER_ROUND} per stack, the stacks in turn`,
+      rows,
+    );
+    return rows;
+  } finally {
+    await kept.stop();
   }
 }

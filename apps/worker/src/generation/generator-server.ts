@@ -46,8 +46,8 @@ const generatorConfigSchema = z.object({
       /**
        * Finished completions' caches too (prompt and answer): a multi-turn chat whose template
        * renders the answer as it was generated, or a transcript that goes on from it, reads
-       * only what is new. Off by default: the copy at every finish cost 5-10% of a short
-       * completion's latency at one client on the 2-core development VM.
+       * only what is new. Off by default: the copy at every finish costs every completion
+       * where nothing is shared (`npm run bench -- prefix`, part b).
        */
       prefix_cache_completions: z.boolean().default(false),
     })
