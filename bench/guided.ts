@@ -41,6 +41,8 @@ function pieceVocabulary(): { tokenizer: Tokenizer; pieces: number[][] } {
     encode: (t) => [...Buffer.from(t)],
     count: (t) => Buffer.byteLength(t),
     decoder: () => ({ push: () => "", flush: () => "" }),
+    decode: (ids) => Buffer.concat(ids.map((id) => Buffer.from(texts[id]?.bytes ?? []))).toString(),
+    piece: (id) => texts[id]?.token ?? "",
   };
   return { tokenizer, pieces };
 }

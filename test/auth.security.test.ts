@@ -39,6 +39,16 @@ describe("API keys", () => {
     }
   });
 
+  it("guard vLLM's /tokenize and /detokenize too (served without any worker of the model)", async () => {
+    for (const [path, body] of [
+      ["/tokenize", { model: "tiny-lm", prompt: "hi" }],
+      ["/detokenize", { model: "tiny-lm", tokens: [104, 105] }],
+    ] as const) {
+      expect((await secured.post(path, body)).status).toBe(401);
+      expect((await secured.post(path, body, auth("key-one"))).status).toBe(200);
+    }
+  });
+
   it("leave everything open when API_KEYS is unset", async () => {
     expect((await fetch(open.url("/v1/models"))).status).toBe(200);
   });

@@ -23,6 +23,7 @@ import { registerMetrics } from "./routes/metrics.js";
 import { registerPages } from "./routes/pages.js";
 import { registerPredict } from "./routes/predict.js";
 import { registerQueueBoard } from "./routes/queue-board.js";
+import { registerTokenize } from "./routes/tokenize.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
 import type { AppEnv, Services } from "./services.js";
@@ -75,7 +76,7 @@ export function createApp(
 
   const auth = apiKeyAuth(guards.authenticate);
   const limits = tenantLimits(guards.limit);
-  for (const path of ["/v1/*", "/v2/*"]) {
+  for (const path of ["/v1/*", "/v2/*", "/tokenize", "/detokenize"]) {
     app.use(path, auth);
     app.use(path, limits);
   }
@@ -102,6 +103,7 @@ export function createApp(
   services.refreshQueueBoard = registerQueueBoard(app, services);
   registerCompletions(app);
   registerChatCompletions(app);
+  registerTokenize(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },

@@ -48,6 +48,54 @@ describe("ChatTemplates", () => {
     expect(prompt).toBe("<s>a</s>b</s>");
   });
 
+  it("leaves the final message open (continue_final_message) as Hugging Face cuts it", async () => {
+    const chatml = entry({ chat_template: CHATML });
+    const open = { addGenerationPrompt: false, continueFinalMessage: true };
+    const messages = [
+      { role: "user", content: "Name a colour." },
+      { role: "assistant", content: "The colour is " },
+    ];
+    // the template keeps the message's trailing blank: so does the cut
+    expect(await new ChatTemplates().render(chatml, messages, open)).toBe(
+      "<|im_start|>user\nName a colour.<|im_end|>\n<|im_start|>assistant\nThe colour is ",
+    );
+    // tiny-lm's trims an answer: the cut follows the text the template wrote
+    const tiny = entry(JSON.parse(readFileSync("models/tiny-lm/model.json", "utf8")));
+    expect(await new ChatTemplates().render(tiny, messages, open)).toBe(
+      "Q: Name a colour.\nA: The colour is",
+    );
+    // with the generation prompt too, or with nothing to continue: refused, not guessed
+    await expect(
+      new ChatTemplates().render(chatml, messages, { continueFinalMessage: true }),
+    ).rejects.toThrow("Cannot set both `continue_final_message` and `add_generation_prompt`");
+    await expect(
+      new ChatTemplates().render(chatml, [{ role: "user", content: " " }], open),
+    ).rejects.toThrow(/needs a final message with text/);
+  });
+
+  it("ends after the last message without the generation prompt, and hands chat_template_kwargs to the template", async () => {
+    const thinking = entry({
+      chat_template: `${CHATML}{% if add_generation_prompt and not enable_thinking %}<think></think>{% endif %}`,
+    });
+    const messages = [{ role: "user", content: "Hi" }];
+    const templates = new ChatTemplates();
+    expect(await templates.render(thinking, messages, { addGenerationPrompt: false })).toBe(
+      "<|im_start|>user\nHi<|im_end|>\n",
+    );
+    expect(
+      await templates.render(thinking, messages, { templateKwargs: { enable_thinking: true } }),
+    ).toBe("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    expect(
+      await templates.render(thinking, messages, { templateKwargs: { enable_thinking: false } }),
+    ).toBe("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think></think>");
+    // a variable of its own cannot replace the messages
+    expect(
+      await templates.render(thinking, messages, {
+        templateKwargs: { enable_thinking: true, messages: [{ role: "user", content: "other" }] },
+      }),
+    ).toContain("Hi");
+  });
+
   it("a model without a template refuses chat, naming what is missing", async () => {
     await expect(
       new ChatTemplates().render(entry({}), [{ role: "user", content: "hi" }]),

@@ -14,7 +14,7 @@ import {
   type SamplingParams,
 } from "@ferry/protocol";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
-import { ChatTemplates } from "./chat-template.js";
+import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
 import type { CallOptions } from "./inference-service.js";
 import type { ApiMetrics } from "./metrics.js";
 import { chatResponse, completionResponse, type PromptAsk } from "./openai-render.js";
@@ -61,7 +61,7 @@ export class CompletionService {
   private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
   private readonly templates = new ChatTemplates();
   /** Rendered chats by their messages (weakly: gone with the request). */
-  private readonly renders = new WeakMap<ChatRequest["messages"], Promise<string>>();
+  private readonly renders = new WeakMap<ChatTemplateRequest["messages"], Promise<string>>();
 
   constructor(
     private readonly repository: ModelRepository,
@@ -133,6 +133,9 @@ export class CompletionService {
       tools: _t,
       tool_choice: _c,
       parallel_tool_calls: _p,
+      add_generation_prompt: _g,
+      continue_final_message: _f,
+      chat_template_kwargs: _k,
       ...rest
     } = body;
     // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
@@ -145,7 +148,7 @@ export class CompletionService {
     );
     return {
       ...rest,
-      prompt: await this.rendered(body),
+      prompt: await this.renderChat(body),
       max_tokens: max_completion_tokens ?? body.max_tokens,
       logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
@@ -157,18 +160,10 @@ export class CompletionService {
    * A chat's messages rendered by its model's template, once per request: the `n` choices of
    * one request share its messages (`severalChoices` copies the reference).
    */
-  private rendered(body: ChatRequest): Promise<string> {
+  renderChat(body: ChatTemplateRequest & { model: string }): Promise<string> {
     let prompt = this.renders.get(body.messages);
     if (!prompt) {
-      const { entry } = this.repository.resolve(body.model);
-      const messages = body.messages.map((m) => ({
-        role: m.role,
-        content:
-          typeof m.content === "string" ? m.content : (m.content ?? []).map((p) => p.text).join(""),
-        ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}),
-        ...(m.tool_call_id ? { tool_call_id: m.tool_call_id } : {}),
-      }));
-      prompt = this.templates.render(entry, messages, body.tools ?? undefined);
+      prompt = this.templates.renderRequest(this.repository.resolve(body.model).entry, body);
       this.renders.set(body.messages, prompt);
     }
     return prompt;
@@ -289,15 +284,7 @@ export class CompletionService {
         "INVALID_INPUT",
         `truncate_prompt_tokens value (${truncate}) is greater than max_model_len (${context}). Please, select a smaller truncation size.`,
       );
-    if (
-      typeof prompt === "string" &&
-      truncate === undefined &&
-      prompt.length > context * MAX_CHARS_PER_TOKEN
-    )
-      throw new FerryError(
-        "INVALID_INPUT",
-        `This model's maximum context length is ${context} tokens; the prompt has ${prompt.length} characters, far more than fit`,
-      );
+    if (typeof prompt === "string" && truncate === undefined) checkPromptChars(entry, prompt);
     const whole =
       typeof prompt === "string" ? (await this.tokenizer(entry)).count(prompt) : prompt.length;
     const promptTokens = Math.min(whole, truncate ?? whole);
@@ -310,7 +297,8 @@ export class CompletionService {
     return { maxTokens, promptTokens };
   }
 
-  private tokenizer(entry: ModelEntry): Promise<Tokenizer> {
+  /** The model's tokenizer, loaded once. */
+  tokenizer(entry: ModelEntry): Promise<Tokenizer> {
     let tokenizer = this.tokenizers.get(entry);
     if (!tokenizer) {
       const config = tokenizerConfigSchema.parse(entry.config.tokenizer ?? { type: "byte" });
@@ -512,7 +500,20 @@ function definedOf<T extends Record<string, unknown>>(
  * Token ids a client gave (a prompt's, `logit_bias`'s keys) must name tokens the model has,
  * as vLLM requires; `what` names them in the refusal.
  */
-function checkTokens(entry: ModelEntry, ids: readonly number[], what: string): void {
+/**
+ * Refuses a text that cannot fit the model's context whatever its tokenizer, before it is
+ * tokenized: a huge prompt costs the API no CPU.
+ */
+export function checkPromptChars(entry: ModelEntry, text: string): void {
+  const context = entry.config.architecture?.context_length;
+  if (typeof context === "number" && text.length > context * MAX_CHARS_PER_TOKEN)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `This model's maximum context length is ${context} tokens; the prompt has ${text.length} characters, far more than fit`,
+    );
+}
+
+export function checkTokens(entry: ModelEntry, ids: readonly number[], what: string): void {
   const vocab = entry.config.architecture?.vocab_size;
   const unknown = outOfVocabulary(ids, typeof vocab === "number" ? vocab : undefined);
   if (unknown !== undefined)

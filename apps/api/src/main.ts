@@ -13,6 +13,7 @@ import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
 import type { Services } from "./services.js";
 import { StreamSlots } from "./stream-slots.js";
+import { TokenizationService } from "./tokenization-service.js";
 import { TrafficRouter } from "./traffic-router.js";
 
 const env = loadEnv();
@@ -68,6 +69,7 @@ const services: Services = {
   inference,
   jobs: new JobService(client, inference, completions),
   completions,
+  tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),
   batchJobReader: new BatchJobReader(repository, client),
   metrics,

@@ -412,23 +412,35 @@ const chatContent = z.union([
   z.array(z.object({ type: z.literal("text"), text: z.string() })),
 ]);
 
+const chatMessages = z
+  .array(
+    z.object({
+      role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+      // an assistant's turn that called tools may have no text
+      content: chatContent.nullish(),
+      name: z.string().optional(),
+      /** An assistant's calls, as an earlier answer gave them. */
+      tool_calls: z.array(toolCallSchema).optional(),
+      /** A tool's answer: the call it answers. */
+      tool_call_id: z.string().optional(),
+    }),
+  )
+  .min(1, "messages must hold at least one message");
+
+/** vLLM's fields that say how the chat template renders the messages. */
+const chatTemplateFields = {
+  /** Ends the prompt where the assistant's turn begins (default); false ends it after the last message. */
+  add_generation_prompt: z.boolean().nullish(),
+  /** Leaves the last message open, for the model to continue it (needs add_generation_prompt false). */
+  continue_final_message: z.boolean().nullish(),
+  /** More variables for the template (e.g. Qwen 3's `enable_thinking`). */
+  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+};
+
 export const chatCompletionRequestSchema = z
   .object({
     model: z.string(),
-    messages: z
-      .array(
-        z.object({
-          role: z.enum(["system", "developer", "user", "assistant", "tool"]),
-          // an assistant's turn that called tools may have no text
-          content: chatContent.nullish(),
-          name: z.string().optional(),
-          /** An assistant's calls, as an earlier answer gave them. */
-          tool_calls: z.array(toolCallSchema).optional(),
-          /** A tool's answer: the call it answers. */
-          tool_call_id: z.string().optional(),
-        }),
-      )
-      .min(1, "messages must hold at least one message"),
+    messages: chatMessages,
     max_tokens: z.number().int().positive().nullish(),
     max_completion_tokens: z.number().int().positive().nullish(),
     ...sampling,
@@ -450,6 +462,7 @@ export const chatCompletionRequestSchema = z
       .nullish(),
     /** Whether several calls may come in one answer: a forced call is one; `auto` reads what the model wrote. */
     parallel_tool_calls: z.boolean().nullish(),
+    ...chatTemplateFields,
     functions: unsupported("functions"),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
@@ -568,3 +581,63 @@ export const chatCompletionResponseSchema = z
   })
   .openapi("ChatCompletion");
 export type ChatCompletionResponse = z.infer<typeof chatCompletionResponseSchema>;
+
+/**
+ * vLLM's `/tokenize`: a prompt as `/v1/completions` reads it, or messages as
+ * `/v1/chat/completions` renders them (the chat's fields that shape its prompt included).
+ */
+export const tokenizeRequestSchema = z
+  .object({
+    /** The text model; may be left out where the server has one. */
+    model: z.string().nullish(),
+    prompt: z.string().optional(),
+    messages: chatMessages.optional(),
+    tools: z.array(toolSchema).max(128).nullish(),
+    ...chatTemplateFields,
+    /** Special tokens the tokenizer's post-processor adds (a BOS...); vLLM's defaults: a prompt true, a chat false. */
+    add_special_tokens: z.boolean().nullish(),
+    /** Each token also as its vocabulary writes it. */
+    return_token_strs: z.boolean().nullish(),
+    chat_template: unsupported("chat_template"),
+    mm_processor_kwargs: unsupported("mm_processor_kwargs"),
+  })
+  .superRefine((body, ctx) => {
+    if ((body.prompt === undefined) === (body.messages === undefined))
+      ctx.addIssue({ code: "custom", message: "Give either prompt or messages" });
+    const chatOnly = [
+      "tools",
+      "add_generation_prompt",
+      "continue_final_message",
+      "chat_template_kwargs",
+    ];
+    if (body.prompt !== undefined)
+      for (const field of chatOnly)
+        if (body[field as keyof typeof body] != null)
+          ctx.addIssue({
+            code: "custom",
+            path: [field],
+            message: `${field} applies to messages, not a prompt`,
+          });
+  })
+  .openapi("TokenizeRequest");
+export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
+
+export const tokenizeResponseSchema = z
+  .object({
+    count: z.number().int(),
+    /** The model's context window in tokens (null where model.json does not say it). */
+    max_model_len: z.number().int().nullable(),
+    tokens: z.array(z.number().int()),
+    /** With `return_token_strs`: each token as its vocabulary writes it; else null. */
+    token_strs: z.array(z.string()).nullable(),
+  })
+  .openapi("TokenizeResponse");
+
+export const detokenizeRequestSchema = z
+  .object({ model: z.string().nullish(), tokens: z.array(z.number().int().min(0)) })
+  .openapi("DetokenizeRequest");
+export type DetokenizeRequest = z.infer<typeof detokenizeRequestSchema>;
+
+export const detokenizeResponseSchema = z
+  .object({ prompt: z.string() })
+  .openapi("DetokenizeResponse");

@@ -11,6 +11,7 @@ import type { JobService } from "./job-service.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { StreamSlots } from "./stream-slots.js";
 import type { Tenant } from "./tenant.js";
+import type { TokenizationService } from "./tokenization-service.js";
 
 /** Everything a route may use, built once at boot and handed to the routes through Hono's context. */
 export interface Services {
@@ -23,6 +24,7 @@ export interface Services {
   inference: InferenceService;
   jobs: JobService;
   completions: CompletionService;
+  tokenization: TokenizationService;
   batchJobs: BatchJobService;
   batchJobReader: BatchJobReader;
   metrics: ApiMetrics;

@@ -18,7 +18,7 @@ function range(from: number, to: number): number[] {
 }
 
 /** A small byte-level BPE tokenizer.json in GPT-2's format, with a few merges. */
-function writeTokenizerJson(): string {
+function writeTokenizerJson(postProcessor: unknown = null): string {
   const chars = bytesToUnicode();
   const vocab: Record<string, number> = {};
   chars.forEach((c, k) => {
@@ -50,7 +50,7 @@ function writeTokenizerJson(): string {
     ],
     normalizer: null,
     pre_tokenizer: byteLevel,
-    post_processor: null,
+    post_processor: postProcessor,
     decoder: byteLevel,
     model: {
       type: "BPE",
@@ -101,5 +101,22 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
       token: "<|endoftext|>",
       bytes: [...Buffer.from("<|endoftext|>")],
     });
+  });
+
+  it("adds the post-processor's special tokens only when asked (vLLM's add_special_tokens), and decodes them back", async () => {
+    // Llama's way: a BOS before every sequence, here <|endoftext|> (id 262)
+    const bos = { SpecialToken: { id: "<|endoftext|>", type_id: 0 } };
+    const template = {
+      type: "TemplateProcessing",
+      single: [bos, { Sequence: { id: "A", type_id: 0 } }],
+      pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+      special_tokens: { "<|endoftext|>": { id: "<|endoftext|>", ids: [262], tokens: ["<|endoftext|>"] } },
+    };
+    const tok = await HfTokenizer.load(writeTokenizerJson(template), 262);
+    const plain = tok.encode("hello world");
+    expect(tok.encode("hello world", true)).toEqual([262, ...plain]);
+    expect(tok.decode([262, ...plain])).toBe("<|endoftext|>hello world");
+    // as the vocabulary writes them: GPT-2's byte alphabet (a space is "Ġ")
+    expect(plain.map((id) => tok.piece(id))).toEqual(["hello", "Ġw", "or", "l", "d"]);
   });
 });

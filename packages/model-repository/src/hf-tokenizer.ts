@@ -28,8 +28,16 @@ export class HfTokenizer implements Tokenizer {
     return new HfTokenizer(new HfTokenizerImpl(json, config), eosTokenId, isByteLevel(json));
   }
 
-  encode(text: string): number[] {
-    return this.impl.encode(text, { add_special_tokens: false }).ids;
+  encode(text: string, addSpecialTokens = false): number[] {
+    return this.impl.encode(text, { add_special_tokens: addSpecialTokens }).ids;
+  }
+
+  decode(ids: readonly number[]): string {
+    return this.impl.decode([...ids], { skip_special_tokens: false });
+  }
+
+  piece(id: number): string {
+    return this.impl.id_to_token(id) ?? "";
   }
 
   count(text: string): number {

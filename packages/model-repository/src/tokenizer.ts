@@ -1,10 +1,19 @@
 /** Turns text into token ids and ids back into text, one token at a time. */
 export interface Tokenizer {
-  encode(text: string): number[];
+  /**
+   * The ids of `text`, as every route runs a prompt: without the special tokens a
+   * tokenizer's post-processor would add (a chat template writes those it needs), unless
+   * `addSpecialTokens` (vLLM's `/tokenize` field) asks for them.
+   */
+  encode(text: string, addSpecialTokens?: boolean): number[];
   /** How many tokens `text` encodes to (cheaper than encoding where the tokenizer allows). */
   count(text: string): number;
   /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
   decoder(): { push(id: number): string; flush(): string };
+  /** Ids back into text, special tokens included (vLLM's `/detokenize`). */
+  decode(ids: readonly number[]): string;
+  /** A token as its vocabulary writes it (Hugging Face's `convert_ids_to_tokens`). */
+  piece(id: number): string;
   /** One token as a client reads it (logprobs): its text alone, and its UTF-8 bytes. */
   tokenText(id: number): { token: string; bytes: number[] };
   readonly eosTokenId: number | undefined;
@@ -44,6 +53,14 @@ export class ByteTokenizer implements Tokenizer {
 
   count(text: string): number {
     return Buffer.byteLength(text, "utf8");
+  }
+
+  decode(ids: readonly number[]): string {
+    return Buffer.from(ids.filter((id) => id < 256)).toString("utf8");
+  }
+
+  piece(id: number): string {
+    return this.tokenText(id).token;
   }
 
   tokenText(id: number): { token: string; bytes: number[] } {

@@ -111,6 +111,8 @@ function pieceTokenizer(): Tokenizer & { size: number } {
     encode: (text) => [...Buffer.from(text)],
     count: (text) => Buffer.byteLength(text),
     decoder: () => ({ push: () => "", flush: () => "" }),
+    decode: (ids) => Buffer.from(ids.flatMap((id) => vocab[id] ?? [])).toString(),
+    piece: (id) => Buffer.from(vocab[id] ?? []).toString("latin1"),
   };
 }
 

@@ -1,0 +1,149 @@
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "./helpers/stack.js";
+
+// tiny-lm (the one text model, served) beside mnist (a classifier, not served)
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+
+async function tokenize(body: Record<string, unknown>) {
+  const res = await stack.post("/tokenize", body);
+  expect(res.status, JSON.stringify(await res.clone().json())).toBe(200);
+  return (await res.json()) as {
+    count: number;
+    max_model_len: number | null;
+    tokens: number[];
+    token_strs: string[] | null;
+  };
+}
+
+async function detokenize(tokens: number[], model?: string) {
+  const res = await stack.post("/detokenize", { tokens, ...(model ? { model } : {}) });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { prompt: string }).prompt;
+}
+
+const messages = [
+  { role: "system" as const, content: "Answer briefly." },
+  { role: "user" as const, content: "What is a café? ☕" },
+];
+
+describe("vLLM's /tokenize and /detokenize", () => {
+  it("a prompt's tokens are the ones /v1/completions runs: its usage counts them", async () => {
+    const prompt = "The café sells ☕ and tea";
+    const body = await tokenize({ model: "tiny-lm", prompt });
+    // tiny-lm's tokenizer is its bytes
+    expect(body).toEqual({
+      count: Buffer.byteLength(prompt),
+      max_model_len: 256,
+      tokens: [...Buffer.from(prompt)],
+      token_strs: null,
+    });
+    const done = await openai().completions.create({ model: "tiny-lm", prompt, max_tokens: 1 });
+    expect(done.usage?.prompt_tokens).toBe(body.count);
+    expect(await detokenize(body.tokens, "tiny-lm")).toBe(prompt);
+  });
+
+  it("messages are rendered as the chat renders them: the count is the chat's prompt_tokens, and they detokenize to its prompt", async () => {
+    // no model named: the server's only text model, as vLLM serves its one
+    const body = await tokenize({ messages });
+    const chat = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      max_tokens: 1,
+    });
+    expect(chat.usage?.prompt_tokens).toBe(body.count);
+    expect(await detokenize(body.tokens)).toBe(
+      "System: Answer briefly.\nQ: What is a café? ☕\nA:",
+    );
+    // without the generation prompt: ends after the last message
+    const bare = await tokenize({ messages, add_generation_prompt: false });
+    expect(await detokenize(bare.tokens)).toBe("System: Answer briefly.\nQ: What is a café? ☕\n");
+  });
+
+  it("token_strs: each token as the vocabulary writes it", async () => {
+    const body = await tokenize({ prompt: "hé", return_token_strs: true });
+    expect(body.token_strs).toEqual(["h", "bytes:\\xc3", "bytes:\\xa9"]);
+  });
+
+  it("continue_final_message: the chat continues the assistant's open message, as a completion of the prompt /tokenize shows", async () => {
+    const open = [
+      { role: "user" as const, content: "Why is the sky blue?" },
+      { role: "assistant" as const, content: "Because the" },
+    ];
+    const fields = { add_generation_prompt: false, continue_final_message: true };
+    const rendered = await tokenize({ messages: open, ...fields });
+    const prompt = await detokenize(rendered.tokens);
+    expect(prompt).toBe("Q: Why is the sky blue?\nA: Because the");
+    const chat = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages: open,
+      max_tokens: 24,
+      temperature: 0,
+      ...fields,
+    } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    const completion = await openai().completions.create({
+      model: "tiny-lm",
+      prompt,
+      max_tokens: 24,
+      temperature: 0,
+    });
+    expect(chat.usage?.prompt_tokens).toBe(rendered.count);
+    expect(chat.choices[0]?.message.content).toBe(completion.choices[0]?.text);
+    // and not what the default rendering (a new answer after "A:") gives
+    const fresh = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages: open,
+      max_tokens: 24,
+      temperature: 0,
+    });
+    expect(fresh.usage?.prompt_tokens).not.toBe(rendered.count);
+  });
+
+  it("refuses what it cannot answer, naming the problem", async () => {
+    const refused = async (path: string, body: unknown, status: number, message: RegExp) => {
+      const res = await stack.post(path, body);
+      expect(res.status).toBe(status);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(message);
+    };
+    await refused("/tokenize", { prompt: "a", messages }, 400, /either prompt or messages/);
+    await refused("/tokenize", { model: "tiny-lm" }, 400, /either prompt or messages/);
+    await refused(
+      "/tokenize",
+      { messages, continue_final_message: true },
+      400,
+      /Cannot set both `continue_final_message` and `add_generation_prompt`/,
+    );
+    await refused(
+      "/tokenize",
+      { prompt: "a", add_generation_prompt: false },
+      400,
+      /applies to messages/,
+    );
+    await refused(
+      "/tokenize",
+      { messages, chat_template: "{{ 1 }}" },
+      400,
+      /chat_template is not supported/,
+    );
+    await refused(
+      "/tokenize",
+      { model: "mnist", prompt: "a" },
+      400,
+      /classifier, which has no tokenizer/,
+    );
+    await refused("/tokenize", { model: "nope", prompt: "a" }, 404, /nope/);
+    await refused("/tokenize", { prompt: "x".repeat(256 * 64 + 1) }, 400, /far more than fit/);
+    await refused("/detokenize", { tokens: [104, 300] }, 400, /Token id 300 is out of vocabulary/);
+    // the chat refuses the same contradiction
+    await refused(
+      "/v1/chat/completions",
+      { model: "tiny-lm", messages, continue_final_message: true },
+      400,
+      /Cannot set both/,
+    );
+  });
+});
