@@ -529,6 +529,10 @@ describe("the openai client, unchanged", () => {
     );
     await bad({ messages: ask, functions: [{ name: "f" }] }, /^functions: /);
     await bad({ messages: ask, modalities: ["text", "audio"] }, /^modalities: /);
+    // vLLM's chat fields that would change the answer and Ferry lacks
+    await bad({ messages: ask, echo: true }, /^echo: echo is not supported/);
+    await bad({ messages: ask, chat_template: "{{ 1 }}" }, /^chat_template: /);
+    await bad({ messages: ask, documents: [{ text: "x" }] }, /^documents: /);
     // their no-op values pass
     const fine = await stack.post("/v1/chat/completions", {
       model: "tiny-lm",
@@ -536,6 +540,7 @@ describe("the openai client, unchanged", () => {
       max_tokens: 2,
       response_format: { type: "text" },
       modalities: ["text"],
+      echo: false,
     });
     expect(fine.status).toBe(200);
     await bad(

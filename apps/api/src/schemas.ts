@@ -463,6 +463,10 @@ export const chatCompletionRequestSchema = z
     /** Whether several calls may come in one answer: a forced call is one; `auto` reads what the model wrote. */
     parallel_tool_calls: z.boolean().nullish(),
     ...chatTemplateFields,
+    // vLLM's chat fields Ferry lacks: refused by name rather than silently ignored
+    echo: unsupported("echo", false),
+    chat_template: unsupported("chat_template"),
+    documents: unsupported("documents"),
     functions: unsupported("functions"),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
