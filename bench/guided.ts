@@ -37,6 +37,7 @@ function pieceVocabulary(): { tokenizer: Tokenizer; pieces: number[][] } {
   const tokenizer: Tokenizer = {
     eosTokenId: eos,
     exactTokenBytes: true,
+    addsSpecialTokens: false,
     tokenText: (id) => texts[id] ?? { token: "", bytes: [] },
     encode: (t) => [...Buffer.from(t)],
     count: (t) => Buffer.byteLength(t),

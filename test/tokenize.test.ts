@@ -1,11 +1,21 @@
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { writeBosTokenizer } from "./helpers/byte-level-tokenizer.js";
+import { tempRepository } from "./helpers/model-repo.js";
+import { referenceGreedy } from "./helpers/reference-lm.js";
 import { Stack } from "./helpers/stack.js";
 
 // tiny-lm (the one text model, served) beside mnist (a classifier, not served)
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
-beforeAll(() => stack.start());
-afterAll(() => stack.stop());
+// tiny-lm read by a Hugging Face tokenizer.json whose post-processor adds a BOS (id 256)
+const bosRepo = tempRepository({
+  "tiny-lm": { tokenizer: { type: "huggingface", eos_token_id: 256 } },
+});
+writeBosTokenizer(join(bosRepo, "tiny-lm"));
+const bos = new Stack({ env: { MODEL_REPOSITORY: bosRepo, WORKER_MODELS: "tiny-lm" } });
+beforeAll(() => Promise.all([stack.start(), bos.start()]));
+afterAll(() => Promise.all([stack.stop(), bos.stop()]));
 
 const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
 
@@ -145,5 +155,47 @@ describe("vLLM's /tokenize and /detokenize", () => {
       400,
       /Cannot set both/,
     );
+  });
+
+  it("add_special_tokens (vLLM's, default true for a completion, false for a chat): the BOS a tokenizer adds reaches the model", async () => {
+    const prompt = "Q: Why is the sky blue?\nA:";
+    const bytes = [...Buffer.from(prompt)];
+    const client = new OpenAI({ baseURL: bos.url("/v1"), apiKey: "unused", maxRetries: 0 });
+    const complete = (extra: Record<string, unknown>) =>
+      client.completions.create({
+        model: "tiny-lm",
+        prompt,
+        max_tokens: 16,
+        temperature: 0,
+        ...extra,
+      } as OpenAI.CompletionCreateParamsNonStreaming);
+    const [withBos, without] = [
+      await referenceGreedy([256, ...bytes], 16),
+      await referenceGreedy(bytes, 16),
+    ];
+    expect(withBos).not.toBe(without); // else this test could not tell them apart
+    const byDefault = await complete({});
+    expect(byDefault.choices[0]?.text).toBe(withBos);
+    expect(byDefault.usage?.prompt_tokens).toBe(bytes.length + 1);
+    const bare = await complete({ add_special_tokens: false });
+    expect(bare.choices[0]?.text).toBe(without);
+    expect(bare.usage?.prompt_tokens).toBe(bytes.length);
+    // /tokenize says the same, and a chat adds none unless asked
+    const res = await bos.post("/tokenize", { prompt });
+    expect(((await res.json()) as { tokens: number[] }).tokens).toEqual([256, ...bytes]);
+    const chat = (extra: Record<string, unknown>) =>
+      client.chat.completions.create({
+        model: "tiny-lm",
+        messages: [{ role: "user", content: "Why is the sky blue?" }],
+        max_tokens: 1,
+        ...extra,
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    expect((await chat({})).usage?.prompt_tokens).toBe(bytes.length);
+    expect((await chat({ add_special_tokens: true })).usage?.prompt_tokens).toBe(bytes.length + 1);
+    // an echo is the client's text, its logprobs the tokens the model read (the BOS first)
+    const echoed = await complete({ echo: true, logprobs: 0, max_tokens: 1 });
+    expect(echoed.choices[0]?.text.startsWith(prompt)).toBe(true);
+    expect(echoed.choices[0]?.logprobs?.tokens?.[0]).toBe("<|endoftext|>");
+    expect(echoed.choices[0]?.logprobs?.token_logprobs?.[0]).toBeNull();
   });
 });

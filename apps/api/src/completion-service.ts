@@ -136,6 +136,11 @@ export class CompletionService {
       add_generation_prompt: _g,
       continue_final_message: _f,
       chat_template_kwargs: _k,
+      add_special_tokens,
+      // refused unless false (vLLM's, which Ferry's chat lacks)
+      echo: _e,
+      chat_template: _ct,
+      documents: _d,
       ...rest
     } = body;
     // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
@@ -152,6 +157,8 @@ export class CompletionService {
       max_tokens: max_completion_tokens ?? body.max_tokens,
       logprobs: logprobs ? (top_logprobs ?? 0) : null,
       format: "chat",
+      // vLLM's default for a chat: its template writes the special tokens it needs
+      add_special_tokens: add_special_tokens ?? false,
       ...(call ? { toolCall: call } : {}),
     };
   }
@@ -193,11 +200,17 @@ export class CompletionService {
     // a completion makes 16
     const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
     const ask = promptAsk(body);
+    // vLLM's default for a completion; sent to the worker only where the tokenizer adds some
+    const special =
+      typeof prompt === "string" &&
+      (body.add_special_tokens ?? true) &&
+      (await this.tokenizer(entry)).addsSpecialTokens;
     const { maxTokens, promptTokens } = await this.fitContext(
       entry,
       prompt,
       asked,
       body.truncate_prompt_tokens ?? undefined,
+      special,
     );
     const params: SamplingParams = {
       max_tokens: maxTokens,
@@ -224,6 +237,7 @@ export class CompletionService {
         include_stop_str_in_output: body.include_stop_str_in_output || undefined,
         allowed_token_ids: body.allowed_token_ids,
         truncate_prompt_tokens: body.truncate_prompt_tokens,
+        add_special_tokens: special || undefined,
         bad_words: body.bad_words,
         logprobs: body.logprobs,
         echo: body.echo || undefined,
@@ -274,7 +288,8 @@ export class CompletionService {
     entry: ModelEntry,
     prompt: string | readonly number[],
     asked: number | undefined,
-    truncate?: number,
+    truncate: number | undefined,
+    addSpecialTokens: boolean,
   ): Promise<{ maxTokens: number; promptTokens?: number }> {
     if (typeof prompt !== "string") checkTokens(entry, prompt, "Token id");
     const context = entry.config.architecture?.context_length;
@@ -286,7 +301,9 @@ export class CompletionService {
       );
     if (typeof prompt === "string" && truncate === undefined) checkPromptChars(entry, prompt);
     const whole =
-      typeof prompt === "string" ? (await this.tokenizer(entry)).count(prompt) : prompt.length;
+      typeof prompt === "string"
+        ? (await this.tokenizer(entry)).count(prompt, addSpecialTokens)
+        : prompt.length;
     const promptTokens = Math.min(whole, truncate ?? whole);
     const maxTokens = asked ?? Math.max(1, context - promptTokens);
     if (promptTokens + maxTokens > context)

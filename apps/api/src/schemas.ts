@@ -306,6 +306,11 @@ const sampling = {
   stop_token_ids: z.array(z.number().int().min(0)).max(64).nullish(),
   /** vLLM's: only the prompt's last this many tokens are read (left truncation). */
   truncate_prompt_tokens: z.number().int().min(1).nullish(),
+  /**
+   * vLLM's: a text prompt gets the special tokens its tokenizer's post-processor adds (a BOS);
+   * default true for a completion, false for a chat (its template writes them).
+   */
+  add_special_tokens: z.boolean().nullish(),
   /** vLLM's: the text ends after the stop string that ended it (OpenAI's drops it). */
   include_stop_str_in_output: z.boolean().nullish(),
   /** vLLM's: words the completion may not contain. */

@@ -110,7 +110,9 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
       type: "TemplateProcessing",
       single: [bos, { Sequence: { id: "A", type_id: 0 } }],
       pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
-      special_tokens: { "<|endoftext|>": { id: "<|endoftext|>", ids: [262], tokens: ["<|endoftext|>"] } },
+      special_tokens: {
+        "<|endoftext|>": { id: "<|endoftext|>", ids: [262], tokens: ["<|endoftext|>"] },
+      },
     };
     const tok = await HfTokenizer.load(writeTokenizerJson(template), 262);
     const plain = tok.encode("hello world");

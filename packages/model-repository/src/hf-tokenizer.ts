@@ -40,9 +40,16 @@ export class HfTokenizer implements Tokenizer {
     return this.impl.id_to_token(id) ?? "";
   }
 
-  count(text: string): number {
-    return this.encode(text).length;
+  count(text: string, addSpecialTokens = false): number {
+    return this.encode(text, addSpecialTokens).length;
   }
+
+  get addsSpecialTokens(): boolean {
+    this.adds ??= this.encode("a", true).length > this.encode("a").length;
+    return this.adds;
+  }
+
+  private adds: boolean | undefined;
 
   tokenText(id: number): { token: string; bytes: number[] } {
     let text = this.texts.get(id);

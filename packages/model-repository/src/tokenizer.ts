@@ -7,7 +7,9 @@ export interface Tokenizer {
    */
   encode(text: string, addSpecialTokens?: boolean): number[];
   /** How many tokens `text` encodes to (cheaper than encoding where the tokenizer allows). */
-  count(text: string): number;
+  count(text: string, addSpecialTokens?: boolean): number;
+  /** Whether `addSpecialTokens` adds any: the tokenizer has a post-processor that does. */
+  readonly addsSpecialTokens: boolean;
   /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
   decoder(): { push(id: number): string; flush(): string };
   /** Ids back into text, special tokens included (vLLM's `/detokenize`). */
@@ -44,6 +46,7 @@ export function tokenFromBytes(bytes: readonly number[]): { token: string; bytes
  */
 export class ByteTokenizer implements Tokenizer {
   readonly exactTokenBytes = true;
+  readonly addsSpecialTokens = false;
 
   constructor(readonly eosTokenId: number | undefined = 256) {}
 

@@ -35,6 +35,11 @@ export const samplingParamsSchema = z.object({
   stop_token_ids: z.array(z.number().int().min(0)).optional(),
   /** vLLM's: only the prompt's last this many tokens are read (left truncation). */
   truncate_prompt_tokens: z.number().int().min(1).optional(),
+  /**
+   * vLLM's: the prompt's text is encoded with the special tokens its tokenizer's
+   * post-processor adds (a BOS). Sent only where the tokenizer adds some.
+   */
+  add_special_tokens: z.boolean().optional(),
   /** vLLM's: the text ends after the stop string that ended it, not before. */
   include_stop_str_in_output: z.boolean().optional(),
   /** JSON mode (OpenAI's `response_format` json_object, vLLM's `json_object`): one JSON object. */

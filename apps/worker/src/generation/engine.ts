@@ -98,7 +98,8 @@ export class Engine {
           `This worker does not know the sampling field(s) ${unknownFields.join(", ")}: is the API newer than its workers?`,
         ),
       );
-    const whole = job.prompt_ids ?? this.tokenizer.encode(job.prompt);
+    const whole =
+      job.prompt_ids ?? this.tokenizer.encode(job.prompt, job.params.add_special_tokens ?? false);
     // vLLM's truncate_prompt_tokens: the last ones are read
     const keep = job.params.truncate_prompt_tokens;
     const promptIds = keep !== undefined && whole.length > keep ? whole.slice(-keep) : whole;

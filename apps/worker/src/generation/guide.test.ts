@@ -104,6 +104,7 @@ function pieceTokenizer(): Tokenizer & { size: number } {
     size: vocab.length + 1,
     eosTokenId: eos,
     exactTokenBytes: true,
+    addsSpecialTokens: false,
     tokenText: (id) => {
       const bytes = vocab[id] ?? [];
       return { token: Buffer.from(bytes).toString("latin1"), bytes: [...bytes] };
