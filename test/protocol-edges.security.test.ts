@@ -145,10 +145,14 @@ describe("KServe v2 and OpenAI edges", () => {
     expect(v1.status).toBe(400);
   });
 
-  it("GET /v2: server metadata", async () => {
+  it("GET /v2: server metadata, naming the Triton extensions served", async () => {
     const res = await fetch(stack.url("/v2"), { headers: key });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ name: "ferry", extensions: [] });
+    expect(await res.json()).toEqual({
+      name: "ferry",
+      version: "0.1.0",
+      extensions: ["binary_tensor_data", "classification"],
+    });
   });
 
   it("OpenAI fields not implemented are refused by name, not ignored", async () => {

@@ -23,7 +23,12 @@ import type { ApiMetrics } from "./metrics.js";
 import type { PredictBody, V2InferRequest, V2InferResponse } from "./schemas.js";
 import type { Tenant } from "./tenant.js";
 import type { TrafficRouter } from "./traffic-router.js";
-import { decodeV2Rows, encodeV2Response, requestedOutputs } from "./v2-codec.js";
+import {
+  decodeV2Rows,
+  encodeV2Response,
+  type RequestedOutput,
+  requestedOutputs,
+} from "./v2-codec.js";
 
 export interface CallOptions {
   requestId: string;
@@ -100,7 +105,7 @@ export class InferenceService {
     model: string,
     version: string | undefined,
     body: V2InferRequest,
-  ): Plan & { outputs: string[] } {
+  ): Plan & { outputs: RequestedOutput[] } {
     const { entry, version: v } = this.resolveClassifier(model, version);
     const outputs = requestedOutputs(entry.config, body);
     return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
@@ -282,7 +287,7 @@ export class InferenceService {
   }
 
   private async answerV2Plan(
-    plan: Plan & { outputs: string[] },
+    plan: Plan & { outputs: RequestedOutput[] },
     id: string,
     opts: CallOptions,
     started: number,

@@ -24,7 +24,7 @@ import {
   v2InferRequestSchema,
 } from "./schemas.js";
 import { assertVisible, type Tenant } from "./tenant.js";
-import { encodeV2Response } from "./v2-codec.js";
+import { encodeV2Response, type RequestedOutput } from "./v2-codec.js";
 
 type JobBody = z.infer<typeof jobBodySchema>;
 type JobView = z.infer<typeof jobRecordSchema>;
@@ -32,7 +32,7 @@ type JobView = z.infer<typeof jobRecordSchema>;
 /** The format an async job's result is rendered in, chosen by the shape of its input. */
 type JobFormat =
   | { format: "predict" }
-  | { format: "v2"; outputs: string[]; id: string | undefined }
+  | { format: "v2"; outputs: Array<RequestedOutput | string>; id: string | undefined }
   | { format: "completion" }
   | { format: "chat" };
 

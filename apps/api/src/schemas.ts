@@ -113,7 +113,10 @@ export const v2OutputSchema = z.object({
   name: z.string(),
   shape: z.array(z.number().int()),
   datatype: z.string(),
-  data: z.array(z.number()),
+  /** Numbers, or a classification's "value:index:label" strings; absent when sent as binary. */
+  data: z.union([z.array(z.number()), z.array(z.string())]).optional(),
+  /** Triton's binary extension: `binary_data_size`, the output's bytes after the JSON. */
+  parameters: z.object({ binary_data_size: z.number().int() }).optional(),
 });
 
 export const v2InferResponseSchema = z

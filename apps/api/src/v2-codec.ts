@@ -75,28 +75,63 @@ export function decodeV2Rows(config: ModelConfig, body: V2InferRequest): RowInpu
   });
 }
 
-/** The output names a request asked for (all when it named none); unknown names are a 400. */
-export function requestedOutputs(config: ModelConfig, body: V2InferRequest): string[] {
-  const known = config.outputs.map((o) => o.name);
-  if (!body.outputs) return known;
-  for (const o of body.outputs)
-    if (!known.includes(o.name)) throw invalid(`unknown output '${o.name}'`);
-  return body.outputs.map((o) => o.name);
+/**
+ * An output a request asked for, and how: Triton's classification extension (`classification`:
+ * the top that many classes as "value:index[:label]" strings) or the tensor itself.
+ */
+export interface RequestedOutput {
+  name: string;
+  classification?: number;
 }
 
-/** Stacks per-row outputs back into batched v2 output tensors. */
+/** What a request may say about an output: Triton's binary data and classification extensions. */
+const OUTPUT_PARAMETERS = new Set(["binary_data", "classification"]);
+
+/**
+ * The outputs a request asked for (all when it named none). An unknown name, or a parameter
+ * that would change the answer and that Ferry lacks (Triton's shared memory...), is a 400.
+ */
+export function requestedOutputs(config: ModelConfig, body: V2InferRequest): RequestedOutput[] {
+  if (!body.outputs) return config.outputs.map((o) => ({ name: o.name }));
+  return body.outputs.map(({ name, parameters = {} }) => {
+    const spec = config.outputs.find((o) => o.name === name);
+    if (!spec) throw invalid(`unknown output '${name}'`);
+    for (const key of Object.keys(parameters))
+      if (!OUTPUT_PARAMETERS.has(key))
+        throw invalid(`output '${name}': parameter '${key}' is not supported by this server`);
+    const count = parameters.classification;
+    if (count === undefined) return { name };
+    const classes = spec.dims.reduce((a, b) => a * b, 1);
+    if (!Number.isInteger(count) || (count as number) < 1 || (count as number) > classes)
+      throw invalid(
+        `output '${name}': classification must be a whole number from 1 to ${classes} (its classes)`,
+      );
+    return { name, classification: count as number };
+  });
+}
+
+/** Stacks per-row outputs back into batched v2 output tensors (or their top classes). */
 export function encodeV2Response(
   config: ModelConfig,
   version: string,
   id: string,
-  names: string[],
+  outputs: ReadonlyArray<RequestedOutput | string>,
   rows: Array<Record<string, OutputTensor>>,
 ): V2InferResponse {
   return {
     model_name: config.name,
     model_version: version,
     id,
-    outputs: names.map((name) => {
+    outputs: outputs.map((asked) => {
+      // an async job queued before outputs had parameters names them alone
+      const { name, classification } = typeof asked === "string" ? { name: asked } : asked;
+      if (classification !== undefined)
+        return {
+          name,
+          datatype: "BYTES",
+          shape: [rows.length, classification],
+          data: rows.flatMap((r) => topClasses(r[name]?.data ?? [], classification, config.labels)),
+        };
       const first = rows[0]?.[name];
       const datatype = config.outputs.find((o) => o.name === name)?.datatype ?? "FP32";
       return {
@@ -107,6 +142,25 @@ export function encodeV2Response(
       };
     }),
   };
+}
+
+/**
+ * A row's `count` highest values as Triton writes them: "value:index", with ":label" where the
+ * model has labels, the value as C++'s std::to_string prints it (six decimals); ties go to
+ * the lower index.
+ */
+function topClasses(
+  values: readonly number[],
+  count: number,
+  labels?: readonly string[],
+): string[] {
+  const order = values
+    .map((_, k) => k)
+    .sort((a, b) => (values[b] as number) - (values[a] as number) || a - b);
+  return order.slice(0, count).map((k) => {
+    const label = labels?.[k];
+    return `${(values[k] as number).toFixed(6)}:${k}${label === undefined ? "" : `:${label}`}`;
+  });
 }
 
 function invalid(message: string): FerryError {

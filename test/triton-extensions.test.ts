@@ -1,0 +1,244 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { referenceLogits, samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+const stack = new Stack({ env: { WORKER_MODELS: "digits" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const rows = samples.digits.inputs.slice(0, 3);
+const version = "2";
+const path = `/v2/models/digits/versions/${version}/infer`;
+
+/** A request as tritonclient's HTTP client sends it by default: the JSON, then each input's bytes. */
+function binaryRequest(json: unknown, ...tensors: Uint8Array[]): RequestInit {
+  const header = Buffer.from(JSON.stringify(json));
+  return {
+    method: "POST",
+    headers: {
+      "Content-Type": "application/octet-stream",
+      "Inference-Header-Content-Length": String(header.length),
+    },
+    body: Buffer.concat([header, ...tensors]),
+  };
+}
+
+const fp32 = (values: number[]) => new Uint8Array(Float32Array.from(values).buffer);
+const input = (parameters?: Record<string, unknown>) => ({
+  name: "input",
+  shape: [rows.length, 64],
+  datatype: "FP32",
+  ...(parameters ? { parameters } : { data: rows.flat() }),
+});
+
+/** A binary answer split as tritonclient splits it: the JSON, then the bytes after it. */
+async function readBinary(res: Response) {
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("application/octet-stream");
+  const length = Number(res.headers.get("inference-header-content-length"));
+  const body = Buffer.from(await res.arrayBuffer());
+  return {
+    json: JSON.parse(body.subarray(0, length).toString()) as {
+      outputs: Array<{
+        name: string;
+        shape: number[];
+        datatype: string;
+        data?: unknown[];
+        parameters?: { binary_data_size: number };
+      }>;
+    },
+    bytes: body.subarray(length),
+  };
+}
+
+async function refused(init: RequestInit, message: RegExp) {
+  const res = await fetch(stack.url(path), init);
+  expect(res.status).toBe(400);
+  expect(((await res.json()) as { error: string }).error).toMatch(message);
+}
+
+describe("Triton's binary tensor data extension", () => {
+  it("binary inputs answer as the same request in JSON does, and as ONNX Runtime in this process", async () => {
+    const expected = (await referenceLogits("digits", version, rows)).flat();
+    const jsonAnswer = await stack.post(path, { inputs: [input()] });
+    const asJson = (await jsonAnswer.json()) as { outputs: Array<{ data: number[] }> };
+    const res = await fetch(
+      stack.url(path),
+      binaryRequest(
+        { inputs: [input({ binary_data_size: rows.length * 64 * 4 })] },
+        fp32(rows.flat()),
+      ),
+    );
+    expect(res.status).toBe(200);
+    expect(res.headers.get("inference-header-content-length")).toBeNull(); // no binary output asked
+    const body = (await res.json()) as {
+      outputs: Array<{ name: string; shape: number[]; data: number[] }>;
+    };
+    expect(body.outputs[0]?.shape).toEqual([3, 10]);
+    expect(body.outputs[0]?.data).toEqual(asJson.outputs[0]?.data);
+    body.outputs[0]?.data.forEach((v, k) => expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5));
+  });
+
+  it("outputs asked for as binary come after the JSON, little-endian, their sizes in it", async () => {
+    const expected = (await referenceLogits("digits", version, rows)).flat();
+    for (const json of [
+      { inputs: [input()], parameters: { binary_data_output: true } },
+      { inputs: [input()], outputs: [{ name: "logits", parameters: { binary_data: true } }] },
+    ]) {
+      const { json: header, bytes } = await readBinary(await stack.post(path, json));
+      expect(header.outputs).toEqual([
+        { name: "logits", datatype: "FP32", shape: [3, 10], parameters: { binary_data_size: 120 } },
+      ]);
+      const logits = new Float32Array(new Uint8Array(bytes).buffer);
+      expect(logits.length).toBe(30);
+      logits.forEach((v, k) => expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5));
+    }
+    // an output's own binary_data: false overrides the request's binary_data_output
+    const res = await stack.post(path, {
+      inputs: [input()],
+      outputs: [{ name: "logits", parameters: { binary_data: false } }],
+      parameters: { binary_data_output: true },
+    });
+    expect(res.headers.get("content-type")).toMatch(/json/);
+    expect(
+      ((await res.json()) as { outputs: Array<{ data: number[] }> }).outputs[0]?.data,
+    ).toHaveLength(30);
+  });
+
+  it("refuses a binary body that does not add up, in KServe's error shape", async () => {
+    const data = fp32(rows.flat());
+    const declared = (size: number) => ({ inputs: [input({ binary_data_size: size })] });
+    await refused(
+      binaryRequest(declared(100), data),
+      /binary_data_size is 100, shape \[3,64\] of FP32 needs 768 bytes/,
+    );
+    await refused(
+      binaryRequest(declared(768), data, new Uint8Array(4)),
+      /4 bytes after the binary tensor data/,
+    );
+    await refused(
+      binaryRequest(declared(768), data.subarray(0, 700)),
+      /runs past the end of the body/,
+    );
+    await refused(
+      binaryRequest({ inputs: [{ ...input({ binary_data_size: 768 }), datatype: "BYTES" }] }, data),
+      /binary data of datatype BYTES is not supported/,
+    );
+    await refused(
+      {
+        ...binaryRequest(declared(768), data),
+        headers: { "Inference-Header-Content-Length": "99999" },
+      },
+      /Inference-Header-Content-Length 99999 does not fit a body of/,
+    );
+  });
+});
+
+describe("Triton's classification extension", () => {
+  it("the top classes as value:index:label strings, each row's first the class /v1 predicts", async () => {
+    const logits = await referenceLogits("digits", version, rows);
+    const res = await stack.post(path, {
+      inputs: [input()],
+      outputs: [{ name: "logits", parameters: { classification: 3 } }],
+    });
+    expect(res.status).toBe(200);
+    const out = (
+      (await res.json()) as {
+        outputs: Array<{ datatype: string; shape: number[]; data: string[] }>;
+      }
+    ).outputs[0];
+    expect(out?.datatype).toBe("BYTES");
+    expect(out?.shape).toEqual([3, 3]);
+    for (const [r, row] of logits.entries()) {
+      const top = row
+        .map((v, k) => [v, k] as const)
+        .sort((a, b) => b[0] - a[0])
+        .slice(0, 3);
+      const got = out?.data.slice(r * 3, r * 3 + 3).map((s) => s.split(":"));
+      expect(got?.map((g) => Number(g[1]))).toEqual(top.map(([, k]) => k));
+      // digits' labels are its class names, "0" to "9"
+      expect(got?.map((g) => g[2])).toEqual(top.map(([, k]) => String(k)));
+      got?.forEach((g, k) => expect(Number(g[0])).toBeCloseTo(top[k]?.[0] ?? Number.NaN, 5));
+      const predicted = await stack.post(`/v1/models/digits/predict`, { features: rows[r] });
+      expect(((await predicted.json()) as { prediction: number }).prediction).toBe(
+        Number(got?.[0]?.[1]),
+      );
+    }
+  });
+
+  it("as binary: each string a 4-byte length and its bytes; an async job renders it too", async () => {
+    const { json, bytes } = await readBinary(
+      await stack.post(path, {
+        inputs: [input()],
+        outputs: [{ name: "logits", parameters: { classification: 1, binary_data: true } }],
+      }),
+    );
+    const size = json.outputs[0]?.parameters?.binary_data_size ?? 0;
+    expect(bytes.length).toBe(size);
+    const strings: string[] = [];
+    for (let at = 0; at < bytes.length; ) {
+      const length = bytes.readUInt32LE(at);
+      strings.push(bytes.subarray(at + 4, at + 4 + length).toString());
+      at += 4 + length;
+    }
+    expect(strings).toHaveLength(3);
+    const sync = await stack.post(path, {
+      inputs: [input()],
+      outputs: [{ name: "logits", parameters: { classification: 1 } }],
+    });
+    expect(
+      ((await sync.json()) as { outputs: Array<{ data: string[] }> }).outputs[0]?.data,
+    ).toEqual(strings);
+    const job = await stack.post("/v1/jobs", {
+      model: "digits",
+      version,
+      input: {
+        inputs: [input()],
+        outputs: [{ name: "logits", parameters: { classification: 1 } }],
+      },
+    });
+    const { id } = (await job.json()) as { id: string };
+    let polled:
+      | { status: string; result: { outputs: Array<{ data: string[] }> } | null }
+      | undefined;
+    for (let k = 0; k < 100 && polled?.status !== "succeeded"; k++) {
+      await new Promise((r) => setTimeout(r, 50));
+      polled = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as typeof polled;
+    }
+    expect(polled?.result?.outputs[0]?.data).toEqual(strings);
+  });
+
+  it("refuses a count past the classes, and output parameters it lacks", async () => {
+    const ask = (parameters: Record<string, unknown>) =>
+      ({
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ inputs: [input()], outputs: [{ name: "logits", parameters }] }),
+      }) satisfies RequestInit;
+    await refused(
+      ask({ classification: 11 }),
+      /classification must be a whole number from 1 to 10/,
+    );
+    await refused(ask({ classification: 0 }), /classification must be a whole number from 1 to 10/);
+    await refused(
+      ask({ shared_memory_region: "r" }),
+      /parameter 'shared_memory_region' is not supported/,
+    );
+  });
+});
+
+describe("KServe v2 version metadata", () => {
+  it("GET /v2/models/{name}/versions/{version}: that version's inputs and outputs; an unknown one is a 404", async () => {
+    const res = await fetch(stack.url("/v2/models/digits/versions/1"));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      name: "digits",
+      versions: ["1"],
+      inputs: [{ name: "input", datatype: "FP32", shape: [-1, 64] }],
+      outputs: [{ name: "logits", datatype: "FP32", shape: [-1, 10] }],
+    });
+    const missing = await fetch(stack.url("/v2/models/digits/versions/9"));
+    expect(missing.status).toBe(404);
+    expect(await missing.json()).toEqual({ error: "Model 'digits' has no version '9'" });
+  });
+});
