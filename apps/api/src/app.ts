@@ -20,6 +20,7 @@ import { registerHealth } from "./routes/health.js";
 import { registerJobEvents } from "./routes/job-events.js";
 import { registerJobs } from "./routes/jobs.js";
 import { registerMetrics } from "./routes/metrics.js";
+import { registerResponses } from "./routes/openai-responses.js";
 import { registerPages } from "./routes/pages.js";
 import { registerPredict } from "./routes/predict.js";
 import { registerQueueBoard } from "./routes/queue-board.js";
@@ -104,6 +105,7 @@ export function createApp(
   registerCompletions(app);
   registerChatCompletions(app);
   registerTokenize(app);
+  registerResponses(app);
   app.doc31("/openapi.json", {
     openapi: "3.1.0",
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },

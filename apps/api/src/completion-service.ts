@@ -81,13 +81,17 @@ export class CompletionService {
     return this.client.jobs.submitGenerate(job, options);
   }
 
-  /** Validates a request, enqueues it and follows its events (subscribed before it can run). */
+  /**
+   * Validates a request, enqueues it and follows its events (subscribed before it can run).
+   * `meta` is kept with the job for whoever renders it later (a Responses API conversation).
+   */
   async follow(
     body: CompletionRequest | ChatRequest,
     opts: CallOptions,
     signal?: AbortSignal,
+    meta?: Record<string, unknown>,
   ): Promise<FollowedCompletion> {
-    const { job, options } = await this.prepare(await this.asCompletion(body), opts);
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
     return this.client.jobs.submitGenerateFollowing(job, options, signal);
   }
 
@@ -181,7 +185,11 @@ export class CompletionService {
     void this.client.jobs.cancel(id).catch(() => undefined);
   }
 
-  private async prepare(body: AsCompletion, opts: CallOptions) {
+  private async prepare(
+    body: AsCompletion,
+    opts: CallOptions,
+    extraMeta?: Record<string, unknown>,
+  ) {
     const { entry, version } = this.repository.resolve(body.model);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
@@ -262,6 +270,7 @@ export class CompletionService {
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
         meta: {
+          ...extraMeta,
           format: body.format,
           request_id: opts.requestId,
           ...ask,
@@ -374,6 +383,14 @@ export class CompletionService {
     signal?: AbortSignal,
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const render = "messages" in body ? chatResponse : completionResponse;
+    return render(job, await this.result({ record: job, events, close }, signal));
+  }
+
+  /** Waits for a followed completion's result; a caller that goes away (`signal`) cancels it. */
+  async result(
+    { record: job, events, close }: FollowedCompletion,
+    signal?: AbortSignal,
+  ): Promise<CompletionResult> {
     const onAbort = () => this.cancel(job.id);
     signal?.addEventListener("abort", onAbort);
     // aborted before it was waited on (its client went away, or a neighbour prompt failed)
@@ -381,7 +398,7 @@ export class CompletionService {
     try {
       for await (const event of events) {
         if (event.body.type === "result")
-          return render(job, this.counted(job, event.body.result as CompletionResult));
+          return this.counted(job, event.body.result as CompletionResult);
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {

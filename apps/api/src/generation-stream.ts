@@ -1,4 +1,5 @@
 import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
+import type { JobRecord } from "@ferry/transport";
 import type { Context } from "hono";
 import {
   continuousUsage,
@@ -40,17 +41,35 @@ export async function streamGeneration(
   }
 }
 
-async function follow(
+/** A streamed job whose first output has come, and what ties it to its client and the drain. */
+export interface OpenedStream {
+  job: JobRecord;
+  /** Its first event past status changes (a token, or its result), already read. */
+  first: IteratorResult<JobEvent>;
+  events: AsyncGenerator<JobEvent>;
+  /** Aborted once the client went away or a drain ran out of time: stop reading. */
+  reading: AbortSignal;
+  /** Unhooks it from its client and the drain, and closes its event log. */
+  close(): void;
+}
+
+/**
+ * Queues a completion and follows it until its first output, tied to the client (one that
+ * goes away cancels it) and to the drain (which ends the stream). The status line waits for
+ * that first output: a job that expires in the queue or fails before its first token is
+ * answered with its HTTP error (504, 503), not a 200 followed by an error event.
+ */
+export async function openStream(
   c: Context<AppEnv>,
   body: CompletionRequest | ChatCompletionRequest,
   opts: CallOptions,
   gone: AbortSignal,
-  render: StreamRenderer,
   slot: StreamSlot,
-): Promise<Response> {
+  meta?: Record<string, unknown>,
+): Promise<OpenedStream> {
   const { completions } = c.get("services");
   const reading = new AbortController();
-  const { record: job, events, close } = await completions.follow(body, opts, reading.signal);
+  const { record: job, events, close } = await completions.follow(body, opts, reading.signal, meta);
   // A client that goes away frees its batch slot: the job is cancelled on every worker.
   const onGone = () => {
     reading.abort();
@@ -65,15 +84,19 @@ async function follow(
   // token; the client resumes through the job.
   const onClosing = () => reading.abort();
   slot.closing.addEventListener("abort", onClosing);
-  // The status line waits for the job's first output: a job that expires in the queue or
-  // fails before its first token is answered with its HTTP error (504, 503), not a 200
-  // followed by an error chunk.
+  const opened = {
+    job,
+    events,
+    reading: reading.signal,
+    close: () => {
+      gone.removeEventListener("abort", onGone);
+      slot.closing.removeEventListener("abort", onClosing);
+      close();
+    },
+  };
   const first = await firstOutput(events);
-  const unanswered = !first.done && first.value.body.type === "error";
-  if (unanswered || slot.closing.aborted) {
-    gone.removeEventListener("abort", onGone);
-    slot.closing.removeEventListener("abort", onClosing);
-    close();
+  if ((!first.done && first.value.body.type === "error") || slot.closing.aborted) {
+    opened.close();
     if (!first.done && first.value.body.type === "error") throw errorOf(first.value);
     throw new FerryError(
       "UNAVAILABLE",
@@ -81,6 +104,19 @@ async function follow(
       { retryAfterS: 1 },
     );
   }
+  return { ...opened, first };
+}
+
+async function follow(
+  c: Context<AppEnv>,
+  body: CompletionRequest | ChatCompletionRequest,
+  opts: CallOptions,
+  gone: AbortSignal,
+  render: StreamRenderer,
+  slot: StreamSlot,
+): Promise<Response> {
+  const { completions } = c.get("services");
+  const { job, first, events, reading, close } = await openStream(c, body, opts, gone, slot);
   const includeUsage = body.stream_options?.include_usage === true;
   const continuous = continuousUsage(body);
   let lastId: string | undefined;
@@ -110,15 +146,13 @@ async function follow(
         if (!first.done) await write(first.value);
         for await (const event of events) await write(event);
       } finally {
-        gone.removeEventListener("abort", onGone);
-        slot.closing.removeEventListener("abort", onClosing);
         close();
       }
       if (slot.closing.aborted) {
         const resume = `/v1/jobs/${job.id}/events`;
         const message = `This server is shutting down; the completion goes on: resume at ${resume} with Last-Event-ID ${lastId ?? "(none)"}`;
         await send(streamError(new FerryError("UNAVAILABLE", message), { job: job.id, resume }));
-      } else if (!reading.signal.aborted) await stream.send({ data: "[DONE]" });
+      } else if (!reading.aborted) await stream.send({ data: "[DONE]" });
     } finally {
       slot.release();
     }

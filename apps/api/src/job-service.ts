@@ -75,11 +75,11 @@ export class JobService {
   }
 
   async get(id: string, tenant: Tenant): Promise<JobView> {
-    return this.view(await this.find(id, tenant));
+    return this.view(await this.record(id, tenant));
   }
 
   async cancel(id: string, tenant: Tenant): Promise<JobView> {
-    await this.find(id, tenant);
+    await this.record(id, tenant);
     const record = await this.client.jobs.cancel(id);
     if (!record) throw notFound(id);
     return this.view(record);
@@ -95,7 +95,7 @@ export class JobService {
     after: string | undefined,
     signal: AbortSignal,
   ): Promise<AsyncGenerator<JobEvent>> {
-    const record = await this.find(id, tenant);
+    const record = await this.record(id, tenant);
     const events = this.client.jobs.events(record, after, signal);
     const shown = (body: JobEventBody) => this.shown(record, body);
     return (async function* () {
@@ -104,7 +104,7 @@ export class JobService {
   }
 
   /** The job, if `tenant` may see it; another tenant's job reads as unknown. */
-  private async find(id: string, tenant: Tenant): Promise<JobRecord> {
+  async record(id: string, tenant: Tenant): Promise<JobRecord> {
     const record = await this.client.jobs.get(id);
     if (!record) throw notFound(id);
     assertVisible(tenant, record.owner, () => notFound(id));

@@ -11,6 +11,7 @@ import { InferenceService } from "./inference-service.js";
 import { JobService } from "./job-service.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
+import { ResponsesService } from "./responses-service.js";
 import type { Services } from "./services.js";
 import { StreamSlots } from "./stream-slots.js";
 import { TokenizationService } from "./tokenization-service.js";
@@ -56,6 +57,7 @@ const inference = new InferenceService(
   new TrafficRouter(client.state),
 );
 const completions = new CompletionService(repository, client, metrics);
+const jobs = new JobService(client, inference, completions);
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
@@ -67,7 +69,8 @@ const services: Services = {
   repository,
   client,
   inference,
-  jobs: new JobService(client, inference, completions),
+  jobs,
+  responses: new ResponsesService(completions, jobs),
   completions,
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),

@@ -191,7 +191,7 @@ export const healthSchema = z
   .openapi("Health");
 
 /** A field Ferry does not implement: absent, null or its no-op value, else a 400 naming it. */
-function unsupported(field: string, ...noop: unknown[]) {
+export function unsupported(field: string, ...noop: unknown[]) {
   return z
     .unknown()
     .optional()

@@ -9,6 +9,7 @@ import type { ApiEnv } from "./env.js";
 import type { InferenceService } from "./inference-service.js";
 import type { JobService } from "./job-service.js";
 import type { ApiMetrics } from "./metrics.js";
+import type { ResponsesService } from "./responses-service.js";
 import type { StreamSlots } from "./stream-slots.js";
 import type { Tenant } from "./tenant.js";
 import type { TokenizationService } from "./tokenization-service.js";
@@ -25,6 +26,7 @@ export interface Services {
   jobs: JobService;
   completions: CompletionService;
   tokenization: TokenizationService;
+  responses: ResponsesService;
   batchJobs: BatchJobService;
   batchJobReader: BatchJobReader;
   metrics: ApiMetrics;

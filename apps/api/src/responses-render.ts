@@ -1,0 +1,118 @@
+import type { CompletionResult } from "@ferry/protocol";
+import type { JobRecord } from "@ferry/transport";
+
+/** A turn of a Responses API conversation, as the chat template reads it. */
+export interface ConversationMessage {
+  role: "user" | "assistant" | "system" | "developer";
+  content: string;
+}
+
+/** What a response's job keeps, so that it can be read back and continued. */
+export interface ResponsesMeta {
+  /** The conversation up to this response's input, instructions left out (they do not carry over). */
+  conversation: ConversationMessage[];
+  /** The request's fields a response object repeats. */
+  echo: ResponseEcho;
+}
+
+export interface ResponseEcho {
+  instructions: string | null;
+  max_output_tokens: number | null;
+  previous_response_id: string | null;
+  temperature: number;
+  top_p: number;
+  text: { format: Record<string, unknown> };
+  metadata: Record<string, string>;
+  user: string | null;
+  store: boolean;
+  parallel_tool_calls: boolean;
+}
+
+/** A response's id is its job's. */
+export const responseId = (jobId: string) => `resp_${jobId}`;
+export const messageId = (jobId: string) => `msg_${jobId}`;
+export const jobIdOf = (id: string) => (id.startsWith("resp_") ? id.slice(5) : undefined);
+
+export function responsesMetaOf(job: JobRecord): ResponsesMeta | undefined {
+  return job.meta.responses as ResponsesMeta | undefined;
+}
+
+type Status = "queued" | "in_progress" | "completed" | "incomplete" | "failed" | "cancelled";
+
+/** A job's status as a response's. */
+function statusOf(job: JobRecord, result: CompletionResult | undefined): Status {
+  if (result) return result.finish_reason === "length" ? "incomplete" : "completed";
+  switch (job.status) {
+    case "queued":
+      return "queued";
+    case "running":
+      return "in_progress";
+    case "cancelled":
+      return "cancelled";
+    default:
+      return "failed";
+  }
+}
+
+/** The assistant's message of a finished response: its text as one output_text part. */
+export function messageItem(
+  job: JobRecord,
+  text: string,
+  status: "in_progress" | "completed" | "incomplete",
+) {
+  return {
+    type: "message" as const,
+    id: messageId(job.id),
+    status,
+    role: "assistant" as const,
+    content: status === "in_progress" ? [] : [outputText(text)],
+  };
+}
+
+export const outputText = (text: string) => ({
+  type: "output_text" as const,
+  text,
+  annotations: [],
+  logprobs: [],
+});
+
+/**
+ * OpenAI's response object for a job: in progress (no output yet), or finished with its
+ * message, usage and why it stopped where it did (`max_output_tokens`).
+ */
+export function responseObject(job: JobRecord, meta: ResponsesMeta, result?: CompletionResult) {
+  const status = statusOf(job, result);
+  const finished = result !== undefined;
+  return {
+    id: responseId(job.id),
+    object: "response" as const,
+    created_at: Math.floor(job.created_at / 1000),
+    status,
+    background: false,
+    error:
+      status === "failed"
+        ? { code: "server_error", message: job.error?.message ?? "the response failed" }
+        : null,
+    incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
+    ...meta.echo,
+    model: job.model,
+    output: finished
+      ? [messageItem(job, result.text, status === "incomplete" ? "incomplete" : "completed")]
+      : [],
+    reasoning: { effort: null, summary: null },
+    tool_choice: "auto",
+    tools: [],
+    truncation: "disabled",
+    usage: finished
+      ? {
+          input_tokens: result.usage.prompt_tokens,
+          input_tokens_details: {
+            cached_tokens: result.usage.prompt_tokens_details?.cached_tokens ?? 0,
+          },
+          output_tokens: result.usage.completion_tokens,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: result.usage.total_tokens,
+        }
+      : null,
+  };
+}

@@ -1,0 +1,149 @@
+import { type CompletionResult, FerryError } from "@ferry/protocol";
+import type { JobRecord } from "@ferry/transport";
+import type { CompletionService, FollowedCompletion } from "./completion-service.js";
+import { invalidInput } from "./errors.js";
+import type { CallOptions } from "./inference-service.js";
+import type { JobService } from "./job-service.js";
+import {
+  type ConversationMessage,
+  jobIdOf,
+  type ResponsesMeta,
+  responseObject,
+  responsesMetaOf,
+} from "./responses-render.js";
+import type { ResponsesRequest } from "./responses-schemas.js";
+import { type ChatCompletionRequest, chatCompletionRequestSchema } from "./schemas.js";
+import type { Tenant } from "./tenant.js";
+
+/** A Responses API request as the chat completion it runs, and what its job keeps. */
+export interface PreparedResponse {
+  chat: ChatCompletionRequest;
+  meta: ResponsesMeta;
+}
+
+/**
+ * OpenAI's Responses API on Ferry's chat: a request becomes the chat completion of its
+ * conversation (the one `previous_response_id` names, then this input), run as every chat
+ * runs; its job keeps the conversation, so that the response can be read back
+ * (`GET /v1/responses/{id}`) and continued, for as long as jobs are kept.
+ */
+export class ResponsesService {
+  constructor(
+    private readonly completions: CompletionService,
+    private readonly jobs: JobService,
+  ) {}
+
+  async prepare(body: ResponsesRequest, tenant: Tenant): Promise<PreparedResponse> {
+    const earlier = body.previous_response_id
+      ? await this.continued(body.previous_response_id, tenant)
+      : [];
+    const conversation = [...earlier, ...messagesOf(body.input)];
+    const format = body.text?.format;
+    const chat = chatCompletionRequestSchema.safeParse({
+      model: body.model,
+      // instructions lead this turn only (OpenAI's rule: they do not carry over)
+      messages: [
+        ...(body.instructions ? [{ role: "system", content: body.instructions }] : []),
+        ...conversation,
+      ],
+      max_completion_tokens: body.max_output_tokens,
+      temperature: body.temperature,
+      top_p: body.top_p,
+      stream: body.stream,
+      response_format:
+        format?.type === "json_schema"
+          ? {
+              type: "json_schema",
+              json_schema: {
+                name: format.name,
+                schema: format.schema,
+                description: format.description,
+                strict: format.strict,
+              },
+            }
+          : format,
+      priority: body.priority,
+      timeout_ms: body.timeout_ms,
+    });
+    if (!chat.success) throw invalidInput(chat.error.issues);
+    return {
+      chat: chat.data,
+      meta: {
+        conversation,
+        echo: {
+          instructions: body.instructions ?? null,
+          max_output_tokens: body.max_output_tokens ?? null,
+          previous_response_id: body.previous_response_id ?? null,
+          temperature: body.temperature ?? 1,
+          top_p: body.top_p ?? 1,
+          text: { format: format ?? { type: "text" } },
+          metadata: body.metadata ?? {},
+          user: body.user ?? null,
+          store: body.store ?? true,
+          parallel_tool_calls: body.parallel_tool_calls ?? true,
+        },
+      },
+    };
+  }
+
+  /** Queues the response's chat and follows it. */
+  follow(
+    prepared: PreparedResponse,
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<FollowedCompletion> {
+    return this.completions.follow(prepared.chat, opts, signal, { responses: prepared.meta });
+  }
+
+  /** Runs a response to its end: the response object, completed or incomplete. */
+  async create(body: ResponsesRequest, opts: CallOptions, signal?: AbortSignal) {
+    const prepared = await this.prepare(body, opts.tenant);
+    const followed = await this.follow(prepared, opts, signal);
+    const result = await this.completions.result(followed, signal);
+    return responseObject(followed.record, prepared.meta, result);
+  }
+
+  /** A response read back: as it stands (queued, in progress), or as it ended. */
+  async get(id: string, tenant: Tenant) {
+    const job = await this.stored(id, tenant);
+    const meta = responsesMetaOf(job) as ResponsesMeta;
+    return responseObject(job, meta, (job.result ?? undefined) as CompletionResult | undefined);
+  }
+
+  /** The conversation a new response continues: the earlier one's, and its answer. */
+  private async continued(id: string, tenant: Tenant): Promise<ConversationMessage[]> {
+    const job = await this.stored(id, tenant);
+    const result = job.result as CompletionResult | null;
+    if (job.status !== "succeeded" || !result)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Previous response '${id}' has not completed (it is ${job.status}); continue it once it has`,
+      );
+    const meta = responsesMetaOf(job) as ResponsesMeta;
+    return [...meta.conversation, { role: "assistant", content: result.text }];
+  }
+
+  /** A stored response's job; one not stored (`store: false`), or another tenant's, is unknown. */
+  private async stored(id: string, tenant: Tenant): Promise<JobRecord> {
+    const unknown = () => new FerryError("NOT_FOUND", `Response with id '${id}' not found.`);
+    const jobId = jobIdOf(id);
+    if (!jobId) throw unknown();
+    const job = await this.jobs.record(jobId, tenant).catch((err: unknown) => {
+      throw err instanceof FerryError && err.code === "JOB_NOT_FOUND" ? unknown() : err;
+    });
+    if (responsesMetaOf(job)?.echo.store !== true) throw unknown();
+    return job;
+  }
+}
+
+/** A request's input as messages: a string is one user message; parts' texts are joined. */
+function messagesOf(input: ResponsesRequest["input"]): ConversationMessage[] {
+  if (typeof input === "string") return [{ role: "user", content: input }];
+  return input.map((item) => ({
+    role: item.role ?? "user",
+    content:
+      typeof item.content === "string"
+        ? item.content
+        : (item.content ?? []).map((part) => part.text ?? "").join(""),
+  }));
+}

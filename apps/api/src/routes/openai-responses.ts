@@ -1,0 +1,158 @@
+import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { callOptions } from "../call-options.js";
+import { errorOf } from "../completion-service.js";
+import { clientGone, openStream } from "../generation-stream.js";
+import type { CallOptions } from "../inference-service.js";
+import { messageId, messageItem, outputText, responseObject } from "../responses-render.js";
+import { type ResponsesRequest, responsesRequestSchema } from "../responses-schemas.js";
+import type { AppEnv } from "../services.js";
+import { sse } from "../sse.js";
+import { openAiErrors } from "./responses.js";
+
+const responseSchema = z.record(z.string(), z.unknown()).openapi("Response");
+
+const createRoute_ = createRoute({
+  method: "post",
+  path: "/v1/responses",
+  summary:
+    "OpenAI's Responses API on the chat: messages (or a string) in, a message out; `previous_response_id` continues a stored response's conversation; `stream: true` answers with Responses events (response.created ... response.output_text.delta ... response.completed)",
+  request: {
+    body: { content: { "application/json": { schema: responsesRequestSchema } }, required: true },
+  },
+  responses: {
+    200: {
+      content: {
+        "application/json": { schema: responseSchema },
+        "text/event-stream": { schema: z.string() },
+      },
+      description: "The response, or its stream of events",
+    },
+    ...openAiErrors,
+  },
+});
+
+const getRoute = createRoute({
+  method: "get",
+  path: "/v1/responses/{id}",
+  summary:
+    "A stored response as it stands (queued, in progress, completed...), while its job is kept",
+  request: { params: z.object({ id: z.string() }) },
+  responses: {
+    200: {
+      content: { "application/json": { schema: responseSchema } },
+      description: "The response",
+    },
+    404: openAiErrors[404],
+  },
+});
+
+export function registerResponses(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(createRoute_, async (c) => {
+    const body = c.req.valid("json");
+    const opts = callOptions(c, body);
+    const gone = clientGone(c);
+    const { responses } = c.get("services");
+    if (!body.stream) return c.json(await responses.create(body, opts, gone), 200);
+    return streamResponse(c, body, opts, gone);
+  });
+  app.openapi(getRoute, async (c) =>
+    c.json(await c.get("services").responses.get(c.req.valid("param").id, c.get("tenant")), 200),
+  );
+}
+
+/**
+ * A response streamed as OpenAI streams one: `response.created` and `response.in_progress`,
+ * the message and its text part opened, a `response.output_text.delta` per token event, then
+ * the text, part and message closed and `response.completed` (or `response.incomplete`) with
+ * the whole response; every event named (`event:`) and numbered (`sequence_number`). Like a
+ * chat's stream it waits for the first token before its status line, and names its job in
+ * X-Job-Id.
+ */
+async function streamResponse(
+  c: Context<AppEnv>,
+  body: ResponsesRequest,
+  opts: CallOptions,
+  gone: AbortSignal,
+): Promise<Response> {
+  const { responses, streams, completions } = c.get("services");
+  const prepared = await responses.prepare(body, opts.tenant);
+  const slot = streams.acquire(opts.tenant);
+  let opened: Awaited<ReturnType<typeof openStream>>;
+  try {
+    opened = await openStream(c, prepared.chat, opts, gone, slot, { responses: prepared.meta });
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
+  const { job, first, events, close } = opened;
+  const item = { item_id: messageId(job.id), output_index: 0, content_index: 0 };
+  return sse(c, async (stream) => {
+    let sequence = 0;
+    const send = (type: string, payload: Record<string, unknown>) =>
+      stream.send({
+        event: type,
+        data: JSON.stringify({ type, sequence_number: sequence++, ...payload }),
+      });
+    let finished = false;
+    const write = async (event: JobEvent) => {
+      const e = event.body;
+      if (e.type === "token" && e.text) {
+        await send("response.output_text.delta", { ...item, delta: e.text, logprobs: [] });
+      } else if (e.type === "result") {
+        const result = completions.counted(job, e.result as CompletionResult);
+        const whole = responseObject({ ...job, status: "succeeded" }, prepared.meta, result);
+        const status = whole.status === "incomplete" ? "incomplete" : "completed";
+        await send("response.output_text.done", { ...item, text: result.text, logprobs: [] });
+        await send("response.content_part.done", { ...item, part: outputText(result.text) });
+        await send("response.output_item.done", {
+          output_index: 0,
+          item: messageItem(job, result.text, status),
+        });
+        await send(`response.${status}`, { response: whole });
+        finished = true;
+      } else if (e.type === "error") {
+        const error = errorOf(event);
+        await send("error", {
+          code: error.code.toLowerCase(),
+          message: error.message,
+          param: null,
+        });
+        const failed = {
+          ...job,
+          status: "failed" as const,
+          error: { code: error.code, message: error.message },
+        };
+        await send("response.failed", { response: responseObject(failed, prepared.meta) });
+        finished = true;
+      }
+    };
+    try {
+      try {
+        const started = { ...responseObject(job, prepared.meta), status: "in_progress" };
+        await send("response.created", { response: started });
+        await send("response.in_progress", { response: started });
+        await send("response.output_item.added", {
+          output_index: 0,
+          item: messageItem(job, "", "in_progress"),
+        });
+        await send("response.content_part.added", { ...item, part: outputText("") });
+        if (!first.done) await write(first.value);
+        for await (const event of events) await write(event);
+      } finally {
+        close();
+      }
+      if (!finished && slot.closing.aborted) {
+        const resume = `/v1/jobs/${job.id}/events`;
+        const error = new FerryError(
+          "UNAVAILABLE",
+          `This server is shutting down; the response goes on: read it at /v1/responses/${responseObject(job, prepared.meta).id} once done, or follow ${resume}`,
+        );
+        await send("error", { code: "unavailable", message: error.message, param: null });
+      }
+    } finally {
+      slot.release();
+    }
+  });
+}

@@ -1,0 +1,233 @@
+import { createOpenAI } from "@ai-sdk/openai";
+import { generateText, streamText } from "ai";
+import OpenAI from "openai";
+import { zodTextFormat } from "openai/helpers/zod";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { Stack } from "./helpers/stack.js";
+
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+const greedy = { model: "tiny-lm", temperature: 0 } as const;
+
+/** The chat completion a response must equal: the same messages, greedy, as many tokens. */
+async function chatOf(messages: OpenAI.ChatCompletionMessageParam[], maxTokens: number) {
+  const chat = await openai().chat.completions.create({
+    ...greedy,
+    messages,
+    max_tokens: maxTokens,
+  });
+  return {
+    text: chat.choices[0]?.message.content ?? "",
+    finish: chat.choices[0]?.finish_reason,
+    promptTokens: chat.usage?.prompt_tokens,
+  };
+}
+
+describe("OpenAI's Responses API, through the openai client", () => {
+  it("a response is the chat of its input (instructions as the system message): text, status, usage", async () => {
+    const res = await openai().responses.create({
+      ...greedy,
+      instructions: "Answer briefly.",
+      input: "Why is the sky blue?",
+      max_output_tokens: 24,
+    });
+    const chat = await chatOf(
+      [
+        { role: "system", content: "Answer briefly." },
+        { role: "user", content: "Why is the sky blue?" },
+      ],
+      24,
+    );
+    expect(res.object).toBe("response");
+    expect(res.id).toMatch(/^resp_/);
+    expect(res.output_text).toBe(chat.text);
+    expect(res.output_text.length).toBeGreaterThan(0);
+    expect(res.status).toBe(chat.finish === "length" ? "incomplete" : "completed");
+    expect(res.usage?.input_tokens).toBe(chat.promptTokens);
+    expect(res.instructions).toBe("Answer briefly.");
+    // the response's job: its tokens counted as the chat's
+    expect(res.usage?.output_tokens).toBeGreaterThan(0);
+  });
+
+  it("max_output_tokens ends it incomplete, saying why", async () => {
+    const res = await openai().responses.create({
+      ...greedy,
+      input: "Tell me a story.",
+      max_output_tokens: 3,
+    });
+    expect(res.status).toBe("incomplete");
+    expect(res.incomplete_details).toEqual({ reason: "max_output_tokens" });
+    expect(res.usage?.output_tokens).toBe(3);
+  });
+
+  it("streamed: Responses events in OpenAI's order, the client's final response the one not streamed", async () => {
+    const ask = { ...greedy, input: "What is the moon made of?", max_output_tokens: 32 };
+    const whole = await openai().responses.create(ask);
+    const stream = openai().responses.stream(ask);
+    const types: string[] = [];
+    const sequence: number[] = [];
+    let deltas = "";
+    let last: OpenAI.Responses.Response | undefined;
+    for await (const event of stream) {
+      types.push(event.type);
+      sequence.push(event.sequence_number);
+      if (event.type === "response.output_text.delta") deltas += event.delta;
+      if (event.type === "response.completed" || event.type === "response.incomplete")
+        last = event.response;
+    }
+    // the client's snapshot, built from the events (it adds no output_text to a streamed one)
+    const final = await stream.finalResponse();
+    const snapshotText = final.output
+      .flatMap((item) => (item.type === "message" ? item.content : []))
+      .map((part) => (part.type === "output_text" ? part.text : ""))
+      .join("");
+    expect(snapshotText).toBe(whole.output_text);
+    expect(deltas).toBe(whole.output_text);
+    expect(last?.status).toBe(whole.status);
+    // (the same prompt again: its prefix may come from the worker's cache, cached_tokens aside)
+    expect(last?.usage?.input_tokens).toBe(whole.usage?.input_tokens);
+    expect(last?.usage?.output_tokens).toBe(whole.usage?.output_tokens);
+    expect(sequence).toEqual(types.map((_, k) => k));
+    const end = whole.status === "incomplete" ? "response.incomplete" : "response.completed";
+    const opening = [
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+    ];
+    const closing = [
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      end,
+    ];
+    expect(types.slice(0, 4)).toEqual(opening);
+    expect(types.slice(-4)).toEqual(closing);
+    expect(new Set(types.slice(4, -4))).toEqual(new Set(["response.output_text.delta"]));
+  });
+
+  it("previous_response_id continues the conversation (the earlier answer as the assistant's turn); a stored response reads back", async () => {
+    const first = await openai().responses.create({
+      ...greedy,
+      input: "Name a fruit.",
+      max_output_tokens: 12,
+    });
+    const second = await openai().responses.create({
+      ...greedy,
+      previous_response_id: first.id,
+      input: [{ role: "user", content: "And a colour?" }],
+      max_output_tokens: 12,
+    });
+    const chat = await chatOf(
+      [
+        { role: "user", content: "Name a fruit." },
+        { role: "assistant", content: first.output_text },
+        { role: "user", content: "And a colour?" },
+      ],
+      12,
+    );
+    expect(second.output_text).toBe(chat.text);
+    expect(second.usage?.input_tokens).toBe(chat.promptTokens);
+    expect(second.previous_response_id).toBe(first.id);
+    const read = await openai().responses.retrieve(second.id);
+    expect(read.output_text).toBe(second.output_text);
+    expect(read.status).toBe(second.status);
+    expect(read.usage).toEqual(second.usage);
+  });
+
+  it("store: false cannot be read back or continued; an unknown id is a 404", async () => {
+    const unstored = await openai().responses.create({
+      ...greedy,
+      input: "Hi",
+      max_output_tokens: 4,
+      store: false,
+    });
+    for (const id of [unstored.id, "resp_nope", "nope"]) {
+      await expect(openai().responses.retrieve(id)).rejects.toMatchObject({ status: 404 });
+      await expect(
+        openai().responses.create({ ...greedy, input: "Again", previous_response_id: id }),
+      ).rejects.toMatchObject({ status: 404 });
+    }
+  });
+
+  it("structured outputs: the client's zod text format parses the answer", async () => {
+    const Verdict = z.object({ answer: z.enum(["yes", "no"]), sure: z.boolean() });
+    const res = await openai().responses.parse({
+      model: "tiny-lm",
+      input: "Is the sky blue? Answer in JSON.",
+      text: { format: zodTextFormat(Verdict, "verdict") },
+      max_output_tokens: 60,
+    });
+    expect(Verdict.parse(res.output_parsed)).toEqual(res.output_parsed);
+  });
+
+  it("refuses by name what it would otherwise get wrong", async () => {
+    const refused = async (body: Record<string, unknown>, message: RegExp) => {
+      const res = await stack.post("/v1/responses", { model: "tiny-lm", input: "Hi", ...body });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(message);
+    };
+    await refused(
+      { tools: [{ type: "function", name: "f", parameters: {} }] },
+      /^tools: tools is not supported/,
+    );
+    await refused({ background: true }, /^background: /);
+    await refused({ reasoning: { effort: "high" } }, /^reasoning: /);
+    await refused(
+      { input: [{ type: "function_call_output", call_id: "c", output: "1" }] },
+      /input items of type function_call_output are not supported/,
+    );
+    await refused(
+      { input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] },
+      /content of type input_image is not supported/,
+    );
+    // their no-op values pass
+    const fine = await stack.post("/v1/responses", {
+      model: "tiny-lm",
+      input: "Hi",
+      max_output_tokens: 2,
+      tools: [],
+      background: false,
+      truncation: "disabled",
+      include: [],
+      reasoning: { effort: null },
+    });
+    expect(fine.status).toBe(200);
+  });
+});
+
+describe("OpenAI's Responses API, through Vercel's AI SDK (@ai-sdk/openai's responses model)", () => {
+  it("generateText and streamText answer as the openai client's response", async () => {
+    const ask = {
+      ...greedy,
+      instructions: "Answer briefly.",
+      input: "Why do cats purr?",
+      max_output_tokens: 20,
+    };
+    const reference = await openai().responses.create(ask);
+    const model = createOpenAI({ baseURL: stack.url("/v1"), apiKey: "unused" }).responses(
+      "tiny-lm",
+    );
+    const options = {
+      model,
+      system: "Answer briefly.",
+      prompt: "Why do cats purr?",
+      maxOutputTokens: 20,
+      temperature: 0,
+      maxRetries: 0,
+    };
+    const generated = await generateText(options);
+    expect(generated.text).toBe(reference.output_text);
+    expect(generated.usage.inputTokens).toBe(reference.usage?.input_tokens);
+    expect(generated.finishReason).toBe(reference.status === "incomplete" ? "length" : "stop");
+    const streamed = streamText(options);
+    let text = "";
+    for await (const delta of streamed.textStream) text += delta;
+    expect(text).toBe(reference.output_text);
+    expect((await streamed.usage).outputTokens).toBe(reference.usage?.output_tokens);
+  });
+});
