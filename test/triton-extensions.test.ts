@@ -76,7 +76,8 @@ describe("Triton's binary tensor data extension", () => {
     };
     expect(body.outputs[0]?.shape).toEqual([3, 10]);
     expect(body.outputs[0]?.data).toEqual(asJson.outputs[0]?.data);
-    body.outputs[0]?.data.forEach((v, k) => expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5));
+    for (const [k, v] of (body.outputs[0]?.data ?? []).entries())
+      expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5);
   });
 
   it("outputs asked for as binary come after the JSON, little-endian, their sizes in it", async () => {
@@ -91,7 +92,7 @@ describe("Triton's binary tensor data extension", () => {
       ]);
       const logits = new Float32Array(new Uint8Array(bytes).buffer);
       expect(logits.length).toBe(30);
-      logits.forEach((v, k) => expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5));
+      for (const [k, v] of logits.entries()) expect(v).toBeCloseTo(expected[k] ?? Number.NaN, 5);
     }
     // an output's own binary_data: false overrides the request's binary_data_output
     const res = await stack.post(path, {
@@ -158,7 +159,8 @@ describe("Triton's classification extension", () => {
       expect(got?.map((g) => Number(g[1]))).toEqual(top.map(([, k]) => k));
       // digits' labels are its class names, "0" to "9"
       expect(got?.map((g) => g[2])).toEqual(top.map(([, k]) => String(k)));
-      got?.forEach((g, k) => expect(Number(g[0])).toBeCloseTo(top[k]?.[0] ?? Number.NaN, 5));
+      for (const [k, g] of (got ?? []).entries())
+        expect(Number(g[0])).toBeCloseTo(top[k]?.[0] ?? Number.NaN, 5);
       const predicted = await stack.post(`/v1/models/digits/predict`, { features: rows[r] });
       expect(((await predicted.json()) as { prediction: number }).prediction).toBe(
         Number(got?.[0]?.[1]),

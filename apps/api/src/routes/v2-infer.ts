@@ -5,7 +5,7 @@ import { invalidInput } from "../errors.js";
 import { type V2InferRequest, v2InferRequestSchema, v2InferResponseSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { binaryAnswer, readBinaryRequest } from "../v2-binary.js";
-import { json, v2Errors } from "./responses.js";
+import { v2Errors } from "./responses.js";
 
 const body = { content: { "application/json": { schema: v2InferRequestSchema } }, required: true };
 const responses = {
