@@ -4,9 +4,12 @@ import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { tempRepository } from "./helpers/model-repo.js";
 import { Stack } from "./helpers/stack.js";
 
-const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+// tiny-lm as a model whose calls Hermes' format would carry, so that tool_choice "auto" is served
+const repo = tempRepository({ "tiny-lm": { tool_call_parser: "hermes" } });
+const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
@@ -172,14 +175,14 @@ describe("OpenAI's Responses API, through the openai client", () => {
       expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(message);
     };
     await refused(
-      { tools: [{ type: "function", name: "f", parameters: {} }] },
-      /^tools: tools is not supported/,
+      { tools: [{ type: "web_search" }] },
+      /tools of type web_search are not supported/,
     );
     await refused({ background: true }, /^background: /);
     await refused({ reasoning: { effort: "high" } }, /^reasoning: /);
     await refused(
-      { input: [{ type: "function_call_output", call_id: "c", output: "1" }] },
-      /input items of type function_call_output are not supported/,
+      { input: [{ type: "reasoning", summary: [] }] },
+      /input items of type reasoning are not supported/,
     );
     await refused(
       { input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] },
@@ -197,6 +200,176 @@ describe("OpenAI's Responses API, through the openai client", () => {
       reasoning: { effort: null },
     });
     expect(fine.status).toBe(200);
+  });
+});
+
+describe("function tools in the Responses API", () => {
+  const weather = {
+    type: "function" as const,
+    name: "get_weather",
+    description: "The weather in a city",
+    strict: true,
+    parameters: {
+      type: "object",
+      properties: {
+        city: { type: "string", maxLength: 16 },
+        unit: { enum: ["celsius", "fahrenheit"] },
+      },
+      required: ["city", "unit"],
+      additionalProperties: false,
+    },
+  };
+  const time = {
+    type: "function" as const,
+    name: "get_time",
+    strict: false,
+    parameters: { type: "object", properties: {} },
+  };
+  const Args = z
+    .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
+    .strict();
+  const ask = "Weather in Oslo?";
+  const chatWeather = {
+    type: "function" as const,
+    function: {
+      name: weather.name,
+      description: weather.description,
+      parameters: weather.parameters,
+    },
+  };
+
+  it("a forced call is a function_call item, the chat's call; streamed, its arguments come as deltas", async () => {
+    const forced = {
+      ...greedy,
+      input: ask,
+      tools: [weather, time],
+      tool_choice: { type: "function" as const, name: "get_weather" },
+    };
+    const res = await openai().responses.create(forced);
+    expect(res.output).toHaveLength(1);
+    const call = res.output[0];
+    if (call?.type !== "function_call")
+      throw new Error(`expected a function_call, got ${call?.type}`);
+    expect(call.name).toBe("get_weather");
+    expect(Args.parse(JSON.parse(call.arguments))).toEqual(JSON.parse(call.arguments));
+    const chat = await openai().chat.completions.create({
+      ...greedy,
+      messages: [{ role: "user", content: ask }],
+      tools: [chatWeather],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+    });
+    const chatCall = chat.choices[0]?.message.tool_calls?.[0];
+    expect(chatCall?.type === "function" && chatCall.function.arguments).toBe(call.arguments);
+    expect(res.tools).toHaveLength(2);
+    const stream = openai().responses.stream(forced);
+    const types: string[] = [];
+    let deltas = "";
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.function_call_arguments.delta") deltas += event.delta;
+    }
+    expect(types.slice(0, 3)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+    ]);
+    expect(types.slice(-3)).toEqual([
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(
+      types.filter((t) => t === "response.function_call_arguments.delta").length,
+    ).toBeGreaterThan(1);
+    expect(deltas).toBe(call.arguments);
+    const final = await stream.finalResponse();
+    // another response: its own call id, the same call
+    expect(final.output).toMatchObject([
+      {
+        type: "function_call",
+        name: "get_weather",
+        arguments: call.arguments,
+        status: "completed",
+      },
+    ]);
+  });
+
+  it("the call's output goes back as a function_call_output item: the next answer is the chat's with the call and the tool's message in it", async () => {
+    const first = await openai().responses.create({
+      ...greedy,
+      input: ask,
+      tools: [weather],
+      tool_choice: "required",
+    });
+    const call = first.output[0];
+    if (call?.type !== "function_call") throw new Error("expected a function_call");
+    const next = await openai().responses.create({
+      ...greedy,
+      previous_response_id: first.id,
+      input: [{ type: "function_call_output", call_id: call.call_id, output: "Sunny, 21 C" }],
+      tools: [weather],
+      tool_choice: "none",
+      max_output_tokens: 12,
+    });
+    const chat = await openai().chat.completions.create({
+      ...greedy,
+      max_tokens: 12,
+      messages: [
+        { role: "user", content: ask },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            {
+              id: call.call_id,
+              type: "function",
+              function: { name: call.name, arguments: call.arguments },
+            },
+          ],
+        },
+        { role: "tool", tool_call_id: call.call_id, content: "Sunny, 21 C" },
+      ],
+    });
+    expect(next.output_text).toBe(chat.choices[0]?.message.content);
+    expect(next.usage?.input_tokens).toBe(chat.usage?.prompt_tokens);
+    // the same turn sent whole, without previous_response_id: the same answer
+    const whole = await openai().responses.create({
+      ...greedy,
+      input: [
+        { role: "user", content: ask },
+        {
+          type: "function_call",
+          call_id: call.call_id,
+          name: call.name,
+          arguments: call.arguments,
+        },
+        { type: "function_call_output", call_id: call.call_id, output: "Sunny, 21 C" },
+      ],
+      max_output_tokens: 12,
+    });
+    expect(whole.output_text).toBe(next.output_text);
+  });
+
+  it('tool_choice "auto" (a model with a call parser): text alone is a message, streamed at its end', async () => {
+    const auto = { ...greedy, input: "Say hello.", tools: [weather], max_output_tokens: 16 };
+    const res = await openai().responses.create(auto);
+    expect(res.output.map((item) => item.type)).toEqual(["message"]);
+    const stream = openai().responses.stream(auto);
+    const types: string[] = [];
+    let deltas = "";
+    for await (const event of stream) {
+      types.push(event.type);
+      if (event.type === "response.output_text.delta") deltas += event.delta;
+    }
+    expect(deltas).toBe(res.output_text);
+    expect(types.slice(2, -1)).toEqual([
+      "response.output_item.added",
+      "response.content_part.added",
+      "response.output_text.delta",
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+    ]);
   });
 });
 

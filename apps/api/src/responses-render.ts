@@ -1,10 +1,16 @@
 import type { CompletionResult } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
+import type { ToolCall } from "./tool-call-parsers.js";
+import { chatAnswerOf } from "./tool-calls.js";
 
-/** A turn of a Responses API conversation, as the chat template reads it. */
+/** A turn of a Responses API conversation, as the chat reads it. */
 export interface ConversationMessage {
-  role: "user" | "assistant" | "system" | "developer";
-  content: string;
+  role: "user" | "assistant" | "system" | "developer" | "tool";
+  content: string | null;
+  /** An assistant's calls, as its answer made them. */
+  tool_calls?: ToolCall[];
+  /** A function's output: the call it answers. */
+  tool_call_id?: string;
 }
 
 /** What a response's job keeps, so that it can be read back and continued. */
@@ -26,11 +32,14 @@ export interface ResponseEcho {
   user: string | null;
   store: boolean;
   parallel_tool_calls: boolean;
+  tools: unknown[];
+  tool_choice: unknown;
 }
 
 /** A response's id is its job's. */
 export const responseId = (jobId: string) => `resp_${jobId}`;
 export const messageId = (jobId: string) => `msg_${jobId}`;
+const functionCallId = (call: ToolCall) => `fc_${call.id.replace(/^call_/, "")}`;
 export const jobIdOf = (id: string) => (id.startsWith("resp_") ? id.slice(5) : undefined);
 
 export function responsesMetaOf(job: JobRecord): ResponsesMeta | undefined {
@@ -76,6 +85,37 @@ export const outputText = (text: string) => ({
   logprobs: [],
 });
 
+/** A call the answer made, as the Responses API lists it among the output. */
+export function functionCallItem(call: ToolCall, status: "in_progress" | "completed") {
+  return {
+    type: "function_call" as const,
+    id: functionCallId(call),
+    call_id: call.id,
+    name: call.function.name,
+    arguments: status === "completed" ? call.function.arguments : "",
+    status,
+  };
+}
+
+/**
+ * A finished answer's output items: its text as a message (when it has text, or made no
+ * call), then each call it made.
+ */
+export function outputItems(job: JobRecord, result: CompletionResult) {
+  const { content, calls } = chatAnswerOf(job.meta, job.id, result.text);
+  const status = result.finish_reason === "length" ? "incomplete" : "completed";
+  return [
+    ...(content || calls.length === 0 ? [messageItem(job, content ?? "", status)] : []),
+    ...calls.map((call) => functionCallItem(call, "completed")),
+  ];
+}
+
+/** The assistant's turn a finished answer adds to its conversation. */
+export function answerTurn(job: JobRecord, result: CompletionResult): ConversationMessage {
+  const { content, calls } = chatAnswerOf(job.meta, job.id, result.text);
+  return { role: "assistant", content, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+}
+
 /**
  * OpenAI's response object for a job: in progress (no output yet), or finished with its
  * message, usage and why it stopped where it did (`max_output_tokens`).
@@ -96,12 +136,8 @@ export function responseObject(job: JobRecord, meta: ResponsesMeta, result?: Com
     incomplete_details: status === "incomplete" ? { reason: "max_output_tokens" } : null,
     ...meta.echo,
     model: job.model,
-    output: finished
-      ? [messageItem(job, result.text, status === "incomplete" ? "incomplete" : "completed")]
-      : [],
+    output: finished ? outputItems(job, result) : [],
     reasoning: { effort: null, summary: null },
-    tool_choice: "auto",
-    tools: [],
     truncation: "disabled",
     usage: finished
       ? {

@@ -17,21 +17,58 @@ const contentPart = z
       ctx.addIssue({ code: "custom", message: `${part.type} needs its text` });
   });
 
-/** A message of the conversation (the only kind of input item Ferry reads). */
+/** What each kind of input item Ferry reads must carry. */
+const ITEM_FIELDS: Record<string, readonly string[]> = {
+  message: ["role", "content"],
+  function_call: ["call_id", "name", "arguments"],
+  function_call_output: ["call_id", "output"],
+};
+
+/**
+ * An item of the conversation: a message, or a function call an earlier answer made and its
+ * output, which the client sends back.
+ */
 const inputItem = z
   .object({
     type: z.string().optional(),
     role: z.enum(["user", "assistant", "system", "developer"]).optional(),
     content: z.union([z.string(), z.array(contentPart)]).optional(),
+    call_id: z.string().optional(),
+    name: z.string().optional(),
+    arguments: z.string().optional(),
+    output: z.string().optional(),
   })
   .superRefine((item, ctx) => {
-    if ((item.type ?? "message") !== "message")
+    const type = item.type ?? "message";
+    const fields = ITEM_FIELDS[type];
+    if (!fields)
       ctx.addIssue({
         code: "custom",
-        message: `input items of type ${item.type} are not supported by this server (messages are)`,
+        message: `input items of type ${type} are not supported by this server (message, function_call and function_call_output are)`,
       });
-    else if (item.role === undefined || item.content === undefined)
-      ctx.addIssue({ code: "custom", message: "a message needs its role and content" });
+    else
+      for (const field of fields)
+        if (item[field as keyof typeof item] === undefined)
+          ctx.addIssue({ code: "custom", message: `a ${type} item needs its ${field}` });
+  });
+
+/** A function the model may be made to call (the Responses API's flat form). */
+const functionTool = z
+  .object({
+    type: z.string(),
+    name: z.string().optional(),
+    description: z.string().nullish(),
+    parameters: z.record(z.string(), z.unknown()).nullish(),
+    strict: z.boolean().nullish(),
+  })
+  .superRefine((tool, ctx) => {
+    if (tool.type !== "function")
+      ctx.addIssue({
+        code: "custom",
+        message: `tools of type ${tool.type} are not supported by this server (function tools are)`,
+      });
+    else if (tool.name === undefined)
+      ctx.addIssue({ code: "custom", message: "a function tool needs its name" });
   });
 
 /** `text.format`: OpenAI's structured outputs, flat (`name` and `schema` beside `type`). */
@@ -77,8 +114,13 @@ export const responsesRequestSchema = z
       .nullish(),
     metadata: z.record(z.string(), z.string()).nullish(),
     user: z.string().nullish(),
-    tool_choice: unsupported("tool_choice", "none", "auto"),
-    tools: unsupported("tools", []),
+    tool_choice: z
+      .union([
+        z.enum(["none", "auto", "required"]),
+        z.object({ type: z.literal("function"), name: z.string() }),
+      ])
+      .nullish(),
+    tools: z.array(functionTool).max(128).nullish(),
     parallel_tool_calls: z.boolean().nullish(),
     max_tool_calls: z.number().int().nullish(),
     truncation: unsupported("truncation", "disabled"),

@@ -5,6 +5,7 @@ import { invalidInput } from "./errors.js";
 import type { CallOptions } from "./inference-service.js";
 import type { JobService } from "./job-service.js";
 import {
+  answerTurn,
   type ConversationMessage,
   jobIdOf,
   type ResponsesMeta,
@@ -62,6 +63,19 @@ export class ResponsesService {
               },
             }
           : format,
+      tools: body.tools?.map((tool) => ({
+        type: "function",
+        function: {
+          name: tool.name,
+          description: tool.description ?? undefined,
+          parameters: tool.parameters ?? undefined,
+        },
+      })),
+      tool_choice:
+        typeof body.tool_choice === "object" && body.tool_choice !== null
+          ? { type: "function", function: { name: body.tool_choice.name } }
+          : body.tool_choice,
+      parallel_tool_calls: body.parallel_tool_calls,
       priority: body.priority,
       timeout_ms: body.timeout_ms,
     });
@@ -81,6 +95,8 @@ export class ResponsesService {
           user: body.user ?? null,
           store: body.store ?? true,
           parallel_tool_calls: body.parallel_tool_calls ?? true,
+          tools: body.tools ?? [],
+          tool_choice: body.tool_choice ?? ((body.tools ?? []).length > 0 ? "auto" : "none"),
         },
       },
     };
@@ -120,7 +136,7 @@ export class ResponsesService {
         `Previous response '${id}' has not completed (it is ${job.status}); continue it once it has`,
       );
     const meta = responsesMetaOf(job) as ResponsesMeta;
-    return [...meta.conversation, { role: "assistant", content: result.text }];
+    return [...meta.conversation, answerTurn(job, result)];
   }
 
   /** A stored response's job; one not stored (`store: false`), or another tenant's, is unknown. */
@@ -136,14 +152,34 @@ export class ResponsesService {
   }
 }
 
-/** A request's input as messages: a string is one user message; parts' texts are joined. */
+/**
+ * A request's input as chat messages: a string is one user message, parts' texts are joined,
+ * function calls (an earlier answer's, sent back) join the assistant's turn they follow or
+ * make one, and a call's output is the tool's message answering it.
+ */
 function messagesOf(input: ResponsesRequest["input"]): ConversationMessage[] {
   if (typeof input === "string") return [{ role: "user", content: input }];
-  return input.map((item) => ({
-    role: item.role ?? "user",
-    content:
-      typeof item.content === "string"
-        ? item.content
-        : (item.content ?? []).map((part) => part.text ?? "").join(""),
-  }));
+  const messages: ConversationMessage[] = [];
+  for (const item of input) {
+    if (item.type === "function_call") {
+      const call = {
+        id: item.call_id ?? "",
+        type: "function" as const,
+        function: { name: item.name ?? "", arguments: item.arguments ?? "" },
+      };
+      const last = messages.at(-1);
+      if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
+      else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+    } else if (item.type === "function_call_output")
+      messages.push({ role: "tool", content: item.output ?? "", tool_call_id: item.call_id ?? "" });
+    else
+      messages.push({
+        role: item.role ?? "user",
+        content:
+          typeof item.content === "string"
+            ? item.content
+            : (item.content ?? []).map((part) => part.text ?? "").join(""),
+      });
+  }
+  return messages;
 }

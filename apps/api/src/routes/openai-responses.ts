@@ -5,10 +5,17 @@ import { callOptions } from "../call-options.js";
 import { errorOf } from "../completion-service.js";
 import { clientGone, openStream } from "../generation-stream.js";
 import type { CallOptions } from "../inference-service.js";
-import { messageId, messageItem, outputText, responseObject } from "../responses-render.js";
+import {
+  functionCallItem,
+  messageItem,
+  outputItems,
+  outputText,
+  responseObject,
+} from "../responses-render.js";
 import { type ResponsesRequest, responsesRequestSchema } from "../responses-schemas.js";
 import type { AppEnv } from "../services.js";
 import { sse } from "../sse.js";
+import { chatAnswerOf } from "../tool-calls.js";
 import { openAiErrors } from "./responses.js";
 
 const responseSchema = z.record(z.string(), z.unknown()).openapi("Response");
@@ -87,7 +94,12 @@ async function streamResponse(
     throw err;
   }
   const { job, first, events, close } = opened;
-  const item = { item_id: messageId(job.id), output_index: 0, content_index: 0 };
+  // What streams as it comes: the text, a forced call's arguments, or (a model choosing
+  // between text and calls) nothing until the answer is whole and read
+  const ask = job.meta.tool_call;
+  const live = ask === undefined ? "text" : ask === "named" ? "call" : "none";
+  const [forced] = live === "call" ? chatAnswerOf(job.meta, job.id, "").calls : [];
+  const at = (item: { id: string }, output_index: number) => ({ item_id: item.id, output_index });
   return sse(c, async (stream) => {
     let sequence = 0;
     const send = (type: string, payload: Record<string, unknown>) =>
@@ -95,22 +107,68 @@ async function streamResponse(
         event: type,
         data: JSON.stringify({ type, sequence_number: sequence++, ...payload }),
       });
+    const opening = messageItem(job, "", "in_progress");
+    const openCall = forced ? functionCallItem(forced, "in_progress") : undefined;
+    type Item = ReturnType<typeof outputItems>[number];
+    /** An item's events from where it stands (`opened`: added, its text part too) to its end. */
+    const emit = async (item: Item, index: number, opened: boolean) => {
+      if (!opened)
+        await send("response.output_item.added", { output_index: index, item: emptied(item) });
+      if (item.type === "message") {
+        const part = item.content[0] ?? outputText("");
+        const where = { ...at(item, index), content_index: 0 };
+        if (!opened) {
+          await send("response.content_part.added", { ...where, part: outputText("") });
+          if (part.text)
+            await send("response.output_text.delta", { ...where, delta: part.text, logprobs: [] });
+        }
+        await send("response.output_text.done", { ...where, text: part.text, logprobs: [] });
+        await send("response.content_part.done", { ...where, part });
+      } else {
+        if (!opened)
+          await send("response.function_call_arguments.delta", {
+            ...at(item, index),
+            delta: item.arguments,
+          });
+        await send("response.function_call_arguments.done", {
+          ...at(item, index),
+          name: item.name,
+          arguments: item.arguments,
+        });
+      }
+      await send("response.output_item.done", { output_index: index, item });
+    };
     let finished = false;
     const write = async (event: JobEvent) => {
       const e = event.body;
       if (e.type === "token" && e.text) {
-        await send("response.output_text.delta", { ...item, delta: e.text, logprobs: [] });
+        if (live === "text")
+          await send("response.output_text.delta", {
+            ...at(opening, 0),
+            content_index: 0,
+            delta: e.text,
+            logprobs: [],
+          });
+        else if (live === "call" && openCall)
+          await send("response.function_call_arguments.delta", {
+            ...at(openCall, 0),
+            delta: e.text,
+          });
       } else if (e.type === "result") {
         const result = completions.counted(job, e.result as CompletionResult);
         const whole = responseObject({ ...job, status: "succeeded" }, prepared.meta, result);
-        const status = whole.status === "incomplete" ? "incomplete" : "completed";
-        await send("response.output_text.done", { ...item, text: result.text, logprobs: [] });
-        await send("response.content_part.done", { ...item, part: outputText(result.text) });
-        await send("response.output_item.done", {
-          output_index: 0,
-          item: messageItem(job, result.text, status),
+        for (const [index, item] of outputItems(job, result).entries())
+          await emit(
+            item,
+            index,
+            index === 0 &&
+              (live === "text"
+                ? item.type === "message"
+                : live === "call" && item.type === "function_call"),
+          );
+        await send(`response.${whole.status === "incomplete" ? "incomplete" : "completed"}`, {
+          response: whole,
         });
-        await send(`response.${status}`, { response: whole });
         finished = true;
       } else if (e.type === "error") {
         const error = errorOf(event);
@@ -133,11 +191,15 @@ async function streamResponse(
         const started = { ...responseObject(job, prepared.meta), status: "in_progress" };
         await send("response.created", { response: started });
         await send("response.in_progress", { response: started });
-        await send("response.output_item.added", {
-          output_index: 0,
-          item: messageItem(job, "", "in_progress"),
-        });
-        await send("response.content_part.added", { ...item, part: outputText("") });
+        if (live === "text") {
+          await send("response.output_item.added", { output_index: 0, item: opening });
+          await send("response.content_part.added", {
+            ...at(opening, 0),
+            content_index: 0,
+            part: outputText(""),
+          });
+        } else if (openCall)
+          await send("response.output_item.added", { output_index: 0, item: openCall });
         if (!first.done) await write(first.value);
         for await (const event of events) await write(event);
       } finally {
@@ -155,4 +217,10 @@ async function streamResponse(
       slot.release();
     }
   });
+}
+
+/** An item as `output_item.added` shows it: begun, its text or arguments still to come. */
+function emptied<T extends { type: string }>(item: T): T {
+  if (item.type === "message") return { ...item, status: "in_progress", content: [] };
+  return { ...item, status: "in_progress", arguments: "" };
 }
