@@ -1,4 +1,6 @@
 import { createOpenAI } from "@ai-sdk/openai";
+import { HumanMessage, SystemMessage } from "@langchain/core/messages";
+import { ChatOpenAI } from "@langchain/openai";
 import { generateText, streamText } from "ai";
 import OpenAI from "openai";
 import { zodTextFormat } from "openai/helpers/zod";
@@ -402,5 +404,36 @@ describe("OpenAI's Responses API, through Vercel's AI SDK (@ai-sdk/openai's resp
     for await (const delta of streamed.textStream) text += delta;
     expect(text).toBe(reference.output_text);
     expect((await streamed.usage).outputTokens).toBe(reference.usage?.output_tokens);
+  });
+});
+
+describe("OpenAI's Responses API, through LangChain.js (ChatOpenAI with useResponsesApi)", () => {
+  it("invoke and stream answer as the openai client's response", async () => {
+    const reference = await openai().responses.create({
+      ...greedy,
+      instructions: "Answer briefly.",
+      input: "Where do penguins live?",
+      max_output_tokens: 20,
+    });
+    const model = new ChatOpenAI({
+      model: "tiny-lm",
+      apiKey: "unused",
+      temperature: 0,
+      maxTokens: 20,
+      useResponsesApi: true,
+      maxRetries: 0,
+      configuration: { baseURL: stack.url("/v1") },
+    });
+    const messages = [
+      new SystemMessage("Answer briefly."),
+      new HumanMessage("Where do penguins live?"),
+    ];
+    const answer = await model.invoke(messages);
+    expect(answer.text).toBe(reference.output_text);
+    const usage = answer.usage_metadata as { input_tokens?: number } | undefined;
+    expect(usage?.input_tokens).toBe(reference.usage?.input_tokens);
+    let streamed = "";
+    for await (const chunk of await model.stream(messages)) streamed += chunk.text;
+    expect(streamed).toBe(reference.output_text);
   });
 });
