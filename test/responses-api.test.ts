@@ -12,8 +12,10 @@ import { Stack } from "./helpers/stack.js";
 // tiny-lm as a model whose calls Hermes' format would carry, so that tool_choice "auto" is served
 const repo = tempRepository({ "tiny-lm": { tool_call_parser: "hermes" } });
 const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
-beforeAll(() => stack.start());
-afterAll(() => stack.stop());
+// no worker: a background response stays queued
+const idle = new Stack({ workers: 0, env: { MODEL_REPOSITORY: repo } });
+beforeAll(() => Promise.all([stack.start(), idle.start()]));
+afterAll(() => Promise.all([stack.stop(), idle.stop()]));
 
 const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
 const greedy = { model: "tiny-lm", temperature: 0 } as const;
@@ -180,7 +182,8 @@ describe("OpenAI's Responses API, through the openai client", () => {
       { tools: [{ type: "web_search" }] },
       /tools of type web_search are not supported/,
     );
-    await refused({ background: true }, /^background: /);
+    await refused({ background: true, stream: true }, /a background response is not streamed/);
+    await refused({ background: true, store: false }, /background mode needs store: true/);
     await refused({ reasoning: { effort: "high" } }, /^reasoning: /);
     await refused(
       { input: [{ type: "reasoning", summary: [] }] },
@@ -202,6 +205,41 @@ describe("OpenAI's Responses API, through the openai client", () => {
       reasoning: { effort: null },
     });
     expect(fine.status).toBe(200);
+  });
+});
+
+describe("background responses (an async job each)", () => {
+  it("answered at once, queued; read back until completed, the answer of the same response in the foreground", async () => {
+    const ask = { ...greedy, input: "What is rain?", max_output_tokens: 20 };
+    const foreground = await openai().responses.create(ask);
+    const queued = await openai().responses.create({ ...ask, background: true });
+    expect(queued.background).toBe(true);
+    expect(["queued", "in_progress"]).toContain(queued.status);
+    expect(queued.output).toEqual([]);
+    let read = queued;
+    for (let k = 0; k < 100 && (read.status === "queued" || read.status === "in_progress"); k++) {
+      await new Promise((r) => setTimeout(r, 50));
+      read = await openai().responses.retrieve(queued.id);
+    }
+    expect(read.status).toBe(foreground.status);
+    expect(read.output_text).toBe(foreground.output_text);
+    expect(read.background).toBe(true);
+  });
+
+  it("cancelled while queued, it never runs; a response in the foreground cannot be cancelled", async () => {
+    const client = new OpenAI({ baseURL: idle.url("/v1"), apiKey: "unused", maxRetries: 0 });
+    const queued = await client.responses.create({ ...greedy, input: "Hi", background: true });
+    expect(queued.status).toBe("queued");
+    const cancelled = await client.responses.cancel(queued.id);
+    expect(cancelled.status).toBe("cancelled");
+    expect((await client.responses.retrieve(queued.id)).status).toBe("cancelled");
+    const done = await openai().responses.create({ ...greedy, input: "Hi", max_output_tokens: 2 });
+    await expect(openai().responses.cancel(done.id)).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(
+        /Only responses created with background=true can be cancelled/,
+      ),
+    });
   });
 });
 

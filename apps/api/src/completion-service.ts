@@ -76,8 +76,12 @@ export class CompletionService {
   }
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
-  async submit(body: CompletionRequest | ChatRequest, opts: CallOptions): Promise<JobRecord> {
-    const { job, options } = await this.prepare(await this.asCompletion(body), opts);
+  async submit(
+    body: CompletionRequest | ChatRequest,
+    opts: CallOptions,
+    meta?: Record<string, unknown>,
+  ): Promise<JobRecord> {
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
     return this.client.jobs.submitGenerate(job, options);
   }
 

@@ -79,10 +79,15 @@ export class JobService {
   }
 
   async cancel(id: string, tenant: Tenant): Promise<JobView> {
+    return this.view(await this.cancelled(id, tenant));
+  }
+
+  /** Cancels the job, if `tenant` may see it: a queued one never runs, a running one stops. */
+  async cancelled(id: string, tenant: Tenant): Promise<JobRecord> {
     await this.record(id, tenant);
     const record = await this.client.jobs.cancel(id);
     if (!record) throw notFound(id);
-    return this.view(record);
+    return record;
   }
 
   /**

@@ -31,6 +31,7 @@ export interface ResponseEcho {
   metadata: Record<string, string>;
   user: string | null;
   store: boolean;
+  background: boolean;
   parallel_tool_calls: boolean;
   tools: unknown[];
   tool_choice: unknown;
@@ -128,7 +129,6 @@ export function responseObject(job: JobRecord, meta: ResponsesMeta, result?: Com
     object: "response" as const,
     created_at: Math.floor(job.created_at / 1000),
     status,
-    background: false,
     error:
       status === "failed"
         ? { code: "server_error", message: job.error?.message ?? "the response failed" }

@@ -127,7 +127,8 @@ export const responsesRequestSchema = z
     include: unsupported("include", []),
     top_logprobs: unsupported("top_logprobs", 0),
     reasoning: unsupported("reasoning", {}, { effort: null }, { effort: null, summary: null }),
-    background: unsupported("background", false),
+    /** Queued as an async job and answered at once (`queued`); read back or cancelled later. */
+    background: z.boolean().nullish(),
     conversation: unsupported("conversation"),
     prompt: unsupported("prompt"),
     // routing and accounting hints that do not change the answer

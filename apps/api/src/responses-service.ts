@@ -35,6 +35,11 @@ export class ResponsesService {
   ) {}
 
   async prepare(body: ResponsesRequest, tenant: Tenant): Promise<PreparedResponse> {
+    if (body.background && body.stream)
+      throw new FerryError(
+        "INVALID_INPUT",
+        "a background response is not streamed by this server: read it at GET /v1/responses/{id}",
+      );
     const earlier = body.previous_response_id
       ? await this.continued(body.previous_response_id, tenant)
       : [];
@@ -94,6 +99,7 @@ export class ResponsesService {
           metadata: body.metadata ?? {},
           user: body.user ?? null,
           store: body.store ?? true,
+          background: body.background ?? false,
           parallel_tool_calls: body.parallel_tool_calls ?? true,
           tools: body.tools ?? [],
           tool_choice: body.tool_choice ?? ((body.tools ?? []).length > 0 ? "auto" : "none"),
@@ -111,9 +117,23 @@ export class ResponsesService {
     return this.completions.follow(prepared.chat, opts, signal, { responses: prepared.meta });
   }
 
-  /** Runs a response to its end: the response object, completed or incomplete. */
+  /**
+   * Runs a response to its end: the response object, completed or incomplete. In the
+   * background, it is queued as an async job and answered at once, `queued`.
+   */
   async create(body: ResponsesRequest, opts: CallOptions, signal?: AbortSignal) {
     const prepared = await this.prepare(body, opts.tenant);
+    if (body.background) {
+      if (body.store === false)
+        throw new FerryError(
+          "INVALID_INPUT",
+          "background mode needs store: true (it is read back)",
+        );
+      const queued = await this.completions.submit(prepared.chat, opts, {
+        responses: prepared.meta,
+      });
+      return responseObject(queued, prepared.meta);
+    }
     const followed = await this.follow(prepared, opts, signal);
     const result = await this.completions.result(followed, signal);
     return responseObject(followed.record, prepared.meta, result);
@@ -124,6 +144,22 @@ export class ResponsesService {
     const job = await this.stored(id, tenant);
     const meta = responsesMetaOf(job) as ResponsesMeta;
     return responseObject(job, meta, (job.result ?? undefined) as CompletionResult | undefined);
+  }
+
+  /** Cancels a response: a background one still queued never runs, one running stops. */
+  async cancel(id: string, tenant: Tenant) {
+    const job = await this.stored(id, tenant);
+    if (responsesMetaOf(job)?.echo.background !== true)
+      throw new FerryError(
+        "INVALID_INPUT",
+        "Only responses created with background=true can be cancelled",
+      );
+    const cancelled = await this.jobs.cancelled(job.id, tenant);
+    return responseObject(
+      cancelled,
+      responsesMetaOf(job) as ResponsesMeta,
+      (cancelled.result ?? undefined) as CompletionResult | undefined,
+    );
   }
 
   /** The conversation a new response continues: the earlier one's, and its answer. */

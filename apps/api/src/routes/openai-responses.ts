@@ -43,6 +43,21 @@ const getRoute = createRoute({
   },
 });
 
+const cancelRoute = createRoute({
+  method: "post",
+  path: "/v1/responses/{id}/cancel",
+  summary: "Cancels a background response: queued, it never runs; running, it stops",
+  request: { params: z.object({ id: z.string() }) },
+  responses: {
+    200: {
+      content: { "application/json": { schema: responseSchema } },
+      description: "The response, cancelled",
+    },
+    400: openAiErrors[400],
+    404: openAiErrors[404],
+  },
+});
+
 export function registerResponses(app: OpenAPIHono<AppEnv>): void {
   app.openapi(createResponseRoute, async (c) => {
     const body = c.req.valid("json");
@@ -52,6 +67,9 @@ export function registerResponses(app: OpenAPIHono<AppEnv>): void {
     if (!body.stream) return c.json(await responses.create(body, opts, gone), 200);
     return streamResponse(c, body, opts, gone);
   });
+  app.openapi(cancelRoute, async (c) =>
+    c.json(await c.get("services").responses.cancel(c.req.valid("param").id, c.get("tenant")), 200),
+  );
   app.openapi(getRoute, async (c) =>
     c.json(await c.get("services").responses.get(c.req.valid("param").id, c.get("tenant")), 200),
   );
