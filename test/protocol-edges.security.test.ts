@@ -162,10 +162,48 @@ describe("KServe v2 and OpenAI edges", () => {
       ["guided_whitespace_pattern", "[ ]?"],
       ["use_beam_search", true],
       ["guided_grammar", "root ::= x"],
+      ["skip_special_tokens", false],
+      ["spaces_between_special_tokens", false],
+      ["return_tokens_as_token_ids", true],
+      ["length_penalty", 0.5],
+      ["prompt_embeds", "AAAA"],
+      ["logits_processors", ["x"]],
     ] as const) {
       const res = await stack.post(
         "/v1/completions",
         { model: "tiny-lm", prompt: "Q:", [field]: value },
+        key,
+      );
+      expect(res.status, field).toBe(400);
+      expect(await message(res)).toMatch(new RegExp(`${field}.*not supported`));
+    }
+    // their defaults, as vLLM's clients send them, pass (queued as a job: no tiny-lm worker here)
+    const defaults = await stack.post(
+      "/v1/jobs",
+      {
+        model: "tiny-lm",
+        input: {
+          prompt: "Q:",
+          max_tokens: 2,
+          skip_special_tokens: true,
+          spaces_between_special_tokens: true,
+          return_tokens_as_token_ids: false,
+          length_penalty: 1,
+        },
+      },
+      key,
+    );
+    expect(defaults.status).toBe(202);
+    const { id } = (await defaults.json()) as { id: string };
+    await fetch(stack.url(`/v1/jobs/${id}`), { method: "DELETE", headers: key });
+    for (const [field, value] of [
+      ["reasoning_effort", "high"],
+      ["verbosity", "low"],
+      ["web_search_options", {}],
+    ] as const) {
+      const res = await stack.post(
+        "/v1/chat/completions",
+        { model: "tiny-lm", messages: [{ role: "user", content: "Q" }], [field]: value },
         key,
       );
       expect(res.status, field).toBe(400);

@@ -330,6 +330,12 @@ const sampling = {
   use_beam_search: unsupported("use_beam_search", false),
   guided_grammar: unsupported("guided_grammar", null),
   guided_whitespace_pattern: unsupported("guided_whitespace_pattern", null),
+  skip_special_tokens: unsupported("skip_special_tokens", true),
+  spaces_between_special_tokens: unsupported("spaces_between_special_tokens", true),
+  return_tokens_as_token_ids: unsupported("return_tokens_as_token_ids", false),
+  length_penalty: unsupported("length_penalty", 1),
+  prompt_embeds: unsupported("prompt_embeds"),
+  logits_processors: unsupported("logits_processors"),
   /** vLLM's guided decoding: the completion is exactly one of these strings. */
   guided_choice: guidedChoices.nullish(),
   /** vLLM's guided decoding: the completion matches this regular expression, whole. */
@@ -475,6 +481,10 @@ export const chatCompletionRequestSchema = z
     echo: unsupported("echo", false),
     chat_template: unsupported("chat_template"),
     documents: unsupported("documents"),
+    // OpenAI's, for models that reason or search: this server has none
+    reasoning_effort: unsupported("reasoning_effort"),
+    verbosity: unsupported("verbosity", "medium"),
+    web_search_options: unsupported("web_search_options"),
     functions: unsupported("functions"),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
