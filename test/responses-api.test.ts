@@ -60,6 +60,36 @@ describe("OpenAI's Responses API, through the openai client", () => {
     expect(res.usage?.output_tokens).toBeGreaterThan(0);
   });
 
+  it("include message.output_text.logprobs: the chat's log probabilities, whole and streamed", async () => {
+    const ask = {
+      ...greedy,
+      input: "Why is the sea salty?",
+      max_output_tokens: 12,
+      include: ["message.output_text.logprobs" as const],
+      top_logprobs: 2,
+    };
+    const res = await openai().responses.create(ask);
+    const part = res.output[0]?.type === "message" ? res.output[0].content[0] : undefined;
+    const logprobs = part?.type === "output_text" ? (part.logprobs ?? []) : [];
+    const chat = await openai().chat.completions.create({
+      ...greedy,
+      messages: [{ role: "user", content: "Why is the sea salty?" }],
+      max_tokens: 12,
+      logprobs: true,
+      top_logprobs: 2,
+    });
+    expect(logprobs).toHaveLength(12);
+    expect(logprobs).toEqual(chat.choices[0]?.logprobs?.content);
+    expect(logprobs.every((l) => l.top_logprobs.length === 2)).toBe(true);
+    const streamed: unknown[] = [];
+    for await (const event of openai().responses.stream(ask))
+      if (event.type === "response.output_text.delta") streamed.push(...(event.logprobs ?? []));
+    expect(streamed).toEqual(logprobs);
+    await expect(
+      openai().responses.create({ ...ask, include: ["file_search_call.results"] }),
+    ).rejects.toMatchObject({ status: 400 });
+  });
+
   it("max_output_tokens ends it incomplete, saying why", async () => {
     const res = await openai().responses.create({
       ...greedy,
@@ -202,6 +232,7 @@ describe("OpenAI's Responses API, through the openai client", () => {
       background: false,
       truncation: "disabled",
       include: [],
+      top_logprobs: 0,
       reasoning: { effort: null },
     });
     expect(fine.status).toBe(200);

@@ -1,5 +1,6 @@
-import type { CompletionResult } from "@ferry/protocol";
+import type { CompletionResult, TokenLogprob } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
+import { chatLogprobs } from "./openai-render.js";
 import type { ToolCall } from "./tool-call-parsers.js";
 import { chatAnswerOf } from "./tool-calls.js";
 
@@ -33,6 +34,7 @@ export interface ResponseEcho {
   store: boolean;
   background: boolean;
   parallel_tool_calls: boolean;
+  top_logprobs: number;
   tools: unknown[];
   tool_choice: unknown;
 }
@@ -69,22 +71,31 @@ export function messageItem(
   job: JobRecord,
   text: string,
   status: "in_progress" | "completed" | "incomplete",
+  logprobs: OutputLogprob[] = [],
 ) {
   return {
     type: "message" as const,
     id: messageId(job.id),
     status,
     role: "assistant" as const,
-    content: status === "in_progress" ? [] : [outputText(text)],
+    content: status === "in_progress" ? [] : [outputText(text, logprobs)],
   };
 }
 
-export const outputText = (text: string) => ({
+/** A token's log probability, and its likeliest alternatives' (the chat's shape). */
+export type OutputLogprob = ReturnType<typeof chatLogprobs>["content"][number];
+
+export const outputText = (text: string, logprobs: OutputLogprob[] = []) => ({
   type: "output_text" as const,
   text,
   annotations: [],
-  logprobs: [],
+  logprobs,
 });
+
+/** Token events' or a result's log probabilities as an output_text lists them (none unasked). */
+export function outputLogprobs(entries: readonly TokenLogprob[] | undefined): OutputLogprob[] {
+  return entries ? chatLogprobs(entries).content : [];
+}
 
 /** A call the answer made, as the Responses API lists it among the output. */
 export function functionCallItem(call: ToolCall, status: "in_progress" | "completed") {
@@ -106,7 +117,9 @@ export function outputItems(job: JobRecord, result: CompletionResult) {
   const { content, calls } = chatAnswerOf(job.meta, job.id, result.text);
   const status = result.finish_reason === "length" ? "incomplete" : "completed";
   return [
-    ...(content || calls.length === 0 ? [messageItem(job, content ?? "", status)] : []),
+    ...(content || calls.length === 0
+      ? [messageItem(job, content ?? "", status, outputLogprobs(result.logprobs))]
+      : []),
     ...calls.map((call) => functionCallItem(call, "completed")),
   ];
 }

@@ -1,4 +1,4 @@
-import { timeoutMsSchema } from "@ferry/protocol";
+import { MAX_LOGPROBS, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import { unsupported } from "./schemas.js";
 
@@ -124,8 +124,17 @@ export const responsesRequestSchema = z
     parallel_tool_calls: z.boolean().nullish(),
     max_tool_calls: z.number().int().nullish(),
     truncation: unsupported("truncation", "disabled"),
-    include: unsupported("include", []),
-    top_logprobs: unsupported("top_logprobs", 0),
+    /** More to include in the answer: of OpenAI's, the output text's log probabilities. */
+    include: z
+      .array(
+        z.string().refine((what) => what === "message.output_text.logprobs", {
+          error: (issue) =>
+            `include ${String(issue.input)} is not supported by this server (message.output_text.logprobs is)`,
+        }),
+      )
+      .nullish(),
+    /** With the log probabilities, this many likeliest alternatives of each token. */
+    top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
     reasoning: unsupported("reasoning", {}, { effort: null }, { effort: null, summary: null }),
     /** Queued as an async job and answered at once (`queued`); read back or cancelled later. */
     background: z.boolean().nullish(),

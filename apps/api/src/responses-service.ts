@@ -81,6 +81,10 @@ export class ResponsesService {
           ? { type: "function", function: { name: body.tool_choice.name } }
           : body.tool_choice,
       parallel_tool_calls: body.parallel_tool_calls,
+      // the model's own log probabilities of the text, as the chat gives them
+      ...(body.include?.includes("message.output_text.logprobs")
+        ? { logprobs: true, top_logprobs: body.top_logprobs ?? 0 }
+        : {}),
       priority: body.priority,
       timeout_ms: body.timeout_ms,
     });
@@ -101,6 +105,7 @@ export class ResponsesService {
           store: body.store ?? true,
           background: body.background ?? false,
           parallel_tool_calls: body.parallel_tool_calls ?? true,
+          top_logprobs: body.top_logprobs ?? 0,
           tools: body.tools ?? [],
           tool_choice: body.tool_choice ?? ((body.tools ?? []).length > 0 ? "auto" : "none"),
         },

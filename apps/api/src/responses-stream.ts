@@ -7,6 +7,7 @@ import {
   functionCallItem,
   messageItem,
   outputItems,
+  outputLogprobs,
   outputText,
   responseObject,
 } from "./responses-render.js";
@@ -67,9 +68,17 @@ export async function streamResponse(
         if (!opened) {
           await send("response.content_part.added", { ...where, part: outputText("") });
           if (part.text)
-            await send("response.output_text.delta", { ...where, delta: part.text, logprobs: [] });
+            await send("response.output_text.delta", {
+              ...where,
+              delta: part.text,
+              logprobs: part.logprobs,
+            });
         }
-        await send("response.output_text.done", { ...where, text: part.text, logprobs: [] });
+        await send("response.output_text.done", {
+          ...where,
+          text: part.text,
+          logprobs: part.logprobs,
+        });
         await send("response.content_part.done", { ...where, part });
       } else {
         if (!opened)
@@ -88,15 +97,16 @@ export async function streamResponse(
     let finished = false;
     const write = async (event: JobEvent) => {
       const e = event.body;
-      if (e.type === "token" && e.text) {
-        if (live === "text")
+      if (e.type === "token") {
+        // (a token that ends inside a character has its log probability, and no text yet)
+        if (live === "text" && (e.text || e.logprobs?.length))
           await send("response.output_text.delta", {
             ...at(opening, 0),
             content_index: 0,
             delta: e.text,
-            logprobs: [],
+            logprobs: outputLogprobs(e.logprobs),
           });
-        else if (live === "call" && openCall)
+        else if (live === "call" && openCall && e.text)
           await send("response.function_call_arguments.delta", {
             ...at(openCall, 0),
             delta: e.text,
