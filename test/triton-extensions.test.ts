@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { referenceLogits, samples } from "./helpers/samples.js";
 import { Stack } from "./helpers/stack.js";
@@ -242,5 +243,32 @@ describe("KServe v2 version metadata", () => {
     const missing = await fetch(stack.url("/v2/models/digits/versions/9"));
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({ error: "Model 'digits' has no version '9'" });
+  });
+
+  it("GET /v2/models/{name}/config: model.json as Triton's config in JSON", async () => {
+    const model = JSON.parse(readFileSync("models/digits/model.json", "utf8")) as {
+      max_batch_size: number;
+      instance_count: number;
+      dynamic_batching: { preferred_batch_sizes: number[]; max_queue_delay_ms: number };
+    };
+    const res = await fetch(stack.url("/v2/models/digits/config"));
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      name: "digits",
+      platform: "onnxruntime_onnx",
+      backend: "onnxruntime",
+      version_policy: { specific: { versions: [1, 2] } },
+      max_batch_size: model.max_batch_size,
+      input: [{ name: "input", data_type: "TYPE_FP32", dims: [64] }],
+      output: [{ name: "logits", data_type: "TYPE_FP32", dims: [10] }],
+      dynamic_batching: {
+        preferred_batch_size: model.dynamic_batching.preferred_batch_sizes,
+        max_queue_delay_microseconds: model.dynamic_batching.max_queue_delay_ms * 1000,
+        default_queue_policy: expect.objectContaining({ max_queue_size: expect.any(Number) }),
+      },
+      instance_group: [{ name: "digits", kind: "KIND_CPU", count: model.instance_count }],
+      default_model_filename: "model.onnx",
+    });
+    expect((await fetch(stack.url("/v2/models/nope/config"))).status).toBe(404);
   });
 });
