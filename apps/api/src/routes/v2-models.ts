@@ -159,7 +159,11 @@ function tritonConfig(entry: ModelEntry) {
 export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
   app.openapi(serverRoute, (c) =>
     c.json(
-      { name: "ferry", version: "0.1.0", extensions: ["binary_tensor_data", "classification"] },
+      {
+        name: "ferry",
+        version: "0.1.0",
+        extensions: ["binary_tensor_data", "classification", "model_configuration"],
+      },
       200,
     ),
   );
