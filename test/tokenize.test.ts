@@ -148,6 +148,12 @@ describe("vLLM's /tokenize and /detokenize", () => {
     await refused("/tokenize", { model: "nope", prompt: "a" }, 404, /nope/);
     await refused("/tokenize", { prompt: "x".repeat(256 * 64 + 1) }, 400, /far more than fit/);
     await refused("/detokenize", { tokens: [104, 300] }, 400, /Token id 300 is out of vocabulary/);
+    await refused(
+      "/detokenize",
+      { tokens: Array.from({ length: 256 * 64 + 1 }, () => 104) },
+      400,
+      /16385 tokens are far more than fit/,
+    );
     // the chat refuses the same contradiction
     await refused(
       "/v1/chat/completions",

@@ -3,6 +3,9 @@ import { FerryError } from "@ferry/protocol";
 import { type CompletionService, checkPromptChars, checkTokens } from "./completion-service.js";
 import type { DetokenizeRequest, TokenizeRequest } from "./schemas.js";
 
+/** Token ids one detokenize may take, in context windows. */
+const MAX_TOKENS_PER_CONTEXT = 64;
+
 /**
  * vLLM's `/tokenize` and `/detokenize`: the tokens a text model runs for a prompt or a chat,
  * from the same tokenizer and chat template the completion routes use, so that a client can
@@ -36,6 +39,13 @@ export class TokenizationService {
 
   async detokenize(body: DetokenizeRequest) {
     const entry = this.textModel(body.model);
+    // a bound on what one request may make the API decode, as a prompt's characters are bounded
+    const context = entry.config.architecture?.context_length;
+    if (typeof context === "number" && body.tokens.length > context * MAX_TOKENS_PER_CONTEXT)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This model's maximum context length is ${context} tokens; ${body.tokens.length} tokens are far more than fit`,
+      );
     checkTokens(entry, body.tokens, "Token id");
     return { prompt: (await this.completions.tokenizer(entry)).decode(body.tokens) };
   }
