@@ -2,71 +2,15 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { byteLevelTokenizerJson } from "../../../test/helpers/byte-level-tokenizer.js";
 import { HfTokenizer } from "./hf-tokenizer.js";
 
-/** GPT-2's byte -> printable character table, which byte-level BPE vocabularies are written in. */
-function bytesToUnicode(): string[] {
-  const printable = [...range(33, 126), ...range(161, 172), ...range(174, 255)];
-  let extra = 0;
-  return range(0, 255).map((b) =>
-    printable.includes(b) ? String.fromCharCode(b) : String.fromCharCode(256 + extra++),
-  );
-}
-
-function range(from: number, to: number): number[] {
-  return Array.from({ length: to - from + 1 }, (_, k) => from + k);
-}
-
 /** A small byte-level BPE tokenizer.json in GPT-2's format, with a few merges. */
-function writeTokenizerJson(postProcessor: unknown = null): string {
-  const chars = bytesToUnicode();
-  const vocab: Record<string, number> = {};
-  chars.forEach((c, k) => {
-    vocab[c] = k;
-  });
+function writeTokenizerJson({ bos = false } = {}): string {
   const merges = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r"];
-  for (const m of merges) vocab[m.replace(" ", "")] = Object.keys(vocab).length;
-  vocab["<|endoftext|>"] = Object.keys(vocab).length;
-  const byteLevel = {
-    type: "ByteLevel",
-    add_prefix_space: false,
-    trim_offsets: true,
-    use_regex: true,
-  };
-  const json = {
-    version: "1.0",
-    truncation: null,
-    padding: null,
-    added_tokens: [
-      {
-        id: vocab["<|endoftext|>"],
-        content: "<|endoftext|>",
-        single_word: false,
-        lstrip: false,
-        rstrip: false,
-        normalized: false,
-        special: true,
-      },
-    ],
-    normalizer: null,
-    pre_tokenizer: byteLevel,
-    post_processor: postProcessor,
-    decoder: byteLevel,
-    model: {
-      type: "BPE",
-      dropout: null,
-      unk_token: null,
-      continuing_subword_prefix: "",
-      end_of_word_suffix: "",
-      fuse_unk: false,
-      byte_fallback: false,
-      vocab,
-      merges,
-    },
-  };
   const dir = mkdtempSync(join(tmpdir(), "ferry-tok-"));
   const path = join(dir, "tokenizer.json");
-  writeFileSync(path, JSON.stringify(json));
+  writeFileSync(path, JSON.stringify(byteLevelTokenizerJson({ merges, bos })));
   return path;
 }
 
@@ -105,16 +49,7 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
 
   it("adds the post-processor's special tokens only when asked (vLLM's add_special_tokens), and decodes them back", async () => {
     // Llama's way: a BOS before every sequence, here <|endoftext|> (id 262)
-    const bos = { SpecialToken: { id: "<|endoftext|>", type_id: 0 } };
-    const template = {
-      type: "TemplateProcessing",
-      single: [bos, { Sequence: { id: "A", type_id: 0 } }],
-      pair: [bos, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
-      special_tokens: {
-        "<|endoftext|>": { id: "<|endoftext|>", ids: [262], tokens: ["<|endoftext|>"] },
-      },
-    };
-    const tok = await HfTokenizer.load(writeTokenizerJson(template), 262);
+    const tok = await HfTokenizer.load(writeTokenizerJson({ bos: true }), 262);
     const plain = tok.encode("hello world");
     expect(tok.encode("hello world", true)).toEqual([262, ...plain]);
     expect(tok.decode([262, ...plain])).toBe("<|endoftext|>hello world");
