@@ -24,6 +24,23 @@ const features = samples.digits.inputs[3] ?? [];
 const get = (path: string, key: string, s = stack) => fetch(s.url(path), { headers: as(key) });
 
 describe("jobs and completions belong to the key that created them", () => {
+  it("a stored response (OpenAI's Responses API) too: another key can neither read, cancel nor continue it", async () => {
+    const create = (body: Record<string, unknown>, key: string) =>
+      stack.post("/v1/responses", { model: "tiny-lm", max_output_tokens: 4, ...body }, as(key));
+    const made = await create({ input: "Hi", background: true }, "k1");
+    expect(made.status).toBe(200);
+    const { id } = (await made.json()) as { id: string };
+    expect((await get(`/v1/responses/${id}`, "k2")).status).toBe(404);
+    const cancel = await fetch(stack.url(`/v1/responses/${id}/cancel`), {
+      method: "POST",
+      headers: as("k2"),
+    });
+    expect(cancel.status).toBe(404);
+    expect((await create({ input: "And?", previous_response_id: id }, "k2")).status).toBe(404);
+    expect((await get(`/v1/responses/${id}`, "k1")).status).toBe(200);
+    expect((await get(`/v1/responses/${id}`, "root")).status).toBe(200);
+  });
+
   it("another key gets 404 for a job's poll, events and cancel; the owner and the admin see it", async () => {
     const res = await stack.post("/v1/jobs", { model: "digits", input: { features } }, as("k1"));
     expect(res.status).toBe(202);
