@@ -151,7 +151,7 @@ describe("classifier path, end to end", () => {
     });
   });
 
-  it("publishes an OpenAPI document with every classifier route", async () => {
+  it("publishes an OpenAPI document with every route", async () => {
     const doc = (await (await fetch(stack.url("/openapi.json"))).json()) as {
       paths: Record<string, unknown>;
     };
@@ -165,8 +165,17 @@ describe("classifier path, end to end", () => {
       "/v2/models/{name}/ready",
       "/v2/models/{name}/infer",
       "/v2/models/{name}/versions/{version}/infer",
+      "/v2/models/{name}/versions/{version}",
+      "/v2/models/{name}/config",
       "/v1/jobs",
       "/v1/jobs/{id}",
+      "/v1/completions",
+      "/v1/chat/completions",
+      "/v1/responses",
+      "/v1/responses/{id}",
+      "/v1/responses/{id}/cancel",
+      "/tokenize",
+      "/detokenize",
     ]) {
       expect(Object.keys(doc.paths)).toContain(path);
     }
