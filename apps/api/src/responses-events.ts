@@ -1,0 +1,205 @@
+import type { CompletionResult, FerryError, JobEventBody } from "@ferry/protocol";
+import type { JobRecord } from "@ferry/transport";
+import {
+  functionCallItem,
+  messageItem,
+  type OutputLogprob,
+  outputItems,
+  outputLogprobs,
+  outputText,
+  type ResponsesMeta,
+  responseObject,
+} from "./responses-render.js";
+import {
+  type ChatAnswer,
+  type ToolCallParser,
+  type ToolCallStream,
+  toolCallReader,
+} from "./tool-call-parsers.js";
+import { chatAnswerOf } from "./tool-calls.js";
+
+/** One Responses API stream event: its `type` and payload (the stream numbers it). */
+export type ResponseEvent = { type: string } & Record<string, unknown>;
+
+type TokenEvent = Extract<JobEventBody, { type: "token" }>;
+type Item = ReturnType<typeof outputItems>[number];
+
+/**
+ * A response's stream as OpenAI's events, from its job's events: the message and its text
+ * part opened at once and a `response.output_text.delta` per token event; a forced call opened
+ * at once and its arguments as `response.function_call_arguments.delta`; a model that chooses
+ * between text and calls (`tool_choice: "auto"`) read as the chat's stream reads it (the text
+ * as it comes, each call whole once the reader has it); at the result, each item not yet
+ * finished closed where it stands, then `response.completed` (or `response.incomplete`).
+ */
+export class ResponseEvents {
+  private readonly live: "text" | "call" | "read";
+  private readonly reader: ToolCallStream | undefined;
+  private readonly opening: ReturnType<typeof messageItem>;
+  private readonly forced: ReturnType<typeof functionCallItem> | undefined;
+  /** Items sent so far, by output index: opened (still streaming) or done. */
+  private readonly sent: Array<{ type: Item["type"]; done: boolean }> = [];
+  /** The message's text sent so far (read mode: closed when the first call comes). */
+  private text = "";
+
+  constructor(
+    private readonly job: JobRecord,
+    private readonly meta: ResponsesMeta,
+  ) {
+    const ask = job.meta.tool_call;
+    this.live = ask === undefined ? "text" : ask === "named" ? "call" : "read";
+    this.reader =
+      this.live === "read"
+        ? toolCallReader((job.meta.parser as ToolCallParser | undefined) ?? "hermes").stream(job.id)
+        : undefined;
+    this.opening = messageItem(job, "", "in_progress");
+    const [call] = this.live === "call" ? chatAnswerOf(job.meta, job.id, "").calls : [];
+    this.forced = call ? functionCallItem(call, "in_progress") : undefined;
+  }
+
+  start(): ResponseEvent[] {
+    const started = { ...responseObject(this.job, this.meta), status: "in_progress" };
+    const events: ResponseEvent[] = [
+      { type: "response.created", response: started },
+      { type: "response.in_progress", response: started },
+    ];
+    if (this.live === "text") events.push(...this.openMessage());
+    else if (this.forced) {
+      events.push({ type: "response.output_item.added", output_index: 0, item: this.forced });
+      this.sent.push({ type: "function_call", done: false });
+    }
+    return events;
+  }
+
+  token(e: TokenEvent): ResponseEvent[] {
+    const logprobs = outputLogprobs(e.logprobs);
+    // (a token that ends inside a character has its log probability, and no text yet)
+    if (this.live === "text")
+      return e.text || logprobs.length > 0 ? [this.textDelta(e.text, logprobs)] : [];
+    if (this.forced)
+      return e.text
+        ? [{ type: "response.function_call_arguments.delta", ...at(this.forced, 0), delta: e.text }]
+        : [];
+    return this.reader ? this.read(this.reader.push(e.text), logprobs) : [];
+  }
+
+  /** The end: what is still open closed, each item not yet sent whole, then the response. */
+  result(result: CompletionResult): ResponseEvent[] {
+    const events = this.reader ? this.read(this.reader.end(), []) : [];
+    for (const [index, item] of outputItems(this.job, result).entries()) {
+      const before = this.sent[index];
+      if (before?.type === item.type && before.done) continue;
+      events.push(...itemEvents(item, index, before?.type === item.type));
+    }
+    const whole = responseObject({ ...this.job, status: "succeeded" }, this.meta, result);
+    const end = whole.status === "incomplete" ? "response.incomplete" : "response.completed";
+    events.push({ type: end, response: whole });
+    return events;
+  }
+
+  error(error: FerryError): ResponseEvent[] {
+    const failed = {
+      ...this.job,
+      status: "failed" as const,
+      error: { code: error.code, message: error.message },
+    };
+    return [
+      { type: "error", code: error.code.toLowerCase(), message: error.message, param: null },
+      { type: "response.failed", response: responseObject(failed, this.meta) },
+    ];
+  }
+
+  private openMessage(): ResponseEvent[] {
+    this.sent.push({ type: "message", done: false });
+    return [
+      { type: "response.output_item.added", output_index: 0, item: this.opening },
+      {
+        type: "response.content_part.added",
+        ...at(this.opening, 0),
+        content_index: 0,
+        part: outputText(""),
+      },
+    ];
+  }
+
+  private textDelta(delta: string, logprobs: OutputLogprob[]): ResponseEvent {
+    this.text += delta;
+    return {
+      type: "response.output_text.delta",
+      ...at(this.opening, 0),
+      content_index: 0,
+      delta,
+      logprobs,
+    };
+  }
+
+  /** What the call reader gives: text into the message (opened when text first comes), each call whole. */
+  private read({ content, calls }: ChatAnswer, logprobs: OutputLogprob[]): ResponseEvent[] {
+    const events: ResponseEvent[] = [];
+    if (content) {
+      if (this.sent.length === 0) events.push(...this.openMessage());
+      const open = this.sent[0];
+      if (open?.type === "message" && !open.done) events.push(this.textDelta(content, logprobs));
+    }
+    // parallel_tool_calls: false leaves the first call alone
+    const made = this.sent.filter((item) => item.type === "function_call").length;
+    for (const call of this.job.meta.single === true ? calls.slice(0, 1 - made) : calls) {
+      const open = this.sent[0];
+      if (open?.type === "message" && !open.done) {
+        events.push(...itemEvents(messageItem(this.job, this.text, "completed"), 0, true));
+        open.done = true;
+      }
+      events.push(...itemEvents(functionCallItem(call, "completed"), this.sent.length, false));
+      this.sent.push({ type: "function_call", done: true });
+    }
+    return events;
+  }
+}
+
+const at = (item: { id: string }, output_index: number) => ({ item_id: item.id, output_index });
+
+/** An item's events from where it stands (`opened`: added, its text part too) to its end. */
+function itemEvents(item: Item, index: number, opened: boolean): ResponseEvent[] {
+  const events: ResponseEvent[] = [];
+  if (!opened)
+    events.push({ type: "response.output_item.added", output_index: index, item: emptied(item) });
+  if (item.type === "message") {
+    const part = item.content[0] ?? outputText("");
+    const where = { ...at(item, index), content_index: 0 };
+    if (!opened) {
+      events.push({ type: "response.content_part.added", ...where, part: outputText("") });
+      if (part.text)
+        events.push({
+          type: "response.output_text.delta",
+          ...where,
+          delta: part.text,
+          logprobs: part.logprobs,
+        });
+    }
+    events.push(
+      { type: "response.output_text.done", ...where, text: part.text, logprobs: part.logprobs },
+      { type: "response.content_part.done", ...where, part },
+    );
+  } else {
+    if (!opened)
+      events.push({
+        type: "response.function_call_arguments.delta",
+        ...at(item, index),
+        delta: item.arguments,
+      });
+    events.push({
+      type: "response.function_call_arguments.done",
+      ...at(item, index),
+      name: item.name,
+      arguments: item.arguments,
+    });
+  }
+  events.push({ type: "response.output_item.done", output_index: index, item });
+  return events;
+}
+
+/** An item as `output_item.added` shows it: begun, its text or arguments still to come. */
+function emptied<T extends { type: string }>(item: T): T {
+  if (item.type === "message") return { ...item, status: "in_progress", content: [] };
+  return { ...item, status: "in_progress", arguments: "" };
+}
