@@ -271,4 +271,26 @@ describe("KServe v2 version metadata", () => {
     });
     expect((await fetch(stack.url("/v2/models/nope/config"))).status).toBe(404);
   });
+
+  it("POST /v2/repository/index: every version of every model, READY where a worker serves it", async () => {
+    const res = await fetch(stack.url("/v2/repository/index"), { method: "POST" });
+    expect(res.status).toBe(200);
+    const index = (await res.json()) as Array<{
+      name: string;
+      version: string;
+      state: string;
+      reason: string;
+    }>;
+    // this stack's worker serves digits alone
+    expect(index.filter((m) => m.name === "digits")).toEqual([
+      { name: "digits", version: "1", state: "READY", reason: "" },
+      { name: "digits", version: "2", state: "READY", reason: "" },
+    ]);
+    expect(index.find((m) => m.name === "tiny-lm")).toEqual({
+      name: "tiny-lm",
+      version: "1",
+      state: "UNAVAILABLE",
+      reason: "no live worker serves this version",
+    });
+  });
 });

@@ -231,6 +231,27 @@ export class HealthService {
     return this.client.workers.perQueue();
   }
 
+  /**
+   * Triton's repository index: every version of every model, READY where a live worker serves
+   * it, UNAVAILABLE (and why) where none does.
+   */
+  async repositoryIndex(): Promise<
+    Array<{ name: string; version: string; state: "READY" | "UNAVAILABLE"; reason: string }>
+  > {
+    const counts = await this.workersPerQueue();
+    return this.repository.list().flatMap((entry) =>
+      entry.versions.map((version) => {
+        const ready = (counts.get(queueName(entry.config.name, version)) ?? 0) > 0;
+        return {
+          name: entry.config.name,
+          version,
+          state: ready ? ("READY" as const) : ("UNAVAILABLE" as const),
+          reason: ready ? "" : "no live worker serves this version",
+        };
+      }),
+    );
+  }
+
   /** Whether a live worker serves `name` at `version` (the default one when unnamed). */
   async modelReady(name: string, version?: string): Promise<{ version: string; ready: boolean }> {
     const resolved = this.repository.resolve(name, version);

@@ -68,6 +68,28 @@ const configRoute = createRoute({
   },
 });
 
+const indexRoute = createRoute({
+  method: "post",
+  path: "/v2/repository/index",
+  summary:
+    "Triton's model repository index: every version of every model, READY where a live worker serves it, else UNAVAILABLE with the reason",
+  responses: {
+    200: json(
+      z
+        .array(
+          z.object({
+            name: z.string(),
+            version: z.string(),
+            state: z.enum(["READY", "UNAVAILABLE"]),
+            reason: z.string(),
+          }),
+        )
+        .openapi("RepositoryIndex"),
+      "The index",
+    ),
+  },
+});
+
 const readySchema = z.object({ name: z.string(), version: z.string(), ready: z.boolean() });
 
 const metadataRoute = createRoute({
@@ -162,7 +184,12 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
       {
         name: "ferry",
         version: "0.1.0",
-        extensions: ["binary_tensor_data", "classification", "model_configuration"],
+        extensions: [
+          "binary_tensor_data",
+          "classification",
+          "model_configuration",
+          "model_repository",
+        ],
       },
       200,
     ),
@@ -171,6 +198,9 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
     const entry = c.get("services").repository.get(c.req.valid("param").name);
     return c.json(metadataOf(entry, entry.versions), 200);
   });
+  app.openapi(indexRoute, async (c) =>
+    c.json(await c.get("services").health.repositoryIndex(), 200),
+  );
   app.openapi(configRoute, (c) =>
     c.json(tritonConfig(c.get("services").repository.get(c.req.valid("param").name)), 200),
   );
