@@ -9,6 +9,7 @@ import { z } from "zod";
 import { tempRepository } from "./helpers/model-repo.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack } from "./helpers/stack.js";
+import { time, WeatherArgs, weather } from "./helpers/tools.js";
 import { tokenCounts } from "./helpers/usage.js";
 
 // A second generator without a chat template, beside tiny-lm: chat must refuse it, not guess.
@@ -328,29 +329,7 @@ describe("the openai client, unchanged", () => {
     await expectParsedEach(Ticket, "ticket", "Book me a ticket.", 4);
   });
 
-  const weather = {
-    type: "function" as const,
-    function: {
-      name: "get_weather",
-      description: "The weather in a city",
-      parameters: {
-        type: "object",
-        properties: {
-          city: { type: "string", maxLength: 16 },
-          unit: { enum: ["celsius", "fahrenheit"] },
-        },
-        required: ["city", "unit"],
-        additionalProperties: false,
-      },
-    },
-  };
-  const time = {
-    type: "function" as const,
-    function: { name: "get_time", parameters: { type: "object", properties: {} } },
-  };
-  const Args = z
-    .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
-    .strict();
+  const Args = WeatherArgs;
 
   it("tools: a forced call's arguments meet its parameters' schema, streamed or not; auto without a call parser is refused by name", async () => {
     const messages = [{ role: "user" as const, content: "Weather in Oslo?" }];

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { tempRepository } from "./helpers/model-repo.js";
 import { Stack } from "./helpers/stack.js";
+import { time as chatTime, weather as chatWeather, flat, WeatherArgs } from "./helpers/tools.js";
 
 // tiny-lm as a model whose calls Hermes' format would carry, so that tool_choice "auto" is served
 const repo = tempRepository({ "tiny-lm": { tool_call_parser: "hermes" } });
@@ -275,39 +276,10 @@ describe("background responses (an async job each)", () => {
 });
 
 describe("function tools in the Responses API", () => {
-  const weather = {
-    type: "function" as const,
-    name: "get_weather",
-    description: "The weather in a city",
-    strict: true,
-    parameters: {
-      type: "object",
-      properties: {
-        city: { type: "string", maxLength: 16 },
-        unit: { enum: ["celsius", "fahrenheit"] },
-      },
-      required: ["city", "unit"],
-      additionalProperties: false,
-    },
-  };
-  const time = {
-    type: "function" as const,
-    name: "get_time",
-    strict: false,
-    parameters: { type: "object", properties: {} },
-  };
-  const Args = z
-    .object({ city: z.string().max(16), unit: z.enum(["celsius", "fahrenheit"]) })
-    .strict();
+  const Args = WeatherArgs;
+  const weather = flat(chatWeather, true);
+  const time = flat(chatTime);
   const ask = "Weather in Oslo?";
-  const chatWeather = {
-    type: "function" as const,
-    function: {
-      name: weather.name,
-      description: weather.description,
-      parameters: weather.parameters,
-    },
-  };
 
   it("a forced call is a function_call item, the chat's call; streamed, its arguments come as deltas", async () => {
     const forced = {
