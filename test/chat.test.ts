@@ -425,11 +425,13 @@ describe("the openai client, unchanged", () => {
     const args = Args.parse(JSON.parse(fn?.arguments ?? ""));
     expect(args.city).toMatch(/^[A-Z][a-z]{1,8}$/);
     expect(made?.id).toMatch(/^call_/);
-    // streamed: the content as it comes, then the call whole; the same answer in the end
+    // streamed: the content as it comes, then the call, named first and its arguments as they
+    // come (vLLM's); the same answer in the end
     const stream = await openai().chat.completions.create({ ...params, stream: true });
     let content = "";
     const calls: Array<{ id?: string | undefined; name: string; arguments: string }> = [];
     let finish: string | null | undefined;
+    let pieces = 0;
     for await (const chunk of stream) {
       const delta = chunk.choices[0]?.delta;
       content += delta?.content ?? "";
@@ -441,12 +443,14 @@ describe("the openai client, unchanged", () => {
           arguments: string;
         };
         at.id ??= part.id;
+        pieces++;
         at.name += part.function?.name ?? "";
         at.arguments += part.function?.arguments ?? "";
       }
       finish = chunk.choices[0]?.finish_reason ?? finish;
     }
     expect([content, finish]).toEqual(["Let me check. ", "tool_calls"]);
+    expect(pieces).toBeGreaterThan(2);
     // (another job: its own call id)
     expect(calls).toEqual([
       { id: expect.stringMatching(/^call_/), name: "get_weather", arguments: fn?.arguments },
@@ -466,6 +470,24 @@ describe("the openai client, unchanged", () => {
     expect(sdk.toolCalls.map((c) => [c.toolName, c.input])).toEqual([
       ["get_weather", JSON.parse(fn?.arguments ?? "")],
     ]);
+    // and streamed: the call's input in pieces, put together and checked the same way
+    const sdkStream = streamText({
+      model: createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") }).chatModel(
+        "tiny-lm",
+      ),
+      prompt: "Weather in Oslo?",
+      tools: { get_weather: tool({ description: "the weather in a city", inputSchema: Args }) },
+      temperature: 0.8,
+      seed: 7,
+      providerOptions: { ferry: guided },
+    });
+    let inputDeltas = 0;
+    for await (const part of sdkStream.fullStream)
+      if (part.type === "tool-input-delta") inputDeltas++;
+    expect(inputDeltas).toBeGreaterThan(1);
+    expect((await sdkStream.toolCalls).map((c) => [c.toolName, c.input])).toEqual([
+      ["get_weather", JSON.parse(fn?.arguments ?? "")],
+    ]);
     // two calls written; with parallel_tool_calls: false, the first alone, streamed or not
     const twice = {
       ...params,
@@ -476,10 +498,10 @@ describe("the openai client, unchanged", () => {
     expect(single.choices[0]?.message.tool_calls).toHaveLength(1);
     const both = await openai().chat.completions.create({ ...twice, parallel_tool_calls: true });
     expect(both.choices[0]?.message.tool_calls).toHaveLength(2);
-    let streamedCalls = 0;
+    const streamedCalls = new Set<number>();
     for await (const chunk of await openai().chat.completions.create({ ...twice, stream: true }))
-      streamedCalls += chunk.choices[0]?.delta?.tool_calls?.length ?? 0;
-    expect(streamedCalls).toBe(1);
+      for (const part of chunk.choices[0]?.delta?.tool_calls ?? []) streamedCalls.add(part.index);
+    expect([...streamedCalls]).toEqual([0]);
     // text without a call is the answer's content, finished as text is
     const text = await openai().chat.completions.create({
       ...params,

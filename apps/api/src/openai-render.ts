@@ -13,6 +13,8 @@ import type {
   PromptLogprobs,
 } from "./schemas.js";
 import {
+  type CallPart,
+  type StreamedAnswer,
   type ToolCall,
   type ToolCallParser,
   type ToolCallStream,
@@ -241,7 +243,7 @@ export function chatFinalChunks(
   includeUsage: boolean,
   state?: ChoiceState,
 ) {
-  const held = state?.tools ? chatDeltas(job, state, state.tools.end(), null) : [];
+  const held = state?.tools ? chatDeltas(job, state.tools.end(), null) : [];
   const last = chatChunk(
     job,
     {},
@@ -297,8 +299,6 @@ export class ChoiceState {
   readonly offsets = new TextOffsets();
   /** The calls read from a chat's text, when its model may write them (`tool_choice: "auto"`). */
   tools: ToolCallStream | undefined;
-  /** Calls sent so far: the next one's `index`. */
-  callsSent = 0;
   /** Tokens the job has sampled so far (its token events' ids). */
   completionTokens = 0;
 
@@ -317,29 +317,35 @@ export class ChoiceState {
 }
 
 /**
- * A chat's text and calls as chunks: content (with the token's log probabilities, when it
- * has them, even if its text is held back), then each call whole, named and with its arguments.
+ * A read piece of a streamed answer as chunks: its content (with the token's log
+ * probabilities), then its calls' pieces, each call's first naming it.
  */
 function chatDeltas(
   job: CompletionJob,
-  state: ChoiceState,
-  { content, calls }: { content: string | null; calls: ToolCall[] },
+  { content, parts }: StreamedAnswer,
   logprobs: ChatLogprobs | null,
 ) {
   const out: Array<ReturnType<typeof chatChunk>> = [];
   if (content || logprobs) out.push(chatChunk(job, { content: content ?? "" }, null, logprobs));
-  // parallel_tool_calls: false leaves the first call alone
-  const sending =
-    job.meta?.single === true ? calls.slice(0, Math.max(0, 1 - state.callsSent)) : calls;
+  // parallel_tool_calls: false leaves the first call alone; a call's last piece may add nothing
+  const sending = parts.filter(
+    (p) => (job.meta?.single !== true || p.index === 0) && (p.id !== undefined || p.arguments),
+  );
   if (sending.length > 0)
-    out.push(
-      chatChunk(
-        job,
-        { tool_calls: sending.map((call) => ({ index: state.callsSent++, ...call })) },
-        null,
-      ),
-    );
+    out.push(chatChunk(job, { tool_calls: sending.map(toolCallDelta) }, null));
   return out;
+}
+
+/** A call's piece as OpenAI's streamed `tool_calls` entry. */
+function toolCallDelta(part: CallPart) {
+  return {
+    index: part.index,
+    ...(part.id !== undefined ? { id: part.id, type: "function" as const } : {}),
+    function: {
+      ...(part.name !== undefined ? { name: part.name } : {}),
+      arguments: part.arguments,
+    },
+  };
 }
 
 /** A job's token event, as a stream renders it. */
@@ -403,7 +409,7 @@ export const chatStream: StreamRenderer = {
   },
   token: (job, { text, logprobs }, state) => {
     const scores = logprobs ? chatLogprobs(logprobs) : null;
-    if (state.tools) return chatDeltas(job, state, state.tools.push(text), scores);
+    if (state.tools) return chatDeltas(job, state.tools.push(text), scores);
     return [
       chatChunk(
         job,

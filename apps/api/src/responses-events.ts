@@ -11,7 +11,8 @@ import {
   responseObject,
 } from "./responses-render.js";
 import {
-  type ChatAnswer,
+  type CallPart,
+  type StreamedAnswer,
   type ToolCallParser,
   type ToolCallStream,
   toolCallReader,
@@ -41,6 +42,11 @@ export class ResponseEvents {
   private readonly sent: Array<{ type: Item["type"]; done: boolean }> = [];
   /** The message's text sent so far (read mode: closed when the first call comes). */
   private text = "";
+  /** Calls being streamed (read mode), by their index among the answer's calls. */
+  private readonly calls = new Map<
+    number,
+    { output: number; item: ReturnType<typeof functionCallItem>; args: string }
+  >();
 
   constructor(
     private readonly job: JobRecord,
@@ -133,8 +139,11 @@ export class ResponseEvents {
     };
   }
 
-  /** What the call reader gives: text into the message (opened when text first comes), each call whole. */
-  private read({ content, calls }: ChatAnswer, logprobs: OutputLogprob[]): ResponseEvent[] {
+  /**
+   * What the call reader gives: text into the message (opened when text first comes), and
+   * calls' pieces, each call an item of its own (the message closed before the first).
+   */
+  private read({ content, parts }: StreamedAnswer, logprobs: OutputLogprob[]): ResponseEvent[] {
     const events: ResponseEvent[] = [];
     if (content) {
       if (this.sent.length === 0) events.push(...this.openMessage());
@@ -142,16 +151,53 @@ export class ResponseEvents {
       if (open?.type === "message" && !open.done) events.push(this.textDelta(content, logprobs));
     }
     // parallel_tool_calls: false leaves the first call alone
-    const made = this.sent.filter((item) => item.type === "function_call").length;
-    for (const call of this.job.meta.single === true ? calls.slice(0, 1 - made) : calls) {
-      const open = this.sent[0];
-      if (open?.type === "message" && !open.done) {
-        events.push(...itemEvents(messageItem(this.job, this.text, "completed"), 0, true));
-        open.done = true;
+    for (const part of parts) {
+      if (this.job.meta.single === true && part.index > 0) continue;
+      if (part.id !== undefined) events.push(...this.openCall(part));
+      const call = this.calls.get(part.index);
+      if (!call) continue;
+      if (part.arguments) {
+        call.args += part.arguments;
+        events.push({
+          type: "response.function_call_arguments.delta",
+          ...at(call.item, call.output),
+          delta: part.arguments,
+        });
       }
-      events.push(...itemEvents(functionCallItem(call, "completed"), this.sent.length, false));
-      this.sent.push({ type: "function_call", done: true });
+      if (part.done) {
+        const item = { ...call.item, arguments: call.args, status: "completed" as const };
+        events.push(
+          {
+            type: "response.function_call_arguments.done",
+            ...at(item, call.output),
+            name: item.name,
+            arguments: item.arguments,
+          },
+          { type: "response.output_item.done", output_index: call.output, item },
+        );
+        const sent = this.sent[call.output];
+        if (sent) sent.done = true;
+      }
     }
+    return events;
+  }
+
+  /** A call's first piece: the message closed, the call's item added. */
+  private openCall(part: CallPart): ResponseEvent[] {
+    const events: ResponseEvent[] = [];
+    const open = this.sent[0];
+    if (open?.type === "message" && !open.done) {
+      events.push(...itemEvents(messageItem(this.job, this.text, "completed"), 0, true));
+      open.done = true;
+    }
+    const item = functionCallItem(
+      { id: part.id ?? "", type: "function", function: { name: part.name ?? "", arguments: "" } },
+      "in_progress",
+    );
+    const output = this.sent.length;
+    this.calls.set(part.index, { output, item, args: "" });
+    this.sent.push({ type: "function_call", done: false });
+    events.push({ type: "response.output_item.added", output_index: output, item });
     return events;
   }
 }

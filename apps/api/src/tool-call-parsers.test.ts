@@ -11,14 +11,34 @@ import {
 const weather = '{"name": "get_weather", "arguments": {"city": "Oslo", "unit": "celsius"}}';
 const time = '{"name": "get_time", "arguments": {}}';
 
-/** A streamed answer's pieces put together: the content, and the calls in order. */
+/**
+ * A streamed answer's pieces put together as a client puts them: the content, and each call
+ * from its pieces (named by its first, its arguments joined), in order. Fails on a piece of a
+ * call never named, a call named twice, or one never done.
+ */
 function streamed(pieces: string[], reader: ToolCallStream = new HermesStream("j1")): ChatAnswer {
   let content = "";
   const calls: ChatAnswer["calls"] = [];
+  const done = new Set<number>();
   for (const out of [...pieces.map((p) => reader.push(p)), reader.end()]) {
     content += out.content ?? "";
-    calls.push(...out.calls);
+    for (const part of out.parts) {
+      if (part.id !== undefined) {
+        expect(calls[part.index]).toBeUndefined();
+        calls[part.index] = {
+          id: part.id,
+          type: "function",
+          function: { name: part.name ?? "", arguments: "" },
+        };
+      }
+      const call = calls[part.index];
+      if (!call) throw new Error(`a piece of call ${part.index}, never named`);
+      expect(done.has(part.index)).toBe(false);
+      call.function.arguments += part.arguments;
+      if (part.done) done.add(part.index);
+    }
   }
+  expect(done.size).toBe(calls.length);
   return { content: content || null, calls };
 }
 
@@ -70,6 +90,28 @@ describe("Hermes tool calls (vLLM's hermes parser)", () => {
     expect(reader.push("to").content).toBe("");
     expect(reader.push("o late").content).toBe("<too late");
     expect(reader.called).toBe(false);
+  });
+
+  it("streams a call's arguments as they come, named as soon as its head is in (vLLM's)", () => {
+    const reader = new HermesStream("j1");
+    const text = `<tool_call>\n${weather}\n</tool_call>`;
+    const parts = piecesOf(text, 1).flatMap((piece) => reader.push(piece).parts);
+    // the name before the arguments, the arguments in many pieces, all before the close tag's end
+    expect(parts[0]).toEqual({ index: 0, id: "call_j1", name: "get_weather", arguments: "" });
+    const args = parts.filter((p) => p.id === undefined && p.arguments);
+    expect(args.length).toBeGreaterThan(10);
+    expect(args.map((p) => p.arguments).join("")).toBe('{"city":"Oslo","unit":"celsius"}');
+    expect(parts.at(-1)).toEqual({ index: 0, arguments: "", done: true });
+    // arguments before the name: read whole at the close tag
+    const late = new HermesStream("j1");
+    const reversed = '<tool_call>{"arguments": {"a": 1}, "name": "f"}</tool_call>';
+    const early = piecesOf(reversed, 1)
+      .slice(0, -1)
+      .flatMap((piece) => late.push(piece).parts);
+    expect(early).toEqual([]);
+    expect(late.push(">").parts).toEqual([
+      { index: 0, id: "call_j1", name: "f", arguments: '{"a":1}', done: true },
+    ]);
   });
 
   it("a call that does not parse goes out as text in a stream", () => {
@@ -134,7 +176,7 @@ describe("Llama 3 JSON tool calls (vLLM's llama3_json parser)", () => {
     expect(held.push('{"name"').content).toBe("");
     expect(held.called).toBe(false);
     held.push(': "get_time"}');
-    expect(held.end().calls).toHaveLength(1);
+    expect(held.end().parts).toMatchObject([{ index: 0, name: "get_time", done: true }]);
     expect(held.called).toBe(true);
   });
 });

@@ -29,12 +29,42 @@ function callId(jobId: string, k: number): string {
   return k === 0 ? toolCallId(jobId) : `${toolCallId(jobId)}_${k}`;
 }
 
+/**
+ * A piece of a streamed call, as OpenAI streams one: the first names it (`id`, `name`), the
+ * rest add to its arguments, the last is `done`. A call read whole is one piece.
+ */
+export interface CallPart {
+  /** The call's place among the answer's calls. */
+  index: number;
+  id?: string;
+  name?: string;
+  arguments: string;
+  done?: true;
+}
+
+/** What a streamed answer gives as it is read: content, and pieces of calls. */
+export interface StreamedAnswer {
+  content: string | null;
+  parts: CallPart[];
+}
+
+/** A call read whole, as the one piece that streams it. */
+function wholePart(call: ToolCall, index: number): CallPart {
+  return {
+    index,
+    id: call.id,
+    name: call.function.name,
+    arguments: call.function.arguments,
+    done: true,
+  };
+}
+
 /** A streamed answer's calls, read as its text comes. */
 export interface ToolCallStream {
   /** Takes the next piece of text; gives what can go out now. */
-  push(text: string): ChatAnswer;
+  push(text: string): StreamedAnswer;
   /** The end of the text: what was held goes out. */
-  end(): ChatAnswer;
+  end(): StreamedAnswer;
   /** Whether a call has gone out (the stream then finishes with `tool_calls`). */
   readonly called: boolean;
 }
@@ -95,15 +125,29 @@ export function hermesAnswer(text: string, jobId: string): ChatAnswer {
 }
 
 /**
+ * Where a Hermes call's arguments begin, once its head is in: `{"name": "...", "arguments": `
+ * before an object (the order Hermes' and Qwen's templates teach).
+ */
+const CALL_HEAD = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*(?=\{)/;
+
+/**
  * Hermes' calls in a streamed answer: the content goes out as it comes, but for what may
- * begin `<tool_call>` (held until it does or cannot); each call goes out whole once its
- * `</tool_call>` arrives, or at the end for one left open. As in the whole answer, the content
- * is the text before the first call; a call that does not parse goes out as text.
+ * begin `<tool_call>` (held until it does or cannot). A call whose head names it before its
+ * arguments (`{"name": ..., "arguments": {...}}`) is named as soon as the head is in, and its
+ * arguments go out as they come (blanks outside strings left out, as JSON.stringify leaves
+ * them out of the whole answer's); one written otherwise goes out whole at its
+ * `</tool_call>`, or at the end for one left open. As in the whole answer, the content is the
+ * text before the first call, and a call that does not parse goes out as text; one whose
+ * arguments went out already cannot be taken back (vLLM's stream has the same limit).
  */
 export class HermesStream implements ToolCallStream {
   private held = "";
   private inCall = false;
   private made = 0;
+  /** The current call's text so far. */
+  private body = "";
+  /** The current call, once named: its index, and where its arguments stand. */
+  private streaming: { index: number; args: ArgumentsScanner } | undefined;
 
   constructor(private readonly jobId: string) {}
 
@@ -111,17 +155,19 @@ export class HermesStream implements ToolCallStream {
     return this.made > 0;
   }
 
-  push(text: string): ChatAnswer {
+  push(text: string): StreamedAnswer {
     this.held += text;
     let content = "";
-    const calls: ToolCall[] = [];
+    const parts: CallPart[] = [];
     for (;;) {
       if (this.inCall) {
         const end = this.held.indexOf(CLOSE);
+        const upto = end >= 0 ? end : this.held.length - heldBack(this.held, CLOSE);
+        this.feed(this.held.slice(0, upto), parts);
+        this.held = this.held.slice(upto);
         if (end < 0) break;
-        content += this.take(this.held.slice(0, end), calls);
-        this.held = this.held.slice(end + CLOSE.length);
-        this.inCall = false;
+        this.held = this.held.slice(CLOSE.length);
+        content += this.close(parts);
         continue;
       }
       const at = this.held.indexOf(OPEN);
@@ -133,27 +179,88 @@ export class HermesStream implements ToolCallStream {
       this.held = this.held.slice(OPEN.length);
       this.inCall = true;
     }
-    return { content, calls };
+    return { content, parts };
   }
 
   /** A call left open is read as it stands. */
-  end(): ChatAnswer {
-    const calls: ToolCall[] = [];
+  end(): StreamedAnswer {
+    const parts: CallPart[] = [];
     let content = "";
-    if (this.inCall) content = this.take(this.held, calls);
-    else if (this.made === 0) content = this.held;
+    if (this.inCall) {
+      this.feed(this.held, parts);
+      content = this.close(parts);
+    } else if (this.made === 0) content = this.held;
     this.held = "";
-    this.inCall = false;
-    return { content, calls };
+    return { content, parts };
   }
 
-  /** A call's text: the call, added to `calls`, or (when it is not one) the text to send. */
-  private take(body: string, calls: ToolCall[]): string {
+  /** More of the current call's text: its name once its head is in, then its arguments. */
+  private feed(text: string, parts: CallPart[]): void {
+    this.body += text;
+    if (this.streaming) {
+      const more = this.streaming.args.push(text);
+      if (more) parts.push({ index: this.streaming.index, arguments: more });
+      return;
+    }
+    const head = CALL_HEAD.exec(this.body);
+    const name = head ? parsed(`"${head[1]}"`) : undefined;
+    if (!head || typeof name !== "string") return;
+    const index = this.made++;
+    this.streaming = { index, args: new ArgumentsScanner() };
+    parts.push({ index, id: callId(this.jobId, index), name, arguments: "" });
+    const more = this.streaming.args.push(this.body.slice(head[0].length));
+    if (more) parts.push({ index, arguments: more });
+  }
+
+  /** The current call's end: its last piece, the call whole, or (not a call) the text to send. */
+  private close(parts: CallPart[]): string {
+    const body = this.body;
+    const streaming = this.streaming;
+    this.inCall = false;
+    this.body = "";
+    this.streaming = undefined;
+    if (streaming) {
+      parts.push({ index: streaming.index, arguments: "", done: true });
+      return "";
+    }
     const call = callOf(parsed(body.trim()), callId(this.jobId, this.made));
     if (!call) return this.made === 0 ? `${OPEN}${body}${CLOSE}` : "";
-    this.made++;
-    calls.push(call);
+    parts.push(wholePart(call, this.made++));
     return "";
+  }
+}
+
+/**
+ * A JSON object's text as it streams, without the blanks outside its strings, up to its
+ * closing brace (what follows it is not the arguments').
+ */
+class ArgumentsScanner {
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  private ended = false;
+
+  push(text: string): string {
+    let out = "";
+    for (const c of text) {
+      if (this.ended) break;
+      if (this.inString) {
+        out += c;
+        if (this.escaped) this.escaped = false;
+        else if (c === "\\") this.escaped = true;
+        else if (c === '"') this.inString = false;
+        continue;
+      }
+      if (c === " " || c === "\n" || c === "\t" || c === "\r") continue;
+      out += c;
+      if (c === '"') this.inString = true;
+      else if (c === "{" || c === "[") this.depth++;
+      else if (c === "}" || c === "]") {
+        this.depth--;
+        if (this.depth === 0) this.ended = true;
+      }
+    }
+    return out;
   }
 }
 
@@ -226,26 +333,26 @@ class Llama3Stream implements ToolCallStream {
     return this.made > 0;
   }
 
-  push(text: string): ChatAnswer {
-    if (this.mode === "content") return { content: text, calls: [] };
+  push(text: string): StreamedAnswer {
+    if (this.mode === "content") return { content: text, parts: [] };
     this.held += text;
     const start = this.held.trimStart();
-    if (start.length === 0) return { content: "", calls: [] };
+    if (start.length === 0) return { content: "", parts: [] };
     if (start.startsWith("{") || start.startsWith(PYTHON_TAG)) this.mode = "call";
     else if (!PYTHON_TAG.startsWith(start)) {
       this.mode = "content";
       const content = this.held;
       this.held = "";
-      return { content, calls: [] };
+      return { content, parts: [] };
     }
-    return { content: "", calls: [] };
+    return { content: "", parts: [] };
   }
 
-  end(): ChatAnswer {
+  end(): StreamedAnswer {
     const answer = llama3Answer(this.held, this.jobId);
     this.made += answer.calls.length;
     this.held = "";
-    return { content: answer.content ?? "", calls: answer.calls };
+    return { content: answer.content ?? "", parts: answer.calls.map(wholePart) };
   }
 }
 
