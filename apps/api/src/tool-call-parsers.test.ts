@@ -74,6 +74,8 @@ describe("Hermes tool calls (vLLM's hermes parser)", () => {
       `<tool_call>${weather}</tool_call>\n<tool_call>${time}</tool_call>`,
       `Checking <tool_call>${time}`,
       "ends with a partial tag <tool_ca",
+      // escapes, blanks in strings and number forms as the model wrote them, whole or streamed
+      '<tool_call>{"name": "f", "arguments": {"q": "caf\\u00e9 \\"a b\\"", "n": 1.50}}</tool_call>',
     ];
     for (const text of texts) {
       const whole = hermesAnswer(text, "j1");
@@ -90,6 +92,19 @@ describe("Hermes tool calls (vLLM's hermes parser)", () => {
     expect(reader.push("to").content).toBe("");
     expect(reader.push("o late").content).toBe("<too late");
     expect(reader.called).toBe(false);
+  });
+
+  it("a name-first call's arguments as written (blanks outside strings dropped); another keeps JSON.stringify's form", () => {
+    const written = hermesAnswer(
+      '<tool_call>{"name": "f", "arguments": {"q": "caf\\u00e9", "n": 1.50}}</tool_call>',
+      "j1",
+    );
+    expect(written.calls[0]?.function.arguments).toBe('{"q":"caf\\u00e9","n":1.50}');
+    const reordered = hermesAnswer(
+      '<tool_call>{"arguments": {"n": 1.50}, "name": "f"}</tool_call>',
+      "j1",
+    );
+    expect(reordered.calls[0]?.function.arguments).toBe('{"n":1.5}');
   });
 
   it("streams a call's arguments as they come, named as soon as its head is in (vLLM's)", () => {

@@ -117,9 +117,10 @@ export function hermesAnswer(text: string, jobId: string): ChatAnswer {
   for (const m of text
     .slice(at)
     .matchAll(/<tool_call>([\s\S]*?)<\/tool_call>|<tool_call>([\s\S]*)$/g)) {
-    const call = callOf(parsed((m[1] ?? m[2] ?? "").trim()), callId(jobId, calls.length));
+    const body = m[1] ?? m[2] ?? "";
+    const call = callOf(parsed(body.trim()), callId(jobId, calls.length));
     if (!call) return { content: text, calls: [] };
-    calls.push(call);
+    calls.push(asWritten(call, body));
   }
   return { content: at > 0 ? text.slice(0, at) : null, calls };
 }
@@ -231,6 +232,20 @@ export class HermesStream implements ToolCallStream {
 }
 
 /**
+ * A name-first call with its arguments as the model wrote them, blanks outside strings
+ * dropped: what a stream of it sends, so that the whole answer and the stream agree to the
+ * byte (escapes and number forms kept as written, as OpenAI keeps a model's arguments). A
+ * call written otherwise keeps JSON.stringify's form.
+ */
+function asWritten(call: ToolCall, body: string): ToolCall {
+  const head = CALL_HEAD.exec(body);
+  if (!head) return call;
+  const scanner = new ArgumentsScanner();
+  const written = scanner.push(body.slice(head[0].length));
+  return scanner.complete ? { ...call, function: { ...call.function, arguments: written } } : call;
+}
+
+/**
  * A JSON object's text as it streams, without the blanks outside its strings, up to its
  * closing brace (what follows it is not the arguments').
  */
@@ -239,6 +254,11 @@ class ArgumentsScanner {
   private inString = false;
   private escaped = false;
   private ended = false;
+
+  /** Whether the object has closed. */
+  get complete(): boolean {
+    return this.ended;
+  }
 
   push(text: string): string {
     let out = "";
