@@ -135,8 +135,8 @@ const CALL_HEAD = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s
  * Hermes' calls in a streamed answer: the content goes out as it comes, but for what may
  * begin `<tool_call>` (held until it does or cannot). A call whose head names it before its
  * arguments (`{"name": ..., "arguments": {...}}`) is named as soon as the head is in, and its
- * arguments go out as they come (blanks outside strings left out, as JSON.stringify leaves
- * them out of the whole answer's); one written otherwise goes out whole at its
+ * arguments go out as they come, as written but for blanks outside strings (the whole
+ * answer's arguments are the same text); one written otherwise goes out whole at its
  * `</tool_call>`, or at the end for one left open. As in the whole answer, the content is the
  * text before the first call, and a call that does not parse goes out as text; one whose
  * arguments went out already cannot be taken back (vLLM's stream has the same limit).
