@@ -15,7 +15,6 @@ import type {
 import {
   type CallPart,
   type StreamedAnswer,
-  type ToolCall,
   type ToolCallParser,
   type ToolCallStream,
   toolCallReader,
