@@ -1,4 +1,10 @@
-import { bytesPerElement, type Datatype, FerryError } from "@ferry/protocol";
+import {
+  bytesPerElement,
+  type Datatype,
+  FerryError,
+  rawTensorBytes,
+  tensorFromBytes,
+} from "@ferry/protocol";
 import type { V2InferRequest, V2InferResponse } from "./schemas.js";
 
 /**
@@ -31,7 +37,6 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
   }
   const inputs = (request as { inputs?: unknown })?.inputs;
   if (!Array.isArray(inputs)) return request; // the schema names what is missing
-  const view = new DataView(body.buffer, body.byteOffset, body.length);
   let at = jsonLength;
   for (const input of inputs as Array<Record<string, unknown>>) {
     const size = (input?.parameters as { binary_data_size?: unknown } | undefined)
@@ -53,7 +58,7 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
     if (at + size > body.length)
       throw invalid(`input '${name}': binary_data_size ${size} runs past the end of the body`);
     if ("data" in input) throw invalid(`input '${name}' has both data and binary_data_size`);
-    input.data = readElements(view, at, count, datatype);
+    input.data = tensorFromBytes(datatype as Datatype, body.subarray(at, at + size));
     at += size;
   }
   if (at !== body.length)
@@ -61,30 +66,6 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
       `the body has ${body.length - at} bytes after the binary tensor data its inputs declare`,
     );
   return request;
-}
-
-function readElements(view: DataView, at: number, count: number, datatype: string): number[] {
-  const out = new Array<number>(count);
-  for (let k = 0; k < count; k++) {
-    switch (datatype) {
-      case "FP32":
-        out[k] = view.getFloat32(at + 4 * k, true);
-        break;
-      case "FP64":
-        out[k] = view.getFloat64(at + 8 * k, true);
-        break;
-      case "INT64":
-        // past 2^53 the number is not safe, and the datatype check refuses it
-        out[k] = Number(view.getBigInt64(at + 8 * k, true));
-        break;
-      case "INT32":
-        out[k] = view.getInt32(at + 4 * k, true);
-        break;
-      default:
-        out[k] = view.getUint8(at + k);
-    }
-  }
-  return out;
 }
 
 /**
@@ -116,26 +97,15 @@ export function binaryAnswer(
 
 /** A tensor's values as Triton's binary layout writes them (BYTES: a 4-byte length, then the bytes). */
 function tensorBytes(datatype: string, data: ReadonlyArray<number | string>): Buffer {
-  if (datatype === "BYTES")
-    return Buffer.concat(
-      data.map((s) => {
-        const text = Buffer.from(String(s));
-        const length = Buffer.alloc(4);
-        length.writeUInt32LE(text.length);
-        return Buffer.concat([length, text]);
-      }),
-    );
-  const width = elementBytes(datatype) ?? 4;
-  const out = Buffer.alloc(data.length * width);
-  data.forEach((v, k) => {
-    const value = Number(v);
-    if (datatype === "FP32") out.writeFloatLE(value, 4 * k);
-    else if (datatype === "FP64") out.writeDoubleLE(value, 8 * k);
-    else if (datatype === "INT64") out.writeBigInt64LE(BigInt(value), 8 * k);
-    else if (datatype === "INT32") out.writeInt32LE(value, 4 * k);
-    else out.writeUInt8(value ? 1 : 0, k);
-  });
-  return out;
+  if (datatype !== "BYTES") return rawTensorBytes(datatype as Datatype, data as number[]);
+  return Buffer.concat(
+    data.map((s) => {
+      const text = Buffer.from(String(s));
+      const length = Buffer.alloc(4);
+      length.writeUInt32LE(text.length);
+      return Buffer.concat([length, text]);
+    }),
+  );
 }
 
 function invalid(message: string): FerryError {

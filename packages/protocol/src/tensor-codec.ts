@@ -41,7 +41,15 @@ export const bytesPerElement: Record<Datatype, number> = {
  * decodeTensor("FP32", encodeTensor("FP32", [0.5, 2])); // Float32Array [0.5, 2]
  */
 export function encodeTensor(datatype: Datatype, values: readonly number[]): string {
-  if (datatype === "FP32") return encodeFp32(values);
+  return tensorToBytes(datatype, values).toString("base64");
+}
+
+/**
+ * One row's values as their binary form (little-endian, row major: what ONNX Runtime reads,
+ * and Triton's binary tensor data), refusing any value the datatype cannot hold.
+ */
+function tensorToBytes(datatype: Datatype, values: readonly number[]): Buffer {
+  if (datatype === "FP32") return fp32Bytes(values);
   for (let k = 0; k < values.length; k++) {
     const v = values[k] as number;
     if (!fits(datatype, v))
@@ -50,6 +58,14 @@ export function encodeTensor(datatype: Datatype, values: readonly number[]): str
         `value ${v} at index ${k} does not fit ${datatype} (a bad input never reaches a worker)`,
       );
   }
+  return rawTensorBytes(datatype, values);
+}
+
+/**
+ * Values as their binary form, unchecked: what a model gave (a NaN included), for answers
+ * sent as bytes (Triton's binary outputs).
+ */
+export function rawTensorBytes(datatype: Datatype, values: readonly number[]): Buffer {
   let array: ArrayBufferView;
   switch (datatype) {
     case "FP64":
@@ -68,11 +84,11 @@ export function encodeTensor(datatype: Datatype, values: readonly number[]): str
     default:
       array = Float32Array.from(values);
   }
-  return Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString("base64");
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
 }
 
 /** FP32, the common case, checked and copied in one loop (the hot route's every row). */
-function encodeFp32(values: readonly number[]): string {
+function fp32Bytes(values: readonly number[]): Buffer {
   const array = new Float32Array(values.length);
   for (let k = 0; k < values.length; k++) {
     const v = values[k] as number;
@@ -83,7 +99,7 @@ function encodeFp32(values: readonly number[]): string {
       );
     array[k] = v;
   }
-  return Buffer.from(array.buffer, array.byteOffset, array.byteLength).toString("base64");
+  return Buffer.from(array.buffer, array.byteOffset, array.byteLength);
 }
 
 /** The bytes of an encoded row (a view, no copy of the values). */
@@ -93,7 +109,11 @@ export function tensorBytes(encoded: string): Buffer {
 
 /** Decodes a row back into numbers (for checks and tests; the worker copies bytes instead). */
 export function decodeTensor(datatype: Datatype, encoded: string): number[] {
-  const bytes = tensorBytes(encoded);
+  return tensorFromBytes(datatype, tensorBytes(encoded));
+}
+
+/** A row's values from their binary form (copied first: the bytes need not be aligned). */
+export function tensorFromBytes(datatype: Datatype, bytes: Uint8Array): number[] {
   const copy = new Uint8Array(bytes).buffer;
   switch (datatype) {
     case "FP64":
