@@ -12,14 +12,8 @@ import type {
   CompletionResponse,
   PromptLogprobs,
 } from "./schemas.js";
-import {
-  type CallPart,
-  type StreamedAnswer,
-  type ToolCallParser,
-  type ToolCallStream,
-  toolCallReader,
-} from "./tool-call-parsers.js";
-import { chatAnswerOf } from "./tool-calls.js";
+import type { CallPart, StreamedAnswer, ToolCallStream } from "./tool-call-parsers.js";
+import { chatAnswerOf, streamedCallsOf } from "./tool-calls.js";
 
 /** The job behind a completion, as OpenAI's objects name it. */
 export interface CompletionJob {
@@ -326,10 +320,8 @@ function chatDeltas(
 ) {
   const out: Array<ReturnType<typeof chatChunk>> = [];
   if (content || logprobs) out.push(chatChunk(job, { content: content ?? "" }, null, logprobs));
-  // parallel_tool_calls: false leaves the first call alone; a call's last piece may add nothing
-  const sending = parts.filter(
-    (p) => (job.meta?.single !== true || p.index === 0) && (p.id !== undefined || p.arguments),
-  );
+  // a call's last piece may add nothing
+  const sending = parts.filter((p) => p.id !== undefined || p.arguments);
   if (sending.length > 0)
     out.push(chatChunk(job, { tool_calls: sending.map(toolCallDelta) }, null));
   return out;
@@ -393,9 +385,8 @@ export const chatStream: StreamRenderer = {
   // a forced call (one function by name: the only kind streamed) opens by naming it, and
   // its arguments come token by token; a model that may write calls has them read as it goes
   start: (job, state) => {
-    if (job.meta?.tool_call === "auto")
-      state.tools = toolCallReader((job.meta.parser as ToolCallParser) ?? "hermes").stream(job.id);
-    const [call] = job.meta?.tool_call === "named" ? chatAnswerOf(job.meta, job.id, "").calls : [];
+    const { forced: call, reader } = streamedCallsOf(job.meta, job.id);
+    state.tools = reader;
     return [
       chatChunk(
         job,

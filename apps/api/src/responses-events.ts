@@ -10,14 +10,8 @@ import {
   type ResponsesMeta,
   responseObject,
 } from "./responses-render.js";
-import {
-  type CallPart,
-  type StreamedAnswer,
-  type ToolCallParser,
-  type ToolCallStream,
-  toolCallReader,
-} from "./tool-call-parsers.js";
-import { chatAnswerOf } from "./tool-calls.js";
+import type { CallPart, StreamedAnswer, ToolCallStream } from "./tool-call-parsers.js";
+import { streamedCallsOf } from "./tool-calls.js";
 
 /** One Responses API stream event: its `type` and payload (the stream numbers it). */
 export type ResponseEvent = { type: string } & Record<string, unknown>;
@@ -52,15 +46,11 @@ export class ResponseEvents {
     private readonly job: JobRecord,
     private readonly meta: ResponsesMeta,
   ) {
-    const ask = job.meta.tool_call;
-    this.live = ask === undefined ? "text" : ask === "named" ? "call" : "read";
-    this.reader =
-      this.live === "read"
-        ? toolCallReader((job.meta.parser as ToolCallParser | undefined) ?? "hermes").stream(job.id)
-        : undefined;
+    const { forced, reader } = streamedCallsOf(job.meta, job.id);
+    this.reader = reader;
+    this.live = forced ? "call" : reader ? "read" : "text";
     this.opening = messageItem(job, "", "in_progress");
-    const [call] = this.live === "call" ? chatAnswerOf(job.meta, job.id, "").calls : [];
-    this.forced = call ? functionCallItem(call, "in_progress") : undefined;
+    this.forced = forced ? functionCallItem(forced, "in_progress") : undefined;
   }
 
   start(): ResponseEvent[] {
@@ -150,9 +140,7 @@ export class ResponseEvents {
       const open = this.sent[0];
       if (open?.type === "message" && !open.done) events.push(this.textDelta(content, logprobs));
     }
-    // parallel_tool_calls: false leaves the first call alone
     for (const part of parts) {
-      if (this.job.meta.single === true && part.index > 0) continue;
       if (part.id !== undefined) events.push(...this.openCall(part));
       const call = this.calls.get(part.index);
       if (!call) continue;

@@ -2,7 +2,10 @@ import { FerryError } from "@ferry/protocol";
 import type { ChatCompletionRequest, Tool } from "./schemas.js";
 import {
   type ChatAnswer,
+  type StreamedAnswer,
+  type ToolCall,
   type ToolCallParser,
+  type ToolCallStream,
   toolCallId,
   toolCallReader,
 } from "./tool-call-parsers.js";
@@ -90,6 +93,41 @@ function find(tools: readonly Tool[], name: string): Tool {
       `tool_choice names ${name}, which is not among the tools`,
     );
   return tool;
+}
+
+/**
+ * How a job's answer streams its calls: the forced call it opens with (named before its
+ * first token, its arguments the text that follows), or a reader of the calls a model that
+ * may write them writes (with `parallel_tool_calls: false`, the first alone); neither for an
+ * answer that is text.
+ */
+export function streamedCallsOf(
+  meta: unknown,
+  jobId: string,
+): { forced?: ToolCall; reader?: ToolCallStream } {
+  const ask = meta as Partial<ToolCallAsk> | undefined;
+  if (ask?.tool_call === "named") {
+    const [forced] = chatAnswerOf(meta, jobId, "").calls;
+    return forced ? { forced } : {};
+  }
+  if (ask?.tool_call !== "auto") return {};
+  const reader = toolCallReader(ask.parser ?? "hermes").stream(jobId);
+  return { reader: ask.single ? firstCallOnly(reader) : reader };
+}
+
+/** A reader that passes on the pieces of an answer's first call alone. */
+function firstCallOnly(reader: ToolCallStream): ToolCallStream {
+  const first = (answer: StreamedAnswer) => ({
+    ...answer,
+    parts: answer.parts.filter((part) => part.index === 0),
+  });
+  return {
+    push: (text) => first(reader.push(text)),
+    end: () => first(reader.end()),
+    get called() {
+      return reader.called;
+    },
+  };
 }
 
 /**
