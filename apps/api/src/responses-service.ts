@@ -146,9 +146,7 @@ export class ResponsesService {
 
   /** A response read back: as it stands (queued, in progress), or as it ended. */
   async get(id: string, tenant: Tenant) {
-    const job = await this.stored(id, tenant);
-    const meta = responsesMetaOf(job) as ResponsesMeta;
-    return responseObject(job, meta, (job.result ?? undefined) as CompletionResult | undefined);
+    return storedObject(await this.stored(id, tenant));
   }
 
   /** Cancels a response: a background one still queued never runs, one running stops. */
@@ -159,12 +157,7 @@ export class ResponsesService {
         "INVALID_INPUT",
         "Only responses created with background=true can be cancelled",
       );
-    const cancelled = await this.jobs.cancelled(job.id, tenant);
-    return responseObject(
-      cancelled,
-      responsesMetaOf(job) as ResponsesMeta,
-      (cancelled.result ?? undefined) as CompletionResult | undefined,
-    );
+    return storedObject(await this.jobs.cancelled(job.id, tenant));
   }
 
   /** The conversation a new response continues: the earlier one's, and its answer. */
@@ -191,6 +184,12 @@ export class ResponsesService {
     if (responsesMetaOf(job)?.echo.store !== true) throw unknown();
     return job;
   }
+}
+
+/** A stored response's object, from its job as it stands. */
+function storedObject(job: JobRecord) {
+  const result = (job.result ?? undefined) as CompletionResult | undefined;
+  return responseObject(job, responsesMetaOf(job) as ResponsesMeta, result);
 }
 
 /**
