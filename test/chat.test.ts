@@ -456,15 +456,19 @@ describe("the openai client, unchanged", () => {
       { id: expect.stringMatching(/^call_/), name: "get_weather", arguments: fn?.arguments },
     ]);
     // Vercel's AI SDK reads the call as a tool call of its own tool, input checked by its schema
-    const sdk = await generateText({
-      model: createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") }).chatModel(
-        "tiny-lm",
-      ),
+    const sdkModel = createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") }).chatModel(
+      "tiny-lm",
+    );
+    const sdkAsk = {
       prompt: "Weather in Oslo?",
-      tools: { get_weather: tool({ description: "the weather in a city", inputSchema: Args }) },
       temperature: 0.8,
       seed: 7,
       providerOptions: { ferry: guided },
+    };
+    const sdk = await generateText({
+      model: sdkModel,
+      tools: { get_weather: tool({ description: "the weather in a city", inputSchema: Args }) },
+      ...sdkAsk,
     });
     expect(sdk.finishReason).toBe("tool-calls");
     expect(sdk.toolCalls.map((c) => [c.toolName, c.input])).toEqual([
@@ -472,14 +476,9 @@ describe("the openai client, unchanged", () => {
     ]);
     // and streamed: the call's input in pieces, put together and checked the same way
     const sdkStream = streamText({
-      model: createOpenAICompatible({ name: "ferry", baseURL: stack.url("/v1") }).chatModel(
-        "tiny-lm",
-      ),
-      prompt: "Weather in Oslo?",
+      model: sdkModel,
       tools: { get_weather: tool({ description: "the weather in a city", inputSchema: Args }) },
-      temperature: 0.8,
-      seed: 7,
-      providerOptions: { ferry: guided },
+      ...sdkAsk,
     });
     let inputDeltas = 0;
     for await (const part of sdkStream.fullStream)
