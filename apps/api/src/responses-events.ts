@@ -28,7 +28,6 @@ type Item = ReturnType<typeof outputItems>[number];
  * finished closed where it stands, then `response.completed` (or `response.incomplete`).
  */
 export class ResponseEvents {
-  private readonly live: "text" | "call" | "read";
   private readonly reader: ToolCallStream | undefined;
   private readonly opening: ReturnType<typeof messageItem>;
   private readonly forced: ReturnType<typeof functionCallItem> | undefined;
@@ -48,7 +47,6 @@ export class ResponseEvents {
   ) {
     const { forced, reader } = streamedCallsOf(job.meta, job.id);
     this.reader = reader;
-    this.live = forced ? "call" : reader ? "read" : "text";
     this.opening = messageItem(job, "", "in_progress");
     this.forced = forced ? functionCallItem(forced, "in_progress") : undefined;
   }
@@ -59,24 +57,22 @@ export class ResponseEvents {
       { type: "response.created", response: started },
       { type: "response.in_progress", response: started },
     ];
-    if (this.live === "text") events.push(...this.openMessage());
-    else if (this.forced) {
+    if (this.forced) {
       events.push({ type: "response.output_item.added", output_index: 0, item: this.forced });
       this.sent.push({ type: "function_call", done: false });
-    }
+    } else if (!this.reader) events.push(...this.openMessage());
     return events;
   }
 
   token(e: TokenEvent): ResponseEvent[] {
     const logprobs = outputLogprobs(e.logprobs);
-    // (a token that ends inside a character has its log probability, and no text yet)
-    if (this.live === "text")
-      return e.text || logprobs.length > 0 ? [this.textDelta(e.text, logprobs)] : [];
+    if (this.reader) return this.read(this.reader.push(e.text), logprobs);
     if (this.forced)
       return e.text
         ? [{ type: "response.function_call_arguments.delta", ...at(this.forced, 0), delta: e.text }]
         : [];
-    return this.reader ? this.read(this.reader.push(e.text), logprobs) : [];
+    // (a token that ends inside a character has its log probability, and no text yet)
+    return e.text || logprobs.length > 0 ? [this.textDelta(e.text, logprobs)] : [];
   }
 
   /** The end: what is still open closed, each item not yet sent whole, then the response. */
