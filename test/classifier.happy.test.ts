@@ -174,6 +174,7 @@ describe("classifier path, end to end", () => {
       "/v1/responses",
       "/v1/responses/{id}",
       "/v1/responses/{id}/cancel",
+      "/v1/responses/{id}/input_items",
       "/tokenize",
       "/detokenize",
     ]) {

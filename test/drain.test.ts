@@ -41,12 +41,35 @@ describe("graceful drain", () => {
       },
     });
     const { id } = (await res.json()) as { id: string };
+    // a background response streamed from the same replica: resumed by its sequence numbers
+    type ResponseEvent = { type: string; sequence_number?: number; message?: string } & Record<
+      string,
+      unknown
+    >;
+    const told: ResponseEvent[] = [];
+    const response = await stack.post("/v1/responses", {
+      model: "tiny-lm",
+      input: "Tell me a long story.",
+      max_output_tokens: 120,
+      temperature: 0.7,
+      background: true,
+      stream: true,
+    });
+    const responseRead = readSse(response, (e) => {
+      told.push(JSON.parse(e.data) as ResponseEvent);
+      return undefined;
+    });
     const events: Array<{ id: string; type: string; data: string }> = [];
     const first = await fetch(stack.url(`/v1/jobs/${id}/events`));
     let drained = false;
     const reading = readSse(first, (e) => {
       events.push({ id: e.id ?? "", type: e.event ?? "", data: e.data });
-      if (!drained && events.filter((x) => x.type === "token").length >= 5) {
+      // both streams under way (the response's, unless it has already ended)
+      const responding =
+        told.some(
+          (x) => x.type === "response.output_text.delta" || x.type === "response.completed",
+        ) || told.some((x) => x.type === "response.incomplete");
+      if (!drained && responding && events.filter((x) => x.type === "token").length >= 5) {
         drained = true;
         stack.api.child.kill("SIGTERM");
       }
@@ -76,6 +99,33 @@ describe("graceful drain", () => {
     };
     expect(text).toBe(result.result.text);
     expect(result.result.usage.completion_tokens).toBe(200);
+
+    // the response's stream ended with where to resume; read from there on the other replica
+    await responseRead;
+    // (a response that ended before the drain, at its end-of-text, has nothing to resume)
+    if (told.at(-1)?.type === "error") {
+      const end = told.pop();
+      const after = Number(/starting_after=(\d+)/.exec(end?.message ?? "")?.[1]);
+      expect(after).toBe(told.at(-1)?.sequence_number);
+      const responseId = (told[0]?.response as { id: string }).id;
+      const again = await fetch(
+        `${secondUrl}/v1/responses/${responseId}?stream=true&starting_after=${after}`,
+      );
+      await readSse(again, (e) => {
+        told.push(JSON.parse(e.data) as ResponseEvent);
+        return undefined;
+      });
+    }
+    expect(told.map((e) => e.sequence_number)).toEqual(told.map((_, i) => i));
+    const last = told.at(-1) as {
+      type: string;
+      response: { output: Array<{ content: Array<{ text: string }> }> };
+    };
+    expect(["response.completed", "response.incomplete"]).toContain(last.type);
+    const deltas = told
+      .map((e) => (e.type === "response.output_text.delta" ? (e.delta as string) : ""))
+      .join("");
+    expect(deltas).toBe(last.response.output[0]?.content[0]?.text);
   });
 
   it("a worker told to stop finishes the generations it holds before it exits", async () => {

@@ -177,6 +177,71 @@ describe("OpenAI's Responses API, through the openai client", () => {
     expect(read.usage).toEqual(second.usage);
   });
 
+  it("input_items lists the conversation a response was given, paged as the client pages it", async () => {
+    const first = await openai().responses.create({
+      ...greedy,
+      instructions: "Be brief.",
+      input: "Name a tree.",
+      max_output_tokens: 8,
+    });
+    const second = await openai().responses.create({
+      ...greedy,
+      previous_response_id: first.id,
+      input: "And a bird?",
+      max_output_tokens: 8,
+    });
+    const texts = (items: OpenAI.Responses.ResponseItem[]) =>
+      items.map((item) =>
+        item.type === "message"
+          ? `${item.role}: ${item.content.map((part) => ("text" in part ? part.text : "")).join("")}`
+          : item.type,
+      );
+    const conversation = [
+      "user: Name a tree.",
+      `assistant: ${first.output_text}`,
+      "user: And a bird?",
+    ];
+    // the client follows `has_more` and `after` a page of one at a time; newest first by default
+    const newestFirst: OpenAI.Responses.ResponseItem[] = [];
+    for await (const item of openai().responses.inputItems.list(second.id, { limit: 1 }))
+      newestFirst.push(item);
+    expect(texts(newestFirst)).toEqual([...conversation].reverse());
+    const page = await openai().responses.inputItems.list(second.id, { order: "asc", limit: 2 });
+    expect(texts(page.data)).toEqual(conversation.slice(0, 2));
+    expect(page.has_more).toBe(true);
+    const rest = await openai().responses.inputItems.list(second.id, {
+      order: "asc",
+      after: page.data[1]?.id ?? "",
+    });
+    expect(texts(rest.data)).toEqual(conversation.slice(2));
+    expect(rest.has_more).toBe(false);
+    // the instructions are not an input item; the first response lists its own input only
+    expect(texts((await openai().responses.inputItems.list(first.id)).data)).toEqual([
+      "user: Name a tree.",
+    ]);
+    await expect(
+      openai().responses.inputItems.list(second.id, { after: "msg_nope" }),
+    ).rejects.toMatchObject({ status: 400 });
+  });
+
+  it("a deleted response reads as unknown, cannot be continued or listed; deleting it twice is a 404", async () => {
+    const res = await openai().responses.create({ ...greedy, input: "Hi", max_output_tokens: 2 });
+    expect(await openai().responses.retrieve(res.id)).toMatchObject({ id: res.id });
+    const deleted = await fetch(stack.url(`/v1/responses/${res.id}`), { method: "DELETE" });
+    expect(deleted.status).toBe(200);
+    expect(await deleted.json()).toEqual({ id: res.id, object: "response", deleted: true });
+    await expect(openai().responses.retrieve(res.id)).rejects.toMatchObject({ status: 404 });
+    await expect(openai().responses.inputItems.list(res.id)).rejects.toMatchObject({ status: 404 });
+    await expect(
+      openai().responses.create({ ...greedy, input: "Again", previous_response_id: res.id }),
+    ).rejects.toMatchObject({ status: 404 });
+    // the client's own call, on a second response; the job behind a response goes with it
+    const other = await openai().responses.create({ ...greedy, input: "Yo", max_output_tokens: 2 });
+    await openai().responses.delete(other.id);
+    expect((await fetch(stack.url(`/v1/jobs/${other.id.slice("resp_".length)}`))).status).toBe(404);
+    await expect(openai().responses.delete(other.id)).rejects.toMatchObject({ status: 404 });
+  });
+
   it("store: false cannot be read back or continued; an unknown id is a 404", async () => {
     const unstored = await openai().responses.create({
       ...greedy,
@@ -213,7 +278,6 @@ describe("OpenAI's Responses API, through the openai client", () => {
       { tools: [{ type: "web_search" }] },
       /tools of type web_search are not supported/,
     );
-    await refused({ background: true, stream: true }, /a background response is not streamed/);
     await refused({ background: true, store: false }, /background mode needs store: true/);
     await refused({ reasoning: { effort: "high" } }, /^reasoning: /);
     await refused(
@@ -258,6 +322,90 @@ describe("background responses (an async job each)", () => {
     expect(read.background).toBe(true);
   });
 
+  it("streamed: OpenAI's events from queued to completed; read again, whole or from starting_after, the same events", async () => {
+    const ask = { ...greedy, input: "What is snow?", max_output_tokens: 16 };
+    const foreground = await openai().responses.create(ask);
+    const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await openai().responses.create({
+      ...ask,
+      background: true,
+      stream: true,
+    }))
+      events.push(event);
+    expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
+    expect(events.slice(0, 3).map((e) => e.type)).toEqual([
+      "response.created",
+      "response.queued",
+      "response.in_progress",
+    ]);
+    const created = events[0];
+    if (created?.type !== "response.created") throw new Error("expected response.created");
+    expect(created.response.status).toBe("queued");
+    expect(created.response.background).toBe(true);
+    const text = events
+      .map((e) => (e.type === "response.output_text.delta" ? e.delta : ""))
+      .join("");
+    expect(text).toBe(foreground.output_text);
+    expect(events.at(-1)?.type).toBe(
+      foreground.status === "incomplete" ? "response.incomplete" : "response.completed",
+    );
+    // the same events, numbered the same, from after the fifth: what a client resuming gets
+    const rest: OpenAI.Responses.ResponseStreamEvent[] = [];
+    for await (const event of await openai().responses.retrieve(created.response.id, {
+      stream: true,
+      starting_after: 4,
+    }))
+      rest.push(event);
+    expect(rest).toEqual(events.slice(5));
+    // the client's ResponseStream resuming by id builds the response from the whole stream
+    const resumed = await openai()
+      .responses.stream({ response_id: created.response.id })
+      .finalResponse();
+    expect(
+      resumed.output
+        .flatMap((item) => (item.type === "message" ? item.content : []))
+        .map((part) => (part.type === "output_text" ? part.text : ""))
+        .join(""),
+    ).toBe(foreground.output_text);
+    // only a background response is kept to be streamed again
+    await expect(
+      openai().responses.retrieve(foreground.id, { stream: true }),
+    ).rejects.toMatchObject({
+      status: 400,
+      message: expect.stringMatching(/not created with background=true/),
+    });
+  });
+
+  it("streamed while queued: a client that leaves does not cancel it; a cancel ends the stream", async () => {
+    const client = new OpenAI({ baseURL: idle.url("/v1"), apiKey: "unused", maxRetries: 0 });
+    const ask = { ...greedy, input: "Hi", background: true, stream: true } as const;
+    const left = await client.responses.create(ask);
+    const seen: string[] = [];
+    let id = "";
+    for await (const event of left) {
+      seen.push(event.type);
+      if (event.type === "response.created") id = event.response.id;
+      if (event.type === "response.queued") break;
+    }
+    expect(seen).toEqual(["response.created", "response.queued"]);
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await client.responses.retrieve(id)).status).toBe("queued");
+    // read again while queued, then cancelled: the stream ends, saying so
+    const read = await client.responses.retrieve(id, { stream: true });
+    const types: string[] = [];
+    let last: OpenAI.Responses.ResponseStreamEvent | undefined;
+    const reading = (async () => {
+      for await (const event of read) {
+        types.push(event.type);
+        last = event;
+        if (event.type === "response.queued") await client.responses.cancel(id);
+      }
+    })();
+    await reading;
+    expect(types).toEqual(["response.created", "response.queued", "error", "response.failed"]);
+    expect(last?.type === "response.failed" && last.response.status).toBe("cancelled");
+  });
+
   it("cancelled while queued, it never runs; a response in the foreground cannot be cancelled", async () => {
     const client = new OpenAI({ baseURL: idle.url("/v1"), apiKey: "unused", maxRetries: 0 });
     const queued = await client.responses.create({ ...greedy, input: "Hi", background: true });
@@ -265,6 +413,11 @@ describe("background responses (an async job each)", () => {
     const cancelled = await client.responses.cancel(queued.id);
     expect(cancelled.status).toBe("cancelled");
     expect((await client.responses.retrieve(queued.id)).status).toBe("cancelled");
+    // deleted while queued: it is cancelled (never runs) and reads as unknown
+    const doomed = await client.responses.create({ ...greedy, input: "Bye", background: true });
+    await client.responses.delete(doomed.id);
+    await expect(client.responses.retrieve(doomed.id)).rejects.toMatchObject({ status: 404 });
+    expect((await fetch(idle.url(`/v1/jobs/${doomed.id.slice("resp_".length)}`))).status).toBe(404);
     const done = await openai().responses.create({ ...greedy, input: "Hi", max_output_tokens: 2 });
     await expect(openai().responses.cancel(done.id)).rejects.toMatchObject({
       status: 400,
@@ -375,6 +528,20 @@ describe("function tools in the Responses API", () => {
     });
     expect(next.output_text).toBe(chat.choices[0]?.message.content);
     expect(next.usage?.input_tokens).toBe(chat.usage?.prompt_tokens);
+    // its input items: the question, the earlier response's call (its item id) and the output
+    const items = await openai().responses.inputItems.list(next.id, { order: "asc" });
+    expect(items.data.map((item) => item.type)).toEqual([
+      "message",
+      "function_call",
+      "function_call_output",
+    ]);
+    expect(items.data[1]).toMatchObject({
+      id: call.id,
+      call_id: call.call_id,
+      name: call.name,
+      arguments: call.arguments,
+    });
+    expect(items.data[2]).toMatchObject({ call_id: call.call_id, output: "Sunny, 21 C" });
     // the same turn sent whole, without previous_response_id: the same answer
     const whole = await openai().responses.create({
       ...greedy,

@@ -24,7 +24,7 @@ const features = samples.digits.inputs[3] ?? [];
 const get = (path: string, key: string, s = stack) => fetch(s.url(path), { headers: as(key) });
 
 describe("jobs and completions belong to the key that created them", () => {
-  it("a stored response (OpenAI's Responses API) too: another key can neither read, cancel nor continue it", async () => {
+  it("a stored response (OpenAI's Responses API) too: another key can neither read, stream, list, cancel, delete nor continue it", async () => {
     const create = (body: Record<string, unknown>, key: string) =>
       stack.post("/v1/responses", { model: "tiny-lm", max_output_tokens: 4, ...body }, as(key));
     const made = await create({ input: "Hi", background: true }, "k1");
@@ -36,7 +36,15 @@ describe("jobs and completions belong to the key that created them", () => {
       headers: as("k2"),
     });
     expect(cancel.status).toBe(404);
+    for (const path of [`/v1/responses/${id}?stream=true`, `/v1/responses/${id}/input_items`])
+      expect((await get(path, "k2")).status).toBe(404);
+    const deleted = await fetch(stack.url(`/v1/responses/${id}`), {
+      method: "DELETE",
+      headers: as("k2"),
+    });
+    expect(deleted.status).toBe(404);
     expect((await create({ input: "And?", previous_response_id: id }, "k2")).status).toBe(404);
+    expect((await get(`/v1/responses/${id}/input_items`, "k1")).status).toBe(200);
     expect((await get(`/v1/responses/${id}`, "k1")).status).toBe(200);
     expect((await get(`/v1/responses/${id}`, "root")).status).toBe(200);
   });

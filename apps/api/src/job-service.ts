@@ -90,6 +90,14 @@ export class JobService {
     return record;
   }
 
+  /** Deletes the job, if `tenant` may see it (see the transport's `delete`). */
+  async deleted(id: string, tenant: Tenant): Promise<JobRecord> {
+    await this.record(id, tenant);
+    const record = await this.client.jobs.delete(id);
+    if (!record) throw notFound(id);
+    return record;
+  }
+
   /**
    * The job's events after `after`, as clients see them: classifier results rendered as a
    * poll renders them, token ids (the workers' resume bookkeeping) left out.

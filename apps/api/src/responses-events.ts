@@ -41,9 +41,17 @@ export class ResponseEvents {
     { output: number; item: ReturnType<typeof functionCallItem>; args: string }
   >();
 
+  /** Whether `response.in_progress` (and what opens with it) was sent. */
+  private running = false;
+
+  /**
+   * `queued`: a background response, streamed from its queueing: `response.queued` first, and
+   * `response.in_progress` once a worker runs it. In the foreground a stream opens running.
+   */
   constructor(
     private readonly job: JobRecord,
     private readonly meta: ResponsesMeta,
+    private readonly queued = false,
   ) {
     const { forced, reader } = streamedCallsOf(job.meta, job.id);
     this.reader = reader;
@@ -52,11 +60,33 @@ export class ResponseEvents {
   }
 
   start(): ResponseEvent[] {
-    const started = { ...responseObject(this.job, this.meta), status: "in_progress" };
-    const events: ResponseEvent[] = [
-      { type: "response.created", response: started },
-      { type: "response.in_progress", response: started },
-    ];
+    if (this.queued) {
+      const queued = responseObject({ ...this.job, status: "queued" }, this.meta);
+      return [
+        { type: "response.created", response: queued },
+        { type: "response.queued", response: queued },
+      ];
+    }
+    return [{ type: "response.created", response: this.inProgress() }, ...this.run()];
+  }
+
+  /** A worker took the response (its job's `running` status). */
+  started(): ResponseEvent[] {
+    return this.run();
+  }
+
+  private inProgress() {
+    return {
+      ...responseObject({ ...this.job, status: "queued" }, this.meta),
+      status: "in_progress",
+    };
+  }
+
+  /** `response.in_progress` and the items that open with it, once. */
+  private run(): ResponseEvent[] {
+    if (this.running) return [];
+    this.running = true;
+    const events: ResponseEvent[] = [{ type: "response.in_progress", response: this.inProgress() }];
     if (this.forced) {
       events.push({ type: "response.output_item.added", output_index: 0, item: this.forced });
       this.sent.push({ type: "function_call", done: false });
@@ -65,6 +95,10 @@ export class ResponseEvents {
   }
 
   token(e: TokenEvent): ResponseEvent[] {
+    return [...this.run(), ...this.delta(e)];
+  }
+
+  private delta(e: TokenEvent): ResponseEvent[] {
     const logprobs = outputLogprobs(e.logprobs);
     if (this.reader) return this.read(this.reader.push(e.text), logprobs);
     if (this.forced)
@@ -77,7 +111,8 @@ export class ResponseEvents {
 
   /** The end: what is still open closed, each item not yet sent whole, then the response. */
   result(result: CompletionResult): ResponseEvent[] {
-    const events = this.reader ? this.read(this.reader.end(), []) : [];
+    const events = this.run();
+    if (this.reader) events.push(...this.read(this.reader.end(), []));
     for (const [index, item] of outputItems(this.job, result).entries()) {
       const before = this.sent[index];
       if (before?.type === item.type && before.done) continue;
@@ -89,10 +124,11 @@ export class ResponseEvents {
     return events;
   }
 
+  /** A failure, or a cancel (the response's status then `cancelled`, as a read-back says). */
   error(error: FerryError): ResponseEvent[] {
     const failed = {
       ...this.job,
-      status: "failed" as const,
+      status: error.code === "CANCELLED" ? ("cancelled" as const) : ("failed" as const),
       error: { code: error.code, message: error.message },
     };
     return [

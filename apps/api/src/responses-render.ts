@@ -165,3 +165,61 @@ export function responseObject(job: JobRecord, meta: ResponsesMeta, result?: Com
       : null,
   };
 }
+
+/** An item a response was given, as `GET /v1/responses/{id}/input_items` lists it. */
+export type InputItem =
+  | {
+      type: "message";
+      id: string;
+      role: ConversationMessage["role"];
+      status: "completed";
+      content: Array<{ type: "input_text"; text: string } | ReturnType<typeof outputText>>;
+    }
+  | ReturnType<typeof functionCallItem>
+  | {
+      type: "function_call_output";
+      id: string;
+      call_id: string;
+      output: string;
+      status: "completed";
+    };
+
+/**
+ * The items a response was given, oldest first: its whole conversation (the turns of the
+ * responses it continues and their answers included, as OpenAI lists them; the instructions
+ * left out, as they do not carry over). A message's id is its place in the conversation, a
+ * call's the id its answer gave it.
+ */
+export function inputItems(job: JobRecord, meta: ResponsesMeta): InputItem[] {
+  const items: InputItem[] = [];
+  for (const [i, turn] of meta.conversation.entries()) {
+    const id = `msg_${job.id}_${i}`;
+    if (turn.role === "tool")
+      items.push({
+        type: "function_call_output",
+        id: `fco_${job.id}_${i}`,
+        call_id: turn.tool_call_id ?? "",
+        output: turn.content ?? "",
+        status: "completed",
+      });
+    else if (turn.role === "assistant") {
+      if (turn.content || !turn.tool_calls?.length)
+        items.push({
+          type: "message",
+          id,
+          role: "assistant",
+          status: "completed",
+          content: [outputText(turn.content ?? "")],
+        });
+      for (const call of turn.tool_calls ?? []) items.push(functionCallItem(call, "completed"));
+    } else
+      items.push({
+        type: "message",
+        id,
+        role: turn.role,
+        status: "completed",
+        content: [{ type: "input_text", text: turn.content ?? "" }],
+      });
+  }
+  return items;
+}

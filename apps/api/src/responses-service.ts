@@ -7,14 +7,23 @@ import type { JobService } from "./job-service.js";
 import {
   answerTurn,
   type ConversationMessage,
+  inputItems,
   jobIdOf,
   type ResponsesMeta,
+  responseId,
   responseObject,
   responsesMetaOf,
 } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
 import { type ChatCompletionRequest, chatCompletionRequestSchema } from "./schemas.js";
 import type { Tenant } from "./tenant.js";
+
+/** A page of a response's input items: OpenAI's list parameters. */
+export interface ItemsPage {
+  after?: string | undefined;
+  limit: number;
+  order: "asc" | "desc";
+}
 
 /** A Responses API request as the chat completion it runs, and what its job keeps. */
 export interface PreparedResponse {
@@ -35,11 +44,6 @@ export class ResponsesService {
   ) {}
 
   async prepare(body: ResponsesRequest, tenant: Tenant): Promise<PreparedResponse> {
-    if (body.background && body.stream)
-      throw new FerryError(
-        "INVALID_INPUT",
-        "a background response is not streamed by this server: read it at GET /v1/responses/{id}",
-      );
     const earlier = body.previous_response_id
       ? await this.continued(body.previous_response_id, tenant)
       : [];
@@ -55,7 +59,8 @@ export class ResponsesService {
       max_completion_tokens: body.max_output_tokens,
       temperature: body.temperature,
       top_p: body.top_p,
-      stream: body.stream,
+      // a background response's events are read from its job's log, not followed
+      stream: body.stream && !body.background,
       response_format:
         format?.type === "json_schema"
           ? {
@@ -128,20 +133,29 @@ export class ResponsesService {
    */
   async create(body: ResponsesRequest, opts: CallOptions, signal?: AbortSignal) {
     const prepared = await this.prepare(body, opts.tenant);
-    if (body.background) {
-      if (body.store === false)
-        throw new FerryError(
-          "INVALID_INPUT",
-          "background mode needs store: true (it is read back)",
-        );
-      const queued = await this.completions.submit(prepared.chat, opts, {
-        responses: prepared.meta,
-      });
-      return responseObject(queued, prepared.meta);
-    }
+    if (body.background) return responseObject(await this.queue(prepared, opts), prepared.meta);
     const followed = await this.follow(prepared, opts, signal);
     const result = await this.completions.result(followed, signal);
     return responseObject(followed.record, prepared.meta, result);
+  }
+
+  /** Queues a background response: an async job, which outlives the request. */
+  async queue(prepared: PreparedResponse, opts: CallOptions): Promise<JobRecord> {
+    if (!prepared.meta.echo.store)
+      throw new FerryError("INVALID_INPUT", "background mode needs store: true (it is read back)");
+    return this.completions.submit(prepared.chat, opts, { responses: prepared.meta });
+  }
+
+  /** A stored background response, whose events can be streamed again from its start. */
+  async streamable(id: string, tenant: Tenant): Promise<{ job: JobRecord; meta: ResponsesMeta }> {
+    const job = await this.stored(id, tenant);
+    const meta = responsesMetaOf(job) as ResponsesMeta;
+    if (!meta.echo.background)
+      throw new FerryError(
+        "INVALID_INPUT",
+        "This response cannot be streamed because it was not created with background=true.",
+      );
+    return { job, meta };
   }
 
   /** A response read back: as it stands (queued, in progress), or as it ended. */
@@ -158,6 +172,43 @@ export class ResponsesService {
         "Only responses created with background=true can be cancelled",
       );
     return storedObject(await this.jobs.cancelled(job.id, tenant));
+  }
+
+  /**
+   * The items a response was given (its conversation), a page at a time as OpenAI pages lists:
+   * newest first unless `order` is "asc", from after the item `after` names.
+   */
+  async inputItems(id: string, tenant: Tenant, page: ItemsPage) {
+    const job = await this.stored(id, tenant);
+    const all = inputItems(job, responsesMetaOf(job) as ResponsesMeta);
+    if (page.order !== "asc") all.reverse();
+    let from = 0;
+    if (page.after !== undefined) {
+      from = all.findIndex((item) => item.id === page.after) + 1;
+      if (from === 0)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `No item with id '${page.after}' in this response's input`,
+        );
+    }
+    const data = all.slice(from, from + page.limit);
+    return {
+      object: "list" as const,
+      data,
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: from + data.length < all.length,
+    };
+  }
+
+  /**
+   * Deletes a stored response: it reads as unknown from now on, and cannot be continued. One
+   * still queued or running is cancelled first.
+   */
+  async delete(id: string, tenant: Tenant) {
+    const job = await this.stored(id, tenant);
+    await this.jobs.deleted(job.id, tenant);
+    return { id: responseId(job.id), object: "response" as const, deleted: true as const };
   }
 
   /** The conversation a new response continues: the earlier one's, and its answer. */

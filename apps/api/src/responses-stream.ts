@@ -1,10 +1,11 @@
 import type { CompletionResult, JobEvent } from "@ferry/protocol";
+import type { JobRecord } from "@ferry/transport";
 import type { Context } from "hono";
 import { errorOf } from "./completion-service.js";
 import { openStream } from "./generation-stream.js";
 import type { CallOptions } from "./inference-service.js";
 import { type ResponseEvent, ResponseEvents } from "./responses-events.js";
-import { responseObject } from "./responses-render.js";
+import { type ResponsesMeta, responseObject } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
 import type { AppEnv } from "./services.js";
 import { sse } from "./sse.js";
@@ -68,6 +69,87 @@ export async function streamResponse(
         await send([{ type: "error", code: "unavailable", message, param: null }]);
       }
     } finally {
+      slot.release();
+    }
+  });
+}
+
+/** Milliseconds between SSE comments that keep idle proxies from closing a long-queued stream. */
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * A background response's stream, from its job's event log (what nothing loses): the events
+ * are the same, numbered the same, every time the log is read, so a client that lost its
+ * stream reads it again from `starting_after` (OpenAI's resume) and misses nothing. Its
+ * client going away does not cancel it; a draining replica ends the stream at once, saying
+ * where to resume. `open` queues the response or finds it, once a stream slot is taken (a
+ * refused stream queues nothing).
+ */
+export async function streamStoredResponse(
+  c: Context<AppEnv>,
+  open: () => Promise<{ job: JobRecord; meta: ResponsesMeta }>,
+  startingAfter = -1,
+): Promise<Response> {
+  const { jobs, streams, drainSignal } = c.get("services");
+  const tenant = c.get("tenant");
+  const slot = streams.acquire(tenant);
+  const reading = new AbortController();
+  let job: JobRecord;
+  let meta: ResponsesMeta;
+  let events: Awaited<ReturnType<typeof jobs.events>>;
+  try {
+    ({ job, meta } = await open());
+    events = await jobs.events(job.id, tenant, undefined, reading.signal);
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
+  const shaped = new ResponseEvents(job, meta, true);
+  return sse(c, async (stream) => {
+    stream.onAbort(() => reading.abort());
+    const onDrain = () => reading.abort();
+    if (drainSignal.aborted) onDrain();
+    drainSignal.addEventListener("abort", onDrain);
+    const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
+    let sequence = 0;
+    const send = async (batch: ResponseEvent[]) => {
+      for (const { type, ...payload } of batch) {
+        const number = sequence++;
+        if (number <= startingAfter) continue;
+        await stream.send({
+          event: type,
+          data: JSON.stringify({ type, sequence_number: number, ...payload }),
+        });
+      }
+    };
+    let finished = false;
+    try {
+      await send(shaped.start());
+      for await (const event of events) {
+        const e = event.body;
+        if (e.type === "status" && e.status === "running") await send(shaped.started());
+        else if (e.type === "token") await send(shaped.token(e));
+        else if (e.type === "result") {
+          await send(shaped.result(e.result as CompletionResult));
+          finished = true;
+        } else if (e.type === "error") {
+          await send(shaped.error(errorOf(event)));
+          finished = true;
+        }
+      }
+      if (!finished && drainSignal.aborted) {
+        const id = responseObject(job, meta).id;
+        const last = Math.max(sequence - 1, startingAfter);
+        const resume = last < 0 ? "" : `&starting_after=${last}`;
+        const message = `This server is shutting down; the response goes on: stream it again at /v1/responses/${id}?stream=true${resume}`;
+        await stream.send({
+          event: "error",
+          data: JSON.stringify({ type: "error", code: "unavailable", message, param: null }),
+        });
+      }
+    } finally {
+      clearInterval(heartbeat);
+      drainSignal.removeEventListener("abort", onDrain);
       slot.release();
     }
   });

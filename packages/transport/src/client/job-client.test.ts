@@ -140,3 +140,25 @@ describe("a job the API removed from its queue always gets the end of its log", 
     expect(log.map(([, fields]) => JSON.parse(fields[1] ?? "{}").type)).toEqual(["status"]);
   });
 });
+
+describe("a deleted job is gone for every replica", () => {
+  it("queued: cancelled (its readers get the end), then unknown; a cancelled one: its log and mark go too", async () => {
+    const record = await queuedJob();
+    const reader = follow(record);
+    expect((await remover.jobs.delete(record.id))?.status).toBe("cancelled");
+    await reader.ended;
+    expect(reader.events.map((e) => e.type)).toEqual(["status", "error", "done"]);
+    expect(await other.jobs.get(record.id)).toBeUndefined();
+    expect(await admin.exists(keys.jobQueue(record.id), keys.cancelled(record.id))).toBe(0);
+    // deleted again, and an id never seen: nothing to delete
+    expect(await remover.jobs.delete(record.id)).toBeUndefined();
+    expect(await remover.jobs.delete("no-such-job")).toBeUndefined();
+    // a job that ended (cancelled) before its delete: its log goes with it
+    const ended = await queuedJob();
+    await remover.jobs.cancel(ended.id);
+    const log = keys.events({ queue: "m.v1", id: ended.id });
+    expect(await admin.exists(log)).toBe(1);
+    expect((await remover.jobs.delete(ended.id))?.status).toBe("cancelled");
+    expect(await admin.exists(log, keys.jobQueue(ended.id))).toBe(0);
+  });
+});

@@ -391,6 +391,29 @@ export class JobClient {
     return this.get(id);
   }
 
+  /**
+   * Deletes a job: a finished one's entry, answer and event log go now; one still queued or
+   * running is cancelled first (as `cancel`), and what its worker writes as it stops goes
+   * with BullMQ's and the log's own expiry. Either way its index goes, so that every poll,
+   * follow and read-back from now on finds no such job. Undefined when the id is unknown.
+   */
+  async delete(id: string): Promise<JobRecord | undefined> {
+    const before = await this.get(id);
+    if (!before) return undefined;
+    const finished = TERMINAL_STATUSES.includes(before.status);
+    const record = finished ? before : await this.cancel(id);
+    const ref = { queue: queueName(before.model, before.version), id };
+    if (finished) {
+      const job = await guarded(() => Job.fromId(this.queue(ref.queue), id));
+      // a job BullMQ would not let go of (a worker's lock) goes at its expiry
+      await job?.remove().catch(() => undefined);
+      await guarded(() => this.redis.del(this.keys.events(ref), this.keys.eventsApplied(ref)));
+    }
+    await guarded(() => this.redis.del(this.keys.jobQueue(id)));
+    await guarded(() => this.redis.del(this.keys.cancelled(id)));
+    return record;
+  }
+
   private async enqueue(
     id: string,
     job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
