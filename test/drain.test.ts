@@ -107,7 +107,7 @@ describe("graceful drain", () => {
       const end = told.pop();
       const after = Number(/starting_after=(\d+)/.exec(end?.message ?? "")?.[1]);
       expect(after).toBe(told.at(-1)?.sequence_number);
-      const responseId = (told[0]?.response as { id: string }).id;
+      const responseId = (told[0]?.response as { id: string } | undefined)?.id;
       const again = await fetch(
         `${secondUrl}/v1/responses/${responseId}?stream=true&starting_after=${after}`,
       );
