@@ -167,6 +167,8 @@ describe("classifier path, end to end", () => {
       "/v2/models/{name}/versions/{version}/infer",
       "/v2/models/{name}/versions/{version}",
       "/v2/models/{name}/config",
+      "/v2/models/{name}/stats",
+      "/v2/models/stats",
       "/v1/jobs",
       "/v1/jobs/{id}",
       "/v1/completions",

@@ -27,6 +27,7 @@ import { registerQueueBoard } from "./routes/queue-board.js";
 import { registerTokenize } from "./routes/tokenize.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
+import { registerV2Stats } from "./routes/v2-stats.js";
 import type { AppEnv, Services } from "./services.js";
 
 /** Builds the HTTP app around services built once at boot. */
@@ -93,6 +94,8 @@ export function createApp(
   registerHealth(app);
   registerMetrics(app);
   registerPredict(app);
+  // before the model routes: /v2/models/stats is not a model named "stats"
+  registerV2Stats(app);
   registerV2Models(app);
   registerV2Infer(app);
   registerJobs(app);

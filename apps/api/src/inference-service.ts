@@ -211,7 +211,7 @@ export class InferenceService {
         } finally {
           // whatever followed a miss (an answer, a refusal, a failure), it was a miss
           this.metrics.cache.inc({ model: config.name, result: hit ? "hit" : "miss" });
-          this.client.state.recordCache(config.name, hit !== undefined);
+          this.client.state.recordCache(config.name, plan.version, hit !== undefined, elapsed());
           this.hitRate(config.name).record(hit !== undefined);
         }
         if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };

@@ -6,7 +6,7 @@ import {
   type RowResult,
 } from "@ferry/protocol";
 import { type BatchRunner, type ExecutionProvider, loadBatchRunner } from "@ferry/runtime";
-import type { RowContext } from "@ferry/transport";
+import type { ExecutionStats, RowContext } from "@ferry/transport";
 import { Batcher } from "./batcher.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
@@ -22,6 +22,7 @@ export class ClassifierServer {
     private readonly runtime: BatchRunner,
     private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
     private readonly metrics: WorkerMetrics,
+    private readonly stats: Pick<ExecutionStats, "row" | "execution">,
   ) {
     this.rowsOk = metrics.rows.labels({ model: config.name, version, outcome: "ok" });
   }
@@ -35,6 +36,7 @@ export class ClassifierServer {
     onnxPath: string,
     executionProvider: ExecutionProvider,
     metrics: WorkerMetrics,
+    stats: Pick<ExecutionStats, "row" | "execution">,
   ): Promise<ClassifierServer> {
     const runtime = await loadBatchRunner(onnxPath, {
       inline: config.inline,
@@ -49,10 +51,12 @@ export class ClassifierServer {
         // sampled once per batch, not twice per row: rows still waiting behind this one
         metrics.pending.set(labels, batcher.pending);
         const end = metrics.computeSeconds.startTimer(labels);
+        const started = performance.now();
         try {
           return splitRows(await runtime.run(packRows(config.inputs, rows)), rows.length);
         } finally {
           end();
+          stats.execution(config.name, version, rows.length, performance.now() - started);
         }
       },
       {
@@ -62,7 +66,7 @@ export class ClassifierServer {
         concurrency: config.instance_count,
       },
     );
-    return new ClassifierServer(config, version, runtime, batcher, metrics);
+    return new ClassifierServer(config, version, runtime, batcher, metrics, stats);
   }
 
   /** Answers one row; every failure becomes a row error, never an exception. */
@@ -75,6 +79,7 @@ export class ClassifierServer {
     try {
       const outcome = await this.batcher.submit(decoded, row.deadline, ctx.signal);
       this.rowsOk.inc();
+      this.stats.row(this.config.name, this.version, outcome.queueMs);
       return {
         rid: row.rid,
         ok: true,

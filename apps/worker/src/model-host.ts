@@ -105,6 +105,7 @@ export class ModelHost {
                 path,
                 this.options.executionProvider,
                 this.metrics,
+                this.transport.stats,
               );
         this.served.set(queue, { server, fingerprint });
         if (current)

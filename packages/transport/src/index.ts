@@ -9,6 +9,8 @@ export * from "./shared/event-log.js";
 export * from "./shared/job-records.js";
 export * from "./shared/keys.js";
 export * from "./shared/redis-guard.js";
+export * from "./shared/version-counters.js";
 export * from "./shared/worker-registry.js";
+export * from "./worker/execution-stats.js";
 export * from "./worker/handlers.js";
 export * from "./worker/worker-transport.js";

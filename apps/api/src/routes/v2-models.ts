@@ -184,7 +184,7 @@ export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
       {
         name: "ferry",
         version: "0.1.0",
-        extensions: ["binary_tensor_data", "classification", "model_configuration"],
+        extensions: ["binary_tensor_data", "classification", "model_configuration", "statistics"],
       },
       200,
     ),

@@ -3,6 +3,11 @@ import type { ChainableCommander } from "ioredis";
 import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { Keys } from "../shared/keys.js";
+import {
+  counterField,
+  parseVersionCounters,
+  type VersionCounters,
+} from "../shared/version-counters.js";
 
 /** Upper bounds of the latency histogram kept per version, in ms. */
 export const LATENCY_BUCKETS_MS = [
@@ -38,6 +43,9 @@ export interface ModelStats {
 interface PendingStats {
   requests: number;
   errors: number;
+  /** The requests' durations, answered and failed, in whole microseconds. */
+  okUs: number;
+  failUs: number;
   buckets: number[];
 }
 
@@ -136,30 +144,50 @@ export class ServingState {
     }
     let stats = byVersion.get(version);
     if (!stats) {
-      stats = { requests: 0, errors: 0, buckets: LATENCY_BUCKETS_MS.map(() => 0) };
+      stats = {
+        requests: 0,
+        errors: 0,
+        okUs: 0,
+        failUs: 0,
+        buckets: LATENCY_BUCKETS_MS.map(() => 0),
+      };
       byVersion.set(version, stats);
     }
     stats.requests++;
-    if (failed) stats.errors++;
+    const us = Math.round(latencyMs * 1000);
+    if (failed) {
+      stats.errors++;
+      stats.failUs += us;
+    } else stats.okUs += us;
     const bucket = LATENCY_BUCKETS_MS.findIndex((b) => latencyMs <= b);
     stats.buckets[bucket] = (stats.buckets[bucket] ?? 0) + 1;
   }
 
-  recordCache(model: string, hit: boolean): void {
+  /**
+   * A cache lookup for `version` of `model`; a hit is an answer, `latencyMs` its request's
+   * duration.
+   */
+  recordCache(model: string, version: string, hit: boolean, latencyMs = 0): void {
     this.count(model, hit ? "cache:hits" : "cache:misses");
+    if (!hit) {
+      this.count(model, counterField.cacheMisses(version));
+      return;
+    }
+    this.count(model, counterField.cacheHits(version));
+    this.count(model, counterField.cacheHitUs(version), Math.round(latencyMs * 1000));
   }
 
   recordFallback(model: string, source: string): void {
     this.count(model, `fallback:${source}`);
   }
 
-  private count(model: string, field: string): void {
+  private count(model: string, field: string, n = 1): void {
     let fields = this.counters.get(model);
     if (!fields) {
       fields = new Map();
       this.counters.set(model, fields);
     }
-    fields.set(field, (fields.get(field) ?? 0) + 1);
+    fields.set(field, (fields.get(field) ?? 0) + n);
   }
 
   /** Adds this replica's counts to the shared ones. */
@@ -186,6 +214,8 @@ export class ServingState {
       for (const [version, s] of byVersion) {
         pipeline.hincrby(key, `${version}:requests`, s.requests);
         if (s.errors) pipeline.hincrby(key, `${version}:errors`, s.errors);
+        if (s.okUs) pipeline.hincrby(key, counterField.okUs(version), s.okUs);
+        if (s.failUs) pipeline.hincrby(key, counterField.failUs(version), s.failUs);
         s.buckets.forEach((n, k) => {
           if (n) pipeline.hincrby(key, `${version}:le:${k}`, n);
         });
@@ -229,6 +259,15 @@ export class ServingState {
       stats.p95_ms = quantileOf(list, 0.95);
     }
     return { versions: out, cache, fallbacks };
+  }
+
+  /**
+   * Every version's counters, the API replicas' and the workers' (each adds its own once a
+   * second: this replica's are added first).
+   */
+  async versionCounters(model: string): Promise<Record<string, VersionCounters>> {
+    await this.flush().catch(() => undefined);
+    return parseVersionCounters(await this.redis.hgetall(this.keys.stats(model)));
   }
 
   stop(): void {

@@ -20,6 +20,7 @@ import { formatFailure } from "../shared/job-records.js";
 import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
+import { ExecutionStats } from "./execution-stats.js";
 import { GenerationConsumer } from "./generation-consumer.js";
 import { giveBack } from "./give-back.js";
 import type {
@@ -86,6 +87,8 @@ export class WorkerTransport {
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly startedAt = Date.now();
+  /** What this worker's executions cost, added to the deployment's statistics. */
+  readonly stats: ExecutionStats;
 
   constructor(options: WorkerTransportOptions) {
     this.keys = new Keys(options.prefix ?? "ferry");
@@ -112,6 +115,7 @@ export class WorkerTransport {
       this.running,
     );
     this.batches = new BatchJobConsumer(this.redis, this.keys, this.jobTtlS);
+    this.stats = new ExecutionStats(this.redis, this.keys);
     this.control = new ControlChannel(this.redis, new ChannelMux(this.subscriber), this.keys);
     void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
   }
@@ -227,6 +231,7 @@ export class WorkerTransport {
     beat();
     this.heartbeat = setInterval(beat, HEARTBEAT_INTERVAL_MS);
     this.heartbeat.unref();
+    this.stats.start();
   }
 
   /** Drains: no new jobs are taken, running ones finish and their answers go out. */
@@ -237,6 +242,7 @@ export class WorkerTransport {
       ...[...this.workers.values(), ...this.controls].map((w) => w.close()),
     ]);
     await this.registry.remove(this.workerId).catch(() => undefined);
+    await this.stats.close().catch(() => undefined);
     this.subscriber.disconnect();
     await this.events.flush().catch(() => undefined);
     await this.eventsRedis.quit().catch(() => undefined);

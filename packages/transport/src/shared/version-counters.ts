@@ -1,0 +1,90 @@
+/**
+ * One model version's counters in the model's shared statistics hash (`Keys.stats`), as the
+ * API replicas (requests, their outcomes and durations, cache lookups) and the workers
+ * (executions by batch size, rows and their time in the queue) add to them, each once a
+ * second. Durations are kept in whole microseconds (HINCRBY adds integers).
+ */
+export interface VersionCounters {
+  /** Requests a model answered, and failed ones (cache hits are counted apart). */
+  requests: number;
+  errors: number;
+  ok_us: number;
+  fail_us: number;
+  cache_hits: number;
+  cache_hit_us: number;
+  cache_misses: number;
+  /** Rows a worker computed, and the time they waited for their batch. */
+  rows: number;
+  queue_us: number;
+  /** Executions by batch size: how many, and their compute time. */
+  batches: Record<number, { count: number; us: number }>;
+  /** When a worker last ran the version (epoch ms; 0 never). */
+  last_ms: number;
+}
+
+/** The hash's field for one of a version's counters. */
+export const counterField = {
+  okUs: (version: string) => `${version}:ok_us`,
+  failUs: (version: string) => `${version}:fail_us`,
+  cacheHits: (version: string) => `${version}:cache_hits`,
+  cacheHitUs: (version: string) => `${version}:cache_hit_us`,
+  cacheMisses: (version: string) => `${version}:cache_misses`,
+  rows: (version: string) => `${version}:rows`,
+  queueUs: (version: string) => `${version}:queue_us`,
+  executions: (version: string, size: number) => `${version}:exec:${size}`,
+  executionUs: (version: string, size: number) => `${version}:exec_us:${size}`,
+  last: (version: string) => `${version}:last_ms`,
+};
+
+const empty = (): VersionCounters => ({
+  requests: 0,
+  errors: 0,
+  ok_us: 0,
+  fail_us: 0,
+  cache_hits: 0,
+  cache_hit_us: 0,
+  cache_misses: 0,
+  rows: 0,
+  queue_us: 0,
+  batches: {},
+  last_ms: 0,
+});
+
+const SCALARS: Record<string, Exclude<keyof VersionCounters, "batches">> = {
+  requests: "requests",
+  errors: "errors",
+  ok_us: "ok_us",
+  fail_us: "fail_us",
+  cache_hits: "cache_hits",
+  cache_hit_us: "cache_hit_us",
+  cache_misses: "cache_misses",
+  rows: "rows",
+  queue_us: "queue_us",
+  last_ms: "last_ms",
+};
+
+/** Every version's counters in a model's statistics hash (its other fields left out). */
+export function parseVersionCounters(raw: Record<string, string>): Record<string, VersionCounters> {
+  const out: Record<string, VersionCounters> = {};
+  const of = (version: string) => {
+    const known = out[version];
+    if (known) return known;
+    const made = empty();
+    out[version] = made;
+    return made;
+  };
+  for (const [field, value] of Object.entries(raw)) {
+    const [version = "", kind = "", size] = field.split(":");
+    const n = Number(value);
+    const scalar = SCALARS[kind];
+    if (scalar && size === undefined) of(version)[scalar] = n;
+    else if ((kind === "exec" || kind === "exec_us") && size !== undefined) {
+      const batches = of(version).batches;
+      const entry = batches[Number(size)] ?? { count: 0, us: 0 };
+      batches[Number(size)] = entry;
+      if (kind === "exec") entry.count = n;
+      else entry.us = n;
+    }
+  }
+  return out;
+}

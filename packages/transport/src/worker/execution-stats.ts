@@ -1,0 +1,108 @@
+import type { ChainableCommander } from "ioredis";
+import type { RedisClient } from "../shared/connection.js";
+import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { counterField } from "../shared/version-counters.js";
+
+/** How often a worker adds its counts to the shared ones, in ms. */
+const FLUSH_MS = 1_000;
+
+/** KEYS: the stats hash. ARGV: field, epoch ms. Keeps the later of the two. */
+const KEEP_LATEST = `
+local now = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if tonumber(ARGV[2]) > now then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 0
+`;
+
+interface Pending {
+  rows: number;
+  queueUs: number;
+  /** batch size -> executions and their compute time */
+  batches: Map<number, { count: number; us: number }>;
+  lastMs: number;
+}
+
+/**
+ * What this worker's model executions cost, per model version: executions and their compute
+ * time by batch size, computed rows and the time they waited for their batch. Counted in
+ * process and added to the deployment's shared statistics once a second (a few commands a
+ * second, none per row), where Triton's statistics extension reads them.
+ */
+export class ExecutionStats {
+  private readonly pending = new Map<string, Map<string, Pending>>();
+  private readonly keepLatest: LuaCommand<number>;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+  ) {
+    this.keepLatest = new LuaCommand(redis, "ferryKeepLatest", 1, KEEP_LATEST);
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
+    this.timer.unref();
+  }
+
+  /** One execution of `size` rows that took `computeMs` in the runtime. */
+  execution(model: string, version: string, size: number, computeMs: number): void {
+    const p = this.of(model, version);
+    const entry = p.batches.get(size) ?? { count: 0, us: 0 };
+    entry.count++;
+    entry.us += Math.round(computeMs * 1000);
+    p.batches.set(size, entry);
+    p.lastMs = Date.now();
+  }
+
+  /** One row computed, after `queueMs` waiting for its batch. */
+  row(model: string, version: string, queueMs: number): void {
+    const p = this.of(model, version);
+    p.rows++;
+    p.queueUs += Math.round(queueMs * 1000);
+  }
+
+  /** Adds the counts so far to the shared ones; one pipeline per model (one key each). */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const pipelines: ChainableCommander[] = [];
+    const latest: Array<Promise<number>> = [];
+    for (const [model, byVersion] of this.pending) {
+      const key = this.keys.stats(model);
+      const pipeline = this.redis.pipeline();
+      for (const [version, p] of byVersion) {
+        if (p.rows) pipeline.hincrby(key, counterField.rows(version), p.rows);
+        if (p.queueUs) pipeline.hincrby(key, counterField.queueUs(version), p.queueUs);
+        for (const [size, b] of p.batches) {
+          pipeline.hincrby(key, counterField.executions(version, size), b.count);
+          pipeline.hincrby(key, counterField.executionUs(version, size), b.us);
+        }
+        if (p.lastMs)
+          latest.push(this.keepLatest.run(this.redis, key, counterField.last(version), p.lastMs));
+      }
+      pipelines.push(pipeline);
+    }
+    this.pending.clear();
+    await Promise.all([...pipelines.map((p) => p.exec()), ...latest]);
+  }
+
+  /** Stops the timer and adds what is left. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush();
+  }
+
+  private of(model: string, version: string): Pending {
+    let byVersion = this.pending.get(model);
+    if (!byVersion) {
+      byVersion = new Map();
+      this.pending.set(model, byVersion);
+    }
+    let p = byVersion.get(version);
+    if (!p) {
+      p = { rows: 0, queueUs: 0, batches: new Map(), lastMs: 0 };
+      byVersion.set(version, p);
+    }
+    return p;
+  }
+}
