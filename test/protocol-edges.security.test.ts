@@ -151,7 +151,7 @@ describe("KServe v2 and OpenAI edges", () => {
     expect(await res.json()).toEqual({
       name: "ferry",
       version: "0.1.0",
-      extensions: ["binary_tensor_data", "classification", "model_configuration"],
+      extensions: ["binary_tensor_data", "classification", "model_configuration", "statistics"],
     });
   });
 
