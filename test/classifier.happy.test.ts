@@ -169,6 +169,8 @@ describe("classifier path, end to end", () => {
       "/v2/models/{name}/config",
       "/v2/models/{name}/stats",
       "/v2/models/stats",
+      "/v2/models/{name}/generate",
+      "/v2/models/{name}/generate_stream",
       "/v1/jobs",
       "/v1/jobs/{id}",
       "/v1/completions",

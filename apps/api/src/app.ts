@@ -25,6 +25,7 @@ import { registerPages } from "./routes/pages.js";
 import { registerPredict } from "./routes/predict.js";
 import { registerQueueBoard } from "./routes/queue-board.js";
 import { registerTokenize } from "./routes/tokenize.js";
+import { registerV2Generate } from "./routes/v2-generate.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
 import { registerV2Stats } from "./routes/v2-stats.js";
@@ -98,6 +99,7 @@ export function createApp(
   registerV2Stats(app);
   registerV2Models(app);
   registerV2Infer(app);
+  registerV2Generate(app);
   registerJobs(app);
   registerJobEvents(app);
   registerAdmin(app);

@@ -1,0 +1,129 @@
+import { createParser } from "eventsource-parser";
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Stack } from "./helpers/stack.js";
+
+// tiny-lm served; digits, a classifier, in the repository too
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const openai = () => new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+const prompt = "Once upon a time";
+
+/** The greedy completion of `prompt`, as the OpenAI route answers it. */
+async function greedy(maxTokens: number, stop?: string[]) {
+  const res = await openai().completions.create({
+    model: "tiny-lm",
+    prompt,
+    max_tokens: maxTokens,
+    temperature: 0,
+    ...(stop ? { stop } : {}),
+  });
+  return res.choices[0]?.text ?? "";
+}
+
+async function generate(body: Record<string, unknown>, model = "tiny-lm") {
+  const res = await stack.post(`/v2/models/${model}/generate`, body);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe("Triton's generate extension", () => {
+  it("text_input in, text_output out: the greedy completion, after its input unless exclude_input_in_output", async () => {
+    const expected = await greedy(12);
+    expect(expected.length).toBeGreaterThan(0);
+    // the vLLM backend's form: the settings in `parameters`
+    const own = await generate({
+      text_input: prompt,
+      parameters: { max_tokens: 12, temperature: 0, exclude_input_in_output: true },
+    });
+    expect(own).toEqual({
+      status: 200,
+      body: { model_name: "tiny-lm", model_version: "1", text_output: expected },
+    });
+    // TensorRT-LLM's ensemble form (settings beside the text, empty word lists as LiteLLM
+    // sends them), an id echoed, the input before the text by default
+    const beside = await generate({
+      id: "req-7",
+      text_input: prompt,
+      max_tokens: 12,
+      temperature: 0,
+      bad_words: [""],
+      stop_words: [""],
+    });
+    expect(beside).toEqual({
+      status: 200,
+      body: {
+        id: "req-7",
+        model_name: "tiny-lm",
+        model_version: "1",
+        text_output: prompt + expected,
+      },
+    });
+  });
+
+  it("stop_words end the text where the completion's stop does; bad_words are never written", async () => {
+    const whole = await greedy(16);
+    const word = whole.trim().split(/\s+/)[1];
+    if (!word) throw new Error(`expected a second word in ${JSON.stringify(whole)}`);
+    const stopped = await generate({
+      text_input: prompt,
+      parameters: {
+        max_tokens: 16,
+        temperature: 0,
+        stop_words: [word],
+        exclude_input_in_output: true,
+      },
+    });
+    expect(stopped.body.text_output).toBe(await greedy(16, [word]));
+    expect(stopped.body.text_output).not.toContain(word);
+    const banned = await generate({
+      text_input: prompt,
+      parameters: {
+        max_tokens: 16,
+        temperature: 0,
+        bad_words: [word],
+        exclude_input_in_output: true,
+      },
+    });
+    expect(banned.status).toBe(200);
+    expect(banned.body.text_output).not.toBe(whole);
+  });
+
+  it("generate_stream: SSE data pieces of the same object, their text joined /generate's", async () => {
+    const body = {
+      id: "s-1",
+      text_input: prompt,
+      parameters: { max_tokens: 12, temperature: 0 },
+    };
+    const whole = await generate(body);
+    const res = await stack.post("/v2/models/tiny-lm/generate_stream", body);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const pieces: Array<Record<string, unknown>> = [];
+    const parser = createParser({ onEvent: (e) => pieces.push(JSON.parse(e.data)) });
+    parser.feed(await res.text());
+    expect(pieces.length).toBeGreaterThan(2);
+    for (const piece of pieces)
+      expect(piece).toMatchObject({ id: "s-1", model_name: "tiny-lm", model_version: "1" });
+    expect(pieces.map((p) => p.text_output).join("")).toBe(whole.body.text_output);
+  });
+
+  it("refuses, in KServe's error shape, a setting it lacks, a classifier and an unknown model", async () => {
+    const beam = await generate({ text_input: prompt, parameters: { beam_width: 2 } });
+    expect(beam.status).toBe(400);
+    expect(beam.body.error).toMatch(/unexpected generate setting 'beam_width'/);
+    const typed = await generate({ text_input: prompt, max_tokens: "many" });
+    expect(typed.status).toBe(400);
+    expect(typed.body.error).toMatch(/^max_tokens: /);
+    const classifier = await generate({ text_input: prompt }, "digits");
+    expect(classifier.status).toBe(400);
+    expect(classifier.body.error).toMatch(/is a classifier/);
+    expect((await generate({ text_input: prompt }, "nope")).status).toBe(404);
+    const stream = await stack.post("/v2/models/tiny-lm/generate_stream", {
+      text_input: prompt,
+      parameters: { beam_width: 2 },
+    });
+    expect(stream.status).toBe(400);
+  });
+});
