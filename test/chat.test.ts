@@ -528,6 +528,7 @@ describe("the openai client, unchanged", () => {
       /response_format type must be text, json_object or json_schema/,
     );
     await bad({ messages: ask, functions: [{ name: "f" }] }, /^functions: /);
+    await bad({ messages: ask, function_call: { name: "f" } }, /^function_call: /);
     await bad({ messages: ask, modalities: ["text", "audio"] }, /^modalities: /);
     // vLLM's chat fields that would change the answer and Ferry lacks
     await bad({ messages: ask, echo: true }, /^echo: echo is not supported/);

@@ -462,7 +462,6 @@ export const chatCompletionRequestSchema = z
     // each completion token's log probability, with top_logprobs likeliest alternatives
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
-    // OpenAI fields Ferry does not implement: refused by name rather than silently ignored
     /**
      * Functions the model may call: made to (`tool_choice` one by name, or `required`), or as it
      * chooses (`auto`, for a model whose model.json names its call format's parser).
@@ -485,7 +484,9 @@ export const chatCompletionRequestSchema = z
     reasoning_effort: unsupported("reasoning_effort"),
     verbosity: unsupported("verbosity", "medium"),
     web_search_options: unsupported("web_search_options"),
+    // OpenAI's deprecated function calling: its successor, `tools`, is served
     functions: unsupported("functions"),
+    function_call: unsupported("function_call", "none"),
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
     ignore_eos: z.boolean().nullish(),
