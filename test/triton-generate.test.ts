@@ -3,8 +3,8 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Stack } from "./helpers/stack.js";
 
-// tiny-lm served; digits, a classifier, in the repository too
-const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+// tiny-lm, and digits (a classifier) for a v2 inference
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,digits" } });
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
@@ -125,5 +125,35 @@ describe("Triton's generate extension", () => {
       parameters: { beam_width: 2 },
     });
     expect(stream.status).toBe(400);
+  });
+});
+
+describe("a KServe v2 body with no media type, as Triton's curl examples send it", () => {
+  it("is read as JSON on /generate and /infer (curl's form type too); another declared type is refused", async () => {
+    const send = (path: string, body: unknown, type?: string) =>
+      fetch(stack.url(path), {
+        method: "POST",
+        // a Blob without a type: fetch sends no Content-Type at all
+        body: type ? JSON.stringify(body) : new Blob([JSON.stringify(body)]),
+        ...(type ? { headers: { "Content-Type": type } } : {}),
+      });
+    const generateBody = { text_input: prompt, parameters: { max_tokens: 4, temperature: 0 } };
+    const typed = await generate(generateBody);
+    for (const type of [undefined, "application/x-www-form-urlencoded"]) {
+      const res = await send("/v2/models/tiny-lm/generate", generateBody, type);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual(typed.body);
+    }
+    const infer = {
+      inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: new Array(64).fill(1) }],
+    };
+    const untyped = await send("/v2/models/digits/infer", infer);
+    expect(untyped.status).toBe(200);
+    expect(await untyped.json()).toMatchObject({
+      model_name: "digits",
+      outputs: [{ name: "logits" }],
+    });
+    const xml = await send("/v2/models/tiny-lm/generate", generateBody, "text/xml");
+    expect(xml.status).not.toBe(200);
   });
 });

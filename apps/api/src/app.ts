@@ -8,6 +8,7 @@ import { admitBeforeBody } from "./middleware/admission.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
+import { jsonByDefault } from "./middleware/json-by-default.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { requestId } from "./request-id.js";
 import { registerAdmin } from "./routes/admin.js";
@@ -90,6 +91,13 @@ export function createApp(
     "/v2/models/:name/versions/:version/infer",
   ])
     app.use(path, admitBeforeBody(guards.turns));
+  for (const path of [
+    "/v2/models/:name/infer",
+    "/v2/models/:name/versions/:version/infer",
+    "/v2/models/:name/generate",
+    "/v2/models/:name/generate_stream",
+  ])
+    app.use(path, jsonByDefault);
 
   registerPages(app);
   registerHealth(app);
