@@ -295,6 +295,33 @@ describe("KServe v2 version metadata", () => {
   });
 });
 
+describe("Triton's request parameters", () => {
+  it("timeout in microseconds is the request's deadline; a sequence is refused, no model here keeping one", async () => {
+    const body = (parameters: Record<string, unknown>) => ({
+      inputs: [{ name: "input", shape: [1, 784], datatype: "FP32", data: new Array(784).fill(0) }],
+      parameters,
+    });
+    // mnist has no worker in this stack: the request waits out its deadline, 0.3 s, not the model's 30 s
+    const started = Date.now();
+    const late = await stack.post("/v2/models/mnist/infer", body({ timeout: 300_000 }));
+    expect(late.status).toBe(504);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const refused = await stack.post("/v2/models/digits/infer", {
+      ...body({ sequence_id: 42, sequence_start: true }),
+      inputs: [input()],
+    });
+    expect(refused.status).toBe(400);
+    expect(((await refused.json()) as { error: string }).error).toMatch(
+      /^parameters\.sequence_id: sequence_id is not supported/,
+    );
+    const none = await stack.post("/v2/models/digits/infer", {
+      inputs: [input()],
+      parameters: { sequence_id: 0, timeout: 0 },
+    });
+    expect(none.status).toBe(200);
+  });
+});
+
 describe("Triton's statistics extension", () => {
   interface Duration {
     count: number;

@@ -1,4 +1,4 @@
-import { MAX_LOGPROBS, timeoutMsSchema } from "@ferry/protocol";
+import { MAX_LOGPROBS, MAX_TIMEOUT_MS, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
 /**
@@ -101,12 +101,34 @@ export const v2InferRequestSchema = z
     parameters: z
       .object({
         timeout_ms: timeoutMsSchema.optional(),
+        /** Triton's (tritonclient's `timeout=`): the deadline in microseconds, 0 none; `timeout_ms` wins. */
+        timeout: z
+          .number()
+          .int()
+          .nonnegative()
+          .max(MAX_TIMEOUT_MS * 1000)
+          .optional(),
         priority: z.number().int().min(1).max(10).optional(),
+        // Triton's sequence batching: no model here keeps state from one request to the next,
+        // so a request that names a sequence is refused, as Triton refuses one to such a model
+        sequence_id: unsupported("sequence_id", 0, ""),
+        sequence_start: unsupported("sequence_start", false),
+        sequence_end: unsupported("sequence_end", false),
       })
       .catchall(z.unknown())
       .optional(),
   })
   .openapi("InferenceRequest");
+export type V2InferParameters = NonNullable<z.infer<typeof v2InferRequestSchema>["parameters"]>;
+
+/** A v2 request's deadline and priority, Triton's microseconds read as milliseconds. */
+export function v2CallBody(parameters: V2InferParameters | undefined) {
+  const { timeout_ms, timeout, priority } = parameters ?? {};
+  return {
+    priority,
+    timeout_ms: timeout_ms ?? (timeout ? Math.ceil(timeout / 1000) : undefined),
+  };
+}
 export type V2InferRequest = z.infer<typeof v2InferRequestSchema>;
 
 export const v2OutputSchema = z.object({

@@ -2,7 +2,12 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { callOptions } from "../call-options.js";
 import { invalidInput } from "../errors.js";
-import { type V2InferRequest, v2InferRequestSchema, v2InferResponseSchema } from "../schemas.js";
+import {
+  type V2InferRequest,
+  v2CallBody,
+  v2InferRequestSchema,
+  v2InferResponseSchema,
+} from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { binaryAnswer, readBinaryRequest } from "../v2-binary.js";
 import { v2Errors } from "./responses.js";
@@ -39,7 +44,7 @@ const inferVersionRoute = createRoute({
 
 /** Runs a request on the version its path pins, else the one admission drew. */
 async function answer(c: Context<AppEnv>, req: V2InferRequest, version: string | undefined) {
-  const opts = callOptions(c, req.parameters ?? {});
+  const opts = callOptions(c, v2CallBody(req.parameters));
   const name = c.req.param("name") ?? "";
   const answered = await c
     .get("services")
