@@ -1,9 +1,10 @@
 import type { JobEvent } from "@ferry/protocol";
+import { Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
 import { createRedis, type RedisClient } from "../shared/connection.js";
 import type { JobRecord } from "../shared/job-records.js";
-import { Keys } from "../shared/keys.js";
+import { bullQueueName, Keys } from "../shared/keys.js";
 import { InferenceClient } from "./inference-client.js";
 
 // A redis-server of this file's own: the test changes its ACL, which the shared one must never see.
@@ -142,14 +143,16 @@ describe("a job the API removed from its queue always gets the end of its log", 
 });
 
 describe("a deleted job is gone for every replica", () => {
-  it("queued: cancelled (its readers get the end), then unknown; a cancelled one: its log and mark go too", async () => {
+  it("queued: cancelled (its readers get the end), then unknown; an ended one: its log and mark go too", async () => {
     const record = await queuedJob();
     const reader = follow(record);
     expect((await remover.jobs.delete(record.id))?.status).toBe("cancelled");
     await reader.ended;
     expect(reader.events.map((e) => e.type)).toEqual(["status", "error", "done"]);
     expect(await other.jobs.get(record.id)).toBeUndefined();
-    expect(await admin.exists(keys.jobQueue(record.id), keys.cancelled(record.id))).toBe(0);
+    expect(await admin.exists(keys.jobQueue(record.id))).toBe(0);
+    // its cancel mark stays: a worker that took it past the broadcast still drops it
+    expect(await admin.exists(keys.cancelled(record.id))).toBe(1);
     // deleted again, and an id never seen: nothing to delete
     expect(await remover.jobs.delete(record.id)).toBeUndefined();
     expect(await remover.jobs.delete("no-such-job")).toBeUndefined();
@@ -159,6 +162,41 @@ describe("a deleted job is gone for every replica", () => {
     const log = keys.events({ queue: "m.v1", id: ended.id });
     expect(await admin.exists(log)).toBe(1);
     expect((await remover.jobs.delete(ended.id))?.status).toBe("cancelled");
-    expect(await admin.exists(log, keys.jobQueue(ended.id))).toBe(0);
+    expect(await admin.exists(log, keys.jobQueue(ended.id), keys.cancelled(ended.id))).toBe(0);
+  });
+});
+
+describe("a poll right after a job's log ended", () => {
+  it("answers as the log ended while BullMQ still holds the job active (the worker ends the log first)", async () => {
+    // a queue of its own: the tests above leave jobs queued on m.v1
+    const record = await remover.jobs.submit({
+      model: "ended",
+      version: "1",
+      rows: [{ input: "AAAAAA==" }],
+      deadline: Date.now() + 60_000,
+      priority: 5,
+      maxQueueSize: 100,
+      owner: "",
+      meta: {},
+    });
+    // a worker takes the job (active, locked) and ends its log, not yet its BullMQ job
+    const worker = new Worker(bullQueueName("ended.v1"), null, {
+      connection: createRedis(server.url),
+      prefix,
+    });
+    const job = await worker.getNextJob("token-1");
+    expect(job?.id).toBe(record.id);
+    const log = keys.events({ queue: "ended.v1", id: record.id });
+    const answer = { v: 1, rows: [{ rid: "r", ok: true, outputs: {} }] };
+    await admin.xadd(log, "*", "e", JSON.stringify({ type: "status", status: "running" }));
+    expect((await other.jobs.get(record.id))?.status).toBe("running");
+    await admin.xadd(log, "*", "e", JSON.stringify({ type: "result", result: answer }));
+    await admin.xadd(log, "*", "e", JSON.stringify({ type: "done" }));
+    const polled = await other.jobs.get(record.id);
+    expect(polled).toMatchObject({ status: "succeeded", result: answer, error: null });
+    expect(polled?.finished_at).toBeGreaterThan(0);
+    await job?.moveToCompleted(answer, "token-1", false);
+    expect((await other.jobs.get(record.id))?.status).toBe("succeeded");
+    await worker.close();
   });
 });

@@ -16,7 +16,7 @@ import { Job, type Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
-import type { EventWriter } from "../shared/event-log.js";
+import { type EventWriter, parseEntry } from "../shared/event-log.js";
 import {
   emptyRecord,
   type JobIndexEntry,
@@ -360,6 +360,17 @@ export class JobClient {
       if (await this.expire(id)) return this.get(id);
     }
     const status = jobStatusOf(state, job.failedReason, cancelled !== null);
+    if (status === "running") {
+      // A worker ends a job's log before BullMQ records the job's end (see giveBack): a client
+      // that followed the log to its end and polls at once is answered as the log ended
+      const ended = await this.endOfLog({ queue: index.queue, id });
+      if (ended)
+        return {
+          ...emptyRecord(id, index, "running"),
+          started_at: job.processedOn ?? null,
+          ...ended,
+        };
+    }
     const record = emptyRecord(id, index, status);
     return {
       ...record,
@@ -371,6 +382,29 @@ export class JobClient {
           ? parseFailure(job.failedReason)
           : record.error,
     };
+  }
+
+  /** How a job's log ended (its result or error, then `done`); undefined while it is open. */
+  private async endOfLog(
+    ref: JobRef,
+  ): Promise<Pick<JobRecord, "status" | "finished_at" | "result" | "error"> | undefined> {
+    const tail = (
+      await guarded(() => this.redis.xrevrange(this.keys.events(ref), "+", "-", "COUNT", 3))
+    ).map(parseEntry);
+    if (tail[0]?.body.type !== "done") return undefined;
+    const end = tail.find((e) => e.body.type === "result" || e.body.type === "error");
+    const finished_at = Number(end?.id.split("-")[0]);
+    if (end?.body.type === "result")
+      return { status: "succeeded", finished_at, result: end.body.result, error: null };
+    if (end?.body.type !== "error") return undefined;
+    const error = parseFailure(`${end.body.error.code}: ${end.body.error.message}`);
+    const status =
+      error.code === "DEADLINE_EXCEEDED"
+        ? "expired"
+        : error.code === "CANCELLED"
+          ? "cancelled"
+          : "failed";
+    return { status, finished_at, result: null, error };
   }
 
   /** Cancels a job: a queued one never runs; a running one is told to stop on every worker. */
@@ -408,9 +442,11 @@ export class JobClient {
       // a job BullMQ would not let go of (a worker's lock) goes at its expiry
       await job?.remove().catch(() => undefined);
       await guarded(() => this.redis.del(this.keys.events(ref), this.keys.eventsApplied(ref)));
+      await guarded(() => this.redis.del(this.keys.cancelled(id)));
     }
+    // (a job cancelled just now keeps its mark to its expiry: a worker that takes it in the
+    // meantime, past the cancel's broadcast, reads the mark and drops it)
     await guarded(() => this.redis.del(this.keys.jobQueue(id)));
-    await guarded(() => this.redis.del(this.keys.cancelled(id)));
     return record;
   }
 
