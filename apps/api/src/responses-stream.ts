@@ -8,7 +8,7 @@ import { type ResponseEvent, ResponseEvents } from "./responses-events.js";
 import { type ResponsesMeta, responseObject } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
 import type { AppEnv } from "./services.js";
-import { sse } from "./sse.js";
+import { sse, tieResumable } from "./sse.js";
 
 /**
  * A response streamed as OpenAI streams one (`ResponseEvents` shapes the events): every event
@@ -74,9 +74,6 @@ export async function streamResponse(
   });
 }
 
-/** Milliseconds between SSE comments that keep idle proxies from closing a long-queued stream. */
-const HEARTBEAT_MS = 15_000;
-
 /**
  * A background response's stream, from its job's event log (what nothing loses): the events
  * are the same, numbered the same, every time the log is read, so a client that lost its
@@ -106,11 +103,7 @@ export async function streamStoredResponse(
   }
   const shaped = new ResponseEvents(job, meta, true);
   return sse(c, async (stream) => {
-    stream.onAbort(() => reading.abort());
-    const onDrain = () => reading.abort();
-    if (drainSignal.aborted) onDrain();
-    drainSignal.addEventListener("abort", onDrain);
-    const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
+    const untie = tieResumable(stream, drainSignal, reading);
     let sequence = 0;
     const send = async (batch: ResponseEvent[]) => {
       for (const { type, ...payload } of batch) {
@@ -148,8 +141,7 @@ export async function streamStoredResponse(
         });
       }
     } finally {
-      clearInterval(heartbeat);
-      drainSignal.removeEventListener("abort", onDrain);
+      untie();
       slot.release();
     }
   });

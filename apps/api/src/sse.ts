@@ -72,3 +72,28 @@ export function sse(c: Context<AppEnv>, run: (stream: SseStream) => Promise<void
     });
   return RESPONSE_ALREADY_SENT;
 }
+
+/** Milliseconds between SSE comments that keep idle proxies from closing a quiet stream. */
+const HEARTBEAT_MS = 15_000;
+
+/**
+ * Ties a resumable stream (one read from a job's log, which nothing loses) to its client and
+ * to this replica's drain: `reading` is aborted when the client goes away or the drain starts
+ * (the client resumes on another replica and misses nothing), and a comment every 15 s keeps
+ * proxies from closing it while it is quiet. Returns what unties it.
+ */
+export function tieResumable(
+  stream: SseStream,
+  drain: AbortSignal,
+  reading: AbortController,
+): () => void {
+  stream.onAbort(() => reading.abort());
+  const onDrain = () => reading.abort();
+  if (drain.aborted) onDrain();
+  drain.addEventListener("abort", onDrain);
+  const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
+  return () => {
+    clearInterval(heartbeat);
+    drain.removeEventListener("abort", onDrain);
+  };
+}

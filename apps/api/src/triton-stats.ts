@@ -1,5 +1,5 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
-import type { ServingState, VersionCounters } from "@ferry/transport";
+import { emptyCounters, type ServingState, type VersionCounters } from "@ferry/transport";
 
 /** A count and its total duration, as Triton's statistics give them. */
 const duration = (count: number, us: number) => ({ count, ns: us * 1000 });
@@ -51,20 +51,6 @@ export function versionStatistics(name: string, version: string, c: VersionCount
   };
 }
 
-const NONE: VersionCounters = {
-  requests: 0,
-  errors: 0,
-  ok_us: 0,
-  fail_us: 0,
-  cache_hits: 0,
-  cache_hit_us: 0,
-  cache_misses: 0,
-  rows: 0,
-  queue_us: 0,
-  batches: {},
-  last_ms: 0,
-};
-
 /**
  * `GET /v2/models[/{name}[/versions/{version}]]/stats`: every version of every model, of one
  * model, or one version (an unknown model or version is a 404). Counts are the deployment's
@@ -83,7 +69,7 @@ export async function tritonStatistics(
   for (const entry of entries) {
     const counters = await state.versionCounters(entry.config.name);
     for (const v of version === undefined ? entry.versions : [version])
-      model_stats.push(versionStatistics(entry.config.name, v, counters[v] ?? NONE));
+      model_stats.push(versionStatistics(entry.config.name, v, counters[v] ?? emptyCounters()));
   }
   return { model_stats };
 }

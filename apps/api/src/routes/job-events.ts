@@ -1,11 +1,8 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { AppEnv } from "../services.js";
-import { sse } from "../sse.js";
+import { sse, tieResumable } from "../sse.js";
 import { openAiErrors } from "./responses.js";
-
-/** Seconds between SSE comments that keep idle proxies from closing the stream. */
-const HEARTBEAT_MS = 15_000;
 
 /** A Redis Stream id, the only thing Last-Event-ID may hold: `<ms>-<seq>`. */
 const STREAM_ID = /^[0-9]{1,15}-[0-9]{1,15}$/;
@@ -48,13 +45,9 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
       throw err;
     }
     return sse(c, async (stream) => {
-      stream.onAbort(() => reading.abort());
-      // This replica is draining: end the stream so that the client reconnects (through the
-      // Service, to another replica) with Last-Event-ID, and misses nothing.
-      const onDrain = () => reading.abort();
-      if (drainSignal.aborted) onDrain();
-      drainSignal.addEventListener("abort", onDrain);
-      const heartbeat = setInterval(() => void stream.raw(": keep-alive\n\n"), HEARTBEAT_MS);
+      // a draining replica ends the stream: the client reconnects (through the Service, to
+      // another replica) with Last-Event-ID
+      const untie = tieResumable(stream, drainSignal, reading);
       try {
         for await (const event of events) {
           await stream.send({
@@ -65,8 +58,7 @@ export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
         }
         if (drainSignal.aborted) await stream.raw("retry: 250\n\n");
       } finally {
-        clearInterval(heartbeat);
-        drainSignal.removeEventListener("abort", onDrain);
+        untie();
         slot.release();
       }
     });

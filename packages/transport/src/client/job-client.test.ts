@@ -42,9 +42,9 @@ const withoutEventLogs = () =>
   admin.acl("SETUSER", "api", "resetkeys", `~${prefix}:[^e]*`, `~${prefix}:e[^v]*`);
 const withEverything = () => admin.acl("SETUSER", "api", "resetkeys", "~*");
 
-async function queuedJob(): Promise<JobRecord> {
+async function queuedJob(model = "m"): Promise<JobRecord> {
   return remover.jobs.submit({
-    model: "m",
+    model,
     version: "1",
     rows: [{ input: "AAAAAA==" }],
     deadline: Date.now() + 60_000,
@@ -169,16 +169,7 @@ describe("a deleted job is gone for every replica", () => {
 describe("a poll right after a job's log ended", () => {
   it("answers as the log ended while BullMQ still holds the job active (the worker ends the log first)", async () => {
     // a queue of its own: the tests above leave jobs queued on m.v1
-    const record = await remover.jobs.submit({
-      model: "ended",
-      version: "1",
-      rows: [{ input: "AAAAAA==" }],
-      deadline: Date.now() + 60_000,
-      priority: 5,
-      maxQueueSize: 100,
-      owner: "",
-      meta: {},
-    });
+    const record = await queuedJob("ended");
     // a worker takes the job (active, locked) and ends its log, not yet its BullMQ job
     const worker = new Worker(bullQueueName("ended.v1"), null, {
       connection: createRedis(server.url),

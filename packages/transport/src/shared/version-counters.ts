@@ -36,7 +36,8 @@ export const counterField = {
   last: (version: string) => `${version}:last_ms`,
 };
 
-const empty = (): VersionCounters => ({
+/** A version nothing has counted yet. */
+export const emptyCounters = (): VersionCounters => ({
   requests: 0,
   errors: 0,
   ok_us: 0,
@@ -69,7 +70,7 @@ export function parseVersionCounters(raw: Record<string, string>): Record<string
   const of = (version: string) => {
     const known = out[version];
     if (known) return known;
-    const made = empty();
+    const made = emptyCounters();
     out[version] = made;
     return made;
   };
