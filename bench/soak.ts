@@ -132,6 +132,12 @@ export async function soakBench(): Promise<Record<string, unknown>> {
       ),
     ),
   };
-  printTable("totals and slopes (after warm-up)", [{ ...counts, ...slopes }]);
-  return { minutes: MINUTES, counts, slopes, samples: rows };
+  // Every job (async, and every completion: they are jobs too, resumable) is kept JOB_TTL_S
+  // with its event log, and BullMQ needs Redis to run with noeviction: what one costs sizes
+  // Redis for a deployment's traffic (kept jobs = jobs per second x JOB_TTL_S)
+  const kept = counts.jobs + counts.streams;
+  const grown = (rows.at(-1)?.redis_mb ?? 0) - (rows[0]?.redis_mb ?? 0);
+  const perJob = { "redis KB per kept job": kept > 0 ? round((grown * 1024) / kept, 1) : 0 };
+  printTable("totals and slopes (after warm-up)", [{ ...counts, ...slopes, ...perJob }]);
+  return { minutes: MINUTES, counts, slopes, ...perJob, samples: rows };
 }
