@@ -1,4 +1,5 @@
 import { createOpenAI } from "@ai-sdk/openai";
+import { createRedis, Keys } from "@ferry/transport";
 import { HumanMessage, SystemMessage } from "@langchain/core/messages";
 import { ChatOpenAI } from "@langchain/openai";
 import { generateText, streamText } from "ai";
@@ -7,7 +8,7 @@ import { zodTextFormat } from "openai/helpers/zod";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { tempRepository } from "./helpers/model-repo.js";
-import { Stack } from "./helpers/stack.js";
+import { REDIS_TARGET, Stack, waitFor } from "./helpers/stack.js";
 import { time as chatTime, weather as chatWeather, flat, WeatherArgs } from "./helpers/tools.js";
 
 // tiny-lm as a model whose calls Hermes' format would carry, so that tool_choice "auto" is served
@@ -648,5 +649,58 @@ describe("OpenAI's Responses API, through LangChain.js (ChatOpenAI with useRespo
     let streamed = "";
     for await (const chunk of await model.stream(messages)) streamed += chunk.text;
     expect(streamed).toBe(reference.output_text);
+  });
+});
+
+describe("how long a completion's job is kept once done", () => {
+  it("a sync chat's for resuming (SYNC_JOB_TTL_S), an async job's and a stored response's as jobs are (JOB_TTL_S)", async () => {
+    const redis = createRedis(REDIS_TARGET);
+    const keys = new Keys(stack.prefix);
+    const ttlOf = async (jobId: string) => ({
+      index: await redis.ttl(keys.jobQueue(jobId)),
+      log: await redis.ttl(keys.events({ queue: "tiny-lm.v1", id: jobId })),
+    });
+    try {
+      const streamed = await stack.post("/v1/chat/completions", {
+        ...greedy,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 3,
+        stream: true,
+      });
+      await streamed.text();
+      const chatJob = streamed.headers.get("x-job-id") ?? "";
+      const sync = await ttlOf(chatJob);
+      expect(sync.log).toBeGreaterThan(3_500);
+      expect(sync.log).toBeLessThanOrEqual(3_600);
+      expect(sync.index).toBeGreaterThan(3_500);
+      // (the index also covers the wait before the deadline: the model's default timeout)
+      expect(sync.index).toBeLessThan(3_600 + 3_600);
+      // still resumable in that time
+      expect((await fetch(stack.url(`/v1/jobs/${chatJob}/events`))).status).toBe(200);
+
+      const submitted = await stack.post("/v1/jobs", {
+        model: "tiny-lm",
+        input: { prompt: "Hi", max_tokens: 3 },
+      });
+      const { id: asyncJob } = (await submitted.json()) as { id: string };
+      await waitFor(async () => (await ttlOf(asyncJob)).log > 0, 10_000);
+      for (const ttl of Object.values(await ttlOf(asyncJob))) expect(ttl).toBeGreaterThan(86_000);
+
+      const stored = await openai().responses.create({
+        ...greedy,
+        input: "Hi",
+        max_output_tokens: 3,
+      });
+      const unstored = await openai().responses.create({
+        ...greedy,
+        input: "Hi",
+        max_output_tokens: 3,
+        store: false,
+      });
+      expect((await ttlOf(stored.id.slice("resp_".length))).log).toBeGreaterThan(86_000);
+      expect((await ttlOf(unstored.id.slice("resp_".length))).log).toBeLessThanOrEqual(3_600);
+    } finally {
+      redis.disconnect();
+    }
   });
 });

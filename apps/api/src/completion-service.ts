@@ -67,7 +67,14 @@ export class CompletionService {
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly metrics: ApiMetrics,
+    /** How long a followed completion's job is kept once done, unless `kept` (SYNC_JOB_TTL_S). */
+    private readonly resumableForS?: number,
   ) {}
+
+  /** How long a completion followed to its end is kept (undefined: as long as async jobs). */
+  private followedKeep(opts: CallOptions): number | undefined {
+    return opts.kept ? undefined : this.resumableForS;
+  }
 
   /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
   counted(job: JobRecord, result: CompletionResult): CompletionResult {
@@ -96,7 +103,11 @@ export class CompletionService {
     meta?: Record<string, unknown>,
   ): Promise<FollowedCompletion> {
     const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
-    return this.client.jobs.submitGenerateFollowing(job, options, signal);
+    return this.client.jobs.submitGenerateFollowing(
+      job,
+      { ...options, keepS: this.followedKeep(opts) },
+      signal,
+    );
   }
 
   /**
@@ -113,8 +124,11 @@ export class CompletionService {
     );
     const followed: FollowedCompletion[] = [];
     try {
+      const keepS = this.followedKeep(opts);
       for (const { job, options } of prepared)
-        followed.push(await this.client.jobs.submitGenerateFollowing(job, options, signal));
+        followed.push(
+          await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
+        );
       return followed;
     } catch (err) {
       for (const one of followed) {

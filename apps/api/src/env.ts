@@ -33,6 +33,12 @@ const envSchema = deploymentEnvSchema.extend({
   ACCEPT_REPLICAS: z.coerce.number().int().min(0).default(0),
   /** How long an accept waits for ACCEPT_REPLICAS before it answers 503, in ms. */
   ACCEPT_REPLICAS_TIMEOUT_MS: z.coerce.number().int().positive().default(500),
+  /**
+   * How long a sync completion's or chat's job and event log are kept once it ends, in s:
+   * long enough to resume its stream (`/v1/jobs/{id}/events`); async jobs and stored
+   * responses are kept JOB_TTL_S.
+   */
+  SYNC_JOB_TTL_S: z.coerce.number().int().positive().default(3_600),
   /** Event streams (SSE) one API process holds open; past it, 503. */
   MAX_STREAMS: z.coerce.number().int().positive().default(1_000),
   /** Event streams one API key holds open per API process; past it, 429. */

@@ -44,6 +44,11 @@ export interface CallOptions {
   cache?: boolean | undefined;
   /** Gives back the place admission held for this request before its body was read. */
   releaseAdmission?: (() => void) | undefined;
+  /**
+   * A completion followed to its end that is kept as long as async jobs once done (a stored
+   * response, read back and continued), not only for resuming its stream.
+   */
+  kept?: boolean | undefined;
 }
 
 export interface Prediction {

@@ -56,7 +56,7 @@ const inference = new InferenceService(
   metrics,
   new TrafficRouter(client.state),
 );
-const completions = new CompletionService(repository, client, metrics);
+const completions = new CompletionService(repository, client, metrics, env.SYNC_JOB_TTL_S);
 const jobs = new JobService(client, inference, completions);
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);

@@ -124,7 +124,9 @@ export class ResponsesService {
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<FollowedCompletion> {
-    return this.completions.follow(prepared.chat, opts, signal, { responses: prepared.meta });
+    // a stored response is read back and continued for as long as jobs are kept
+    const kept = { ...opts, kept: prepared.meta.echo.store };
+    return this.completions.follow(prepared.chat, kept, signal, { responses: prepared.meta });
   }
 
   /**

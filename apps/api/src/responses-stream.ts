@@ -27,7 +27,9 @@ export async function streamResponse(
   const slot = streams.acquire(opts.tenant);
   let opened: Awaited<ReturnType<typeof openStream>>;
   try {
-    opened = await openStream(c, prepared.chat, opts, gone, slot, { responses: prepared.meta });
+    // a stored response is read back and continued for as long as jobs are kept
+    const kept = { ...opts, kept: prepared.meta.echo.store };
+    opened = await openStream(c, prepared.chat, kept, gone, slot, { responses: prepared.meta });
   } catch (err) {
     slot.release();
     throw err;

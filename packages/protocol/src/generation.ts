@@ -96,6 +96,11 @@ export const generateJobSchema = z.object({
   deadline: z.number(),
   accepted_at: z.number(),
   meta: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * How long the job's event log is kept, in s: a sync completion's only for resuming, an
+   * async one's as long as jobs are kept (the deployment's JOB_TTL_S, when absent).
+   */
+  keep_s: z.number().int().positive().optional(),
 });
 export type GenerateJob = z.infer<typeof generateJobSchema>;
 

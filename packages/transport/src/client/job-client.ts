@@ -38,6 +38,12 @@ export interface EnqueueOptions {
   maxQueueSize: number;
   /** The tenant the job belongs to ("" when the API is open to all). */
   owner: string;
+  /**
+   * How long the job, its answer and its event log are kept once it ends, in s: less than
+   * an async job's for a sync completion, kept only so that its stream can be resumed.
+   * @defaultValue the client's jobTtlS (JOB_TTL_S)
+   */
+  keepS?: number | undefined;
 }
 
 export interface AsyncJobRequest extends EnqueueOptions {
@@ -133,7 +139,13 @@ export class JobClient {
       { model: job.model, version: job.version, deadline: job.deadline, meta: job.meta ?? {} },
       options,
       (now) => {
-        const data: GenerateJob = { ...job, v: WIRE_VERSION, kind: "generate", accepted_at: now };
+        const data: GenerateJob = {
+          ...job,
+          v: WIRE_VERSION,
+          kind: "generate",
+          accepted_at: now,
+          ...(options.keepS === undefined ? {} : { keep_s: options.keepS }),
+        };
         return { name: "generate", data };
       },
     );
@@ -461,15 +473,22 @@ export class JobClient {
     await this.depth.admit(queue, options.maxQueueSize, true);
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
+    const keepS = options.keepS ?? this.ttlS;
     await guarded(async () => {
       const { name, data } = build(now);
       // a reader that connects before any worker takes the job sees it queued
-      this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }]);
+      this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }], undefined, keepS);
       // One round trip, not three: one connection runs commands in the order they were sent,
       // so the index and the first event are stored before any worker can see the job (on a
       // cluster the event and the job share their queue's slot, so its node's connection).
       await Promise.all([
-        this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", this.ttlS),
+        // (counted from now: the job may wait to its deadline before it starts)
+        this.redis.set(
+          this.keys.jobQueue(id),
+          JSON.stringify(index),
+          "EX",
+          keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000),
+        ),
         ...(job.deadline === undefined
           ? []
           : [this.redis.zadd(this.keys.deadlines, job.deadline, id)]),
@@ -477,8 +496,8 @@ export class JobClient {
         this.queue(queue).add(name, data, {
           jobId: id,
           priority: bullPriority(options.priority),
-          removeOnComplete: { age: this.ttlS },
-          removeOnFail: { age: this.ttlS },
+          removeOnComplete: { age: keepS },
+          removeOnFail: { age: keepS },
         }),
       ]);
     });

@@ -72,6 +72,8 @@ interface JobLog {
   inFlight: number;
   /** A worker's append gave up: nothing more of this attempt is written (see `breakOff`). */
   broken: boolean;
+  /** How long the log is kept after its last append, in s. */
+  keepS: number;
 }
 
 export interface EventWriterOptions {
@@ -132,8 +134,11 @@ export class EventWriter {
     return this.logs.get(logId(this.keys.events(job), fence))?.broken === true;
   }
 
-  /** Queues events for a job; they are written together at the end of this turn. */
-  emit(job: JobRef, events: JobEventBody[], fence?: WriteFence): void {
+  /**
+   * Queues events for a job; they are written together at the end of this turn. The log is
+   * kept `keepS` after its last append (the writer's TTL when not given).
+   */
+  emit(job: JobRef, events: JobEventBody[], fence?: WriteFence, keepS?: number): void {
     const key = this.keys.events(job);
     const id = logId(key, fence);
     let log = this.logs.get(id);
@@ -147,6 +152,7 @@ export class EventWriter {
         sent: Promise.resolve(),
         inFlight: 0,
         broken: false,
+        keepS: keepS ?? this.ttlS,
       };
       this.logs.set(id, log);
     }
@@ -220,7 +226,7 @@ export class EventWriter {
     if (log.broken) return;
     log.broken = true;
     log.queued = [];
-    setTimeout(() => this.logs.delete(log.id), this.ttlS * 1_000).unref();
+    setTimeout(() => this.logs.delete(log.id), log.keepS * 1_000).unref();
     if (log.fence) this.fenceLost(log.fence);
   }
 
@@ -235,7 +241,7 @@ export class EventWriter {
           this.keys.eventsApplied(log.job),
           log.key,
           String(MAX_EVENTS),
-          String(this.ttlS),
+          String(log.keepS),
           log.fence?.token ?? "",
           callId,
           ...events,

@@ -54,7 +54,8 @@ export class GenerationConsumer {
       // Writes carry our lock: if the job stalls over to another worker, ours stop landing.
       fence: fenceOf(this.keys, job, token),
     };
-    const emit = (events: JobEventBody[]) => this.events.emit(attempt.ref, events, attempt.fence);
+    const emit = (events: JobEventBody[]) =>
+      this.events.emit(attempt.ref, events, attempt.fence, keepOf(job));
     if (job.data.v !== WIRE_VERSION || job.data.kind !== "generate") {
       return this.fail(attempt, new FerryError("INVALID_INPUT", "unsupported message"));
     }
@@ -114,6 +115,7 @@ export class GenerationConsumer {
       attempt.ref,
       [{ type: "error", error: wire }, { type: "done" }],
       attempt.fence,
+      keepOf(attempt.job),
     );
     try {
       await this.events.flush(attempt.ref, attempt.fence);
@@ -131,4 +133,10 @@ interface Attempt {
   lockDurationMs: number;
   ref: JobRef;
   fence: WriteFence | undefined;
+}
+
+/** How long a generate job's log is kept (its own `keep_s`; the writer's TTL otherwise). */
+function keepOf(job: Job): number | undefined {
+  const keep = (job.data as Partial<GenerateJob> | undefined)?.keep_s;
+  return typeof keep === "number" && keep > 0 ? keep : undefined;
 }
