@@ -98,6 +98,7 @@ export class ModelHost {
                 entry.dir,
                 this.options.executionProvider,
                 this.metrics,
+                this.transport.stats,
               )
             : await ClassifierServer.load(
                 entry.config,

@@ -244,11 +244,18 @@ export class Engine {
       if (prefill.length > 0)
         this.advanceAll(
           prefill,
-          await this.runtime.prefillScored(prefill.map((s) => s.prefillRow())),
+          await this.timed(prefill.length, () =>
+            this.runtime.prefillScored(prefill.map((s) => s.prefillRow())),
+          ),
           prefill.length,
         );
       if (decode.length > 0)
-        this.advanceAll(decode, await this.runtime.stepScored(decode.map((s) => s.decodeRow())));
+        this.advanceAll(
+          decode,
+          await this.timed(decode.length, () =>
+            this.runtime.stepScored(decode.map((s) => s.decodeRow())),
+          ),
+        );
     });
   }
 
@@ -256,7 +263,8 @@ export class Engine {
   private async stepMixed(): Promise<boolean> {
     return this.stepPlanned(async (prefill, decode) => {
       const rows = [...prefill.map((s) => s.prefillRow()), ...decode.map((s) => s.decodeRow())];
-      this.advanceAll([...prefill, ...decode], await this.runtime.stepScored(rows), prefill.length);
+      const scores = await this.timed(rows.length, () => this.runtime.stepScored(rows));
+      this.advanceAll([...prefill, ...decode], scores, prefill.length);
     });
   }
 
@@ -287,7 +295,12 @@ export class Engine {
     if (decode.length > 0) {
       this.stepping = true;
       try {
-        this.advanceAll(decode, await this.runtime.stepScored(decode.map((s) => s.decodeRow())));
+        this.advanceAll(
+          decode,
+          await this.timed(decode.length, () =>
+            this.runtime.stepScored(decode.map((s) => s.decodeRow())),
+          ),
+        );
       } catch (err) {
         for (const seq of decode) this.fail(seq, modelError(err));
       } finally {
@@ -321,11 +334,12 @@ export class Engine {
       seq.startedAt = now;
       this.prefilling.add(seq);
     }
-    this.runtime
-      .prefillScored(
+    this.timed(joining.length, () =>
+      this.runtime.prefillScored(
         joining.map((s) => s.prefillRow()),
         decoderBusy,
-      )
+      ),
+    )
       .then(
         ({ logits, prompts, cached }) => {
           for (const seq of joining) this.prefilling.delete(seq);
@@ -420,12 +434,31 @@ export class Engine {
     if (this.options.prefixCacheCompletions && !this.prefilling.has(seq))
       void this.runtime.retain(seq.id, [...seq.promptIds, ...seq.generated]);
     this.leave(seq);
+    this.count(seq, false);
     seq.finish(reason);
   }
 
   private fail(seq: Sequence, error: FerryError): void {
     this.leave(seq);
+    // a cancel is the client's leaving, not the model's failing
+    if (error.code !== "CANCELLED") this.count(seq, true);
     seq.fail(error);
+  }
+
+  /** A sequence's end in the version's statistics: its wait for a seat, its whole time here. */
+  private count(seq: Sequence, failed: boolean): void {
+    const now = performance.now();
+    this.metrics.finished((seq.startedAt ?? now) - seq.enqueuedAt, now - seq.enqueuedAt, failed);
+  }
+
+  /** Runs the model over `size` sequences, counted with the time it took. */
+  private async timed<T>(size: number, run: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    try {
+      return await run();
+    } finally {
+      this.metrics.execution(size, performance.now() - started);
+    }
   }
 
   private leave(seq: Sequence): void {

@@ -8,6 +8,7 @@ import type {
   ResumePoint,
 } from "@ferry/protocol";
 import { type ExecutionProvider, LmRuntime } from "@ferry/runtime";
+import type { ExecutionStats } from "@ferry/transport";
 import { z } from "zod";
 import type { WorkerMetrics } from "../metrics.js";
 import { Engine } from "./engine.js";
@@ -80,6 +81,7 @@ export class GeneratorServer {
     dir: string,
     executionProvider: ExecutionProvider,
     metrics: WorkerMetrics,
+    stats?: Pick<ExecutionStats, "execution" | "row" | "request">,
   ): Promise<GeneratorServer> {
     const generator = generatorConfigSchema.parse(config);
     const arch = generator.architecture;
@@ -106,7 +108,7 @@ export class GeneratorServer {
       runtime,
       scheduler,
       tokenizer,
-      generationMetrics(metrics, config.name, version),
+      generationMetrics(metrics, config.name, version, stats),
       {
         contextLength: arch.context_length,
         vocabSize: arch.vocab_size,

@@ -212,8 +212,8 @@ export class ServingState {
       const key = this.keys.stats(model);
       const pipeline = pipelineOf(model);
       for (const [version, s] of byVersion) {
-        pipeline.hincrby(key, `${version}:requests`, s.requests);
-        if (s.errors) pipeline.hincrby(key, `${version}:errors`, s.errors);
+        pipeline.hincrby(key, counterField.requests(version), s.requests);
+        if (s.errors) pipeline.hincrby(key, counterField.errors(version), s.errors);
         if (s.okUs) pipeline.hincrby(key, counterField.okUs(version), s.okUs);
         if (s.failUs) pipeline.hincrby(key, counterField.failUs(version), s.failUs);
         s.buckets.forEach((n, k) => {

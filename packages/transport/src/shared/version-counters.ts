@@ -24,6 +24,8 @@ export interface VersionCounters {
 
 /** The hash's field for one of a version's counters. */
 export const counterField = {
+  requests: (version: string) => `${version}:requests`,
+  errors: (version: string) => `${version}:errors`,
   okUs: (version: string) => `${version}:ok_us`,
   failUs: (version: string) => `${version}:fail_us`,
   cacheHits: (version: string) => `${version}:cache_hits`,

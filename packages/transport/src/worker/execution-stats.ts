@@ -15,6 +15,11 @@ return 0
 `;
 
 interface Pending {
+  /** Requests a worker saw end (a text model's: the API counts a classifier's). */
+  requests: number;
+  errors: number;
+  okUs: number;
+  failUs: number;
   rows: number;
   queueUs: number;
   /** batch size -> executions and their compute time */
@@ -55,6 +60,19 @@ export class ExecutionStats {
     p.lastMs = Date.now();
   }
 
+  /**
+   * One request ended here, after `ms`: a text model's completion, whose answer the API only
+   * relays (a classifier's requests are counted by the API, which answers them).
+   */
+  request(model: string, version: string, ms: number, failed: boolean): void {
+    const p = this.of(model, version);
+    p.requests++;
+    if (failed) {
+      p.errors++;
+      p.failUs += Math.round(ms * 1000);
+    } else p.okUs += Math.round(ms * 1000);
+  }
+
   /** One row computed, after `queueMs` waiting for its batch. */
   row(model: string, version: string, queueMs: number): void {
     const p = this.of(model, version);
@@ -71,6 +89,10 @@ export class ExecutionStats {
       const key = this.keys.stats(model);
       const pipeline = this.redis.pipeline();
       for (const [version, p] of byVersion) {
+        if (p.requests) pipeline.hincrby(key, counterField.requests(version), p.requests);
+        if (p.errors) pipeline.hincrby(key, counterField.errors(version), p.errors);
+        if (p.okUs) pipeline.hincrby(key, counterField.okUs(version), p.okUs);
+        if (p.failUs) pipeline.hincrby(key, counterField.failUs(version), p.failUs);
         if (p.rows) pipeline.hincrby(key, counterField.rows(version), p.rows);
         if (p.queueUs) pipeline.hincrby(key, counterField.queueUs(version), p.queueUs);
         for (const [size, b] of p.batches) {
@@ -100,7 +122,16 @@ export class ExecutionStats {
     }
     let p = byVersion.get(version);
     if (!p) {
-      p = { rows: 0, queueUs: 0, batches: new Map(), lastMs: 0 };
+      p = {
+        requests: 0,
+        errors: 0,
+        okUs: 0,
+        failUs: 0,
+        rows: 0,
+        queueUs: 0,
+        batches: new Map(),
+        lastMs: 0,
+      };
       byVersion.set(version, p);
     }
     return p;
