@@ -4,8 +4,13 @@ import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { Keys } from "../shared/keys.js";
 import {
+  addTally,
   counterField,
+  emptyTally,
   parseVersionCounters,
+  perVersion,
+  type RequestTally,
+  tallyRequest,
   type VersionCounters,
 } from "../shared/version-counters.js";
 
@@ -40,14 +45,14 @@ export interface ModelStats {
   fallbacks: Record<string, number>;
 }
 
-interface PendingStats {
-  requests: number;
-  errors: number;
-  /** The requests' durations, answered and failed, in whole microseconds. */
-  okUs: number;
-  failUs: number;
+interface PendingStats extends RequestTally {
   buckets: number[];
 }
+
+const emptyPending = (): PendingStats => ({
+  ...emptyTally(),
+  buckets: LATENCY_BUCKETS_MS.map(() => 0),
+});
 
 /** How often a replica adds its counts to the shared ones, in ms. */
 const FLUSH_MS = 1_000;
@@ -137,28 +142,8 @@ export class ServingState {
   }
 
   record(model: string, version: string, latencyMs: number, failed: boolean): void {
-    let byVersion = this.pending.get(model);
-    if (!byVersion) {
-      byVersion = new Map();
-      this.pending.set(model, byVersion);
-    }
-    let stats = byVersion.get(version);
-    if (!stats) {
-      stats = {
-        requests: 0,
-        errors: 0,
-        okUs: 0,
-        failUs: 0,
-        buckets: LATENCY_BUCKETS_MS.map(() => 0),
-      };
-      byVersion.set(version, stats);
-    }
-    stats.requests++;
-    const us = Math.round(latencyMs * 1000);
-    if (failed) {
-      stats.errors++;
-      stats.failUs += us;
-    } else stats.okUs += us;
+    const stats = perVersion(this.pending, model, version, emptyPending);
+    tallyRequest(stats, latencyMs, failed);
     const bucket = LATENCY_BUCKETS_MS.findIndex((b) => latencyMs <= b);
     stats.buckets[bucket] = (stats.buckets[bucket] ?? 0) + 1;
   }
@@ -212,10 +197,7 @@ export class ServingState {
       const key = this.keys.stats(model);
       const pipeline = pipelineOf(model);
       for (const [version, s] of byVersion) {
-        pipeline.hincrby(key, counterField.requests(version), s.requests);
-        if (s.errors) pipeline.hincrby(key, counterField.errors(version), s.errors);
-        if (s.okUs) pipeline.hincrby(key, counterField.okUs(version), s.okUs);
-        if (s.failUs) pipeline.hincrby(key, counterField.failUs(version), s.failUs);
+        addTally(pipeline, key, version, s);
         s.buckets.forEach((n, k) => {
           if (n) pipeline.hincrby(key, `${version}:le:${k}`, n);
         });

@@ -1,3 +1,5 @@
+import type { ChainableCommander } from "ioredis";
+
 /**
  * One model version's counters in the model's shared statistics hash (`Keys.stats`), as the
  * API replicas (requests, their outcomes and durations, cache lookups) and the workers
@@ -90,4 +92,57 @@ export function parseVersionCounters(raw: Record<string, string>): Record<string
     }
   }
   return out;
+}
+
+/** A version's request counts not yet added to the shared ones (durations in whole us). */
+export interface RequestTally {
+  requests: number;
+  errors: number;
+  okUs: number;
+  failUs: number;
+}
+
+export const emptyTally = (): RequestTally => ({ requests: 0, errors: 0, okUs: 0, failUs: 0 });
+
+/** Counts one request that took `ms`. */
+export function tallyRequest(tally: RequestTally, ms: number, failed: boolean): void {
+  tally.requests++;
+  const us = Math.round(ms * 1000);
+  if (failed) {
+    tally.errors++;
+    tally.failUs += us;
+  } else tally.okUs += us;
+}
+
+/** Adds a version's request counts to the model's statistics hash `key`, in `pipeline`. */
+export function addTally(
+  pipeline: ChainableCommander,
+  key: string,
+  version: string,
+  tally: RequestTally,
+): void {
+  if (tally.requests) pipeline.hincrby(key, counterField.requests(version), tally.requests);
+  if (tally.errors) pipeline.hincrby(key, counterField.errors(version), tally.errors);
+  if (tally.okUs) pipeline.hincrby(key, counterField.okUs(version), tally.okUs);
+  if (tally.failUs) pipeline.hincrby(key, counterField.failUs(version), tally.failUs);
+}
+
+/** What `counts` holds for `version` of `model`, made by `make` the first time. */
+export function perVersion<T>(
+  counts: Map<string, Map<string, T>>,
+  model: string,
+  version: string,
+  make: () => T,
+): T {
+  let byVersion = counts.get(model);
+  if (!byVersion) {
+    byVersion = new Map();
+    counts.set(model, byVersion);
+  }
+  let entry = byVersion.get(version);
+  if (!entry) {
+    entry = make();
+    byVersion.set(version, entry);
+  }
+  return entry;
 }

@@ -2,7 +2,14 @@ import type { ChainableCommander } from "ioredis";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
-import { counterField } from "../shared/version-counters.js";
+import {
+  addTally,
+  counterField,
+  emptyTally,
+  perVersion,
+  type RequestTally,
+  tallyRequest,
+} from "../shared/version-counters.js";
 
 /** How often a worker adds its counts to the shared ones, in ms. */
 const FLUSH_MS = 1_000;
@@ -14,18 +21,21 @@ if tonumber(ARGV[2]) > now then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) en
 return 0
 `;
 
-interface Pending {
-  /** Requests a worker saw end (a text model's: the API counts a classifier's). */
-  requests: number;
-  errors: number;
-  okUs: number;
-  failUs: number;
+interface Pending extends RequestTally {
   rows: number;
   queueUs: number;
   /** batch size -> executions and their compute time */
   batches: Map<number, { count: number; us: number }>;
   lastMs: number;
 }
+
+const emptyPending = (): Pending => ({
+  ...emptyTally(),
+  rows: 0,
+  queueUs: 0,
+  batches: new Map(),
+  lastMs: 0,
+});
 
 /**
  * What this worker's model executions cost, per model version: executions and their compute
@@ -65,12 +75,7 @@ export class ExecutionStats {
    * relays (a classifier's requests are counted by the API, which answers them).
    */
   request(model: string, version: string, ms: number, failed: boolean): void {
-    const p = this.of(model, version);
-    p.requests++;
-    if (failed) {
-      p.errors++;
-      p.failUs += Math.round(ms * 1000);
-    } else p.okUs += Math.round(ms * 1000);
+    tallyRequest(this.of(model, version), ms, failed);
   }
 
   /** One row computed, after `queueMs` waiting for its batch. */
@@ -89,10 +94,7 @@ export class ExecutionStats {
       const key = this.keys.stats(model);
       const pipeline = this.redis.pipeline();
       for (const [version, p] of byVersion) {
-        if (p.requests) pipeline.hincrby(key, counterField.requests(version), p.requests);
-        if (p.errors) pipeline.hincrby(key, counterField.errors(version), p.errors);
-        if (p.okUs) pipeline.hincrby(key, counterField.okUs(version), p.okUs);
-        if (p.failUs) pipeline.hincrby(key, counterField.failUs(version), p.failUs);
+        addTally(pipeline, key, version, p);
         if (p.rows) pipeline.hincrby(key, counterField.rows(version), p.rows);
         if (p.queueUs) pipeline.hincrby(key, counterField.queueUs(version), p.queueUs);
         for (const [size, b] of p.batches) {
@@ -115,25 +117,6 @@ export class ExecutionStats {
   }
 
   private of(model: string, version: string): Pending {
-    let byVersion = this.pending.get(model);
-    if (!byVersion) {
-      byVersion = new Map();
-      this.pending.set(model, byVersion);
-    }
-    let p = byVersion.get(version);
-    if (!p) {
-      p = {
-        requests: 0,
-        errors: 0,
-        okUs: 0,
-        failUs: 0,
-        rows: 0,
-        queueUs: 0,
-        batches: new Map(),
-        lastMs: 0,
-      };
-      byVersion.set(version, p);
-    }
-    return p;
+    return perVersion(this.pending, model, version, emptyPending);
   }
 }
