@@ -8,6 +8,15 @@ import { openAiErrors } from "./responses.js";
 
 const responseSchema = z.record(z.string(), z.unknown()).openapi("Response");
 
+/** A response as JSON, or (`stream`) its events. */
+const responseOrStream = {
+  content: {
+    "application/json": { schema: responseSchema },
+    "text/event-stream": { schema: z.string() },
+  },
+  description: "The response, or its stream of events",
+};
+
 const createResponseRoute = createRoute({
   method: "post",
   path: "/v1/responses",
@@ -17,13 +26,7 @@ const createResponseRoute = createRoute({
     body: { content: { "application/json": { schema: responsesRequestSchema } }, required: true },
   },
   responses: {
-    200: {
-      content: {
-        "application/json": { schema: responseSchema },
-        "text/event-stream": { schema: z.string() },
-      },
-      description: "The response, or its stream of events",
-    },
+    200: responseOrStream,
     ...openAiErrors,
   },
 });
@@ -41,13 +44,7 @@ const getRoute = createRoute({
     }),
   },
   responses: {
-    200: {
-      content: {
-        "application/json": { schema: responseSchema },
-        "text/event-stream": { schema: z.string() },
-      },
-      description: "The response, or its stream of events",
-    },
+    200: responseOrStream,
     400: openAiErrors[400],
     404: openAiErrors[404],
   },
