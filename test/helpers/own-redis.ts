@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { pingRedis } from "@ferry/transport";
+import { createRedis, pingRedis } from "@ferry/transport";
 import { freePort } from "../../scripts/free-port.js";
 
 export interface OwnRedis {
@@ -15,17 +15,23 @@ export interface OwnRedis {
   stop(): Promise<void>;
 }
 
+/** Ports tried before giving up on finding one no other test's process took meanwhile. */
+const ATTEMPTS = 10;
+
 /**
  * A redis-server of a test's own on a free port (the shared one is never stopped), with AOF
- * fsynced on every write, so that what landed before a SIGKILL is there after the restart.
+ * fsynced on every write, so that what landed before a SIGKILL is there after a restart. A free
+ * port is only free until someone binds it: test files run side by side and each takes ports
+ * (their own servers, their APIs), so the server answering on the port is checked to be this
+ * one (its pid) before it is used, and another port tried when it is not. A test that froze
+ * another file's server would otherwise time out every command here.
  */
 export async function ownRedis(): Promise<OwnRedis> {
-  const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "ferry-own-redis-"));
-  const url = `redis://127.0.0.1:${port}`;
+  let port = 0;
   let child: ChildProcess | undefined;
-  const start = async (args: string[] = []) => {
-    child = spawn(
+  const launch = async (args: string[]): Promise<boolean> => {
+    const server = spawn(
       "redis-server",
       ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", ""].concat(
         ["--appendonly", "yes", "--appendfsync", "always"],
@@ -33,7 +39,13 @@ export async function ownRedis(): Promise<OwnRedis> {
       ),
       { stdio: "ignore" },
     );
-    for (let i = 0; i < 200 && !(await pingRedis(url, 200)); i++) await sleep(25);
+    child = server;
+    const url = `redis://127.0.0.1:${port}`;
+    for (let i = 0; i < 200 && server.exitCode === null; i++) {
+      if (await pingRedis(url, 200)) return (await pidAt(url)) === server.pid;
+      await sleep(25);
+    }
+    return false;
   };
   const kill = async () => {
     if (!child || child.exitCode !== null) return;
@@ -41,12 +53,42 @@ export async function ownRedis(): Promise<OwnRedis> {
     child.kill("SIGKILL");
     await exited;
   };
-  const stop = async () => {
-    await kill();
-    rmSync(dir, { recursive: true, force: true });
+  // a restart keeps its port (clients reconnect to the url): one taken meanwhile is an error
+  const start = async (args: string[] = []) => {
+    if (!(await launch(args))) {
+      await kill();
+      throw new Error(`redis-server did not start as this test's own on port ${port}`);
+    }
   };
-  await start();
-  return { url, start, kill, stop };
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    if (await launch([])) break;
+    await kill();
+    if (attempt === ATTEMPTS) throw new Error("no free port kept long enough for a redis-server");
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    start,
+    kill,
+    stop: async () => {
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The pid of the redis-server answering at `url` (INFO server). */
+async function pidAt(url: string): Promise<number | undefined> {
+  const redis = createRedis(url);
+  redis.on("error", () => {});
+  try {
+    const info = await redis.info("server");
+    return Number(/process_id:(\d+)/.exec(info)?.[1]);
+  } catch {
+    return undefined;
+  } finally {
+    redis.disconnect();
+  }
 }
 
 function sleep(ms: number): Promise<void> {
