@@ -1,5 +1,6 @@
-import type { CompletionResult, FerryError, JobEventBody } from "@ferry/protocol";
+import type { CompletionResult, FerryError, JobEvent, JobEventBody } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
+import { errorOf } from "./completion-service.js";
 import {
   functionCallItem,
   messageItem,
@@ -43,6 +44,8 @@ export class ResponseEvents {
 
   /** Whether `response.in_progress` (and what opens with it) was sent. */
   private running = false;
+  /** Whether the response's end (completed, incomplete, failed) was shaped. */
+  ended = false;
 
   /**
    * `queued`: a background response, streamed from its queueing: `response.queued` first, and
@@ -70,9 +73,14 @@ export class ResponseEvents {
     return [{ type: "response.created", response: this.inProgress() }, ...this.run()];
   }
 
-  /** A worker took the response (its job's `running` status). */
-  started(): ResponseEvent[] {
-    return this.run();
+  /** A job event's Responses events: a worker taking the job, a token, the end. */
+  next(event: JobEvent): ResponseEvent[] {
+    const e = event.body;
+    if (e.type === "status") return e.status === "running" ? this.run() : [];
+    if (e.type === "token") return this.token(e);
+    if (e.type === "result") return this.result(e.result as CompletionResult);
+    if (e.type === "error") return this.error(errorOf(event));
+    return [];
   }
 
   private inProgress() {
@@ -118,6 +126,7 @@ export class ResponseEvents {
       if (before?.type === item.type && before.done) continue;
       events.push(...itemEvents(item, index, before?.type === item.type));
     }
+    this.ended = true;
     const whole = responseObject({ ...this.job, status: "succeeded" }, this.meta, result);
     const end = whole.status === "incomplete" ? "response.incomplete" : "response.completed";
     events.push({ type: end, response: whole });
@@ -126,6 +135,7 @@ export class ResponseEvents {
 
   /** A failure, or a cancel (the response's status then `cancelled`, as a read-back says). */
   error(error: FerryError): ResponseEvent[] {
+    this.ended = true;
     const failed = {
       ...this.job,
       status: error.code === "CANCELLED" ? ("cancelled" as const) : ("failed" as const),

@@ -1,14 +1,13 @@
 import type { CompletionResult, JobEvent } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
 import type { Context } from "hono";
-import { errorOf } from "./completion-service.js";
 import { openStream } from "./generation-stream.js";
 import type { CallOptions } from "./inference-service.js";
 import { type ResponseEvent, ResponseEvents } from "./responses-events.js";
 import { type ResponsesMeta, responseObject } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
 import type { AppEnv } from "./services.js";
-import { sse, tieResumable } from "./sse.js";
+import { type SseStream, sse, tieResumable } from "./sse.js";
 
 /**
  * A response streamed as OpenAI streams one (`ResponseEvents` shapes the events): every event
@@ -37,25 +36,11 @@ export async function streamResponse(
   const { job, first, events, close } = opened;
   const shaped = new ResponseEvents(job, prepared.meta);
   return sse(c, async (stream) => {
-    let sequence = 0;
-    const send = async (batch: ResponseEvent[]) => {
-      for (const { type, ...payload } of batch)
-        await stream.send({
-          event: type,
-          data: JSON.stringify({ type, sequence_number: sequence++, ...payload }),
-        });
-    };
-    let finished = false;
-    const write = async (event: JobEvent) => {
-      const e = event.body;
-      if (e.type === "token") await send(shaped.token(e));
-      else if (e.type === "result") {
-        await send(shaped.result(completions.counted(job, e.result as CompletionResult)));
-        finished = true;
-      } else if (e.type === "error") {
-        await send(shaped.error(errorOf(event)));
-        finished = true;
-      }
+    const send = numbered(stream);
+    const write = (event: JobEvent) => {
+      if (event.body.type === "result")
+        completions.counted(job, event.body.result as CompletionResult);
+      return send(shaped.next(event));
     };
     try {
       try {
@@ -65,7 +50,7 @@ export async function streamResponse(
       } finally {
         close();
       }
-      if (!finished && slot.closing.aborted) {
+      if (!shaped.ended && slot.closing.aborted) {
         const id = responseObject(job, prepared.meta).id;
         const message = `This server is shutting down; the response goes on: read it at /v1/responses/${id} once done, or follow /v1/jobs/${job.id}/events`;
         await send([{ type: "error", code: "unavailable", message, param: null }]);
@@ -74,6 +59,27 @@ export async function streamResponse(
       slot.release();
     }
   });
+}
+
+/**
+ * Writes Responses events, each named (`event:`) and numbered (`sequence_number`) in order
+ * from 0; those numbered `startingAfter` or less are left out (a client resuming).
+ */
+function numbered(stream: SseStream, startingAfter = -1) {
+  let next = 0;
+  const send = async (batch: ResponseEvent[]) => {
+    for (const { type, ...payload } of batch) {
+      const number = next++;
+      if (number <= startingAfter) continue;
+      await stream.send({
+        event: type,
+        data: JSON.stringify({ type, sequence_number: number, ...payload }),
+      });
+    }
+  };
+  /** The number of the last event sent, or passed over; -1 before any. */
+  send.last = () => Math.max(next - 1, startingAfter);
+  return send;
 }
 
 /**
@@ -106,37 +112,16 @@ export async function streamStoredResponse(
   const shaped = new ResponseEvents(job, meta, true);
   return sse(c, async (stream) => {
     const untie = tieResumable(stream, drainSignal, reading);
-    let sequence = 0;
-    const send = async (batch: ResponseEvent[]) => {
-      for (const { type, ...payload } of batch) {
-        const number = sequence++;
-        if (number <= startingAfter) continue;
-        await stream.send({
-          event: type,
-          data: JSON.stringify({ type, sequence_number: number, ...payload }),
-        });
-      }
-    };
-    let finished = false;
+    const send = numbered(stream, startingAfter);
     try {
       await send(shaped.start());
-      for await (const event of events) {
-        const e = event.body;
-        if (e.type === "status" && e.status === "running") await send(shaped.started());
-        else if (e.type === "token") await send(shaped.token(e));
-        else if (e.type === "result") {
-          await send(shaped.result(e.result as CompletionResult));
-          finished = true;
-        } else if (e.type === "error") {
-          await send(shaped.error(errorOf(event)));
-          finished = true;
-        }
-      }
-      if (!finished && drainSignal.aborted) {
+      for await (const event of events) await send(shaped.next(event));
+      if (!shaped.ended && drainSignal.aborted) {
         const id = responseObject(job, meta).id;
-        const last = Math.max(sequence - 1, startingAfter);
+        const last = send.last();
         const resume = last < 0 ? "" : `&starting_after=${last}`;
         const message = `This server is shutting down; the response goes on: stream it again at /v1/responses/${id}?stream=true${resume}`;
+        // (not one of the response's events: numbered, it would collide with one on resume)
         await stream.send({
           event: "error",
           data: JSON.stringify({ type: "error", code: "unavailable", message, param: null }),
