@@ -47,11 +47,18 @@ export interface ModelStats {
 
 interface PendingStats extends RequestTally {
   buckets: number[];
+  /** Cache lookups for the version: hits (answers, with their time) and misses. */
+  cacheHits: number;
+  cacheHitUs: number;
+  cacheMisses: number;
 }
 
 const emptyPending = (): PendingStats => ({
   ...emptyTally(),
   buckets: LATENCY_BUCKETS_MS.map(() => 0),
+  cacheHits: 0,
+  cacheHitUs: 0,
+  cacheMisses: 0,
 });
 
 /** How often a replica adds its counts to the shared ones, in ms. */
@@ -154,25 +161,26 @@ export class ServingState {
    */
   recordCache(model: string, version: string, hit: boolean, latencyMs = 0): void {
     this.count(model, hit ? "cache:hits" : "cache:misses");
-    if (!hit) {
-      this.count(model, counterField.cacheMisses(version));
-      return;
+    // counted per version as numbers: the fields are named at the flush, not per request
+    const stats = perVersion(this.pending, model, version, emptyPending);
+    if (!hit) stats.cacheMisses++;
+    else {
+      stats.cacheHits++;
+      stats.cacheHitUs += Math.round(latencyMs * 1000);
     }
-    this.count(model, counterField.cacheHits(version));
-    this.count(model, counterField.cacheHitUs(version), Math.round(latencyMs * 1000));
   }
 
   recordFallback(model: string, source: string): void {
     this.count(model, `fallback:${source}`);
   }
 
-  private count(model: string, field: string, n = 1): void {
+  private count(model: string, field: string): void {
     let fields = this.counters.get(model);
     if (!fields) {
       fields = new Map();
       this.counters.set(model, fields);
     }
-    fields.set(field, (fields.get(field) ?? 0) + n);
+    fields.set(field, (fields.get(field) ?? 0) + 1);
   }
 
   /** Adds this replica's counts to the shared ones. */
@@ -198,6 +206,9 @@ export class ServingState {
       const pipeline = pipelineOf(model);
       for (const [version, s] of byVersion) {
         addTally(pipeline, key, version, s);
+        if (s.cacheHits) pipeline.hincrby(key, counterField.cacheHits(version), s.cacheHits);
+        if (s.cacheHitUs) pipeline.hincrby(key, counterField.cacheHitUs(version), s.cacheHitUs);
+        if (s.cacheMisses) pipeline.hincrby(key, counterField.cacheMisses(version), s.cacheMisses);
         s.buckets.forEach((n, k) => {
           if (n) pipeline.hincrby(key, `${version}:le:${k}`, n);
         });
