@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { referenceLogits, samples } from "./helpers/samples.js";
 import { Stack } from "./helpers/stack.js";
+import { statsAcross, statsAt } from "./helpers/triton-stats.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "digits" } });
 beforeAll(() => stack.start());
@@ -323,55 +324,29 @@ describe("Triton's request parameters", () => {
 });
 
 describe("Triton's statistics extension", () => {
-  interface Duration {
-    count: number;
-    ns: number;
-  }
-  interface VersionStats {
-    name: string;
-    version: string;
-    last_inference: number;
-    inference_count: number;
-    execution_count: number;
-    inference_stats: Record<string, Duration>;
-    batch_stats: Array<{ batch_size: number; compute_infer: Duration }>;
-  }
-  const statsOf = async (p: string) => {
-    const res = await fetch(stack.url(p));
-    expect(res.status).toBe(200);
-    return ((await res.json()) as { model_stats: VersionStats[] }).model_stats;
-  };
-  const current = async () => (await statsOf(`/v2/models/digits/versions/${version}/stats`))[0];
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
   it("counts what clients sent: requests and their time, rows, queue and compute, executions by batch size, cache hits", async () => {
-    // every process adds its counts once a second: the earlier tests' are all in after this
-    await sleep(1_500);
-    const before = await current();
-    if (!before) throw new Error("no statistics for the version");
-    const started = Date.now();
-    // three rows in one request; two inputs no request sent before; the first of them again
-    const v2 = await fetch(stack.url(path), {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ inputs: [input()] }),
-    });
-    expect(v2.status).toBe(200);
-    const fresh = [20, 21].map((k) => (samples.digits.inputs[k] ?? []).map((v) => v + 0.0123));
-    for (const features of fresh)
-      expect((await stack.post("/v1/models/digits/predict", { features })).status).toBe(200);
-    const again = await stack.post("/v1/models/digits/predict", { features: fresh[0] });
-    expect(((await again.json()) as { source?: string }).source).toBe("cache");
-
-    let after = before;
-    for (let k = 0; k < 50 && after.inference_count < before.inference_count + 5; k++) {
-      await sleep(100);
-      after = (await current()) ?? after;
-    }
-    const added = (kind: string) =>
-      (after.inference_stats[kind]?.count ?? 0) - (before.inference_stats[kind]?.count ?? 0);
-    const time = (kind: string) =>
-      (after.inference_stats[kind]?.ns ?? 0) - (before.inference_stats[kind]?.ns ?? 0);
+    let started = 0;
+    const { before, after, added, time, rows, runs } = await statsAcross(
+      stack,
+      "digits",
+      version,
+      5,
+      async () => {
+        started = Date.now();
+        // three rows in one request; two inputs no request sent before; the first of them again
+        const v2 = await fetch(stack.url(path), {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ inputs: [input()] }),
+        });
+        expect(v2.status).toBe(200);
+        const fresh = [20, 21].map((k) => (samples.digits.inputs[k] ?? []).map((v) => v + 0.0123));
+        for (const features of fresh)
+          expect((await stack.post("/v1/models/digits/predict", { features })).status).toBe(200);
+        const again = await stack.post("/v1/models/digits/predict", { features: fresh[0] });
+        expect(((await again.json()) as { source?: string }).source).toBe("cache");
+      },
+    );
     expect(after.inference_count - before.inference_count).toBe(5);
     // the v2 request, the two new inputs and the cached answer
     expect(added("success")).toBe(4);
@@ -383,19 +358,18 @@ describe("Triton's statistics extension", () => {
     for (const kind of ["success", "compute_infer", "cache_hit"])
       expect(time(kind)).toBeGreaterThan(0);
     // executions by batch size add up to the rows computed, and to the executions counted
-    const rows = (s: VersionStats) =>
-      s.batch_stats.reduce((n, b) => n + b.batch_size * b.compute_infer.count, 0);
-    const runs = (s: VersionStats) => s.batch_stats.reduce((n, b) => n + b.compute_infer.count, 0);
-    expect(rows(after) - rows(before)).toBe(5);
-    expect(after.execution_count - before.execution_count).toBe(runs(after) - runs(before));
+    expect(rows).toBe(5);
+    expect(after.execution_count - before.execution_count).toBe(runs);
     expect(after.execution_count - before.execution_count).toBeGreaterThanOrEqual(2);
     expect(after.last_inference).toBeGreaterThanOrEqual(started);
     // the model's and every model's lists carry the same version's numbers
-    const model = await statsOf("/v2/models/digits/stats");
+    const model = await statsAt(stack, "/v2/models/digits/stats");
     expect(model.map((s) => s.version)).toEqual(["1", "2"]);
     expect(model[1]).toEqual(after);
     expect(
-      (await statsOf("/v2/models/stats")).find((s) => s.name === "digits" && s.version === version),
+      (await statsAt(stack, "/v2/models/stats")).find(
+        (s) => s.name === "digits" && s.version === version,
+      ),
     ).toEqual(after);
     for (const missing of ["/v2/models/digits/versions/9/stats", "/v2/models/nope/stats"])
       expect((await fetch(stack.url(missing))).status).toBe(404);
