@@ -1,35 +1,24 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { pingRedis } from "@ferry/transport";
 import { createParser } from "eventsource-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/free-port.js";
+import { type OwnRedis, ownRedis } from "./helpers/own-redis.js";
 import { samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 // The API owns every deadline: here nothing serves tiny-lm or mnist, and a Redis of this
 // test's own is frozen (SIGSTOP) and killed; the shared Redis is never touched.
 const stack = new Stack({ env: { WORKER_MODELS: "digits" } });
-let port = 0;
-let redis: ChildProcess | undefined;
+let redis: OwnRedis | undefined;
 let frozen: Stack;
 beforeAll(async () => {
-  port = await freePort();
-  redis = spawn(
-    "redis-server",
-    ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-    { stdio: "ignore" },
-  );
-  await waitFor(() => pingRedis(`redis://127.0.0.1:${port}`, 200), 10_000);
+  redis = await ownRedis();
   // the shipped models: digits answers with fallbacks on, which must not cover Redis failures
-  frozen = new Stack({
-    env: { REDIS_URL: `redis://127.0.0.1:${port}`, WORKER_MODELS: "digits" },
-  });
+  frozen = new Stack({ env: { REDIS_URL: redis.url, WORKER_MODELS: "digits" } });
   await Promise.all([stack.start(), frozen.start()]);
 });
 afterAll(async () => {
-  redis?.kill("SIGCONT");
+  redis?.signal("SIGCONT");
   await Promise.all([stack.stop(), frozen.stop().catch(() => undefined)]);
-  redis?.kill("SIGKILL");
+  await redis?.stop();
 });
 
 const timed = async <T>(work: Promise<T>): Promise<[T, number]> => {
@@ -126,7 +115,7 @@ describe("a frozen Redis (SIGSTOP): fail fast, keep deadlines, readiness goes re
   it("predict, /v2/health/ready and /health answer within their budgets, and all recover", async () => {
     const features = samples.digits.inputs[0];
     expect((await frozen.post("/v1/models/digits/predict", { features })).status).toBe(200);
-    redis?.kill("SIGSTOP");
+    redis?.signal("SIGSTOP");
     try {
       const [res, ms] = await timed(
         frozen.post(
@@ -144,7 +133,7 @@ describe("a frozen Redis (SIGSTOP): fail fast, keep deadlines, readiness goes re
       expect(((await health.json()) as { redis: string }).redis).toBe("down");
       expect(healthMs).toBeLessThan(3_000);
     } finally {
-      redis?.kill("SIGCONT");
+      redis?.signal("SIGCONT");
     }
     await waitFor(async () => (await fetch(frozen.url("/v2/health/ready"))).status === 200, 10_000);
     const after = await frozen.post("/v1/models/digits/predict", {
@@ -154,8 +143,7 @@ describe("a frozen Redis (SIGSTOP): fail fast, keep deadlines, readiness goes re
   }, 30_000);
 
   it("Redis gone: 503 at once, even for a model with fallbacks on", async () => {
-    redis?.kill("SIGKILL");
-    await new Promise((r) => redis?.once("exit", r));
+    await redis?.kill();
     const [res, ms] = await timed(
       frozen.post(
         "/v1/models/digits/predict",

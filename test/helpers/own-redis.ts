@@ -9,8 +9,10 @@ export interface OwnRedis {
   url: string;
   /** Starts the server (again, after `kill`), with what it had before, and `args` besides. */
   start(args?: string[]): Promise<void>;
-  /** SIGKILLs the server and waits until it is gone. */
+  /** SIGKILLs the server and waits until it is gone (at once when it is gone already). */
   kill(): Promise<void>;
+  /** Sends the server a signal: SIGSTOP freezes it, SIGCONT thaws it. */
+  signal(name: NodeJS.Signals): void;
   /** Kills it for good and removes its files. */
   stop(): Promise<void>;
 }
@@ -41,14 +43,14 @@ export async function ownRedis(): Promise<OwnRedis> {
     );
     child = server;
     const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 200 && server.exitCode === null; i++) {
+    for (let i = 0; i < 200 && !gone(server); i++) {
       if (await pingRedis(url, 200)) return (await pidAt(url)) === server.pid;
       await sleep(25);
     }
     return false;
   };
   const kill = async () => {
-    if (!child || child.exitCode !== null) return;
+    if (!child || gone(child)) return;
     const exited = new Promise((resolve) => child?.once("exit", resolve));
     child.kill("SIGKILL");
     await exited;
@@ -70,11 +72,22 @@ export async function ownRedis(): Promise<OwnRedis> {
     url: `redis://127.0.0.1:${port}`,
     start,
     kill,
+    signal: (name) => {
+      if (child && !gone(child)) child.kill(name);
+    },
     stop: async () => {
       await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Whether `child` has exited. One killed by a signal keeps `exitCode` null (its `signalCode`
+ * says how it ended), and waiting for its exit again would wait forever.
+ */
+function gone(child: ChildProcess): boolean {
+  return child.exitCode !== null || child.signalCode !== null;
 }
 
 /** The pid of the redis-server answering at `url` (INFO server). */
