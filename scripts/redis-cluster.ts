@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { exited } from "./exited.js";
 import { throwawayServerArgs } from "./redis-local.js";
 
 export interface LocalCluster {
@@ -62,7 +63,7 @@ export async function startLocalCluster(options: LocalClusterOptions = {}): Prom
   const stop = () => {
     if (stopped) return;
     stopped = true;
-    for (const child of children.values()) if (child.exitCode === null) child.kill("SIGKILL");
+    for (const child of children.values()) if (!exited(child)) child.kill("SIGKILL");
     rmSync(dir, { recursive: true, force: true });
   };
   process.on("exit", stop);
@@ -98,11 +99,9 @@ export async function startLocalCluster(options: LocalClusterOptions = {}): Prom
     nodes: ports.map((p) => `127.0.0.1:${p}`).join(","),
     ports,
     primaries: () =>
-      ports.filter(
-        (p) => children.get(p)?.exitCode === null && cli(p, "ROLE").startsWith("master"),
-      ),
+      ports.filter((p) => isUp(children.get(p)) && cli(p, "ROLE").startsWith("master")),
     primaryFor: (key) => {
-      const alive = ports.find((p) => children.get(p)?.exitCode === null) ?? 0;
+      const alive = ports.find((p) => isUp(children.get(p))) ?? 0;
       const slot = Number(cli(alive, "CLUSTER", "KEYSLOT", key));
       for (const line of cli(alive, "CLUSTER", "NODES").split("\n")) {
         const [, address = "", flags = "", , , , , state, ...ranges] = line.split(" ");
@@ -169,4 +168,8 @@ function isFree(port: number): Promise<boolean> {
     server.once("error", () => resolve(false));
     server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
   });
+}
+
+function isUp(child: ChildProcess | undefined): boolean {
+  return child !== undefined && !exited(child);
 }

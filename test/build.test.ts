@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { deletePrefix } from "@ferry/transport";
 import { afterAll, describe, expect, it } from "vitest";
+import { exited } from "../scripts/exited.js";
 import { freePort } from "../scripts/free-port.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
 import { REDIS_URL, waitFor } from "./helpers/stack.js";
@@ -14,7 +15,7 @@ const dir = mkdtempSync(join(tmpdir(), "ferry-image-"));
 const prefix = `ferry-test-build-${process.pid}`;
 const children: ChildProcess[] = [];
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
+  for (const c of children) if (!exited(c)) c.kill("SIGKILL");
   await deletePrefix(REDIS_URL, prefix);
   rmSync(dir, { recursive: true, force: true });
 });

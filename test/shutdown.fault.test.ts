@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { deletePrefix } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exited } from "../scripts/exited.js";
 import { freePort } from "../scripts/free-port.js";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { countKeys } from "./helpers/redis-keys.js";
@@ -272,7 +273,7 @@ describe("npm start", () => {
       );
       const after = await predict(); // waits in the queue for the restarted worker
       expect(after.status).toBe(200);
-      expect(start.exitCode).toBeNull();
+      expect(exited(start)).toBe(false);
       const now = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)]).toString();
       expect(now).toContain(`${apiPid} `);
       expect(output.join("")).toMatch(/the worker exited \(signal SIGKILL\); restarting it/);

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createRedis, pingRedis } from "@ferry/transport";
+import { exited } from "../../scripts/exited.js";
 import { freePort } from "../../scripts/free-port.js";
 
 export interface OwnRedis {
@@ -43,17 +44,17 @@ export async function ownRedis(): Promise<OwnRedis> {
     );
     child = server;
     const url = `redis://127.0.0.1:${port}`;
-    for (let i = 0; i < 200 && !gone(server); i++) {
+    for (let i = 0; i < 200 && !exited(server); i++) {
       if (await pingRedis(url, 200)) return (await pidAt(url)) === server.pid;
       await sleep(25);
     }
     return false;
   };
   const kill = async () => {
-    if (!child || gone(child)) return;
-    const exited = new Promise((resolve) => child?.once("exit", resolve));
+    if (!child || exited(child)) return;
+    const gone = new Promise((resolve) => child?.once("exit", resolve));
     child.kill("SIGKILL");
-    await exited;
+    await gone;
   };
   // a restart keeps its port (clients reconnect to the url): one taken meanwhile is an error
   const start = async (args: string[] = []) => {
@@ -73,21 +74,13 @@ export async function ownRedis(): Promise<OwnRedis> {
     start,
     kill,
     signal: (name) => {
-      if (child && !gone(child)) child.kill(name);
+      if (child && !exited(child)) child.kill(name);
     },
     stop: async () => {
       await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
-}
-
-/**
- * Whether `child` has exited. One killed by a signal keeps `exitCode` null (its `signalCode`
- * says how it ended), and waiting for its exit again would wait forever.
- */
-function gone(child: ChildProcess): boolean {
-  return child.exitCode !== null || child.signalCode !== null;
 }
 
 /** The pid of the redis-server answering at `url` (INFO server). */

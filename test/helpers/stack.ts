@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { parseClusterNodes } from "@ferry/protocol";
 import { deletePrefix, type RedisTarget } from "@ferry/transport";
+import { exited } from "../../scripts/exited.js";
 import { freePort } from "../../scripts/free-port.js";
 
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -136,7 +137,7 @@ export class Stack {
 
   async stop(): Promise<void> {
     const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
-    for (const p of all) if (p.child.exitCode === null) p.child.kill("SIGKILL");
+    for (const p of all) if (!exited(p.child)) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
     await deletePrefix(this.redis, this.prefix);
   }
@@ -166,8 +167,9 @@ export async function waitFor(
 ): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
-    if (proc && proc.child.exitCode !== null) {
-      throw new Error(`process exited with ${proc.child.exitCode}:\n${proc.output.join("")}`);
+    if (proc && exited(proc.child)) {
+      const how = proc.child.signalCode ?? proc.child.exitCode;
+      throw new Error(`process exited with ${how}:\n${proc.output.join("")}`);
     }
     try {
       if (await check()) return;
