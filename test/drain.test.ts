@@ -1,32 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../scripts/free-port.js";
 import { readSse } from "./helpers/sse.js";
-import { launch, type Proc, REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
-let second: Proc;
 let secondUrl = "";
 beforeAll(async () => {
   await stack.start();
-  const port = await freePort();
-  secondUrl = `http://127.0.0.1:${port}`;
-  second = launch("apps/api/src/main.ts", {
-    ...process.env,
-    REDIS_URL,
-    FERRY_PREFIX: stack.prefix,
-    PORT: String(port),
-    LOG_LEVEL: "warn",
-  });
-  await waitFor(
-    async () => (await fetch(`${secondUrl}/v2/health/ready`)).status === 200,
-    30_000,
-    second,
-  );
+  secondUrl = (await stack.startApiReplica()).url;
 });
-afterAll(async () => {
-  second?.child.kill("SIGKILL");
-  await stack.stop();
-});
+afterAll(() => stack.stop());
 
 describe("graceful drain", () => {
   it("an API replica told to stop ends its event streams; the client resumes on another replica and misses no token", async () => {

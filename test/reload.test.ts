@@ -1,19 +1,28 @@
-import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
-import { Stack } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 const repo = tempRepository({
   digits: { cache: { enabled: true, ttl_s: 3600, max_entries: 1000 } },
+  mnist: {},
 });
 const stack = new Stack({
   env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
   apiEnv: { ADMIN_TOKEN: "t" },
 });
-beforeAll(() => stack.start());
+/** A second API replica: the reload is sent to the first, as a Service would send it. */
+let replica = "";
+beforeAll(async () => {
+  await stack.start();
+  replica = (await stack.startApiReplica()).url;
+});
 afterAll(() => stack.stop());
+
+const versionsOf = async (base: string, model: string) =>
+  ((await (await fetch(`${base}/v2/models/${model}`)).json()) as { versions: string[] }).versions;
 
 const rows = samples.digits.inputs.slice(0, 4);
 const reload = () =>
@@ -89,6 +98,35 @@ describe("hot reload", () => {
       for (const [k, x] of (out.outputs?.[0]?.data ?? []).entries())
         expect(x).toBeCloseTo(v1[k] ?? 0, 4);
     }
+    // the other replica follows the reload it did not run: version 3 is listed and served there
+    await waitFor(async () => (await versionsOf(replica, "digits")).includes("3"), 5_000);
+    const there = await fetch(`${replica}/v2/models/digits/versions/3/infer`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: rows[0] }],
+      }),
+    });
+    expect(there.status).toBe(200);
+  });
+
+  it("reloads the one model named: another model's new or half-edited files are neither taken nor an error", async () => {
+    // mnist (no worker reloads it) gains a version 3 and, mid-edit, a model.json that is no JSON
+    mkdirSync(join(repo, "mnist/3"));
+    copyFileSync(join(repo, "mnist/1/model.onnx"), join(repo, "mnist/3/model.onnx"));
+    const config = readFileSync(join(repo, "mnist/model.json"), "utf8");
+    writeFileSync(join(repo, "mnist/model.json"), config.slice(0, 40));
+    try {
+      const res = await reload();
+      expect(res.status).toBe(200);
+    } finally {
+      writeFileSync(join(repo, "mnist/model.json"), config);
+    }
+    // and once mnist's config is whole again, a reload of digits still leaves it as it was
+    expect((await reload()).status).toBe(200);
+    await new Promise((r) => setTimeout(r, 300));
+    for (const base of [stack.baseUrl, replica])
+      expect(await versionsOf(base, "mnist")).toEqual(["1"]);
   });
 
   it("refuses a broken .onnx with a clear error, and the old files keep serving", async () => {

@@ -50,6 +50,8 @@ export interface StackOptions {
 export class Stack {
   readonly prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
   readonly workers: Proc[] = [];
+  /** API replicas besides `api` (`startApiReplica`). */
+  readonly replicas: Proc[] = [];
   api!: Proc;
   baseUrl = "";
 
@@ -90,6 +92,17 @@ export class Stack {
       this.api,
     );
     return this.api;
+  }
+
+  /** Another API replica on this stack's Redis and prefix, as a second pod behind a Service. */
+  async startApiReplica(): Promise<{ proc: Proc; url: string }> {
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const env = this.env({ PORT: String(port), ...this.options.apiEnv });
+    const proc = launch("apps/api/src/main.ts", env, this.options.apiNodeArgs);
+    this.replicas.push(proc);
+    await waitFor(async () => (await fetch(`${url}/v2/health/ready`)).status === 200, 30_000, proc);
+    return { proc, url };
   }
 
   /** Starts a worker and waits until its own readiness probe says it consumes its queues. */
@@ -136,7 +149,9 @@ export class Stack {
   }
 
   async stop(): Promise<void> {
-    const all = [this.api, ...this.workers].filter((p): p is Proc => p !== undefined);
+    const all = [this.api, ...this.replicas, ...this.workers].filter(
+      (p): p is Proc => p !== undefined,
+    );
     for (const p of all) if (!exited(p.child)) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
     await deletePrefix(this.redis, this.prefix);

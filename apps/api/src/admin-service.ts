@@ -1,4 +1,4 @@
-import type { ModelRepository } from "@ferry/model-repository";
+import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError, queueName, type ReloadOutcome } from "@ferry/protocol";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
@@ -155,16 +155,16 @@ export class AdminService {
   async reload(
     name: string,
   ): Promise<{ model: string; versions: string[]; workers: ReloadOutcome[] }> {
-    let next: ModelRepository;
+    let entry: ModelEntry;
     try {
-      next = await this.repository.reread();
+      entry = await this.repository.rereadModel(name);
     } catch (err) {
+      if (err instanceof FerryError) throw err;
       throw new FerryError(
         "INVALID_INPUT",
         `Repository refused: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
-    const entry = next.get(name);
     const expected = (await this.client.workers.live()).length;
     const workers = await this.client.control.requestReload(name, expected);
     const failures = workers.flatMap((w) =>
@@ -179,7 +179,7 @@ export class AdminService {
     }
     // Only now does this API route to what the workers accepted: a refused new version is
     // never listed, nor made the default, here.
-    this.repository.adopt(next);
+    this.repository.adoptModel(entry);
     // answers cached before now may come from the files the reload replaced
     await this.client.state.bumpGeneration(name);
     return { model: name, versions: entry.versions, workers };

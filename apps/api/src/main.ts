@@ -30,13 +30,16 @@ const client = new InferenceClient({
 });
 await client.ready();
 // A reload the workers accepted (announced with the model's new generation, by whichever
-// replica ran it): re-read the repository so that every replica sees the same versions. Not
-// on the reload request itself: the workers may still refuse the new files.
+// replica ran it): re-read that model so that every replica sees the versions the workers
+// serve. Not on the reload request itself: the workers may still refuse the new files.
 client.state.onConfigChange((message) => {
   if (message.type !== "generation") return;
   void repository
-    .reload()
-    .then(() => services.refreshQueueBoard?.())
+    .rereadModel(message.model)
+    .then((entry) => {
+      repository.adoptModel(entry);
+      services.refreshQueueBoard?.();
+    })
     .catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
 const metrics = new ApiMetrics();

@@ -1,5 +1,6 @@
 import { stat } from "node:fs/promises";
-import { ModelRepository } from "@ferry/model-repository";
+import { join } from "node:path";
+import { type ModelEntry, ModelRepository } from "@ferry/model-repository";
 import {
   type ModelConfig,
   queueName,
@@ -38,6 +39,7 @@ export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
  */
 export class ModelHost {
   private readonly served = new Map<string, Served>();
+  private repository: ModelRepository | undefined;
 
   constructor(
     private readonly transport: WorkerTransport,
@@ -49,20 +51,26 @@ export class ModelHost {
   /** Loads and serves every wanted model; a model that does not load stops the start. */
   async start(): Promise<void> {
     const repository = await ModelRepository.open(this.options.repositoryRoot);
+    this.repository = repository;
     for (const name of this.options.models) repository.get(name); // a typo fails at start
     for (const entry of repository.list()) {
       if (!this.wants(entry.config.name)) continue;
-      const outcome = await this.load(repository, entry.config.name);
+      const outcome = await this.load(entry);
       const first = outcome.failed[0];
       if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
     }
   }
 
-  /** Re-reads the model from the repository and swaps in what changed. */
+  /**
+   * Re-reads the model from the repository and swaps in what changed. Only this model's files
+   * are read: another model's, mid-edit on disk, are not this reload's business.
+   */
   async reload(model: string): Promise<ReloadOutcome> {
     if (!this.wants(model)) return { model, loaded: [], unchanged: [], failed: [] };
-    const repository = await ModelRepository.open(this.options.repositoryRoot);
-    return this.load(repository, model);
+    const repository = this.repository ?? (await ModelRepository.open(this.options.repositoryRoot));
+    const entry = await repository.rereadModel(model);
+    repository.adoptModel(entry);
+    return this.load(entry);
   }
 
   get servedQueues(): string[] {
@@ -77,12 +85,12 @@ export class ModelHost {
     return this.options.models.length === 0 || this.options.models.includes(model);
   }
 
-  private async load(repository: ModelRepository, model: string): Promise<ReloadOutcome> {
+  private async load(entry: ModelEntry): Promise<ReloadOutcome> {
+    const model = entry.config.name;
     const outcome: ReloadOutcome = { model, loaded: [], unchanged: [], failed: [] };
-    const entry = repository.get(model);
     for (const version of entry.versions) {
       const queue = queueName(model, version);
-      const path = repository.onnxPath(model, version);
+      const path = join(entry.dir, version, "model.onnx");
       const fingerprint = await fingerprintOf(entry.config, path);
       const current = this.served.get(queue);
       if (current?.fingerprint === fingerprint) {

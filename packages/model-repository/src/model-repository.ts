@@ -26,19 +26,29 @@ export class ModelRepository {
     private models: Map<string, ModelEntry>,
   ) {}
 
-  /** Re-reads the repository; on any error the current view stays and the error is thrown. */
-  async reload(): Promise<void> {
-    this.adopt(await this.reread());
+  /**
+   * One model as the disk has it now (its directory, or `<root>/<name>` for one not seen
+   * before), without changing this view. A reload is of one model, as the workers reload it:
+   * another model's files, changed or half-edited on disk, are neither taken nor an error.
+   */
+  async rereadModel(name: string): Promise<ModelEntry> {
+    const dir = this.models.get(name)?.dir ?? join(this.root, name);
+    const configPath = join(dir, "model.json");
+    if (!(await isFile(configPath)))
+      throw new FerryError("MODEL_NOT_FOUND", `Model '${name}' not found in the repository`);
+    const entry = await readEntry(dir, configPath);
+    if (entry.config.name !== name)
+      throw new Error(`${configPath}: names the model '${entry.config.name}', not '${name}'`);
+    return entry;
   }
 
-  /** The repository as the disk has it now, without changing this view. */
-  async reread(): Promise<ModelRepository> {
-    return ModelRepository.open(this.root);
-  }
-
-  /** Takes `next`'s view (from `reread`) as this one's: used once the new files were accepted. */
-  adopt(next: ModelRepository): void {
-    this.models = next.models;
+  /** Takes `entry` (from `rereadModel`) as its model's, leaving every other model as it is. */
+  adoptModel(entry: ModelEntry): void {
+    // in the order `open` lists them, a model new to this view included
+    const models = [...this.models.values()].filter((m) => m.config.name !== entry.config.name);
+    models.push(entry);
+    models.sort((a, b) => (a.dir < b.dir ? -1 : a.dir > b.dir ? 1 : 0));
+    this.models = new Map(models.map((m) => [m.config.name, m]));
   }
 
   static async open(root: string): Promise<ModelRepository> {
@@ -76,10 +86,6 @@ export class ModelRepository {
       throw new FerryError("VERSION_NOT_FOUND", `Model '${name}' has no version '${chosen}'`);
     }
     return { entry, version: chosen };
-  }
-
-  onnxPath(name: string, version: string): string {
-    return join(this.resolve(name, version).entry.dir, version, "model.onnx");
   }
 }
 
