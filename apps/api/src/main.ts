@@ -42,6 +42,11 @@ client.state.onConfigChange((message) => {
     })
     .catch((err: unknown) => log.error({ err }, "repository reload failed"));
 });
+// every model's generation known from the start: one reloaded while this replica's
+// subscription was down is then noticed when it comes back, requested here before or not
+await client.state
+  .watchGenerations(repository.list().map((m) => m.config.name))
+  .catch((err: unknown) => log.warn({ err }, "model generations not read at start"));
 const metrics = new ApiMetrics();
 metrics.watchQueues(async () => {
   const depths: Record<string, number> = {};

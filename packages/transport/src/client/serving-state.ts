@@ -72,6 +72,12 @@ const FLUSH_MS = 1_000;
 export class ServingState {
   private readonly traffic = new Map<string, Record<string, number> | null>();
   private readonly generations = new Map<string, number>();
+  /**
+   * The last generation read of every model this replica has looked at, kept past the
+   * broadcasts that drop `generations`: after a lost subscription, a model whose generation
+   * moved meanwhile had a reload this replica did not hear of.
+   */
+  private readonly watched = new Map<string, number>();
   private readonly pending = new Map<string, Map<string, PendingStats>>();
   /** model -> field -> count, for cache hits and misses and fallbacks by source. */
   private readonly counters = new Map<string, Map<string, number>>();
@@ -82,17 +88,41 @@ export class ServingState {
     private readonly redis: RedisClient,
     private readonly control: ControlChannel,
     private readonly keys: Keys,
-  ) {}
+  ) {
+    // here, before the first connection is up: the mux tells apart the first "ready" from a
+    // reconnection's by which comes first
+    control.onResubscribed(() => void this.resync().catch(() => undefined));
+  }
 
   async start(): Promise<void> {
-    await this.control.listen((message) => {
-      if (message.type === "reload") return;
-      this.traffic.delete(message.model);
-      this.generations.delete(message.model);
-      for (const listener of this.listeners) listener(message);
-    });
+    await this.control.listen((message) => this.apply(message));
     this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
     this.timer.unref();
+  }
+
+  private apply(message: ControlMessage): void {
+    if (message.type === "reload") return;
+    this.traffic.delete(message.model);
+    this.generations.delete(message.model);
+    for (const listener of this.listeners) listener(message);
+  }
+
+  /**
+   * After a lost subscription the broadcasts sent meanwhile were missed: every split is read
+   * again at its next use, and a model whose generation moved is handled as its broadcast
+   * would have been (no answer cached from the replaced files served, its versions re-read).
+   * Without this a replica that missed a rollback kept routing to the canary until restarted.
+   */
+  private async resync(): Promise<void> {
+    this.traffic.clear();
+    await Promise.all(
+      [...this.watched].map(async ([model, seen]) => {
+        const now = Number((await this.redis.get(this.keys.generation(model))) ?? 0);
+        if (now === seen) return;
+        this.watched.set(model, now);
+        this.apply({ v: WIRE_VERSION, type: "generation", model });
+      }),
+    );
   }
 
   /** Called with every config change (after what this replica cached of it is dropped). */
@@ -103,13 +133,7 @@ export class ServingState {
   /** The model's split, or null when none was set (the stable version takes everything). */
   async getTraffic(model: string): Promise<Record<string, number> | null> {
     if (this.traffic.has(model)) return this.traffic.get(model) ?? null;
-    const raw = await this.redis.hgetall(this.keys.traffic(model)).catch((err: unknown) => {
-      throw new FerryError(
-        "UNAVAILABLE",
-        `Redis error: ${err instanceof Error ? err.message : String(err)}`,
-        { retryAfterS: 1 },
-      );
-    });
+    const raw = await this.redis.hgetall(this.keys.traffic(model)).catch(redisUnavailable);
     const split =
       Object.keys(raw).length === 0
         ? null
@@ -126,10 +150,18 @@ export class ServingState {
   async generation(model: string): Promise<number> {
     const known = this.generations.get(model);
     if (known !== undefined) return known;
-    const raw = await this.redis.get(this.keys.generation(model)).catch(() => null);
+    // not 0 on an error: kept, it would key this replica's cache to answers from before
+    // every reload until the next one
+    const raw = await this.redis.get(this.keys.generation(model)).catch(redisUnavailable);
     const value = Number(raw ?? 0);
     this.generations.set(model, value);
+    this.watched.set(model, value);
     return value;
+  }
+
+  /** Reads the generation of each of `models`, so that a reload missed later is noticed. */
+  async watchGenerations(models: readonly string[]): Promise<void> {
+    await Promise.all(models.map((model) => this.generation(model)));
   }
 
   async bumpGeneration(model: string): Promise<void> {
@@ -280,4 +312,12 @@ function quantileOf(counts: number[], q: number): number | null {
     }
   }
   return null;
+}
+
+function redisUnavailable(err: unknown): never {
+  throw new FerryError(
+    "UNAVAILABLE",
+    `Redis error: ${err instanceof Error ? err.message : String(err)}`,
+    { retryAfterS: 1 },
+  );
 }

@@ -39,6 +39,14 @@ export class ControlChannel {
   }
 
   /**
+   * Calls `listener` once the channel is subscribed again after a lost connection (a restart,
+   * a failover, a blip): whatever was broadcast in between was missed.
+   */
+  onResubscribed(listener: () => void): void {
+    this.mux.onResubscribed(listener);
+  }
+
+  /**
    * Asks every worker to reload `model` and collects their answers, until `expected` have
    * answered or `timeoutMs` passes.
    */
