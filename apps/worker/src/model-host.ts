@@ -40,6 +40,7 @@ export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
 export class ModelHost {
   private readonly served = new Map<string, Served>();
   private repository: ModelRepository | undefined;
+  private reloading: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly transport: WorkerTransport,
@@ -65,7 +66,15 @@ export class ModelHost {
    * Re-reads the model from the repository and swaps in what changed. Only this model's files
    * are read: another model's, mid-edit on disk, are not this reload's business.
    */
-  async reload(model: string): Promise<ReloadOutcome> {
+  reload(model: string): Promise<ReloadOutcome> {
+    // one at a time: two loads of one version side by side would both swap, and the first
+    // one's new session would never be closed
+    const outcome = this.reloading.then(() => this.reloadNow(model));
+    this.reloading = outcome.catch(() => undefined);
+    return outcome;
+  }
+
+  private async reloadNow(model: string): Promise<ReloadOutcome> {
     if (!this.wants(model)) return { model, loaded: [], unchanged: [], failed: [] };
     const repository = this.repository ?? (await ModelRepository.open(this.options.repositoryRoot));
     const entry = await repository.rereadModel(model);

@@ -89,8 +89,6 @@ export class ServingState {
     private readonly control: ControlChannel,
     private readonly keys: Keys,
   ) {
-    // here, before the first connection is up: the mux tells apart the first "ready" from a
-    // reconnection's by which comes first
     control.onResubscribed(() => void this.resync().catch(() => undefined));
   }
 

@@ -28,4 +28,14 @@ describe("ChannelMux.onResubscribed", () => {
     expect(told.length).toBeLessThanOrEqual(4);
     expect(told.at(-1)).toBeGreaterThanOrEqual(last);
   });
+
+  it("a listener added once the connection is up is told of the next resubscription", async () => {
+    const mux = new ChannelMux(subscriber);
+    if (subscriber.status !== "ready") await once(subscriber, "ready");
+    const told: number[] = [];
+    mux.onResubscribed(() => told.push(performance.now()));
+    subscriber.emit("ready"); // a reconnection: the first this listener sees
+    await sleep(300);
+    expect(told).toHaveLength(1);
+  });
 });

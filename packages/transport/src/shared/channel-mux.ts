@@ -19,6 +19,8 @@ export type ChannelKind = "broadcast" | "shard";
  */
 export class ChannelMux {
   private readonly listeners = new Map<string, Set<Listener>>();
+  /** Times the subscriptions were made: the first connection's, then each reconnection's. */
+  private readies: number;
 
   constructor(private readonly subscriber: RedisClient) {
     const deliver = (channel: string, message: string) => {
@@ -26,6 +28,19 @@ export class ChannelMux {
     };
     subscriber.on("message", deliver);
     subscriber.on("smessage", deliver);
+    this.readies = !isCluster(subscriber) && subscriber.status === "ready" ? 1 : 0;
+    // first of the event's listeners, so that each later one reads the count of this event
+    subscriber.on(this.readyEvent, () => {
+      this.readies++;
+    });
+  }
+
+  /**
+   * A standalone client re-subscribes before "ready"; a cluster's shard subscribers say
+   * "subscribersReady" once they re-subscribed on the current slot map.
+   */
+  private get readyEvent(): string {
+    return isCluster(this.subscriber) ? "subscribersReady" : "ready";
   }
 
   /**
@@ -36,17 +51,12 @@ export class ChannelMux {
    * every open event stream back to its log.
    */
   onResubscribed(listener: () => void): void {
-    let first = true;
     let scheduled = false;
     let lastCall = Number.NEGATIVE_INFINITY;
-    // a standalone client re-subscribes before "ready"; a cluster's shard subscribers say
-    // "subscribersReady" once they re-subscribed on the current slot map
-    const event = isCluster(this.subscriber) ? "subscribersReady" : "ready";
-    this.subscriber.on(event, () => {
-      if (first) {
-        first = false;
-        return;
-      }
+    // told apart by count, not by which this listener saw first: it may be added after the
+    // first connection is up
+    this.subscriber.on(this.readyEvent, () => {
+      if (this.readies <= 1) return;
       // one call still to come covers this resubscription too: it comes after it
       if (scheduled) return;
       scheduled = true;

@@ -262,3 +262,43 @@ describe("WorkerTransport's cancellable jobs", () => {
     },
   );
 });
+
+describe("a reload this worker did not hear", () => {
+  it("is made up from the generation: on its broadcast, and when the worker is subscribed again", async () => {
+    const keys = new Keys("ferry-missed-reload");
+    const admin = createRedis(server.url);
+    const transport = new WorkerTransport({ redisUrl: server.url, prefix: keys.prefix });
+    const lock = { concurrency: 1, lockDurationMs: 30_000, stalledIntervalMs: 30_000 };
+    const unused = async (): Promise<RowResult> => {
+      throw new Error("no rows here");
+    };
+    transport.consume("m.v1", lock, unused);
+    transport.consume("n.v1", lock, unused);
+    const reloads: string[] = [];
+    transport.onReload(async (model) => {
+      reloads.push(model);
+      return { model, loaded: [], unchanged: ["1"], failed: [] };
+    });
+    try {
+      const other = new ControlChannel(admin, new ChannelMux(admin), keys);
+      await waitFor(async () => (await admin.pubsub("NUMSUB", keys.configChannel))[1] === 1, 5_000);
+      // the broadcast that follows an accepted reload (the reload request itself was missed)
+      const bump = admin.multi().incr(keys.generation("m"));
+      await other.announce(bump, { v: WIRE_VERSION, type: "generation", model: "m" }).exec();
+      await waitFor(async () => reloads.length === 1, 5_000);
+      expect(reloads).toEqual(["m"]);
+      // a reload accepted while this worker's subscription was down: request and broadcast lost
+      await admin.incr(keys.generation("n"));
+      await admin.client("KILL", "TYPE", "pubsub");
+      await waitFor(async () => reloads.length === 2, 5_000);
+      expect(reloads).toEqual(["m", "n"]);
+      // once more, nothing moved: nothing is reloaded
+      await admin.client("KILL", "TYPE", "pubsub");
+      await new Promise((r) => setTimeout(r, 800));
+      expect(reloads).toEqual(["m", "n"]);
+    } finally {
+      await transport.close();
+      admin.disconnect();
+    }
+  });
+});

@@ -193,15 +193,37 @@ export class WorkerTransport {
 
   /**
    * Serves reload requests (POST /admin/models/{name}/reload reaches every worker): `handler`
-   * reloads the model, and its outcome is the answer this worker sends back.
+   * reloads the model, and its outcome is the answer this worker sends back. A reload this
+   * worker did not hear (its subscription down when it was asked) is made up: the model's
+   * generation, bumped once the reload was accepted, is broadcast and kept in Redis, and a
+   * worker that hears the broadcast, or finds the generation moved once it is subscribed
+   * again, runs `handler` too (a reload of what it already loaded loads nothing).
    */
   onReload(handler: ReloadHandler): void {
     const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
       void this.control
         .answerReload(reply, { ...outcome, worker: this.workerId })
         .catch(() => undefined);
+    const seen = new Map<string, number>();
+    const generationOf = async (model: string) =>
+      Number((await this.redis.get(this.keys.generation(model))) ?? 0);
+    const catchUp = async (model: string) => {
+      seen.set(model, await generationOf(model));
+      await handler(model);
+    };
+    const served = () => new Set([...this.workers.keys()].map((q) => parseQueueName(q).model));
+    void Promise.all(
+      [...served()].map(async (model) => seen.set(model, await generationOf(model))),
+    ).catch(() => undefined);
+    this.control.onResubscribed(() => {
+      for (const model of served())
+        void generationOf(model)
+          .then((now) => (now === seen.get(model) ? undefined : catchUp(model)))
+          .catch(() => undefined);
+    });
     void this.control
       .listen((message) => {
+        if (message.type === "generation") void catchUp(message.model).catch(() => undefined);
         if (message.type !== "reload") return;
         handler(message.model).then(
           (outcome) => answer(message.reply, outcome),
