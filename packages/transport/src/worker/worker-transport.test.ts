@@ -302,3 +302,43 @@ describe("a reload this worker did not hear", () => {
     }
   });
 });
+
+describe("a cancel this worker did not hear", () => {
+  it("stops the running job once the worker is subscribed again and finds its mark", async () => {
+    const keys = new Keys("ferry-missed-cancel");
+    const queue = "lm.v1";
+    const id = "job-2";
+    const direct = createRedis(server.url);
+    const jobs = new Queue(bullQueueName(queue), { connection: direct, prefix: keys.prefix });
+    const transport = new WorkerTransport({ redisUrl: server.url, prefix: keys.prefix });
+    let started = false;
+    let stopped = false;
+    transport.consumeGenerate(queue, { concurrency: 1 }, async (_job, ctx) => {
+      started = true;
+      await new Promise<void>((resolve) => {
+        ctx.signal.addEventListener("abort", () => resolve(), { once: true });
+        setTimeout(resolve, 10_000);
+      });
+      stopped = ctx.signal.aborted;
+      return {
+        text: "",
+        finish_reason: "length",
+        usage: { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 },
+        ttft_ms: 0,
+      };
+    });
+    try {
+      const generate = kinds[1]?.data as GenerateJob;
+      await jobs.add("generate", { ...generate, deadline: Date.now() + 600_000 }, { jobId: id });
+      await waitFor(async () => started, 10_000);
+      // the API's cancel: the mark is written, its broadcast lost to a dropped subscription
+      await direct.set(keys.cancelled(id), "1", "EX", 60);
+      await direct.client("KILL", "TYPE", "pubsub");
+      await waitFor(async () => stopped, 5_000);
+    } finally {
+      await transport.close();
+      await jobs.close();
+      direct.disconnect();
+    }
+  });
+});

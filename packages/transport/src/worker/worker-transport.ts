@@ -118,6 +118,14 @@ export class WorkerTransport {
     this.stats = new ExecutionStats(this.redis, this.keys);
     this.control = new ControlChannel(this.redis, new ChannelMux(this.subscriber), this.keys);
     void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
+    // a cancel broadcast while the subscription was down was missed; its mark was not
+    this.control.onResubscribed(() => {
+      for (const [id, controller] of this.running)
+        void this.redis
+          .exists(this.keys.cancelled(id))
+          .then((marked) => marked === 1 && controller.abort())
+          .catch(() => undefined);
+    });
   }
 
   /**
