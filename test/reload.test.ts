@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
@@ -10,7 +10,8 @@ const repo = tempRepository({
   mnist: {},
 });
 const stack = new Stack({
-  env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
+  // every model of the repository, as `npm start` serves it: a model added later included
+  env: { MODEL_REPOSITORY: repo },
   apiEnv: { ADMIN_TOKEN: "t" },
 });
 /** A second API replica: the reload is sent to the first, as a Service would send it. */
@@ -127,6 +128,37 @@ describe("hot reload", () => {
     await new Promise((r) => setTimeout(r, 300));
     for (const base of [stack.baseUrl, replica])
       expect(await versionsOf(base, "mnist")).toEqual(["1"]);
+  });
+
+  it("serves a model added to the repository once it is reloaded by name, on every replica", async () => {
+    cpSync(join(repo, "mnist"), join(repo, "mnist-b"), { recursive: true });
+    const path = join(repo, "mnist-b/model.json");
+    writeFileSync(path, readFileSync(path, "utf8").replace('"name": "mnist"', '"name": "mnist-b"'));
+    const predict = (base: string) =>
+      fetch(`${base}/v1/models/mnist-b/predict`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ features: samples.mnist.inputs[0] }),
+      });
+    expect((await predict(stack.baseUrl)).status).toBe(404);
+    const res = await fetch(stack.url("/admin/models/mnist-b/reload"), {
+      method: "POST",
+      headers: { Authorization: "Bearer t" },
+    });
+    expect(res.status).toBe(200);
+    // the copy holds mnist's versions as the earlier test left them: 1, and 3
+    const { workers } = (await res.json()) as {
+      workers: Array<{ loaded: string[]; failed: unknown[] }>;
+    };
+    expect(workers.map((w) => [w.loaded, w.failed])).toEqual([[["1", "3"], []]]);
+    await waitFor(async () => (await predict(replica)).status === 200, 5_000);
+    const expected = argmax(
+      (await referenceLogits("mnist", "1", [samples.mnist.inputs[0] ?? []])).flat(),
+    );
+    for (const base of [stack.baseUrl, replica]) {
+      const answer = (await (await predict(base)).json()) as { prediction: number };
+      expect(answer.prediction).toBe(expected);
+    }
   });
 
   it("refuses a broken .onnx with a clear error, and the old files keep serving", async () => {
