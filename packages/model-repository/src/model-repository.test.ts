@@ -47,6 +47,9 @@ describe("re-reading one model", () => {
     const root = repositoryOf("digits");
     const repo = await ModelRepository.open(root);
     await expect(repo.rereadModel("nope")).rejects.toMatchObject({ code: "MODEL_NOT_FOUND" });
+    // a name is never a path: not out of the repository, not into another model's directory
+    for (const name of ["x/../digits", "../digits", ".", "a/b"])
+      await expect(repo.rereadModel(name)).rejects.toMatchObject({ code: "MODEL_NOT_FOUND" });
     const path = join(root, "digits/model.json");
     writeFileSync(path, readFileSync(path, "utf8").replace('"name": "digits"', '"name": "other"'));
     await expect(repo.rereadModel("digits")).rejects.toThrow(/names the model 'other'/);

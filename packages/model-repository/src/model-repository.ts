@@ -1,6 +1,6 @@
 import { readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { FerryError, type ModelConfig, modelConfigSchema } from "@ferry/protocol";
+import { FerryError, MODEL_NAME, type ModelConfig, modelConfigSchema } from "@ferry/protocol";
 
 /** One model of the repository: its config and the versions that have a model.onnx. */
 export interface ModelEntry {
@@ -32,6 +32,9 @@ export class ModelRepository {
    * another model's files, changed or half-edited on disk, are neither taken nor an error.
    */
   async rereadModel(name: string): Promise<ModelEntry> {
+    // a name from a request: never a path out of the repository
+    if (!MODEL_NAME.test(name))
+      throw new FerryError("MODEL_NOT_FOUND", `Model '${name}' not found in the repository`);
     const dir = this.models.get(name)?.dir ?? join(this.root, name);
     const configPath = join(dir, "model.json");
     if (!(await isFile(configPath)))

@@ -26,10 +26,13 @@ export const cacheConfigSchema = z.object({
   max_entries: z.number().int().positive().default(100_000),
 });
 
+/** A model's name, which is also its directory's: no separator, no leading dot. */
+export const MODEL_NAME = /^[a-z0-9][a-z0-9._-]*$/;
+
 /** models/<name>/model.json: the Triton config.pbtxt of a Ferry model, as JSON. */
 export const modelConfigSchema = z
   .object({
-    name: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, "lowercase letters, digits, . _ -"),
+    name: z.string().regex(MODEL_NAME, "lowercase letters, digits, . _ -"),
     kind: z.enum(["classifier", "generator"]),
     platform: z.literal("onnxruntime_onnx").default("onnxruntime_onnx"),
     description: z.string().default(""),
