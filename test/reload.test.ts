@@ -161,6 +161,46 @@ describe("hot reload", () => {
     }
   });
 
+  it("Triton's load does the same, with the body tritonclient sends; its unload and overrides are refused by name", async () => {
+    cpSync(join(repo, "mnist"), join(repo, "mnist-c"), { recursive: true });
+    const path = join(repo, "mnist-c/model.json");
+    writeFileSync(path, readFileSync(path, "utf8").replace('"name": "mnist"', '"name": "mnist-c"'));
+    // tritonclient's load_model: "{}" (or the overrides) and no Content-Type
+    const post = (action: string, body: string, token = "t", model = "mnist-c") =>
+      fetch(stack.url(`/v2/repository/models/${model}/${action}`), {
+        method: "POST",
+        headers: token ? { Authorization: `Bearer ${token}` } : {},
+        body,
+      });
+    expect((await post("load", "{}", "")).status).toBe(401);
+    const override = await post("load", JSON.stringify({ parameters: { config: "{}" } }));
+    expect(override.status).toBe(400);
+    expect(((await override.json()) as { error: string }).error).toMatch(/'config' is not served/);
+    const unknown = await post("load", "{}", "t", "no-such-model");
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: expect.stringMatching(/no-such-model/) });
+
+    const loaded = await post("load", "{}");
+    expect(loaded.status).toBe(200);
+    expect(await loaded.text()).toBe("");
+    const ready = await fetch(stack.url("/v2/models/mnist-c/ready"));
+    expect(ready.status).toBe(200);
+    const index = (await (
+      await fetch(stack.url("/v2/repository/index"), { method: "POST" })
+    ).json()) as Array<{
+      name: string;
+      state: string;
+    }>;
+    expect(index.filter((m) => m.name === "mnist-c").map((m) => m.state)).toContain("READY");
+
+    const unload = await post("unload", "{}");
+    expect(unload.status).toBe(400);
+    expect(((await unload.json()) as { error: string }).error).toMatch(
+      /unload is not served.*WORKER_MODELS/,
+    );
+    expect((await fetch(stack.url("/v2/models/mnist-c/ready"))).status).toBe(200);
+  });
+
   it("refuses a broken .onnx with a clear error, and the old files keep serving", async () => {
     const before = await infer("2");
     writeFileSync(join(repo, "digits/2/model.onnx"), "not an onnx file");

@@ -29,6 +29,7 @@ import { registerTokenize } from "./routes/tokenize.js";
 import { registerV2Generate } from "./routes/v2-generate.js";
 import { registerV2Infer } from "./routes/v2-infer.js";
 import { registerV2Models } from "./routes/v2-models.js";
+import { registerV2Repository } from "./routes/v2-repository.js";
 import { registerV2Stats } from "./routes/v2-stats.js";
 import type { AppEnv, Services } from "./services.js";
 
@@ -85,6 +86,7 @@ export function createApp(
     app.use(path, limits);
   }
   app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
+  app.use("/v2/repository/models/*", adminAuth(services.env.ADMIN_TOKEN));
   for (const path of [
     "/v1/models/:name/predict",
     "/v2/models/:name/infer",
@@ -108,6 +110,7 @@ export function createApp(
   registerV2Models(app);
   registerV2Infer(app);
   registerV2Generate(app);
+  registerV2Repository(app);
   registerJobs(app);
   registerJobEvents(app);
   registerAdmin(app);
