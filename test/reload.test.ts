@@ -1,4 +1,4 @@
-import { copyFileSync, cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
@@ -199,6 +199,27 @@ describe("hot reload", () => {
       /unload is not served.*WORKER_MODELS/,
     );
     expect((await fetch(stack.url("/v2/models/mnist-c/ready"))).status).toBe(200);
+  });
+
+  it("swaps nothing of a reload that is refused: a version that loaded keeps its old files too", async () => {
+    const before = await infer("3"); // version 1's weights since the first test
+    // version 3 gets new weights (the shipped version 2's) and a broken version 4 appears
+    copyFileSync(join("models/digits/2/model.onnx"), join(repo, "digits/3/model.onnx"));
+    mkdirSync(join(repo, "digits/4"));
+    writeFileSync(join(repo, "digits/4/model.onnx"), "not an onnx file");
+    try {
+      const res = await reload();
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+        /version 4/,
+      );
+      const after = await infer("3");
+      expect(after.status).toBe(200);
+      expect(after.body.outputs?.[0]?.data).toEqual(before.body.outputs?.[0]?.data);
+    } finally {
+      rmSync(join(repo, "digits/4"), { recursive: true });
+      copyFileSync(join(repo, "digits/1/model.onnx"), join(repo, "digits/3/model.onnx"));
+    }
   });
 
   it("refuses a broken .onnx with a clear error, and the old files keep serving", async () => {

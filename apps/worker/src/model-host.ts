@@ -94,53 +94,76 @@ export class ModelHost {
     return this.options.models.length === 0 || this.options.models.includes(model);
   }
 
+  /**
+   * Loads what changed of `entry`'s versions, and swaps it in only if all of it loaded: a
+   * reload one of whose versions fails leaves every version on its previous files, as the
+   * API, which then keeps its view and its cache's generation, says. Swapping the versions
+   * that loaded would serve new weights under the old generation, beside cached answers of
+   * the old ones.
+   */
   private async load(entry: ModelEntry): Promise<ReloadOutcome> {
     const model = entry.config.name;
     const outcome: ReloadOutcome = { model, loaded: [], unchanged: [], failed: [] };
+    const fresh: Array<{ version: string; queue: string } & Served> = [];
     for (const version of entry.versions) {
       const queue = queueName(model, version);
       const path = join(entry.dir, version, "model.onnx");
       const fingerprint = await fingerprintOf(entry.config, path);
-      const current = this.served.get(queue);
-      if (current?.fingerprint === fingerprint) {
+      if (this.served.get(queue)?.fingerprint === fingerprint) {
         outcome.unchanged.push(version);
         continue;
       }
       try {
-        const server =
-          entry.config.kind === "generator"
-            ? await GeneratorServer.load(
-                entry.config,
-                version,
-                entry.dir,
-                this.options.executionProvider,
-                this.metrics,
-                this.transport.stats,
-              )
-            : await ClassifierServer.load(
-                entry.config,
-                version,
-                path,
-                this.options.executionProvider,
-                this.metrics,
-                this.transport.stats,
-              );
-        this.served.set(queue, { server, fingerprint });
-        if (current)
-          void current.server.close(); // finishes what it holds first
-        else this.consume(queue, entry.config);
-        outcome.loaded.push(version);
-        this.log.info({ model, version, swapped: current !== undefined }, "serving");
+        fresh.push({ version, queue, fingerprint, server: await this.open(entry, version, path) });
       } catch (err) {
         const error = err instanceof Error ? err.message : String(err);
         outcome.failed.push({ version, error });
         this.log.error(
           { model, version, error },
-          "model version failed to load; the previous one keeps serving",
+          "model version failed to load; the model's previous files keep serving",
         );
       }
     }
+    if (outcome.failed.length > 0) {
+      await Promise.allSettled(fresh.map((f) => f.server.close()));
+      return outcome;
+    }
+    for (const { version, queue, fingerprint, server } of fresh) {
+      const current = this.served.get(queue);
+      this.served.set(queue, { server, fingerprint });
+      if (current)
+        void current.server.close(); // finishes what it holds first
+      else this.consume(queue, entry.config);
+      outcome.loaded.push(version);
+      this.log.info({ model, version, swapped: current !== undefined }, "serving");
+    }
     return outcome;
+  }
+
+  private open(
+    entry: ModelEntry,
+    version: string,
+    path: string,
+  ): Promise<ClassifierServer | GeneratorServer> {
+    const { config, dir } = entry;
+    const { executionProvider } = this.options;
+    return config.kind === "generator"
+      ? GeneratorServer.load(
+          config,
+          version,
+          dir,
+          executionProvider,
+          this.metrics,
+          this.transport.stats,
+        )
+      : ClassifierServer.load(
+          config,
+          version,
+          path,
+          executionProvider,
+          this.metrics,
+          this.transport.stats,
+        );
   }
 
   /** Starts the queue's consumer; it looks the server up per job, so a swap needs no restart. */
