@@ -166,11 +166,14 @@ export class AdminService {
       );
     }
     const expected = (await this.client.workers.live()).length;
-    const workers = await this.client.control.requestReload(name, expected);
+    const { answers: workers, decide } = await this.client.control.requestReload(name, expected);
     const failures = workers.flatMap((w) =>
       w.failed.map((f) => `${w.worker}: version ${f.version}: ${f.error}`),
     );
     this.log.info({ model: name, workers: workers.length, failures: failures.length }, "reload");
+    // every worker swaps what it loaded, or none does: one serving new files another refused
+    // would answer a version two ways
+    await decide(failures.length === 0);
     if (failures.length > 0) {
       throw new FerryError(
         "INVALID_INPUT",

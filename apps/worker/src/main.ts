@@ -27,10 +27,20 @@ const host = new ModelHost(transport, metrics, log, {
 await host.start();
 
 // POST /admin/models/{name}/reload reaches every worker; each answers what it loaded.
-transport.onReload(async (model) => {
-  const outcome = await host.reload(model);
-  await transport.beatNow(host.servedQueues).catch(() => undefined);
-  return outcome;
+// once a reload is swapped in, its new queues are advertised at once
+const advertise = () => transport.beatNow(host.servedQueues).catch(() => undefined);
+transport.onReload({
+  reload: async (model) => {
+    const outcome = await host.reload(model);
+    await advertise();
+    return outcome;
+  },
+  prepare: (model, id) => host.prepare(model, id),
+  decide: async (id, commit) => {
+    const held = await host.decide(id, commit);
+    await advertise();
+    return held;
+  },
 });
 transport.startHeartbeat();
 let draining = false;

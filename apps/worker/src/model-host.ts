@@ -28,19 +28,33 @@ export interface HostOptions {
   stalledIntervalMs: number;
 }
 
+/** A version loaded by a reload, not yet serving. */
+type Fresh = { version: string; queue: string } & Served;
+
+/**
+ * How long a prepared reload waits for its decision: past the API's wait for every answer
+ * (60 s). A decision lost is made up by the generation the API bumps on commit.
+ */
+const HOLD_MS = 120_000;
+
 /** What a reload did here: the control channel's answer, less the worker's name. */
 export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
 
 /**
  * The model versions one worker serves, each behind its queue. A reload loads new or changed
- * versions beside the old ones and swaps them in when they load; the old one finishes the
- * rows it holds, then closes. A version whose file does not load is refused, and the one
- * already serving keeps serving.
+ * versions beside the old ones and, once every worker loaded them (the API decides), swaps
+ * them in; the old one finishes the rows it holds, then closes. A version whose file does
+ * not load refuses the whole reload, and every version keeps its previous files.
  */
 export class ModelHost {
   private readonly served = new Map<string, Served>();
   private repository: ModelRepository | undefined;
   private reloading: Promise<unknown> = Promise.resolve();
+  /** What `prepare` loaded, by reload id, until its decision. */
+  private readonly held = new Map<
+    string,
+    { entry: ModelEntry; fresh: Fresh[]; timer: NodeJS.Timeout }
+  >();
 
   constructor(
     private readonly transport: WorkerTransport,
@@ -67,19 +81,55 @@ export class ModelHost {
    * are read: another model's, mid-edit on disk, are not this reload's business.
    */
   reload(model: string): Promise<ReloadOutcome> {
-    // one at a time: two loads of one version side by side would both swap, and the first
-    // one's new session would never be closed
-    const outcome = this.reloading.then(() => this.reloadNow(model));
-    this.reloading = outcome.catch(() => undefined);
-    return outcome;
+    return this.serially(() => this.loadModel(model, undefined));
   }
 
-  private async reloadNow(model: string): Promise<ReloadOutcome> {
+  /**
+   * As `reload`, but what loaded is held under `id`, serving nothing, until `decide`: the API
+   * swaps it in only once every worker loaded it. Held too long (the decision lost), dropped.
+   */
+  prepare(model: string, id: string): Promise<ReloadOutcome> {
+    return this.serially(() => this.loadModel(model, id));
+  }
+
+  /** Swaps in (`commit`) or closes what `prepare` holds under `id`; false if it holds none. */
+  decide(id: string, commit: boolean): Promise<boolean> {
+    return this.serially(async () => {
+      const held = this.held.get(id);
+      if (!held) return false;
+      this.held.delete(id);
+      clearTimeout(held.timer);
+      if (commit) this.swap(held.entry, held.fresh);
+      else await Promise.allSettled(held.fresh.map((f) => f.server.close()));
+      return true;
+    });
+  }
+
+  /**
+   * One reload at a time: two loads of one version side by side would both swap, and the
+   * first one's new session would never be closed.
+   */
+  private serially<T>(work: () => Promise<T>): Promise<T> {
+    const done = this.reloading.then(work);
+    this.reloading = done.catch(() => undefined);
+    return done;
+  }
+
+  private async loadModel(model: string, holdAs: string | undefined): Promise<ReloadOutcome> {
     if (!this.wants(model)) return { model, loaded: [], unchanged: [], failed: [] };
     const repository = this.repository ?? (await ModelRepository.open(this.options.repositoryRoot));
     const entry = await repository.rereadModel(model);
     repository.adoptModel(entry);
-    return this.load(entry);
+    const { outcome, fresh } = await this.loadChanged(entry);
+    if (outcome.failed.length > 0) return outcome;
+    if (holdAs === undefined) {
+      this.swap(entry, fresh);
+      return outcome;
+    }
+    const timer = setTimeout(() => void this.decide(holdAs, false), HOLD_MS);
+    timer.unref();
+    this.held.set(holdAs, { entry, fresh, timer });
+    return { ...outcome, held: true };
   }
 
   get servedQueues(): string[] {
@@ -87,24 +137,35 @@ export class ModelHost {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([...this.served.values()].map((s) => s.server.close()));
+    const held = [...this.held.values()].flatMap((h) => h.fresh);
+    for (const h of this.held.values()) clearTimeout(h.timer);
+    this.held.clear();
+    await Promise.allSettled([...this.served.values(), ...held].map((s) => s.server.close()));
   }
 
   private wants(model: string): boolean {
     return this.options.models.length === 0 || this.options.models.includes(model);
   }
 
-  /**
-   * Loads what changed of `entry`'s versions, and swaps it in only if all of it loaded: a
-   * reload one of whose versions fails leaves every version on its previous files, as the
-   * API, which then keeps its view and its cache's generation, says. Swapping the versions
-   * that loaded would serve new weights under the old generation, beside cached answers of
-   * the old ones.
-   */
+  /** Loads and swaps in what changed of `entry` (the start's load). */
   private async load(entry: ModelEntry): Promise<ReloadOutcome> {
+    const { outcome, fresh } = await this.loadChanged(entry);
+    if (outcome.failed.length === 0) this.swap(entry, fresh);
+    return outcome;
+  }
+
+  /**
+   * Loads what changed of `entry`'s versions, all or nothing: when one version fails, the
+   * others that loaded are closed and none is returned. Swapping those would serve new
+   * weights under the old generation, beside cached answers of the old ones, while the API
+   * refuses the reload and keeps its view.
+   */
+  private async loadChanged(
+    entry: ModelEntry,
+  ): Promise<{ outcome: ReloadOutcome; fresh: Fresh[] }> {
     const model = entry.config.name;
     const outcome: ReloadOutcome = { model, loaded: [], unchanged: [], failed: [] };
-    const fresh: Array<{ version: string; queue: string } & Served> = [];
+    const fresh: Fresh[] = [];
     for (const version of entry.versions) {
       const queue = queueName(model, version);
       const path = join(entry.dir, version, "model.onnx");
@@ -115,6 +176,7 @@ export class ModelHost {
       }
       try {
         fresh.push({ version, queue, fingerprint, server: await this.open(entry, version, path) });
+        outcome.loaded.push(version);
       } catch (err) {
         const error = err instanceof Error ? err.message : String(err);
         outcome.failed.push({ version, error });
@@ -124,20 +186,23 @@ export class ModelHost {
         );
       }
     }
-    if (outcome.failed.length > 0) {
-      await Promise.allSettled(fresh.map((f) => f.server.close()));
-      return outcome;
-    }
+    if (outcome.failed.length === 0) return { outcome, fresh };
+    await Promise.allSettled(fresh.map((f) => f.server.close()));
+    return { outcome: { ...outcome, loaded: [] }, fresh: [] };
+  }
+
+  private swap(entry: ModelEntry, fresh: Fresh[]): void {
     for (const { version, queue, fingerprint, server } of fresh) {
       const current = this.served.get(queue);
       this.served.set(queue, { server, fingerprint });
       if (current)
         void current.server.close(); // finishes what it holds first
       else this.consume(queue, entry.config);
-      outcome.loaded.push(version);
-      this.log.info({ model, version, swapped: current !== undefined }, "serving");
+      this.log.info(
+        { model: entry.config.name, version, swapped: current !== undefined },
+        "serving",
+      );
     }
-    return outcome;
   }
 
   private open(

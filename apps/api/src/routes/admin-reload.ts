@@ -10,6 +10,7 @@ const outcomeSchema = z
     loaded: z.array(z.string()),
     unchanged: z.array(z.string()),
     failed: z.array(z.object({ version: z.string(), error: z.string() })),
+    held: z.boolean().optional(),
   })
   .openapi("ReloadOutcome");
 

@@ -99,7 +99,7 @@ export class ServingState {
   }
 
   private apply(message: ControlMessage): void {
-    if (message.type === "reload") return;
+    if (message.type !== "traffic" && message.type !== "generation") return;
     this.traffic.delete(message.model);
     this.generations.delete(message.model);
     for (const listener of this.listeners) listener(message);

@@ -5,7 +5,9 @@ import {
   cancelMessageSchema,
   parseControlMessage,
   type ReloadOutcome,
+  type ReloadSwapped,
   reloadOutcomeSchema,
+  reloadSwappedSchema,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import type { ChainableCommander } from "ioredis";
@@ -47,41 +49,65 @@ export class ControlChannel {
   }
 
   /**
-   * Asks every worker to reload `model` and collects their answers, until `expected` have
-   * answered or `timeoutMs` passes.
+   * Asks every worker to load what changed of `model` and collects their answers, until
+   * `expected` have answered or `timeoutMs` passes. What they loaded is held until `decide`
+   * tells them to swap it in (`commit`) or drop it; a commit resolves once every worker that
+   * held something has swapped it in (or `timeoutMs` passed), so that what follows it (the
+   * generation moved, the answer to the operator) comes after every new file serves.
    */
   async requestReload(
     model: string,
     expected: number,
     timeoutMs = 60_000,
-  ): Promise<ReloadOutcome[]> {
+  ): Promise<{ answers: ReloadOutcome[]; decide: (commit: boolean) => Promise<void> }> {
     const reply = `${this.keys.prefix}:reload-acks:${randomUUID()}`;
     const answers: ReloadOutcome[] = [];
-    let done: () => void = () => {};
-    const finished = new Promise<void>((resolve) => {
-      done = resolve;
-    });
+    const swapped = new Set<string>();
+    let wake = () => {};
     const unlisten = await this.mux.listen(reply, (raw) => {
-      const answer = reloadOutcomeSchema.safeParse(parseJson(raw));
+      const message = parseJson(raw);
+      const answer = reloadOutcomeSchema.safeParse(message);
       if (answer.success) answers.push(answer.data);
-      if (answers.length >= expected) done();
+      const swap = reloadSwappedSchema.safeParse(message);
+      if (swap.success) swapped.add(swap.data.worker);
+      wake();
     });
-    let timer: NodeJS.Timeout | undefined;
+    const until = async (holds: () => boolean): Promise<void> => {
+      const end = performance.now() + timeoutMs;
+      for (let left = timeoutMs; !holds() && left > 0; left = end - performance.now()) {
+        let timer: NodeJS.Timeout | undefined;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          timer = setTimeout(resolve, left);
+        });
+        clearTimeout(timer);
+      }
+    };
+    const publish = (message: ControlMessage) =>
+      this.redis.publish(this.keys.configChannel, JSON.stringify(message));
     try {
-      const message: ControlMessage = { v: WIRE_VERSION, type: "reload", model, reply };
-      await this.redis.publish(this.keys.configChannel, JSON.stringify(message));
-      if (expected > 0)
-        await Promise.race([
-          finished,
-          new Promise((resolve) => {
-            timer = setTimeout(resolve, timeoutMs);
-          }),
-        ]);
-      return answers;
-    } finally {
-      clearTimeout(timer);
+      await publish({ v: WIRE_VERSION, type: "reload", model, reply, prepare: true });
+      await until(() => answers.length >= expected);
+    } catch (err) {
       unlisten();
+      throw err;
     }
+    const holding = answers.filter((a) => a.held).map((a) => a.worker);
+    const decide = async (commit: boolean) => {
+      try {
+        await publish({ v: WIRE_VERSION, type: "reload-decision", model, reply, commit });
+        if (commit) await until(() => holding.every((worker) => swapped.has(worker)));
+      } finally {
+        unlisten();
+      }
+    };
+    return { answers: [...answers], decide };
+  }
+
+  /** A worker's answer to a committed reload it held, once swapped in. */
+  async answerSwapped(reply: string, worker: string): Promise<void> {
+    const message: ReloadSwapped = { worker, swapped: true };
+    await this.redis.publish(reply, JSON.stringify(message));
   }
 
   /** A worker's answer to a reload request. */

@@ -44,5 +44,15 @@ export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promis
 
 export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
-/** Reloads a model from the repository; the outcome is this worker's answer to the request. */
-export type ReloadHandler = (model: string) => Promise<Omit<ReloadOutcome, "worker">>;
+/** A worker's side of a reload; an outcome is this worker's answer to the request. */
+export interface ReloadHandler {
+  /** Loads what changed of `model` from the repository and swaps it in at once. */
+  reload(model: string): Promise<Omit<ReloadOutcome, "worker">>;
+  /** Loads what changed of `model` and holds it under `id` until `decide`. */
+  prepare(model: string, id: string): Promise<Omit<ReloadOutcome, "worker">>;
+  /**
+   * Swaps in (`commit`) or drops what `prepare` holds under `id`; false if it held nothing
+   * (the decision came after the hold expired, or to another worker's reload).
+   */
+  decide(id: string, commit: boolean): Promise<boolean>;
+}

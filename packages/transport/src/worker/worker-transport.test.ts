@@ -275,9 +275,13 @@ describe("a reload this worker did not hear", () => {
     transport.consume("m.v1", lock, unused);
     transport.consume("n.v1", lock, unused);
     const reloads: string[] = [];
-    transport.onReload(async (model) => {
-      reloads.push(model);
-      return { model, loaded: [], unchanged: ["1"], failed: [] };
+    transport.onReload({
+      reload: async (model) => {
+        reloads.push(model);
+        return { model, loaded: [], unchanged: ["1"], failed: [] };
+      },
+      prepare: async (model) => ({ model, loaded: [], unchanged: ["1"], failed: [] }),
+      decide: async () => false,
     });
     try {
       const other = new ControlChannel(admin, new ChannelMux(admin), keys);

@@ -201,11 +201,12 @@ export class WorkerTransport {
 
   /**
    * Serves reload requests (POST /admin/models/{name}/reload reaches every worker): `handler`
-   * reloads the model, and its outcome is the answer this worker sends back. A reload this
-   * worker did not hear (its subscription down when it was asked) is made up: the model's
-   * generation, bumped once the reload was accepted, is broadcast and kept in Redis, and a
-   * worker that hears the broadcast, or finds the generation moved once it is subscribed
-   * again, runs `handler` too (a reload of what it already loaded loads nothing).
+   * loads what changed of the model and holds it (`prepare`; its outcome is the answer this
+   * worker sends back) until the API's decision swaps it in or drops it. A reload this
+   * worker did not hear (its subscription down when it was asked or told) is made up: the
+   * model's generation, bumped once the reload was accepted, is broadcast and kept in Redis,
+   * and a worker that hears the broadcast, or finds the generation moved once it is
+   * subscribed again, reloads at once (a reload of what it already loaded loads nothing).
    */
   onReload(handler: ReloadHandler): void {
     const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
@@ -217,7 +218,7 @@ export class WorkerTransport {
       Number((await this.redis.get(this.keys.generation(model))) ?? 0);
     const catchUp = async (model: string) => {
       seen.set(model, await generationOf(model));
-      await handler(model);
+      await handler.reload(model);
     };
     const served = () => new Set([...this.workers.keys()].map((q) => parseQueueName(q).model));
     void Promise.all(
@@ -232,8 +233,19 @@ export class WorkerTransport {
     void this.control
       .listen((message) => {
         if (message.type === "generation") void catchUp(message.model).catch(() => undefined);
+        if (message.type === "reload-decision")
+          void handler
+            .decide(message.reply, message.commit)
+            .then((held) => {
+              if (held && message.commit)
+                return this.control.answerSwapped(message.reply, this.workerId);
+            })
+            .catch(() => undefined);
         if (message.type !== "reload") return;
-        handler(message.model).then(
+        const loading = message.prepare
+          ? handler.prepare(message.model, message.reply)
+          : handler.reload(message.model);
+        loading.then(
           (outcome) => answer(message.reply, outcome),
           (err: unknown) =>
             answer(message.reply, {

@@ -1,0 +1,52 @@
+import { copyFileSync, cpSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+// Two workers, each reading a repository of its own (as two nodes whose volumes differ): the
+// first finds new weights it loads, the second a file it cannot load.
+const loads = tempRepository({ digits: {} });
+const refuses = mkdtempSync(join(tmpdir(), "ferry-models-"));
+cpSync(loads, refuses, { recursive: true });
+const stack = new Stack({
+  env: { MODEL_REPOSITORY: loads, WORKER_MODELS: "digits" },
+  apiEnv: { ADMIN_TOKEN: "t" },
+});
+beforeAll(async () => {
+  await stack.start();
+  await stack.startWorker({ MODEL_REPOSITORY: refuses });
+});
+afterAll(() => stack.stop());
+
+const rows = samples.digits.inputs.slice(0, 4);
+const infer = async () => {
+  const res = await stack.post("/v2/models/digits/versions/1/infer", {
+    inputs: [{ name: "input", shape: [rows.length, 64], datatype: "FP32", data: rows.flat() }],
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { outputs: Array<{ data: number[] }> }).outputs[0]?.data;
+};
+
+describe("a reload one worker refuses", () => {
+  it("is swapped in by none: the worker that loaded it keeps serving the previous files", async () => {
+    const before = await infer();
+    copyFileSync(join(loads, "digits/2/model.onnx"), join(loads, "digits/1/model.onnx"));
+    writeFileSync(join(refuses, "digits/1/model.onnx"), "not an onnx file");
+    const res = await fetch(stack.url("/admin/models/digits/reload"), {
+      method: "POST",
+      headers: { Authorization: "Bearer t" },
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /version 1: .*(Protobuf|parse|load)/i,
+    );
+    // only the worker that loaded the new weights is left to answer
+    const [, refusing] = stack.workers;
+    refusing?.child.kill("SIGKILL");
+    await refusing?.exited;
+    for (let i = 0; i < 5; i++) expect(await infer()).toEqual(before);
+  });
+});
