@@ -51,9 +51,10 @@ export class ControlChannel {
   /**
    * Asks every worker to load what changed of `model` and collects their answers, until
    * `expected` have answered or `timeoutMs` passes. What they loaded is held until `decide`
-   * tells them to swap it in (`commit`) or drop it; a commit resolves once every worker that
-   * held something has swapped it in (or `timeoutMs` passed), so that what follows it (the
-   * generation moved, the answer to the operator) comes after every new file serves.
+   * tells them to swap it in (`commit`) or drop it; a commit resolves once every worker
+   * expected has answered and every one that held something has swapped it in (or `timeoutMs`
+   * passed again), so that what follows it (the generation moved, the answer to the operator)
+   * comes after every new file serves.
    */
   async requestReload(
     model: string,
@@ -92,11 +93,15 @@ export class ControlChannel {
       unlisten();
       throw err;
     }
-    const holding = answers.filter((a) => a.held).map((a) => a.worker);
+    // A worker slower to load than `timeoutMs` still hears the decision after its load, and
+    // swaps then: a commit also waits for it (its answer, then its swap), or the generation
+    // would move while it still served the old files and their answers be cached as new.
+    const allSwapped = () =>
+      answers.length >= expected && answers.every((a) => !a.held || swapped.has(a.worker));
     const decide = async (commit: boolean) => {
       try {
         await publish({ v: WIRE_VERSION, type: "reload-decision", model, reply, commit });
-        if (commit) await until(() => holding.every((worker) => swapped.has(worker)));
+        if (commit) await until(allSwapped);
       } finally {
         unlisten();
       }
