@@ -6,7 +6,6 @@ import {
   type InferJob,
   type InferReply,
   parseQueueName,
-  type ReloadOutcome,
   type RowResult,
   WIRE_VERSION,
   type WireError,
@@ -30,6 +29,7 @@ import type {
   RowContext,
   RowHandler,
 } from "./handlers.js";
+import { followReloads } from "./reload-follower.js";
 import { SyncLaneConsumer } from "./sync-lane-consumer.js";
 
 export interface WorkerTransportOptions {
@@ -200,63 +200,13 @@ export class WorkerTransport {
   }
 
   /**
-   * Serves reload requests (POST /admin/models/{name}/reload reaches every worker): `handler`
-   * loads what changed of the model and holds it (`prepare`; its outcome is the answer this
-   * worker sends back) until the API's decision swaps it in or drops it. A reload this
-   * worker did not hear (its subscription down when it was asked or told) is made up: the
-   * model's generation, bumped once the reload was accepted, is broadcast and kept in Redis,
-   * and a worker that hears the broadcast, or finds the generation moved once it is
-   * subscribed again, reloads at once (a reload of what it already loaded loads nothing).
+   * Serves reload requests (POST /admin/models/{name}/reload reaches every worker) with
+   * `handler`, and makes up the ones this worker did not hear (see `followReloads`).
    */
   onReload(handler: ReloadHandler): void {
-    const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
-      void this.control
-        .answerReload(reply, { ...outcome, worker: this.workerId })
-        .catch(() => undefined);
-    const seen = new Map<string, number>();
-    const generationOf = async (model: string) =>
-      Number((await this.redis.get(this.keys.generation(model))) ?? 0);
-    const catchUp = async (model: string) => {
-      seen.set(model, await generationOf(model));
-      await handler.reload(model);
-    };
-    const served = () => new Set([...this.workers.keys()].map((q) => parseQueueName(q).model));
-    void Promise.all(
-      [...served()].map(async (model) => seen.set(model, await generationOf(model))),
-    ).catch(() => undefined);
-    this.control.onResubscribed(() => {
-      for (const model of served())
-        void generationOf(model)
-          .then((now) => (now === seen.get(model) ? undefined : catchUp(model)))
-          .catch(() => undefined);
-    });
-    void this.control
-      .listen((message) => {
-        if (message.type === "generation") void catchUp(message.model).catch(() => undefined);
-        if (message.type === "reload-decision")
-          void handler
-            .decide(message.reply, message.commit)
-            .then((held) => {
-              if (held && message.commit)
-                return this.control.answerSwapped(message.reply, this.workerId);
-            })
-            .catch(() => undefined);
-        if (message.type !== "reload") return;
-        const loading = message.prepare
-          ? handler.prepare(message.model, message.reply)
-          : handler.reload(message.model);
-        loading.then(
-          (outcome) => answer(message.reply, outcome),
-          (err: unknown) =>
-            answer(message.reply, {
-              model: message.model,
-              loaded: [],
-              unchanged: [],
-              failed: [{ version: "*", error: String(err) }],
-            }),
-        );
-      })
-      .catch(() => undefined);
+    followReloads(this.control, this.redis, this.keys, this.workerId, handler, () =>
+      [...this.workers.keys()].map((queue) => parseQueueName(queue).model),
+    );
   }
 
   /** Re-advertises the served queues at once (after a reload added some). */
