@@ -35,7 +35,7 @@ describe("ChannelMux.onResubscribed", () => {
     const told: number[] = [];
     mux.onResubscribed(() => told.push(performance.now()));
     subscriber.emit("ready"); // a reconnection: the first this listener sees
-    await sleep(300);
+    await sleep(1_000);
     expect(told).toHaveLength(1);
   });
 });
