@@ -82,25 +82,27 @@ export class Stack {
   }
 
   async startApi(extra: Record<string, string> = {}): Promise<Proc> {
-    const port = await freePort();
-    this.baseUrl = `http://127.0.0.1:${port}`;
-    const env = this.env({ PORT: String(port), ...this.options.apiEnv, ...extra });
-    this.api = launch("apps/api/src/main.ts", env, this.options.apiNodeArgs);
-    await waitFor(
-      async () => (await fetch(`${this.baseUrl}/v2/health/ready`)).status === 200,
-      30_000,
-      this.api,
-    );
-    return this.api;
+    const { proc, url } = await this.launchApi(extra);
+    this.baseUrl = url;
+    this.api = proc;
+    return proc;
   }
 
   /** Another API replica on this stack's Redis and prefix, as a second pod behind a Service. */
   async startApiReplica(): Promise<{ proc: Proc; url: string }> {
+    const replica = await this.launchApi();
+    this.replicas.push(replica.proc);
+    return replica;
+  }
+
+  /** An API process on a free port, once its readiness probe answers. */
+  private async launchApi(
+    extra: Record<string, string> = {},
+  ): Promise<{ proc: Proc; url: string }> {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const env = this.env({ PORT: String(port), ...this.options.apiEnv });
+    const env = this.env({ PORT: String(port), ...this.options.apiEnv, ...extra });
     const proc = launch("apps/api/src/main.ts", env, this.options.apiNodeArgs);
-    this.replicas.push(proc);
     await waitFor(async () => (await fetch(`${url}/v2/health/ready`)).status === 200, 30_000, proc);
     return { proc, url };
   }

@@ -48,7 +48,8 @@ export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
  */
 export class ModelHost {
   private readonly served = new Map<string, Served>();
-  private repository: ModelRepository | undefined;
+  /** Opened by `start`; reloads are listened for only after it. */
+  private repository!: ModelRepository;
   private reloading: Promise<unknown> = Promise.resolve();
   /** What `prepare` loaded, by reload id, until its decision. */
   private readonly held = new Map<
@@ -117,9 +118,8 @@ export class ModelHost {
 
   private async loadModel(model: string, holdAs: string | undefined): Promise<ReloadOutcome> {
     if (!this.wants(model)) return { model, loaded: [], unchanged: [], failed: [] };
-    const repository = this.repository ?? (await ModelRepository.open(this.options.repositoryRoot));
-    const entry = await repository.rereadModel(model);
-    repository.adoptModel(entry);
+    const entry = await this.repository.rereadModel(model);
+    this.repository.adoptModel(entry);
     const { outcome, fresh } = await this.loadChanged(entry);
     if (outcome.failed.length > 0) return outcome;
     if (holdAs === undefined) {

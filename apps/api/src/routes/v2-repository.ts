@@ -1,5 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { v2ErrorSchema } from "../schemas.js";
 import type { AppEnv } from "../services.js";
 import { json, v2Errors } from "./responses.js";
 
@@ -10,8 +11,8 @@ import { json, v2Errors } from "./responses.js";
 const params = z.object({ name: z.string() });
 const adminErrors = {
   400: v2Errors[400],
-  401: json(z.object({ error: z.string() }), "Missing or wrong admin token"),
-  403: json(z.object({ error: z.string() }), "ADMIN_TOKEN is not set"),
+  401: json(v2ErrorSchema, "Missing or wrong admin token"),
+  403: json(v2ErrorSchema, "ADMIN_TOKEN is not set"),
   404: v2Errors[404],
 };
 
