@@ -49,4 +49,24 @@ describe("a reload one worker refuses", () => {
     await refusing?.exited;
     for (let i = 0; i < 5; i++) expect(await infer()).toEqual(before);
   });
+
+  it("is not held by a worker that died, still listed: it commits once that worker's heartbeat expires", async () => {
+    const before = await infer();
+    // a third worker, killed once up: listed live for up to its heartbeat's TTL (6 s), never
+    // to answer; the reload waited the whole 60 s for its answer, then 60 s for its swap
+    const copy = mkdtempSync(join(tmpdir(), "ferry-models-"));
+    cpSync(loads, copy, { recursive: true });
+    const dying = await stack.startWorker({ MODEL_REPOSITORY: copy });
+    dying.child.kill("SIGKILL");
+    await dying.exited;
+    const started = performance.now();
+    const res = await fetch(stack.url("/admin/models/digits/reload"), {
+      method: "POST",
+      headers: { Authorization: "Bearer t" },
+    });
+    expect(res.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(30_000);
+    // the worker left serves the weights it refused to swap in alone before
+    expect(await infer()).not.toEqual(before);
+  }, 60_000);
 });

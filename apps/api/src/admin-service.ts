@@ -165,8 +165,8 @@ export class AdminService {
         `Repository refused: ${err instanceof Error ? err.message : String(err)}`,
       );
     }
-    const expected = (await this.client.workers.live()).length;
-    const { answers: workers, decide } = await this.client.control.requestReload(name, expected);
+    const live = async () => (await this.client.workers.live()).map((w) => w.id);
+    const { answers: workers, decide } = await this.client.control.requestReload(name, live);
     const failures = workers.flatMap((w) =>
       w.failed.map((f) => `${w.worker}: version ${f.version}: ${f.error}`),
     );

@@ -35,7 +35,7 @@ describe("a committed reload", () => {
     // two workers: "fast" loads at once; "slow" answers 1.2 s later, past the API's 1 s wait
     // for answers, and swaps once its load is done and the decision has come (margins of
     // hundreds of ms: test files run side by side on two cores)
-    await workers.listen((message) => {
+    const unlisten = await workers.listen((message) => {
       if (message.type === "reload") {
         const outcome = { model: "m", loaded: ["1"], unchanged: [], failed: [], held: true };
         void workers.answerReload(message.reply, { ...outcome, worker: "fast" });
@@ -52,12 +52,15 @@ describe("a committed reload", () => {
         }, 400);
       }
     });
-    const { answers, decide } = await api.requestReload("m", 2, 1_000);
+    const { answers, decide } = await api.requestReload("m", async () => ["fast", "slow"], {
+      timeoutMs: 1_000,
+    });
     expect(answers.map((a) => a.worker)).toEqual(["fast"]);
     await decide(true);
     const decided = performance.now();
     expect(swappedAt.slow).toBeDefined();
     expect(decided).toBeGreaterThanOrEqual(swappedAt.slow ?? Number.POSITIVE_INFINITY);
+    unlisten();
   });
 
   it("a dropped one resolves at once", async () => {
@@ -67,12 +70,45 @@ describe("a committed reload", () => {
       const message = parseControlMessage(raw);
       if (message?.type === "reload-decision") heard.push(String(message.commit));
     });
-    const { decide } = await api.requestReload("m", 0, 10_000);
+    const { decide } = await api.requestReload("m", async () => [], { timeoutMs: 10_000 });
     const t0 = performance.now();
     await decide(false);
     expect(performance.now() - t0).toBeLessThan(2_000); // not the 10 s wait
     await sleep(100);
     expect(heard).toContain("false");
+    unlisten();
+  });
+
+  it("stops waiting for a worker once its heartbeat expired: a dead one does not hold the reload for the whole wait, twice", async () => {
+    const api = new ControlChannel(apiRedis, new ChannelMux(apiSubscriber), keys);
+    const workers = new ControlChannel(workerRedis, new ChannelMux(workerSubscriber), keys);
+    // "dead" is still listed when the reload starts (its heartbeat not yet expired) and never
+    // answers; it drops out of the list 300 ms in. "held" answers, holds, and dies before the
+    // decision: its swap never comes.
+    const unlisten = await workers.listen((message) => {
+      if (message.type === "reload") {
+        const outcome = { model: "m", loaded: ["1"], unchanged: [], failed: [] };
+        void workers.answerReload(message.reply, { ...outcome, worker: "alive", held: true });
+        void workers.answerReload(message.reply, { ...outcome, worker: "held", held: true });
+      }
+      if (message.type === "reload-decision" && message.commit)
+        void workers.answerSwapped(message.reply, "alive");
+    });
+    const started = performance.now();
+    let listed = ["alive", "dead", "held"];
+    setTimeout(() => {
+      listed = ["alive", "held"];
+    }, 300);
+    const { answers, decide } = await api.requestReload("m", async () => listed, {
+      timeoutMs: 10_000,
+      recheckMs: 100,
+    });
+    expect(answers.map((a) => a.worker).sort()).toEqual(["alive", "held"]);
+    expect(performance.now() - started).toBeLessThan(3_000); // not the 10 s wait
+    listed = ["alive"];
+    const deciding = performance.now();
+    await decide(true);
+    expect(performance.now() - deciding).toBeLessThan(3_000);
     unlisten();
   });
 });

@@ -14,6 +14,7 @@ import type { ChainableCommander } from "ioredis";
 import type { ChannelMux } from "./channel-mux.js";
 import type { RedisClient } from "./connection.js";
 import type { Keys } from "./keys.js";
+import { HEARTBEAT_INTERVAL_MS } from "./worker-registry.js";
 
 /**
  * The control channel, for both sides: config broadcasts (traffic, generation), the reload
@@ -49,18 +50,25 @@ export class ControlChannel {
   }
 
   /**
-   * Asks every worker to load what changed of `model` and collects their answers, until
-   * `expected` have answered or `timeoutMs` passes. What they loaded is held until `decide`
-   * tells them to swap it in (`commit`) or drop it; a commit resolves once every worker
-   * expected has answered and every one that held something has swapped it in (or `timeoutMs`
-   * passed again), so that what follows it (the generation moved, the answer to the operator)
-   * comes after every new file serves.
+   * Asks every worker to load what changed of `model` and collects their answers, until every
+   * live worker has answered or `timeoutMs` passes. What they loaded is held until `decide`
+   * tells them to swap it in (`commit`) or drop it; a commit resolves once every live worker
+   * has answered and every one that held something has swapped it in (or `timeoutMs` passed
+   * again), so that what follows it (the generation moved, the answer to the operator) comes
+   * after every new file serves. `live` names the workers alive now (their heartbeats); it is
+   * asked again every `recheckMs` while answers are awaited, so that a worker that died (or
+   * was gone though still listed) stops being waited for once its heartbeat expires, rather
+   * than holding the reload for the whole of `timeoutMs`, twice.
    */
   async requestReload(
     model: string,
-    expected: number,
-    timeoutMs = 60_000,
+    live: () => Promise<string[]>,
+    {
+      timeoutMs = 60_000,
+      recheckMs = HEARTBEAT_INTERVAL_MS,
+    }: { timeoutMs?: number; recheckMs?: number } = {},
   ): Promise<{ answers: ReloadOutcome[]; decide: (commit: boolean) => Promise<void> }> {
+    const expected = new Set(await live());
     const reply = `${this.keys.prefix}:reload-acks:${randomUUID()}`;
     const answers: ReloadOutcome[] = [];
     const swapped = new Set<string>();
@@ -73,31 +81,51 @@ export class ControlChannel {
       if (swap.success) swapped.add(swap.data.worker);
       wake();
     });
+    // workers whose heartbeat expired while they were waited for (one that started after the
+    // request and answered it is waited for too)
+    const gone = new Set<string>();
+    const recheck = async () => {
+      let now: Set<string>;
+      try {
+        now = new Set(await live());
+      } catch {
+        return; // unknown: keep waiting for every worker
+      }
+      for (const id of [...expected, ...answers.map((a) => a.worker)])
+        if (!now.has(id)) gone.add(id);
+    };
     const until = async (holds: () => boolean): Promise<void> => {
       const end = performance.now() + timeoutMs;
       for (let left = timeoutMs; !holds() && left > 0; left = end - performance.now()) {
         let timer: NodeJS.Timeout | undefined;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          timer = setTimeout(resolve, left);
+        const woken = await new Promise<boolean>((resolve) => {
+          wake = () => resolve(true);
+          timer = setTimeout(() => resolve(false), Math.min(left, recheckMs));
         });
         clearTimeout(timer);
+        if (!woken) await recheck();
       }
+    };
+    const answered = () => {
+      const from = new Set(answers.map((a) => a.worker));
+      for (const id of expected) if (!from.has(id) && !gone.has(id)) return false;
+      return true;
     };
     const publish = (message: ControlMessage) =>
       this.redis.publish(this.keys.configChannel, JSON.stringify(message));
     try {
       await publish({ v: WIRE_VERSION, type: "reload", model, reply, prepare: true });
-      await until(() => answers.length >= expected);
+      await until(answered);
     } catch (err) {
       unlisten();
       throw err;
     }
     // A worker slower to load than `timeoutMs` still hears the decision after its load, and
     // swaps then: a commit also waits for it (its answer, then its swap), or the generation
-    // would move while it still served the old files and their answers be cached as new.
+    // would move while it still served the old files and their answers be cached as new. A
+    // worker that died holding is not waited for: it serves nothing.
     const allSwapped = () =>
-      answers.length >= expected && answers.every((a) => !a.held || swapped.has(a.worker));
+      answered() && answers.every((a) => !a.held || swapped.has(a.worker) || gone.has(a.worker));
     const decide = async (commit: boolean) => {
       try {
         await publish({ v: WIRE_VERSION, type: "reload-decision", model, reply, commit });
