@@ -171,6 +171,8 @@ describe("classifier path, end to end", () => {
       "/v2/models/stats",
       "/v2/models/{name}/generate",
       "/v2/models/{name}/generate_stream",
+      "/v2/models/{name}/versions/{version}/generate",
+      "/v2/models/{name}/versions/{version}/generate_stream",
       "/v2/repository/index",
       "/v2/repository/models/{name}/load",
       "/v2/repository/models/{name}/unload",

@@ -208,7 +208,7 @@ export class CompletionService {
     opts: CallOptions,
     extraMeta?: Record<string, unknown>,
   ) {
-    const { entry, version } = this.repository.resolve(body.model);
+    const { entry, version } = this.repository.resolve(body.model, opts.version);
     if (entry.config.kind !== "generator") {
       throw new FerryError(
         "INVALID_INPUT",

@@ -49,6 +49,11 @@ export interface CallOptions {
    * response, read back and continued), not only for resuming its stream.
    */
   kept?: boolean | undefined;
+  /**
+   * The version a completion runs on, where its route names one (an async job's `version`,
+   * Triton's `/versions/{v}/generate`); unnamed, the model's default.
+   */
+  version?: string | undefined;
 }
 
 export interface Prediction {

@@ -58,6 +58,7 @@ export class JobService {
         ...opts,
         priority: opts.priority ?? inner.priority,
         timeoutMs: opts.timeoutMs ?? inner.timeout_ms,
+        version: body.version,
       });
     }
     const { plan, format } = this.plan(body);

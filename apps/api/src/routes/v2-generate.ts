@@ -24,102 +24,142 @@ const responseSchema = z
   })
   .openapi("GenerateResponse");
 
-const request = {
-  params: z.object({ name: z.string() }),
-  body: { content: { "application/json": { schema: generateRequestSchema } }, required: true },
+const body = {
+  content: { "application/json": { schema: generateRequestSchema } },
+  required: true,
+};
+const errors = {
+  400: v2Errors[400],
+  404: v2Errors[404],
+  429: v2Errors[429],
+  503: v2Errors[503],
+  504: v2Errors[504],
+};
+const byModel = { params: z.object({ name: z.string() }), body };
+const byVersion = { params: z.object({ name: z.string(), version: z.string() }), body };
+
+const GENERATE =
+  "Triton's generate extension on a text model: `text_input` in, `text_output` out (after its input unless `exclude_input_in_output`); settings beside the text or in `parameters`: max_tokens, temperature, top_p, top_k, min_p, seed, min_tokens, the penalties, ignore_eos, stop / stop_words, bad_words";
+const STREAM =
+  "Triton's generate extension, streamed: the same request, each piece of text as it is made an SSE `data:` of the same response object (their text_output joined is /generate's); a failure after the first is `data: {\"error\": ...}`";
+const pieces = {
+  content: { "text/event-stream": { schema: z.string() } },
+  description: "The pieces",
 };
 
 const generateRoute = createRoute({
   method: "post",
   path: "/v2/models/{name}/generate",
-  summary:
-    "Triton's generate extension on a text model: `text_input` in, `text_output` out (after its input unless `exclude_input_in_output`); settings beside the text or in `parameters`: max_tokens, temperature, top_p, top_k, min_p, seed, min_tokens, the penalties, ignore_eos, stop / stop_words, bad_words",
-  request,
-  responses: {
-    200: json(responseSchema, "The generated text"),
-    400: v2Errors[400],
-    404: v2Errors[404],
-    429: v2Errors[429],
-    503: v2Errors[503],
-    504: v2Errors[504],
-  },
+  summary: GENERATE,
+  request: byModel,
+  responses: { 200: json(responseSchema, "The generated text"), ...errors },
 });
-
+const generateVersionRoute = createRoute({
+  method: "post",
+  path: "/v2/models/{name}/versions/{version}/generate",
+  summary: `${GENERATE}; on the version named (404 when the model has none by that name)`,
+  request: byVersion,
+  responses: { 200: json(responseSchema, "The generated text"), ...errors },
+});
 const generateStreamRoute = createRoute({
   method: "post",
   path: "/v2/models/{name}/generate_stream",
-  summary:
-    "Triton's generate extension, streamed: the same request, each piece of text as it is made an SSE `data:` of the same response object (their text_output joined is /generate's); a failure after the first is `data: {\"error\": ...}`",
-  request,
-  responses: {
-    200: { content: { "text/event-stream": { schema: z.string() } }, description: "The pieces" },
-    400: v2Errors[400],
-    404: v2Errors[404],
-    429: v2Errors[429],
-    503: v2Errors[503],
-    504: v2Errors[504],
-  },
+  summary: STREAM,
+  request: byModel,
+  responses: { 200: pieces, ...errors },
+});
+const generateStreamVersionRoute = createRoute({
+  method: "post",
+  path: "/v2/models/{name}/versions/{version}/generate_stream",
+  summary: `${STREAM}; on the version named`,
+  request: byVersion,
+  responses: { 200: pieces, ...errors },
 });
 
 /** The completion a request runs, the version that serves it, and what it is called with. */
-function prepared(c: Context<AppEnv>, name: string, body: GenerateRequest) {
+function prepared(
+  c: Context<AppEnv>,
+  name: string,
+  named: string | undefined,
+  body: GenerateRequest,
+) {
   const completion = completionOf(name, body);
-  const { version } = c.get("services").repository.resolve(name);
-  return { version, completion, opts: callOptions(c, completion), gone: clientGone(c) };
+  // an unknown model or version is a 404 before anything is queued
+  const { version } = c.get("services").repository.resolve(name, named);
+  const opts = { ...callOptions(c, completion), version };
+  return { version, completion, opts, gone: clientGone(c) };
 }
 
 export function registerV2Generate(app: OpenAPIHono<AppEnv>): void {
-  app.openapi(generateRoute, async (c) => {
-    const body = c.req.valid("json");
-    const { name } = c.req.valid("param");
-    const { version, completion, opts, gone } = prepared(c, name, body);
-    const answer = (await c
-      .get("services")
-      .completions.complete(completion, opts, gone)) as CompletionResponse;
-    return c.json(generateResponse(body, name, version, answer.choices[0]?.text ?? ""), 200);
-  });
+  app.openapi(generateRoute, (c) => generate(c, c.req.valid("json"), c.req.valid("param")));
+  app.openapi(generateVersionRoute, (c) => generate(c, c.req.valid("json"), c.req.valid("param")));
+  app.openapi(generateStreamRoute, (c) =>
+    generateStream(c, c.req.valid("json"), c.req.valid("param")),
+  );
+  app.openapi(generateStreamVersionRoute, (c) =>
+    generateStream(c, c.req.valid("json"), c.req.valid("param")),
+  );
+}
 
-  app.openapi(generateStreamRoute, async (c) => {
-    const body = c.req.valid("json");
-    const { name } = c.req.valid("param");
-    const { version, completion, opts, gone } = prepared(c, name, body);
-    const { streams, completions } = c.get("services");
-    const slot = streams.acquire(opts.tenant);
-    let opened: Awaited<ReturnType<typeof openStream>>;
+interface Named {
+  name: string;
+  version?: string;
+}
+
+async function generate(
+  c: Context<AppEnv>,
+  body: GenerateRequest,
+  { name, version: named }: Named,
+) {
+  const { version, completion, opts, gone } = prepared(c, name, named, body);
+  const answer = (await c
+    .get("services")
+    .completions.complete(completion, opts, gone)) as CompletionResponse;
+  return c.json(generateResponse(body, name, version, answer.choices[0]?.text ?? ""), 200);
+}
+
+async function generateStream(
+  c: Context<AppEnv>,
+  body: GenerateRequest,
+  { name, version: named }: Named,
+) {
+  const { version, completion, opts, gone } = prepared(c, name, named, body);
+  const { streams, completions } = c.get("services");
+  const slot = streams.acquire(opts.tenant);
+  let opened: Awaited<ReturnType<typeof openStream>>;
+  try {
+    opened = await openStream(c, { ...completion, stream: true }, opts, gone, slot);
+  } catch (err) {
+    slot.release();
+    throw err;
+  }
+  const { job, first, events, close } = opened;
+  return sse(c, async (stream) => {
+    const write = async (event: JobEvent) => {
+      const e = event.body;
+      if (e.type === "token" && e.text)
+        await stream.send({
+          data: JSON.stringify(generateResponse(body, name, version, e.text)),
+        });
+      else if (e.type === "result") completions.counted(job, e.result as CompletionResult);
+      else if (e.type === "error")
+        await stream.send({ data: JSON.stringify({ error: errorOf(event).message }) });
+    };
     try {
-      opened = await openStream(c, { ...completion, stream: true }, opts, gone, slot);
-    } catch (err) {
-      slot.release();
-      throw err;
-    }
-    const { job, first, events, close } = opened;
-    return sse(c, async (stream) => {
-      const write = async (event: JobEvent) => {
-        const e = event.body;
-        if (e.type === "token" && e.text)
-          await stream.send({
-            data: JSON.stringify(generateResponse(body, name, version, e.text)),
-          });
-        else if (e.type === "result") completions.counted(job, e.result as CompletionResult);
-        else if (e.type === "error")
-          await stream.send({ data: JSON.stringify({ error: errorOf(event).message }) });
-      };
       try {
-        try {
-          if (!first.done) await write(first.value);
-          for await (const event of events) await write(event);
-        } finally {
-          close();
-        }
-        if (slot.closing.aborted)
-          await stream.send({
-            data: JSON.stringify({
-              error: `This server is shutting down; the generation goes on: follow /v1/jobs/${job.id}/events`,
-            }),
-          });
+        if (!first.done) await write(first.value);
+        for await (const event of events) await write(event);
       } finally {
-        slot.release();
+        close();
       }
-    });
+      if (slot.closing.aborted)
+        await stream.send({
+          data: JSON.stringify({
+            error: `This server is shutting down; the generation goes on: follow /v1/jobs/${job.id}/events`,
+          }),
+        });
+    } finally {
+      slot.release();
+    }
   });
 }

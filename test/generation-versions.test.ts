@@ -1,0 +1,80 @@
+import { cpSync } from "node:fs";
+import { join } from "node:path";
+import { createParser } from "eventsource-parser";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { Stack, waitFor } from "./helpers/stack.js";
+import { statsAcross } from "./helpers/triton-stats.js";
+
+// tiny-lm with a second version (the same graph, a queue and statistics of its own), the
+// stable one still 1: what runs on version 2 shows in version 2's statistics, and only there
+const repo = tempRepository({ "tiny-lm": { versions: { "1": {}, "2": {} } } });
+cpSync(join(repo, "tiny-lm", "1"), join(repo, "tiny-lm", "2"), { recursive: true });
+const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const body = { text_input: "Once upon a time", parameters: { max_tokens: 4, temperature: 0 } };
+
+describe("a text model's version named by the route", () => {
+  it("Triton's /versions/{v}/generate runs on that version; the unversioned route on the stable one", async () => {
+    let named: Response | undefined;
+    const { after, before } = await statsAcross(stack, "tiny-lm", "2", 1, async () => {
+      named = await stack.post("/v2/models/tiny-lm/versions/2/generate", body);
+    });
+    expect(named?.status).toBe(200);
+    expect(await named?.json()).toMatchObject({ model_name: "tiny-lm", model_version: "2" });
+    expect(after.inference_count - before.inference_count).toBe(1);
+    const stable = await stack.post("/v2/models/tiny-lm/generate", body);
+    expect(await stable.json()).toMatchObject({ model_version: "1" });
+  });
+
+  it("Triton's /versions/{v}/generate_stream too: every piece names it", async () => {
+    let res: Response | undefined;
+    const { after, before } = await statsAcross(stack, "tiny-lm", "2", 1, async () => {
+      res = await stack.post("/v2/models/tiny-lm/versions/2/generate_stream", body);
+    });
+    expect(res?.status).toBe(200);
+    const pieces: Array<Record<string, unknown>> = [];
+    createParser({ onEvent: (e) => pieces.push(JSON.parse(e.data)) }).feed(
+      (await res?.text()) ?? "",
+    );
+    expect(pieces.length).toBeGreaterThan(0);
+    for (const piece of pieces) expect(piece).toMatchObject({ model_version: "2" });
+    expect(after.inference_count - before.inference_count).toBe(1);
+  });
+
+  it("an async completion job runs on the job's version (it ran on the stable one, silently)", async () => {
+    let id = "";
+    const { after, before } = await statsAcross(stack, "tiny-lm", "2", 1, async () => {
+      const res = await stack.post("/v1/jobs", {
+        model: "tiny-lm",
+        version: "2",
+        input: { prompt: "Once upon a time", max_tokens: 4 },
+      });
+      expect(res.status).toBe(202);
+      id = ((await res.json()) as { id: string }).id;
+      await waitFor(
+        async () =>
+          ((await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as { status: string })
+            .status === "succeeded",
+        30_000,
+      );
+    });
+    expect(after.inference_count - before.inference_count).toBe(1);
+  });
+
+  it("a version the model lacks is a 404 naming it, before anything is queued", async () => {
+    const generate = await stack.post("/v2/models/tiny-lm/versions/3/generate", body);
+    expect(generate.status).toBe(404);
+    expect(((await generate.json()) as { error: string }).error).toMatch(/no version '3'/);
+    const stream = await stack.post("/v2/models/tiny-lm/versions/3/generate_stream", body);
+    expect(stream.status).toBe(404);
+    const job = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      version: "3",
+      input: { prompt: "Once upon a time", max_tokens: 4 },
+    });
+    expect(job.status).toBe(404);
+  });
+});
