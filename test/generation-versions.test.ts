@@ -10,7 +10,10 @@ import { statsAcross } from "./helpers/triton-stats.js";
 // stable one still 1: what runs on version 2 shows in version 2's statistics, and only there
 const repo = tempRepository({ "tiny-lm": { versions: { "1": {}, "2": {} } } });
 cpSync(join(repo, "tiny-lm", "1"), join(repo, "tiny-lm", "2"), { recursive: true });
-const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" } });
+const stack = new Stack({
+  env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" },
+  apiEnv: { ADMIN_TOKEN: "t" },
+});
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
@@ -76,5 +79,28 @@ describe("a text model's version named by the route", () => {
       input: { prompt: "Once upon a time", max_tokens: 4 },
     });
     expect(job.status).toBe(404);
+  });
+
+  it("a canary split routes a text model's requests, as a classifier's; a rollback takes them all back (both were accepted and ignored)", async () => {
+    const admin = (path: string, method: string, split?: Record<string, number>) =>
+      fetch(stack.url(path), {
+        method,
+        headers: { Authorization: "Bearer t", "Content-Type": "application/json" },
+        ...(split ? { body: JSON.stringify(split) } : {}),
+      });
+    expect((await admin("/admin/models/tiny-lm/traffic", "PUT", { "1": 0, "2": 100 })).status).toBe(
+      200,
+    );
+    const completion = { model: "tiny-lm", prompt: "Once upon a time", max_tokens: 4 };
+    let generated: Response | undefined;
+    const { after, before } = await statsAcross(stack, "tiny-lm", "2", 2, async () => {
+      expect((await stack.post("/v1/completions", completion)).status).toBe(200);
+      generated = await stack.post("/v2/models/tiny-lm/generate", body);
+    });
+    expect(after.inference_count - before.inference_count).toBe(2);
+    expect(await generated?.json()).toMatchObject({ model_version: "2" });
+    expect((await admin("/admin/models/tiny-lm/rollback", "POST")).status).toBe(200);
+    const back = await stack.post("/v2/models/tiny-lm/generate", body);
+    expect(await back.json()).toMatchObject({ model_version: "1" });
   });
 });

@@ -26,6 +26,7 @@ import {
   MAX_CHOICES,
 } from "./schemas.js";
 import { type ToolCallAsk, toolChoice } from "./tool-calls.js";
+import type { TrafficRouter } from "./traffic-router.js";
 
 /**
  * A request as the completion it is queued as: a chat's messages rendered into its prompt,
@@ -67,6 +68,7 @@ export class CompletionService {
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly metrics: ApiMetrics,
+    private readonly router: TrafficRouter,
     /** How long a followed completion's job is kept once done, unless `kept` (SYNC_JOB_TTL_S). */
     private readonly resumableForS?: number,
   ) {}
@@ -198,6 +200,14 @@ export class CompletionService {
     return prompt;
   }
 
+  /**
+   * The version a completion runs on: the one its route names, else one drawn by the model's
+   * canary split (the stable one without a split), as a classifier's request is routed.
+   */
+  async versionFor(model: string, named: string | undefined): Promise<string> {
+    return named ?? (await this.router.pick(this.repository.get(model)));
+  }
+
   /** Stops a completion: its seat is freed at the next decode step. */
   cancel(id: string): void {
     void this.client.jobs.cancel(id).catch(() => undefined);
@@ -208,7 +218,10 @@ export class CompletionService {
     opts: CallOptions,
     extraMeta?: Record<string, unknown>,
   ) {
-    const { entry, version } = this.repository.resolve(body.model, opts.version);
+    const { entry, version } = this.repository.resolve(
+      body.model,
+      await this.versionFor(body.model, opts.version),
+    );
     if (entry.config.kind !== "generator") {
       throw new FerryError(
         "INVALID_INPUT",

@@ -58,13 +58,9 @@ metrics.watchQueues(async () => {
   }
   return depths;
 });
-const inference = new InferenceService(
-  repository,
-  client,
-  metrics,
-  new TrafficRouter(client.state),
-);
-const completions = new CompletionService(repository, client, metrics, env.SYNC_JOB_TTL_S);
+const router = new TrafficRouter(client.state);
+const inference = new InferenceService(repository, client, metrics, router);
+const completions = new CompletionService(repository, client, metrics, router, env.SYNC_JOB_TTL_S);
 const jobs = new JobService(client, inference, completions);
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);

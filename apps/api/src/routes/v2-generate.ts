@@ -76,16 +76,20 @@ const generateStreamVersionRoute = createRoute({
   responses: { 200: pieces, ...errors },
 });
 
-/** The completion a request runs, the version that serves it, and what it is called with. */
-function prepared(
+/**
+ * The completion a request runs, the version that serves it (named, or drawn by the canary
+ * split: the answer names the one that ran), and what it is called with.
+ */
+async function prepared(
   c: Context<AppEnv>,
   name: string,
   named: string | undefined,
   body: GenerateRequest,
 ) {
   const completion = completionOf(name, body);
+  const { repository, completions } = c.get("services");
   // an unknown model or version is a 404 before anything is queued
-  const { version } = c.get("services").repository.resolve(name, named);
+  const { version } = repository.resolve(name, await completions.versionFor(name, named));
   const opts = { ...callOptions(c, completion), version };
   return { version, completion, opts, gone: clientGone(c) };
 }
@@ -111,7 +115,7 @@ async function generate(
   body: GenerateRequest,
   { name, version: named }: Named,
 ) {
-  const { version, completion, opts, gone } = prepared(c, name, named, body);
+  const { version, completion, opts, gone } = await prepared(c, name, named, body);
   const answer = (await c
     .get("services")
     .completions.complete(completion, opts, gone)) as CompletionResponse;
@@ -123,7 +127,7 @@ async function generateStream(
   body: GenerateRequest,
   { name, version: named }: Named,
 ) {
-  const { version, completion, opts, gone } = prepared(c, name, named, body);
+  const { version, completion, opts, gone } = await prepared(c, name, named, body);
   const { streams, completions } = c.get("services");
   const slot = streams.acquire(opts.tenant);
   let opened: Awaited<ReturnType<typeof openStream>>;
