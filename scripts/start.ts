@@ -1,7 +1,9 @@
 // `npm start`: the whole local stack (API + one worker) in the foreground; `--only api|worker`
 // starts one process alone for scaling out. Ctrl-C drains every child before exiting. A child
-// that dies on its own is restarted, so one crash never takes the healthy process down with it.
+// that dies on its own is restarted, so one crash never takes the healthy process down with it;
+// one that exits for its configuration (EXIT_CONFIG, having said what to change) stops the stack.
 import { type ChildProcess, spawn } from "node:child_process";
+import { EXIT_CONFIG } from "@ferry/protocol";
 import { ensureRedis } from "./redis-local.js";
 
 /** A child that dies this many times within RESTART_WINDOW_MS is left down, and the stack stops. */
@@ -40,6 +42,13 @@ function launch(name: Name): void {
     running.delete(name);
     if (stopping) {
       if (code) exitCode = code;
+      if (running.size === 0) done();
+      return;
+    }
+    // it said what to change; started again, it would fail the same way
+    if (code === EXIT_CONFIG) {
+      exitCode = 1;
+      stopAll("SIGTERM");
       if (running.size === 0) done();
       return;
     }

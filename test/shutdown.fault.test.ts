@@ -1,4 +1,6 @@
 import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
+import { type AddressInfo, createServer } from "node:net";
 import { deletePrefix } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
@@ -283,5 +285,53 @@ describe("npm start", () => {
       // its own prefix, which the stack's stop does not cover
       await deletePrefix(REDIS_TARGET, prefix);
     }
+  }, 90_000);
+
+  it("a configuration that cannot work stops it with one line saying what to change, not a restart loop", async () => {
+    const run = (env: Record<string, string>) =>
+      new Promise<{ code: number | null; output: string }>((resolve) => {
+        const start = spawn(
+          process.execPath,
+          ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+          {
+            env: {
+              ...process.env,
+              REDIS_URL,
+              FERRY_PREFIX: `${stack.prefix}-config`,
+              WORKER_MODELS: "digits",
+              ...env,
+            },
+            stdio: ["ignore", "pipe", "pipe"],
+          },
+        );
+        const output: string[] = [];
+        start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+        start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+        start.once("exit", (code) => resolve({ code, output: output.join("") }));
+      });
+    // the API's port held by another server: before, a stack trace and a restart every second
+    const taken = createServer().listen(0, "127.0.0.1");
+    await once(taken, "listening");
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const busy = await run({ PORT: String(port), LOG_LEVEL: "warn" });
+      expect(busy.code).toBe(1);
+      expect(busy.output).toContain(
+        `ferry: 127.0.0.1:${port} is already in use: stop what listens there, or set PORT to a free port`,
+      );
+      expect(busy.output).not.toMatch(/restarting it|EADDRINUSE|at Server\./);
+    } finally {
+      taken.close();
+    }
+    const typo = await run({ PORT: String(await freePort()), WORKER_MODELS: "digitz" });
+    expect(typo.code).toBe(1);
+    expect(typo.output).toMatch(
+      /ferry: the worker cannot serve its models .*Model 'digitz' not found/,
+    );
+    expect(typo.output).not.toMatch(/restarting it|\n\s+at /);
+    const invalid = await run({ PORT: "eighty" });
+    expect(invalid.code).toBe(1);
+    expect(invalid.output).toMatch(/ferry: invalid environment: PORT: /);
+    expect(invalid.output).not.toMatch(/restarting it|\n\s+at /);
   }, 90_000);
 });

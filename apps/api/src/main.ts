@@ -1,5 +1,5 @@
 import { ModelRepository } from "@ferry/model-repository";
-import { queueName } from "@ferry/protocol";
+import { configured, exitForConfig, messageOf, queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin-service.js";
@@ -17,9 +17,14 @@ import { StreamSlots } from "./stream-slots.js";
 import { TokenizationService } from "./tokenization-service.js";
 import { TrafficRouter } from "./traffic-router.js";
 
-const env = loadEnv();
+// a configuration that cannot work ends the process with one line saying what to change
+const env = configured(loadEnv);
 const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
-const repository = await ModelRepository.open(env.MODEL_REPOSITORY);
+const repository = await ModelRepository.open(env.MODEL_REPOSITORY).catch((err: unknown) =>
+  exitForConfig(
+    `cannot read the model repository (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}): ${messageOf(err)}`,
+  ),
+);
 const client = new InferenceClient({
   redisUrl: env.REDIS_URL,
   clusterNodes: env.REDIS_CLUSTER_NODES,
@@ -97,6 +102,15 @@ server.headersTimeout = 66_000;
 // Node's default accept backlog (511) overflows when thousands of clients connect at once:
 // the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
 // process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
+server.once("error", (err: NodeJS.ErrnoException) => {
+  if (err.code === "EADDRINUSE")
+    exitForConfig(
+      `${env.HOST}:${env.PORT} is already in use: stop what listens there, or set PORT to a free port`,
+    );
+  if (err.code === "EACCES" || err.code === "EADDRNOTAVAIL")
+    exitForConfig(`cannot listen on ${env.HOST}:${env.PORT} (${err.code}): set HOST and PORT`);
+  throw err;
+});
 server.listen({ port: env.PORT, host: env.HOST, backlog: LISTEN_BACKLOG }, () => {
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : env.PORT;

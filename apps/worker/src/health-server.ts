@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import { exitForConfig } from "@ferry/protocol";
 import type { WorkerMetrics } from "./metrics.js";
 
 /** The worker's small HTTP port: /metrics for Prometheus, /health for Kubernetes probes. */
@@ -27,6 +28,13 @@ export function startHealthServer(
       return;
     }
     res.writeHead(404).end();
+  });
+  server.once("error", (err: NodeJS.ErrnoException) => {
+    if (err.code === "EADDRINUSE")
+      exitForConfig(
+        `WORKER_PORT ${port} is already in use: give each worker on this machine its own`,
+      );
+    throw err;
   });
   server.listen(port, "0.0.0.0");
   return server;

@@ -1,3 +1,4 @@
+import { configured, exitForConfig, messageOf } from "@ferry/protocol";
 import { WorkerTransport } from "@ferry/transport";
 import { pino } from "pino";
 import { loadEnv } from "./env.js";
@@ -5,7 +6,8 @@ import { startHealthServer } from "./health-server.js";
 import { WorkerMetrics } from "./metrics.js";
 import { ModelHost } from "./model-host.js";
 
-const env = loadEnv();
+// a configuration that cannot work ends the process with one line saying what to change
+const env = configured(loadEnv);
 const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } });
 const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
@@ -24,7 +26,15 @@ const host = new ModelHost(transport, metrics, log, {
   lockDurationMs: env.LOCK_DURATION_MS,
   stalledIntervalMs: env.STALLED_INTERVAL_MS,
 });
-await host.start();
+// models that do not load (a repository it cannot read, a name WORKER_MODELS gets wrong, a
+// broken file, an execution provider this machine lacks) would not load when restarted either
+await host
+  .start()
+  .catch((err: unknown) =>
+    exitForConfig(
+      `the worker cannot serve its models (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}, WORKER_MODELS=${env.WORKER_MODELS || "all"}): ${messageOf(err)}`,
+    ),
+  );
 
 // POST /admin/models/{name}/reload reaches every worker; each answers what it loaded.
 // once a reload is swapped in, its new queues are advertised at once

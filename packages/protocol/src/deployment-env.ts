@@ -40,3 +40,31 @@ export function parseEnv<S extends z.ZodType>(
   }
   return parsed.data;
 }
+
+/**
+ * The exit status of a process whose configuration cannot work (an invalid environment
+ * variable, a model repository it cannot read, a port already taken): sysexits' EX_CONFIG.
+ * `npm start` restarts a process that crashed, never one that exits so: started again, it
+ * would fail the same way.
+ */
+export const EXIT_CONFIG = 78;
+
+/** Ends the process with one line that says what to change, instead of a stack trace. */
+export function exitForConfig(message: string): never {
+  process.stderr.write(`ferry: ${message}\n`);
+  process.exit(EXIT_CONFIG);
+}
+
+/** `load()`'s result; its error (an invalid environment) ends the process as `exitForConfig`. */
+export function configured<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    return exitForConfig(messageOf(err));
+  }
+}
+
+/** An error's message, as one line says it. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
