@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseClusterNodes } from "@ferry/protocol";
-import { pingRedis } from "@ferry/transport";
+import { pingRedis, probeRedis } from "@ferry/transport";
 import { freePort } from "./free-port.js";
 
 export interface LocalRedis {
@@ -13,8 +13,9 @@ export interface LocalRedis {
 }
 
 /**
- * The contract's rule: use Redis at `url` when it answers; else start a private redis-server
- * on a free port in a temp dir and say so; else exit 1 with one actionable line.
+ * The contract's rule: use Redis at `url` when it answers; else, when nothing is there, start
+ * a private redis-server on a free port in a temp dir and say so; else (a server that refuses
+ * Ferry, or no redis-server to start) exit 1 with one actionable line.
  */
 export async function ensureRedis(url: string): Promise<LocalRedis> {
   // a Redis Cluster is the user's to run: it must answer, and is never replaced by a server
@@ -26,22 +27,38 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
     );
     process.exit(1);
   }
-  if (await pingRedis(url)) return { url, stop: () => {} };
+  const probe = await probeRedis(url);
+  if (probe.state === "up") return { url, stop: () => {} };
+  // a server is there: it is the user's, and a private one beside it would hide the mistake
+  if (probe.state === "refused") {
+    const reason = probe.reason.replace(/\.$/, "");
+    const fix = /NOAUTH|WRONGPASS|invalid password/i.test(reason)
+      ? "put its password in REDIS_URL (redis://:password@host:port)"
+      : "fix what it says";
+    console.error(
+      `ferry: the Redis at ${shown(url)} refused: ${reason}; ${fix}, or point REDIS_URL at another Redis.`,
+    );
+    process.exit(1);
+  }
   if (spawnSync("redis-server", ["--version"]).status !== 0) {
     console.error(
-      `ferry: no Redis answers at ${url} and redis-server is not on PATH; start Redis or set REDIS_URL.`,
+      `ferry: no Redis answers at ${shown(url)} and redis-server is not on PATH; start Redis or set REDIS_URL.`,
     );
     process.exit(1);
   }
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "ferry-redis-"));
+  // a process group of its own: Ctrl-C reaches the terminal's whole foreground group, and
+  // Redis must outlive the drain it starts (the API and the workers finish on it, then it is
+  // stopped); in the group, it shut down first, and the workers' drain waited on it forever
   const child: ChildProcess = spawn("redis-server", throwawayServerArgs(port, dir), {
     stdio: "ignore",
+    detached: true,
   });
   const privateUrl = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await pingRedis(privateUrl, 200)); i++) await sleep(50);
   console.log(
-    `ferry: no Redis at ${url}; started a private redis-server at ${privateUrl} (stopped on exit)`,
+    `ferry: no Redis at ${shown(url)}; started a private redis-server at ${privateUrl} (stopped on exit)`,
   );
   let stopped = false;
   const stop = () => {
@@ -68,6 +85,11 @@ export function throwawayServerArgs(port: number, dir: string): string[] {
     "--dir",
     dir,
   ];
+}
+
+/** A Redis URL as printed: its password left out. */
+function shown(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, "//$1:***@");
 }
 
 function sleep(ms: number): Promise<void> {

@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { type AddressInfo, createServer } from "node:net";
-import { deletePrefix } from "@ferry/transport";
+import { deletePrefix, pingRedis, probeRedis } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
 import { freePort } from "../scripts/free-port.js";
@@ -10,6 +10,8 @@ import { countKeys } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
 import { REDIS_TARGET, REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,digits" } });
 beforeAll(() => stack.start());
@@ -334,4 +336,106 @@ describe("npm start", () => {
     expect(invalid.output).toMatch(/ferry: invalid environment: PORT: /);
     expect(invalid.output).not.toMatch(/restarting it|\n\s+at /);
   }, 90_000);
+
+  it("with the private Redis it starts when none answers, Ctrl-C (SIGINT to the whole process group) still drains: the stream ends whole, the stack exits, Redis last", async () => {
+    const port = await freePort();
+    const nothing = `redis://127.0.0.1:${await freePort()}`;
+    // a process group of its own, as a terminal's foreground job: Ctrl-C signals all of it
+    const start = spawn(
+      process.execPath,
+      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+      {
+        env: { ...process.env, REDIS_URL: nothing, PORT: String(port), WORKER_MODELS: "tiny-lm" },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
+      },
+    );
+    const output: string[] = [];
+    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+    const gone = new Promise<number | null>((resolve) => start.once("exit", resolve));
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(
+        async () =>
+          /"worker ready"/.test(output.join("")) && (await fetch(`${url}/v2/health/ready`)).ok,
+        60_000,
+      );
+      const privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(
+        output.join(""),
+      )?.[1];
+      expect(privateUrl).toBeDefined();
+      const res = await fetch(`${url}/v1/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "tiny-lm",
+          prompt: "Once upon a time",
+          max_tokens: 200,
+          ignore_eos: true,
+          stream: true,
+        }),
+      });
+      let signalled = false;
+      const read = await readCompletion(res, () => {
+        if (signalled) return;
+        signalled = true;
+        process.kill(-(start.pid as number), "SIGINT");
+      });
+      // before, Redis took the SIGINT too and shut down first: the stream was cut, and the
+      // worker's drain waited for it forever
+      expect(read.done).toBe(true);
+      expect(read.error).toBeUndefined();
+      expect(await Promise.race([gone, sleep(30_000).then(() => "still running")])).toBe(0);
+      expect(await pingRedis(privateUrl as string, 500)).toBe(false);
+    } finally {
+      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
+      await gone;
+    }
+  }, 120_000);
+
+  it("a Redis that refuses it (a password it wants) is named, with the fix, not replaced by a private one", async () => {
+    const port = await freePort();
+    const server = spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--requirepass", "s3cret"],
+      { stdio: "ignore" },
+    );
+    try {
+      const url = `redis://127.0.0.1:${port}`;
+      await waitFor(async () => (await probeRedis(url, 200)).state === "refused", 10_000);
+      const run = (redisUrl: string) =>
+        new Promise<{ code: number | null; output: string }>((resolve) => {
+          const start = spawn(
+            process.execPath,
+            ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+            { env: { ...process.env, REDIS_URL: redisUrl }, stdio: ["ignore", "pipe", "pipe"] },
+          );
+          const output: string[] = [];
+          start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+          start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+          // one that does not exit (it served) is stopped, and fails the test on its output
+          const timer = setTimeout(() => start.kill("SIGINT"), 30_000);
+          start.once("exit", (code) => {
+            clearTimeout(timer);
+            resolve({ code, output: output.join("") });
+          });
+        });
+      const none = await run(url);
+      expect(none.code).toBe(1);
+      expect(none.output).toContain(
+        `ferry: the Redis at ${url} refused: NOAUTH Authentication required; put its password in REDIS_URL`,
+      );
+      expect(none.output).not.toMatch(/private redis-server/);
+      // a wrong one, never printed
+      const wrong = await run(`redis://:guess@127.0.0.1:${port}`);
+      expect(wrong.code).toBe(1);
+      expect(wrong.output).toContain(
+        `the Redis at redis://:***@127.0.0.1:${port} refused: WRONGPASS`,
+      );
+      expect(wrong.output).not.toContain("guess");
+    } finally {
+      server.kill("SIGKILL");
+    }
+  }, 60_000);
 });

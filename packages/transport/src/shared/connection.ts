@@ -127,8 +127,15 @@ export function createFastFailRedis(
   });
 }
 
-/** True when something answers PING at `target` within `timeoutMs`. */
-export async function pingRedis(target: RedisTarget | string, timeoutMs = 1_000): Promise<boolean> {
+/**
+ * What answers at `target`: a Redis that PONGs ("up"), nothing at all ("absent": refused,
+ * unreachable, silent), or a server that took the connection and refused the commands
+ * ("refused", with what it said: a password it wants, a wrong one, a dataset still loading).
+ */
+export async function probeRedis(
+  target: RedisTarget | string,
+  timeoutMs = 1_000,
+): Promise<{ state: "up" } | { state: "absent" } | { state: "refused"; reason: string }> {
   const redis = createRedis(target, {
     lazyConnect: true,
     connectTimeout: timeoutMs,
@@ -136,15 +143,31 @@ export async function pingRedis(target: RedisTarget | string, timeoutMs = 1_000)
     retryStrategy: () => null,
     enableOfflineQueue: false,
   });
-  redis.on("error", () => {});
+  let connected = false;
+  // what the server said (a refused ready check closes the connection: the command then
+  // fails with "Connection is closed", which says nothing)
+  let said: string | undefined;
+  redis.on("connect", () => {
+    connected = true;
+  });
+  redis.on("error", (err: Error) => {
+    if (connected && err.name === "ReplyError") said ??= err.message;
+  });
   try {
     await redis.connect();
-    return (await redis.ping()) === "PONG";
-  } catch {
-    return false;
+    const pong = await redis.ping();
+    return pong === "PONG" ? { state: "up" } : { state: "refused", reason: String(pong) };
+  } catch (err) {
+    if (!connected) return { state: "absent" };
+    return { state: "refused", reason: said ?? (err instanceof Error ? err.message : String(err)) };
   } finally {
     redis.disconnect();
   }
+}
+
+/** True when something answers PING at `target` within `timeoutMs`. */
+export async function pingRedis(target: RedisTarget | string, timeoutMs = 1_000): Promise<boolean> {
+  return (await probeRedis(target, timeoutMs)).state === "up";
 }
 
 /**
