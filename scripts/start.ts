@@ -41,7 +41,7 @@ function launch(name: Name): void {
   child.on("exit", (code, signal) => {
     running.delete(name);
     if (stopping) {
-      if (code) exitCode = code;
+      if (code && exitCode === 0) exitCode = code;
       if (running.size === 0) done();
       return;
     }
@@ -77,8 +77,21 @@ function stopAll(signal: NodeJS.Signals): void {
   if (running.size === 0) done();
 }
 
-process.on("SIGINT", () => stopAll("SIGINT"));
-process.on("SIGTERM", () => stopAll("SIGTERM"));
+/**
+ * Ctrl-C drains; a second one, while the drain is still running (a worker finishing a long
+ * generation, or waiting on a Redis that went away), stops everything at once, as a user who
+ * presses it twice means.
+ */
+function onSignal(signal: NodeJS.Signals): void {
+  if (!stopping) return stopAll(signal);
+  console.error("ferry: stopping now, without waiting for the drain");
+  exitCode = 130;
+  for (const child of running.values()) child.kill("SIGKILL");
+  if (running.size === 0) done();
+}
+
+process.on("SIGINT", () => onSignal("SIGINT"));
+process.on("SIGTERM", () => onSignal("SIGTERM"));
 for (const name of names) launch(name);
 await allExited;
 redis.stop();

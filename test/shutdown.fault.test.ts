@@ -438,4 +438,51 @@ describe("npm start", () => {
       server.kill("SIGKILL");
     }
   }, 60_000);
+
+  it("a second Ctrl-C stops at once a drain that cannot end (a worker frozen mid-drain)", async () => {
+    const port = await freePort();
+    const prefix = `${stack.prefix}-twice`;
+    const start = spawn(
+      process.execPath,
+      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+      {
+        env: { ...process.env, REDIS_URL, FERRY_PREFIX: prefix, PORT: String(port) },
+        stdio: ["ignore", "pipe", "pipe"],
+        detached: true,
+      },
+    );
+    start.unref();
+    const output: string[] = [];
+    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
+    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+    const gone = new Promise<number | null>((resolve) => start.once("exit", resolve));
+    let worker = 0;
+    try {
+      await waitFor(async () => /"worker ready"/.test(output.join("")), 60_000);
+      worker = Number(
+        execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)])
+          .toString()
+          .split("\n")
+          .find((c) => c.includes("worker/src/main.ts"))
+          ?.trim()
+          .split(" ")[0],
+      );
+      process.kill(worker, "SIGSTOP");
+      process.kill(-(start.pid as number), "SIGINT");
+      expect(await Promise.race([gone, sleep(1_500).then(() => "draining")])).toBe("draining");
+      process.kill(-(start.pid as number), "SIGINT");
+      expect(await Promise.race([gone, sleep(15_000).then(() => "still running")])).toBe(130);
+      expect(output.join("")).toContain("ferry: stopping now, without waiting for the drain");
+      expect(() => process.kill(worker, 0)).toThrow(); // the frozen worker is gone too
+    } finally {
+      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
+      if (worker) {
+        try {
+          process.kill(worker, "SIGKILL");
+        } catch {}
+      }
+      await gone;
+      await deletePrefix(REDIS_TARGET, prefix);
+    }
+  }, 90_000);
 });
