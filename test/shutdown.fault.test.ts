@@ -221,28 +221,57 @@ describe("a client that goes away frees its seat", () => {
   });
 });
 
+/**
+ * `npm start`'s script with `env` over this process's, what it prints gathered; `detached`
+ * gives it a process group of its own, as a terminal's foreground job has (Ctrl-C signals
+ * the whole group).
+ */
+function npmStart(env: Record<string, string>, detached = false) {
+  const child = spawn(
+    process.execPath,
+    ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+    { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached },
+  );
+  const chunks: string[] = [];
+  child.stdout?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  child.stderr?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { child, output: () => chunks.join(""), exit };
+}
+
+/** Runs it to its exit; one still running after `limitMs` (it served) gets SIGINT. */
+async function npmStartToExit(env: Record<string, string>, limitMs = 30_000) {
+  const start = npmStart(env);
+  const timer = setTimeout(() => start.child.kill("SIGINT"), limitMs);
+  const code = await start.exit;
+  clearTimeout(timer);
+  return { code, output: start.output() };
+}
+
+/** The pid of the child of `parent` that runs `entry` (the API's or the worker's main.ts). */
+function childPid(parent: number, entry: string): number {
+  const line = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(parent)])
+    .toString()
+    .split("\n")
+    .find((c) => c.includes(entry));
+  return Number(line?.trim().split(" ")[0]);
+}
+
 describe("npm start", () => {
   it("a worker killed with -9 is restarted; the API keeps serving", async () => {
     const port = await freePort();
     const prefix = `${stack.prefix}-start`;
-    const start = spawn(
-      process.execPath,
-      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
-      {
-        env: {
-          ...process.env,
-          REDIS_URL,
-          FERRY_PREFIX: prefix,
-          PORT: String(port),
-          WORKER_MODELS: "digits",
-          LOG_LEVEL: "warn",
-        },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    const output: string[] = [];
-    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
+    const {
+      child: start,
+      output,
+      exit,
+    } = npmStart({
+      REDIS_URL,
+      FERRY_PREFIX: prefix,
+      PORT: String(port),
+      WORKER_MODELS: "digits",
+      LOG_LEVEL: "warn",
+    });
     const url = `http://127.0.0.1:${port}`;
     const predict = () =>
       fetch(`${url}/v1/models/digits/predict`, {
@@ -256,34 +285,17 @@ describe("npm start", () => {
       });
     try {
       await waitFor(async () => (await predict()).status === 200, 60_000);
-      const children = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)])
-        .toString()
-        .trim()
-        .split("\n");
-      const workerPid = Number(
-        children
-          .find((c) => c.includes("worker/src/main.ts"))
-          ?.trim()
-          .split(" ")[0],
-      );
-      const apiPid = children
-        .find((c) => c.includes("api/src/main.ts"))
-        ?.trim()
-        .split(" ")[0];
-      process.kill(workerPid, "SIGKILL");
-      await waitFor(
-        async () => /the worker exited \(signal SIGKILL\)/.test(output.join("")),
-        5_000,
-      );
+      const apiPid = childPid(start.pid as number, "api/src/main.ts");
+      process.kill(childPid(start.pid as number, "worker/src/main.ts"), "SIGKILL");
+      await waitFor(async () => /the worker exited \(signal SIGKILL\)/.test(output()), 5_000);
       const after = await predict(); // waits in the queue for the restarted worker
       expect(after.status).toBe(200);
       expect(exited(start)).toBe(false);
-      const now = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)]).toString();
-      expect(now).toContain(`${apiPid} `);
-      expect(output.join("")).toMatch(/the worker exited \(signal SIGKILL\); restarting it/);
+      expect(childPid(start.pid as number, "api/src/main.ts")).toBe(apiPid);
+      expect(output()).toMatch(/the worker exited \(signal SIGKILL\); restarting it/);
     } finally {
       start.kill("SIGINT");
-      await new Promise((r) => start.once("exit", r));
+      await exit;
       // its own prefix, which the stack's stop does not cover
       await deletePrefix(REDIS_TARGET, prefix);
     }
@@ -291,25 +303,11 @@ describe("npm start", () => {
 
   it("a configuration that cannot work stops it with one line saying what to change, not a restart loop", async () => {
     const run = (env: Record<string, string>) =>
-      new Promise<{ code: number | null; output: string }>((resolve) => {
-        const start = spawn(
-          process.execPath,
-          ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
-          {
-            env: {
-              ...process.env,
-              REDIS_URL,
-              FERRY_PREFIX: `${stack.prefix}-config`,
-              WORKER_MODELS: "digits",
-              ...env,
-            },
-            stdio: ["ignore", "pipe", "pipe"],
-          },
-        );
-        const output: string[] = [];
-        start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-        start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-        start.once("exit", (code) => resolve({ code, output: output.join("") }));
+      npmStartToExit({
+        REDIS_URL,
+        FERRY_PREFIX: `${stack.prefix}-config`,
+        WORKER_MODELS: "digits",
+        ...env,
       });
     // the API's port held by another server: before, a stack trace and a restart every second
     const taken = createServer().listen(0, "127.0.0.1");
@@ -340,29 +338,19 @@ describe("npm start", () => {
   it("with the private Redis it starts when none answers, Ctrl-C (SIGINT to the whole process group) still drains: the stream ends whole, the stack exits, Redis last", async () => {
     const port = await freePort();
     const nothing = `redis://127.0.0.1:${await freePort()}`;
-    // a process group of its own, as a terminal's foreground job: Ctrl-C signals all of it
-    const start = spawn(
-      process.execPath,
-      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
-      {
-        env: { ...process.env, REDIS_URL: nothing, PORT: String(port), WORKER_MODELS: "tiny-lm" },
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: true,
-      },
-    );
-    const output: string[] = [];
-    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-    const gone = new Promise<number | null>((resolve) => start.once("exit", resolve));
+    const {
+      child: start,
+      output,
+      exit,
+    } = npmStart({ REDIS_URL: nothing, PORT: String(port), WORKER_MODELS: "tiny-lm" }, true);
     const url = `http://127.0.0.1:${port}`;
     try {
       await waitFor(
-        async () =>
-          /"worker ready"/.test(output.join("")) && (await fetch(`${url}/v2/health/ready`)).ok,
+        async () => /"worker ready"/.test(output()) && (await fetch(`${url}/v2/health/ready`)).ok,
         60_000,
       );
       const privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(
-        output.join(""),
+        output(),
       )?.[1];
       expect(privateUrl).toBeDefined();
       const res = await fetch(`${url}/v1/completions`, {
@@ -386,11 +374,11 @@ describe("npm start", () => {
       // worker's drain waited for it forever
       expect(read.done).toBe(true);
       expect(read.error).toBeUndefined();
-      expect(await Promise.race([gone, sleep(30_000).then(() => "still running")])).toBe(0);
+      expect(await Promise.race([exit, sleep(30_000).then(() => "still running")])).toBe(0);
       expect(await pingRedis(privateUrl as string, 500)).toBe(false);
     } finally {
       if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
-      await gone;
+      await exit;
     }
   }, 120_000);
 
@@ -404,31 +392,14 @@ describe("npm start", () => {
     try {
       const url = `redis://127.0.0.1:${port}`;
       await waitFor(async () => (await probeRedis(url, 200)).state === "refused", 10_000);
-      const run = (redisUrl: string) =>
-        new Promise<{ code: number | null; output: string }>((resolve) => {
-          const start = spawn(
-            process.execPath,
-            ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
-            { env: { ...process.env, REDIS_URL: redisUrl }, stdio: ["ignore", "pipe", "pipe"] },
-          );
-          const output: string[] = [];
-          start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-          start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-          // one that does not exit (it served) is stopped, and fails the test on its output
-          const timer = setTimeout(() => start.kill("SIGINT"), 30_000);
-          start.once("exit", (code) => {
-            clearTimeout(timer);
-            resolve({ code, output: output.join("") });
-          });
-        });
-      const none = await run(url);
+      const none = await npmStartToExit({ REDIS_URL: url });
       expect(none.code).toBe(1);
       expect(none.output).toContain(
         `ferry: the Redis at ${url} refused: NOAUTH Authentication required; put its password in REDIS_URL`,
       );
       expect(none.output).not.toMatch(/private redis-server/);
       // a wrong one, never printed
-      const wrong = await run(`redis://:guess@127.0.0.1:${port}`);
+      const wrong = await npmStartToExit({ REDIS_URL: `redis://:guess@127.0.0.1:${port}` });
       expect(wrong.code).toBe(1);
       expect(wrong.output).toContain(
         `the Redis at redis://:***@127.0.0.1:${port} refused: WRONGPASS`,
@@ -442,37 +413,21 @@ describe("npm start", () => {
   it("a second Ctrl-C stops at once a drain that cannot end (a worker frozen mid-drain)", async () => {
     const port = await freePort();
     const prefix = `${stack.prefix}-twice`;
-    const start = spawn(
-      process.execPath,
-      ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
-      {
-        env: { ...process.env, REDIS_URL, FERRY_PREFIX: prefix, PORT: String(port) },
-        stdio: ["ignore", "pipe", "pipe"],
-        detached: true,
-      },
-    );
-    start.unref();
-    const output: string[] = [];
-    start.stdout?.on("data", (d: Buffer) => output.push(d.toString()));
-    start.stderr?.on("data", (d: Buffer) => output.push(d.toString()));
-    const gone = new Promise<number | null>((resolve) => start.once("exit", resolve));
+    const {
+      child: start,
+      output,
+      exit,
+    } = npmStart({ REDIS_URL, FERRY_PREFIX: prefix, PORT: String(port) }, true);
     let worker = 0;
     try {
-      await waitFor(async () => /"worker ready"/.test(output.join("")), 60_000);
-      worker = Number(
-        execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(start.pid)])
-          .toString()
-          .split("\n")
-          .find((c) => c.includes("worker/src/main.ts"))
-          ?.trim()
-          .split(" ")[0],
-      );
+      await waitFor(async () => /"worker ready"/.test(output()), 60_000);
+      worker = childPid(start.pid as number, "worker/src/main.ts");
       process.kill(worker, "SIGSTOP");
       process.kill(-(start.pid as number), "SIGINT");
-      expect(await Promise.race([gone, sleep(1_500).then(() => "draining")])).toBe("draining");
+      expect(await Promise.race([exit, sleep(1_500).then(() => "draining")])).toBe("draining");
       process.kill(-(start.pid as number), "SIGINT");
-      expect(await Promise.race([gone, sleep(15_000).then(() => "still running")])).toBe(130);
-      expect(output.join("")).toContain("ferry: stopping now, without waiting for the drain");
+      expect(await Promise.race([exit, sleep(15_000).then(() => "still running")])).toBe(130);
+      expect(output()).toContain("ferry: stopping now, without waiting for the drain");
       expect(() => process.kill(worker, 0)).toThrow(); // the frozen worker is gone too
     } finally {
       if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
@@ -481,7 +436,7 @@ describe("npm start", () => {
           process.kill(worker, "SIGKILL");
         } catch {}
       }
-      await gone;
+      await exit;
       await deletePrefix(REDIS_TARGET, prefix);
     }
   }, 90_000);
