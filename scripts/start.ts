@@ -83,7 +83,10 @@ function stopAll(signal: NodeJS.Signals): void {
  * presses it twice means.
  */
 function onSignal(signal: NodeJS.Signals): void {
-  if (!stopping) return stopAll(signal);
+  if (!stopping) {
+    stopAll(signal);
+    return;
+  }
   console.error("ferry: stopping now, without waiting for the drain");
   exitCode = 130;
   for (const child of running.values()) child.kill("SIGKILL");
