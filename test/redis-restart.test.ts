@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exited } from "../scripts/exited.js";
 import { tempRepository } from "./helpers/model-repo.js";
 import { type OwnRedis, ownRedis } from "./helpers/own-redis.js";
 import { samples } from "./helpers/samples.js";
@@ -70,4 +71,21 @@ describe("Redis killed and restarted", () => {
     });
     expect(after.status).toBe(200);
   }, 120_000);
+
+  it("a worker told to stop while Redis is down exits once its drain times out (it waited for good)", async () => {
+    const worker = await stack.startWorker({ DRAIN_TIMEOUT_MS: "1500" });
+    await redis.kill();
+    try {
+      worker.child.kill("SIGTERM");
+      const code = await Promise.race([
+        worker.exited,
+        new Promise((resolve) => setTimeout(() => resolve("still draining"), 15_000)),
+      ]);
+      expect(code).toBe(1);
+      expect(worker.output.join("")).toMatch(/drain timed out/);
+    } finally {
+      if (!exited(worker.child)) worker.child.kill("SIGKILL");
+      await redis.start();
+    }
+  }, 60_000);
 });

@@ -65,6 +65,15 @@ async function shutdown(signal: string): Promise<void> {
   if (draining) return;
   draining = true;
   log.info({ signal }, "draining: finishing running jobs, taking no new ones");
+  // a drain that cannot end (Redis gone: no job's end can be written) must not hold the
+  // process for good; the jobs it leaves are taken by another worker once their locks lapse
+  setTimeout(() => {
+    log.warn(
+      { drainTimeoutMs: env.DRAIN_TIMEOUT_MS },
+      "drain timed out: jobs still running here are left to another worker",
+    );
+    process.exit(1);
+  }, env.DRAIN_TIMEOUT_MS).unref();
   await transport.close();
   await host.close();
   health?.close();
