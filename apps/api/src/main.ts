@@ -99,9 +99,6 @@ const server = createHttpServer(services, inFlight);
 // and a request sent as it closes fails outright.
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 66_000;
-// Node's default accept backlog (511) overflows when thousands of clients connect at once:
-// the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
-// process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
 server.once("error", (err: NodeJS.ErrnoException) => {
   if (err.code === "EADDRINUSE")
     exitForConfig(
@@ -111,6 +108,9 @@ server.once("error", (err: NodeJS.ErrnoException) => {
     exitForConfig(`cannot listen on ${env.HOST}:${env.PORT} (${err.code}): set HOST and PORT`);
   throw err;
 });
+// Node's default accept backlog (511) overflows when thousands of clients connect at once:
+// the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
+// process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
 server.listen({ port: env.PORT, host: env.HOST, backlog: LISTEN_BACKLOG }, () => {
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : env.PORT;

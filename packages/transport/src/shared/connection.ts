@@ -159,7 +159,9 @@ export async function probeRedis(
     return pong === "PONG" ? { state: "up" } : { state: "refused", reason: String(pong) };
   } catch (err) {
     if (!connected) return { state: "absent" };
-    return { state: "refused", reason: said ?? (err instanceof Error ? err.message : String(err)) };
+    // no Redis error: something else took the connection (another kind of server)
+    const failure = err instanceof Error ? err.message : String(err);
+    return { state: "refused", reason: said ?? `no Redis reply (${failure})` };
   } finally {
     redis.disconnect();
   }
