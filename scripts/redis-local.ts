@@ -8,8 +8,8 @@ import { freePort } from "./free-port.js";
 
 export interface LocalRedis {
   url: string;
-  /** Stops the private server, if one was started. */
-  stop: () => void;
+  /** Stops the private server, if one was started; resolves once it is gone (5 s at most). */
+  stop: () => Promise<void>;
 }
 
 /**
@@ -21,14 +21,14 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   // a Redis Cluster is the user's to run: it must answer, and is never replaced by a server
   const clusterNodes = parseClusterNodes(process.env.REDIS_CLUSTER_NODES);
   if (clusterNodes.length > 0) {
-    if (await pingRedis({ url, clusterNodes }, 3_000)) return { url, stop: () => {} };
+    if (await pingRedis({ url, clusterNodes }, 3_000)) return { url, stop: async () => {} };
     console.error(
       `ferry: the Redis Cluster at REDIS_CLUSTER_NODES=${clusterNodes.join(",")} does not answer; start it or unset REDIS_CLUSTER_NODES.`,
     );
     process.exit(1);
   }
   const probe = await probeRedis(url);
-  if (probe.state === "up") return { url, stop: () => {} };
+  if (probe.state === "up") return { url, stop: async () => {} };
   // a server is there: it is the user's, and a private one beside it would hide the mistake
   if (probe.state === "refused") {
     const reason = probe.reason.replace(/\.$/, "");
@@ -60,14 +60,20 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   console.log(
     `ferry: no Redis at ${shown(url)}; started a private redis-server at ${privateUrl} (stopped on exit)`,
   );
+  const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   let stopped = false;
-  const stop = () => {
+  const kill = () => {
     if (stopped) return;
     stopped = true;
     child.kill("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
   };
-  process.on("exit", stop);
+  const stop = async () => {
+    kill();
+    await Promise.race([gone, sleep(5_000)]);
+  };
+  // an exit without `stop` (process.exit on an error) still takes it along
+  process.on("exit", kill);
   return { url: privateUrl, stop };
 }
 

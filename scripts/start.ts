@@ -78,15 +78,25 @@ function stopAll(signal: NodeJS.Signals): void {
 }
 
 /**
+ * One Ctrl-C arrives more than once: the terminal signals the whole process group and npm
+ * forwards what it got to its child, milliseconds apart. A signal this soon after the first
+ * is that same one.
+ */
+const SAME_SIGNAL_MS = 1_000;
+let firstSignalAt = 0;
+
+/**
  * Ctrl-C drains; a second one, while the drain is still running (a worker finishing a long
  * generation, or waiting on a Redis that went away), stops everything at once, as a user who
  * presses it twice means.
  */
 function onSignal(signal: NodeJS.Signals): void {
   if (!stopping) {
+    firstSignalAt = performance.now();
     stopAll(signal);
     return;
   }
+  if (performance.now() - firstSignalAt < SAME_SIGNAL_MS) return;
   console.error("ferry: stopping now, without waiting for the drain");
   exitCode = 130;
   for (const child of running.values()) child.kill("SIGKILL");
@@ -97,5 +107,5 @@ process.on("SIGINT", () => onSignal("SIGINT"));
 process.on("SIGTERM", () => onSignal("SIGTERM"));
 for (const name of names) launch(name);
 await allExited;
-redis.stop();
+await redis.stop();
 process.exit(exitCode);

@@ -15,6 +15,5 @@ const child = spawn(command, args, {
 });
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.on(signal, () => child.kill(signal));
 child.on("exit", (code, signal) => {
-  redis.stop();
-  process.exit(code ?? (signal ? 1 : 0));
+  void redis.stop().then(() => process.exit(code ?? (signal ? 1 : 0)));
 });

@@ -344,14 +344,13 @@ describe("npm start", () => {
       exit,
     } = npmStart({ REDIS_URL: nothing, PORT: String(port), WORKER_MODELS: "tiny-lm" }, true);
     const url = `http://127.0.0.1:${port}`;
+    let privateUrl: string | undefined;
     try {
       await waitFor(
         async () => /"worker ready"/.test(output()) && (await fetch(`${url}/v2/health/ready`)).ok,
         60_000,
       );
-      const privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(
-        output(),
-      )?.[1];
+      privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(output())?.[1];
       expect(privateUrl).toBeDefined();
       const res = await fetch(`${url}/v1/completions`, {
         method: "POST",
@@ -368,7 +367,9 @@ describe("npm start", () => {
       const read = await readCompletion(res, () => {
         if (signalled) return;
         signalled = true;
+        // one Ctrl-C as it arrives: the terminal signals the group, npm forwards it again
         process.kill(-(start.pid as number), "SIGINT");
+        process.kill(start.pid as number, "SIGINT");
       });
       // before, Redis took the SIGINT too and shut down first: the stream was cut, and the
       // worker's drain waited for it forever
@@ -379,6 +380,9 @@ describe("npm start", () => {
     } finally {
       if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
       await exit;
+      // a failed run's Redis, in a group of its own, outlives the SIGKILL above
+      if (privateUrl && (await pingRedis(privateUrl, 500)))
+        execFileSync("redis-cli", ["-u", privateUrl, "shutdown", "nosave"]);
     }
   }, 120_000);
 
