@@ -30,6 +30,13 @@ describe("a text model's version named by the route", () => {
     expect(after.inference_count - before.inference_count).toBe(1);
     const stable = await stack.post("/v2/models/tiny-lm/generate", body);
     expect(await stable.json()).toMatchObject({ model_version: "1" });
+    // as Triton's curl examples send it: no Content-Type, read as the JSON it is
+    const curled = await fetch(stack.url("/v2/models/tiny-lm/versions/2/generate"), {
+      method: "POST",
+      body: new TextEncoder().encode(JSON.stringify(body)),
+    });
+    expect(curled.status).toBe(200);
+    expect(await curled.json()).toMatchObject({ model_version: "2" });
   });
 
   it("Triton's /versions/{v}/generate_stream too: every piece names it", async () => {

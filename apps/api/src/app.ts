@@ -98,6 +98,8 @@ export function createApp(
     "/v2/models/:name/versions/:version/infer",
     "/v2/models/:name/generate",
     "/v2/models/:name/generate_stream",
+    "/v2/models/:name/versions/:version/generate",
+    "/v2/models/:name/versions/:version/generate_stream",
   ])
     app.use(path, jsonByDefault);
 
