@@ -124,6 +124,8 @@ async function measureCosted(
   durationMs: number,
 ): Promise<CostedResult> {
   await warmUp(url, concurrency);
+  // made before the meter starts: 60,000 bodies are seconds of this process's CPU
+  const bodies = fresh(60_000);
   const meter = cpuMeter({
     api: stack.api.child.pid,
     worker: stack.workers[0]?.child.pid,
@@ -133,7 +135,7 @@ async function measureCosted(
   });
   const commands = redisCommandStats(REDIS_TARGET);
   const batches = await batchSizes(stack);
-  const r = await closedLoop({ url, bodies: fresh(60_000), concurrency, durationMs });
+  const r = await closedLoop({ url, bodies, concurrency, durationMs });
   const total = r.requests + r.errors;
   const cmds = commandsPer(commands, redisCommandStats(REDIS_TARGET), total);
   const after = await batchSizes(stack);
