@@ -29,6 +29,10 @@ export function startHealthServer(
     }
     res.writeHead(404).end();
   });
+  // as the API's: Node's 5 s default closes an idle keep-alive connection just as a scraper
+  // that waited about that long sends on it ("other side closed" in the bench's scrapes)
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   server.once("error", (err: NodeJS.ErrnoException) => {
     if (err.code === "EADDRINUSE")
       exitForConfig(
