@@ -25,7 +25,8 @@ const names: Name[] = only ? [only] : ["worker", "api"];
 const running = new Map<Name, ChildProcess>();
 const deaths = new Map<Name, number[]>();
 let exitCode = 0;
-let stopping = false;
+/** When the stack began to stop (a signal, or a child that cannot run); undefined while it runs. */
+let stoppingSince: number | undefined;
 let done: () => void = () => {};
 const allExited = new Promise<void>((resolve) => {
   done = resolve;
@@ -40,7 +41,7 @@ function launch(name: Name): void {
   running.set(name, child);
   child.on("exit", (code, signal) => {
     running.delete(name);
-    if (stopping) {
+    if (stoppingSince !== undefined) {
       if (code && exitCode === 0) exitCode = code;
       if (running.size === 0) done();
       return;
@@ -49,7 +50,6 @@ function launch(name: Name): void {
     if (code === EXIT_CONFIG) {
       exitCode = 1;
       stopAll("SIGTERM");
-      if (running.size === 0) done();
       return;
     }
     const now = Date.now();
@@ -66,24 +66,23 @@ function launch(name: Name): void {
       return;
     }
     console.error(`ferry: the ${name} exited (${how}); restarting it`);
-    setTimeout(() => !stopping && launch(name), 500 * recent.length);
+    setTimeout(() => stoppingSince === undefined && launch(name), 500 * recent.length);
   });
 }
 
 function stopAll(signal: NodeJS.Signals): void {
-  if (stopping) return;
-  stopping = true;
+  if (stoppingSince !== undefined) return;
+  stoppingSince = performance.now();
   for (const child of running.values()) child.kill(signal);
   if (running.size === 0) done();
 }
 
 /**
  * One Ctrl-C arrives more than once: the terminal signals the whole process group and npm
- * forwards what it got to its child, milliseconds apart. A signal this soon after the first
- * is that same one.
+ * forwards what it got to its child, milliseconds apart. A signal this soon after the stop
+ * began is that same one.
  */
 const SAME_SIGNAL_MS = 1_000;
-let firstSignalAt = 0;
 
 /**
  * Ctrl-C drains; a second one, while the drain is still running (a worker finishing a long
@@ -91,16 +90,14 @@ let firstSignalAt = 0;
  * presses it twice means.
  */
 function onSignal(signal: NodeJS.Signals): void {
-  if (!stopping) {
-    firstSignalAt = performance.now();
+  if (stoppingSince === undefined) {
     stopAll(signal);
     return;
   }
-  if (performance.now() - firstSignalAt < SAME_SIGNAL_MS) return;
+  if (performance.now() - stoppingSince < SAME_SIGNAL_MS) return;
   console.error("ferry: stopping now, without waiting for the drain");
   exitCode = 130;
   for (const child of running.values()) child.kill("SIGKILL");
-  if (running.size === 0) done();
 }
 
 process.on("SIGINT", () => onSignal("SIGINT"));

@@ -1,5 +1,5 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
-import { FerryError, queueName, type ReloadOutcome } from "@ferry/protocol";
+import { FerryError, messageOf, queueName, type ReloadOutcome } from "@ferry/protocol";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
 import type { ApiMetrics } from "./metrics.js";
@@ -160,10 +160,7 @@ export class AdminService {
       entry = await this.repository.rereadModel(name);
     } catch (err) {
       if (err instanceof FerryError) throw err;
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Repository refused: ${err instanceof Error ? err.message : String(err)}`,
-      );
+      throw new FerryError("INVALID_INPUT", `Repository refused: ${messageOf(err)}`);
     }
     const live = async () => (await this.client.workers.live()).map((w) => w.id);
     const { answers: workers, decide } = await this.client.control.requestReload(name, live);

@@ -1,4 +1,5 @@
 import { once } from "node:events";
+import { messageOf } from "@ferry/protocol";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import { tolerateEventLoopDelays } from "./command-timeout.js";
 
@@ -160,8 +161,7 @@ export async function probeRedis(
   } catch (err) {
     if (!connected) return { state: "absent" };
     // no Redis error: something else took the connection (another kind of server)
-    const failure = err instanceof Error ? err.message : String(err);
-    return { state: "refused", reason: said ?? `no Redis reply (${failure})` };
+    return { state: "refused", reason: said ?? `no Redis reply (${messageOf(err)})` };
   } finally {
     redis.disconnect();
   }
