@@ -13,7 +13,7 @@ const RESTART_WINDOW_MS = 60_000;
 const onlyAt = process.argv.indexOf("--only");
 const only = onlyAt >= 0 ? process.argv[onlyAt + 1] : undefined;
 if (only !== undefined && only !== "api" && only !== "worker") {
-  console.error("usage: tsx scripts/start.ts [--only api|worker]");
+  console.error("usage: node --import tsx scripts/start.ts [--only api|worker]");
   process.exit(2);
 }
 const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");

@@ -4,7 +4,7 @@ import { ensureRedis } from "./redis-local.js";
 
 const [command, ...args] = process.argv.slice(2);
 if (!command) {
-  console.error("usage: tsx scripts/with-redis.ts <command> [args...]");
+  console.error("usage: node --import tsx scripts/with-redis.ts <command> [args...]");
   process.exit(2);
 }
 const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
