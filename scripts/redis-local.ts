@@ -50,11 +50,14 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   const dir = mkdtempSync(join(tmpdir(), "ferry-redis-"));
   // a process group of its own: Ctrl-C reaches the terminal's whole foreground group, and
   // Redis must outlive the drain it starts (the API and the workers finish on it, then it is
-  // stopped); in the group, it shut down first, and the workers' drain waited on it forever
-  const child: ChildProcess = spawn("redis-server", throwawayServerArgs(port, dir), {
-    stdio: "ignore",
-    detached: true,
-  });
+  // stopped); in the group, it shut down first, and the workers' drain waited on it forever.
+  // Out of the group, a SIGKILL of it (kill -9, an OOM kill, a CI timeout) no longer took
+  // Redis along: the watch below does.
+  const child: ChildProcess = spawn(
+    "sh",
+    ["-c", WATCHED, "ferry-redis", String(process.pid), ...throwawayServerArgs(port, dir)],
+    { stdio: "ignore", detached: true },
+  );
   const privateUrl = `redis://127.0.0.1:${port}`;
   for (let i = 0; i < 100 && !(await pingRedis(privateUrl, 200)); i++) await sleep(50);
   console.log(
@@ -65,7 +68,12 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   const kill = () => {
     if (stopped) return;
     stopped = true;
-    child.kill("SIGTERM");
+    try {
+      // the group: the watch and the server it runs
+      process.kill(-(child.pid as number), "SIGTERM");
+    } catch {
+      // already gone
+    }
     rmSync(dir, { recursive: true, force: true });
   };
   const stop = async () => {
@@ -76,6 +84,17 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   process.on("exit", kill);
   return { url: privateUrl, stop };
 }
+
+/**
+ * Runs redis-server (its arguments after the owner's pid) and stops it once the owner is gone,
+ * looked for every second: the owner's own `stop` is the common end, and this one covers an
+ * owner that died without running it. A SIGTERM to the group stops both at once.
+ */
+const WATCHED = `owner=$1; shift
+redis-server "$@" & server=$!
+trap 'kill $server 2>/dev/null; wait $server; exit 0' TERM
+while kill -0 "$owner" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 1; done
+kill $server 2>/dev/null; wait $server`;
 
 /** redis-server arguments of a throwaway server on 127.0.0.1:`port`: nothing persisted. */
 export function throwawayServerArgs(port: number, dir: string): string[] {

@@ -386,6 +386,33 @@ describe("npm start", () => {
     }
   }, 120_000);
 
+  it("the private Redis does not outlive an npm start killed with -9 (the whole group: the terminal closed, an OOM or CI timeout)", async () => {
+    const {
+      child: start,
+      output,
+      exit,
+    } = npmStart(
+      { REDIS_URL: `redis://127.0.0.1:${await freePort()}`, PORT: String(await freePort()) },
+      true,
+    );
+    let privateUrl: string | undefined;
+    try {
+      await waitFor(async () => {
+        privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(output())?.[1];
+        return privateUrl !== undefined && (await pingRedis(privateUrl, 200));
+      }, 30_000);
+      process.kill(-(start.pid as number), "SIGKILL");
+      await exit;
+      // before, in a process group of its own so that Ctrl-C's drain could use it, it ran on
+      await waitFor(async () => !(await pingRedis(privateUrl as string, 200)), 5_000);
+    } finally {
+      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
+      await exit;
+      if (privateUrl && (await pingRedis(privateUrl, 500)))
+        execFileSync("redis-cli", ["-u", privateUrl, "shutdown", "nosave"]);
+    }
+  }, 60_000);
+
   it("a Redis that refuses it (a password it wants) is named, with the fix, not replaced by a private one", async () => {
     const port = await freePort();
     const server = spawn(
