@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exited } from "../scripts/exited.js";
+import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
@@ -108,6 +110,41 @@ describe("graceful drain", () => {
       .map((e) => (e.type === "response.output_text.delta" ? (e.delta as string) : ""))
       .join("");
     expect(deltas).toBe(last.response.output[0]?.content[0]?.text);
+  });
+
+  it("a worker told to stop while it still loads drains and exits; each model was advertised as it came up", async () => {
+    type Health = { models: Record<string, { workers: number }> };
+    const digitsWorkers = async () =>
+      ((await (await fetch(`${secondUrl}/health`)).json()) as Health).models.digits?.workers;
+    // digits loads first (the repository's order), tiny-lm after it, for most of a second
+    const worker = stack.launchWorker({
+      WORKER_MODELS: "digits,tiny-lm",
+      WORKER_PORT: "0",
+      LOG_LEVEL: "info",
+    });
+    const output = () => worker.output.join("");
+    try {
+      // listed while the worker still loads: before, only once every model had loaded
+      await waitFor(async () => (await digitsWorkers()) === 1, 30_000, worker);
+      const predict = await fetch(`${secondUrl}/v1/models/digits/predict`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ features: samples.digits.inputs[0] }),
+      });
+      expect(predict.status).toBe(200);
+      expect(output()).not.toMatch(/"worker ready"/);
+      // before, the signal killed it at once (the handlers came after the load), holding
+      // whatever its served models had taken until their locks lapsed
+      worker.child.kill("SIGTERM");
+      expect(await worker.exited).toBe(0);
+      expect(output()).toMatch(/"worker stopped"/);
+      // what finished loading after the signal never served
+      expect(output()).not.toMatch(/"model":"tiny-lm"[^\n]*"serving"/);
+      expect(await digitsWorkers()).toBe(0);
+    } finally {
+      // a failed run's worker must not take the next test's jobs
+      if (!exited(worker.child)) worker.child.kill("SIGKILL");
+    }
   });
 
   it("a worker told to stop finishes the generations it holds before it exits", async () => {

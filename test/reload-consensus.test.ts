@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
-import { Stack } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 // Two workers, each reading a repository of its own (as two nodes whose volumes differ): the
 // first finds new weights it loads, the second a file it cannot load.
@@ -68,5 +68,48 @@ describe("a reload one worker refuses", () => {
     expect(performance.now() - started).toBeLessThan(30_000);
     // the worker left serves the weights it refused to swap in alone before
     expect(await infer()).not.toEqual(before);
+  }, 60_000);
+});
+
+describe("a reload asked while a worker still starts", () => {
+  it("waits for that worker, which loads the new files once its start is over", async () => {
+    // digits loads first (the repository's order), tiny-lm after it, for most of a second
+    const repo = tempRepository({ digits: {}, "tiny-lm": {} });
+    const starting = new Stack({
+      env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits,tiny-lm" },
+      apiEnv: { ADMIN_TOKEN: "t" },
+      workers: 0,
+    });
+    await starting.start();
+    try {
+      const inferAt = async (version: string) => {
+        const res = await starting.post(`/v2/models/digits/versions/${version}/infer`, {
+          inputs: [
+            { name: "input", shape: [rows.length, 64], datatype: "FP32", data: rows.flat() },
+          ],
+        });
+        expect(res.status).toBe(200);
+        return ((await res.json()) as { outputs: Array<{ data: number[] }> }).outputs[0]?.data;
+      };
+      const worker = starting.launchWorker({ LOG_LEVEL: "info", WORKER_PORT: "0" });
+      await waitFor(
+        async () => /"model":"digits","version":"1"[^\n]*"serving"/.test(worker.output.join("")),
+        30_000,
+        worker,
+      );
+      expect(worker.output.join("")).not.toMatch(/"worker ready"/);
+      copyFileSync(join(repo, "digits/2/model.onnx"), join(repo, "digits/1/model.onnx"));
+      const res = await fetch(starting.url("/admin/models/digits/reload"), {
+        method: "POST",
+        headers: { Authorization: "Bearer t" },
+      });
+      expect(res.status).toBe(200);
+      // before, a worker was listed (and asked) only once its start was over: the reload
+      // committed without it, and it went on serving the files it had loaded before the change
+      expect(((await res.json()) as { workers: unknown[] }).workers).toHaveLength(1);
+      expect(await inferAt("1")).toEqual(await inferAt("2"));
+    } finally {
+      await starting.stop();
+    }
   }, 60_000);
 });

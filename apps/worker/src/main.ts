@@ -17,6 +17,9 @@ const transport = new WorkerTransport({
   jobTtlS: env.JOB_TTL_S,
   ...(env.WORKER_ID ? { workerId: env.WORKER_ID } : {}),
 });
+// a queue is advertised the moment its model serves: `/health` and the readiness of each model
+// follow the load, model by model, not the heartbeat after the last one
+const advertise = () => void transport.beatNow(host.servedQueues).catch(() => undefined);
 const host = new ModelHost(transport, metrics, log, {
   repositoryRoot: env.MODEL_REPOSITORY,
   models: env.WORKER_MODELS.split(",")
@@ -25,41 +28,42 @@ const host = new ModelHost(transport, metrics, log, {
   executionProvider: env.EXECUTION_PROVIDER,
   lockDurationMs: env.LOCK_DURATION_MS,
   stalledIntervalMs: env.STALLED_INTERVAL_MS,
+  onServing: advertise,
 });
+let draining = false;
+let health: ReturnType<typeof startHealthServer> | undefined;
+// Before the models load: a model serves (takes jobs) as soon as it has loaded, so a signal
+// during the rest of the load must drain what it took, not kill the process holding it.
+process.on("SIGTERM", () => void shutdown("SIGTERM"));
+process.on("SIGINT", () => void shutdown("SIGINT"));
+
+// This worker answers reloads from its first heartbeat on: the API waits for every live
+// worker's answer, and the host runs a reload after its start's loads, on the files as they
+// are then (a reload's new files are never missed by a worker that was still starting).
+transport.onReload({
+  reload: (model) => host.reload(model),
+  prepare: (model, id) => host.prepare(model, id),
+  decide: (id, commit) => host.decide(id, commit),
+});
+transport.startHeartbeat();
 // models that do not load (a repository it cannot read, a name WORKER_MODELS gets wrong, a
 // broken file, an execution provider this machine lacks) would not load when restarted either
-await host
+const started = host
   .start()
   .catch((err: unknown) =>
     exitForConfig(
       `the worker cannot serve its models (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}, WORKER_MODELS=${env.WORKER_MODELS || "all"}): ${messageOf(err)}`,
     ),
   );
-
-// POST /admin/models/{name}/reload reaches every worker; each answers what it loaded.
-// once a reload is swapped in, its new queues are advertised at once
-const advertise = () => transport.beatNow(host.servedQueues).catch(() => undefined);
-transport.onReload({
-  reload: async (model) => {
-    const outcome = await host.reload(model);
-    await advertise();
-    return outcome;
-  },
-  prepare: (model, id) => host.prepare(model, id),
-  decide: async (id, commit) => {
-    const held = await host.decide(id, commit);
-    await advertise();
-    return held;
-  },
-});
-transport.startHeartbeat();
-let draining = false;
-const health =
-  env.WORKER_PORT > 0 ? startHealthServer(env.WORKER_PORT, metrics, () => !draining) : undefined;
-log.info(
-  { worker: transport.workerId, queues: host.servedQueues, provider: env.EXECUTION_PROVIDER },
-  "worker ready",
-);
+await started;
+if (!draining) {
+  health =
+    env.WORKER_PORT > 0 ? startHealthServer(env.WORKER_PORT, metrics, () => !draining) : undefined;
+  log.info(
+    { worker: transport.workerId, queues: host.servedQueues, provider: env.EXECUTION_PROVIDER },
+    "worker ready",
+  );
+}
 
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;
@@ -74,11 +78,12 @@ async function shutdown(signal: string): Promise<void> {
     );
     process.exit(1);
   }, env.DRAIN_TIMEOUT_MS).unref();
+  // during the start: the model loading now is the last, then the drain
+  host.stopLoading();
+  await started;
   await transport.close();
   await host.close();
   health?.close();
   log.info("worker stopped");
   process.exit(0);
 }
-process.on("SIGTERM", () => void shutdown("SIGTERM"));
-process.on("SIGINT", () => void shutdown("SIGINT"));

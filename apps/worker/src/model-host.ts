@@ -26,6 +26,11 @@ export interface HostOptions {
   executionProvider: ExecutionProvider;
   lockDurationMs: number;
   stalledIntervalMs: number;
+  /**
+   * Told whenever a queue starts being served (a model loaded at the start, or a reload's new
+   * version): the worker advertises it at once, rather than at its next heartbeat.
+   */
+  onServing?: () => void;
 }
 
 /** A version loaded by a reload, not yet serving. */
@@ -48,9 +53,10 @@ export type ReloadOutcome = Omit<WorkerReloadOutcome, "worker">;
  */
 export class ModelHost {
   private readonly served = new Map<string, Served>();
-  /** Opened by `start`; reloads are listened for only after it. */
+  /** Opened by `start`; reloads wait for it (`serially`). */
   private repository!: ModelRepository;
   private reloading: Promise<unknown> = Promise.resolve();
+  private stopping = false;
   /** What `prepare` loaded, by reload id, until its decision. */
   private readonly held = new Map<
     string,
@@ -64,17 +70,37 @@ export class ModelHost {
     private readonly options: HostOptions,
   ) {}
 
-  /** Loads and serves every wanted model; a model that does not load stops the start. */
-  async start(): Promise<void> {
-    const repository = await ModelRepository.open(this.options.repositoryRoot);
-    this.repository = repository;
-    for (const name of this.options.models) repository.get(name); // a typo fails at start
-    for (const entry of repository.list()) {
-      if (!this.wants(entry.config.name)) continue;
-      const outcome = await this.load(entry);
-      const first = outcome.failed[0];
-      if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
-    }
+  /**
+   * Loads and serves every wanted model, each as soon as it has loaded; a model that does not
+   * load stops the start. Reloads wait for it (they run one at a time with the start's loads).
+   */
+  start(): Promise<void> {
+    return this.serially(async () => {
+      const repository = await ModelRepository.open(this.options.repositoryRoot);
+      this.repository = repository;
+      for (const name of this.options.models) repository.get(name); // a typo fails at start
+      for (const entry of repository.list()) {
+        if (this.stopping) return;
+        if (!this.wants(entry.config.name)) continue;
+        const { outcome, fresh } = await this.loadChanged(entry);
+        const first = outcome.failed[0];
+        if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
+        // loaded after the drain began: it would only take jobs for the drain to wait on
+        if (this.stopping) {
+          await Promise.allSettled(fresh.map((f) => f.server.close()));
+          return;
+        }
+        this.swap(entry, fresh);
+      }
+    });
+  }
+
+  /**
+   * A drain that begins while the start still loads: nothing loaded from then on serves, so
+   * that the drain (once the start is over) finishes only what the served models took.
+   */
+  stopLoading(): void {
+    this.stopping = true;
   }
 
   /**
@@ -147,13 +173,6 @@ export class ModelHost {
     return this.options.models.length === 0 || this.options.models.includes(model);
   }
 
-  /** Loads and swaps in what changed of `entry` (the start's load). */
-  private async load(entry: ModelEntry): Promise<ReloadOutcome> {
-    const { outcome, fresh } = await this.loadChanged(entry);
-    if (outcome.failed.length === 0) this.swap(entry, fresh);
-    return outcome;
-  }
-
   /**
    * Loads what changed of `entry`'s versions, all or nothing: when one version fails, the
    * others that loaded are closed and none is returned. Swapping those would serve new
@@ -203,6 +222,7 @@ export class ModelHost {
         "serving",
       );
     }
+    if (fresh.length > 0) this.options.onServing?.();
   }
 
   private open(
