@@ -248,6 +248,22 @@ async function npmStartToExit(env: Record<string, string>, limitMs = 30_000) {
   return { code, output: start.output() };
 }
 
+/**
+ * A failed run's cleanup: its npm start's process group, then its private Redis, which a
+ * group of its own keeps out of the SIGKILL (its watch stops it within a second; a failed
+ * run may be one where it did not).
+ */
+async function killWithPrivateRedis(
+  start: ReturnType<typeof npmStart>["child"],
+  exit: Promise<unknown>,
+  privateUrl: string | undefined,
+): Promise<void> {
+  if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
+  await exit;
+  if (privateUrl && (await pingRedis(privateUrl, 500)))
+    execFileSync("redis-cli", ["-u", privateUrl, "shutdown", "nosave"]);
+}
+
 /** The pid of the child of `parent` that runs `entry` (the API's or the worker's main.ts). */
 function childPid(parent: number, entry: string): number {
   const line = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(parent)])
@@ -378,11 +394,7 @@ describe("npm start", () => {
       expect(await Promise.race([exit, sleep(30_000).then(() => "still running")])).toBe(0);
       expect(await pingRedis(privateUrl as string, 500)).toBe(false);
     } finally {
-      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
-      await exit;
-      // a failed run's Redis, in a group of its own, outlives the SIGKILL above
-      if (privateUrl && (await pingRedis(privateUrl, 500)))
-        execFileSync("redis-cli", ["-u", privateUrl, "shutdown", "nosave"]);
+      await killWithPrivateRedis(start, exit, privateUrl);
     }
   }, 120_000);
 
@@ -406,10 +418,7 @@ describe("npm start", () => {
       // before, in a process group of its own so that Ctrl-C's drain could use it, it ran on
       await waitFor(async () => !(await pingRedis(privateUrl as string, 200)), 5_000);
     } finally {
-      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
-      await exit;
-      if (privateUrl && (await pingRedis(privateUrl, 500)))
-        execFileSync("redis-cli", ["-u", privateUrl, "shutdown", "nosave"]);
+      await killWithPrivateRedis(start, exit, privateUrl);
     }
   }, 60_000);
 
