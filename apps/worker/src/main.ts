@@ -19,7 +19,7 @@ const transport = new WorkerTransport({
 });
 // a queue is advertised the moment its model serves: `/health` and the readiness of each model
 // follow the load, model by model, not the heartbeat after the last one
-const advertise = () => void transport.beatNow(host.servedQueues).catch(() => undefined);
+const advertise = (): Promise<void> => transport.beatNow(host.servedQueues).catch(() => undefined);
 const host = new ModelHost(transport, metrics, log, {
   repositoryRoot: env.MODEL_REPOSITORY,
   models: env.WORKER_MODELS.split(",")

@@ -28,9 +28,10 @@ export interface HostOptions {
   stalledIntervalMs: number;
   /**
    * Told whenever a queue starts being served (a model loaded at the start, or a reload's new
-   * version): the worker advertises it at once, rather than at its next heartbeat.
+   * version): the worker advertises it at once, rather than at its next heartbeat. A reload
+   * answers once it has.
    */
-  onServing?: () => void;
+  onServing?: () => Promise<void>;
 }
 
 /** A version loaded by a reload, not yet serving. */
@@ -57,6 +58,8 @@ export class ModelHost {
   private repository!: ModelRepository;
   private reloading: Promise<unknown> = Promise.resolve();
   private stopping = false;
+  /** The latest `onServing`: a reload that swapped something in answers after it. */
+  private advertised: Promise<void> = Promise.resolve();
   /** What `prepare` loaded, by reload id, until its decision. */
   private readonly held = new Map<
     string,
@@ -108,7 +111,11 @@ export class ModelHost {
    * are read: another model's, mid-edit on disk, are not this reload's business.
    */
   reload(model: string): Promise<ReloadOutcome> {
-    return this.serially(() => this.loadModel(model, undefined));
+    return this.serially(async () => {
+      const outcome = await this.loadModel(model, undefined);
+      await this.advertised;
+      return outcome;
+    });
   }
 
   /**
@@ -126,8 +133,11 @@ export class ModelHost {
       if (!held) return false;
       this.held.delete(id);
       clearTimeout(held.timer);
-      if (commit) this.swap(held.entry, held.fresh);
-      else await Promise.allSettled(held.fresh.map((f) => f.server.close()));
+      if (commit) {
+        this.swap(held.entry, held.fresh);
+        // its new queues are listed before the API hears it swapped
+        await this.advertised;
+      } else await Promise.allSettled(held.fresh.map((f) => f.server.close()));
       return true;
     });
   }
@@ -222,7 +232,7 @@ export class ModelHost {
         "serving",
       );
     }
-    if (fresh.length > 0) this.options.onServing?.();
+    if (fresh.length > 0) this.advertised = this.options.onServing?.() ?? Promise.resolve();
   }
 
   private open(
