@@ -1,5 +1,9 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { EXIT_CONFIG } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
+import { tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -11,6 +15,12 @@ beforeAll(async () => {
   secondUrl = (await stack.startApiReplica()).url;
 });
 afterAll(() => stack.stop());
+
+/** Workers serving digits' default version, as the API replica left up reports them. */
+async function digitsWorkers(): Promise<number | undefined> {
+  type Health = { models: Record<string, { workers: number }> };
+  return ((await (await fetch(`${secondUrl}/health`)).json()) as Health).models.digits?.workers;
+}
 
 describe("graceful drain", () => {
   it("an API replica told to stop ends its event streams; the client resumes on another replica and misses no token", async () => {
@@ -113,9 +123,6 @@ describe("graceful drain", () => {
   });
 
   it("a worker told to stop while it still loads drains and exits; each model was advertised as it came up", async () => {
-    type Health = { models: Record<string, { workers: number }> };
-    const digitsWorkers = async () =>
-      ((await (await fetch(`${secondUrl}/health`)).json()) as Health).models.digits?.workers;
     // digits loads first (the repository's order), tiny-lm after it, for most of a second
     const worker = stack.launchWorker({
       WORKER_MODELS: "digits,tiny-lm",
@@ -143,6 +150,21 @@ describe("graceful drain", () => {
       expect(await digitsWorkers()).toBe(0);
     } finally {
       // a failed run's worker must not take the next test's jobs
+      if (!exited(worker.child)) worker.child.kill("SIGKILL");
+    }
+  });
+
+  it("a worker whose start fails on a later model leaves nothing behind: the models it served are drained and it is not listed", async () => {
+    const repo = tempRepository({ digits: {}, "tiny-lm": {} });
+    writeFileSync(join(repo, "tiny-lm/1/model.onnx"), "not an onnx file");
+    const worker = stack.launchWorker({ MODEL_REPOSITORY: repo, WORKER_MODELS: "digits,tiny-lm" });
+    try {
+      expect(await worker.exited).toBe(EXIT_CONFIG);
+      expect(worker.output.join("")).toMatch(/ferry: the worker cannot serve its models/);
+      // before, digits (served, and listed, while tiny-lm loaded) stayed listed until the
+      // heartbeat expired
+      expect(await digitsWorkers()).toBe(0);
+    } finally {
       if (!exited(worker.child)) worker.child.kill("SIGKILL");
     }
   });

@@ -31,6 +31,8 @@ const host = new ModelHost(transport, metrics, log, {
   onServing: advertise,
 });
 let draining = false;
+/** How long a start that failed gives what its loaded models took before it exits, in ms. */
+const CLOSE_ON_FAILED_START_MS = 10_000;
 let health: ReturnType<typeof startHealthServer> | undefined;
 // Before the models load: a model serves (takes jobs) as soon as it has loaded, so a signal
 // during the rest of the load must drain what it took, not kill the process holding it.
@@ -48,13 +50,18 @@ transport.onReload({
 transport.startHeartbeat();
 // models that do not load (a repository it cannot read, a name WORKER_MODELS gets wrong, a
 // broken file, an execution provider this machine lacks) would not load when restarted either
-const started = host
-  .start()
-  .catch((err: unknown) =>
-    exitForConfig(
-      `the worker cannot serve its models (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}, WORKER_MODELS=${env.WORKER_MODELS || "all"}): ${messageOf(err)}`,
-    ),
+const started = host.start().catch(async (err: unknown) => {
+  // the models loaded before the one that failed served: what they took is answered, and the
+  // worker leaves the list it joined at its first heartbeat (a drain that cannot end is cut)
+  draining = true;
+  await Promise.race([
+    transport.close().then(() => host.close()),
+    new Promise((resolve) => setTimeout(resolve, CLOSE_ON_FAILED_START_MS)),
+  ]).catch(() => undefined);
+  exitForConfig(
+    `the worker cannot serve its models (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}, WORKER_MODELS=${env.WORKER_MODELS || "all"}): ${messageOf(err)}`,
   );
+});
 await started;
 if (!draining) {
   health =
