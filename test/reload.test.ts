@@ -1,9 +1,18 @@
-import { copyFileSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
+import { createRedis, InferenceClient, Keys } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
-import { Stack, waitFor } from "./helpers/stack.js";
+import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
 const repo = tempRepository({
   digits: { cache: { enabled: true, ttl_s: 3600, max_entries: 1000 } },
@@ -249,4 +258,66 @@ describe("hot reload", () => {
     });
     expect(res2.status).toBe(200);
   });
+
+  it("a reload whose API died after the commit, before the generation moved, is finished by another: the cache of the replaced files stops answering", async () => {
+    // a known start: the tests before left files on disk that no worker serves (refused ones)
+    rmSync(join(repo, "digits/9"), { recursive: true, force: true });
+    const shipped = (v: string) => readFileSync(join("models/digits", v, "model.onnx"));
+    for (const v of readdirSync(join(repo, "digits")).filter((d) => /^\d+$/.test(d)))
+      writeFileSync(join(repo, "digits", v, "model.onnx"), shipped("2"));
+    expect((await reload()).status).toBe(200);
+    const features = samples.digits.inputs[7];
+    const predict = async () =>
+      (await (await stack.post("/v1/models/digits/predict", { features })).json()) as {
+        model_version: string;
+        source: string;
+        scores: number[];
+      };
+    const first = await predict();
+    expect(first.source).toBe("model");
+    expect((await predict()).source).toBe("cache");
+    const version = first.model_version;
+    const file = join(repo, "digits", version, "model.onnx");
+    writeFileSync(file, shipped("1"));
+
+    // an API that commits the reload (every worker swaps) and dies before moving the generation
+    const dying = new InferenceClient({ redisUrl: REDIS_URL, prefix: stack.prefix });
+    await dying.ready();
+    const live = async () => (await dying.workers.live()).map((w) => w.id);
+    const { answers, decide } = await dying.control.requestReload("digits", live);
+    expect(answers.flatMap((a) => a.failed)).toEqual([]);
+    await decide(true);
+    await dying.close();
+    // the window: the workers serve the new files, every replica the old files' cached answer
+    expect(await predict()).toMatchObject({ source: "cache", scores: first.scores });
+
+    // as it stands after the longest a commit may wait for the workers' swaps (120 s here)
+    const redis = createRedis(REDIS_URL);
+    try {
+      const marker = new Keys(stack.prefix).reloadCommit("digits");
+      expect(await redis.get(marker)).not.toBeNull();
+      await redis.set(marker, String(Date.now() - 130_000));
+      // before, nothing moved the generation: the old answer was served for the cache's TTL
+      await waitFor(async () => (await predict()).source === "model", 15_000);
+      expect(await redis.get(marker)).toBeNull();
+    } finally {
+      redis.disconnect();
+    }
+    const computed = await predict();
+    expect(computed.scores).not.toEqual(first.scores);
+    // and the answer is the new files' own
+    const raw = await stack.post(`/v2/models/digits/versions/${version}/infer`, {
+      inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: features }],
+    });
+    const logits = ((await raw.json()) as { outputs: Array<{ data: number[] }> }).outputs[0]?.data;
+    const expected = softmax(logits ?? []);
+    for (const [i, p] of computed.scores.entries()) expect(p).toBeCloseTo(expected[i] ?? NaN, 6);
+  }, 60_000);
 });
+
+function softmax(logits: number[]): number[] {
+  const max = Math.max(...logits);
+  const exps = logits.map((v) => Math.exp(v - max));
+  const sum = exps.reduce((a, b) => a + b, 0);
+  return exps.map((v) => v / sum);
+}

@@ -89,7 +89,10 @@ interface StoredHit {
 
 /** How often async jobs past their deadline are looked for, in ms. */
 const DEADLINE_SWEEP_MS = 250;
-/** How often removed jobs whose logs their remover left without an end are looked for, in ms. */
+/**
+ * How often removed jobs whose logs their remover left without an end, and reloads an API left
+ * unfinished (committed, the generation not moved), are looked for, in ms.
+ */
 const REMOVAL_SWEEP_MS = 5_000;
 /**
  * How long the end of a removed job's log is sent again while Redis refuses it, by default, in
@@ -202,7 +205,9 @@ export class InferenceClient {
     await this.router.whenReady();
     await this.state.start();
     this.sweeping = every(DEADLINE_SWEEP_MS, this.redis, () => this.jobs.sweepDeadlines());
-    this.sweepingRemovals = every(REMOVAL_SWEEP_MS, this.redis, () => this.jobs.sweepRemovals());
+    this.sweepingRemovals = every(REMOVAL_SWEEP_MS, this.redis, () =>
+      Promise.all([this.jobs.sweepRemovals(), this.state.finishInterruptedReloads()]),
+    );
   }
 
   /**

@@ -3,6 +3,7 @@ import type { ChainableCommander } from "ioredis";
 import type { RedisClient } from "../shared/connection.js";
 import type { ControlChannel } from "../shared/control-channel.js";
 import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
 import {
   addTally,
   counterField,
@@ -65,6 +66,26 @@ const emptyPending = (): PendingStats => ({
 const FLUSH_MS = 1_000;
 
 /**
+ * A reload committed this long ago whose generation has not moved was left by an API that
+ * died: past the longest a commit waits for the workers' swaps (60 s), in ms.
+ */
+export const INTERRUPTED_RELOAD_MS = 120_000;
+
+/**
+ * Moves a model's generation if its reload was committed before the cutoff and is not yet
+ * finished, with the broadcast that tells every replica and worker.
+ * KEYS: commit marker, generation. ARGV: cutoff (epoch ms), config channel, message.
+ */
+const FINISH_RELOAD = `
+local at = tonumber(redis.call('GET', KEYS[1]))
+if not at or at > tonumber(ARGV[1]) then return 0 end
+redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], ARGV[3])
+return 1
+`;
+
+/**
  * Serving configuration and statistics every API replica shares through Redis: traffic splits
  * (cached per replica, dropped at once on a config broadcast) and per-version request, error
  * and latency counts (counted locally, added to Redis once a second).
@@ -84,12 +105,15 @@ export class ServingState {
   private readonly listeners: Array<(message: ControlMessage) => void> = [];
   private timer: NodeJS.Timeout | undefined;
 
+  private readonly finishReload: LuaCommand<number>;
+
   constructor(
     private readonly redis: RedisClient,
     private readonly control: ControlChannel,
     private readonly keys: Keys,
   ) {
     control.onResubscribed(() => void this.resync().catch(() => undefined));
+    this.finishReload = new LuaCommand(redis, "ferryFinishReload", 2, FINISH_RELOAD);
   }
 
   async start(): Promise<void> {
@@ -121,6 +145,30 @@ export class ServingState {
         this.apply({ v: WIRE_VERSION, type: "generation", model });
       }),
     );
+  }
+
+  /**
+   * Moves the generation of every watched model whose reload was committed by an API that
+   * died before it moved it (its marker older than any commit's wait): until then the workers
+   * served the new files while every replica answered from the cache of the old ones, and
+   * routed to the versions it knew. Any replica does it, once (one script); returns the
+   * models it finished.
+   */
+  async finishInterruptedReloads(now = Date.now()): Promise<string[]> {
+    const finished: string[] = [];
+    for (const model of this.watched.keys()) {
+      const message: ControlMessage = { v: WIRE_VERSION, type: "generation", model };
+      const moved = await this.finishReload.run(
+        this.redis,
+        this.keys.reloadCommit(model),
+        this.keys.generation(model),
+        now - INTERRUPTED_RELOAD_MS,
+        this.keys.configChannel,
+        JSON.stringify(message),
+      );
+      if (moved === 1) finished.push(model);
+    }
+    return finished;
   }
 
   /** Called with every config change (after what this replica cached of it is dropped). */
@@ -162,8 +210,12 @@ export class ServingState {
     await Promise.all(models.map((model) => this.generation(model)));
   }
 
+  /** Moves the generation once a committed reload has swapped in everywhere (its marker gone). */
   async bumpGeneration(model: string): Promise<void> {
-    const tx = this.redis.multi().incr(this.keys.generation(model));
+    const tx = this.redis
+      .multi()
+      .incr(this.keys.generation(model))
+      .del(this.keys.reloadCommit(model));
     await this.control.announce(tx, { v: WIRE_VERSION, type: "generation", model }).exec();
     this.generations.delete(model);
   }

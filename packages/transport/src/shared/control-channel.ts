@@ -128,7 +128,22 @@ export class ControlChannel {
       answered() && answers.every((a) => !a.held || swapped.has(a.worker) || gone.has(a.worker));
     const decide = async (commit: boolean) => {
       try {
-        await publish({ v: WIRE_VERSION, type: "reload-decision", model, reply, commit });
+        const decision: ControlMessage = {
+          v: WIRE_VERSION,
+          type: "reload-decision",
+          model,
+          reply,
+          commit,
+        };
+        // a commit leaves its marker in the same transaction: should this process die before
+        // the generation moves, another API finishes the reload (ServingState)
+        if (commit)
+          await this.redis
+            .multi()
+            .set(this.keys.reloadCommit(model), String(Date.now()))
+            .publish(this.keys.configChannel, JSON.stringify(decision))
+            .exec();
+        else await publish(decision);
         if (commit) await until(allSwapped);
       } finally {
         unlisten();

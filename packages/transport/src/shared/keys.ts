@@ -102,6 +102,15 @@ export class Keys {
     return `${this.prefix}:generation:{${model}}`;
   }
 
+  /**
+   * When (epoch ms) a reload of the model was committed, until its generation moves: a marker
+   * an API that dies between the two leaves behind, for another to finish (the generation's
+   * slot, so that one script does both).
+   */
+  reloadCommit(model: string): string {
+    return `${this.prefix}:reload-commit:{${model}}`;
+  }
+
   /** Hash describing one offline batch: model, version, status, counts, timestamps. */
   batch(id: string): string {
     return `${this.prefix}:batch:{${id}}`;
