@@ -259,7 +259,7 @@ describe("hot reload", () => {
     expect(res2.status).toBe(200);
   });
 
-  it("a reload whose API died after the commit, before the generation moved, is finished by another: the cache of the replaced files stops answering", async () => {
+  it("a reload whose API died after the commit, before the generation moved: no replica answers from the replaced files' cache, and another finishes it", async () => {
     // a known start: the tests before left files on disk that no worker serves (refused ones)
     rmSync(join(repo, "digits/9"), { recursive: true, force: true });
     const shipped = (v: string) => readFileSync(join("models/digits", v, "model.onnx"));
@@ -288,21 +288,41 @@ describe("hot reload", () => {
     expect(answers.flatMap((a) => a.failed)).toEqual([]);
     await decide(true);
     await dying.close();
-    // the window: the workers serve the new files, every replica the old files' cached answer
-    expect(await predict()).toMatchObject({ source: "cache", scores: first.scores });
+    // every replica heard the commit: until the generation moves, the model answers, not the
+    // cache of the files it replaced (before, the old answer, for the cache's TTL)
+    const during = await predict();
+    expect(during.source).toBe("model");
+    expect(during.scores).not.toEqual(first.scores);
+    // a replica that starts now learns of the commit from Redis
+    const late = await stack.startApiReplica();
+    const fromLate = (await (
+      await fetch(`${late.url}/v1/models/digits/predict`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ features }),
+      })
+    ).json()) as { source: string; scores: number[] };
+    expect(fromLate).toMatchObject({ source: "model", scores: during.scores });
 
     // as it stands after the longest a commit may wait for the workers' swaps (120 s here)
     const redis = createRedis(REDIS_URL);
     try {
-      const marker = new Keys(stack.prefix).reloadCommit("digits");
-      expect(await redis.get(marker)).not.toBeNull();
-      await redis.set(marker, String(Date.now() - 130_000));
-      // before, nothing moved the generation: the old answer was served for the cache's TTL
-      await waitFor(async () => (await predict()).source === "model", 15_000);
-      expect(await redis.get(marker)).toBeNull();
+      const keys = new Keys(stack.prefix);
+      const generation = Number(await redis.get(keys.generation("digits")));
+      expect(await redis.get(keys.reloadCommit("digits"))).not.toBeNull();
+      await redis.set(keys.reloadCommit("digits"), String(Date.now() - 130_000));
+      // a replica's sweep moves the generation (before, nothing did), once
+      await waitFor(
+        async () => Number(await redis.get(keys.generation("digits"))) === generation + 1,
+        15_000,
+      );
+      expect(await redis.get(keys.reloadCommit("digits"))).toBeNull();
     } finally {
       redis.disconnect();
     }
+    // and the cache answers again, with the new files' answers
+    await predict();
+    await waitFor(async () => (await predict()).source === "cache", 5_000);
     const computed = await predict();
     expect(computed.scores).not.toEqual(first.scores);
     // and the answer is the new files' own

@@ -194,17 +194,22 @@ export class InferenceService {
 
   private async answerPlan(plan: Plan, opts: CallOptions, started: number): Promise<Prediction> {
     const config = plan.entry.config;
-    const cacheOn = config.cache?.enabled === true && opts.cache !== false;
-    const keep = cacheOn || fallbackEnabled(config);
+    const wantsCache = config.cache?.enabled === true && opts.cache !== false;
+    const keep = wantsCache || fallbackEnabled(config);
     const scope = {
       model: config.name,
       version: plan.version,
       keepS: Math.max(config.cache?.ttl_s ?? 0, config.fallback?.keep_s ?? 0),
     };
+    const generation = keep ? await this.client.state.generation(config.name) : 0;
     const hash = keep
       ? // a tenant's answers are its own: another key neither reads them nor learns they exist
-        `${await this.client.state.generation(config.name)}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
+        `${generation}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
       : "";
+    // while a committed reload's generation has not moved, a stored answer may be the
+    // replaced files' own: the model answers (and what it answers is kept, under the
+    // generation that is about to be left behind)
+    const cacheOn = wantsCache && !this.client.state.reloadCommitted(config.name);
     const elapsed = () => round2(performance.now() - started);
     try {
       let outputs: Record<string, OutputTensor> | undefined;

@@ -99,6 +99,13 @@ export class ServingState {
    * moved meanwhile had a reload this replica did not hear of.
    */
   private readonly watched = new Map<string, number>();
+  /**
+   * Models whose reload was committed (the workers swap) and whose generation has not moved
+   * yet, as this replica heard or read it: their cached answers may be the replaced files'.
+   */
+  private readonly committed = new Set<string>();
+  /** Broadcasts applied per model: a read that one overtook is not kept (see `generation`). */
+  private readonly heard = new Map<string, number>();
   private readonly pending = new Map<string, Map<string, PendingStats>>();
   /** model -> field -> count, for cache hits and misses and fallbacks by source. */
   private readonly counters = new Map<string, Map<string, number>>();
@@ -123,10 +130,26 @@ export class ServingState {
   }
 
   private apply(message: ControlMessage): void {
+    if (message.type === "reload-decision") {
+      if (message.commit) this.committed.add(message.model);
+      return;
+    }
     if (message.type !== "traffic" && message.type !== "generation") return;
+    this.heard.set(message.model, (this.heard.get(message.model) ?? 0) + 1);
     this.traffic.delete(message.model);
     this.generations.delete(message.model);
+    if (message.type === "generation") this.committed.delete(message.model);
     for (const listener of this.listeners) listener(message);
+  }
+
+  /**
+   * Whether a reload of the model was committed and its generation has not moved yet: its
+   * cached answers may come from the files being replaced (until the committing API moves it,
+   * or, if it died, another replica does; see `finishInterruptedReloads`). Known once the
+   * model's generation has been read (`generation`).
+   */
+  reloadCommitted(model: string): boolean {
+    return this.committed.has(model);
   }
 
   /**
@@ -139,7 +162,13 @@ export class ServingState {
     this.traffic.clear();
     await Promise.all(
       [...this.watched].map(async ([model, seen]) => {
-        const now = Number((await this.redis.get(this.keys.generation(model))) ?? 0);
+        const [raw, committedAt] = await this.redis.mget(
+          this.keys.generation(model),
+          this.keys.reloadCommit(model),
+        );
+        // a commit missed meanwhile whose generation has not moved yet
+        if (committedAt !== null) this.committed.add(model);
+        const now = Number(raw ?? 0);
         if (now === seen) return;
         this.watched.set(model, now);
         this.apply({ v: WIRE_VERSION, type: "generation", model });
@@ -196,12 +225,21 @@ export class ServingState {
   async generation(model: string): Promise<number> {
     const known = this.generations.get(model);
     if (known !== undefined) return known;
+    const heard = this.heard.get(model) ?? 0;
     // not 0 on an error: kept, it would key this replica's cache to answers from before
     // every reload until the next one
-    const raw = await this.redis.get(this.keys.generation(model)).catch(redisUnavailable);
+    const [raw, committedAt] = await this.redis
+      .mget(this.keys.generation(model), this.keys.reloadCommit(model))
+      .catch(redisUnavailable);
     const value = Number(raw ?? 0);
+    // A broadcast applied while the read was out may be newer than what it read (the reply
+    // and the broadcast come over two connections, in either order): kept, the value read
+    // before a reload would key this replica's cache to the old files' answers until the next.
+    if ((this.heard.get(model) ?? 0) !== heard) return value;
     this.generations.set(model, value);
     this.watched.set(model, value);
+    // a replica that started (or lost its subscription) after a commit learns of it here
+    if (committedAt !== null) this.committed.add(model);
     return value;
   }
 
