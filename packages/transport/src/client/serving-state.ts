@@ -166,12 +166,14 @@ export class ServingState {
           this.keys.generation(model),
           this.keys.reloadCommit(model),
         );
-        // a commit missed meanwhile whose generation has not moved yet
-        if (committedAt !== null) this.committed.add(model);
         const now = Number(raw ?? 0);
-        if (now === seen) return;
-        this.watched.set(model, now);
-        this.apply({ v: WIRE_VERSION, type: "generation", model });
+        if (now !== seen) {
+          this.watched.set(model, now);
+          this.apply({ v: WIRE_VERSION, type: "generation", model });
+        }
+        // a commit missed meanwhile whose generation has not moved yet (after the move above,
+        // which ends the commit before it)
+        if (committedAt !== null) this.committed.add(model);
       }),
     );
   }
