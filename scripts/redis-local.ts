@@ -55,7 +55,7 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
   // Redis along: the watch below does.
   const child: ChildProcess = spawn(
     "sh",
-    ["-c", WATCHED, "ferry-redis", String(process.pid), ...throwawayServerArgs(port, dir)],
+    ["-c", WATCHED, "ferry-redis", String(process.pid), dir, ...throwawayServerArgs(port, dir)],
     { stdio: "ignore", detached: true },
   );
   const privateUrl = `redis://127.0.0.1:${port}`;
@@ -86,15 +86,16 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
 }
 
 /**
- * Runs redis-server (its arguments after the owner's pid) and stops it once the owner is gone,
- * looked for every second: the owner's own `stop` is the common end, and this one covers an
- * owner that died without running it. A SIGTERM to the group stops both at once.
+ * Runs redis-server (its arguments after the owner's pid and the server's temp dir) and stops
+ * it, and removes the dir, once the owner is gone, looked for every second: the owner's own
+ * `stop` is the common end, and this one covers an owner that died without running it. A
+ * SIGTERM to the group stops both at once.
  */
-const WATCHED = `owner=$1; shift
+const WATCHED = `owner=$1; dir=$2; shift 2
 redis-server "$@" & server=$!
 trap 'kill $server 2>/dev/null; wait $server; exit 0' TERM
 while kill -0 "$owner" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 1; done
-kill $server 2>/dev/null; wait $server`;
+kill $server 2>/dev/null; wait $server; rm -rf "$dir"`;
 
 /** redis-server arguments of a throwaway server on 127.0.0.1:`port`: nothing persisted. */
 export function throwawayServerArgs(port: number, dir: string): string[] {
