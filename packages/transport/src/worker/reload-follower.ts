@@ -12,6 +12,7 @@ import type { ReloadHandler } from "./handlers.js";
  * model's generation, bumped once a reload was committed, is broadcast and kept in Redis, and
  * a worker that hears the broadcast, or finds the generation of a model it serves moved once
  * it is subscribed again, reloads at once (a reload of what it already loaded loads nothing).
+ * Returns what the worker tells, once a model starts serving, so that its generation is known.
  */
 export function followReloads(
   control: ControlChannel,
@@ -20,7 +21,7 @@ export function followReloads(
   workerId: string,
   handler: ReloadHandler,
   servedModels: () => string[],
-): void {
+): (model: string) => void {
   const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
     void control.answerReload(reply, { ...outcome, worker: workerId }).catch(() => undefined);
   const seen = new Map<string, number>();
@@ -30,9 +31,18 @@ export function followReloads(
     seen.set(model, await generationOf(model));
     await handler.reload(model);
   };
-  void Promise.all(
-    [...new Set(servedModels())].map(async (model) => seen.set(model, await generationOf(model))),
-  ).catch(() => undefined);
+  // The generation each model was served at, read when it starts serving (a worker listens
+  // from its first moment, before its models load): a model left out would be reloaded on
+  // every resubscription, outside any consensus, from whatever its files on disk are then.
+  const serving = (model: string) => {
+    if (seen.has(model)) return;
+    void generationOf(model)
+      .then((generation) => {
+        if (!seen.has(model)) seen.set(model, generation);
+      })
+      .catch(() => undefined);
+  };
+  for (const model of new Set(servedModels())) serving(model);
   control.onResubscribed(() => {
     for (const model of new Set(servedModels()))
       void generationOf(model)
@@ -65,4 +75,5 @@ export function followReloads(
       );
     })
     .catch(() => undefined);
+  return serving;
 }

@@ -86,6 +86,8 @@ export class WorkerTransport {
   private readonly target: RedisTarget;
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
+  /** Tells the reload follower a model starts serving (set by `onReload`). */
+  private serving: ((model: string) => void) | undefined;
   private readonly startedAt = Date.now();
   /** What this worker's executions cost, added to the deployment's statistics. */
   readonly stats: ExecutionStats;
@@ -197,6 +199,7 @@ export class WorkerTransport {
   private register(queue: string, worker: Worker): void {
     worker.on("error", () => {});
     this.workers.set(queue, worker);
+    this.serving?.(parseQueueName(queue).model);
   }
 
   /**
@@ -204,7 +207,7 @@ export class WorkerTransport {
    * `handler`, and makes up the ones this worker did not hear (see `followReloads`).
    */
   onReload(handler: ReloadHandler): void {
-    followReloads(this.control, this.redis, this.keys, this.workerId, handler, () =>
+    this.serving = followReloads(this.control, this.redis, this.keys, this.workerId, handler, () =>
       [...this.workers.keys()].map((queue) => parseQueueName(queue).model),
     );
   }
