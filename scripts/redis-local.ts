@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseClusterNodes } from "@ferry/protocol";
@@ -69,12 +69,11 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
     if (stopped) return;
     stopped = true;
     try {
-      // the group: the watch and the server it runs
+      // the group: the watch (which removes the dir once the server is gone) and the server
       process.kill(-(child.pid as number), "SIGTERM");
     } catch {
       // already gone
     }
-    rmSync(dir, { recursive: true, force: true });
   };
   const stop = async () => {
     kill();
@@ -86,14 +85,13 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
 }
 
 /**
- * Runs redis-server (its arguments after the owner's pid and the server's temp dir) and stops
- * it, and removes the dir, once the owner is gone, looked for every second: the owner's own
- * `stop` is the common end, and this one covers an owner that died without running it. A
- * SIGTERM to the group stops both at once.
+ * Runs redis-server (its arguments after the owner's pid and the server's temp dir) and, once
+ * it stops, removes the dir: stopped by a SIGTERM to the group (the owner's `stop`), or by this
+ * watch once the owner is gone, looked for every second (an owner that died without `stop`).
  */
 const WATCHED = `owner=$1; dir=$2; shift 2
 redis-server "$@" & server=$!
-trap 'kill $server 2>/dev/null; wait $server; exit 0' TERM
+trap 'kill $server 2>/dev/null; wait $server; rm -rf "$dir"; exit 0' TERM
 while kill -0 "$owner" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 1; done
 kill $server 2>/dev/null; wait $server; rm -rf "$dir"`;
 

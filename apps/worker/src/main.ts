@@ -55,7 +55,7 @@ const started = host.start().catch(async (err: unknown) => {
   // worker leaves the list it joined at its first heartbeat (a drain that cannot end is cut)
   draining = true;
   await Promise.race([
-    transport.close().then(() => host.close()),
+    drain(),
     new Promise((resolve) => setTimeout(resolve, CLOSE_ON_FAILED_START_MS)),
   ]).catch(() => undefined);
   exitForConfig(
@@ -88,9 +88,14 @@ async function shutdown(signal: string): Promise<void> {
   // during the start: the model loading now is the last, then the drain
   host.stopLoading();
   await started;
+  await drain();
+  log.info("worker stopped");
+  process.exit(0);
+}
+
+/** Takes no new jobs, finishes the ones taken, leaves the worker list, closes the models. */
+async function drain(): Promise<void> {
   await transport.close();
   await host.close();
   health?.close();
-  log.info("worker stopped");
-  process.exit(0);
 }

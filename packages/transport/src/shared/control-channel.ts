@@ -137,13 +137,9 @@ export class ControlChannel {
         };
         // a commit leaves its marker in the same transaction: should this process die before
         // the generation moves, another API finishes the reload (ServingState)
-        if (commit)
-          await this.redis
-            .multi()
-            .set(this.keys.reloadCommit(model), String(Date.now()))
-            .publish(this.keys.configChannel, JSON.stringify(decision))
-            .exec();
-        else await publish(decision);
+        const tx = this.redis.multi();
+        if (commit) tx.set(this.keys.reloadCommit(model), String(Date.now()));
+        await tx.publish(this.keys.configChannel, JSON.stringify(decision)).exec();
         if (commit) await until(allSwapped);
       } finally {
         unlisten();
