@@ -179,15 +179,16 @@ export class ServingState {
   }
 
   /**
-   * Moves the generation of every watched model whose reload was committed by an API that
-   * died before it moved it (its marker older than any commit's wait): until then the workers
-   * served the new files while every replica answered from the cache of the old ones, and
-   * routed to the versions it knew. Any replica does it, once (one script); returns the
-   * models it finished.
+   * Moves the generation of every model whose reload was committed by an API that died before
+   * it moved it (its marker older than any commit's wait): until then the workers served the
+   * new files while the replicas routed to the versions they knew. Any replica does it, once
+   * (one script); returns the models it finished. Only models this replica knows committed
+   * are looked at (it heard the decision, or read the marker with the generation or on a
+   * resubscription): nothing is sent to Redis between reloads.
    */
   async finishInterruptedReloads(now = Date.now()): Promise<string[]> {
     const finished: string[] = [];
-    for (const model of this.watched.keys()) {
+    for (const model of [...this.committed]) {
       const message: ControlMessage = { v: WIRE_VERSION, type: "generation", model };
       const moved = await this.finishReload.run(
         this.redis,
