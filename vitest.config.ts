@@ -6,7 +6,12 @@ export default defineConfig({
   resolve: { conditions: ["ferry-source", ...defaultServerConditions] },
   ssr: { resolve: { conditions: ["ferry-source", ...defaultServerConditions] } },
   test: {
-    include: ["apps/*/src/**/*.test.ts", "packages/*/src/**/*.test.ts", "test/**/*.test.ts"],
+    include: [
+      "apps/*/src/**/*.test.ts",
+      "packages/*/src/**/*.test.ts",
+      "test/**/*.test.ts",
+      "bench/*.test.ts",
+    ],
     // End-to-end files start real processes; they get generous limits and run two at a time
     // on a 2-core machine.
     testTimeout: 60_000,

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { Agent } from "node:http";
 import { InProcessSession } from "@ferry/runtime";
 import { freePort } from "../scripts/free-port.js";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
 import { REDIS_TARGET, Stack, waitFor } from "../test/helpers/stack.js";
 import { commandsPer, cpuMeter, redisCommandStats, redisPid } from "./cpu.js";
+import { HttpConnection } from "./http-client.js";
 import {
   closedLoop,
   type LoadResult,
@@ -264,17 +264,21 @@ async function seedExercise(model: Model): Promise<Record<string, Record<string,
         WORKER_MODELS: model,
       },
     }),
-    agent: new Agent({ keepAlive: true, maxSockets: 200 }),
+    connections: [] as HttpConnection[],
     rounds: [] as LoadResult[],
   }));
   try {
-    for (const side of sides) await side.stack.start();
+    for (const side of sides) {
+      await side.stack.start();
+      const url = new URL(side.stack.url("/"));
+      side.connections.push(...Array.from({ length: 200 }, () => new HttpConnection(url)));
+    }
     const load = (side: (typeof sides)[number], opts: { total: number } | { durationMs: number }) =>
       closedLoop({
         url: side.stack.url(`/v1/models/${model}/predict`),
         bodies: fresh("total" in opts ? opts.total : 20_000),
         concurrency: 200,
-        agent: side.agent,
+        connections: side.connections,
         ...opts,
       });
     // warm: the connections open, and the JIT has compiled the serving path
@@ -296,7 +300,7 @@ async function seedExercise(model: Model): Promise<Record<string, Record<string,
     out.adjacent = { batch32_over_batch1_median: round(median(ratios), 3), pairs: ratios.length };
     return out;
   } finally {
-    for (const side of sides) side.agent.destroy();
+    for (const side of sides) for (const c of side.connections) c.close();
     await Promise.all(sides.map((side) => side.stack.stop()));
   }
 }
@@ -388,6 +392,9 @@ interface PairedRound {
   ferry_c64_rps: number;
   in_process_c64_rps: number;
   c64_ratio: number;
+  ferry_c64_rps_node_http: number;
+  in_process_c64_rps_node_http: number;
+  c64_ratio_node_http: number;
   ferry_c1_p50_ms: number;
   in_process_c1_p50_ms: number;
   c1_p50_diff_ms: number;
@@ -398,7 +405,9 @@ interface PairedRound {
  * measured in turn, each round in the other order: this VM's pace drifts by tens of percent
  * within minutes (the in-process server alone measured 7,200 and 11,200 req/s on one
  * afternoon), and rows measured minutes apart, as (b) and (e) are, carry that drift into their
- * ratio; a ratio of adjacent rounds carries little of it. 5 s at 64 clients, 3 s at one.
+ * ratio; a ratio of adjacent rounds carries little of it. 5 s at 64 clients, then 5 s at 64
+ * clients on node:http's client (what the load generator's own CPU takes from each server:
+ * the rest of the bench uses `HttpConnection`), then 3 s at one.
  */
 async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
   const port = await freePort();
@@ -407,8 +416,11 @@ async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
     return await withPeer(process.execPath, inProcessArgs(port), port, "/", 200, async (local) => {
       const servers = { ferry: stack.url("/v1/models/mnist/predict"), in_process: local };
       for (const url of Object.values(servers)) await warmUp(url, 1);
+      const c64 = (url: string, nodeHttp: boolean) =>
+        closedLoop({ url, bodies: fresh(60_000), concurrency: 64, durationMs: 5_000, nodeHttp });
       const both = async (url: string) => ({
-        c64: await closedLoop({ url, bodies: fresh(60_000), concurrency: 64, durationMs: 5_000 }),
+        c64: await c64(url, false),
+        c64_node_http: await c64(url, true),
         c1: await closedLoop({ url, bodies: fresh(20_000), concurrency: 1, durationMs: 3_000 }),
       });
       const out: PairedRound[] = [];
@@ -422,6 +434,9 @@ async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
           ferry_c64_rps: ferry.c64.rps,
           in_process_c64_rps: inProc.c64.rps,
           c64_ratio: round(ferry.c64.rps / (inProc.c64.rps || 1), 3),
+          ferry_c64_rps_node_http: ferry.c64_node_http.rps,
+          in_process_c64_rps_node_http: inProc.c64_node_http.rps,
+          c64_ratio_node_http: round(ferry.c64_node_http.rps / (inProc.c64_node_http.rps || 1), 3),
           ferry_c1_p50_ms: ferry.c1.p50_ms,
           in_process_c1_p50_ms: inProc.c1.p50_ms,
           c1_p50_diff_ms: round(ferry.c1.p50_ms - inProc.c1.p50_ms, 3),
@@ -436,7 +451,7 @@ async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
 
 export async function classifierBench(): Promise<Record<string, unknown>> {
   console.log(
-    "classifier bench: mnist (784-256-10 MLP) and digits-cnn (strided conv + 1568-3000-10 head, 19 MB of float32 weights in memory, compute-bound), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
+    "classifier bench: mnist (784-256-10 MLP) and digits-cnn (strided conv + 1568-3000-10 head, 19 MB of float32 weights in memory, compute-bound), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1 (bench/http-client.ts: a lean HTTP/1.1 client, ~60 us of CPU a request where node:http's takes ~125, on the cores the stack uses), in this process; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
   );
   const raw = Object.fromEntries(await seq(MODELS, async (m) => [m, await rawOnnx(m)] as const));
   printTable(
@@ -478,7 +493,7 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     rows,
   );
   printTable(
-    "(e') Ferry mnist and the in-process server in adjacent rounds (both up, measured in turn, alternating which goes first): 5 s at 64 clients, then 3 s at one client",
+    "(e') Ferry mnist and the in-process server in adjacent rounds (both up, measured in turn, alternating which goes first): 5 s at 64 clients, the same on node:http's client (_node_http), then 3 s at one client",
     paired.map((r, i) => ({ round: i + 1, ...r })),
   );
   printTable(
@@ -555,6 +570,8 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
       median(paired.map((r) => r.c64_ratio)),
       3,
     ),
+    "mnist: ferry_c64_rps / in_process_c64_rps, adjacent rounds, node:http's client (median)":
+      round(median(paired.map((r) => r.c64_ratio_node_http)), 3),
     "mnist: ferry_c1_p50 - in_process_c1_p50 (ms), adjacent rounds (median)": round(
       median(paired.map((r) => r.c1_p50_diff_ms)),
       3,

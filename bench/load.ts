@@ -1,4 +1,5 @@
-import { Agent, request } from "node:http";
+import { request } from "node:http";
+import { type Connection, HttpConnection, NodeHttpConnection } from "./http-client.js";
 
 /** Answers of one HTTP status: how many, and how long they took. */
 export interface StatusLatency {
@@ -35,8 +36,8 @@ export interface LoadOptions {
   /** ...or after exactly this many requests, sent all at once up to `concurrency`. */
   total?: number;
   /**
-   * Every client opens its connection with one unmeasured request, and the clock starts once
-   * all have: a pool of clients that is already connected, as a fleet of callers is. Thousands
+   * Every client opens its connection (TCP, in waves), and the clock starts once all have: a
+   * pool of clients that is already connected, as a fleet of callers is. Thousands
    * of connects in one burst stall for seconds on this machine whatever the server (the bare
    * node:http one too: p99 16 s), and that would be measured as the server's latency.
    */
@@ -47,10 +48,13 @@ export interface LoadOptions {
    */
   honourRetryAfter?: boolean;
   /**
-   * Keep-alive connections shared with other runs (opened once, left open): rounds of one
-   * client fleet. Without it each run opens connections of its own and closes them after.
+   * Keep-alive connections shared with other runs (opened once, left open; one per client, at
+   * least `concurrency` of them): rounds of one client fleet. Without them each run opens
+   * connections of its own and closes them after.
    */
-  agent?: Agent;
+  connections?: Connection[];
+  /** Clients on node:http's client instead of `HttpConnection` (when they have none given). */
+  nodeHttp?: boolean;
   /**
    * Also report the answers to requests sent this long after the start, apart
    * (`steady_by_status`): a flood's opening burst, every client's first request in the same
@@ -61,16 +65,16 @@ export interface LoadOptions {
   onStart?: (() => void) | undefined;
 }
 
-/**
- * A closed-loop load generator: `concurrency` clients, each sending its next request as soon
- * as the previous answer arrives, over keep-alive connections. Latency is per request, from
- * write to the last byte of the answer.
- */
 /** Clients that open their connections at once, when they connect first. */
 const CONNECT_WAVE = 200;
 
+/**
+ * A closed-loop load generator: `concurrency` clients, each sending its next request as soon
+ * as the previous answer arrives, over keep-alive connections (`HttpConnection`, one per
+ * client). Latency is per request, from write to the last byte of the answer.
+ */
+
 export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
-  const agent = opts.agent ?? new Agent({ keepAlive: true, maxSockets: opts.concurrency });
   const url = new URL(opts.url);
   const latencies: number[] = [];
   const byStatus = new Map<number, number[]>();
@@ -78,30 +82,33 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
   const firstErrorBody: Record<string, string> = {};
   let errors = 0;
   let sent = 0;
-  // one connection per client when they connect first (a shared pool would hand a finished
-  // client's socket to the next one instead of opening a new one)
-  const agents = Array.from({ length: opts.concurrency }, () =>
-    opts.connectFirst ? new Agent({ keepAlive: true, maxSockets: 1 }) : agent,
-  );
-  if (opts.connectFirst) {
-    const body = opts.bodies[0] ?? "{}";
+  const connections =
+    opts.connections?.slice(0, opts.concurrency) ??
+    Array.from({ length: opts.concurrency }, () =>
+      opts.nodeHttp ? new NodeHttpConnection(url) : new HttpConnection(url),
+    );
+  if (connections.length < opts.concurrency)
+    throw new Error(
+      `closedLoop: ${connections.length} connections for ${opts.concurrency} clients`,
+    );
+  if (opts.connectFirst)
     for (let i = 0; i < opts.concurrency; i += CONNECT_WAVE)
-      await Promise.all(agents.slice(i, i + CONNECT_WAVE).map((a) => post(a, url, body)));
-  }
+      await Promise.all(connections.slice(i, i + CONNECT_WAVE).map((c) => c.open()));
   const started = performance.now();
   opts.onStart?.();
   const deadline = started + (opts.durationMs ?? Number.POSITIVE_INFINITY);
   const more = () => (opts.total !== undefined ? sent < opts.total : performance.now() < deadline);
-  const client = async (agent: Agent) => {
+  const client = async (connection: Connection) => {
     while (more()) {
       const body = opts.bodies[sent++ % opts.bodies.length] ?? "{}";
       const t0 = performance.now();
-      const { status, retryAfterS, text } = await post(agent, url, body);
-      if (text !== undefined) firstErrorBody[String(status)] ??= text.slice(0, 300);
+      const { status, retryAfterS, body: answer } = await connection.post(url.pathname, body);
       const took = performance.now() - t0;
-      // 200 for an answer, 202 for an accepted job
+      // 200 for an answer, 202 for an accepted job; an error's body is kept, to be shown
       if (status === 200 || status === 202) latencies.push(took);
       else errors++;
+      if (status !== 200 && status !== 202 && status !== 429)
+        firstErrorBody[String(status)] ??= answer.toString().slice(0, 300);
       record(byStatus, status, took);
       if (opts.steadyAfterMs !== undefined && t0 - started >= opts.steadyAfterMs)
         record(steadyByStatus, status, took);
@@ -111,9 +118,9 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
         );
     }
   };
-  await Promise.all(agents.map(client));
+  await Promise.all(connections.map(client));
   const seconds = (performance.now() - started) / 1000;
-  for (const a of new Set(agents)) if (a !== opts.agent) a.destroy();
+  if (!opts.connections) for (const c of connections) c.close();
   latencies.sort((a, b) => a - b);
   return {
     requests: latencies.length,
@@ -149,42 +156,6 @@ function summarise(byStatus: Map<number, number[]>): Record<string, StatusLatenc
     };
   }
   return out;
-}
-
-function post(
-  agent: Agent,
-  url: URL,
-  body: string,
-): Promise<{ status: number; retryAfterS: number; text: string | undefined }> {
-  return new Promise((resolve) => {
-    const req = request(
-      {
-        agent,
-        host: url.hostname,
-        port: url.port,
-        path: url.pathname,
-        method: "POST",
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        // an answer or a refusal is only counted; an error's body is kept, to be shown
-        const expected = status === 200 || status === 202 || status === 429;
-        const chunks: Buffer[] = [];
-        if (expected) res.resume();
-        else res.on("data", (chunk: Buffer) => chunks.push(chunk));
-        res.on("end", () =>
-          resolve({
-            status,
-            retryAfterS: Number(res.headers["retry-after"] ?? 0) || 0,
-            text: expected ? undefined : Buffer.concat(chunks).toString(),
-          }),
-        );
-      },
-    );
-    req.on("error", (err) => resolve({ status: 0, retryAfterS: 0, text: String(err) }));
-    req.end(body);
-  });
 }
 
 /**
