@@ -13,7 +13,6 @@ export interface Answer {
 
 /** One client's connection: a request at a time; a failure is an answer of status 0. */
 export interface Connection {
-  open(): Promise<void>;
   post(path: string, body: string): Promise<Answer>;
   close(): void;
 }
@@ -41,11 +40,6 @@ export class HttpConnection implements Connection {
 
   constructor(private readonly url: URL) {
     this.hostHeader = url.host;
-  }
-
-  /** Opens the connection now, rather than with the first request. */
-  async open(): Promise<void> {
-    await this.ensureOpen();
   }
 
   /** POSTs `body` (JSON) to `path`; never rejects: a failure is an answer of status 0. */
@@ -182,11 +176,6 @@ export class NodeHttpConnection implements Connection {
   private readonly agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
   constructor(private readonly url: URL) {}
-
-  async open(): Promise<void> {
-    // node:http opens a socket only for a request: an unmeasured one
-    await this.post(this.url.pathname, "{}");
-  }
 
   post(path: string, body: string): Promise<Answer> {
     return new Promise((resolve) => {

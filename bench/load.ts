@@ -36,8 +36,13 @@ export interface LoadOptions {
   /** ...or after exactly this many requests, sent all at once up to `concurrency`. */
   total?: number;
   /**
-   * Every client opens its connection (TCP, in waves), and the clock starts once all have: a
-   * pool of clients that is already connected, as a fleet of callers is. Thousands
+   * Every client opens its connection with one unmeasured request (in waves), and the clock
+   * starts once all have been answered: a pool of clients that is already connected, as a
+   * fleet of callers is. A request, not only the TCP handshake: a connection the kernel has
+   * completed waits in the listen queue until the server accepts it, and a busy Node server
+   * accepts one per event-loop turn (libuv), so hundreds merely connected when the clock
+   * starts are accepted over the whole run (a probe on a new connection behind them waited
+   * past 10 s): that is measured apart, not as every client's first request. Thousands
    * of connects in one burst stall for seconds on this machine whatever the server (the bare
    * node:http one too: p99 16 s), and that would be measured as the server's latency.
    */
@@ -91,9 +96,13 @@ export async function closedLoop(opts: LoadOptions): Promise<LoadResult> {
     throw new Error(
       `closedLoop: ${connections.length} connections for ${opts.concurrency} clients`,
     );
-  if (opts.connectFirst)
+  if (opts.connectFirst) {
+    const body = opts.bodies[0] ?? "{}";
     for (let i = 0; i < opts.concurrency; i += CONNECT_WAVE)
-      await Promise.all(connections.slice(i, i + CONNECT_WAVE).map((c) => c.open()));
+      await Promise.all(
+        connections.slice(i, i + CONNECT_WAVE).map((c) => c.post(url.pathname, body)),
+      );
+  }
   const started = performance.now();
   opts.onStart?.();
   const deadline = started + (opts.durationMs ?? Number.POSITIVE_INFINITY);
