@@ -182,9 +182,13 @@ function flood(url: string, honourRetryAfter: boolean, onStart?: () => void): Pr
   });
 }
 
-/** An overload run, with the latency of a readiness probe every 100 ms while it lasts. */
+/**
+ * An overload run, with the latency of a readiness probe every 100 ms while it lasts, on the
+ * main port and on the probe port (PROBE_PORT).
+ */
 interface FloodResult extends LoadResult {
   probes?: StatusLatency;
+  probes_probe_port?: StatusLatency;
 }
 
 function clientsOf(honourRetryAfter: boolean): string {
@@ -200,7 +204,11 @@ function clientsOf(honourRetryAfter: boolean): string {
 async function overload(model: Model): Promise<Record<string, FloodResult>> {
   const out: Record<string, FloodResult> = {};
   for (const honourRetryAfter of [false, true]) {
-    const stack = await new Stack({ env: { WORKER_MODELS: model } }).start();
+    const probePort = await freePort();
+    const stack = await new Stack({
+      env: { WORKER_MODELS: model },
+      apiEnv: { PROBE_PORT: String(probePort) },
+    }).start();
     try {
       const url = stack.url(`/v1/models/${model}/predict`);
       // warm: the JIT has compiled the serving path (the service rate measured here goes
@@ -212,8 +220,15 @@ async function overload(model: Model): Promise<Record<string, FloodResult>> {
       // once the flood's clients are connected, as a kubelet would (timeoutSeconds 1 by
       // default): an API too busy to answer in time is taken out of its Service, or restarted
       await connected;
-      const probes = await probeWhile(stack.url("/v2/health/ready"), 100, run);
-      out[clientsOf(honourRetryAfter)] = { ...(await run), probes };
+      const [probes, probesProbePort] = await Promise.all([
+        probeWhile(stack.url("/v2/health/ready"), 100, run),
+        probeWhile(`http://127.0.0.1:${probePort}/v2/health/ready`, 100, run),
+      ]);
+      out[clientsOf(honourRetryAfter)] = {
+        ...(await run),
+        probes,
+        probes_probe_port: probesProbePort,
+      };
     } finally {
       await stack.stop();
     }
@@ -537,9 +552,12 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
         ...v,
       })),
       ...(r.probes ? [{ server, clients, status: "GET /v2/health/ready", ...r.probes }] : []),
+      ...(r.probes_probe_port
+        ? [{ server, clients, status: "the same on PROBE_PORT", ...r.probes_probe_port }]
+        : []),
     ]);
   printTable(
-    `(f) overload: ${OVERLOAD.connections} closed-loop clients for ${OVERLOAD.durationMs / 1000} s, connections opened first; Ferry on mnist (QUEUE_WAIT_BUDGET_MS 5000), with a readiness probe on a new connection every 100 ms; and (f') the floor: a node:http server that answers 429 to everything at once`,
+    `(f) overload: ${OVERLOAD.connections} closed-loop clients for ${OVERLOAD.durationMs / 1000} s, connections opened first; Ferry on mnist (QUEUE_WAIT_BUDGET_MS 5000), with a readiness probe on a new connection every 100 ms, on the main port and on PROBE_PORT; and (f') the floor: a node:http server that answers 429 to everything at once`,
     [...statusRows("ferry mnist", over), ...statusRows("refuse-all node:http", floor)],
   );
   for (const [clients, r] of Object.entries(over))
@@ -592,6 +610,8 @@ export async function classifierBench(): Promise<Record<string, unknown>> {
     ratios[`overload (${clients}): 429 p99 after the opening burst (ms)`] =
       r.steady_by_status?.["429"]?.p99_ms ?? Number.NaN;
     ratios[`overload (${clients}): readiness probe p99 (ms)`] = r.probes?.p99_ms ?? Number.NaN;
+    ratios[`overload (${clients}): readiness probe p99 on PROBE_PORT (ms)`] =
+      r.probes_probe_port?.p99_ms ?? Number.NaN;
     ratios[`overload (${clients}): answers other than 200/429`] = Object.entries(r.by_status)
       .filter(([status]) => status !== "200" && status !== "429")
       .reduce((n, [, v]) => n + v.count, 0);

@@ -1,10 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../scripts/free-port.js";
 import { samples } from "./helpers/samples.js";
 import { Stack } from "./helpers/stack.js";
 
+const probePort = await freePort();
 const secured = new Stack({
   env: { WORKER_MODELS: "digits" },
-  apiEnv: { API_KEYS: "key-one, key-two", ADMIN_TOKEN: "admin-secret", LOG_LEVEL: "debug" },
+  apiEnv: {
+    API_KEYS: "key-one, key-two",
+    ADMIN_TOKEN: "admin-secret",
+    LOG_LEVEL: "debug",
+    PROBE_PORT: String(probePort),
+  },
 });
 const open = new Stack({ workers: 0 });
 beforeAll(() => Promise.all([secured.start(), open.start()]));
@@ -36,6 +43,32 @@ describe("API keys", () => {
     expect((await secured.post("/v2/models/digits/infer", body, auth("key-one"))).status).toBe(200);
     for (const path of ["/v2/health/live", "/v2/health/ready", "/health", "/metrics"]) {
       expect((await fetch(secured.url(path))).status).toBe(200);
+    }
+  });
+
+  it("leave the probe port (PROBE_PORT) the probes, /health and /metrics, unguarded, and nothing else", async () => {
+    const probe = (path: string, init?: RequestInit) =>
+      fetch(`http://127.0.0.1:${probePort}${path}`, init);
+    expect(await (await probe("/v2/health/live")).json()).toEqual({ live: true });
+    expect(await (await probe("/v2/health/ready")).json()).toEqual({ ready: true });
+    expect(((await (await probe("/health")).json()) as { redis: string }).redis).toBe("up");
+    expect(await (await probe("/metrics")).text()).toContain("ferry_");
+    // the API itself is not there, with a key or without
+    const post = { method: "POST", headers: { "content-type": "application/json" } };
+    for (const [path, init] of [
+      ["/v1/models/digits/predict", { ...post, body: JSON.stringify({ features }) }],
+      ["/v1/models/digits/predict", { ...post, body: "{}", headers: auth("key-one") }],
+      ["/v1/models", {}],
+      ["/admin/models", { headers: auth("admin-secret") }],
+      ["/v2/health/ready", { method: "POST" }],
+    ] as const) {
+      const res = await probe(path, init);
+      expect(res.status).toBe(404);
+      // in the shape of its path: OpenAI's under /v1, KServe's under /v2
+      const { error } = (await res.json()) as { error: string | { message: string } };
+      expect(typeof error === "string" ? error : error.message).toContain(
+        "the probe port answers GET",
+      );
     }
   });
 

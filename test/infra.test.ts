@@ -66,6 +66,12 @@ describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
     const container = api.spec.template.spec.containers[0];
     expect(container.readinessProbe.httpGet.path).toBe("/v2/health/ready");
     expect(container.livenessProbe.httpGet.path).toBe("/v2/health/live");
+    // on the probe port (PROBE_PORT), not behind the clients' connections on the main one
+    const probePort = container.ports.find((p: { name: string }) => p.name === "probe");
+    const probeEnv = container.env.find((e: { name: string }) => e.name === "PROBE_PORT");
+    expect(String(probePort?.containerPort)).toBe(probeEnv?.value);
+    expect(container.readinessProbe.httpGet.port).toBe("probe");
+    expect(container.livenessProbe.httpGet.port).toBe("probe");
     // above what a probe waits at 5x capacity (bench/classifier.ts, overload: up to 1.9 s)
     expect(container.readinessProbe.timeoutSeconds).toBeGreaterThanOrEqual(2);
     expect(container.livenessProbe.timeoutSeconds).toBeGreaterThan(

@@ -57,6 +57,12 @@ const envSchema = deploymentEnvSchema.extend({
     .enum(["on", "off"])
     .default("on")
     .transform((v) => v === "on"),
+  /**
+   * A second port answering only the probes and /metrics (`probe-server.ts`); unset: none.
+   * Kubernetes probes go there: a busy Node server accepts one new connection per event-loop
+   * turn, so on the main port a probe's connection can wait behind every other one.
+   */
+  PROBE_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
   /** How long a draining API waits for open requests before it exits, in ms. */
   DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });

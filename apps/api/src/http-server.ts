@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { getRequestListener } from "@hono/node-server";
 import { createApp } from "./app.js";
 import { guardsFrom } from "./guards.js";
@@ -6,16 +6,23 @@ import type { InFlight } from "./middleware/in-flight.js";
 import { predictFastPath } from "./predict-fast-path.js";
 import type { Services } from "./services.js";
 
-/** The API's HTTP server: the predict fast path for the hot route's common form, Hono for the rest. */
-export function createHttpServer(services: Services, inFlight: InFlight): Server {
+/**
+ * The API's HTTP server: the predict fast path for the hot route's common form, Hono for the
+ * rest; and its request handler, which the probe port (`probe-server.ts`) shares.
+ */
+export function createHttpServer(
+  services: Services,
+  inFlight: InFlight,
+): { server: Server; handle: (req: IncomingMessage, res: ServerResponse) => void } {
   const guards = guardsFrom(services.env);
   services.metrics.watchTurns(() => guards.turns.queued);
   const hono = getRequestListener(createApp(services, inFlight, guards).fetch);
   const fast = services.env.PREDICT_FAST_PATH
     ? predictFastPath(services, inFlight, guards)
     : undefined;
-  return createServer((req, res) => {
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
     if (fast?.(req, res)) return;
     void hono(req, res);
-  });
+  };
+  return { server: createServer(handle), handle };
 }

@@ -11,6 +11,7 @@ import { InferenceService } from "./inference-service.js";
 import { JobService } from "./job-service.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
+import { createProbeServer } from "./probe-server.js";
 import { ResponsesService } from "./responses-service.js";
 import type { Services } from "./services.js";
 import { StreamSlots } from "./stream-slots.js";
@@ -93,21 +94,25 @@ const services: Services = {
 const LISTEN_BACKLOG = 8_192;
 
 const inFlight = new InFlight();
-const server = createHttpServer(services, inFlight);
+const { server, handle } = createHttpServer(services, inFlight);
 // Longer than any Retry-After this API gives and than a balancer's idle timeout (60 s on
 // most): Node's 5 s default closes a keep-alive connection while its client waits to retry,
 // and a request sent as it closes fails outright.
 server.keepAliveTimeout = 65_000;
 server.headersTimeout = 66_000;
-server.once("error", (err: NodeJS.ErrnoException) => {
-  if (err.code === "EADDRINUSE")
-    exitForConfig(
-      `${env.HOST}:${env.PORT} is already in use: stop what listens there, or set PORT to a free port`,
-    );
-  if (err.code === "EACCES" || err.code === "EADDRNOTAVAIL")
-    exitForConfig(`cannot listen on ${env.HOST}:${env.PORT} (${err.code}): set HOST and PORT`);
-  throw err;
-});
+/** A listen error as a configuration error that names the variable to change. */
+const onListenError =
+  (port: number, variable: string) =>
+  (err: NodeJS.ErrnoException): void => {
+    if (err.code === "EADDRINUSE")
+      exitForConfig(
+        `${env.HOST}:${port} is already in use: stop what listens there, or set ${variable} to a free port`,
+      );
+    if (err.code === "EACCES" || err.code === "EADDRNOTAVAIL")
+      exitForConfig(`cannot listen on ${env.HOST}:${port} (${err.code}): set HOST and ${variable}`);
+    throw err;
+  };
+server.once("error", onListenError(env.PORT, "PORT"));
 // Node's default accept backlog (511) overflows when thousands of clients connect at once:
 // the kernel drops their SYNs, and they wait out retransmits of 1, 3, 7, 15 s before this
 // process ever sees them, refusal or not. The kernel caps it at net.core.somaxconn.
@@ -119,6 +124,14 @@ server.listen({ port: env.PORT, host: env.HOST, backlog: LISTEN_BACKLOG }, () =>
     "api listening",
   );
 });
+// Left open while draining: readiness answers 503 there until the process exits.
+if (env.PROBE_PORT !== undefined) {
+  const probes = createProbeServer(handle);
+  probes.once("error", onListenError(env.PROBE_PORT, "PROBE_PORT"));
+  probes.listen({ port: env.PROBE_PORT, host: env.HOST }, () =>
+    log.info({ url: `http://${env.HOST}:${env.PROBE_PORT}` }, "probe port listening"),
+  );
+}
 
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;
