@@ -72,6 +72,7 @@ describe.skipIf(!hasKubectl && !process.env.CI)("Kubernetes manifests", () => {
     expect(String(probePort?.containerPort)).toBe(probeEnv?.value);
     expect(container.readinessProbe.httpGet.port).toBe("probe");
     expect(container.livenessProbe.httpGet.port).toBe("probe");
+    expect(api.spec.template.metadata.annotations["prometheus.io/port"]).toBe(probeEnv?.value);
     // above what a probe waits at 5x capacity (bench/classifier.ts, overload: up to 1.9 s)
     expect(container.readinessProbe.timeoutSeconds).toBeGreaterThanOrEqual(2);
     expect(container.livenessProbe.timeoutSeconds).toBeGreaterThan(
