@@ -42,7 +42,8 @@ export interface LoadOptions {
    * completed waits in the listen queue until the server accepts it, and a busy Node server
    * accepts one per event-loop turn (libuv), so hundreds merely connected when the clock
    * starts are accepted over the whole run (a probe on a new connection behind them waited
-   * past 10 s): that is measured apart, not as every client's first request. Thousands
+   * past 10 s): a cost of connecting during a flood (the API's PROBE_PORT keeps probes out of
+   * it), not of the requests these rows measure. Thousands
    * of connects in one burst stall for seconds on this machine whatever the server (the bare
    * node:http one too: p99 16 s), and that would be measured as the server's latency.
    */
