@@ -128,18 +128,17 @@ export class ControlChannel {
       answered() && answers.every((a) => !a.held || swapped.has(a.worker) || gone.has(a.worker));
     const decide = async (commit: boolean) => {
       try {
-        const decision: ControlMessage = {
+        // a commit leaves its marker in the same transaction: should this process die before
+        // the generation moves, another API finishes the reload (ServingState)
+        const tx = this.redis.multi();
+        if (commit) tx.set(this.keys.reloadCommit(model), String(Date.now()));
+        await this.announce(tx, {
           v: WIRE_VERSION,
           type: "reload-decision",
           model,
           reply,
           commit,
-        };
-        // a commit leaves its marker in the same transaction: should this process die before
-        // the generation moves, another API finishes the reload (ServingState)
-        const tx = this.redis.multi();
-        if (commit) tx.set(this.keys.reloadCommit(model), String(Date.now()));
-        await tx.publish(this.keys.configChannel, JSON.stringify(decision)).exec();
+        }).exec();
         if (commit) await until(allSwapped);
       } finally {
         unlisten();
