@@ -82,9 +82,15 @@ export class ModelHost {
       const repository = await ModelRepository.open(this.options.repositoryRoot);
       this.repository = repository;
       for (const name of this.options.models) repository.get(name); // a typo fails at start
-      for (const entry of repository.list()) {
+      for (const listed of repository.list()) {
         if (this.stopping) return;
-        if (!this.wants(entry.config.name)) continue;
+        const name = listed.config.name;
+        if (!this.wants(name)) continue;
+        // its files read after its reload generation: a reload committed in between (this
+        // worker not listening) is then made up once it listens again, not taken as seen
+        await this.transport.loading(name);
+        const entry = await repository.rereadModel(name);
+        repository.adoptModel(entry);
         const { outcome, fresh } = await this.loadChanged(entry);
         const first = outcome.failed[0];
         if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);

@@ -32,7 +32,7 @@ describe("a worker's reload follower", () => {
     const outcome = (model: string) => ({ model, loaded: [], unchanged: [], failed: [] });
     const served: string[] = [];
     // listening before any model serves, as a worker does from its first moment
-    const serving = followReloads(
+    const { serving } = followReloads(
       control,
       redis,
       keys,
@@ -69,5 +69,42 @@ describe("a worker's reload follower", () => {
     await redis.incr(keys.generation("m"));
     await reconnect();
     expect(reloads).toEqual(["m"]);
+  });
+
+  it("serves a model at the generation read before its files, so a reload committed while they loaded is made up", async () => {
+    const control = new ControlChannel(redis, new ChannelMux(subscriber), keys);
+    const reloads: string[] = [];
+    const outcome = (model: string) => ({ model, loaded: [], unchanged: [], failed: [] });
+    const served: string[] = [];
+    const follower = followReloads(
+      control,
+      redis,
+      keys,
+      "w2",
+      {
+        reload: async (model) => {
+          reloads.push(model);
+          return outcome(model);
+        },
+        prepare: async (model) => outcome(model),
+        decide: async () => false,
+      },
+      () => served,
+    );
+    await redis.set(keys.generation("late"), "7");
+    await follower.loading("late");
+    // committed while the files load, its broadcast unheard (this worker's subscription down)
+    await redis.incr(keys.generation("late"));
+    served.push("late");
+    follower.serving("late");
+    await sleep(200);
+    let resubscribed = 0;
+    control.onResubscribed(() => resubscribed++);
+    subscriber.disconnect(true);
+    for (let i = 0; i < 100 && resubscribed === 0; i++) await sleep(50);
+    expect(resubscribed).toBe(1);
+    await sleep(300);
+    // read after the load instead, generation 8 was on record and nothing was made up
+    expect(reloads).toEqual(["late"]);
   });
 });

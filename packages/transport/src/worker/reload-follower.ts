@@ -12,8 +12,19 @@ import type { ReloadHandler } from "./handlers.js";
  * model's generation, bumped once a reload was committed, is broadcast and kept in Redis, and
  * a worker that hears the broadcast, or finds the generation of a model it serves moved once
  * it is subscribed again, reloads at once (a reload of what it already loaded loads nothing).
- * Returns what the worker tells, once a model starts serving, so that its generation is known.
+ * Returns what the worker tells before it reads a model's files and once the model serves, so
+ * that the generation on record is the one its files were read at.
  */
+export interface ReloadFollower {
+  /**
+   * Reads the model's generation before its files are read: a reload committed while they
+   * load (this worker not listening) then shows as a move once it listens again.
+   */
+  loading(model: string): Promise<void>;
+  /** The model serves: the generation `loading` read, if any, is the one it serves at. */
+  serving(model: string): void;
+}
+
 export function followReloads(
   control: ControlChannel,
   redis: RedisClient,
@@ -21,7 +32,7 @@ export function followReloads(
   workerId: string,
   handler: ReloadHandler,
   servedModels: () => string[],
-): (model: string) => void {
+): ReloadFollower {
   const answer = (reply: string, outcome: Omit<ReloadOutcome, "worker">) =>
     void control.answerReload(reply, { ...outcome, worker: workerId }).catch(() => undefined);
   const seen = new Map<string, number>();
@@ -31,11 +42,20 @@ export function followReloads(
     seen.set(model, await generationOf(model));
     await handler.reload(model);
   };
-  // The generation each model was served at, read when it starts serving (a worker listens
-  // from its first moment, before its models load): a model left out would be reloaded on
-  // every resubscription, outside any consensus, from whatever its files on disk are then.
+  /** Generations read before a model's files, until it serves. */
+  const beforeLoad = new Map<string, number>();
+  // The generation each model was served at (a worker listens from its first moment, before
+  // its models load): a model left out would be reloaded on every resubscription, outside any
+  // consensus, from whatever its files on disk are then. Read after the load (a model whose
+  // loading was not told), a reload committed meanwhile would be taken as seen.
   const serving = (model: string) => {
+    const before = beforeLoad.get(model);
+    beforeLoad.delete(model);
     if (seen.has(model)) return;
+    if (before !== undefined) {
+      seen.set(model, before);
+      return;
+    }
     void generationOf(model)
       .then((generation) => {
         if (!seen.has(model)) seen.set(model, generation);
@@ -75,5 +95,10 @@ export function followReloads(
       );
     })
     .catch(() => undefined);
-  return serving;
+  const loading = async (model: string) => {
+    // unread (Redis away), the model's generation is read once it serves, as before
+    const generation = await generationOf(model).catch(() => undefined);
+    if (generation !== undefined && !seen.has(model)) beforeLoad.set(model, generation);
+  };
+  return { loading, serving };
 }

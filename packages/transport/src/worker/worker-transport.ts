@@ -29,7 +29,7 @@ import type {
   RowContext,
   RowHandler,
 } from "./handlers.js";
-import { followReloads } from "./reload-follower.js";
+import { followReloads, type ReloadFollower } from "./reload-follower.js";
 import { SyncLaneConsumer } from "./sync-lane-consumer.js";
 
 export interface WorkerTransportOptions {
@@ -86,8 +86,8 @@ export class WorkerTransport {
   private readonly target: RedisTarget;
   private readonly running = new Map<string, AbortController>();
   private heartbeat: NodeJS.Timeout | undefined;
-  /** Tells the reload follower a model starts serving (set by `onReload`). */
-  private serving: ((model: string) => void) | undefined;
+  /** Told when a model's files are read and when it starts serving (set by `onReload`). */
+  private follower: ReloadFollower | undefined;
   private readonly startedAt = Date.now();
   /** What this worker's executions cost, added to the deployment's statistics. */
   readonly stats: ExecutionStats;
@@ -199,7 +199,7 @@ export class WorkerTransport {
   private register(queue: string, worker: Worker): void {
     worker.on("error", () => {});
     this.workers.set(queue, worker);
-    this.serving?.(parseQueueName(queue).model);
+    this.follower?.serving(parseQueueName(queue).model);
   }
 
   /**
@@ -207,9 +207,17 @@ export class WorkerTransport {
    * `handler`, and makes up the ones this worker did not hear (see `followReloads`).
    */
   onReload(handler: ReloadHandler): void {
-    this.serving = followReloads(this.control, this.redis, this.keys, this.workerId, handler, () =>
+    this.follower = followReloads(this.control, this.redis, this.keys, this.workerId, handler, () =>
       [...this.workers.keys()].map((queue) => parseQueueName(queue).model),
     );
+  }
+
+  /**
+   * To be awaited before a model's files are read at the start: the reload generation they
+   * are read at (see `followReloads`). Reloads read theirs themselves.
+   */
+  async loading(model: string): Promise<void> {
+    await this.follower?.loading(model);
   }
 
   /** Re-advertises the served queues at once (after a reload added some). */
