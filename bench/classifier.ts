@@ -663,7 +663,14 @@ Where the tail came from (found with --cpu-prof, nstat and per-thread CPU, not g
   entry is now one buffer, off the V8 heap (API CPU per request -16 to -26% side by side);
 - much of what is left of the 429s' wait is the machine's: (f') is a server that does nothing
   but refuse, under the same flood (every connection's request is parsed in one turn, on the
-  two cores the 3,000 clients share): the floor no admission policy goes under here.`);
+  two cores the 3,000 clients share): the floor no admission policy goes under here;
+- after the opening burst, the 429s wait out the API's event-loop turns: its closed loop of
+  ~2,000 admitted clients keeps its one thread at ~100% of a core, and a turn handles all
+  that arrived during the last (prom-client's loop-lag p99 60-280 ms above its 100 ms
+  resolution, against a 429 p99 of ~230 ms); a fifth of that thread is scavenges (~16 a
+  second of ~9 ms: objects of requests in flight for ~0.6 s outlive them). Shedding on that
+  lag (a PIE-style controller, scratch) refused 3x more and served a third fewer, and its
+  429s, made in the slowest turns, came no sooner.`);
   return {
     raw,
     ferry: ferryRes,
