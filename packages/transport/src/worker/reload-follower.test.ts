@@ -25,41 +25,50 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A follower on its own control channel whose reloads are recorded, listening before any model
+ * serves, as a worker does from its first moment; `served` is what it serves.
+ */
+function follow(workerId: string, served: string[]) {
+  const control = new ControlChannel(redis, new ChannelMux(subscriber), keys);
+  const reloads: string[] = [];
+  const outcome = (model: string) => ({ model, loaded: [], unchanged: [], failed: [] });
+  const follower = followReloads(
+    control,
+    redis,
+    keys,
+    workerId,
+    {
+      reload: async (model) => {
+        reloads.push(model);
+        return outcome(model);
+      },
+      prepare: async (model) => outcome(model),
+      decide: async () => false,
+    },
+    () => served,
+  );
+  let resubscribed = 0;
+  control.onResubscribed(() => resubscribed++);
+  /** Drops the subscriber's connection and waits for the follower's catch-up after it. */
+  const reconnect = async () => {
+    const before = resubscribed;
+    subscriber.disconnect(true);
+    for (let i = 0; i < 100 && resubscribed === before; i++) await sleep(50);
+    expect(resubscribed).toBe(before + 1);
+    await sleep(300); // the follower's generation read and catch-up
+  };
+  return { follower, reloads, reconnect };
+}
+
 describe("a worker's reload follower", () => {
   it("catches up after a resubscription only with a model whose generation moved meanwhile, also one that started serving after it began to listen", async () => {
-    const control = new ControlChannel(redis, new ChannelMux(subscriber), keys);
-    const reloads: string[] = [];
-    const outcome = (model: string) => ({ model, loaded: [], unchanged: [], failed: [] });
     const served: string[] = [];
-    // listening before any model serves, as a worker does from its first moment
-    const { serving } = followReloads(
-      control,
-      redis,
-      keys,
-      "w1",
-      {
-        reload: async (model) => {
-          reloads.push(model);
-          return outcome(model);
-        },
-        prepare: async (model) => outcome(model),
-        decide: async () => false,
-      },
-      () => served,
-    );
+    const { follower, reloads, reconnect } = follow("w1", served);
     await redis.set(keys.generation("m"), "3");
     served.push("m");
-    serving("m");
+    follower.serving("m");
     await sleep(200); // its generation read
-    let resubscribed = 0;
-    control.onResubscribed(() => resubscribed++);
-    const reconnect = async () => {
-      const before = resubscribed;
-      subscriber.disconnect(true);
-      for (let i = 0; i < 100 && resubscribed === before; i++) await sleep(50);
-      expect(resubscribed).toBe(before + 1);
-      await sleep(300); // the follower's generation read and catch-up
-    };
     // nothing moved: before, a model that started serving after the listening began had no
     // generation on record, and every resubscription reloaded it, outside any consensus, from
     // whatever its files on disk were
@@ -72,25 +81,8 @@ describe("a worker's reload follower", () => {
   });
 
   it("serves a model at the generation read before its files, so a reload committed while they loaded is made up", async () => {
-    const control = new ControlChannel(redis, new ChannelMux(subscriber), keys);
-    const reloads: string[] = [];
-    const outcome = (model: string) => ({ model, loaded: [], unchanged: [], failed: [] });
     const served: string[] = [];
-    const follower = followReloads(
-      control,
-      redis,
-      keys,
-      "w2",
-      {
-        reload: async (model) => {
-          reloads.push(model);
-          return outcome(model);
-        },
-        prepare: async (model) => outcome(model),
-        decide: async () => false,
-      },
-      () => served,
-    );
+    const { follower, reloads, reconnect } = follow("w2", served);
     await redis.set(keys.generation("late"), "7");
     await follower.loading("late");
     // committed while the files load, its broadcast unheard (this worker's subscription down)
@@ -98,12 +90,7 @@ describe("a worker's reload follower", () => {
     served.push("late");
     follower.serving("late");
     await sleep(200);
-    let resubscribed = 0;
-    control.onResubscribed(() => resubscribed++);
-    subscriber.disconnect(true);
-    for (let i = 0; i < 100 && resubscribed === 0; i++) await sleep(50);
-    expect(resubscribed).toBe(1);
-    await sleep(300);
+    await reconnect();
     // read after the load instead, generation 8 was on record and nothing was made up
     expect(reloads).toEqual(["late"]);
   });
