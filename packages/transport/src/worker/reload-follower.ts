@@ -42,20 +42,12 @@ export function followReloads(
     seen.set(model, await generationOf(model));
     await handler.reload(model);
   };
-  /** Generations read before a model's files, until it serves. */
-  const beforeLoad = new Map<string, number>();
   // The generation each model was served at (a worker listens from its first moment, before
   // its models load): a model left out would be reloaded on every resubscription, outside any
-  // consensus, from whatever its files on disk are then. Read after the load (a model whose
-  // loading was not told), a reload committed meanwhile would be taken as seen.
+  // consensus, from whatever its files on disk are then. Read here, after the load, only for a
+  // model whose `loading` was not told: a reload committed meanwhile would be taken as seen.
   const serving = (model: string) => {
-    const before = beforeLoad.get(model);
-    beforeLoad.delete(model);
     if (seen.has(model)) return;
-    if (before !== undefined) {
-      seen.set(model, before);
-      return;
-    }
     void generationOf(model)
       .then((generation) => {
         if (!seen.has(model)) seen.set(model, generation);
@@ -95,10 +87,12 @@ export function followReloads(
       );
     })
     .catch(() => undefined);
+  // Only served models are compared on a resubscription, so a generation on record before
+  // the model serves waits for it; a broadcast heard meanwhile moves it (`catchUp`).
   const loading = async (model: string) => {
     // unread (Redis away), the model's generation is read once it serves, as before
     const generation = await generationOf(model).catch(() => undefined);
-    if (generation !== undefined && !seen.has(model)) beforeLoad.set(model, generation);
+    if (generation !== undefined && !seen.has(model)) seen.set(model, generation);
   };
   return { loading, serving };
 }
