@@ -26,7 +26,7 @@ const offenders = (dir: string, banned: (spec: string) => boolean) =>
     .filter((i) => banned(i.spec))
     .map((i) => `${i.file} imports ${i.spec}`);
 
-const packages = ["protocol", "transport", "runtime", "model-repository"];
+const packages = ["protocol", "transport", "runtime", "model-repository", "guided"];
 
 describe("dependency direction", () => {
   it("only the transport package imports bullmq or ioredis", () => {
@@ -75,6 +75,7 @@ const allowed: Record<string, string[]> = {
   "model-repository": ["protocol"],
   runtime: ["protocol"],
   transport: ["protocol"],
+  guided: ["protocol"],
 };
 
 describe("package order and cycles", () => {

@@ -617,8 +617,8 @@ describe("completions through the official openai client", () => {
     expect(await refused({ guided_choice: ["a"], response_format: { type: "json_object" } })).toBe(
       "give one of guided_choice, json_object, not several",
     );
-    expect(await refused({ structured_outputs: { grammar: "root ::= x" } })).toBe(
-      "structured_outputs: structured_outputs.grammar is not supported by this server (of its kinds, choice, regex, json and json_object are)",
+    expect(await refused({ structured_outputs: { lark: "start: x" } })).toBe(
+      "structured_outputs: structured_outputs.lark is not supported by this server (of its kinds, choice, regex, json, json_object and grammar are)",
     );
     expect(await refused({ guided_choice: ["a"], ignore_eos: true })).toMatch(
       /cannot be combined with ignore_eos or min_tokens/,
@@ -643,7 +643,28 @@ describe("completions through the official openai client", () => {
       "guided_regex: not a valid regular expression",
     );
     expect(await refusal("/v1/completions", { ...base, guided_regex: "(?=a)a" })).toBe(
-      "guided_regex: lookaround and named groups are not supported",
+      "guided_regex: lookaround ((?=, (?!, (?<=, (?<!) is not supported",
+    );
+    // counted repetitions are written out: a pattern whose expansion is past the budget is a 400
+    expect(
+      await refusal("/v1/completions", { ...base, guided_regex: "(?:(?:a{100}){100}){100}" }),
+    ).toMatch(/^guided_regex: the pattern writes out to 1000000 characters .* more than 100000$/);
+  });
+
+  it("guided_grammar: the answer is a text of the EBNF grammar (vLLM's, XGrammar's dialect); a grammar that does not parse is a 400", async () => {
+    const grammar = 'root ::= ("red" | "green" | "blue") " " [0-9] [0-9]?';
+    const whole = /^(red|green|blue) [0-9][0-9]?$/;
+    const base = { model: "tiny-lm", prompt: "Colour:", max_tokens: 20 };
+    const texts = await endedTexts({ ...base, temperature: 1.5, guided_grammar: grammar }, 6);
+    for (const text of texts) expect(text).toMatch(whole);
+    const greedy = await openai.completions.create({
+      ...base,
+      temperature: 0,
+      structured_outputs: { grammar },
+    } as typeof base);
+    expect(greedy.choices[0]?.text).toMatch(whole);
+    expect(await refusal("/v1/completions", { ...base, guided_grammar: 'root ::= "a" |' })).toMatch(
+      /^grammar: EBNF parser error at line 1/,
     );
   });
 
@@ -949,7 +970,7 @@ describe("completions through the official openai client", () => {
     expect(await refused({ repetition_penalty: 0 })).toMatch(/^repetition_penalty: /);
     expect(await refused({ min_p: 1.5 })).toMatch(/^min_p: /);
     expect(await refused({ logprobs: 21 })).toMatch(/^logprobs: /);
-    for (const field of ["use_beam_search", "guided_grammar", "guided_whitespace_pattern"])
+    for (const field of ["use_beam_search", "guided_whitespace_pattern"])
       expect(await refused({ [field]: field === "use_beam_search" ? true : 5 })).toBe(
         `${field}: ${field} is not supported by this server`,
       );

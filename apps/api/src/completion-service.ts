@@ -1,3 +1,4 @@
+import { guidedProblem, guidedSpecOf } from "@ferry/guided";
 import {
   loadTokenizer,
   type ModelEntry,
@@ -530,6 +531,8 @@ function guideOf(body: AsCompletion): Partial<SamplingParams> {
       ],
       ["guided_json", body.guided_json && { json_schema: body.guided_json }],
       ["structured_outputs.json", so?.json && { json_schema: so.json }],
+      ["guided_grammar", body.guided_grammar && { guided_grammar: body.guided_grammar }],
+      ["structured_outputs.grammar", so?.grammar && { guided_grammar: so.grammar }],
       ["a forced tool call", body.toolCall?.schema && { json_schema: body.toolCall.schema }],
     ] as Array<[string, Partial<SamplingParams> | false | null | undefined]>
   ).filter((entry): entry is [string, Partial<SamplingParams>] => Boolean(entry[1]));
@@ -539,12 +542,17 @@ function guideOf(body: AsCompletion): Partial<SamplingParams> {
       `give one of ${asked.map(([kind]) => kind).join(", ")}, not several`,
     );
   const [kind, fields] = asked[0] ?? [];
-  if (kind && (body.ignore_eos || (body.min_tokens ?? 0) > 0))
+  if (!kind || !fields) return {};
+  if (body.ignore_eos || (body.min_tokens ?? 0) > 0)
     throw new FerryError(
       "INVALID_INPUT",
       `${kind} ends the completion when its text is whole: it cannot be combined with ignore_eos or min_tokens`,
     );
-  return fields ?? {};
+  // checked within its budgets here, before anything is queued: no worker sees what it would refuse
+  const spec = guidedSpecOf(fields);
+  const problem = spec && guidedProblem(spec);
+  if (problem) throw new FerryError("INVALID_INPUT", `${kind}: ${problem}`);
+  return fields;
 }
 
 function maxOf(...values: Array<number | undefined>): number | undefined {

@@ -1,3 +1,4 @@
+import { MAX_GRAMMAR_LENGTH, MAX_PATTERN_LENGTH } from "@ferry/guided";
 import { MAX_LOGPROBS, MAX_TIMEOUT_MS, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
@@ -288,7 +289,7 @@ const responseFormat = z
 const guidedRegex = z
   .string()
   .min(1)
-  .max(4096)
+  .max(MAX_PATTERN_LENGTH)
   .refine(
     (pattern) => {
       try {
@@ -302,7 +303,10 @@ const guidedRegex = z
   );
 
 /** The kinds of vLLM's `structured_outputs` Ferry guides by. */
-const STRUCTURED_KINDS = new Set(["choice", "regex", "json", "json_object"]);
+const STRUCTURED_KINDS = new Set(["choice", "regex", "json", "json_object", "grammar"]);
+
+/** vLLM's `guided_grammar`: an EBNF grammar (XGrammar's dialect, GBNF-like) the completion is a text of. */
+const guidedGrammar = z.string().min(1).max(MAX_GRAMMAR_LENGTH);
 
 /** What completions and chats share: sampling, stopping, streaming. */
 const sampling = {
@@ -350,7 +354,6 @@ const sampling = {
   // vLLM's fields that would change the answer and that Ferry does not implement: refused by
   // name, never dropped
   use_beam_search: unsupported("use_beam_search", false),
-  guided_grammar: unsupported("guided_grammar", null),
   guided_whitespace_pattern: unsupported("guided_whitespace_pattern", null),
   skip_special_tokens: unsupported("skip_special_tokens", true),
   spaces_between_special_tokens: unsupported("spaces_between_special_tokens", true),
@@ -364,13 +367,16 @@ const sampling = {
   guided_regex: guidedRegex.nullish(),
   /** vLLM's guided decoding: the completion is a JSON text this schema accepts. */
   guided_json: jsonSchema.nullish(),
-  /** vLLM's newer form of guided decoding: of its kinds `choice`, `regex`, `json` and `json_object`. */
+  /** vLLM's guided decoding: the completion is a text of this EBNF grammar. */
+  guided_grammar: guidedGrammar.nullish(),
+  /** vLLM's newer form of guided decoding: of its kinds `choice`, `regex`, `json`, `json_object` and `grammar`. */
   structured_outputs: z
     .object({
       choice: guidedChoices.optional(),
       regex: guidedRegex.optional(),
       json: jsonSchema.optional(),
       json_object: z.boolean().optional(),
+      grammar: guidedGrammar.optional(),
     })
     .catchall(z.unknown())
     .superRefine((value, ctx) => {
@@ -378,7 +384,7 @@ const sampling = {
         if (!STRUCTURED_KINDS.has(key) && v !== null && v !== undefined && v !== false)
           ctx.addIssue({
             code: "custom",
-            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex, json and json_object are)`,
+            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex, json, json_object and grammar are)`,
           });
     })
     .nullish(),

@@ -53,6 +53,8 @@ export const samplingParamsSchema = z.object({
   guided_regex: z.string().optional(),
   /** vLLM's guided decoding: the completion is exactly one of these. */
   guided_choice: z.array(z.string().min(1)).min(1).optional(),
+  /** vLLM's guided decoding: the completion is a text of this EBNF grammar (XGrammar's dialect). */
+  guided_grammar: z.string().optional(),
   /** vLLM's: words the completion may not contain (their last token is barred after the rest). */
   bad_words: z.array(z.string()).optional(),
   /** vLLM's: only these token ids can be drawn (the model's logprobs are still its own). */

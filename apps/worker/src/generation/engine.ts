@@ -1,4 +1,6 @@
 import { randomInt } from "node:crypto";
+import { guidedProblem, guidedSpecOf } from "@ferry/guided";
+import type { GrammarEngine, GrammarGuide } from "@ferry/guided/engine";
 import type { Tokenizer } from "@ferry/model-repository";
 import {
   type CompletionResult,
@@ -13,13 +15,9 @@ import {
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
-import { GrammarGuide, type Guide } from "./guide.js";
-import { JsonObjectGrammar } from "./json-grammar.js";
-import { schemaToRegex } from "./json-schema-regex.js";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 import { promptLogprobs, tokenLogprob } from "./logprobs.js";
 import { OutputProcessor } from "./output-processor.js";
-import { escapeRegex, RegexError, RegexGrammar } from "./regex-grammar.js";
 import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
 import { Sequence } from "./sequence.js";
@@ -45,9 +43,6 @@ export interface EngineOptions {
   prefixCacheCompletions?: boolean;
 }
 
-/** The wire's guided-decoding fields (the API sends one at most). */
-const GUIDES = ["guided_choice", "guided_regex", "json_schema", "json_object"] as const;
-
 /**
  * The step loop of continuous batching: schedule, execute (one batched pass for joining
  * prompts, one for every running sequence's next token), process outputs (sample, detokenize,
@@ -71,6 +66,7 @@ export class Engine {
     private readonly tokenizer: Tokenizer,
     private readonly metrics: GenerationMetrics,
     private readonly options: EngineOptions,
+    private readonly grammars?: GrammarEngine,
   ) {
     this.step = options.prefillThread
       ? () => this.stepWithPrefillThread()
@@ -114,12 +110,30 @@ export class Engine {
       const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
       return Promise.reject(new FerryError("INVALID_INPUT", message));
     }
-    let guide: Guide | undefined;
-    try {
-      guide = this.guideOf(job.params);
-    } catch (err) {
-      return Promise.reject(err);
-    }
+    const guided = this.guideOf(job.params);
+    if (guided instanceof FerryError) return Promise.reject(guided);
+    if (!guided) return this.start(job, signal, emit, promptIds, whole, undefined, resume);
+    // the grammar compiles on its own thread; the sequence queues once its first mask is here
+    return (
+      this.grammars?.open(guided.spec, guided.vocabulary).then(async (guide) => {
+        try {
+          return await this.start(job, signal, emit, promptIds, whole, guide, resume);
+        } finally {
+          guide.close();
+        }
+      }) ?? Promise.reject(new FerryError("INVALID_INPUT", "guided decoding is off on this worker"))
+    );
+  }
+
+  private start(
+    job: GenerateJob,
+    signal: AbortSignal,
+    emit: (events: JobEventBody[]) => void,
+    promptIds: number[],
+    whole: number[],
+    guide: GrammarGuide | undefined,
+    resume: ResumePoint | undefined,
+  ): Promise<CompletionResult> {
     return new Promise((resolve, reject) => {
       const seq = new Sequence({
         id: this.nextSeq++,
@@ -144,46 +158,42 @@ export class Engine {
         this.metrics.resumed.inc();
         if (this.replay(seq, resume)) return;
       }
-      this.scheduler.add(seq);
-      this.kick();
+      // a replayed sequence's guide took its tokens: its prefill waits for their mask
+      void (guide?.whenReady() ?? Promise.resolve()).then(() => {
+        this.scheduler.add(seq);
+        this.kick();
+      });
     });
   }
 
   /**
-   * The guide of a guided completion (vLLM's `guided_choice`, JSON mode): it spells text token
-   * by token, so it needs every token's bytes (a byte-level tokenizer), the vocabulary's size
-   * and an end of text.
+   * What a guided completion must spell, and over which vocabulary; a FerryError where it
+   * cannot be guided here. Guides spell text token by token, so they need every token's
+   * bytes (a byte-level tokenizer), the vocabulary's size and an end of text. The spec is
+   * checked again (the API checked it before queueing): a job may come from an older API.
    */
-  private guideOf(params: SamplingParams): Guide | undefined {
-    const kind = GUIDES.find((k) => params[k] !== undefined && params[k] !== false);
-    if (!kind) return undefined;
+  private guideOf(
+    params: SamplingParams,
+  ):
+    | { spec: NonNullable<ReturnType<typeof guidedSpecOf>>; vocabulary: number }
+    | FerryError
+    | undefined {
+    const spec = guidedSpecOf(params);
+    if (!spec) return undefined;
     const size = this.options.vocabSize;
     if (
       size === undefined ||
       !this.tokenizer.exactTokenBytes ||
-      this.tokenizer.eosTokenId === undefined
+      this.tokenizer.eosTokenId === undefined ||
+      !this.grammars
     )
-      throw new FerryError(
+      return new FerryError(
         "INVALID_INPUT",
-        `${kind} needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
+        `guided decoding (${spec.kind}) needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
       );
-    try {
-      const grammar =
-        kind === "json_object"
-          ? new JsonObjectGrammar()
-          : new RegexGrammar(
-              kind === "guided_choice"
-                ? (params.guided_choice ?? []).map(escapeRegex).join("|")
-                : kind === "guided_regex"
-                  ? (params.guided_regex ?? "")
-                  : schemaToRegex(params.json_schema),
-            );
-      return new GrammarGuide(grammar, this.tokenizer, size);
-    } catch (err) {
-      if (err instanceof RegexError)
-        throw new FerryError("INVALID_INPUT", `${kind}: ${err.message}`);
-      throw err;
-    }
+    const problem = guidedProblem(spec);
+    if (problem) return new FerryError("INVALID_INPUT", `${spec.kind}: ${problem}`);
+    return { spec, vocabulary: this.grammars.vocabulary(this.tokenizer, size) };
   }
 
   /**
@@ -229,6 +239,11 @@ export class Engine {
 
   /** Nothing to run now: waits out a static batch's gathering time. False: nothing left. */
   private async idle(): Promise<boolean> {
+    const masks = this.scheduler.awaitingMasks();
+    if (masks.length > 0) {
+      await Promise.race(masks);
+      return true;
+    }
     const wait = this.scheduler.staticWaitLeft();
     if (wait === 0) return false;
     await new Promise((resolve) => setTimeout(resolve, wait));
@@ -407,6 +422,11 @@ export class Engine {
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
+    const guideError = seq.guide?.error;
+    if (guideError) {
+      this.fail(seq, guideError);
+      return;
+    }
     const { logprobs } = seq.params;
     const changes = changesLogits(seq.params, seq);
     // log probabilities are the model's own, before penalties and bias change the logits

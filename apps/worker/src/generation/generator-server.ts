@@ -13,6 +13,7 @@ import { z } from "zod";
 import type { WorkerMetrics } from "../metrics.js";
 import { Engine } from "./engine.js";
 import { generationMetrics } from "./generation-metrics.js";
+import { grammarEngine } from "./grammars.js";
 import { Scheduler } from "./scheduler.js";
 
 /** What a generator's model.json must say beyond the common fields. */
@@ -104,6 +105,10 @@ export class GeneratorServer {
       policy: generator.scheduler.policy,
       staticWaitMs: generator.scheduler.static_wait_ms,
     });
+    // guided decoding spells text token by token: only a vocabulary of known bytes can be guided
+    const grammars =
+      tokenizer.exactTokenBytes && tokenizer.eosTokenId !== undefined ? grammarEngine() : undefined;
+    grammars?.vocabulary(tokenizer, arch.vocab_size);
     const engine = new Engine(
       runtime,
       scheduler,
@@ -118,6 +123,7 @@ export class GeneratorServer {
         prefixCacheCompletions:
           generator.scheduler.enable_prefix_caching && generator.scheduler.prefix_cache_completions,
       },
+      grammars,
     );
     return new GeneratorServer(config, generator, runtime, engine);
   }

@@ -78,9 +78,21 @@ export class Scheduler {
     return { prefill: this.admit(), decode };
   }
 
-  /** Running sequences with a token to feed: all but those whose prefill has not returned. */
+  /**
+   * Running sequences with a token to feed: all but those whose prefill has not returned, and
+   * guided ones whose next mask is not back from the grammar thread (they sit the step out
+   * rather than hold the others).
+   */
   decodable(): Sequence[] {
-    return this.running.filter((s) => s.pending !== undefined);
+    return this.running.filter((s) => s.pending !== undefined && (s.guide?.ready ?? true));
+  }
+
+  /** What running sequences wait for before they can decode: their guides' next masks. */
+  awaitingMasks(): Promise<void>[] {
+    const waits: Promise<void>[] = [];
+    for (const s of this.running)
+      if (s.pending !== undefined && s.guide && !s.guide.ready) waits.push(s.guide.whenReady());
+    return waits;
   }
 
   /** Waiting sequences that take seats now, first come first served, within the token budget. */

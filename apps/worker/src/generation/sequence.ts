@@ -1,3 +1,4 @@
+import type { GrammarGuide } from "@ferry/guided/engine";
 import type {
   CompletionResult,
   FinishReason,
@@ -7,7 +8,6 @@ import type {
   TokenLogprob,
 } from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
-import type { Guide } from "./guide.js";
 import { readsTokenCounts } from "./logits-processors.js";
 import type { OutputProcessor } from "./output-processor.js";
 
@@ -27,7 +27,7 @@ export interface SequenceInit {
   /** vLLM's `bad_words` as token id sequences. */
   badWordIds?: number[][];
   /** Guided decoding (vLLM's `guided_choice`, JSON mode), following the tokens drawn. */
-  guide?: Guide;
+  guide?: GrammarGuide;
   /** The prompt's text, when the completion echoes it (it opens the first token event). */
   echo?: string;
   emit: (events: JobEventBody[]) => void;
@@ -56,7 +56,7 @@ export class Sequence {
   /** Completion token ids so far. */
   readonly generated: number[] = [];
   readonly badWordIds: readonly number[][];
-  readonly guide: Guide | undefined;
+  readonly guide: GrammarGuide | undefined;
   /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
   private readonly counting: boolean;

@@ -1,0 +1,2 @@
+export * from "./grammar-engine.js";
+export * from "./grammar-guide.js";

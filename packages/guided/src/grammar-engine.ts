@@ -1,0 +1,267 @@
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import { FerryError } from "@ferry/protocol";
+import { byteLevelPiece } from "./byte-level.js";
+import { GrammarGuide, type MatcherHost } from "./grammar-guide.js";
+import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
+import { type GuidedSpec, specKey } from "./guided-spec.js";
+
+export interface GrammarEngineOptions {
+  /** How long one grammar may take to compile before the request is refused (ms). @defaultValue 5_000 */
+  compileBudgetMs?: number;
+  /** How long one mask may take before its sequence fails (ms). @defaultValue 1_000 */
+  maskBudgetMs?: number;
+  /** The thread's WebAssembly memory past which it is replaced by a fresh one (bytes). @defaultValue 512 MiB */
+  memoryCapBytes?: number;
+}
+
+/** What the engine needs of a tokenizer: every token's exact bytes and the end of text. */
+export interface SpelledVocabulary {
+  tokenText(id: number): { bytes: number[] };
+  readonly eosTokenId: number | undefined;
+}
+
+interface Pending {
+  request: GrammarRequest;
+  guide: GrammarGuide | undefined;
+  timer: NodeJS.Timeout | undefined;
+  resolve: (reply: GrammarReply) => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * Guided decoding on XGrammar (the engine vLLM, SGLang and TensorRT-LLM default to): JSON
+ * schemas, regular expressions, choices and EBNF grammars compiled to a pushdown automaton
+ * with precomputed token masks. Everything XGrammar does runs on one grammar thread; this
+ * side sends it each sequence's tokens and keeps the masks it answers. A request the thread
+ * does not answer within its budget (a grammar too costly to compile or to mask) ends the
+ * thread: that request fails, a fresh thread starts, and every other sequence's matcher is
+ * rebuilt there from the tokens it has drawn, so no one else's request fails with it.
+ */
+export class GrammarEngine implements MatcherHost {
+  private thread: Worker | undefined;
+  private starting: Promise<void> | undefined;
+  private readonly pending = new Map<number, Pending>();
+  private readonly vocabularies: VocabularyData[] = [];
+  private readonly vocabularyIds = new WeakMap<object, Map<number, number>>();
+  private readonly guides = new Map<number, GrammarGuide>();
+  private nextId = 0;
+  private nextSeq = 0;
+  private closed = false;
+  /** Threads replaced so far (a budget spent, a crash, the memory cap): for metrics and tests. */
+  restarts = 0;
+  private readonly compileBudgetMs: number;
+  private readonly maskBudgetMs: number;
+  private readonly memoryCapBytes: number;
+
+  constructor(options: GrammarEngineOptions = {}) {
+    this.compileBudgetMs = options.compileBudgetMs ?? 5_000;
+    this.maskBudgetMs = options.maskBudgetMs ?? 1_000;
+    this.memoryCapBytes = options.memoryCapBytes ?? 512 * 1024 * 1024;
+  }
+
+  /** The id a tokenizer's vocabulary of `size` logits is known by, registered on first use. */
+  vocabulary(tokenizer: SpelledVocabulary & object, size: number): number {
+    let bySize = this.vocabularyIds.get(tokenizer);
+    if (!bySize) {
+      bySize = new Map();
+      this.vocabularyIds.set(tokenizer, bySize);
+    }
+    const known = bySize.get(size);
+    if (known !== undefined) return known;
+    const pieces: string[] = [];
+    for (let id = 0; id < size; id++)
+      pieces.push(id === tokenizer.eosTokenId ? "" : byteLevelPiece(tokenizer.tokenText(id).bytes));
+    const data: VocabularyData = {
+      id: this.vocabularies.length,
+      pieces,
+      size,
+      stopIds: tokenizer.eosTokenId === undefined ? [] : [tokenizer.eosTokenId],
+    };
+    this.vocabularies.push(data);
+    bySize.set(size, data.id);
+    // a thread running already takes it now; one that starts takes every vocabulary first
+    if (this.thread)
+      this.request({ type: "vocabulary", id: 0, vocabulary: data }, undefined).catch(() => {});
+    else this.ensureThread().catch(() => {});
+    return data.id;
+  }
+
+  /**
+   * A guide for `spec` over a vocabulary, its first mask ready (after `tokens`, those a resumed
+   * sequence already drew). A spec the engine cannot take, or that spends the compile budget,
+   * is refused with INVALID_INPUT naming why.
+   */
+  async open(
+    spec: GuidedSpec,
+    vocabulary: number,
+    tokens: readonly number[] = [],
+  ): Promise<GrammarGuide> {
+    const guide = new GrammarGuide(this.nextSeq++, vocabulary, specKey(spec), spec, this);
+    guide.tokens.push(...tokens);
+    this.guides.set(guide.seq, guide);
+    await this.reopen(guide);
+    const error = guide.error;
+    if (error) {
+      this.guides.delete(guide.seq);
+      throw error;
+    }
+    return guide;
+  }
+
+  advance(guide: GrammarGuide, tokens: number[]): void {
+    // a replaced thread rejects it: the guide is rebuilt from all its tokens meanwhile
+    this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide).catch(() => {});
+  }
+
+  close(guide: GrammarGuide): void {
+    if (!this.guides.delete(guide.seq)) return;
+    if (this.thread)
+      this.request({ type: "close", id: 0, seq: guide.seq }, undefined).catch(() => {});
+  }
+
+  /** Ends the thread; every guide still open fails. */
+  async shutdown(): Promise<void> {
+    this.closed = true;
+    const thread = this.thread;
+    this.thread = undefined;
+    for (const guide of this.guides.values())
+      guide.fail(new FerryError("UNAVAILABLE", "the worker is shutting down"));
+    this.guides.clear();
+    await thread?.terminate();
+  }
+
+  private async reopen(guide: GrammarGuide): Promise<void> {
+    guide.rebuilding();
+    await this.request(
+      {
+        type: "open",
+        id: 0,
+        seq: guide.seq,
+        vocabulary: guide.vocabulary,
+        key: guide.key,
+        spec: guide.spec,
+        tokens: [...guide.tokens],
+      },
+      guide,
+    ).catch(() => undefined);
+  }
+
+  private async request(
+    request: GrammarRequest,
+    guide: GrammarGuide | undefined,
+  ): Promise<GrammarReply> {
+    if (this.closed) throw new FerryError("UNAVAILABLE", "the grammar engine is shut down");
+    await this.ensureThread();
+    const thread = this.thread;
+    if (!thread) throw new FerryError("UNAVAILABLE", "the grammar thread is not running");
+    const id = ++this.nextId;
+    const sent = { ...request, id };
+    const budget = request.type === "open" ? this.compileBudgetMs : this.maskBudgetMs;
+    return new Promise<GrammarReply>((resolve, reject) => {
+      const entry: Pending = { request: sent, guide, timer: undefined, resolve, reject };
+      if (request.type === "open" || request.type === "advance")
+        entry.timer = setTimeout(() => this.overBudget(), budget);
+      this.pending.set(id, entry);
+      thread.postMessage(sent);
+    });
+  }
+
+  private onReply(reply: GrammarReply): void {
+    if (reply.type === "ready") return;
+    const entry = this.pending.get(reply.id);
+    if (!entry) return;
+    this.pending.delete(reply.id);
+    clearTimeout(entry.timer);
+    const guide = entry.guide;
+    if (reply.type === "mask") {
+      if (guide && !guide.isClosed) guide.masked(reply.words);
+      if (reply.memoryBytes > this.memoryCapBytes) this.replaceThread(undefined, "memory cap");
+    } else if (reply.type === "error" && guide) {
+      const what =
+        entry.request.type === "open"
+          ? `${entry.request.spec.kind}: ${reply.message}`
+          : reply.message;
+      guide.fail(new FerryError(reply.invalid ? "INVALID_INPUT" : "MODEL_ERROR", what));
+    }
+    entry.resolve(reply);
+  }
+
+  /**
+   * The oldest request is past its budget: the thread works on it still (requests are
+   * answered in order), and WebAssembly cannot be interrupted, so the thread goes.
+   */
+  private overBudget(): void {
+    const oldest = this.pending.values().next().value;
+    if (!oldest) return;
+    const { request } = oldest;
+    const message =
+      request.type === "open"
+        ? `guided decoding: the grammar took longer than ${this.compileBudgetMs} ms to compile; simplify the schema or pattern`
+        : `guided decoding: one token's mask took longer than ${this.maskBudgetMs} ms`;
+    this.replaceThread(oldest, message);
+  }
+
+  /** Ends the thread; `culprit`'s guide fails, every other guide is rebuilt on a fresh one. */
+  private replaceThread(culprit: Pending | undefined, why: string): void {
+    const thread = this.thread;
+    this.thread = undefined;
+    this.restarts++;
+    void thread?.terminate();
+    const failed = culprit?.guide;
+    if (failed) {
+      failed.fail(new FerryError("INVALID_INPUT", why));
+      this.guides.delete(failed.seq);
+    }
+    const waiting = [...this.pending.values()];
+    this.pending.clear();
+    for (const entry of waiting) {
+      clearTimeout(entry.timer);
+      entry.reject(new FerryError("UNAVAILABLE", `the grammar thread was replaced (${why})`));
+    }
+    if (this.closed) return;
+    for (const guide of this.guides.values()) void this.reopen(guide);
+  }
+
+  private ensureThread(): Promise<void> {
+    if (this.thread) return Promise.resolve();
+    this.starting ??= this.startThread().finally(() => {
+      this.starting = undefined;
+    });
+    return this.starting;
+  }
+
+  private async startThread(): Promise<void> {
+    const thread = spawnGrammarThread();
+    await new Promise<void>((resolve, reject) => {
+      thread.once("error", reject);
+      thread.once("message", () => {
+        thread.off("error", reject);
+        resolve();
+      });
+    });
+    thread.on("message", (reply: GrammarReply) => this.onReply(reply));
+    thread.on("exit", () => {
+      if (this.thread === thread)
+        this.replaceThread(this.pending.values().next().value, "the grammar thread exited");
+    });
+    thread.unref();
+    this.thread = thread;
+    for (const vocabulary of this.vocabularies)
+      thread.postMessage({ type: "vocabulary", id: 0, vocabulary } satisfies GrammarRequest);
+  }
+}
+
+/**
+ * The grammar thread's body: built output ships `grammar-thread.js`; from source it needs tsx,
+ * which a worker thread on Node 20 does not inherit, so it registers tsx itself first.
+ */
+function spawnGrammarThread(): Worker {
+  const js = new URL("./grammar-thread.js", import.meta.url);
+  if (existsSync(fileURLToPath(js))) return new Worker(js);
+  const ts = new URL("./grammar-thread.ts", import.meta.url).href;
+  const tsxApi = import.meta.resolve("tsx/esm/api");
+  const entry = `import(${JSON.stringify(tsxApi)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(ts)}); })`;
+  return new Worker(entry, { eval: true });
+}

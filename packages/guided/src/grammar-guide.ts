@@ -1,0 +1,117 @@
+import type { FerryError } from "@ferry/protocol";
+import type { GuidedSpec } from "./guided-spec.js";
+
+/** What a guide asks of the engine that hosts its matcher (the grammar thread's client). */
+export interface MatcherHost {
+  /** Sends the tokens the guide took since it last asked; the next mask comes to `onMask`. */
+  advance(guide: GrammarGuide, tokens: number[]): void;
+  close(guide: GrammarGuide): void;
+}
+
+/**
+ * One guided sequence's side of the grammar thread: it takes the tokens drawn (sent to the
+ * thread, which finds the next mask while the model runs the next step) and masks the logits
+ * with the newest mask. Until that mask is back the guide is not `ready`, and its sequence
+ * sits the step out rather than hold anyone else's.
+ */
+export class GrammarGuide {
+  /** Every token drawn so far: what a rebuilt matcher (a new thread) takes again. */
+  readonly tokens: number[] = [];
+  private words: Uint32Array | undefined;
+  private unsent: number[] = [];
+  private waiters: Array<() => void> = [];
+  private failure: FerryError | undefined;
+  private closed = false;
+
+  constructor(
+    readonly seq: number,
+    readonly vocabulary: number,
+    readonly key: string,
+    readonly spec: GuidedSpec,
+    private readonly host: MatcherHost,
+  ) {}
+
+  /** Whether the mask for the next token is here (or the guide failed: `error` says why). */
+  get ready(): boolean {
+    return this.failure !== undefined || (this.words !== undefined && this.unsent.length === 0);
+  }
+
+  get error(): FerryError | undefined {
+    return this.failure;
+  }
+
+  /** Resolves once `ready`. */
+  whenReady(): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  advance(token: number): void {
+    if (this.closed || this.failure) return;
+    this.tokens.push(token);
+    this.unsent.push(token);
+    this.words = undefined;
+    // a resumed sequence replays many tokens at once: one message for them all
+    if (this.unsent.length === 1)
+      queueMicrotask(() => {
+        if (this.closed || this.failure || this.unsent.length === 0) return;
+        const tokens = this.unsent;
+        this.unsent = [];
+        this.host.advance(this, tokens);
+      });
+  }
+
+  /** Every logit but those of the tokens the grammar allows next to minus infinity. */
+  mask(logits: Float32Array): void {
+    const words = this.words;
+    if (!words) throw new Error("guided mask used before it was ready");
+    const size = Math.min(logits.length, words.length * 32);
+    for (let w = 0; w * 32 < size; w++) {
+      const word = words[w] ?? 0;
+      if (word === 0xffffffff) continue;
+      const end = Math.min(size, w * 32 + 32);
+      if (word === 0) logits.fill(Number.NEGATIVE_INFINITY, w * 32, end);
+      else
+        for (let id = w * 32; id < end; id++)
+          if (((word >>> (id & 31)) & 1) === 0) logits[id] = Number.NEGATIVE_INFINITY;
+    }
+    if (logits.length > size) logits.fill(Number.NEGATIVE_INFINITY, size);
+  }
+
+  /** The thread's answer: the next token's mask. */
+  masked(words: ArrayBuffer): void {
+    if (this.unsent.length > 0) return; // a newer token is on its way; its mask will follow
+    this.words = new Uint32Array(words);
+    this.wake();
+  }
+
+  /** The matcher is being rebuilt (a new thread): no mask until it is. */
+  rebuilding(): void {
+    this.words = undefined;
+    this.unsent = [];
+  }
+
+  fail(error: FerryError): void {
+    if (this.failure) return;
+    this.failure = error;
+    this.wake();
+  }
+
+  /** Frees its matcher; called when its sequence leaves. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.host.close(this);
+    this.wake();
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}

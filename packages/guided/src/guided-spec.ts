@@ -1,0 +1,53 @@
+import { createHash } from "node:crypto";
+
+/**
+ * What a guided completion must spell, as the grammar engine compiles it: one of vLLM's kinds
+ * (`guided_json`, `json_object`, `guided_regex`, `guided_choice`, `guided_grammar`).
+ */
+export type GuidedSpec =
+  | { kind: "json_schema"; schema: Record<string, unknown> }
+  | { kind: "json_object" }
+  | { kind: "regex"; pattern: string }
+  | { kind: "choice"; choices: string[] }
+  | { kind: "grammar"; ebnf: string };
+
+/** The wire's guided-decoding fields (the API sends one at most). */
+export interface GuidedFields {
+  json_schema?: Record<string, unknown> | undefined;
+  json_object?: boolean | undefined;
+  guided_regex?: string | undefined;
+  guided_choice?: string[] | undefined;
+  guided_grammar?: string | undefined;
+}
+
+/** The spec of a completion's guided fields, or undefined when it is not guided. */
+export function guidedSpecOf(fields: GuidedFields): GuidedSpec | undefined {
+  if (fields.json_schema !== undefined) return { kind: "json_schema", schema: fields.json_schema };
+  if (fields.json_object === true) return { kind: "json_object" };
+  if (fields.guided_regex !== undefined) return { kind: "regex", pattern: fields.guided_regex };
+  if (fields.guided_choice !== undefined) return { kind: "choice", choices: fields.guided_choice };
+  if (fields.guided_grammar !== undefined) return { kind: "grammar", ebnf: fields.guided_grammar };
+  return undefined;
+}
+
+/** The name a spec is compiled and cached under: equal specs, equal keys. */
+export function specKey(spec: GuidedSpec): string {
+  return createHash("sha256").update(JSON.stringify(spec)).digest("base64url");
+}
+
+/** `choices` as an EBNF grammar that spells exactly one of them. */
+export function choiceGrammar(choices: readonly string[]): string {
+  return `root ::= ${choices.map(ebnfString).join(" | ")}`;
+}
+
+/** `text` as an EBNF string literal: quotes, backslashes and control characters escaped. */
+function ebnfString(text: string): string {
+  let out = '"';
+  for (const ch of text) {
+    const code = ch.codePointAt(0) ?? 0;
+    if (ch === '"' || ch === "\\") out += `\\${ch}`;
+    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    else out += ch;
+  }
+  return `${out}"`;
+}

@@ -1,0 +1,4 @@
+export * from "./guided-budget.js";
+export * from "./guided-spec.js";
+export * from "./regex-budget.js";
+export * from "./schema-budget.js";

@@ -1,0 +1,87 @@
+/** Longest pattern taken, in characters (vLLM's guided_regex has none; a body limit is not one). */
+export const MAX_PATTERN_LENGTH = 4_096;
+/**
+ * Most characters a pattern may stand for once counted repetitions are written out: XGrammar
+ * expands `x{n,m}` into copies of `x`, so `(a{1000}){1000}` would be a million-element grammar.
+ */
+export const MAX_PATTERN_EXPANSION = 100_000;
+
+/**
+ * Why XGrammar's regular expressions cannot take `pattern`, or undefined when they can: its
+ * length, JavaScript's own syntax, what its converter lacks (lookaround, backreferences), and
+ * the size counted repetitions would write out. Read in one pass, without compiling anything.
+ */
+export function regexProblem(pattern: string): string | undefined {
+  if (pattern.length > MAX_PATTERN_LENGTH)
+    return `the pattern has ${pattern.length} characters, more than ${MAX_PATTERN_LENGTH}`;
+  try {
+    new RegExp(pattern, "u");
+  } catch {
+    try {
+      new RegExp(pattern);
+    } catch {
+      return "not a valid regular expression";
+    }
+  }
+  if (/\(\?<?[=!]/.test(pattern)) return "lookaround ((?=, (?!, (?<=, (?<!) is not supported";
+  if (/\\[1-9]|\\k</.test(pattern)) return "backreferences are not supported";
+  const size = expandedSize(pattern);
+  if (size > MAX_PATTERN_EXPANSION)
+    return `the pattern writes out to ${size > 1e15 ? "more than 10^15" : size} characters once its counted repetitions are expanded, more than ${MAX_PATTERN_EXPANSION}`;
+  return undefined;
+}
+
+/**
+ * How many atoms `pattern` is once every `{n}` / `{n,m}` is written out: a group's size is the
+ * sum of its items (the largest branch of an alternation), an item's size times its count.
+ */
+function expandedSize(pattern: string): number {
+  // each open group: the size of its finished branches (max) and of the branch being read
+  const stack: Array<{ best: number; branch: number }> = [{ best: 0, branch: 0 }];
+  let last = 0; // size of the item just read, for a quantifier to multiply
+  for (let i = 0; i < pattern.length; i++) {
+    const top = stack[stack.length - 1];
+    if (!top) break;
+    const ch = pattern[i];
+    if (ch === "\\") {
+      i++;
+      last = 1;
+      top.branch += 1;
+    } else if (ch === "[") {
+      // a class is one atom: skip to its closing bracket
+      for (i++; i < pattern.length && pattern[i] !== "]"; i++) if (pattern[i] === "\\") i++;
+      last = 1;
+      top.branch += 1;
+    } else if (ch === "(") {
+      if (pattern[i + 1] === "?") i += pattern[i + 2] === ":" ? 2 : 1;
+      stack.push({ best: 0, branch: 0 });
+    } else if (ch === ")") {
+      const done = stack.pop();
+      const outer = stack[stack.length - 1];
+      if (!done || !outer) return Number.POSITIVE_INFINITY;
+      last = Math.max(done.best, done.branch);
+      outer.branch += last;
+    } else if (ch === "|") {
+      top.best = Math.max(top.best, top.branch);
+      top.branch = 0;
+    } else if (ch === "{") {
+      const m = /^\{(\d+)(?:,(\d*))?\}/.exec(pattern.slice(i));
+      if (m) {
+        const count = Math.max(Number(m[2] || m[1]), 1);
+        top.branch += last * (count - 1);
+        last *= count;
+        i += m[0].length - 1;
+      } else {
+        last = 1;
+        top.branch += 1;
+      }
+    } else if (ch === "*" || ch === "+" || ch === "?") {
+      // a quantifier's own size is its item's
+    } else {
+      last = 1;
+      top.branch += 1;
+    }
+  }
+  const root = stack[0];
+  return root ? Math.max(root.best, root.branch) : 0;
+}

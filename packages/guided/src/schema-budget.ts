@@ -1,0 +1,220 @@
+import { regexProblem } from "./regex-budget.js";
+
+/** Most schema objects one schema may hold (each `$def` counted once: references are not expanded). */
+export const MAX_SCHEMA_NODES = 10_000;
+/** Deepest nesting of schema objects (references not followed). */
+export const MAX_SCHEMA_DEPTH = 64;
+/** Largest count a length or item bound may name: XGrammar writes bounded repetition out. */
+export const MAX_SCHEMA_COUNT = 10_000;
+/** Most values one `enum` may list. */
+export const MAX_ENUM_VALUES = 1_024;
+
+/** Keywords that only describe: they change no answer. */
+const DESCRIPTIVE = new Set([
+  "title",
+  "description",
+  "examples",
+  "default",
+  "$schema",
+  "$id",
+  "$comment",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "strict",
+  "$anchor",
+  "propertyOrdering",
+]);
+
+/** Keywords whose value is a map of schemas. */
+const SCHEMA_MAPS = new Set(["properties", "$defs", "definitions"]);
+/** Keywords whose value is a list of schemas. */
+const SCHEMA_LISTS = new Set(["anyOf", "oneOf"]);
+/** Keywords whose value is one schema (or a boolean). */
+const SCHEMA_VALUES = new Set(["items", "additionalProperties"]);
+/** Keywords whose value is a count. */
+const COUNTS = new Set([
+  "minItems",
+  "maxItems",
+  "minLength",
+  "maxLength",
+  "minProperties",
+  "maxProperties",
+]);
+const NUMBERS = new Set([
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+]);
+const TYPES = new Set(["object", "array", "string", "integer", "number", "boolean", "null"]);
+/** The `format`s XGrammar spells (the others would be ignored, so they are refused). */
+export const FORMATS = new Set([
+  "email",
+  "date",
+  "time",
+  "date-time",
+  "duration",
+  "ipv4",
+  "ipv6",
+  "hostname",
+  "uuid",
+  "uri",
+  "uri-reference",
+  "uri-template",
+  "json-pointer",
+  "relative-json-pointer",
+]);
+
+/** What is wrong with a schema, and where (a JSON pointer into it). */
+export interface SchemaProblem {
+  pointer: string;
+  message: string;
+}
+
+/**
+ * Why the grammar engine cannot take `schema`, or undefined when it can: read once, each
+ * `$def` once (a `$ref` is resolved, never expanded), within a budget of objects and depth, every
+ * keyword that would constrain the answer either applied or refused by name with its JSON
+ * pointer (never silently ignored), every `pattern` held to the regular-expression budget.
+ */
+export function schemaProblem(schema: unknown): SchemaProblem | undefined {
+  let nodes = 0;
+  const problem = (pointer: string, message: string): SchemaProblem => ({
+    pointer: pointer || "/",
+    message,
+  });
+  const visit = (node: unknown, pointer: string, depth: number): SchemaProblem | undefined => {
+    if (typeof node === "boolean") return undefined;
+    if (typeof node !== "object" || node === null || Array.isArray(node))
+      return problem(pointer, "a schema must be an object or a boolean");
+    if (++nodes > MAX_SCHEMA_NODES)
+      return problem(pointer, `the schema has more than ${MAX_SCHEMA_NODES} subschemas`);
+    if (depth > MAX_SCHEMA_DEPTH)
+      return problem(pointer, `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
+      const at = `${pointer}/${escapePointer(key)}`;
+      const found = visitKeyword(key, value, at, depth, schema, visit, problem);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  return visit(schema, "", 0);
+}
+
+type Visit = (node: unknown, pointer: string, depth: number) => SchemaProblem | undefined;
+
+function visitKeyword(
+  key: string,
+  value: unknown,
+  at: string,
+  depth: number,
+  root: unknown,
+  visit: Visit,
+  problem: (pointer: string, message: string) => SchemaProblem,
+): SchemaProblem | undefined {
+  if (DESCRIPTIVE.has(key)) return undefined;
+  if (SCHEMA_MAPS.has(key)) {
+    if (!isObject(value)) return problem(at, `${key} must be an object of schemas`);
+    for (const [name, sub] of Object.entries(value)) {
+      const found = visit(sub, `${at}/${escapePointer(name)}`, depth + 1);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (SCHEMA_LISTS.has(key)) {
+    if (!Array.isArray(value) || value.length === 0)
+      return problem(at, `${key} must be a non-empty list of schemas`);
+    for (const [i, sub] of value.entries()) {
+      const found = visit(sub, `${at}/${i}`, depth + 1);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (SCHEMA_VALUES.has(key)) {
+    if (key === "items" && Array.isArray(value))
+      return problem(
+        at,
+        "items as a list (a tuple) is not supported; give one schema for every item",
+      );
+    return visit(value, at, depth + 1);
+  }
+  if (COUNTS.has(key)) {
+    if (!Number.isInteger(value) || (value as number) < 0)
+      return problem(at, `${key} must be a non-negative integer`);
+    if ((value as number) > MAX_SCHEMA_COUNT)
+      return problem(at, `${key} ${value} is more than ${MAX_SCHEMA_COUNT}`);
+    return undefined;
+  }
+  if (NUMBERS.has(key)) {
+    if (typeof value !== "number" || !Number.isFinite(value))
+      return problem(at, `${key} must be a number`);
+    if (key === "multipleOf" && value <= 0) return problem(at, "multipleOf must be above 0");
+    return undefined;
+  }
+  switch (key) {
+    case "type": {
+      const types = Array.isArray(value) ? value : [value];
+      const wrong = types.find((t) => typeof t !== "string" || !TYPES.has(t));
+      return wrong === undefined && types.length > 0
+        ? undefined
+        : problem(at, `type ${JSON.stringify(wrong)} is not a JSON Schema type`);
+    }
+    case "required":
+      return Array.isArray(value) && value.every((v) => typeof v === "string")
+        ? undefined
+        : problem(at, "required must be a list of property names");
+    case "enum":
+      if (!Array.isArray(value) || value.length === 0)
+        return problem(at, "enum must be a non-empty list");
+      return value.length > MAX_ENUM_VALUES
+        ? problem(at, `enum lists ${value.length} values, more than ${MAX_ENUM_VALUES}`)
+        : undefined;
+    case "const":
+      return undefined;
+    case "pattern": {
+      if (typeof value !== "string") return problem(at, "pattern must be a string");
+      const why = regexProblem(value);
+      return why ? problem(at, `pattern: ${why}`) : undefined;
+    }
+    case "format":
+      return typeof value === "string" && FORMATS.has(value)
+        ? undefined
+        : problem(
+            at,
+            `format ${JSON.stringify(value)} is not supported (supported: ${[...FORMATS].join(", ")})`,
+          );
+    case "$ref":
+      return refProblem(value, root, at, problem);
+    default:
+      return problem(at, `keyword '${key}' is not supported`);
+  }
+}
+
+function refProblem(
+  ref: unknown,
+  root: unknown,
+  at: string,
+  problem: (pointer: string, message: string) => SchemaProblem,
+): SchemaProblem | undefined {
+  if (typeof ref !== "string" || (ref !== "#" && !ref.startsWith("#/")))
+    return problem(at, "$ref must point into this schema ('#' or '#/...')");
+  if (/~|%/.test(ref))
+    return problem(at, "$ref with escaped characters (~0, ~1, %) is not supported");
+  let node: unknown = root;
+  for (const part of ref.slice(2).split("/").filter(Boolean)) {
+    if (!isObject(node) || !(part in node))
+      return problem(at, `$ref ${ref} points at nothing in this schema`);
+    node = node[part];
+  }
+  return undefined;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function escapePointer(key: string): string {
+  return key.replaceAll("~", "~0").replaceAll("/", "~1");
+}
