@@ -2,8 +2,8 @@
 // starts one process alone for scaling out. Ctrl-C drains every child before exiting. A child
 // that dies on its own is restarted, so one crash never takes the healthy process down with it;
 // one that exits for its configuration (EXIT_CONFIG, having said what to change) stops the stack.
-import { type ChildProcess, spawn } from "node:child_process";
-import { EXIT_CONFIG } from "@ferry/protocol";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { EXIT_CONFIG, ORPHAN_GRACE_MS, watchAncestors } from "@ferry/protocol";
 import { ensureRedis } from "./redis-local.js";
 
 /** A child that dies this many times within RESTART_WINDOW_MS is left down, and the stack stops. */
@@ -36,7 +36,8 @@ function launch(name: Name): void {
   const child = spawn(
     process.execPath,
     ["--conditions=ferry-source", "--import", "tsx", entries[name]],
-    { stdio: "inherit", env },
+    // the IPC channel is how a child sees this process die, even by SIGKILL (exitWithParent)
+    { stdio: ["inherit", "inherit", "inherit", "ipc"], env },
   );
   running.set(name, child);
   child.on("exit", (code, signal) => {
@@ -100,8 +101,38 @@ function onSignal(signal: NodeJS.Signals): void {
   for (const child of running.values()) child.kill("SIGKILL");
 }
 
+/**
+ * The processes whose end is this stack's end: its parent, and npm's own process when npm ran
+ * this script under a shell (`sh -c`), which a `kill -9` of npm leaves running.
+ */
+function ancestors(): number[] {
+  const pids = [process.ppid];
+  if (process.env.npm_lifecycle_event === undefined) return pids;
+  try {
+    const [ppid, command] = execFileSync("ps", ["-o", "ppid=,comm=", "-p", String(process.ppid)])
+      .toString()
+      .trim()
+      .split(/\s+/);
+    if (/^(ba|da|z)?sh$/.test(command ?? "") && Number(ppid) > 1) pids.push(Number(ppid));
+  } catch {
+    // no ps: the parent alone is watched
+  }
+  return pids;
+}
+
+/** A parent gone without a signal (kill -9, a closed CI job): nothing may outlive it. */
+function onOrphaned(): void {
+  console.error("ferry: the process that ran npm start is gone; stopping");
+  stopAll("SIGTERM");
+  // no one is left to wait for a drain, and the port must be free for the next start
+  setTimeout(() => {
+    for (const child of running.values()) child.kill("SIGKILL");
+  }, ORPHAN_GRACE_MS - 500).unref();
+}
+
 process.on("SIGINT", () => onSignal("SIGINT"));
 process.on("SIGTERM", () => onSignal("SIGTERM"));
+watchAncestors(ancestors(), onOrphaned);
 for (const name of names) launch(name);
 await allExited;
 await redis.stop();

@@ -1,5 +1,5 @@
 import { ModelRepository } from "@ferry/model-repository";
-import { configured, exitForConfig, messageOf, queueName } from "@ferry/protocol";
+import { configured, exitForConfig, exitWithParent, messageOf, queueName } from "@ferry/protocol";
 import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin-service.js";
@@ -159,3 +159,5 @@ async function shutdown(signal: string): Promise<void> {
 }
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
+// `npm start` killed with -9: this process drains as on SIGTERM, briefly, and exits
+exitWithParent(() => void shutdown("parent gone"));

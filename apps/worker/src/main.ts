@@ -1,4 +1,4 @@
-import { configured, exitForConfig, messageOf } from "@ferry/protocol";
+import { configured, exitForConfig, exitWithParent, messageOf } from "@ferry/protocol";
 import { WorkerTransport } from "@ferry/transport";
 import { pino } from "pino";
 import { loadEnv } from "./env.js";
@@ -38,6 +38,8 @@ let health: ReturnType<typeof startHealthServer> | undefined;
 // during the rest of the load must drain what it took, not kill the process holding it.
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
+// `npm start` killed with -9: this process drains as on SIGTERM, briefly, and exits
+exitWithParent(() => void shutdown("parent gone"));
 
 // This worker answers reloads from its first heartbeat on: the API waits for every live
 // worker's answer, and the host runs a reload after its start's loads, on the files as they

@@ -1,0 +1,49 @@
+/**
+ * How long a process whose parent has gone gives its drain before it exits anyway, in ms: no
+ * one is left to stop it, and the port it holds must be free for the next `npm start`.
+ */
+export const ORPHAN_GRACE_MS = 2_000;
+
+/**
+ * Calls `stop` once the process that spawned this one with an IPC channel (`npm start`'s
+ * scripts/start.ts) is gone, however it ended: a `kill -9` of it sends no signal here, but
+ * the kernel closes its end of the channel. The process exits `ORPHAN_GRACE_MS` later
+ * whatever `stop` is still waiting on. Started without a channel (a test, a container),
+ * nothing is watched.
+ *
+ * @example
+ * exitWithParent(() => void shutdown("parent gone"));
+ */
+export function exitWithParent(stop: () => void): void {
+  if (typeof process.send !== "function") return;
+  const orphaned = () => {
+    setTimeout(() => process.exit(1), ORPHAN_GRACE_MS).unref();
+    stop();
+  };
+  // gone already, while this process was starting (its channel closed before anyone listened)
+  if (!process.connected) orphaned();
+  else process.once("disconnect", orphaned);
+}
+
+/**
+ * Calls `stop` once any of `pids` is gone, looked for every `everyMs`: for a parent that gives
+ * no channel to watch (npm runs its script under `sh -c`, which outlives a `kill -9` of npm).
+ */
+export function watchAncestors(pids: number[], stop: () => void, everyMs = 500): void {
+  const timer = setInterval(() => {
+    if (pids.every(alive)) return;
+    clearInterval(timer);
+    stop();
+  }, everyMs);
+  timer.unref();
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: alive, someone else's (pid 1 of a container, say)
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}

@@ -1,0 +1,122 @@
+import { execFileSync, spawn } from "node:child_process";
+import { connect } from "node:net";
+import { pingRedis } from "@ferry/transport";
+import { describe, expect, it } from "vitest";
+import { exited } from "../scripts/exited.js";
+import { freePort } from "../scripts/free-port.js";
+import { waitFor } from "./helpers/stack.js";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Every process below `root`, read from ps. */
+function descendants(root: number): number[] {
+  const table = execFileSync("ps", ["-eo", "pid=,ppid="])
+    .toString()
+    .trim()
+    .split("\n")
+    .map((line) => line.trim().split(/\s+/).map(Number));
+  const found: number[] = [];
+  const frontier = [root];
+  for (let pid = frontier.pop(); pid !== undefined; pid = frontier.pop()) {
+    for (const [child, parent] of table)
+      if (parent === pid && child !== undefined) {
+        found.push(child);
+        frontier.push(child);
+      }
+  }
+  return found;
+}
+
+/** Whether `pid` runs (a zombie, ended but not yet reaped by whoever adopted it, does not). */
+function running(pid: number): boolean {
+  try {
+    return !execFileSync("ps", ["-o", "stat=", "-p", String(pid)])
+      .toString()
+      .startsWith("Z");
+  } catch {
+    return false;
+  }
+}
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once("error", () => resolve(false));
+  });
+}
+
+/**
+ * `npm start` as a user runs it, on a free port with its private Redis, until the API and the
+ * worker serve; then `victim` picks the process to kill -9 (npm itself, or the node process
+ * running scripts/start.ts under it), and nothing it started may be left 3 s later.
+ */
+async function killAndLook(victim: (npm: number) => number): Promise<void> {
+  const port = await freePort();
+  const npm = spawn("npm", ["start"], {
+    env: {
+      ...process.env,
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      PORT: String(port),
+      WORKER_MODELS: "digits",
+      LOG_LEVEL: "info",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  const chunks: string[] = [];
+  npm.stdout?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  npm.stderr?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  const output = () => chunks.join("");
+  let left: number[] = [];
+  let privateUrl: string | undefined;
+  try {
+    await waitFor(
+      async () =>
+        /"worker ready"/.test(output()) &&
+        (await fetch(`http://127.0.0.1:${port}/v2/health/ready`)).ok,
+      60_000,
+    );
+    privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(output())?.[1];
+    expect(privateUrl).toBeDefined();
+    left = descendants(npm.pid as number);
+    // npm, its shell, start.ts, the API, the worker, the Redis watch and its server
+    expect(left.length).toBeGreaterThanOrEqual(5);
+    process.kill(victim(npm.pid as number), "SIGKILL");
+    await sleep(3_000);
+    expect(await listening(port)).toBe(false);
+    expect(left.filter(running)).toEqual([]);
+    expect(await pingRedis(privateUrl as string, 500)).toBe(false);
+  } finally {
+    for (const pid of [npm.pid as number, ...left])
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    if (!exited(npm)) await new Promise((r) => npm.once("exit", r));
+  }
+}
+
+/** The node process running scripts/start.ts below `npm`. */
+function startScript(npm: number): number {
+  const line = execFileSync("ps", ["-eo", "pid=,args="])
+    .toString()
+    .split("\n")
+    .find(
+      (l) =>
+        l.includes("scripts/start.ts") && descendants(npm).includes(Number(l.trim().split(" ")[0])),
+    );
+  return Number(line?.trim().split(" ")[0]);
+}
+
+describe("a kill -9 of npm start leaves nothing running", () => {
+  it("of npm itself: start.ts, the API, the worker and the private Redis exit, the port is free", async () => {
+    await killAndLook((npm) => npm);
+  }, 90_000);
+
+  it("of the node process running start.ts: the API, the worker and the private Redis exit", async () => {
+    await killAndLook(startScript);
+  }, 90_000);
+});
