@@ -41,13 +41,12 @@ const COUNTS = new Set([
   "minProperties",
   "maxProperties",
 ]);
-const NUMBERS = new Set([
-  "minimum",
-  "maximum",
-  "exclusiveMinimum",
-  "exclusiveMaximum",
-  "multipleOf",
-]);
+const NUMBERS = new Set(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]);
+/**
+ * Keywords XGrammar applies only beside a `type` (its own or, in an `anyOf` branch, the
+ * parent's): without one it writes any JSON value, so they are refused there.
+ */
+const TYPED = new Set([...NUMBERS, "minLength", "maxLength", "pattern", "format"]);
 const TYPES = new Set(["object", "array", "string", "integer", "number", "boolean", "null"]);
 /** The `format`s XGrammar spells (the others would be ignored, so they are refused). */
 export const FORMATS = new Set([
@@ -85,7 +84,12 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     pointer: pointer || "/",
     message,
   });
-  const visit = (node: unknown, pointer: string, depth: number): SchemaProblem | undefined => {
+  const visit = (
+    node: unknown,
+    pointer: string,
+    depth: number,
+    parentType = false,
+  ): SchemaProblem | undefined => {
     if (typeof node === "boolean") return undefined;
     if (typeof node !== "object" || node === null || Array.isArray(node))
       return problem(pointer, "a schema must be an object or a boolean");
@@ -93,8 +97,11 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
       return problem(pointer, `the schema has more than ${MAX_SCHEMA_NODES} subschemas`);
     if (depth > MAX_SCHEMA_DEPTH)
       return problem(pointer, `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
+    const typed = parentType || "type" in node || "enum" in node || "const" in node;
     for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
       const at = `${pointer}/${escapePointer(key)}`;
+      if (TYPED.has(key) && !typed)
+        return problem(at, `${key} needs a type beside it (without one any JSON value is written)`);
       const found = visitKeyword(key, value, at, depth, schema, visit, problem);
       if (found) return found;
     }
@@ -103,7 +110,12 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
   return visit(schema, "", 0);
 }
 
-type Visit = (node: unknown, pointer: string, depth: number) => SchemaProblem | undefined;
+type Visit = (
+  node: unknown,
+  pointer: string,
+  depth: number,
+  parentType?: boolean,
+) => SchemaProblem | undefined;
 
 function visitKeyword(
   key: string,
@@ -126,8 +138,9 @@ function visitKeyword(
   if (SCHEMA_LISTS.has(key)) {
     if (!Array.isArray(value) || value.length === 0)
       return problem(at, `${key} must be a non-empty list of schemas`);
+    // a branch takes its parent's type (xgrammarSchema writes it in)
     for (const [i, sub] of value.entries()) {
-      const found = visit(sub, `${at}/${i}`, depth + 1);
+      const found = visit(sub, `${at}/${i}`, depth + 1, true);
       if (found) return found;
     }
     return undefined;
@@ -150,7 +163,6 @@ function visitKeyword(
   if (NUMBERS.has(key)) {
     if (typeof value !== "number" || !Number.isFinite(value))
       return problem(at, `${key} must be a number`);
-    if (key === "multipleOf" && value <= 0) return problem(at, "multipleOf must be above 0");
     return undefined;
   }
   switch (key) {
