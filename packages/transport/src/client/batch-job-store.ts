@@ -26,9 +26,6 @@ export interface BatchJobStatus {
   owner: string;
 }
 
-/** A gate never runs by its delay: ingestion promotes it when the last chunk is queued. */
-const GATE_DELAY_MS = 365 * 24 * 3_600_000;
-
 /**
  * Offline batch prediction as a BullMQ flow: a parent job per batch, whose children are the
  * chunks (on the model's queue, at the lowest priority so live traffic goes first) and one
@@ -74,13 +71,21 @@ export class BatchJobStore {
       name: "batch",
       queueName: control.parents,
       data: { batch: id },
-      opts: { jobId: id, removeOnComplete: { age: this.ttlS } },
+      opts: { jobId: id, removeOnComplete: { age: this.ttlS }, removeOnFail: { age: this.ttlS } },
       children: [
         {
           name: "gate",
           queueName: control.gates,
           data: { batch: id },
-          opts: { jobId: `gate-${id}`, delay: GATE_DELAY_MS },
+          // its answer is kept in the parent's record; the gate itself has no reader
+          opts: {
+            jobId: `gate-${id}`,
+            // ingestion promotes it when the last chunk is queued; one whose ingestion never
+            // ended (its API died) opens when its batch expires, and the flow's keys go
+            delay: this.ttlS * 1_000,
+            removeOnComplete: true,
+            removeOnFail: true,
+          },
         },
       ],
     });
@@ -109,6 +114,7 @@ export class BatchJobStore {
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
       priority: bullPriority(1),
       removeOnComplete: true,
+      removeOnFail: { age: this.ttlS },
       // A chunk that fails for good still lets the batch finish; its items count as failed.
       failParentOnFailure: false,
       ignoreDependencyOnFailure: true,

@@ -57,10 +57,14 @@ export class BatchJobConsumer {
     const parents = new Worker<{ batch: string }>(
       names.parents,
       async (job) => {
-        await this.redis.hset(this.keys.batch(job.data.batch), {
-          status: "completed",
-          finished_at: Date.now(),
-        });
+        // kept JOB_TTL_S from its end (for a batch whose ingestion never ended, expired by
+        // now, this writes a status with no model, which reads as unknown and expires too)
+        const batch = this.keys.batch(job.data.batch);
+        await this.redis
+          .multi()
+          .hset(batch, { status: "completed", finished_at: Date.now() })
+          .expire(batch, this.ttlS)
+          .exec();
       },
       options,
     );
@@ -120,7 +124,12 @@ export class BatchJobConsumer {
     // cluster): written first, so that a counted item is always readable by key; a retried
     // chunk writes the same lines again
     if (predictions.length > 0)
-      await this.redis.hset(this.keys.predictions(data.model, data.owner ?? ""), ...predictions);
+      await this.redis
+        .multi()
+        .hset(this.keys.predictions(data.model, data.owner ?? ""), ...predictions)
+        // a model's stored answers are kept JOB_TTL_S from the last batch that wrote one
+        .expire(this.keys.predictions(data.model, data.owner ?? ""), this.ttlS)
+        .exec();
     const fresh = await this.store.run(
       this.redis,
       this.keys.batchResults(data.batch),

@@ -20,6 +20,7 @@ import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
 import { ExecutionStats } from "./execution-stats.js";
+import { expireFinished } from "./finished-jobs.js";
 import { GenerationConsumer } from "./generation-consumer.js";
 import { giveBack } from "./give-back.js";
 import type {
@@ -165,6 +166,7 @@ export class WorkerTransport {
     const control = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
     for (const worker of this.batches.controlWorkers(queue, control)) {
       worker.on("error", () => {});
+      expireFinished(worker, this.redis, this.jobTtlS);
       this.controls.push(worker);
     }
   }
@@ -198,6 +200,7 @@ export class WorkerTransport {
 
   private register(queue: string, worker: Worker): void {
     worker.on("error", () => {});
+    expireFinished(worker, this.redis, this.jobTtlS);
     this.workers.set(queue, worker);
     this.follower?.serving(parseQueueName(queue).model);
   }

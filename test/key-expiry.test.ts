@@ -1,0 +1,70 @@
+import { createRedis, primaries } from "@ferry/transport";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
+import { REDIS_TARGET, Stack, waitFor } from "./helpers/stack.js";
+
+const JOB_TTL_S = 120;
+const stack = new Stack({ env: { WORKER_MODELS: "digits,tiny-lm", JOB_TTL_S: String(JOB_TTL_S) } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+/**
+ * Keys that stand for the deployment, not for one request: one per queue (BullMQ's meta, id
+ * counter, event stream, finished sets trimmed by age as jobs finish) or per model (traffic,
+ * statistics, reload generation), the sync lanes' streams (an entry is deleted once answered)
+ * and the live worker list. Their number does not grow with the traffic.
+ */
+const STANDING =
+  /:(meta|id|events|completed|failed|stalled-check|marker|workers|stats:.*|traffic:.*|generation:.*|deadlines|removing|sync:\{[^}]+\}:\d+)$/;
+
+/** Every key under the stack's prefix that has no TTL, standing keys left out. */
+async function keysWithoutTtl(): Promise<string[]> {
+  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
+  try {
+    const found: string[] = [];
+    for (const node of await primaries(redis)) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await node.scan(cursor, "MATCH", `${stack.prefix}:*`, "COUNT", 1_000);
+        cursor = next;
+        for (const key of keys)
+          if ((await node.ttl(key)) === -1 && !STANDING.test(key)) found.push(key);
+      } while (cursor !== "0");
+    }
+    return found.sort();
+  } finally {
+    redis.disconnect();
+  }
+}
+
+const features = samples.digits.inputs[0] ?? [];
+
+describe("every key a request leaves has a TTL or is removed", () => {
+  it("after a batch, async predicts and an async completion finish on queues that then go idle", async () => {
+    const items = Array.from({ length: 20 }, (_, k) => ({ key: `k${k}`, features }));
+    const batch = (await (await stack.post("/v1/batches", { model: "digits", items })).json()) as {
+      id: string;
+    };
+    await stack.batchCompleted(batch.id, 30_000);
+    const jobs: string[] = [];
+    for (const input of [{ features }, { features }]) {
+      const res = await stack.post("/v1/jobs", { model: "digits", input });
+      jobs.push(((await res.json()) as { id: string }).id);
+    }
+    const completion = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { prompt: "Once", max_tokens: 4 },
+    });
+    jobs.push(((await completion.json()) as { id: string }).id);
+    for (const id of jobs)
+      await waitFor(async () => {
+        const job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as {
+          status: string;
+        };
+        return job.status === "succeeded";
+      }, 30_000);
+    // the worker's expiry follows BullMQ's own completion by a round trip
+    await waitFor(async () => (await keysWithoutTtl()).length === 0, 3_000).catch(() => {});
+    expect(await keysWithoutTtl()).toEqual([]);
+  });
+});
