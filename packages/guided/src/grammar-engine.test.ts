@@ -1,0 +1,78 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { GrammarEngine } from "./grammar-engine.js";
+import type { GrammarGuide } from "./grammar-guide.js";
+
+/** A byte vocabulary: ids 0..255 are bytes, 256 ends the text. */
+const bytes = {
+  eosTokenId: 256,
+  tokenText: (id: number) => ({ bytes: id < 256 ? [id] : [] }),
+};
+
+/** Spells `text` under `guide`, checking each byte was allowed; returns the mask after it. */
+async function spell(guide: GrammarGuide, text: string): Promise<Float32Array> {
+  for (const b of Buffer.from(text)) {
+    await guide.whenReady();
+    const logits = new Float32Array(257);
+    guide.mask(logits);
+    expect(logits[b], `byte ${String.fromCharCode(b)} of ${text}`).toBe(0);
+    guide.advance(b);
+  }
+  await guide.whenReady();
+  const logits = new Float32Array(257);
+  guide.mask(logits);
+  return logits;
+}
+
+const wide = (n: number) => ({
+  type: "object",
+  properties: Object.fromEntries(
+    Array.from({ length: n }, (_, i) => [`p${i}`, { type: "integer" }]),
+  ),
+});
+
+describe("GrammarEngine", () => {
+  const engine = new GrammarEngine({ compileBudgetMs: 2_000, maskBudgetMs: 1_000 });
+  const vocab = engine.vocabulary(bytes, 257);
+  afterAll(() => engine.shutdown());
+
+  it("masks what a bounded-integer schema allows, the end of text once the object closes", async () => {
+    const schema = {
+      type: "object",
+      properties: { age: { type: "integer", minimum: 0, maximum: 120 } },
+      required: ["age"],
+    };
+    const guide = await engine.open({ kind: "json_schema", schema }, vocab);
+    const after = await spell(guide, '{"age": 12');
+    expect(after["0".charCodeAt(0)]).toBe(0); // 120
+    expect(after["9".charCodeAt(0)]).toBe(Number.NEGATIVE_INFINITY); // 129 > 120
+    const closed = await spell(guide, "}");
+    expect(closed[256]).toBe(0);
+    guide.close();
+  });
+
+  it("a spec XGrammar refuses is INVALID_INPUT with its reason; the engine goes on", async () => {
+    await expect(engine.open({ kind: "grammar", ebnf: 'root ::= "a" |' }, vocab)).rejects.toThrow(
+      /^grammar: EBNF parser error/,
+    );
+    const guide = await engine.open({ kind: "choice", choices: ["yes", "no"] }, vocab);
+    expect((await spell(guide, "yes"))[256]).toBe(0);
+    guide.close();
+  });
+
+  it("a compile past its budget fails that request alone: another sequence's matcher is rebuilt on a fresh thread from its tokens", async () => {
+    const tight = new GrammarEngine({ compileBudgetMs: 300, maskBudgetMs: 1_000 });
+    const v = tight.vocabulary(bytes, 257);
+    const regex = await tight.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    await spell(regex, "abc1");
+    // thousands of properties take longer than 300 ms to compile
+    await expect(tight.open({ kind: "json_schema", schema: wide(4_000) }, v)).rejects.toThrow(
+      /took longer than 300 ms to compile/,
+    );
+    expect(tight.restarts).toBe(1);
+    const after = await spell(regex, "23");
+    expect(after[256]).toBe(0);
+    expect(after["4".charCodeAt(0)]).toBe(Number.NEGATIVE_INFINITY);
+    regex.close();
+    await tight.shutdown();
+  });
+});
