@@ -37,6 +37,13 @@ type JobFormat =
   | { format: "chat" };
 
 /**
+ * The job meta field that keeps a job out of `/v1/jobs` (a `store: false` response's): its
+ * request asked that what it sent and got not be kept, so it is never read back, and its job
+ * is forgotten once answered.
+ */
+export const UNLISTED = "unlisted";
+
+/**
  * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
  * is rendered, when polled, exactly as the sync route would have answered.
  */
@@ -99,6 +106,11 @@ export class JobService {
     return record;
   }
 
+  /** Removes an unlisted job once its request has its answer: nothing of it stays in Redis. */
+  async forget(id: string): Promise<void> {
+    await this.client.jobs.forget(id);
+  }
+
   /**
    * The job's events after `after`, as clients see them: classifier results rendered as a
    * poll renders them, token ids (the workers' resume bookkeeping) left out.
@@ -120,7 +132,7 @@ export class JobService {
   /** The job, if `tenant` may see it; another tenant's job reads as unknown. */
   async record(id: string, tenant: Tenant): Promise<JobRecord> {
     const record = await this.client.jobs.get(id);
-    if (!record) throw notFound(id);
+    if (!record || record.meta[UNLISTED] === true) throw notFound(id);
     assertVisible(tenant, record.owner, () => notFound(id));
     return record;
   }

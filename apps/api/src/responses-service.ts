@@ -3,7 +3,7 @@ import type { JobRecord } from "@ferry/transport";
 import type { CompletionService, FollowedCompletion } from "./completion-service.js";
 import { invalidInput } from "./errors.js";
 import type { CallOptions } from "./inference-service.js";
-import type { JobService } from "./job-service.js";
+import { type JobService, UNLISTED } from "./job-service.js";
 import {
   answerTurn,
   type ConversationMessage,
@@ -126,7 +126,12 @@ export class ResponsesService {
   ): Promise<FollowedCompletion> {
     // a stored response is read back and continued for as long as jobs are kept
     const kept = { ...opts, kept: prepared.meta.echo.store };
-    return this.completions.follow(prepared.chat, kept, signal, { responses: prepared.meta });
+    return this.completions.follow(prepared.chat, kept, signal, jobMeta(prepared));
+  }
+
+  /** A `store: false` response's job, once answered (or given up): nothing of it stays. */
+  async forget(prepared: PreparedResponse, jobId: string): Promise<void> {
+    if (!prepared.meta.echo.store) await this.jobs.forget(jobId).catch(() => undefined);
   }
 
   /**
@@ -137,8 +142,12 @@ export class ResponsesService {
     const prepared = await this.prepare(body, opts.tenant);
     if (body.background) return responseObject(await this.queue(prepared, opts), prepared.meta);
     const followed = await this.follow(prepared, opts, signal);
-    const result = await this.completions.result(followed, signal);
-    return responseObject(followed.record, prepared.meta, result);
+    try {
+      const result = await this.completions.result(followed, signal);
+      return responseObject(followed.record, prepared.meta, result);
+    } finally {
+      await this.forget(prepared, followed.record.id);
+    }
   }
 
   /** Queues a background response: an async job, which outlives the request. */
@@ -237,6 +246,16 @@ export class ResponsesService {
     if (responsesMetaOf(job)?.echo.store !== true) throw unknown();
     return job;
   }
+}
+
+/**
+ * What a response's job keeps beside its chat: the conversation and the echoed request (read
+ * back by GET /v1/responses), and, for a `store: false` one, the mark that keeps it unlisted.
+ */
+export function jobMeta(prepared: PreparedResponse): Record<string, unknown> {
+  return prepared.meta.echo.store
+    ? { responses: prepared.meta }
+    : { responses: prepared.meta, [UNLISTED]: true };
 }
 
 /** A stored response's object, from its job as it stands. */

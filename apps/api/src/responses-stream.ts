@@ -6,6 +6,7 @@ import type { CallOptions } from "./inference-service.js";
 import { type ResponseEvent, ResponseEvents } from "./responses-events.js";
 import { type ResponsesMeta, responseObject } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
+import { jobMeta } from "./responses-service.js";
 import type { AppEnv } from "./services.js";
 import { type SseStream, sse, tieResumable } from "./sse.js";
 
@@ -28,7 +29,7 @@ export async function streamResponse(
   try {
     // a stored response is read back and continued for as long as jobs are kept
     const kept = { ...opts, kept: prepared.meta.echo.store };
-    opened = await openStream(c, prepared.chat, kept, gone, slot, { responses: prepared.meta });
+    opened = await openStream(c, prepared.chat, kept, gone, slot, jobMeta(prepared));
   } catch (err) {
     slot.release();
     throw err;
@@ -57,6 +58,7 @@ export async function streamResponse(
       }
     } finally {
       slot.release();
+      await responses.forget(prepared, job.id);
     }
   });
 }

@@ -462,6 +462,27 @@ export class JobClient {
     return record;
   }
 
+  /**
+   * Deletes a job as `delete` does, and makes sure that nothing of it stays: its worker may
+   * still hold it (it ends the log before the job), and a running one is only cancelled, so
+   * its entry is removed again until it lets go (`withinMs` at most, then it goes at its
+   * expiry), its log after it. For what a caller asked not to be stored (`store: false`).
+   */
+  async forget(id: string, withinMs = 5_000): Promise<void> {
+    const before = await this.delete(id);
+    if (!before) return;
+    const ref = { queue: queueName(before.model, before.version), id };
+    for (const until = Date.now() + withinMs; ; await sleep(100)) {
+      const job = await guarded(() => Job.fromId(this.queue(ref.queue), id));
+      const removed = await job?.remove().then(
+        () => true,
+        () => false,
+      );
+      if (!job || removed || Date.now() > until) break;
+    }
+    await guarded(() => this.redis.del(this.keys.events(ref), this.keys.eventsApplied(ref)));
+  }
+
   private async enqueue(
     id: string,
     job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
@@ -516,4 +537,8 @@ export class JobClient {
       ensureReplicated(this.redis, written, this.accept, `job ${job.id}`, `/v1/jobs/${job.id}`),
     );
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }
