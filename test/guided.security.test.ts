@@ -1,0 +1,96 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { tempRepository } from "./helpers/model-repo.js";
+import { samples } from "./helpers/samples.js";
+import { Stack } from "./helpers/stack.js";
+
+// one worker serves both models: a guided request must never stall the classifier beside it
+const repo = tempRepository({ digits: {}, "tiny-lm": {} });
+const stack = new Stack({ env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits,tiny-lm" } });
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const message = async (res: Response) =>
+  ((await res.json()) as { error: { message: string } }).error.message;
+const complete = (extra: Record<string, unknown>) =>
+  stack.post("/v1/completions", { model: "tiny-lm", prompt: "Q:", max_tokens: 40, ...extra });
+
+/** `levels` of `$defs`, each an anyOf of two references to the one below: 1.4 KB at 20. */
+function doubling(levels: number): Record<string, unknown> {
+  const defs: Record<string, unknown> = { d0: { type: "string", maxLength: 8 } };
+  for (let i = 1; i <= levels; i++)
+    defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i - 1}` }, { $ref: `#/$defs/d${i - 1}` }] };
+  return { $defs: defs, $ref: `#/$defs/d${levels}` };
+}
+
+describe("guided decoding cannot stall or crash the worker", () => {
+  it("the 20- and 21-level $ref schemas compile in milliseconds (references are never expanded) and answer valid JSON", async () => {
+    for (const levels of [20, 21]) {
+      const started = performance.now();
+      const res = await complete({ guided_json: doubling(levels), temperature: 0, seed: 1 });
+      expect(res.status).toBe(200);
+      const text = ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]?.text;
+      expect(typeof JSON.parse(text ?? "")).toBe("string");
+      expect(performance.now() - started).toBeLessThan(5_000);
+    }
+    const health = (await (await fetch(stack.url("/health"))).json()) as {
+      models: Record<string, { ready: boolean }>;
+    };
+    expect(health.models["tiny-lm"].ready).toBe(true);
+  });
+
+  it("a keyword the engine would ignore is a 400 naming it and its JSON pointer, before anything is queued", async () => {
+    const started = performance.now();
+    const res = await complete({
+      guided_json: { type: "object", properties: { a: { type: "array", uniqueItems: true } } },
+    });
+    expect(res.status).toBe(400);
+    expect(await message(res)).toBe(
+      "guided_json: at /properties/a/uniqueItems: keyword 'uniqueItems' is not supported",
+    );
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it("budgets: subschemas, depth, counts and a pattern's expansion are 400s naming the budget", async () => {
+    const many = {
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`p${i}`, {}])),
+    };
+    expect(await message(await complete({ guided_json: many }))).toMatch(
+      /^guided_json: at .*: the schema has more than 10000 subschemas$/,
+    );
+    let deep: Record<string, unknown> = { type: "string" };
+    for (let i = 0; i < 70; i++) deep = { type: "array", items: deep };
+    expect(await message(await complete({ guided_json: deep }))).toMatch(
+      /the schema nests deeper than 64 levels/,
+    );
+    expect(
+      await message(await complete({ guided_json: { type: "string", maxLength: 1_000_000 } })),
+    ).toBe("guided_json: at /maxLength: maxLength 1000000 is more than 10000");
+    expect(await message(await complete({ guided_regex: "(?:(?:a{100}){100}){100}" }))).toMatch(
+      /writes out to 1000000 characters/,
+    );
+  });
+
+  it("a guided regex with ~49,000 written-out states runs on the grammar thread: the classifier beside it answers as fast as before", async () => {
+    const predict = async () => {
+      const started = performance.now();
+      const res = await stack.post("/v1/models/digits/predict", {
+        features: samples.digits.inputs[0],
+      });
+      expect(res.status).toBe(200);
+      return performance.now() - started;
+    };
+    const p99 = async () => {
+      const times: number[] = [];
+      for (let i = 0; i < 20; i++) times.push(await predict());
+      return times.sort((a, b) => a - b)[18] ?? 0;
+    };
+    const before = await p99();
+    const hostile = Array.from({ length: 4 }, (_, k) =>
+      complete({ guided_regex: "(?:(?:a?){49}){1000}", max_tokens: 60, seed: k, temperature: 1 }),
+    );
+    const during = await p99();
+    for (const res of await Promise.all(hostile)) expect(res.status).toBe(200);
+    expect(during).toBeLessThan(2 * before + 50);
+  });
+});
