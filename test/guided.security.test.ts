@@ -93,4 +93,18 @@ describe("guided decoding cannot stall or crash the worker", () => {
     for (const res of await Promise.all(hostile)) expect(res.status).toBe(200);
     expect(during).toBeLessThan(2 * before + 50);
   });
+
+  it("allowed_token_ids: past any vocabulary's size is a 400; a long repetitive list is one mask per sequence, not a list read per token", async () => {
+    const tooMany = Array.from({ length: 262_145 }, (_, i) => i % 200);
+    expect(await message(await complete({ allowed_token_ids: tooMany }))).toMatch(
+      /^allowed_token_ids: Too big: expected array to have <=262144 items/,
+    );
+    const started = performance.now();
+    const repeated = Array.from({ length: 262_144 }, (_, i) => 97 + (i % 26));
+    const res = await complete({ allowed_token_ids: repeated, max_tokens: 20, ignore_eos: true });
+    expect(res.status).toBe(200);
+    const text = ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]?.text;
+    expect(text).toMatch(/^[a-z]{20}$/);
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
 });

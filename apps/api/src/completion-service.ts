@@ -292,8 +292,11 @@ export class CompletionService {
       );
     if (params.logit_bias)
       checkTokens(entry, Object.keys(params.logit_bias).map(Number), "logit_bias: token id");
-    if (params.allowed_token_ids)
+    if (params.allowed_token_ids) {
       checkTokens(entry, params.allowed_token_ids, "allowed_token_ids: token id");
+      // a list longer than the vocabulary repeats itself: each id travels once
+      params.allowed_token_ids = [...new Set(params.allowed_token_ids)];
+    }
     return {
       job: {
         model: entry.config.name,

@@ -344,8 +344,8 @@ const sampling = {
   include_stop_str_in_output: z.boolean().nullish(),
   /** vLLM's: words the completion may not contain. */
   bad_words: z.array(z.string().min(1).max(256)).max(64).nullish(),
-  /** vLLM's: only these token ids can be drawn. */
-  allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(1_000_000).nullish(),
+  /** vLLM's: only these token ids can be drawn (no vocabulary has more than 262,144: Gemma's). */
+  allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(262_144).nullish(),
   /**
    * vLLM's: every prompt token's log probability (the first's null), its rank and this many
    * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).

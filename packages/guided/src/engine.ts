@@ -1,2 +1,3 @@
+export * from "./bitmask.js";
 export * from "./grammar-engine.js";
 export * from "./grammar-guide.js";

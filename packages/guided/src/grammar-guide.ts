@@ -1,4 +1,5 @@
 import type { FerryError } from "@ferry/protocol";
+import { keepMasked } from "./bitmask.js";
 import type { GuidedSpec } from "./guided-spec.js";
 
 /** What a guide asks of the engine that hosts its matcher (the grammar thread's client). */
@@ -65,17 +66,7 @@ export class GrammarGuide {
   mask(logits: Float32Array): void {
     const words = this.words;
     if (!words) throw new Error("guided mask used before it was ready");
-    const size = Math.min(logits.length, words.length * 32);
-    for (let w = 0; w * 32 < size; w++) {
-      const word = words[w] ?? 0;
-      if (word === 0xffffffff) continue;
-      const end = Math.min(size, w * 32 + 32);
-      if (word === 0) logits.fill(Number.NEGATIVE_INFINITY, w * 32, end);
-      else
-        for (let id = w * 32; id < end; id++)
-          if (((word >>> (id & 31)) & 1) === 0) logits[id] = Number.NEGATIVE_INFINITY;
-    }
-    if (logits.length > size) logits.fill(Number.NEGATIVE_INFINITY, size);
+    keepMasked(words, logits);
   }
 
   /** The thread's answer: the next token's mask. */

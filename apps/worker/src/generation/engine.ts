@@ -1,6 +1,6 @@
 import { randomInt } from "node:crypto";
 import { guidedProblem, guidedSpecOf } from "@ferry/guided";
-import type { GrammarEngine, GrammarGuide } from "@ferry/guided/engine";
+import { bitmaskOf, type GrammarEngine, type GrammarGuide } from "@ferry/guided/engine";
 import type { Tokenizer } from "@ferry/model-repository";
 import {
   type CompletionResult,
@@ -145,6 +145,9 @@ export class Engine {
         decoder: this.tokenizer.decoder(),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
         badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
+        ...(job.params.allowed_token_ids
+          ? { allowed: bitmaskOf(job.params.allowed_token_ids, this.vocabularySize()) }
+          : {}),
         ...(guide ? { guide } : {}),
         // the client's own text, else the ids the model read as text
         ...(job.params.echo
@@ -194,6 +197,11 @@ export class Engine {
     const problem = guidedProblem(spec);
     if (problem) return new FerryError("INVALID_INPUT", `${spec.kind}: ${problem}`);
     return { spec, vocabulary: this.grammars.vocabulary(this.tokenizer, size) };
+  }
+
+  /** Logits per position: the model's vocabulary, else the tokenizer's ids below the end of text. */
+  private vocabularySize(): number {
+    return this.options.vocabSize ?? (this.tokenizer.eosTokenId ?? 0) + 1;
   }
 
   /**

@@ -1,3 +1,4 @@
+import { bitmaskOf } from "@ferry/guided/engine";
 import { describe, expect, it } from "vitest";
 import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
 
@@ -37,6 +38,18 @@ describe("processLogits", () => {
     expect(changesLogits({ allowed_token_ids: [3] }, history([]))).toBe(true);
     processLogits(logits, params, history([]));
     expect([...logits]).toEqual([Number.NEGATIVE_INFINITY, 3, Number.NEGATIVE_INFINITY, 4]);
+  });
+
+  it("allowed_token_ids as the sequence's bitmask, built once: the same logits as the list", () => {
+    const logits = Float32Array.from({ length: 40 }, (_, i) => i);
+    const ids = [33, 1, 33, 1, 39];
+    processLogits(
+      logits,
+      { allowed_token_ids: ids },
+      { ...history([]), allowed: bitmaskOf(ids, 40) },
+    );
+    const kept = [...logits].flatMap((v, i) => (v === Number.NEGATIVE_INFINITY ? [] : [i]));
+    expect(kept).toEqual([1, 33, 39]);
   });
 
   it("adds logit_bias, ignoring ids past the vocabulary", () => {

@@ -1,3 +1,4 @@
+import { keepMasked } from "@ferry/guided/engine";
 import type { SamplingParams } from "@ferry/protocol";
 
 type Penalties = Pick<
@@ -21,6 +22,8 @@ export interface TokenHistory {
   generated: readonly number[];
   /** vLLM's `bad_words` as token id sequences (`badWordIds`). */
   badWordIds?: readonly (readonly number[])[];
+  /** `allowed_token_ids` as a bitmask, built once per sequence (not re-read every token). */
+  allowed?: Uint32Array | undefined;
   /** vLLM's guided decoding: leaves only the tokens its grammar allows next. */
   // structurally (guide.ts imports this module's mask)
   guide?: { mask(logits: Float32Array): void } | undefined;
@@ -84,7 +87,8 @@ export function processLogits(
   history: TokenHistory,
   eosTokenId?: number,
 ): void {
-  if (params.allowed_token_ids) keepOnly(logits, params.allowed_token_ids);
+  if (history.allowed) keepMasked(history.allowed, logits);
+  else if (params.allowed_token_ids) keepOnly(logits, params.allowed_token_ids);
   history.guide?.mask(logits);
   for (const word of history.badWordIds ?? []) barLastOf(logits, word, history.generated);
   if ((params.min_tokens ?? 0) > history.generated.length)

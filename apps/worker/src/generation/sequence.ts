@@ -28,6 +28,8 @@ export interface SequenceInit {
   badWordIds?: number[][];
   /** Guided decoding (vLLM's `guided_choice`, JSON mode), following the tokens drawn. */
   guide?: GrammarGuide;
+  /** `allowed_token_ids` as a bitmask (see `bitmaskOf`). */
+  allowed?: Uint32Array;
   /** The prompt's text, when the completion echoes it (it opens the first token event). */
   echo?: string;
   emit: (events: JobEventBody[]) => void;
@@ -57,6 +59,8 @@ export class Sequence {
   readonly generated: number[] = [];
   readonly badWordIds: readonly number[][];
   readonly guide: GrammarGuide | undefined;
+  /** `allowed_token_ids` as a bitmask over the vocabulary, built once. */
+  readonly allowed: Uint32Array | undefined;
   /** How often each completion token appears (kept only for the penalties that read it). */
   readonly outputCounts = new Map<number, number>();
   private readonly counting: boolean;
@@ -93,6 +97,7 @@ export class Sequence {
     this.counting = readsTokenCounts(init.params);
     this.badWordIds = init.badWordIds ?? [];
     this.guide = init.guide;
+    this.allowed = init.allowed;
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */
