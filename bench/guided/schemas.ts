@@ -88,16 +88,34 @@ function modern(schema: unknown): unknown {
   return out;
 }
 
+/** The types a keyword's schemas are given for their typed variants. */
+const TYPES_OF: Record<string, string[]> = {
+  minimum: ["number", "integer"],
+  maximum: ["number", "integer"],
+  multipleOf: ["number", "integer"],
+  pattern: ["string"],
+  minLength: ["string"],
+  maxLength: ["string"],
+  format: ["string"],
+};
+
 /** The suite's schemas within OpenAI's keywords (objects only: a boolean schema guides nothing). */
-export function suiteSchemas(): Record<string, unknown>[] {
-  const out: Record<string, unknown>[] = [];
+export function suiteSchemas(): Array<{ keyword: string; schema: Record<string, unknown> }> {
+  const out: Array<{ keyword: string; schema: Record<string, unknown> }> = [];
   for (const file of FILES) {
     const groups = JSON.parse(readFileSync(`${SUITE}/${file}.json`, "utf8")) as Array<{
       schema: unknown;
     }>;
     for (const { schema } of groups)
-      if (typeof schema === "object" && schema !== null && onlyKnown(schema))
-        out.push(modern(schema) as Record<string, unknown>);
+      if (typeof schema === "object" && schema !== null && onlyKnown(schema)) {
+        const keyword = file.replace("optional/", "");
+        const modernised = modern(schema) as Record<string, unknown>;
+        out.push({ keyword, schema: modernised });
+        // the suite's own schemas carry no type (they pass every other value); clients' do
+        if (!("type" in modernised))
+          for (const type of TYPES_OF[keyword] ?? [])
+            out.push({ keyword: `${keyword} (${type})`, schema: { type, ...modernised } });
+      }
   }
   return out;
 }

@@ -1,3 +1,4 @@
+import { BOUND_KEYWORDS, boundsPlan } from "./number-bounds.js";
 import { regexProblem } from "./regex-budget.js";
 
 /** Most schema objects one schema may hold (each `$def` counted once: references are not expanded). */
@@ -88,7 +89,7 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     node: unknown,
     pointer: string,
     depth: number,
-    parentType = false,
+    parentType?: unknown,
   ): SchemaProblem | undefined => {
     if (typeof node === "boolean") return undefined;
     if (typeof node !== "object" || node === null || Array.isArray(node))
@@ -97,12 +98,19 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
       return problem(pointer, `the schema has more than ${MAX_SCHEMA_NODES} subschemas`);
     if (depth > MAX_SCHEMA_DEPTH)
       return problem(pointer, `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
-    const typed = parentType || "type" in node || "enum" in node || "const" in node;
+    const own = node as Record<string, unknown>;
+    const type = own.type ?? parentType;
+    const typed = type !== undefined || "enum" in own || "const" in own;
+    const bounds = typed ? boundsPlan(own, type) : undefined;
+    if (bounds?.kind === "refuse") {
+      const key = BOUND_KEYWORDS.find((k) => k in own) ?? "minimum";
+      return problem(`${pointer}/${key}`, bounds.why);
+    }
     for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
       const at = `${pointer}/${escapePointer(key)}`;
       if (TYPED.has(key) && !typed)
         return problem(at, `${key} needs a type beside it (without one any JSON value is written)`);
-      const found = visitKeyword(key, value, at, depth, schema, visit, problem);
+      const found = visitKeyword(key, value, at, depth, schema, visit, problem, type);
       if (found) return found;
     }
     return undefined;
@@ -114,7 +122,7 @@ type Visit = (
   node: unknown,
   pointer: string,
   depth: number,
-  parentType?: boolean,
+  parentType?: unknown,
 ) => SchemaProblem | undefined;
 
 function visitKeyword(
@@ -125,6 +133,8 @@ function visitKeyword(
   root: unknown,
   visit: Visit,
   problem: (pointer: string, message: string) => SchemaProblem,
+  /** The type the node has (its own or its parent's): its anyOf branches take it. */
+  type: unknown,
 ): SchemaProblem | undefined {
   if (DESCRIPTIVE.has(key)) return undefined;
   if (SCHEMA_MAPS.has(key)) {
@@ -140,7 +150,7 @@ function visitKeyword(
       return problem(at, `${key} must be a non-empty list of schemas`);
     // a branch takes its parent's type (xgrammarSchema writes it in)
     for (const [i, sub] of value.entries()) {
-      const found = visit(sub, `${at}/${i}`, depth + 1, true);
+      const found = visit(sub, `${at}/${i}`, depth + 1, type);
       if (found) return found;
     }
     return undefined;

@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { guidedProblem } from "./guided-budget.js";
+import { regexProblem } from "./regex-budget.js";
+import { schemaProblem } from "./schema-budget.js";
+import { xgrammarSchema } from "./xgrammar-schema.js";
+
+const problem = (schema: unknown) => {
+  const found = schemaProblem(schema);
+  return found && `${found.pointer}: ${found.message}`;
+};
+
+describe("the schema check", () => {
+  it("names a keyword it would otherwise ignore, with its JSON pointer", () => {
+    expect(
+      problem({ type: "object", properties: { "a/b": { type: "array", uniqueItems: true } } }),
+    ).toBe("/properties/a~1b/uniqueItems: keyword 'uniqueItems' is not supported");
+    expect(problem({ anyOf: [{ type: "string" }, { not: {} }] })).toBe(
+      "/anyOf/1/not: keyword 'not' is not supported",
+    );
+    expect(problem({ maximum: 3 })).toBe(
+      "/maximum: maximum needs a type beside it (without one any JSON value is written)",
+    );
+  });
+
+  it("resolves references without expanding them: 40 doubling levels are 42 subschemas", () => {
+    const defs: Record<string, unknown> = { d0: { type: "string" } };
+    for (let i = 1; i <= 40; i++)
+      defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i - 1}` }, { $ref: `#/$defs/d${i - 1}` }] };
+    expect(problem({ $defs: defs, $ref: "#/$defs/d40" })).toBeUndefined();
+    expect(problem({ $ref: "#/$defs/missing" })).toBe(
+      "/$ref: $ref #/$defs/missing points at nothing in this schema",
+    );
+  });
+
+  it("holds subschemas, depth and counts to their budgets", () => {
+    const wide = {
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`p${i}`, {}])),
+    };
+    expect(problem(wide)).toMatch(/more than 10000 subschemas/);
+    let deep: unknown = { type: "string" };
+    for (let i = 0; i < 70; i++) deep = { type: "array", items: deep };
+    expect(problem(deep)).toMatch(/nests deeper than 64 levels/);
+    expect(problem({ type: "string", maxLength: 10_001 })).toBe(
+      "/maxLength: maxLength 10001 is more than 10000",
+    );
+  });
+
+  it("takes numeric bounds only where XGrammar spells them exactly", () => {
+    expect(problem({ type: "integer", minimum: 0, maximum: 120 })).toBeUndefined();
+    expect(
+      problem({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    ).toBeUndefined();
+    expect(problem({ type: "integer", minimum: 5 })).toBeUndefined();
+    expect(problem({ type: "integer", minimum: -12 })).toMatch(
+      /^\/minimum: an integer range must hold/,
+    );
+    expect(problem({ type: "integer", minimum: 0, maximum: 5_000 })).toMatch(/at most 1024 values/);
+    expect(problem({ type: "number", minimum: 0, maximum: 1 })).toMatch(
+      /bounds on a number are not supported/,
+    );
+    expect(xgrammarSchema({ type: "integer", exclusiveMinimum: 0, maximum: 3 })).toEqual({
+      type: "integer",
+      enum: [1, 2, 3],
+    });
+    expect(
+      xgrammarSchema({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
+    ).toEqual({ type: "integer", minimum: 0 });
+  });
+
+  it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {
+    expect(xgrammarSchema({ type: "string", anyOf: [{ maxLength: 2 }, { $ref: "#" }] })).toEqual({
+      type: "string",
+      anyOf: [{ type: "string", maxLength: 2 }, { $ref: "#" }],
+    });
+    expect(xgrammarSchema({ type: "string", format: "uuid", pattern: "^[0-9a-f-]{36}$" })).toEqual({
+      type: "string",
+      pattern: "^[0-9a-f-]{36}$",
+    });
+  });
+});
+
+describe("the pattern check", () => {
+  it("counts what counted repetitions write out", () => {
+    expect(regexProblem("(?:(?:a?){49}){1000}")).toBeUndefined();
+    expect(regexProblem("(?:(?:a{100}){100}){100}")).toMatch(/writes out to 1000000 characters/);
+    expect(regexProblem("[a-z]{3}|(x{10}){20}")).toBeUndefined();
+    expect(regexProblem("(?<=a)b")).toMatch(/lookaround/);
+    expect(regexProblem("(a)\\1")).toMatch(/backreferences/);
+    expect(regexProblem("x".repeat(4_097))).toMatch(/more than 4096/);
+  });
+
+  it("is applied to a schema's patterns too", () => {
+    expect(
+      guidedProblem({
+        kind: "json_schema",
+        schema: { type: "string", pattern: "(a{1000}){1000}" },
+      }),
+    ).toMatch(/^at \/pattern: pattern: the pattern writes out to 1000000 characters/);
+  });
+});
