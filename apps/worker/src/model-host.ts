@@ -12,6 +12,7 @@ import type { Logger } from "pino";
 import { ClassifierServer } from "./classifier-server.js";
 import { GeneratorServer } from "./generation/generator-server.js";
 import type { WorkerMetrics } from "./metrics.js";
+import { crashOnTestMarker } from "./test-crash.js";
 
 interface Served {
   server: ClassifierServer | GeneratorServer;
@@ -278,9 +279,10 @@ export class ModelHost {
       const seats = (current() as GeneratorServer).maxNumSeqs;
       // One job per seat: a completion waits in BullMQ, not here, so any worker with a free
       // seat can take it.
-      this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) =>
-        (current() as GeneratorServer).handle(job, ctx.signal, ctx.emit, ctx.resume),
-      );
+      this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) => {
+        crashOnTestMarker(job.prompt);
+        return (current() as GeneratorServer).handle(job, ctx.signal, ctx.emit, ctx.resume);
+      });
       return;
     }
     // Enough jobs in flight to fill every instance's batch while the previous one computes.

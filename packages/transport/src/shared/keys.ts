@@ -73,6 +73,19 @@ export class Keys {
     return `${this.events(job)}:applied`;
   }
 
+  /**
+   * Which worker holds a BullMQ job whose work has started and not ended (see Custody); the
+   * job's slot.
+   */
+  custody(job: JobRef): string {
+    return `${this.prefix}:custody:{${job.queue}}:${job.id}`;
+  }
+
+  /** Set of the jobs a worker's work is running on now (see Custody). */
+  holding(workerId: string): string {
+    return `${this.prefix}:holding:{${workerId}}`;
+  }
+
   /** Hash of version -> percent of a model's unpinned traffic. */
   traffic(model: string): string {
     return `${this.prefix}:traffic:{${model}}`;

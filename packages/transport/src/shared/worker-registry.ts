@@ -33,6 +33,12 @@ export class WorkerRegistry {
     await this.redis.hdel(this.keys.workers, id);
   }
 
+  /** When a worker's heartbeat lapses (epoch ms); undefined when it has none. */
+  async expiresAt(id: string): Promise<number | undefined> {
+    const raw = await this.redis.hget(this.keys.workers, id);
+    return raw === null ? undefined : (JSON.parse(raw) as WorkerHeartbeat).expires_at;
+  }
+
   /** Live workers; entries past their expiry are dropped from the hash on the way. */
   async live(): Promise<WorkerHeartbeat[]> {
     const all = await this.redis.hgetall(this.keys.workers);

@@ -108,6 +108,18 @@ export class GenerationConsumer {
     }
   }
 
+  /** Fails a job before its work starts (see Custody): its log says why. */
+  async refuse(
+    job: Job<GenerateJob, CompletionResult>,
+    token: string | undefined,
+    lockDurationMs: number,
+    error: FerryError,
+  ): Promise<never> {
+    const ref = { queue: queueOfBullName(job.queueName), id: job.id ?? "" };
+    const attempt = { job, token, lockDurationMs, ref, fence: fenceOf(this.keys, job, token) };
+    return this.fail(attempt, error);
+  }
+
   /** Closes the job's log with its error and fails the job without retries. */
   private async fail(attempt: Attempt, error: FerryError): Promise<never> {
     const wire = { code: error.code, message: error.message };

@@ -2,6 +2,7 @@ import { hostname } from "node:os";
 import {
   type BatchChunkJob,
   type CompletionResult,
+  FerryError,
   type GenerateJob,
   type InferJob,
   type InferReply,
@@ -19,6 +20,7 @@ import { formatFailure } from "../shared/job-records.js";
 import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
+import { Custody } from "./custody.js";
 import { ExecutionStats } from "./execution-stats.js";
 import { expireFinished } from "./finished-jobs.js";
 import { GenerationConsumer } from "./generation-consumer.js";
@@ -60,7 +62,10 @@ function locking(options: ConsumeOptions): Locking {
   };
 }
 
-/** A job whose worker keeps dying (a poison input crashing the process) fails after this. */
+/**
+ * A job whose workers keep dying fails after this many stalls: a backstop, since Custody fails
+ * a poison job on its second return at most.
+ */
 const MAX_STALLED = 3;
 
 /**
@@ -77,6 +82,7 @@ export class WorkerTransport {
   private readonly events: EventWriter;
   private readonly registry: WorkerRegistry;
   private readonly generation: GenerationConsumer;
+  private readonly custody: Custody;
   private readonly jobTtlS: number;
   private readonly batches: BatchJobConsumer;
   private readonly control: ControlChannel;
@@ -118,6 +124,15 @@ export class WorkerTransport {
       this.running,
     );
     this.batches = new BatchJobConsumer(this.redis, this.keys, this.jobTtlS);
+    // a job that comes back from a worker that died running it alone is failed, not retried
+    this.custody = new Custody(this.redis, this.keys, this.workerId, this.registry, this.jobTtlS, {
+      pause: async () => {
+        await Promise.all([...this.workers.values()].map((w) => w.pause(true)));
+      },
+      resume: () => {
+        for (const worker of this.workers.values()) if (!worker.closing) worker.resume();
+      },
+    });
     this.stats = new ExecutionStats(this.redis, this.keys);
     this.control = new ControlChannel(this.redis, new ChannelMux(this.subscriber), this.keys);
     void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
@@ -181,7 +196,18 @@ export class WorkerTransport {
       queue,
       new Worker<GenerateJob, CompletionResult>(
         bullQueueName(queue),
-        (job, token) => this.generation.process(job, handler, token, lock.lockDurationMs),
+        (job, token) =>
+          this.custody.run(
+            job,
+            () => this.generation.process(job, handler, token, lock.lockDurationMs),
+            (message) =>
+              this.generation.refuse(
+                job,
+                token,
+                lock.lockDurationMs,
+                new FerryError("MODEL_ERROR", message),
+              ),
+          ),
         this.workerOptions(options.concurrency, lock),
       ),
     );
@@ -263,13 +289,24 @@ export class WorkerTransport {
     lockDurationMs: number,
   ): Promise<InferReply | { stored: number }> {
     const data = job.data;
-    if (data.kind === "batch") return this.batches.processChunk(data, job.id ?? "", handler);
+    if (data.kind === "batch")
+      return this.custody.run(
+        job,
+        () => this.batches.processChunk(data, job.id ?? "", handler),
+        async (message) => {
+          throw new UnrecoverableError(formatFailure({ code: "MODEL_ERROR", message }));
+        },
+      );
     if (data.v !== WIRE_VERSION || data.kind !== "infer") {
       throw new UnrecoverableError(`INVALID_INPUT: unsupported message (v=${String(data.v)})`);
     }
     // Sync rows come through the sync lane; a BullMQ job is an async one, followed through
     // its event log (status, result or error, done) and cancellable.
-    return this.processAsync(job, data, handler, token, lockDurationMs);
+    return this.custody.run(
+      job,
+      () => this.processAsync(job, data, handler, token, lockDurationMs),
+      (message) => this.refuseAsync(job, token, lockDurationMs, message),
+    );
   }
 
   private async processAsync(
@@ -314,6 +351,21 @@ export class WorkerTransport {
     } finally {
       if (this.running.get(id) === controller) this.running.delete(id);
     }
+  }
+
+  /** Fails an async job before its work starts (see Custody): its log says why. */
+  private async refuseAsync(
+    job: Job,
+    token: string | undefined,
+    lockDurationMs: number,
+    message: string,
+  ): Promise<never> {
+    const ref = { queue: queueOfBullName(job.queueName), id: job.id ?? "" };
+    const fence = fenceOf(this.keys, job, token);
+    const error: WireError = { code: "MODEL_ERROR", message };
+    this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
+    await this.events.flush(ref, fence).catch(() => giveBack(job, token, lockDurationMs));
+    throw new UnrecoverableError(formatFailure(error));
   }
 
   private reply(id: string, data: InferJob, results: RowResult[]): InferReply {
