@@ -294,8 +294,8 @@ describe("the openai client, unchanged", () => {
         type: "object",
         // bounded, as zod's .min()/.max() write them (unbounded, a tiny model's digits run on)
         properties: {
-          x: { type: "integer", minimum: -1000, maximum: 1000 },
-          y: { type: "integer", minimum: -1000, maximum: 1000 },
+          x: { type: "integer", minimum: -999, maximum: 999 },
+          y: { type: "integer", minimum: -999, maximum: 999 },
         },
         required: ["x", "y"],
       }),

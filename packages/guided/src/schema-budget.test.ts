@@ -57,7 +57,7 @@ describe("the schema check", () => {
     );
     expect(problem({ type: "integer", minimum: 0, maximum: 5_000 })).toMatch(/at most 1024 values/);
     expect(problem({ type: "number", minimum: 0, maximum: 1 })).toMatch(
-      /bounds on a number are not supported/,
+      /bounds on a number other than a minimum of 0 are not supported/,
     );
     expect(xgrammarSchema({ type: "integer", exclusiveMinimum: 0, maximum: 3 })).toEqual({
       type: "integer",
@@ -65,7 +65,11 @@ describe("the schema check", () => {
     });
     expect(
       xgrammarSchema({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
-    ).toEqual({ type: "integer", minimum: 0 });
+    ).toEqual({ type: "integer", minimum: 0, maximum: 999_999_999_999_999 });
+    expect(xgrammarSchema({ type: "number", minimum: 0, maximum: 1e300 })).toEqual({
+      type: "number",
+      minimum: 0,
+    });
   });
 
   it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {

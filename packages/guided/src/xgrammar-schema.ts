@@ -29,7 +29,8 @@ export function xgrammarSchema(schema: unknown, inheritedType?: unknown): unknow
   if (plan && plan.kind !== "refuse") {
     for (const key of BOUND_KEYWORDS) delete out[key];
     if (plan.kind === "spell") out.enum = plan.values;
-    if (plan.kind === "keep-minimum") out.minimum = plan.minimum;
+    if (plan.kind === "bounds") Object.assign(out, plan);
+    delete out.kind;
   }
   return out;
 }
