@@ -26,7 +26,7 @@ import {
   type CompletionResponse,
   MAX_CHOICES,
 } from "./schemas.js";
-import { type ToolCallAsk, toolChoice } from "./tool-calls.js";
+import { type ToolChoice, toolChoice } from "./tool-calls.js";
 import type { TrafficRouter } from "./traffic-router.js";
 
 /**
@@ -35,7 +35,7 @@ import type { TrafficRouter } from "./traffic-router.js";
  */
 type AsCompletion = CompletionRequest & {
   format: "completion" | "chat";
-  toolCall?: { schema?: Record<string, unknown>; ask: ToolCallAsk };
+  toolCall?: ToolChoice;
 };
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
@@ -545,7 +545,7 @@ function guideOf(body: AsCompletion): Partial<SamplingParams> {
       `give one of ${asked.map(([kind]) => kind).join(", ")}, not several`,
     );
   const [kind, fields] = asked[0] ?? [];
-  if (!kind || !fields) return {};
+  if (!kind || !fields) return autoCallsGuide(body);
   if (body.ignore_eos || (body.min_tokens ?? 0) > 0)
     throw new FerryError(
       "INVALID_INPUT",
@@ -556,6 +556,19 @@ function guideOf(body: AsCompletion): Partial<SamplingParams> {
   const problem = spec && guidedProblem(spec);
   if (problem) throw new FerryError("INVALID_INPUT", `${kind}: ${problem}`);
   return fields;
+}
+
+/**
+ * tool_choice "auto" with a Hermes-format model and no guide of the client's own: the text is
+ * free, and a call the model opens is guided by its tool's parameters (not with ignore_eos,
+ * whose end-of-text token the grammar would have to take as text).
+ */
+function autoCallsGuide(body: AsCompletion): Partial<SamplingParams> {
+  const calls = body.toolCall?.calls;
+  if (!calls || body.ignore_eos) return {};
+  const problem = guidedProblem({ kind: "tool_calls", format: calls.format, tools: calls.tools });
+  if (problem) throw new FerryError("INVALID_INPUT", `tools: ${problem}`);
+  return { tool_calls_guide: calls };
 }
 
 function maxOf(...values: Array<number | undefined>): number | undefined {

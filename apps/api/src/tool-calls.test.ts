@@ -5,8 +5,16 @@ describe("tool_choice", () => {
   const tools = [{ type: "function" as const, function: { name: "get_time" } }];
 
   it('"auto" (or tools without a choice) reads the model\'s calls where model.json names a parser, and is a 400 naming it where not', () => {
+    // a Hermes model's calls are guided by their tools' parameters (XGrammar's structural tags)
     expect(toolChoice({ tools, tool_choice: "auto" }, "hermes")).toEqual({
       ask: { tool_call: "auto", parser: "hermes" },
+      calls: {
+        format: "hermes",
+        tools: [{ name: "get_time", parameters: { type: "object", properties: {} } }],
+      },
+    });
+    expect(toolChoice({ tools, tool_choice: "auto" }, "llama3_json")).toEqual({
+      ask: { tool_call: "auto", parser: "llama3_json" },
     });
     expect(toolChoice({ tools }, "hermes")?.ask).toEqual({ tool_call: "auto", parser: "hermes" });
     expect(() => toolChoice({ tools }, undefined)).toThrow(/tool_call_parser/);

@@ -1,4 +1,4 @@
-import { FerryError } from "@ferry/protocol";
+import { FerryError, type SamplingParams } from "@ferry/protocol";
 import type { ChatCompletionRequest, Tool } from "./schemas.js";
 import {
   type ChatAnswer,
@@ -21,6 +21,16 @@ export type ToolCallAsk =
   | { tool_call: "required" }
   | { tool_call: "auto"; parser: ToolCallParser; single?: true };
 
+/**
+ * A chat's tool choice as its completion is guided: a forced call's schema, or for `auto` the
+ * tools whose calls a Hermes-format model may open in its text, and how the answer is read.
+ */
+export interface ToolChoice {
+  schema?: Record<string, unknown>;
+  calls?: NonNullable<SamplingParams["tool_calls_guide"]>;
+  ask: ToolCallAsk;
+}
+
 /** A function without parameters takes an empty object. */
 const NO_PARAMETERS = { type: "object", properties: {} };
 
@@ -33,7 +43,7 @@ const NO_PARAMETERS = { type: "object", properties: {} };
 export function toolChoice(
   body: Pick<ChatCompletionRequest, "tools" | "tool_choice" | "stream" | "parallel_tool_calls">,
   parser: ToolCallParser | undefined,
-): { schema?: Record<string, unknown>; ask: ToolCallAsk } | undefined {
+): ToolChoice | undefined {
   const tools = body.tools ?? [];
   const choice = body.tool_choice ?? (tools.length > 0 ? "auto" : "none");
   if (choice === "none") return undefined;
@@ -48,6 +58,19 @@ export function toolChoice(
           parser,
           ...(body.parallel_tool_calls === false ? { single: true as const } : {}),
         },
+        // a call the model opens in Hermes' format is guided by its tool's parameters
+        ...(parser === "hermes"
+          ? {
+              calls: {
+                format: "hermes" as const,
+                tools: tools.map((t) => ({
+                  name: t.function.name,
+                  parameters: t.function.parameters ?? NO_PARAMETERS,
+                })),
+                ...(body.parallel_tool_calls === false ? { single: true } : {}),
+              },
+            }
+          : {}),
       };
     throw new FerryError(
       "INVALID_INPUT",

@@ -59,6 +59,29 @@ describe("GrammarEngine", () => {
     guide.close();
   });
 
+  it("tool calls in free text (Hermes): anything until <tool_call>, then a call by its tool's parameters, then text again", async () => {
+    const weather = {
+      type: "object",
+      properties: { city: { type: "string", maxLength: 10 } },
+      required: ["city"],
+    };
+    const guide = await engine.open(
+      { kind: "tool_calls", format: "hermes", tools: [{ name: "get_weather", parameters: weather }] },
+      vocab,
+    );
+    // free text: any byte, and the end
+    const free = await spell(guide, "Let me check.\n");
+    expect(free["x".charCodeAt(0)]).toBe(0);
+    expect(free[256]).toBe(0);
+    // inside the call, only its head and then an object by the schema
+    const head = await spell(guide, '<tool_call>\n{"name": "get_weather", "arguments": ');
+    expect(head["x".charCodeAt(0)]).toBe(Number.NEGATIVE_INFINITY);
+    expect(head[256]).toBe(Number.NEGATIVE_INFINITY);
+    const after = await spell(guide, '{"city": "Oslo"}}\n</tool_call>');
+    expect(after[256]).toBe(0);
+    guide.close();
+  });
+
   it("a compile past its budget fails that request alone: another sequence's matcher is rebuilt on a fresh thread from its tokens", async () => {
     const tight = new GrammarEngine({ compileBudgetMs: 300, maskBudgetMs: 1_000 });
     const v = tight.vocabulary(bytes, 257);

@@ -3,6 +3,7 @@ import type {
   CompiledGrammar,
   GrammarCompiler,
   GrammarMatcher,
+  StructuralTag,
   TokenizerInfo,
 } from "@mlc-ai/web-xgrammar";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
@@ -30,6 +31,34 @@ console.error = (...args: unknown[]) => {
   if (fatal?.[1]) lastError = fatal[1];
   else if (!line.startsWith("Aborted(") && !line.startsWith("[WARNING]")) lastError ||= line;
 };
+
+/**
+ * Hermes' calls in free text as XGrammar's structural tag: anything until `<tool_call>`, then
+ * one of the tools' heads and arguments by its parameters, then `</tool_call>` and free text
+ * again (Hermes' and Qwen's templates teach `{"name": ..., "arguments": {...}}`).
+ */
+function hermesCalls(
+  tools: ReadonlyArray<{ name: string; parameters: Record<string, unknown> }>,
+  single: boolean,
+): StructuralTag {
+  return {
+    type: "structural_tag",
+    format: {
+      type: "triggered_tags",
+      triggers: ["<tool_call>"],
+      tags: tools.map((tool) => ({
+        type: "tag",
+        begin: `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": `,
+        content: {
+          type: "json_schema",
+          json_schema: xgrammarSchema(tool.parameters) as Record<string, unknown>,
+        },
+        end: "}\n</tool_call>",
+      })),
+      stop_after_first: single,
+    },
+  };
+}
 
 /** What JSON texts separate items and keys with: `json.dumps`'s. */
 const SEPARATORS: [string, string] = [", ", ": "];
@@ -102,6 +131,8 @@ async function compile(compiler: GrammarCompiler, spec: GuidedSpec): Promise<Com
       return compiler.compileGrammar(choiceGrammar(spec.choices));
     case "grammar":
       return compiler.compileGrammar(spec.ebnf);
+    case "tool_calls":
+      return compiler.compileStructuralTag(hermesCalls(spec.tools, spec.single === true));
   }
 }
 

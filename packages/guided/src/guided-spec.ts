@@ -9,7 +9,14 @@ export type GuidedSpec =
   | { kind: "json_object" }
   | { kind: "regex"; pattern: string }
   | { kind: "choice"; choices: string[] }
-  | { kind: "grammar"; ebnf: string };
+  | { kind: "grammar"; ebnf: string }
+  | {
+      kind: "tool_calls";
+      format: "hermes";
+      tools: Array<{ name: string; parameters: Record<string, unknown> }>;
+      /** At most one call (OpenAI's parallel_tool_calls: false). */
+      single?: boolean;
+    };
 
 /** The wire's guided-decoding fields (the API sends one at most). */
 export interface GuidedFields {
@@ -18,6 +25,13 @@ export interface GuidedFields {
   guided_regex?: string | undefined;
   guided_choice?: string[] | undefined;
   guided_grammar?: string | undefined;
+  tool_calls_guide?:
+    | {
+        format: "hermes";
+        tools: Array<{ name: string; parameters: Record<string, unknown> }>;
+        single?: boolean | undefined;
+      }
+    | undefined;
 }
 
 /** The spec of a completion's guided fields, or undefined when it is not guided. */
@@ -27,6 +41,14 @@ export function guidedSpecOf(fields: GuidedFields): GuidedSpec | undefined {
   if (fields.guided_regex !== undefined) return { kind: "regex", pattern: fields.guided_regex };
   if (fields.guided_choice !== undefined) return { kind: "choice", choices: fields.guided_choice };
   if (fields.guided_grammar !== undefined) return { kind: "grammar", ebnf: fields.guided_grammar };
+  const calls = fields.tool_calls_guide;
+  if (calls)
+    return {
+      kind: "tool_calls",
+      format: calls.format,
+      tools: calls.tools,
+      ...(calls.single ? { single: true } : {}),
+    };
   return undefined;
 }
 

@@ -55,6 +55,19 @@ export const samplingParamsSchema = z.object({
   guided_choice: z.array(z.string().min(1)).min(1).optional(),
   /** vLLM's guided decoding: the completion is a text of this EBNF grammar (XGrammar's dialect). */
   guided_grammar: z.string().optional(),
+  /**
+   * A chat with tool_choice "auto" and a Hermes-format model: text is free, but a call the
+   * model opens (`<tool_call>`) is guided by its tool's parameters (XGrammar's structural tags).
+   */
+  tool_calls_guide: z
+    .object({
+      format: z.literal("hermes"),
+      tools: z
+        .array(z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()) }))
+        .min(1),
+      single: z.boolean().optional(),
+    })
+    .optional(),
   /** vLLM's: words the completion may not contain (their last token is barred after the rest). */
   bad_words: z.array(z.string()).optional(),
   /** vLLM's: only these token ids can be drawn (the model's logprobs are still its own). */
