@@ -50,6 +50,28 @@ describe("guided decoding cannot stall or crash the worker", () => {
     expect(performance.now() - started).toBeLessThan(1_000);
   });
 
+  it("an async job is checked the same way before it is queued, and runs the 20-level schema", async () => {
+    const bad = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { prompt: "Q:", guided_json: { type: "object", properties: { a: { not: {} } } } },
+    });
+    expect(bad.status).toBe(400);
+    expect(await message(bad)).toMatch(/at \/properties\/a\/not: keyword 'not' is not supported/);
+    const res = await stack.post("/v1/jobs", {
+      model: "tiny-lm",
+      input: { prompt: "Q:", max_tokens: 40, guided_json: doubling(20) },
+    });
+    expect(res.status).toBe(202);
+    const { id } = (await res.json()) as { id: string };
+    let job: { status: string; result?: { choices: Array<{ text: string }> } } = { status: "" };
+    for (let i = 0; i < 100 && !["succeeded", "failed"].includes(job.status); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      job = (await (await fetch(stack.url(`/v1/jobs/${id}`))).json()) as typeof job;
+    }
+    expect(job.status).toBe("succeeded");
+    expect(typeof JSON.parse(job.result?.choices[0]?.text ?? "")).toBe("string");
+  });
+
   it("budgets: subschemas, depth, counts and a pattern's expansion are 400s naming the budget", async () => {
     const many = {
       type: "object",
