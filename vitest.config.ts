@@ -1,22 +1,33 @@
 import { defaultServerConditions } from "vite";
 import { defineConfig } from "vitest/config";
 
+// Workspace packages resolve to their TypeScript sources here, to dist/ once built.
+const conditions = ["ferry-source", ...defaultServerConditions];
+
 export default defineConfig({
-  // Workspace packages resolve to their TypeScript sources here, to dist/ once built.
-  resolve: { conditions: ["ferry-source", ...defaultServerConditions] },
-  ssr: { resolve: { conditions: ["ferry-source", ...defaultServerConditions] } },
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
-    include: [
-      "apps/*/src/**/*.test.ts",
-      "packages/*/src/**/*.test.ts",
-      "test/**/*.test.ts",
-      "bench/*.test.ts",
-    ],
     // End-to-end files start real processes; they get generous limits and run two at a time
     // on a 2-core machine.
     testTimeout: 60_000,
     hookTimeout: 120_000,
     maxWorkers: 2,
     fileParallelism: true,
+    projects: [
+      {
+        extends: true,
+        // beside the code they prove: no stack to start (a real Redis where they need one)
+        test: {
+          name: "unit",
+          include: ["apps/*/src/**/*.test.ts", "packages/*/src/**/*.test.ts", "bench/*.test.ts"],
+        },
+      },
+      {
+        extends: true,
+        // the real API and workers as child processes, against a real Redis
+        test: { name: "e2e", include: ["test/**/*.test.ts"] },
+      },
+    ],
   },
 });
