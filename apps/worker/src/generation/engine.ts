@@ -22,6 +22,9 @@ import { sample, seededRandom } from "./sampler.js";
 import type { Scheduler } from "./scheduler.js";
 import { Sequence } from "./sequence.js";
 
+/** What the engine runs a model through: the KV-cached LM runtime, or a fake in unit tests. */
+export type EngineRuntime = Pick<LmRuntime, "stepScored" | "prefillScored" | "retain" | "release">;
+
 export interface EngineOptions {
   /** Positions the model can attend to (prompt + completion). */
   contextLength: number;
@@ -61,7 +64,7 @@ export class Engine {
   private readonly step: () => Promise<boolean>;
 
   constructor(
-    private readonly runtime: LmRuntime,
+    private readonly runtime: EngineRuntime,
     private readonly scheduler: Scheduler,
     private readonly tokenizer: Tokenizer,
     private readonly metrics: GenerationMetrics,

@@ -1,0 +1,173 @@
+import { GrammarEngine } from "@ferry/guided/engine";
+import { ByteTokenizer } from "@ferry/model-repository";
+import {
+  type FerryError,
+  type GenerateJob,
+  type SamplingParams,
+  samplingParamsSchema,
+  WIRE_VERSION,
+} from "@ferry/protocol";
+import type { LmOutput, StepRow } from "@ferry/runtime";
+import { afterAll, describe, expect, it } from "vitest";
+import { Engine, type EngineRuntime } from "./engine.js";
+import type { GenerationMetrics } from "./generation-metrics.js";
+import { Scheduler } from "./scheduler.js";
+
+const VOCAB = 257;
+const EOS = 256;
+
+/**
+ * A model that, after token t, likes t + 1 best (bytes counting up), and records every pass:
+ * which sequences ran together and how many tokens each fed.
+ */
+class CountingModel implements EngineRuntime {
+  readonly passes: Array<Array<{ seq: number; tokens: number }>> = [];
+  readonly released: number[] = [];
+
+  async stepScored(rows: StepRow[]): Promise<LmOutput> {
+    return this.run(rows);
+  }
+
+  async prefillScored(rows: StepRow[]): Promise<LmOutput> {
+    return this.run(rows);
+  }
+
+  async retain(): Promise<void> {}
+
+  release(seqs: number[]): void {
+    this.released.push(...seqs);
+  }
+
+  private async run(rows: StepRow[]): Promise<LmOutput> {
+    await new Promise((r) => setImmediate(r));
+    this.passes.push(rows.map((r) => ({ seq: r.seq, tokens: r.tokens.length })));
+    const logits = rows.map((row) => {
+      const out = new Float32Array(VOCAB);
+      const last = row.tokens.at(-1) ?? 0;
+      out[(last + 1) % EOS] = 10;
+      return out;
+    });
+    return { logits, prompts: [], cached: rows.map(() => 0) };
+  }
+}
+
+const counter = { inc() {}, set() {}, observe() {} };
+const metrics: GenerationMetrics = {
+  ttft: counter,
+  interToken: counter,
+  running: counter,
+  waiting: counter,
+  tokens: counter,
+  cancelled: counter,
+  resumed: counter,
+  prefixQueries: counter,
+  prefixHits: counter,
+  execution() {},
+  finished() {},
+};
+
+function job(
+  prompt: string,
+  params: Partial<SamplingParams> = {},
+  deadline = Date.now() + 60_000,
+): GenerateJob {
+  return {
+    v: WIRE_VERSION,
+    kind: "generate",
+    model: "m",
+    version: "1",
+    prompt,
+    params: samplingParamsSchema.parse({
+      max_tokens: 8,
+      temperature: 0,
+      top_p: 1,
+      top_k: 0,
+      stop: [],
+      ...params,
+    }),
+    deadline,
+    accepted_at: Date.now(),
+  };
+}
+
+const grammars = new GrammarEngine();
+afterAll(() => grammars.shutdown());
+
+function engine(model = new CountingModel(), maxNumSeqs = 4) {
+  const scheduler = new Scheduler({ maxNumSeqs, maxBatchedTokens: 2048 });
+  return new Engine(
+    model,
+    scheduler,
+    new ByteTokenizer(EOS),
+    metrics,
+    { contextLength: 64, vocabSize: VOCAB },
+    grammars,
+  );
+}
+
+const run = (e: Engine, j: GenerateJob, signal = new AbortController().signal) =>
+  e.submit(j, signal, () => {});
+
+describe("Engine", () => {
+  it("decodes every running sequence in one pass per step; each ends at max_tokens", async () => {
+    const model = new CountingModel();
+    const e = engine(model);
+    const [a, b] = await Promise.all([run(e, job("a")), run(e, job("k", { max_tokens: 3 }))]);
+    expect(a.text).toBe("bcdefghi");
+    expect(a.finish_reason).toBe("length");
+    expect(b.text).toBe("lmn");
+    // after both prompts are in, the two decode in the same passes
+    const shared = model.passes.filter((p) => p.length === 2 && p.every((r) => r.tokens === 1));
+    expect(shared.length).toBeGreaterThanOrEqual(2);
+    expect(model.released.sort()).toEqual([1, 2]);
+  });
+
+  it("a seat freed by a finished sequence is taken at the next step (continuous batching)", async () => {
+    const model = new CountingModel();
+    const e = engine(model, 1);
+    const results = await Promise.all([
+      run(e, job("a", { max_tokens: 2 })),
+      run(e, job("x", { max_tokens: 2 })),
+    ]);
+    expect(results.map((r) => r.text)).toEqual(["bc", "yz"]);
+    expect(Math.max(...model.passes.map((p) => p.length))).toBe(1);
+  });
+
+  it("allowed_token_ids and stop_token_ids change what is drawn and where it ends", async () => {
+    const e = engine();
+    const only = await run(e, job("a", { allowed_token_ids: [120, 121], max_tokens: 3 }));
+    expect(only.text).toMatch(/^[xy]{3}$/);
+    const stopped = await run(e, job("a", { stop_token_ids: ["d".charCodeAt(0)] }));
+    expect(stopped.text).toBe("bcd");
+    expect(stopped.finish_reason).toBe("stop");
+  });
+
+  it("guided by a choice, the answer is one of them however the model leans", async () => {
+    const e = engine();
+    const result = await run(e, job("a", { guided_choice: ["no", "maybe"], max_tokens: 10 }));
+    expect(["no", "maybe"]).toContain(result.text);
+    expect(result.finish_reason).toBe("stop");
+  });
+
+  it("a spec the grammar engine refuses fails that completion alone, as INVALID_INPUT", async () => {
+    const e = engine();
+    const [bad, good] = await Promise.allSettled([
+      run(e, job("a", { guided_grammar: 'root ::= "a" |' })),
+      run(e, job("a", { max_tokens: 2 })),
+    ]);
+    expect(bad.status === "rejected" && (bad.reason as FerryError).code).toBe("INVALID_INPUT");
+    expect(good.status === "fulfilled" && good.value.text).toBe("bc");
+  });
+
+  it("a cancelled sequence leaves with CANCELLED; one whose deadline passed while queued is never run", async () => {
+    const model = new CountingModel();
+    const e = engine(model, 1);
+    const cancel = new AbortController();
+    const running = run(e, job("a", { max_tokens: 50 }), cancel.signal);
+    const late = run(e, job("q", {}, Date.now() - 1));
+    cancel.abort();
+    await expect(running).rejects.toMatchObject({ code: "CANCELLED" });
+    await expect(late).rejects.toMatchObject({ code: "DEADLINE_EXCEEDED" });
+    expect(model.passes.flat().some((r) => r.seq === 2)).toBe(false);
+  });
+});
