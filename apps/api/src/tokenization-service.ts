@@ -1,6 +1,7 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
-import { type CompletionService, checkPromptChars, checkTokens } from "./completion-service.js";
+import { type CompletionService, checkPromptChars } from "./completion-service.js";
+import { checkTokens, entryVocab } from "./sampling-params.js";
 import type { DetokenizeRequest, TokenizeRequest } from "./schemas.js";
 
 /** Token ids one detokenize may take, in context windows. */
@@ -46,7 +47,7 @@ export class TokenizationService {
         "INVALID_INPUT",
         `This model's maximum context length is ${context} tokens; ${body.tokens.length} tokens are far more than fit`,
       );
-    checkTokens(entry, body.tokens, "Token id");
+    checkTokens(entryVocab(entry), body.tokens, "Token id");
     return { prompt: (await this.completions.tokenizer(entry)).decode(body.tokens) };
   }
 
