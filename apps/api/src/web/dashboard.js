@@ -14,7 +14,9 @@ async function signedIn() {
   if (session.signed_in) return true;
   $("board").hidden = true;
   $("login").hidden = false;
-  if (!session.enabled) $("login-error").textContent = "ADMIN_TOKEN is not set on this server.";
+  if (!session.enabled)
+    $("login-error").textContent =
+      "Admin is off: this server was started without ADMIN_TOKEN. Start it with one (ADMIN_TOKEN=choose-a-secret npm start), then sign in here with that token.";
   return false;
 }
 
