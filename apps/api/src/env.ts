@@ -63,8 +63,6 @@ const envSchema = deploymentEnvSchema.extend({
    * turn, so on the main port a probe's connection can wait behind every other one.
    */
   PROBE_PORT: z.coerce.number().int().min(1).max(65_535).optional(),
-  /** How long a draining API waits for open requests before it exits, in ms. */
-  DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(30_000),
 });
 export type ApiEnv = z.infer<typeof envSchema>;
 

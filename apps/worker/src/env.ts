@@ -11,12 +11,6 @@ const envSchema = deploymentEnvSchema.extend({
   LOCK_DURATION_MS: z.coerce.number().int().positive().default(10_000),
   STALLED_INTERVAL_MS: z.coerce.number().int().positive().default(5_000),
   WORKER_ID: z.string().optional(),
-  /**
-   * How long a drain (SIGTERM, Ctrl-C) waits for the jobs running here before the worker
-   * exits anyway, in ms; what still runs is then handed to another worker as a stalled job.
-   * Under Kubernetes' termination grace (120 s in infra/), so that the worker says so itself.
-   */
-  DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(100_000),
 });
 export type WorkerEnv = z.infer<typeof envSchema>;
 

@@ -18,6 +18,13 @@ export const deploymentEnvSchema = z.object({
   LOG_LEVEL: z.string().default("info"),
   /** How long finished async jobs, their event logs and batch results stay readable, in s. */
   JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
+  /**
+   * How long a draining process (SIGTERM, Ctrl-C) waits for the work it holds (an API its open
+   * requests and streams, a worker its running jobs) before it exits anyway, in ms; what a
+   * worker still runs is then handed to another as a stalled job. Under Kubernetes' termination
+   * grace (120 s in infra/), so that the process says what it left itself.
+   */
+  DRAIN_TIMEOUT_MS: z.coerce.number().int().positive().default(100_000),
 });
 
 /** `REDIS_CLUSTER_NODES` ("host:port,host:port") as a list; empty when unset. */
