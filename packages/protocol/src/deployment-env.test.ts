@@ -13,6 +13,7 @@ describe("parseEnv", () => {
       MODEL_REPOSITORY: "./models",
       LOG_LEVEL: "info",
       JOB_TTL_S: 86_400,
+      DRAIN_TIMEOUT_MS: 100_000,
       PORT: 9000,
     });
   });
