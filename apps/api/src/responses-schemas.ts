@@ -1,4 +1,4 @@
-import { MAX_LOGPROBS, timeoutMsSchema } from "@ferry/protocol";
+import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import { unsupported } from "./schemas.js";
 
@@ -146,7 +146,7 @@ export const responsesRequestSchema = z
     safety_identifier: z.string().nullish(),
     stream_options: z.object({ include_obfuscation: z.boolean().optional() }).nullish(),
     // Ferry's own, as on every route
-    priority: z.number().int().min(1).max(10).optional(),
+    priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("ResponseCreateRequest");

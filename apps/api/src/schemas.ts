@@ -1,5 +1,5 @@
 import { MAX_GRAMMAR_LENGTH, MAX_PATTERN_LENGTH } from "@ferry/guided";
-import { MAX_LOGPROBS, MAX_TIMEOUT_MS, timeoutMsSchema } from "@ferry/protocol";
+import { MAX_LOGPROBS, MAX_TIMEOUT_MS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
 /**
@@ -30,7 +30,7 @@ export const predictBodySchema = z
     features: featureVector,
     /** Deadline for this request, in ms; past it the request is never computed (504). */
     timeout_ms: timeoutMsSchema.optional(),
-    priority: z.number().int().min(1).max(10).optional(),
+    priority: prioritySchema.optional(),
     /** false skips the prediction cache for this request (as `Cache-Control: no-cache`). */
     cache: z.boolean().optional(),
   })
@@ -109,7 +109,7 @@ export const v2InferRequestSchema = z
           .nonnegative()
           .max(MAX_TIMEOUT_MS * 1000)
           .optional(),
-        priority: z.number().int().min(1).max(10).optional(),
+        priority: prioritySchema.optional(),
         // Triton's sequence batching: no model here keeps state from one request to the next,
         // so a request that names a sequence is refused, as Triton refuses one to such a model
         sequence_id: unsupported("sequence_id", 0, ""),
@@ -179,7 +179,7 @@ export const jobBodySchema = z
     model: z.string(),
     version: z.string().optional(),
     input: z.record(z.string(), z.unknown()),
-    priority: z.number().int().min(1).max(10).optional(),
+    priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("JobRequest");
@@ -421,7 +421,7 @@ export const completionRequestSchema = z
     suffix: unsupported("suffix", null),
     /** vLLM's extension: generate exactly max_tokens, past the end-of-text token. */
     ignore_eos: z.boolean().nullish(),
-    priority: z.number().int().min(1).max(10).optional(),
+    priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("CompletionRequest");
@@ -518,7 +518,7 @@ export const chatCompletionRequestSchema = z
     modalities: unsupported("modalities", ["text"]),
     audio: unsupported("audio", null),
     ignore_eos: z.boolean().nullish(),
-    priority: z.number().int().min(1).max(10).optional(),
+    priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
   .openapi("ChatCompletionRequest");
