@@ -204,9 +204,9 @@ export class InferenceClient {
         await new Promise<void>((resolve) => redis.once("ready", () => resolve()));
     await this.router.whenReady();
     await this.state.start();
-    this.sweeping = every(DEADLINE_SWEEP_MS, this.redis, () => this.jobs.sweepDeadlines());
+    this.sweeping = every(DEADLINE_SWEEP_MS, this.redis, () => this.jobs.removal.sweepDeadlines());
     this.sweepingRemovals = every(REMOVAL_SWEEP_MS, this.redis, () =>
-      Promise.all([this.jobs.sweepRemovals(), this.state.finishInterruptedReloads()]),
+      Promise.all([this.jobs.removal.sweepRemovals(), this.state.finishInterruptedReloads()]),
     );
   }
 

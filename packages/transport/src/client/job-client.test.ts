@@ -84,8 +84,8 @@ describe("a job the API removed from its queue always gets the end of its log", 
     await sleep(300);
     expect(reader.events).toEqual([{ type: "status", status: "queued" }]);
     // not before a minute has passed: the remover may still be closing it
-    expect(await other.jobs.sweepRemovals()).toBe(0);
-    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(1);
+    expect(await other.jobs.removal.sweepRemovals()).toBe(0);
+    expect(await other.jobs.removal.sweepRemovals(oneMinuteOn())).toBe(1);
     await reader.ended;
     expect(reader.events).toEqual([
       { type: "status", status: "queued" },
@@ -94,7 +94,7 @@ describe("a job the API removed from its queue always gets the end of its log", 
     ]);
     // swept once: nothing is left, and the log is not ended twice
     expect(await admin.zcard(keys.removals)).toBe(0);
-    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(0);
+    expect(await other.jobs.removal.sweepRemovals(oneMinuteOn())).toBe(0);
   });
 
   it("an expiry whose end Redis refused stays due, and its log is ended by the sweep", async () => {
@@ -104,16 +104,16 @@ describe("a job the API removed from its queue always gets the end of its log", 
     await withoutEventLogs();
     try {
       // the deadline sweep removes the job, and its end is refused
-      expect(await remover.jobs.sweepDeadlines(oneMinuteOn())).toBe(0);
+      expect(await remover.jobs.removal.sweepDeadlines(oneMinuteOn())).toBe(0);
       // ... so the job stays due (it was dropped from the set whatever happened, before)
       expect(await admin.zscore(keys.deadlines, record.id)).not.toBeNull();
     } finally {
       await withEverything();
     }
     // the next deadline sweep finds it gone and lets it go
-    await other.jobs.sweepDeadlines(oneMinuteOn());
+    await other.jobs.removal.sweepDeadlines(oneMinuteOn());
     expect(await admin.zscore(keys.deadlines, record.id)).toBeNull();
-    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(1);
+    expect(await other.jobs.removal.sweepRemovals(oneMinuteOn())).toBe(1);
     await reader.ended;
     expect(reader.events.slice(1)).toEqual([
       {
@@ -135,7 +135,7 @@ describe("a job the API removed from its queue always gets the end of its log", 
     // an intent whose job is still queued (its removal failed): dropped, the log untouched
     const queued = await queuedJob();
     await admin.zadd(keys.removals, Date.now(), JSON.stringify([queued.id, "m.v1", "CANCELLED"]));
-    expect(await other.jobs.sweepRemovals(oneMinuteOn())).toBe(0);
+    expect(await other.jobs.removal.sweepRemovals(oneMinuteOn())).toBe(0);
     expect(await admin.zcard(keys.removals)).toBe(0);
     const log = await admin.xrange(keys.events({ queue: "m.v1", id: queued.id }), "-", "+");
     expect(log.map(([, fields]) => JSON.parse(fields[1] ?? "{}").type)).toEqual(["status"]);

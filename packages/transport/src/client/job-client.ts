@@ -8,9 +8,7 @@ import {
   type JobEvent,
   queueName,
   type RowInputs,
-  TERMINAL_STATUSES,
   WIRE_VERSION,
-  type WireError,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
@@ -28,6 +26,7 @@ import type { JobRef, Keys } from "../shared/keys.js";
 import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
+import { EXPIRED_MARK, JobRemoval, NOT_COMPUTED, WAITING_STATES } from "./job-removal.js";
 import type { QueueDepth } from "./queue-depth.js";
 
 /** How a job is queued and whose it is. */
@@ -59,26 +58,6 @@ export interface AsyncJobRequest extends EnqueueOptions {
 /** A completion as the API hands it over; the transport adds the wire fields. */
 export type GenerateRequest = Omit<GenerateJob, "v" | "kind" | "accepted_at">;
 
-/** Marks an expired job under Keys.cancelled, where "1" marks a cancelled one. */
-const EXPIRED = "expired";
-const NOT_COMPUTED = "deadline passed while queued; not computed";
-/** BullMQ states of a job no worker has taken yet. */
-const WAITING_STATES = ["waiting", "prioritized", "delayed", "waiting-children"];
-/**
- * How long after a removal began any API replica's sweep may end the job's log in its
- * remover's place: well past the remover's own retries of the close (10 s) and any command's
- * timeout, so that a sweep never judges a removal still under way.
- */
-const REMOVAL_GRACE_MS = 60_000;
-/** Why the API removed a job from its queue, as its log's end says. */
-type RemovalCode = "CANCELLED" | "DEADLINE_EXCEEDED";
-const REMOVAL_ERRORS: Record<RemovalCode, WireError> = {
-  CANCELLED: { code: "CANCELLED", message: "job was cancelled" },
-  DEADLINE_EXCEEDED: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED },
-};
-/** Jobs one sweep expires (or ends the logs of) at most; the next sweep takes the rest. */
-const SWEEP_BATCH = 200;
-
 /**
  * Async jobs: one BullMQ job each, that can be polled, followed (events), cancelled, and
  * outlives the API process that took it. An index key maps the public id to its queue.
@@ -94,13 +73,33 @@ export class JobClient {
      * Ends the logs of jobs this client removed from their queue (cancelled, expired): retried
      * through a Redis outage, since no worker will ever write to them.
      */
-    private readonly closer: LogCloser,
+    closer: LogCloser,
     private readonly reader: EventReader,
-    private readonly control: ControlChannel,
+    control: ControlChannel,
     private readonly ttlS: number,
     /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
     private readonly accept: AcceptReplicas,
-  ) {}
+  ) {
+    this.removal = new JobRemoval(redis, keys, queue, closer, control, ttlS, this);
+  }
+
+  /** Cancels, expires, deletes and sweeps: what takes a job out of its queue (`JobRemoval`). */
+  readonly removal: JobRemoval;
+
+  /** Cancels a job: a queued one never runs; a running one is told to stop on every worker. */
+  cancel(id: string): Promise<JobRecord | undefined> {
+    return this.removal.cancel(id);
+  }
+
+  /** Deletes a job, cancelling it first if it has not ended (`JobRemoval.delete`). */
+  delete(id: string): Promise<JobRecord | undefined> {
+    return this.removal.delete(id);
+  }
+
+  /** Deletes a job and anything of it its worker still writes (`JobRemoval.forget`). */
+  forget(id: string, withinMs?: number): Promise<void> {
+    return this.removal.forget(id, withinMs);
+  }
 
   /** Enqueues classifier rows as one job. */
   async submit(req: AsyncJobRequest): Promise<JobRecord> {
@@ -214,7 +213,7 @@ export class JobClient {
     let started = false;
     const timer = setTimeout(
       () => {
-        if (!started) void this.expire(id).catch(() => undefined);
+        if (!started) void this.removal.expire(id).catch(() => undefined);
       },
       Math.max(0, deadline - Date.now()),
     );
@@ -229,107 +228,8 @@ export class JobClient {
     }
   }
 
-  /**
-   * Expires a job still waiting in its queue: it is removed (so no worker ever computes it),
-   * marked expired for polls, and its log closed with DEADLINE_EXCEEDED. False when a worker
-   * holds it already (BullMQ refuses to remove a locked job).
-   */
-  async expire(id: string): Promise<boolean> {
-    const index = await this.index(id);
-    if (!index) return false;
-    const job = await guarded(() => Job.fromId(this.queue(index.queue), id));
-    // only a job still waiting: a finished one keeps its answer, and a running one its worker
-    const state = await job?.getState();
-    if (!job || !WAITING_STATES.includes(state ?? "")) return false;
-    return this.removeQueued(job, index.queue, "DEADLINE_EXCEEDED", () =>
-      guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS)),
-    );
-  }
-
-  /**
-   * Removes a job from its queue, so that no worker ever takes it, then ends its log with
-   * `code` (after `marked`, which tells polls why). The intent to end the log is stored
-   * before the removal: if Redis refuses the end for longer than the closer retries it, or
-   * this process dies after the removal, any replica's sweep ends the log (`sweepRemovals`),
-   * and readers, who follow a log until its end, never wait forever. False when the job was
-   * not removed (a worker took it meanwhile: it holds the lock, and ends the log itself).
-   */
-  private async removeQueued(
-    job: Job,
-    queue: string,
-    code: RemovalCode,
-    marked?: () => Promise<unknown>,
-  ): Promise<boolean> {
-    const id = job.id ?? "";
-    const intent = JSON.stringify([id, queue, code]);
-    await guarded(() => this.redis.zadd(this.keys.removals, Date.now(), intent));
-    // a failed removal leaves its intent: the sweep finds the job still there and drops it
-    // (were it removed after all, say a reply lost to a timeout, the sweep ends its log)
-    const removed = await job.remove().then(
-      () => true,
-      () => false,
-    );
-    if (!removed) return false;
-    await marked?.();
-    // refused past the closer's retries: a 503, and the sweep ends the log later
-    await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code]));
-    await guarded(() => this.redis.zrem(this.keys.removals, intent));
-    return true;
-  }
-
-  /**
-   * Ends the logs of jobs whose removal began over a minute ago and whose remover left no
-   * end (Redis refused it for longer than the closer retried, or the process died): readers
-   * of those logs would wait forever. A job still in its queue was not removed: whoever
-   * finishes it ends its log. Every replica sweeps; ending a log is idempotent. Returns the
-   * logs this sweep ended.
-   */
-  async sweepRemovals(now = Date.now()): Promise<number> {
-    const due = await this.dueIn(this.keys.removals, now - REMOVAL_GRACE_MS);
-    let ended = 0;
-    for (const intent of due) {
-      try {
-        const [id, queue, code] = JSON.parse(intent) as [string, string, RemovalCode];
-        if (!(await Job.fromId(this.queue(queue), id))) {
-          if (code === "DEADLINE_EXCEEDED")
-            await this.redis.set(this.keys.cancelled(id), EXPIRED, "EX", this.ttlS, "NX");
-          if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code])) ended++;
-        }
-        await this.redis.zrem(this.keys.removals, intent);
-      } catch {
-        // Redis failed it: the intent stays for the next sweep
-      }
-    }
-    return ended;
-  }
-
-  /**
-   * Expires every job whose deadline has passed while it waited, whether or not anyone polls
-   * or follows it and whether or not a worker is up (a model scaled to zero, say). Each API
-   * replica sweeps; expiring is idempotent, so they need no coordination.
-   */
-  async sweepDeadlines(now = Date.now()): Promise<number> {
-    const due = await this.dueIn(this.keys.deadlines, now);
-    let expired = 0;
-    const settled: string[] = [];
-    for (const id of due) {
-      try {
-        if (await this.expire(id)) expired++;
-        settled.push(id);
-      } catch {
-        // Redis failed it: the id stays for the next sweep
-      }
-    }
-    if (settled.length > 0) await this.redis.zrem(this.keys.deadlines, ...settled);
-    return expired;
-  }
-
-  /** One sweep's share of the members of sorted set `key` scored at or before `until`. */
-  private dueIn(key: string, until: number): Promise<string[]> {
-    return this.redis.zrangebyscore(key, "-inf", until, "LIMIT", 0, SWEEP_BATCH);
-  }
-
-  private async index(id: string): Promise<JobIndexEntry | undefined> {
+  /** Where a job is queued (its index entry); undefined when the id is unknown. */
+  async index(id: string): Promise<JobIndexEntry | undefined> {
     const raw = await guarded(() => this.redis.get(this.keys.jobQueue(id)));
     return raw ? (JSON.parse(raw) as JobIndexEntry) : undefined;
   }
@@ -352,7 +252,7 @@ export class JobClient {
     if (!job) {
       // Removed while queued by a cancel or at its deadline, or lost between writing the
       // index and the job.
-      if (cancelled === EXPIRED)
+      if (cancelled === EXPIRED_MARK)
         return {
           ...emptyRecord(id, index, "expired"),
           error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED },
@@ -369,7 +269,7 @@ export class JobClient {
       Date.now() >= index.deadline
     ) {
       // nobody took it in time: it never will be computed, whether or not a poll asks
-      if (await this.expire(id)) return this.get(id);
+      if (await this.removal.expire(id)) return this.get(id);
     }
     const status = jobStatusOf(state, job.failedReason, cancelled !== null);
     if (status === "running") {
@@ -417,70 +317,6 @@ export class JobClient {
           ? "cancelled"
           : "failed";
     return { status, finished_at, result: null, error };
-  }
-
-  /** Cancels a job: a queued one never runs; a running one is told to stop on every worker. */
-  async cancel(id: string): Promise<JobRecord | undefined> {
-    const record = await this.get(id);
-    if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
-    await guarded(() =>
-      this.control
-        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", this.ttlS), id)
-        .exec(),
-    );
-    // the record came from the job's index: its queue is its model version's
-    const queue = queueName(record.model, record.version);
-    const job = await Job.fromId(this.queue(queue), id);
-    // A running job is left to its worker, which drops it on the broadcast (BullMQ refuses to
-    // remove a job whose lock a worker holds).
-    if (job && record.status === "queued") await this.removeQueued(job, queue, "CANCELLED");
-    return this.get(id);
-  }
-
-  /**
-   * Deletes a job: a finished one's entry, answer and event log go now; one still queued or
-   * running is cancelled first (as `cancel`), and what its worker writes as it stops goes
-   * with BullMQ's and the log's own expiry. Either way its index goes, so that every poll,
-   * follow and read-back from now on finds no such job. Undefined when the id is unknown.
-   */
-  async delete(id: string): Promise<JobRecord | undefined> {
-    const before = await this.get(id);
-    if (!before) return undefined;
-    const finished = TERMINAL_STATUSES.includes(before.status);
-    const record = finished ? before : await this.cancel(id);
-    const ref = { queue: queueName(before.model, before.version), id };
-    if (finished) {
-      const job = await guarded(() => Job.fromId(this.queue(ref.queue), id));
-      // a job BullMQ would not let go of (a worker's lock) goes at its expiry
-      await job?.remove().catch(() => undefined);
-      await guarded(() => this.redis.del(this.keys.events(ref), this.keys.eventsApplied(ref)));
-      await guarded(() => this.redis.del(this.keys.cancelled(id)));
-    }
-    // (a job cancelled just now keeps its mark to its expiry: a worker that takes it in the
-    // meantime, past the cancel's broadcast, reads the mark and drops it)
-    await guarded(() => this.redis.del(this.keys.jobQueue(id)));
-    return record;
-  }
-
-  /**
-   * Deletes a job as `delete` does, and makes sure that nothing of it stays: its worker may
-   * still hold it (it ends the log before the job), and a running one is only cancelled, so
-   * its entry is removed again until it lets go (`withinMs` at most, then it goes at its
-   * expiry), its log after it. For what a caller asked not to be stored (`store: false`).
-   */
-  async forget(id: string, withinMs = 5_000): Promise<void> {
-    const before = await this.delete(id);
-    if (!before) return;
-    const ref = { queue: queueName(before.model, before.version), id };
-    for (const until = Date.now() + withinMs; ; await sleep(100)) {
-      const job = await guarded(() => Job.fromId(this.queue(ref.queue), id));
-      const removed = await job?.remove().then(
-        () => true,
-        () => false,
-      );
-      if (!job || removed || Date.now() > until) break;
-    }
-    await guarded(() => this.redis.del(this.keys.events(ref), this.keys.eventsApplied(ref)));
   }
 
   private async enqueue(
@@ -537,8 +373,4 @@ export class JobClient {
       ensureReplicated(this.redis, written, this.accept, `job ${job.id}`, `/v1/jobs/${job.id}`),
     );
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
