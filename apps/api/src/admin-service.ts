@@ -62,7 +62,7 @@ export class AdminService {
       this.metrics.completionTokens.get(),
     ]);
     // this replica's counts join the shared ones once per view, not once per model
-    await this.client.state.flush();
+    await this.client.stats.flush();
     const tokensOf = (model: string) =>
       tokens.values.find((v) => v.labels.model === model)?.value ?? 0;
     const models = await Promise.all(
@@ -125,7 +125,7 @@ export class AdminService {
   }
 
   async models(): Promise<ModelAdminView[]> {
-    await this.client.state.flush();
+    await this.client.stats.flush();
     return Promise.all(this.repository.list().map((m) => this.describe(m.config.name)));
   }
 
@@ -133,7 +133,7 @@ export class AdminService {
     const entry = this.repository.get(name);
     await this.client.state.setTraffic(name, validateSplit(entry, split));
     this.log.info({ model: name, traffic: split }, "traffic split changed");
-    await this.client.state.flush();
+    await this.client.stats.flush();
     return this.describe(name);
   }
 
@@ -188,8 +188,10 @@ export class AdminService {
   /** One model's view from the shared state (the caller flushes this replica's counts first). */
   private async describe(name: string): Promise<ModelAdminView> {
     const entry = this.repository.get(name);
-    const state = this.client.state;
-    const [split, stats] = await Promise.all([state.getTraffic(name), state.stats(name)]);
+    const [split, stats] = await Promise.all([
+      this.client.state.getTraffic(name),
+      this.client.stats.stats(name),
+    ]);
     const { hits, misses } = stats.cache;
     return {
       name,

@@ -226,17 +226,17 @@ export class InferenceService {
         } finally {
           // whatever followed a miss (an answer, a refusal, a failure), it was a miss
           this.metrics.cache.inc({ model: config.name, result: hit ? "hit" : "miss" });
-          this.client.state.recordCache(config.name, plan.version, hit !== undefined, elapsed());
+          this.client.stats.recordCache(config.name, plan.version, hit !== undefined, elapsed());
           this.hitRate(config.name).record(hit !== undefined);
         }
         if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
       } else [outputs] = await this.run(plan, opts);
       const answer = toPrediction(plan, outputs ?? {});
-      this.client.state.record(config.name, plan.version, elapsed(), false);
+      this.client.stats.record(config.name, plan.version, elapsed(), false);
       if (keep) this.client.cache.put(scope, hash, answer, config.cache?.max_entries ?? 100_000);
       return { ...answer, latency_ms: elapsed() };
     } catch (err) {
-      this.client.state.record(config.name, plan.version, elapsed(), true);
+      this.client.stats.record(config.name, plan.version, elapsed(), true);
       if (!fallbackEnabled(config) || !isModelFailure(err)) throw err;
       return this.fallback(plan, scope, hash, err as FerryError, elapsed);
     }
@@ -274,7 +274,7 @@ export class InferenceService {
 
   private countFallback(model: string, source: string): void {
     this.metrics.fallbacks.inc({ model, source });
-    this.client.state.recordFallback(model, source);
+    this.client.stats.recordFallback(model, source);
   }
 
   inferV2(
@@ -309,10 +309,10 @@ export class InferenceService {
   ): Promise<V2InferResponse> {
     const model = plan.entry.config.name;
     const rows = await this.run(plan, opts).catch((err: unknown) => {
-      this.client.state.record(model, plan.version, performance.now() - started, true);
+      this.client.stats.record(model, plan.version, performance.now() - started, true);
       throw err;
     });
-    this.client.state.record(model, plan.version, performance.now() - started, false);
+    this.client.stats.record(model, plan.version, performance.now() - started, false);
     return encodeV2Response(plan.entry.config, plan.version, id, plan.outputs, rows);
   }
 

@@ -1,5 +1,5 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
-import { emptyCounters, type ServingState, type VersionCounters } from "@ferry/transport";
+import { emptyCounters, type ServingStats, type VersionCounters } from "@ferry/transport";
 
 /** A count and its total duration, as Triton's statistics give them. */
 const duration = (count: number, us: number) => ({ count, ns: us * 1000 });
@@ -58,7 +58,7 @@ export function versionStatistics(name: string, version: string, c: VersionCount
  */
 export async function tritonStatistics(
   repository: ModelRepository,
-  state: Pick<ServingState, "versionCounters">,
+  state: Pick<ServingStats, "versionCounters">,
   name?: string,
   version?: string,
 ) {

@@ -3,6 +3,7 @@ export * from "./client/inference-client.js";
 export * from "./client/job-client.js";
 export * from "./client/prediction-cache.js";
 export * from "./client/serving-state.js";
+export * from "./client/serving-stats.js";
 export * from "./shared/connection.js";
 export * from "./shared/control-channel.js";
 export * from "./shared/event-log.js";

@@ -59,7 +59,7 @@ const versionRoute = createRoute({
 
 export function registerV2Stats(app: OpenAPIHono<AppEnv>): void {
   const stats = (services: AppEnv["Variables"]["services"], name?: string, version?: string) =>
-    tritonStatistics(services.repository, services.client.state, name, version);
+    tritonStatistics(services.repository, services.client.stats, name, version);
   app.openapi(allRoute, async (c) => c.json(await stats(c.get("services")), 200));
   app.openapi(modelRoute, async (c) =>
     c.json(await stats(c.get("services"), c.req.valid("param").name), 200),

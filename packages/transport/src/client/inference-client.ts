@@ -28,6 +28,7 @@ import { QueueCounts } from "./queue-counts.js";
 import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
+import { ServingStats } from "./serving-stats.js";
 import { SyncLaneProducer } from "./sync-lane-producer.js";
 
 export interface InferenceClientOptions {
@@ -119,8 +120,10 @@ export class InferenceClient {
   readonly workers: WorkerRegistry;
   /** Async jobs: submit, poll, follow, cancel. */
   readonly jobs: JobClient;
-  /** Traffic splits and per-version stats shared by every replica. */
+  /** Traffic splits, reload generations and reloads, shared by every replica. */
   readonly state: ServingState;
+  /** Per-version request, cache and fallback counts, added to Redis once a second. */
+  readonly stats: ServingStats;
   readonly cache: PredictionCache;
   /** Broadcasts to every replica and worker: config changes, reloads, cancels. */
   readonly control: ControlChannel;
@@ -168,6 +171,7 @@ export class InferenceClient {
     this.router = new ReplyRouter(this.mux, this.keys.reply(this.instanceId), () => this.resend());
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
+    this.stats = new ServingStats(this.redis, this.keys);
     this.cache = new PredictionCache(this.hot, this.keys);
     const accept = options.acceptReplicas ?? { replicas: 0, timeoutMs: 500 };
     this.batches = new BatchJobStore(
@@ -204,6 +208,7 @@ export class InferenceClient {
         await new Promise<void>((resolve) => redis.once("ready", () => resolve()));
     await this.router.whenReady();
     await this.state.start();
+    this.stats.start();
     this.sweeping = every(DEADLINE_SWEEP_MS, this.redis, () => this.jobs.removal.sweepDeadlines());
     this.sweepingRemovals = every(REMOVAL_SWEEP_MS, this.redis, () =>
       Promise.all([this.jobs.removal.sweepRemovals(), this.state.finishInterruptedReloads()]),
@@ -335,9 +340,9 @@ export class InferenceClient {
   async close(): Promise<void> {
     clearInterval(this.sweeping);
     clearInterval(this.sweepingRemovals);
-    this.state.stop();
+    this.stats.stop();
     await this.batches.close().catch(() => undefined);
-    await this.state.flush().catch(() => undefined);
+    await this.stats.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));
     this.subscriber.disconnect();
     await Promise.all([
