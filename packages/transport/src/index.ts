@@ -4,6 +4,7 @@ export * from "./client/job-client.js";
 export * from "./client/prediction-cache.js";
 export * from "./client/serving-state.js";
 export * from "./client/serving-stats.js";
+export type { InferRequest, LookedUp, RowCache } from "./client/sync-rows.js";
 export * from "./shared/connection.js";
 export * from "./shared/control-channel.js";
 export * from "./shared/event-log.js";
