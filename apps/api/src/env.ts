@@ -1,7 +1,8 @@
 import { deploymentEnvSchema, parseEnv } from "@ferry/protocol";
 import { z } from "zod";
 
-const envSchema = deploymentEnvSchema.extend({
+/** The API's environment; `test/docs.test.ts` reads its keys. */
+export const envSchema = deploymentEnvSchema.extend({
   PORT: z.coerce.number().int().min(0).max(65_535).default(8000),
   HOST: z.string().default("127.0.0.1"),
   /** Comma list of accepted API keys; unset leaves /v1 and /v2 open. */

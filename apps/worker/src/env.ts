@@ -1,7 +1,8 @@
 import { deploymentEnvSchema, parseEnv } from "@ferry/protocol";
 import { z } from "zod";
 
-const envSchema = deploymentEnvSchema.extend({
+/** A worker's environment; `test/docs.test.ts` reads its keys. */
+export const envSchema = deploymentEnvSchema.extend({
   /** Comma list of models to serve; empty serves every model in the repository. */
   WORKER_MODELS: z.string().default(""),
   EXECUTION_PROVIDER: z.enum(["cpu", "cuda"]).default("cpu"),
