@@ -1,4 +1,5 @@
 import { FerryError } from "@ferry/protocol";
+import type { HttpBindings } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -32,6 +33,7 @@ import { registerV2Models } from "./routes/v2-models.js";
 import { registerV2Repository } from "./routes/v2-repository.js";
 import { registerV2Stats } from "./routes/v2-stats.js";
 import type { AppEnv, Services } from "./services.js";
+import { lingering } from "./upload.js";
 
 /** Builds the HTTP app around services built once at boot. */
 export function createApp(
@@ -52,13 +54,18 @@ export function createApp(
   });
   app.use(inFlight.middleware());
   app.use(httpMetrics());
-  const tooLarge = (c: Context): never => {
-    // the rest of the refused body is left unread: the connection cannot carry another request
-    c.header("Connection", "close");
-    throw new FerryError(
-      "PAYLOAD_TOO_LARGE",
-      `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
+  const tooLarge = async (c: Context): Promise<Response> => {
+    const refusal = errorResponse(
+      c,
+      new FerryError(
+        "PAYLOAD_TOO_LARGE",
+        `Request body exceeds ${services.env.MAX_BODY_BYTES} bytes`,
+      ),
     );
+    // answered at once, the connection closed once the rest of the body is read out (up to
+    // 64 MiB or 5 s): a client still sending reads the 413, not a broken pipe
+    const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+    return incoming ? lingering(refusal, incoming) : refusal;
   };
   const limit = bodyLimit({ maxSize: services.env.MAX_BODY_BYTES, onError: tooLarge });
   app.use((c, next) => {
@@ -73,7 +80,8 @@ export function createApp(
     const chunked = c.req.header("Transfer-Encoding") !== undefined;
     if (!chunked) {
       // (with no length either, there is no body at all: a GET, say)
-      if (declared !== undefined && Number(declared) > services.env.MAX_BODY_BYTES) tooLarge(c);
+      if (declared !== undefined && Number(declared) > services.env.MAX_BODY_BYTES)
+        return tooLarge(c);
       return next();
     }
     return limit(c, next);

@@ -41,19 +41,66 @@ export async function* bodyChunks(body: Readable): AsyncGenerator<Uint8Array> {
   }
 }
 
+/** What a refused body is read out for at most before its connection is cut, in bytes. */
+export const LINGER_BYTES = 64 * 1024 * 1024;
+
 /**
  * Reads and drops what is left of a refused upload, up to `maxBytes`, so that the client,
  * still sending, reads the refusal instead of a reset connection (nginx's lingering close).
  * Past either bound (bytes, or `maxMs` for a sender that trickles) the connection is cut.
  */
 export function linger(body: Readable, maxBytes: number, maxMs = 5_000): void {
-  if (body.readableEnded || body.destroyed) return;
-  let dropped = 0;
-  const cut = setTimeout(() => body.destroy(), maxMs);
-  body.on("data", (chunk: Uint8Array) => {
-    dropped += chunk.byteLength;
-    if (dropped > maxBytes) body.destroy();
+  void readOut(body, maxBytes, maxMs);
+}
+
+/**
+ * `refusal` sent at once, its connection closed only once the rest of the request's body is
+ * read out (as `linger`): a response with "Connection: close" ends the socket the moment it is
+ * written, and a client still sending (Python's http.client, curl on a slow link) gets a broken
+ * pipe instead of the answer. The body goes out whole with its length, so a client that reads
+ * while it sends has the answer at once.
+ */
+export async function lingering(
+  refusal: Response,
+  body: Readable,
+  maxBytes = LINGER_BYTES,
+  maxMs = 5_000,
+): Promise<Response> {
+  const bytes = new Uint8Array(await refusal.arrayBuffer());
+  const headers = new Headers(refusal.headers);
+  headers.set("Content-Length", String(bytes.byteLength));
+  headers.set("Connection", "close");
+  const stream = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(bytes);
+      void readOut(body, maxBytes, maxMs).then(() => {
+        try {
+          controller.close();
+        } catch {
+          // the response was cancelled meanwhile (its client went): nothing left to end
+        }
+      });
+    },
   });
-  body.once("close", () => clearTimeout(cut));
-  body.resume();
+  return new Response(stream, { status: refusal.status, headers });
+}
+
+/** Resolves once `body` has ended, or was cut past `maxBytes` read or `maxMs`. */
+function readOut(body: Readable, maxBytes: number, maxMs: number): Promise<void> {
+  if (body.readableEnded || body.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    let dropped = 0;
+    const cut = setTimeout(() => body.destroy(), maxMs);
+    body.on("data", (chunk: Uint8Array) => {
+      dropped += chunk.byteLength;
+      if (dropped > maxBytes) body.destroy();
+    });
+    const done = () => {
+      clearTimeout(cut);
+      resolve();
+    };
+    body.once("end", done);
+    body.once("close", done);
+    body.resume();
+  });
 }

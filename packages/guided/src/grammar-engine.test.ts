@@ -66,7 +66,11 @@ describe("GrammarEngine", () => {
       required: ["city"],
     };
     const guide = await engine.open(
-      { kind: "tool_calls", format: "hermes", tools: [{ name: "get_weather", parameters: weather }] },
+      {
+        kind: "tool_calls",
+        format: "hermes",
+        tools: [{ name: "get_weather", parameters: weather }],
+      },
       vocab,
     );
     // free text: any byte, and the end

@@ -3,7 +3,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
 import { ndjsonItems, type RawItem } from "../batch-job-service.js";
 import type { AppEnv } from "../services.js";
-import { bodyChunks, linger } from "../upload.js";
+import { bodyChunks, LINGER_BYTES, linger } from "../upload.js";
 import { json, openAiErrors } from "./responses.js";
 
 const batchBodySchema = z
@@ -87,7 +87,6 @@ const predictionRoute = createRoute({
 const MAX_LINE_BYTES = 1024 * 1024;
 
 /** What is read and dropped of a refused upload before its connection is cut. */
-const LINGER_BYTES = 64 * 1024 * 1024;
 
 async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
   yield* items;
