@@ -10,6 +10,7 @@ import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
+import { securityHeaders } from "./middleware/security-headers.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { requestId } from "./request-id.js";
 import { registerAdmin } from "./routes/admin.js";
@@ -48,6 +49,7 @@ export function createApp(
     },
   });
   app.use(requestId());
+  app.use(securityHeaders());
   app.use(async (c, next) => {
     c.set("services", services);
     await next();

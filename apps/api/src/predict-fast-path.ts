@@ -152,6 +152,8 @@ function send(
     "Content-Type": "application/json",
     "Content-Length": Buffer.byteLength(text),
     "X-Request-Id": requestId,
+    // as every answer of Hono's chain (securityHeaders)
+    "X-Content-Type-Options": "nosniff",
   };
   if (retryAfterS !== undefined) headers["Retry-After"] = String(retryAfterS);
   res.writeHead(status, headers);

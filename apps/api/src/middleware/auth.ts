@@ -67,6 +67,25 @@ export function apiKeyAuthenticator(
   };
 }
 
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * Whether a browser says the request comes from this server's own origin: `Sec-Fetch-Site:
+ * same-origin`, else an `Origin` whose host and port are the request's own `Host`. A request
+ * that says neither (no browser sends a cookie-bearing POST without one) is not.
+ */
+export function sameOrigin(c: Context): boolean {
+  const site = c.req.header("Sec-Fetch-Site");
+  if (site !== undefined) return site === "same-origin";
+  const origin = c.req.header("Origin");
+  if (origin === undefined || origin === "null") return false;
+  try {
+    return new URL(origin).host === c.req.header("Host");
+  } catch {
+    return false;
+  }
+}
+
 /** The cookie a browser signs in to /admin with (HttpOnly, SameSite=Strict). */
 export const ADMIN_COOKIE = "ferry_admin";
 
@@ -78,9 +97,17 @@ export function adminAuth(token: string | undefined): MiddlewareHandler {
   return async (c, next) => {
     if (token === undefined || token === "")
       throw new FerryError("FORBIDDEN", "Admin routes are disabled: ADMIN_TOKEN is not set");
-    const given = bearer(c) ?? getCookie(c, ADMIN_COOKIE);
+    const header = bearer(c);
+    const given = header ?? getCookie(c, ADMIN_COOKIE);
     if (given === undefined || !secretEquals(given, token))
       throw new FerryError("UNAUTHORIZED", "Invalid or missing admin token");
+    // a browser sends its cookie with a form posted from any site: a change made by cookie
+    // must come from this origin's own pages (SameSite does not cover another port)
+    if (header === undefined && !SAFE_METHODS.has(c.req.method) && !sameOrigin(c))
+      throw new FerryError(
+        "FORBIDDEN",
+        "Cross-site request refused: admin changes by cookie must come from this server's own pages (API clients send Authorization: Bearer)",
+      );
     c.set("tenant", { id: "admin", admin: true });
     await next();
   };
