@@ -184,7 +184,10 @@ export class CompletionService {
   renderChat(body: ChatTemplateRequest & { model: string }): Promise<string> {
     let prompt = this.renders.get(body.messages);
     if (!prompt) {
-      prompt = this.templates.renderRequest(this.repository.resolve(body.model).entry, body);
+      const { entry } = this.repository.resolve(body.model);
+      // measured before any template runs: text that cannot fit costs no rendering
+      checkPromptChars(entry, messageText(body.messages));
+      prompt = this.templates.renderRequest(entry, body);
       this.renders.set(body.messages, prompt);
     }
     return prompt;
@@ -457,6 +460,18 @@ export function checkPromptChars(entry: ModelEntry, text: string): void {
       "INVALID_INPUT",
       `This model's maximum context length is ${context} tokens; the prompt has ${text.length} characters, far more than fit`,
     );
+}
+
+/** Every character a chat's messages send (their text and their calls, as JSON). */
+function messageText(messages: ChatTemplateRequest["messages"]): string {
+  let text = "";
+  for (const m of messages) {
+    const content = m.content;
+    if (typeof content === "string") text += content;
+    else if (content) for (const part of content) text += part.text;
+    if (m.tool_calls) text += JSON.stringify(m.tool_calls);
+  }
+  return text;
 }
 
 /** A completion request's prompts, each text or token ids (OpenAI's four shapes of `prompt`). */

@@ -448,6 +448,12 @@ const toolCallSchema = z.object({
   function: z.object({ name: z.string(), arguments: z.string() }),
 });
 
+/**
+ * Most messages one chat may send: counted before any template renders them (200,000 one-letter
+ * messages took a template 1.5 s of the API's loop each).
+ */
+export const MAX_MESSAGES = 2_048;
+
 /** A chat message's content: a string, or OpenAI's array of text parts. */
 const chatContent = z.union([
   z.string(),
@@ -467,7 +473,18 @@ const chatMessages = z
       tool_call_id: z.string().optional(),
     }),
   )
-  .min(1, "messages must hold at least one message");
+  .min(1, "messages must hold at least one message")
+  .max(MAX_MESSAGES, `messages: at most ${MAX_MESSAGES} messages`)
+  .superRefine((messages, ctx) => {
+    // a tool's answer names the call it answers (OpenAI's rule); templates index by it
+    const orphan = messages.findIndex((m) => m.role === "tool" && !m.tool_call_id);
+    if (orphan >= 0)
+      ctx.addIssue({
+        code: "custom",
+        path: [orphan, "tool_call_id"],
+        message: "a tool message needs the tool_call_id of the call it answers",
+      });
+  });
 
 /** vLLM's fields that say how the chat template renders the messages. */
 const chatTemplateFields = {

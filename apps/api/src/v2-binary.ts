@@ -24,8 +24,9 @@ function elementBytes(datatype: string): number | undefined {
  * add up (a length past the body, sizes that disagree with shapes or leave bytes over) is a 400.
  */
 export function readBinaryRequest(body: Uint8Array, headerLength: string): unknown {
-  const jsonLength = Number(headerLength);
-  if (!Number.isInteger(jsonLength) || jsonLength < 0 || jsonLength > body.length)
+  // digits only: Number() also reads "0x15c", "  348  " and "3e2"
+  const jsonLength = /^[0-9]{1,15}$/.test(headerLength) ? Number(headerLength) : Number.NaN;
+  if (!Number.isInteger(jsonLength) || jsonLength > body.length)
     throw invalid(
       `Inference-Header-Content-Length ${headerLength} does not fit a body of ${body.length} bytes`,
     );
