@@ -210,3 +210,27 @@ describe("KServe v2 and OpenAI edges", () => {
     }
   });
 });
+
+describe("media types", () => {
+  it("a predict with no Content-Type (curl -d's form type too) is read as JSON; another type gets a 415 saying what to send", async () => {
+    // bytes, not a string: fetch gives a string body a text/plain type of its own
+    const predict = new TextEncoder().encode(JSON.stringify({ features }));
+    for (const type of [undefined, "application/x-www-form-urlencoded"]) {
+      const res = await fetch(stack.url("/v1/models/digits/predict"), {
+        method: "POST",
+        headers: { ...key, ...(type ? { "Content-Type": type } : {}) },
+        body: predict,
+      });
+      expect(res.status, String(type)).toBe(200);
+    }
+    const res = await fetch(stack.url("/v1/chat/completions"), {
+      method: "POST",
+      headers: { ...key, "Content-Type": "text/plain" },
+      body: JSON.stringify({ model: "tiny-lm", messages: [{ role: "user", content: "hi" }] }),
+    });
+    expect(res.status).toBe(415);
+    expect(await message(res)).toBe(
+      "Unsupported Media Type: send the body as JSON, with Content-Type: application/json",
+    );
+  });
+});

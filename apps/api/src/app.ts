@@ -104,6 +104,8 @@ export function createApp(
   ])
     app.use(path, admitBeforeBody(guards.turns));
   for (const path of [
+    // Ferry's own predict reads a body with no media type as JSON, as Triton's routes below do
+    "/v1/models/:name/predict",
     "/v2/models/:name/infer",
     "/v2/models/:name/versions/:version/infer",
     "/v2/models/:name/generate",

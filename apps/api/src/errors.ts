@@ -13,6 +13,7 @@ const httpStatusOf: Record<ErrorCode, ContentfulStatusCode> = {
   NOT_FOUND: 404,
   CANCELLED: 409,
   PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
   QUEUE_FULL: 429,
   MODEL_ERROR: 500,
   INTERNAL: 500,
@@ -31,6 +32,7 @@ const openAiType: Record<ErrorCode, string> = {
   NOT_FOUND: "not_found_error",
   CANCELLED: "cancelled_error",
   PAYLOAD_TOO_LARGE: "invalid_request_error",
+  UNSUPPORTED_MEDIA_TYPE: "invalid_request_error",
   QUEUE_FULL: "rate_limit_error",
   MODEL_ERROR: "server_error",
   INTERNAL: "server_error",
@@ -46,6 +48,12 @@ export function httpStatus(code: ErrorCode): ContentfulStatusCode {
 export function toFerryError(err: unknown): FerryError {
   if (err instanceof FerryError) return err;
   if (err instanceof HTTPException) {
+    // Hono's JSON validator, on a body of another declared type: say what to send
+    if (err.message === "Unsupported Media Type")
+      return new FerryError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        "Unsupported Media Type: send the body as JSON, with Content-Type: application/json",
+      );
     const code: ErrorCode =
       err.status === 413
         ? "PAYLOAD_TOO_LARGE"

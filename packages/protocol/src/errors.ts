@@ -16,6 +16,7 @@ export const errorCodes = [
   "UNAUTHORIZED",
   "FORBIDDEN",
   "PAYLOAD_TOO_LARGE",
+  "UNSUPPORTED_MEDIA_TYPE",
   "INTERNAL",
 ] as const;
 export type ErrorCode = (typeof errorCodes)[number];

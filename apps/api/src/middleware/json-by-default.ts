@@ -1,8 +1,8 @@
 import type { MiddlewareHandler } from "hono";
 
 /**
- * Reads a KServe v2 body sent with no media type, or with curl's default form type, as the
- * JSON it is: Triton reads the body whatever its Content-Type, and its documentation's
+ * Reads a KServe v2 (or Ferry predict) body sent with no media type, or with curl's default
+ * form type, as the JSON it is: Triton reads the body whatever its Content-Type, and its documentation's
  * examples (`curl -X POST .../infer -d '{...}'`) send none. Triton's binary form
  * (Inference-Header-Content-Length) is left to its own reader; any other declared type is
  * left to the route, which refuses it.
