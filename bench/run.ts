@@ -2,6 +2,7 @@
 // and writes bench/results/<section>-<time>.json. Never part of `npm test`.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
+import { stopAll } from "../test/helpers/stack.js";
 import { classifierBench } from "./classifier.js";
 import { clusterBench } from "./cluster.js";
 import { generationBench } from "./generation.js";
@@ -23,6 +24,31 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
 const defaults = ["classifier", "generation", "guided", "prefix", "serving", "hostile"];
+/** What each section measures, for `npm run bench -- --help`. */
+const about: Record<string, string> = {
+  classifier:
+    "classifier serving: Ferry vs in-process node:http + ONNX Runtime and FastAPI + PyTorch, batching, overload",
+  cluster: "the API and workers on several hosts (network namespaces; needs root)",
+  generation: "continuous vs static batching, prefill strategies, TTFT and tokens/s",
+  guided:
+    "structured outputs on XGrammar: coverage (writes docs/guided-coverage.md), compile, masks, hostile specs",
+  hostile: "hostile inputs: what each costs the API and the workers",
+  prefix: "prefix caching: shared-prefix prompts with and without the cache",
+  serving: "offline batches and async jobs: rows/s against ONNX Runtime alone",
+  soak: "ten minutes of mixed traffic: memory and Redis growth (not run by default)",
+};
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log("npm run bench [-- section...]   (default: every section but soak)\n");
+  for (const name of Object.keys(sections))
+    console.log(`  ${name.padEnd(11)} ${about[name] ?? ""}`);
+  process.exit(0);
+}
+// an interrupted bench stops what it started and deletes its keys, then exits as Ctrl-C does
+for (const signal of ["SIGINT", "SIGTERM"] as const)
+  process.once(signal, () => {
+    console.error(`\nbench interrupted (${signal}): stopping its stacks and deleting their keys`);
+    void stopAll().finally(() => process.exit(130));
+  });
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : defaults;
 

@@ -47,6 +47,14 @@ export interface StackOptions {
  * The real API and workers as child processes on free ports, under a key prefix of their own
  * so that test files can share one Redis side by side.
  */
+/** Stacks started and not yet stopped: what an interrupted bench stops (`stopAll`). */
+const live = new Set<Stack>();
+
+/** Stops every stack still running (children killed, keys deleted): for a SIGINT's handler. */
+export async function stopAll(): Promise<void> {
+  await Promise.allSettled([...live].map((stack) => stack.stop()));
+}
+
 export class Stack {
   readonly prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
   readonly workers: Proc[] = [];
@@ -76,6 +84,7 @@ export class Stack {
   }
 
   async start(): Promise<this> {
+    live.add(this);
     await this.startApi();
     for (let i = 0; i < (this.options.workers ?? 1); i++) await this.startWorker();
     return this;
@@ -151,6 +160,7 @@ export class Stack {
   }
 
   async stop(): Promise<void> {
+    live.delete(this);
     const all = [this.api, ...this.replicas, ...this.workers].filter(
       (p): p is Proc => p !== undefined,
     );

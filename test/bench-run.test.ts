@@ -1,0 +1,61 @@
+import { spawn } from "node:child_process";
+import { createRedis } from "@ferry/transport";
+import { describe, expect, it } from "vitest";
+import { REDIS_TARGET, waitFor } from "./helpers/stack.js";
+
+const bench = (...args: string[]) =>
+  spawn(
+    process.execPath,
+    ["--conditions=ferry-source", "--import", "tsx", "bench/run.ts", ...args],
+    {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, REDIS_URL: REDIS_TARGET.url },
+    },
+  );
+
+/** The test prefixes that own keys in the test's Redis now. */
+async function prefixes(): Promise<Set<string>> {
+  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
+  try {
+    const found = new Set<string>();
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", "ferry-test-*", "COUNT", 1000);
+      cursor = next;
+      for (const key of keys) found.add(key.split(":")[0] ?? "");
+    } while (cursor !== "0");
+    return found;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+describe("npm run bench", () => {
+  it("--help prints its sections and runs nothing", async () => {
+    const run = bench("--help");
+    let out = "";
+    run.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => run.on("exit", resolve));
+    expect(code).toBe(0);
+    for (const section of ["classifier", "generation", "guided", "serving", "soak"])
+      expect(out).toContain(section);
+    expect(out).not.toContain("wrote bench/results");
+  });
+
+  it("interrupted, it stops its stacks and deletes their keys", async () => {
+    const before = await prefixes();
+    const run = bench("prefix");
+    const exited = new Promise<number | null>((resolve) => run.on("exit", resolve));
+    // its stack has written keys under a prefix of its own
+    let mine: string | undefined;
+    await waitFor(async () => {
+      mine = [...(await prefixes())].find((p) => !before.has(p));
+      return mine !== undefined;
+    }, 60_000);
+    run.kill("SIGINT");
+    expect(await exited).toBe(130);
+    expect((await prefixes()).has(mine ?? "")).toBe(false);
+  });
+});
