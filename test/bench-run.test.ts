@@ -3,24 +3,27 @@ import { createRedis } from "@ferry/transport";
 import { describe, expect, it } from "vitest";
 import { REDIS_TARGET, waitFor } from "./helpers/stack.js";
 
+/** This file's own prefix for the bench's stacks: other files' stacks run beside it. */
+const PREFIX = `ferry-benchrun-${process.pid}`;
+
 const bench = (...args: string[]) =>
   spawn(
     process.execPath,
     ["--conditions=ferry-source", "--import", "tsx", "bench/run.ts", ...args],
     {
       stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, REDIS_URL: REDIS_TARGET.url },
+      env: { ...process.env, REDIS_URL: REDIS_TARGET.url, FERRY_STACK_PREFIX: PREFIX },
     },
   );
 
-/** The test prefixes that own keys in the test's Redis now. */
+/** The bench's stack prefixes that own keys in the test's Redis now. */
 async function prefixes(): Promise<Set<string>> {
   const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
   try {
     const found = new Set<string>();
     let cursor = "0";
     do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", "ferry-test-*", "COUNT", 1000);
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${PREFIX}-*`, "COUNT", 1000);
       cursor = next;
       for (const key of keys) found.add(key.split(":")[0] ?? "");
     } while (cursor !== "0");

@@ -56,7 +56,9 @@ export async function stopAll(): Promise<void> {
 }
 
 export class Stack {
-  readonly prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
+  /** Its Redis keys' prefix: a run of its own (FERRY_STACK_PREFIX names a set of runs). */
+  readonly prefix =
+    `${process.env.FERRY_STACK_PREFIX ?? "ferry-test"}-${randomBytes(4).toString("hex")}`;
   readonly workers: Proc[] = [];
   /** API replicas besides `api` (`startApiReplica`). */
   readonly replicas: Proc[] = [];

@@ -17,7 +17,7 @@ const PATH = /^\/v1\/models\/([a-z0-9][a-z0-9._-]*)\/predict$/;
  * POST /v1/models/{name}/predict without Hono, for its common form (a JSON body of declared
  * length within the limit): the hot route's whole cost is a few hundred microseconds, and
  * Hono's request and response objects and its middleware chain were ~12% of the API's CPU
- * per request at 64 clients (measured side by side, README's benchmark section). The same
+ * per request at 64 clients (measured side by side: docs/benchmarks.md). The same
  * rules run, in the same order, from the same functions as in Hono's chain (request id,
  * in-flight count, API key, tenant limits, admission before the body, JSON, schema, HTTP
  * metrics, errors); every other form of the request goes to Hono's route, which stays the

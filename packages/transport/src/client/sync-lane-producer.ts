@@ -157,13 +157,10 @@ export class SyncLaneProducer {
 }
 
 /**
- * An entry's JSON (`head`, the rows comma-separated, then `]}`) written once into one buffer.
- * As a string it was joined, concatenated and flattened (three more copies of every row on the
- * V8 heap), and in-flight entry strings were the largest share of what the API's
- * young-generation collections copied and promoted to die in old space (the heap profiler,
- * sampling objects collected by major GCs, at 64 clients). A buffer's bytes live outside the
- * heap, and ioredis writes them as they are. Side by side at 64 clients (two sets of six
- * pairs): API CPU per request -16% and -26%, req/s +12% and +17% (README's benchmarks).
+ * An entry's JSON (`head`, the rows comma-separated, then `]}`) written once into one buffer:
+ * as a string it was copied three more times on the V8 heap, and in-flight entry strings were
+ * most of what the API's young-generation collections promoted; a buffer's bytes live outside
+ * the heap, and ioredis writes them as they are (the figures: docs/benchmarks.md).
  */
 function entryBytes(
   head: string,

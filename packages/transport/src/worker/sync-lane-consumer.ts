@@ -158,9 +158,8 @@ export class SyncLaneConsumer {
       for (const [stream, entries] of reply ?? [])
         for (const [id, fields] of entries) this.take(stream, id, fields);
       // The next read waits a turn, so that what this one took runs first (an inline model
-      // computes on this thread) and its answers go out ahead of it rather than behind it.
-      // Side by side (README, bench section), with the flush below: 64 clients 3,069-3,156
-      // against 2,815-2,991 req/s, one client's p50 1.14-1.21 against 1.23-1.30 ms.
+      // computes on this thread) and its answers go out ahead of it rather than behind it
+      // (measured side by side: docs/benchmarks.md).
       if (this.rowsHeld > 0) await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
