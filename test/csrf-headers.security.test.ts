@@ -76,5 +76,15 @@ describe("security headers", () => {
     });
     expect(predict.status).toBe(200);
     expect(predict.headers.get("x-content-type-options")).toBe("nosniff");
+    // an event stream, whose head is written outside Hono's response (sse.ts)
+    const job = await stack.post("/v1/jobs", {
+      model: "digits",
+      input: { features: new Array(64).fill(0) },
+    });
+    const { urls } = (await job.json()) as { urls: { events: string } };
+    const events = await fetch(stack.url(urls.events));
+    expect(events.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    expect(events.headers.get("x-content-type-options")).toBe("nosniff");
+    await events.text();
   });
 });

@@ -11,6 +11,8 @@ const BOARD_POLICY =
  */
 export function securityHeaders(): MiddlewareHandler {
   return async (c, next) => {
+    // set ahead too: an event stream writes its head itself, from the context's headers (sse.ts)
+    c.header("X-Content-Type-Options", "nosniff");
     await next();
     const headers = c.res.headers;
     headers.set("X-Content-Type-Options", "nosniff");
