@@ -90,7 +90,11 @@ describe("package order and cycles", () => {
   });
 
   it("routes parse and render only: they never import the transport", () => {
-    expect(offenders("apps/api/src/routes", (s) => s === "@ferry/transport")).toEqual([]);
+    const routes = importsUnder("apps/api/src").filter((i) => i.file.endsWith("-routes.ts"));
+    expect(routes.length).toBeGreaterThan(50);
+    expect(
+      routes.filter((i) => i.spec === "@ferry/transport").map((i) => `${i.file} imports ${i.spec}`),
+    ).toEqual([]);
   });
 
   it("the transport's client side and worker side never import each other", () => {
@@ -109,6 +113,54 @@ describe("package order and cycles", () => {
     ]) {
       expect(cycles(dir), dir).toEqual([]);
     }
+  });
+});
+
+/** The API's folders by protocol, and the shared ones any of them may use. */
+const PROTOCOLS = ["openai", "kserve-v2", "inference", "jobs", "batches", "admin", "health", "web"];
+const SHARED = ["http", "middleware"];
+/**
+ * The edges between protocol folders a runtime import may take, each for a reason; a type-only
+ * import (a service handed over at boot, by its type) may go anywhere.
+ */
+const PROTOCOL_EDGES: Record<string, string[]> = {
+  // a job carries any protocol's body, and answers in that protocol's shape
+  jobs: ["inference", "kserve-v2", "openai"],
+  // a batch is offline predicts
+  batches: ["inference"],
+  // Triton's generate extension runs as an OpenAI completion runs
+  "kserve-v2": ["openai"],
+  // v2 infer's tensors are decoded and encoded for the classifier path
+  inference: ["kserve-v2"],
+  // the admin routes set the traffic split the inference path reads
+  admin: ["inference"],
+};
+
+describe("the API's folders", () => {
+  it("are by protocol, with at most ~10 files directly in src/", () => {
+    const top = readdirSync("apps/api/src").filter(
+      (n) => n.endsWith(".ts") && !n.endsWith(".test.ts"),
+    );
+    expect(top.length).toBeLessThanOrEqual(10);
+    for (const dir of [...PROTOCOLS, ...SHARED])
+      expect(statSync(`apps/api/src/${dir}`).isDirectory()).toBe(true);
+  });
+
+  it("protocol folders import each other only along their named edges (types aside), shared folders none of them", () => {
+    const wrong: string[] = [];
+    for (const dir of [...PROTOCOLS, ...SHARED]) {
+      for (const { file, spec } of importsUnder(`apps/api/src/${dir}`)) {
+        const target = /^\.\.\/([a-z0-9-]+)\//.exec(spec)?.[1];
+        if (!target || target === dir || !PROTOCOLS.includes(target)) continue;
+        if (file.endsWith(".test.ts")) continue;
+        const typeOnly = new RegExp(
+          `import type [^;]*from ["']${spec.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}["']`,
+        ).test(readFileSync(file, "utf8"));
+        if (typeOnly) continue;
+        if (!(PROTOCOL_EDGES[dir] ?? []).includes(target)) wrong.push(`${file} imports ${spec}`);
+      }
+    }
+    expect(wrong).toEqual([]);
   });
 });
 

@@ -1,7 +1,7 @@
 import type { ApiEnv } from "./env.js";
+import { TurnShare } from "./http/turn-share.js";
 import { type Authenticator, apiKeyAuthenticator } from "./middleware/auth.js";
 import { type TenantLimiter, tenantLimiter } from "./middleware/tenant-limits.js";
-import { TurnShare } from "./turn-share.js";
 
 /**
  * How long a turn may run, from its first admitted sync request, before the next ones wait

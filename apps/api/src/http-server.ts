@@ -2,8 +2,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { getRequestListener } from "@hono/node-server";
 import { createApp } from "./app.js";
 import { guardsFrom } from "./guards.js";
+import { predictFastPath } from "./inference/predict-fast-path.js";
 import type { InFlight } from "./middleware/in-flight.js";
-import { predictFastPath } from "./predict-fast-path.js";
 import type { Services } from "./services.js";
 
 /**

@@ -2,17 +2,17 @@ import type { ModelRepository } from "@ferry/model-repository";
 import type { InferenceClient } from "@ferry/transport";
 import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
-import type { AdminService, HealthService } from "./admin-service.js";
-import type { BatchJobReader, BatchJobService } from "./batch-job-service.js";
-import type { CompletionService } from "./completion-service.js";
+import type { AdminService, HealthService } from "./admin/admin-service.js";
+import type { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
 import type { ApiEnv } from "./env.js";
-import type { InferenceService } from "./inference-service.js";
-import type { JobService } from "./job-service.js";
+import type { StreamSlots } from "./http/stream-slots.js";
+import type { Tenant } from "./http/tenant.js";
+import type { InferenceService } from "./inference/inference-service.js";
+import type { JobService } from "./jobs/job-service.js";
 import type { ApiMetrics } from "./metrics.js";
-import type { ResponsesService } from "./responses-service.js";
-import type { StreamSlots } from "./stream-slots.js";
-import type { Tenant } from "./tenant.js";
-import type { TokenizationService } from "./tokenization-service.js";
+import type { CompletionService } from "./openai/completion-service.js";
+import type { ResponsesService } from "./openai/responses-service.js";
+import type { TokenizationService } from "./openai/tokenization-service.js";
 
 /** Everything a route may use, built once at boot and handed to the routes through Hono's context. */
 export interface Services {

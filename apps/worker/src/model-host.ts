@@ -9,7 +9,7 @@ import {
 import type { ExecutionProvider } from "@ferry/runtime";
 import type { WorkerTransport } from "@ferry/transport";
 import type { Logger } from "pino";
-import { ClassifierServer } from "./classifier-server.js";
+import { ClassifierServer } from "./classifier/classifier-server.js";
 import { GeneratorServer } from "./generation/generator-server.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { crashOnTestMarker } from "./test-crash.js";

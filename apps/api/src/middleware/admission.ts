@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
-import { noCache, timeoutHeader } from "../call-options.js";
+import { noCache, timeoutHeader } from "../http/call-options.js";
+import type { TurnShare } from "../http/turn-share.js";
 import type { AppEnv } from "../services.js";
-import type { TurnShare } from "../turn-share.js";
 
 /**
  * Sync classifier routes name their model in the path, so a request its queue cannot serve

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
 import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
-import { OPEN_TENANT, type Tenant } from "../tenant.js";
+import { OPEN_TENANT, type Tenant } from "../http/tenant.js";
 
 /** Compares secrets in constant time: both sides are hashed first, so lengths leak nothing. */
 export function secretEquals(given: string, expected: string): boolean {

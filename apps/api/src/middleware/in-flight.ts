@@ -1,5 +1,5 @@
 import type { MiddlewareHandler } from "hono";
-import { IdleWaiters } from "../idle-waiters.js";
+import { IdleWaiters } from "../http/idle-waiters.js";
 
 /** Counts requests being answered, so that a drain can wait for the last one. */
 export class InFlight {

@@ -1,6 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import type { MiddlewareHandler } from "hono";
-import type { Tenant } from "../tenant.js";
+import type { Tenant } from "../http/tenant.js";
 
 export interface TenantLimitOptions {
   /** Requests per second a tenant may start, refilled continuously; unset: no rate limit. */

@@ -1,0 +1,206 @@
+import type { ModelRepository } from "@ferry/model-repository";
+import {
+  BATCH_CHUNK_SIZE,
+  type BatchItem,
+  encodeTensor,
+  FerryError,
+  type StoredBatchRow,
+} from "@ferry/protocol";
+import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
+import { assertVisible, type Tenant } from "../http/tenant.js";
+import { classify } from "../inference/classify.js";
+
+/** One line of a batch: a key and the model's input row. */
+export interface RawItem {
+  key: unknown;
+  features: unknown;
+}
+
+/**
+ * Offline batch prediction (the seed's BatchPredictor): items are checked and encoded as they
+ * arrive and queued a chunk at a time, so a batch of any size passes through the API in
+ * bounded memory.
+ */
+export class BatchJobService {
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+  ) {}
+
+  /** Ingests `items` (an async stream of raw items); returns the batch id and its size. */
+  async ingest(
+    model: string,
+    version: string | undefined,
+    items: AsyncIterable<RawItem>,
+    owner: string,
+  ): Promise<{ id: string; total: number }> {
+    const { entry, version: v } = this.repository.resolve(model, version);
+    const spec = entry.config.inputs[0];
+    if (entry.config.kind !== "classifier" || !spec || entry.config.inputs.length !== 1) {
+      throw new FerryError("INVALID_INPUT", `Model '${model}' does not take batch predictions`);
+    }
+    const width = spec.dims.reduce((a, b) => a * b, 1);
+    const batches = this.client.batches;
+    const id = await batches.create(model, v, owner);
+    let chunk: BatchItem[] = [];
+    let total = 0;
+    try {
+      for await (const raw of items) {
+        total++;
+        const features = raw.features;
+        if (typeof raw.key !== "string" || raw.key === "")
+          throw invalidItem(total, "needs a string key");
+        if (
+          !Array.isArray(features) ||
+          features.length !== width ||
+          !features.every((x) => typeof x === "number" && Number.isFinite(x))
+        ) {
+          throw invalidItem(total, `needs ${width} finite features`);
+        }
+        chunk.push({
+          key: raw.key,
+          inputs: { [spec.name]: encodeTensor(spec.datatype, features as number[]) },
+        });
+        if (chunk.length >= BATCH_CHUNK_SIZE) {
+          await batches.addChunk(id, model, v, owner, chunk);
+          chunk = [];
+        }
+      }
+      if (chunk.length > 0) await batches.addChunk(id, model, v, owner, chunk);
+    } finally {
+      // what was queued runs either way; the batch completes with the items it took
+      await batches.seal(id, model, v);
+    }
+    if (total === 0) throw new FerryError("INVALID_INPUT", "a batch needs at least one item");
+    return { id, total };
+  }
+}
+
+/** Status, results and stored predictions, each visible to the tenant that made them. */
+export class BatchJobReader {
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+  ) {}
+
+  async status(id: string, tenant: Tenant): Promise<BatchJobStatus> {
+    const status = await this.client.batches.status(id);
+    const notFound = () => new FerryError("NOT_FOUND", `Batch '${id}' not found`);
+    if (!status) throw notFound();
+    assertVisible(tenant, status.owner, notFound);
+    return status;
+  }
+
+  /** The batch's result lines (NDJSON, a prediction or an error per key), a page at a time. */
+  async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
+    await this.status(id, tenant);
+    const pages = this.client.batches.results(id);
+    return (async function* () {
+      for await (const lines of pages)
+        yield lines.map((line) => JSON.stringify(render(JSON.parse(line) as StoredBatchRow)));
+    })();
+  }
+
+  /**
+   * The stored answer for `key`, from the tenant's own batches; the admin names whose with
+   * `owner` (a tenant id, as batch statuses show it), else reads the open tenant's.
+   */
+  async prediction(model: string, key: string, tenant: Tenant, owner?: string) {
+    this.repository.get(model);
+    const scope = tenant.admin ? (owner ?? "") : tenant.id;
+    const stored = await this.client.batches.prediction(model, key, scope);
+    if (!stored)
+      throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
+    return render(stored);
+  }
+}
+
+/** A stored row as clients read it: the prediction from its logits, or its error. */
+function render(row: StoredBatchRow): Record<string, unknown> {
+  if (!("logits" in row)) return row;
+  const { logits, ...rest } = row;
+  return {
+    key: rest.key,
+    ...classify(logits),
+    model_version: rest.model_version,
+    batch: rest.batch,
+  };
+}
+
+function invalidItem(line: number, problem: string): FerryError {
+  return new FerryError("INVALID_INPUT", `item ${line} ${problem}`);
+}
+
+/** Limits on an NDJSON upload, enforced while it streams in. */
+export interface NdjsonLimits {
+  /** Bytes of the whole body. */
+  maxBodyBytes: number;
+  /** Bytes of one line (one item). */
+  maxLineBytes: number;
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * Parses an NDJSON byte stream line by line in bounded memory and linear time: each chunk is
+ * scanned for newlines once, a partial line is held as the chunks it came in (never re-joined
+ * or re-scanned as more arrive), and a body or a line past its limit is refused (413) the
+ * moment it crosses it, before it is buffered whole.
+ */
+export async function* ndjsonItems(
+  body: AsyncIterable<Uint8Array>,
+  limits: NdjsonLimits,
+): AsyncGenerator<RawItem> {
+  const decoder = new TextDecoder();
+  let partial: Uint8Array[] = [];
+  let partialBytes = 0;
+  let bodyBytes = 0;
+  let line = 0;
+  const parse = (bytes: Uint8Array): RawItem | undefined => {
+    line++;
+    const text = decoder.decode(bytes).trim();
+    if (!text) return undefined;
+    try {
+      return JSON.parse(text) as RawItem;
+    } catch {
+      throw new FerryError("INVALID_INPUT", `line ${line} is not valid JSON`);
+    }
+  };
+  const take = (piece: Uint8Array): Uint8Array => {
+    const whole = partial.length === 0 ? piece : Buffer.concat([...partial, piece]);
+    partial = [];
+    partialBytes = 0;
+    return whole;
+  };
+  const tooLong = () =>
+    new FerryError(
+      "PAYLOAD_TOO_LARGE",
+      `line ${line + 1} exceeds ${limits.maxLineBytes} bytes; one item per line`,
+    );
+  for await (const chunk of body) {
+    bodyBytes += chunk.byteLength;
+    if (bodyBytes > limits.maxBodyBytes)
+      throw new FerryError(
+        "PAYLOAD_TOO_LARGE",
+        `NDJSON body exceeds ${limits.maxBodyBytes} bytes; split it into several batches`,
+      );
+    let start = 0;
+    let newline = chunk.indexOf(NEWLINE, start);
+    while (newline >= 0) {
+      if (partialBytes + newline - start > limits.maxLineBytes) throw tooLong();
+      const item = parse(take(chunk.subarray(start, newline)));
+      if (item !== undefined) yield item;
+      start = newline + 1;
+      newline = chunk.indexOf(NEWLINE, start);
+    }
+    if (start < chunk.byteLength) {
+      partial.push(chunk.subarray(start));
+      partialBytes += chunk.byteLength - start;
+      if (partialBytes > limits.maxLineBytes) throw tooLong();
+    }
+  }
+  if (partialBytes > 0) {
+    const item = parse(take(new Uint8Array(0)));
+    if (item !== undefined) yield item;
+  }
+}

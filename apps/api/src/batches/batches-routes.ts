@@ -1,0 +1,166 @@
+import { FerryError } from "@ferry/protocol";
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { stream } from "hono/streaming";
+import { json, openAiErrors } from "../http/openapi.js";
+import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
+import type { AppEnv } from "../services.js";
+import { ndjsonItems, type RawItem } from "./batch-job-service.js";
+
+const batchBodySchema = z
+  .object({
+    model: z.string(),
+    version: z.string().optional(),
+    items: z.array(z.object({ key: z.string(), features: z.array(z.number()) })).min(1),
+  })
+  .openapi("BatchRequest");
+const statusSchema = z
+  .object({
+    id: z.string(),
+    model: z.string(),
+    version: z.string(),
+    status: z.enum(["ingesting", "running", "completed"]),
+    total: z.number(),
+    succeeded: z.number(),
+    failed: z.number(),
+    created_at: z.number(),
+    finished_at: z.number().nullable(),
+    owner: z.string().openapi({ description: "Tenant id of the key that created it" }),
+  })
+  .openapi("Batch");
+const idParam = z.object({ id: z.string() });
+
+const createBatchRoute = createRoute({
+  method: "post",
+  path: "/v1/batches",
+  summary:
+    "Offline batch prediction: JSON {model, items}, or an NDJSON body of {key, features} lines with ?model=",
+  request: {
+    query: z.object({ model: z.string().optional(), version: z.string().optional() }),
+    body: {
+      content: {
+        "application/json": { schema: batchBodySchema },
+        "application/x-ndjson": { schema: z.string() },
+      },
+      required: false,
+    },
+  },
+  responses: {
+    202: json(z.object({ id: z.string(), status: z.string(), total: z.number() }), "Accepted"),
+    ...openAiErrors,
+  },
+});
+
+const statusRoute = createRoute({
+  method: "get",
+  path: "/v1/batches/{id}",
+  summary: "A batch's status and counts",
+  request: { params: idParam },
+  responses: { 200: json(statusSchema, "The batch"), 404: openAiErrors[404] },
+});
+
+const resultsRoute = createRoute({
+  method: "get",
+  path: "/v1/batches/{id}/results",
+  summary: "A batch's results as NDJSON, one line per key",
+  request: { params: idParam },
+  responses: {
+    200: { content: { "application/x-ndjson": { schema: z.string() } }, description: "NDJSON" },
+    404: openAiErrors[404],
+  },
+});
+
+const predictionRoute = createRoute({
+  method: "get",
+  path: "/v1/predictions/{model}/{key}",
+  summary: "The stored answer for a key, with no inference",
+  request: {
+    params: z.object({ model: z.string(), key: z.string() }),
+    query: z.object({ owner: z.string().optional() }),
+  },
+  responses: {
+    200: json(z.record(z.string(), z.unknown()), "The stored prediction"),
+    404: openAiErrors[404],
+  },
+});
+
+/** Bytes of one NDJSON line (one item): an item of a few thousand features is far below. */
+const MAX_LINE_BYTES = 1024 * 1024;
+
+/** What is read and dropped of a refused upload before its connection is cut. */
+
+async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
+  yield* items;
+}
+
+export function registerBatches(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(createBatchRoute, async (c) => {
+    const { batchJobs, env } = c.get("services");
+    const owner = c.get("tenant").id;
+    const type = c.req.header("Content-Type") ?? "";
+    let result: { id: string; total: number };
+    if (type.includes("ndjson")) {
+      const { model, version } = c.req.valid("query");
+      if (!model)
+        throw new FerryError(
+          "INVALID_INPUT",
+          "an NDJSON batch names its model: POST /v1/batches?model=<name>",
+        );
+      const limits = {
+        maxBodyBytes: env.MAX_BATCH_BODY_BYTES,
+        maxLineBytes: Math.min(env.MAX_BODY_BYTES, MAX_LINE_BYTES),
+      };
+      const incoming = c.env.incoming;
+      try {
+        result = await batchJobs.ingest(
+          model,
+          version,
+          ndjsonItems(bodyChunks(incoming), limits),
+          owner,
+        );
+      } catch (err) {
+        linger(incoming, LINGER_BYTES);
+        throw err;
+      }
+    } else {
+      const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
+      if (!body.success)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
+        );
+      result = await batchJobs.ingest(
+        body.data.model,
+        body.data.version,
+        fromArray(body.data.items),
+        owner,
+      );
+    }
+    c.header("Location", `/v1/batches/${result.id}`);
+    return c.json({ id: result.id, status: "running", total: result.total }, 202);
+  });
+
+  app.openapi(statusRoute, async (c) => {
+    const { batchJobReader } = c.get("services");
+    return c.json(await batchJobReader.status(c.req.valid("param").id, c.get("tenant")), 200);
+  });
+
+  app.openapi(resultsRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    const pages = await c.get("services").batchJobReader.results(id, c.get("tenant"));
+    c.header("Content-Type", "application/x-ndjson");
+    const body = stream(c, async (out) => {
+      for await (const lines of pages) await out.write(`${lines.join("\n")}\n`);
+    });
+    // a streamed body has no typed-response form in zod-openapi; the route documents it
+    return body as unknown as never;
+  });
+
+  app.openapi(predictionRoute, async (c) => {
+    const { model, key } = c.req.valid("param");
+    const { owner } = c.req.valid("query");
+    const stored = await c
+      .get("services")
+      .batchJobReader.prediction(model, key, c.get("tenant"), owner);
+    return c.json(stored as unknown as Record<string, unknown>, 200);
+  });
+}

@@ -1,0 +1,27 @@
+import type { Tenant } from "./tenant.js";
+
+export interface CallOptions {
+  requestId: string;
+  /** Whose request this is: owner of what it creates, and the scope of what it may see. */
+  tenant: Tenant;
+  /** 1..10; header X-Priority or the body's priority. */
+  priority?: number | undefined;
+  /** Deadline from the request's arrival, in ms; defaults to the model's default_timeout_ms. */
+  timeoutMs?: number | undefined;
+  /** Time the request already spent in this process before the call, in ms (of `timeoutMs`). */
+  waitedMs?: number | undefined;
+  /** false skips the prediction cache for this request (`Cache-Control: no-cache`). */
+  cache?: boolean | undefined;
+  /** Gives back the place admission held for this request before its body was read. */
+  releaseAdmission?: (() => void) | undefined;
+  /**
+   * A completion followed to its end that is kept as long as async jobs once done (a stored
+   * response, read back and continued), not only for resuming its stream.
+   */
+  kept?: boolean | undefined;
+  /**
+   * The version a completion runs on, where its route names one (an async job's `version`,
+   * Triton's `/versions/{v}/generate`); unnamed, the model's default.
+   */
+  version?: string | undefined;
+}

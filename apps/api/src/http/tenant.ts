@@ -1,0 +1,37 @@
+import type { FerryError } from "@ferry/protocol";
+
+/**
+ * Who a request acts for: an API key's tenant, the admin (who sees every tenant's work), or
+ * the one open tenant when no keys are configured.
+ */
+export interface Tenant {
+  /** Stored as the owner of jobs, batches and predictions; "" is the open tenant. */
+  id: string;
+  admin: boolean;
+}
+
+export const OPEN_TENANT: Tenant = { id: "", admin: false };
+
+/** Whether `tenant` may see what `owner` created (records from before owners count as open). */
+export function canSee(tenant: Tenant, owner: string | undefined): boolean {
+  return tenant.admin || (owner ?? "") === tenant.id;
+}
+
+/**
+ * Another tenant's id reads as an unknown one: a 404, not a 403, so that ids cannot be probed
+ * for existence.
+ */
+export function assertVisible(
+  tenant: Tenant,
+  owner: string | undefined,
+  notFound: () => FerryError,
+): void {
+  if (!canSee(tenant, owner)) throw notFound();
+}
+
+/**
+ * The job meta field that keeps a job out of `/v1/jobs` (a `store: false` response's): its
+ * request asked that what it sent and got not be kept, so it is never read back, and its job
+ * is forgotten once answered.
+ */
+export const UNLISTED = "unlisted";

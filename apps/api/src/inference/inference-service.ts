@@ -1,0 +1,404 @@
+import { hash } from "node:crypto";
+import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
+import {
+  DEFAULT_PRIORITY,
+  encodeTensor,
+  FerryError,
+  type OutputTensor,
+  type RowInputs,
+  type RowResult,
+} from "@ferry/protocol";
+import type {
+  CachedAnswer,
+  CacheScope,
+  InferenceClient,
+  InferRequest,
+  RowCache,
+} from "@ferry/transport";
+import type { CallOptions } from "../http/call.js";
+import { beforeDeadline } from "../http/deadline.js";
+import {
+  decodeV2Rows,
+  encodeV2Response,
+  type RequestedOutput,
+  requestedOutputs,
+} from "../kserve-v2/codec.js";
+import type { ApiMetrics } from "../metrics.js";
+import type { PredictBody, V2InferRequest, V2InferResponse } from "../schemas.js";
+import { classify } from "./classify.js";
+import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
+import { HitRate } from "./hit-rate.js";
+import type { TrafficRouter } from "./traffic-router.js";
+
+export interface Prediction {
+  prediction: number;
+  confidence: number;
+  latency_ms: number;
+  model_version: string;
+  source: AnswerSource;
+  /** Every class's probability (absent from a fallback's default answer). */
+  scores?: number[];
+}
+
+/** A model version resolved for one request, with the rows it will send. */
+export interface Plan {
+  entry: ModelEntry;
+  version: string;
+  rows: RowInputs[];
+}
+
+/**
+ * Turns HTTP-level requests into rows for the workers and their answers back into
+ * responses. Validation happens here, so a bad input never reaches a worker.
+ */
+export class InferenceService {
+  /** Per model: how often its cache answered lately (admission asks, see `admit`). */
+  private readonly hitRates = new Map<string, HitRate>();
+
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+    private readonly metrics: ApiMetrics,
+    private readonly router: TrafficRouter,
+  ) {}
+
+  planPredict(model: string, version: string | undefined, body: PredictBody): Plan {
+    const { entry, version: v } = this.resolveClassifier(model, version);
+    const spec = entry.config.inputs[0];
+    if (!spec || entry.config.inputs.length !== 1) {
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${model}' takes several inputs; use /v2/models/${model}/infer`,
+      );
+    }
+    const expected = spec.dims.reduce((a, b) => a * b, 1);
+    if (body.features.length !== expected) {
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Expected ${expected} features, got ${body.features.length}`,
+      );
+    }
+    return {
+      entry,
+      version: v,
+      rows: [{ [spec.name]: encodeTensor(spec.datatype, body.features) }],
+    };
+  }
+
+  planV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+  ): Plan & { outputs: RequestedOutput[] } {
+    const { entry, version: v } = this.resolveClassifier(model, version);
+    const outputs = requestedOutputs(entry.config, body);
+    return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
+  }
+
+  /**
+   * Admits a sync request from its route alone, before its body is read or parsed: under
+   * overload the refusal (429) must cost next to nothing. Returns the version that will serve
+   * it (drawn once: the split counts it once), and what gives its place in the queue back.
+   */
+  async admit(
+    model: string,
+    version: string | undefined,
+    opts: { timeoutMs?: number | undefined; cache?: boolean | undefined },
+  ): Promise<{ version: string; release: () => void }> {
+    const { entry, version: v } = this.resolveClassifier(
+      model,
+      await this.routeVersion(model, version),
+    );
+    const config = entry.config;
+    // A cached answer needs no queue (Triton looks its response cache up before the queue
+    // too): with the cache on, the request is only counted here, and refused after its
+    // lookup missed, when its rows would be queued. Unless the cache has rarely answered
+    // lately: then the lookup would cost every refusal far more than it saves.
+    const lookFirst =
+      config.cache?.enabled === true &&
+      opts.cache !== false &&
+      !this.hitRate(config.name).rarelyHits();
+    const release = this.client.admit(
+      config.name,
+      v,
+      config.max_queue_size,
+      Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+      { refuse: !lookFirst },
+    );
+    return { version: v, release };
+  }
+
+  /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
+  async routeVersion(model: string, version: string | undefined): Promise<string> {
+    if (version !== undefined) return version;
+    return this.router.pick(this.repository.get(model));
+  }
+
+  /**
+   * A classifier answer: from the shared cache when fresh, else from the model; when the
+   * model fails on a worker, from the last stored answer or the model's default (model.json).
+   */
+  predict(
+    model: string,
+    version: string | undefined,
+    body: PredictBody,
+    opts: CallOptions,
+  ): Promise<Prediction> {
+    const left = timeLeft(this.repository.get(model).config, opts);
+    return left > 0 ? beforeDeadline(this.answer(model, version, body, opts), left) : expired();
+  }
+
+  /**
+   * The body becomes its plan (rows encoded for the wire) as soon as the version is known,
+   * and only the plan goes on: an async function's parameters stay on the heap until it
+   * returns, so each request in flight kept its parsed body (784 numbers for mnist) through
+   * every scavenge (a heap snapshot with 1,000 predicts in flight held 1,000 such arrays).
+   */
+  private answer(
+    model: string,
+    version: string | undefined,
+    body: PredictBody,
+    opts: CallOptions,
+  ): Promise<Prediction> {
+    const started = performance.now();
+    return this.routeVersion(model, version).then((v) =>
+      this.answerPlan(this.planPredict(model, v, body), opts, started),
+    );
+  }
+
+  private async answerPlan(plan: Plan, opts: CallOptions, started: number): Promise<Prediction> {
+    const config = plan.entry.config;
+    const wantsCache = config.cache?.enabled === true && opts.cache !== false;
+    const keep = wantsCache || fallbackEnabled(config);
+    const scope = {
+      model: config.name,
+      version: plan.version,
+      keepS: Math.max(config.cache?.ttl_s ?? 0, config.fallback?.keep_s ?? 0),
+    };
+    const generation = keep ? await this.client.state.generation(config.name) : 0;
+    const hash = keep
+      ? // a tenant's answers are its own: another key neither reads them nor learns they exist
+        `${generation}.${opts.tenant.id}.${inputHash(plan.rows[0] ?? {})}`
+      : "";
+    // while a committed reload's generation has not moved, a stored answer may be the
+    // replaced files' own: the model answers (and what it answers is kept, under the
+    // generation that is about to be left behind)
+    const cacheOn = wantsCache && !this.client.state.reloadCommitted(config.name);
+    const elapsed = () => round2(performance.now() - started);
+    try {
+      let outputs: Record<string, OutputTensor> | undefined;
+      if (cacheOn) {
+        let hit: CachedAnswer<Prediction> | undefined;
+        try {
+          const looked = await this.runOrLookUp(plan, opts, {
+            scope,
+            ttlS: config.cache?.ttl_s ?? 0,
+            inputHash: hash,
+          });
+          if ("hit" in looked) hit = looked.hit;
+          else outputs = looked.outputs;
+        } finally {
+          // whatever followed a miss (an answer, a refusal, a failure), it was a miss
+          this.metrics.cache.inc({ model: config.name, result: hit ? "hit" : "miss" });
+          this.client.stats.recordCache(config.name, plan.version, hit !== undefined, elapsed());
+          this.hitRate(config.name).record(hit !== undefined);
+        }
+        if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
+      } else [outputs] = await this.run(plan, opts);
+      const answer = toPrediction(plan, outputs ?? {});
+      this.client.stats.record(config.name, plan.version, elapsed(), false);
+      if (keep) this.client.cache.put(scope, hash, answer, config.cache?.max_entries ?? 100_000);
+      return { ...answer, latency_ms: elapsed() };
+    } catch (err) {
+      this.client.stats.record(config.name, plan.version, elapsed(), true);
+      if (!fallbackEnabled(config) || !isModelFailure(err)) throw err;
+      return this.fallback(plan, scope, hash, err as FerryError, elapsed);
+    }
+  }
+
+  private async fallback(
+    plan: Plan,
+    scope: CacheScope,
+    hash: string,
+    cause: FerryError,
+    elapsed: () => number,
+  ): Promise<Prediction> {
+    const config = plan.entry.config;
+    const stored = await this.client.cache.get<Prediction>(scope, hash).catch(() => undefined);
+    if (stored) {
+      this.countFallback(config.name, "fallback_cache");
+      return { ...stored.value, latency_ms: elapsed(), source: "fallback_cache" };
+    }
+    const prediction = config.fallback?.default_prediction;
+    if (prediction !== undefined) {
+      this.countFallback(config.name, "fallback_default");
+      return {
+        prediction,
+        confidence: 0,
+        latency_ms: elapsed(),
+        model_version: plan.version,
+        source: "fallback_default",
+      };
+    }
+    this.countFallback(config.name, "none");
+    throw new FerryError("UNAVAILABLE", `${cause.message}; no fallback answer for this input`, {
+      retryAfterS: 1,
+    });
+  }
+
+  private countFallback(model: string, source: string): void {
+    this.metrics.fallbacks.inc({ model, source });
+    this.client.stats.recordFallback(model, source);
+  }
+
+  inferV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+    opts: CallOptions,
+  ): Promise<V2InferResponse> {
+    const left = timeLeft(this.repository.get(model).config, opts);
+    return left > 0 ? beforeDeadline(this.answerV2(model, version, body, opts), left) : expired();
+  }
+
+  /** As `answer`: the body goes no further than its plan (and its id). */
+  private answerV2(
+    model: string,
+    version: string | undefined,
+    body: V2InferRequest,
+    opts: CallOptions,
+  ): Promise<V2InferResponse> {
+    const started = performance.now();
+    const id = body.id ?? opts.requestId;
+    return this.routeVersion(model, version).then((v) =>
+      this.answerV2Plan(this.planV2(model, v, body), id, opts, started),
+    );
+  }
+
+  private async answerV2Plan(
+    plan: Plan & { outputs: RequestedOutput[] },
+    id: string,
+    opts: CallOptions,
+    started: number,
+  ): Promise<V2InferResponse> {
+    const model = plan.entry.config.name;
+    const rows = await this.run(plan, opts).catch((err: unknown) => {
+      this.client.stats.record(model, plan.version, performance.now() - started, true);
+      throw err;
+    });
+    this.client.stats.record(model, plan.version, performance.now() - started, false);
+    return encodeV2Response(plan.entry.config, plan.version, id, plan.outputs, rows);
+  }
+
+  /** Sends every row of a plan and waits for all; the first failing row fails the request. */
+  private async run(plan: Plan, opts: CallOptions): Promise<Array<Record<string, OutputTensor>>> {
+    const config = plan.entry.config;
+    const base = this.request(plan, opts);
+    const results = await Promise.all(
+      plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
+    );
+    return results.map((r) => this.unwrap(config.name, plan.version, r));
+  }
+
+  /** A one-row plan, answered from the cache when it holds the row (see `inferOrLookUp`). */
+  private async runOrLookUp(
+    plan: Plan,
+    opts: CallOptions,
+    cache: RowCache,
+  ): Promise<{ hit: CachedAnswer<Prediction> } | { outputs: Record<string, OutputTensor> }> {
+    const inputs = plan.rows[0] ?? {};
+    const looked = await this.client.inferOrLookUp<Prediction>(
+      { ...this.request(plan, opts), inputs },
+      cache,
+    );
+    if ("hit" in looked) return looked;
+    return { outputs: this.unwrap(plan.entry.config.name, plan.version, looked.result) };
+  }
+
+  /** What every row of a plan is sent with; from here on the rows count themselves. */
+  private request(plan: Plan, opts: CallOptions): Omit<InferRequest, "inputs"> {
+    const config = plan.entry.config;
+    opts.releaseAdmission?.();
+    return {
+      model: config.name,
+      version: plan.version,
+      deadline: Date.now() + timeLeft(config, opts),
+      priority: opts.priority ?? DEFAULT_PRIORITY,
+      maxRowsPerJob: config.max_batch_size,
+      maxQueueSize: config.max_queue_size,
+    };
+  }
+
+  /** A plan with no rows, for rendering a stored result of `model` at `version`. */
+  planFor(model: string, version: string): Plan {
+    return { ...this.repository.resolve(model, version), rows: [] };
+  }
+
+  unwrap(model: string, version: string, result: RowResult): Record<string, OutputTensor> {
+    if (!result.ok) {
+      this.metrics.inferences.inc({ model, version, outcome: result.error.code.toLowerCase() });
+      throw new FerryError(result.error.code, result.error.message);
+    }
+    this.metrics.inferences.inc({ model, version, outcome: "ok" });
+    this.metrics.observeRow(model, version, result.timing);
+    return result.outputs;
+  }
+
+  private hitRate(model: string): HitRate {
+    let rate = this.hitRates.get(model);
+    if (!rate) {
+      rate = new HitRate();
+      this.hitRates.set(model, rate);
+    }
+    return rate;
+  }
+
+  private resolveClassifier(model: string, version: string | undefined) {
+    const resolved = this.repository.resolve(model, version);
+    if (resolved.entry.config.kind !== "classifier") {
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${model}' is a ${resolved.entry.config.kind}; use /v1/completions`,
+      );
+    }
+    return resolved;
+  }
+}
+
+/** The class, and its probability, from the first output's logits. */
+export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>): Prediction {
+  const name = plan.entry.config.outputs[0]?.name ?? "";
+  const { prediction, confidence, scores } = classify(outputs[name]?.data ?? []);
+  return {
+    prediction,
+    confidence,
+    latency_ms: 0,
+    model_version: plan.version,
+    source: "model",
+    scores,
+  };
+}
+
+/** Names an input for the cache: a hash of its encoded tensors, in input order. */
+function inputHash(row: RowInputs): string {
+  let text = "";
+  for (const [name, encoded] of Object.entries(row)) text += `${name}\u0000${encoded}\u0000`;
+  // one-shot: a Hash object per request cost as much as the hashing itself
+  return hash("sha256", text, "base64url");
+}
+
+/** What is left of a call's deadline, in ms: its timeout less what it waited in the API. */
+function timeLeft(config: ModelEntry["config"], opts: CallOptions): number {
+  return (opts.timeoutMs ?? config.default_timeout_ms) - (opts.waitedMs ?? 0);
+}
+
+/** A call whose deadline passed while it waited in the API: nothing is sent to a worker. */
+function expired(): Promise<never> {
+  return Promise.reject(
+    new FerryError("DEADLINE_EXCEEDED", "deadline passed while the request waited in the API"),
+  );
+}
+
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}

@@ -1,0 +1,58 @@
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { callOptions } from "../http/call-options.js";
+import { json, openAiErrors } from "../http/openapi.js";
+import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "../schemas.js";
+import type { AppEnv } from "../services.js";
+
+const idParams = z.object({ id: z.string() });
+
+const submitRoute = createRoute({
+  method: "post",
+  path: "/v1/jobs",
+  summary: "Submit an inference job; poll it or follow its events",
+  request: { body: { content: { "application/json": { schema: jobBodySchema } }, required: true } },
+  responses: { 202: json(jobAcceptedSchema, "Queued"), ...openAiErrors },
+});
+
+const getRoute = createRoute({
+  method: "get",
+  path: "/v1/jobs/{id}",
+  summary: "A job's status, timestamps (Unix seconds) and result",
+  request: { params: idParams },
+  responses: {
+    200: json(jobRecordSchema, "The job"),
+    404: openAiErrors[404],
+    503: openAiErrors[503],
+  },
+});
+
+const cancelRoute = createRoute({
+  method: "delete",
+  path: "/v1/jobs/{id}",
+  summary: "Cancel: a queued job never runs, a running one stops",
+  request: { params: idParams },
+  responses: {
+    200: json(jobRecordSchema, "The job after the cancel"),
+    404: openAiErrors[404],
+    503: openAiErrors[503],
+  },
+});
+
+export function registerJobs(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(submitRoute, async (c) => {
+    const body = c.req.valid("json");
+    const record = await c.get("services").jobs.submit(body, callOptions(c, body));
+    const self = `/v1/jobs/${record.id}`;
+    c.header("Location", self);
+    return c.json(
+      { id: record.id, status: "queued" as const, urls: { self, events: `${self}/events` } },
+      202,
+    );
+  });
+  app.openapi(getRoute, async (c) =>
+    c.json(await c.get("services").jobs.get(c.req.valid("param").id, c.get("tenant")), 200),
+  );
+  app.openapi(cancelRoute, async (c) =>
+    c.json(await c.get("services").jobs.cancel(c.req.valid("param").id, c.get("tenant")), 200),
+  );
+}

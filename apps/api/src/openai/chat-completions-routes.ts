@@ -1,0 +1,44 @@
+import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { callOptions } from "../http/call-options.js";
+import { openAiErrors } from "../http/openapi.js";
+import { chatCompletionRequestSchema, chatCompletionResponseSchema } from "../schemas.js";
+import type { AppEnv } from "../services.js";
+import { severalChoices } from "./completion-service.js";
+import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
+import { chatStream } from "./openai-render.js";
+
+const route = createRoute({
+  method: "post",
+  path: "/v1/chat/completions",
+  summary:
+    "OpenAI-compatible chat: the model's chat template renders the messages; `stream: true` answers with `chat.completion.chunk` SSE and `data: [DONE]`, and names the job in X-Job-Id (resumable through /v1/jobs/{id}/events)",
+  request: {
+    body: {
+      content: { "application/json": { schema: chatCompletionRequestSchema } },
+      required: true,
+    },
+  },
+  responses: {
+    200: {
+      content: {
+        "application/json": { schema: chatCompletionResponseSchema },
+        "text/event-stream": { schema: z.string() },
+      },
+      description: "The chat completion, or its stream of chunks",
+    },
+    ...openAiErrors,
+  },
+});
+
+export function registerChatCompletions(app: OpenAPIHono<AppEnv>): void {
+  app.openapi(route, async (c) => {
+    const body = c.req.valid("json");
+    const opts = callOptions(c, body);
+    const gone = clientGone(c);
+    if (!body.stream)
+      return c.json(await c.get("services").completions.complete(body, opts, gone), 200);
+    const several = severalChoices(body);
+    if (several) return streamEach(c, body, several, opts, gone, chatStream);
+    return streamGeneration(c, body, opts, gone, chatStream);
+  });
+}

@@ -1,0 +1,529 @@
+import {
+  loadTokenizer,
+  type ModelEntry,
+  type ModelRepository,
+  type Tokenizer,
+  tokenizerConfigSchema,
+} from "@ferry/model-repository";
+import {
+  type CompletionResult,
+  DEFAULT_PRIORITY,
+  FerryError,
+  type JobEvent,
+} from "@ferry/protocol";
+import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
+import type { CallOptions } from "../http/call.js";
+import type { TrafficRouter } from "../inference/traffic-router.js";
+import type { ApiMetrics } from "../metrics.js";
+import {
+  type ChatCompletionResponse,
+  type ChatCompletionRequest as ChatRequest,
+  type CompletionRequest,
+  type CompletionResponse,
+  MAX_CHOICES,
+} from "../schemas.js";
+import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
+import { chatResponse, completionResponse } from "./openai-render.js";
+import { type AsCompletion, checkTokens, entryVocab, samplingParamsOf } from "./sampling-params.js";
+import { toolChoice } from "./tool-calls.js";
+
+/** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
+const DEFAULT_MAX_TOKENS = 16;
+
+/**
+ * Characters of prompt per token of context past which a prompt cannot fit whatever the
+ * tokenizer: refused before it is tokenized, so that a huge prompt costs the API no CPU.
+ */
+const MAX_CHARS_PER_TOKEN = 64;
+
+/** A completion's job and the events it answers with, subscribed before the job could run. */
+export interface FollowedCompletion {
+  record: JobRecord;
+  events: AsyncGenerator<JobEvent>;
+  close: () => void;
+}
+
+/**
+ * OpenAI-compatible completions on generator models: every completion is a job on the
+ * model's queue, and its tokens come back through the job's event log. A request that cannot
+ * fit the model's context is refused here, before anything is queued.
+ */
+export class CompletionService {
+  private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
+  private readonly templates = new ChatTemplates();
+  /** Rendered chats by their messages (weakly: gone with the request). */
+  private readonly renders = new WeakMap<ChatTemplateRequest["messages"], Promise<string>>();
+
+  constructor(
+    private readonly repository: ModelRepository,
+    private readonly client: InferenceClient,
+    private readonly metrics: ApiMetrics,
+    private readonly router: TrafficRouter,
+    /** How long a followed completion's job is kept once done, unless `kept` (SYNC_JOB_TTL_S). */
+    private readonly resumableForS?: number,
+  ) {}
+
+  /** How long a completion followed to its end is kept (undefined: as long as async jobs). */
+  private followedKeep(opts: CallOptions): number | undefined {
+    return opts.kept ? undefined : this.resumableForS;
+  }
+
+  /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
+  counted(job: JobRecord, result: CompletionResult): CompletionResult {
+    this.metrics.completionTokens.inc({ model: job.model }, result.usage.completion_tokens);
+    return result;
+  }
+
+  /** Validates a request and enqueues it; the returned record's id names the job. */
+  async submit(
+    body: CompletionRequest | ChatRequest,
+    opts: CallOptions,
+    meta?: Record<string, unknown>,
+  ): Promise<JobRecord> {
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
+    return this.client.jobs.submitGenerate(job, options);
+  }
+
+  /**
+   * Validates a request, enqueues it and follows its events (subscribed before it can run).
+   * `meta` is kept with the job for whoever renders it later (a Responses API conversation).
+   */
+  async follow(
+    body: CompletionRequest | ChatRequest,
+    opts: CallOptions,
+    signal?: AbortSignal,
+    meta?: Record<string, unknown>,
+  ): Promise<FollowedCompletion> {
+    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
+    return this.client.jobs.submitGenerateFollowing(
+      job,
+      { ...options, keepS: this.followedKeep(opts) },
+      signal,
+    );
+  }
+
+  /**
+   * Several choices (`severalChoices`), one job each, followed: all are validated before any is
+   * queued, and a refusal of one (a full queue) cancels those already queued.
+   */
+  async followEach(
+    bodies: ReadonlyArray<CompletionRequest | ChatRequest>,
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<FollowedCompletion[]> {
+    const prepared = await Promise.all(
+      bodies.map(async (body) => this.prepare(await this.asCompletion(body), opts)),
+    );
+    const followed: FollowedCompletion[] = [];
+    try {
+      const keepS = this.followedKeep(opts);
+      for (const { job, options } of prepared)
+        followed.push(
+          await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
+        );
+      return followed;
+    } catch (err) {
+      for (const one of followed) {
+        this.cancel(one.record.id);
+        one.close();
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * A chat request as the completion it is: its messages rendered by the model's chat template
+   * into one prompt that ends where the assistant's turn begins. The job remembers it was a
+   * chat, so that its result is rendered as one.
+   */
+  private async asCompletion(body: CompletionRequest | ChatRequest): Promise<AsCompletion> {
+    if (!("messages" in body)) return { ...body, format: "completion" };
+    const {
+      messages: _m,
+      max_completion_tokens,
+      user: _u,
+      logprobs,
+      top_logprobs,
+      tools: _t,
+      tool_choice: _c,
+      parallel_tool_calls: _p,
+      add_generation_prompt: _g,
+      continue_final_message: _f,
+      chat_template_kwargs: _k,
+      add_special_tokens,
+      // refused unless false (vLLM's, which Ferry's chat lacks)
+      echo: _e,
+      chat_template: _ct,
+      documents: _d,
+      ...rest
+    } = body;
+    // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
+    if (!logprobs && (top_logprobs ?? 0) > 0)
+      throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
+    // a forced call is guided decoding by its parameters' schema
+    const call = toolChoice(
+      body,
+      this.repository.resolve(body.model).entry.config.tool_call_parser,
+    );
+    return {
+      ...rest,
+      prompt: await this.renderChat(body),
+      max_tokens: max_completion_tokens ?? body.max_tokens,
+      logprobs: logprobs ? (top_logprobs ?? 0) : null,
+      format: "chat",
+      // vLLM's default for a chat: its template writes the special tokens it needs
+      add_special_tokens: add_special_tokens ?? false,
+      ...(call ? { toolCall: call } : {}),
+    };
+  }
+
+  /**
+   * A chat's messages rendered by its model's template, once per request: the `n` choices of
+   * one request share its messages (`severalChoices` copies the reference).
+   */
+  renderChat(body: ChatTemplateRequest & { model: string }): Promise<string> {
+    let prompt = this.renders.get(body.messages);
+    if (!prompt) {
+      const { entry } = this.repository.resolve(body.model);
+      // measured before any template runs: text that cannot fit costs no rendering
+      checkPromptChars(entry, messageText(body.messages));
+      prompt = this.templates.renderRequest(entry, body);
+      this.renders.set(body.messages, prompt);
+    }
+    return prompt;
+  }
+
+  /**
+   * The version a completion runs on: the one its route names, else one drawn by the model's
+   * canary split (the stable one without a split), as a classifier's request is routed.
+   */
+  async versionFor(model: string, named: string | undefined): Promise<string> {
+    return named ?? (await this.router.pick(this.repository.get(model)));
+  }
+
+  /** Stops a completion: its seat is freed at the next decode step. */
+  cancel(id: string): void {
+    void this.client.jobs.cancel(id).catch(() => undefined);
+  }
+
+  private async prepare(
+    body: AsCompletion,
+    opts: CallOptions,
+    extraMeta?: Record<string, unknown>,
+  ) {
+    const { entry, version } = this.repository.resolve(
+      body.model,
+      await this.versionFor(body.model, opts.version),
+    );
+    if (entry.config.kind !== "generator") {
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${body.model}' is a ${entry.config.kind}; use /v1/models/${body.model}/predict`,
+      );
+    }
+    const [prompt = ""] = promptsOf(body.prompt);
+    if (severalChoices(body))
+      throw new FerryError(
+        "INVALID_INPUT",
+        "several prompts, or n > 1, are answered only by /v1/completions and /v1/chat/completions; an async job is one prompt and one choice",
+      );
+    if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
+    // a chat without max_tokens may use what the context leaves (OpenAI's and vLLM's default);
+    // a completion makes 16
+    const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
+    // vLLM's default for a completion; sent to the worker only where the tokenizer adds some
+    const special =
+      typeof prompt === "string" &&
+      (body.add_special_tokens ?? true) &&
+      (await this.tokenizer(entry)).addsSpecialTokens;
+    const { maxTokens, promptTokens } = await this.fitContext(
+      entry,
+      prompt,
+      asked,
+      body.truncate_prompt_tokens ?? undefined,
+      special,
+    );
+    const vocab = entry.config.architecture?.vocab_size;
+    const { params, ask } = samplingParamsOf(body, {
+      maxTokens,
+      special,
+      vocabSize: typeof vocab === "number" ? vocab : undefined,
+    });
+    return {
+      job: {
+        model: entry.config.name,
+        version,
+        ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
+        params,
+        deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
+        meta: {
+          ...extraMeta,
+          format: body.format,
+          request_id: opts.requestId,
+          ...ask,
+          ...body.toolCall?.ask,
+          // vLLM's continuous usage: each chunk of the stream counts the prompt
+          ...(continuousUsage(body) ? { prompt_tokens: promptTokens } : {}),
+        },
+      } satisfies GenerateRequest,
+      options: {
+        priority: opts.priority ?? DEFAULT_PRIORITY,
+        maxQueueSize: entry.config.max_queue_size,
+        owner: opts.tenant.id,
+      },
+    };
+  }
+
+  /**
+   * The completion's max_tokens: prompt plus completion must fit the context window, as vLLM
+   * and OpenAI require, and none asked for is what the window leaves. A prompt of token ids
+   * must name tokens the model has. `truncate`: vLLM's `truncate_prompt_tokens`, the prompt's
+   * last tokens that are read (a longer prompt is then no reason to refuse).
+   */
+  private async fitContext(
+    entry: ModelEntry,
+    prompt: string | readonly number[],
+    asked: number | undefined,
+    truncate: number | undefined,
+    addSpecialTokens: boolean,
+  ): Promise<{ maxTokens: number; promptTokens?: number }> {
+    if (typeof prompt !== "string") checkTokens(entryVocab(entry), prompt, "Token id");
+    const context = entry.config.architecture?.context_length;
+    if (typeof context !== "number") return { maxTokens: asked ?? DEFAULT_MAX_TOKENS };
+    if (truncate !== undefined && truncate > context)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `truncate_prompt_tokens value (${truncate}) is greater than max_model_len (${context}). Please, select a smaller truncation size.`,
+      );
+    if (typeof prompt === "string" && truncate === undefined) checkPromptChars(entry, prompt);
+    const whole =
+      typeof prompt === "string"
+        ? (await this.tokenizer(entry)).count(prompt, addSpecialTokens)
+        : prompt.length;
+    const promptTokens = Math.min(whole, truncate ?? whole);
+    const maxTokens = asked ?? Math.max(1, context - promptTokens);
+    if (promptTokens + maxTokens > context)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the prompt, ${maxTokens} for the completion). Please reduce the length of the prompt or completion.`,
+      );
+    return { maxTokens, promptTokens };
+  }
+
+  /** The model's tokenizer, loaded once. */
+  tokenizer(entry: ModelEntry): Promise<Tokenizer> {
+    let tokenizer = this.tokenizers.get(entry);
+    if (!tokenizer) {
+      const config = tokenizerConfigSchema.parse(entry.config.tokenizer ?? { type: "byte" });
+      tokenizer = loadTokenizer(entry.dir, config);
+      this.tokenizers.set(entry, tokenizer);
+    }
+    return tokenizer;
+  }
+
+  /**
+   * Waits for the whole completion (no streaming). A caller that goes away (`signal`) cancels
+   * it, as a streaming client's disconnect does, so it holds no seat it will never read.
+   */
+  async complete(
+    body: CompletionRequest | ChatRequest,
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
+    const several = severalChoices(body);
+    if (several) return this.completeEach(body, several, opts, signal);
+    return this.answer(body, await this.follow(body, opts, signal), signal);
+  }
+
+  /**
+   * Several choices: one completion each, all validated before any is queued, run side by
+   * side, answered together as OpenAI does (choice `index` i for the i-th of `severalChoices`,
+   * usage summed with each prompt counted once). A failure of one cancels the others: the
+   * request fails whole.
+   */
+  private async completeEach(
+    body: CompletionRequest | ChatRequest,
+    choices: ReadonlyArray<CompletionRequest | ChatRequest>,
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort);
+    try {
+      const followed = await this.followEach(choices, opts, stop.signal);
+      const answers = await Promise.all(followed.map((one) => this.answer(body, one, stop.signal)));
+      return joinAnswers(answers, body.n ?? 1);
+    } catch (err) {
+      // the others stop too: their answers would be thrown away
+      stop.abort();
+      throw err;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** Waits for a followed completion's result; `signal` cancels it. */
+  private async answer(
+    body: CompletionRequest | ChatRequest,
+    { record: job, events, close }: FollowedCompletion,
+    signal?: AbortSignal,
+  ): Promise<CompletionResponse | ChatCompletionResponse> {
+    const render = "messages" in body ? chatResponse : completionResponse;
+    return render(job, await this.result({ record: job, events, close }, signal));
+  }
+
+  /** Waits for a followed completion's result; a caller that goes away (`signal`) cancels it. */
+  async result(
+    { record: job, events, close }: FollowedCompletion,
+    signal?: AbortSignal,
+  ): Promise<CompletionResult> {
+    const onAbort = () => this.cancel(job.id);
+    signal?.addEventListener("abort", onAbort);
+    // aborted before it was waited on (its client went away, or a neighbour prompt failed)
+    if (signal?.aborted) onAbort();
+    try {
+      for await (const event of events) {
+        if (event.body.type === "result")
+          return this.counted(job, event.body.result as CompletionResult);
+        if (event.body.type === "error") throw errorOf(event);
+      }
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      close();
+    }
+    if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
+    throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
+  }
+}
+
+export function errorOf(event: JobEvent): FerryError {
+  if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");
+  const { code, message } = event.body.error;
+  return new FerryError(code as FerryError["code"], message);
+}
+
+/**
+ * The choices a request asks for when it asks for more than one, each a request for one:
+ * `n` of every prompt, prompt by prompt (OpenAI's and vLLM's `index` order). The j-th choice
+ * of a prompt draws with `seed + j`, so that a seeded request's choices differ and each can
+ * be had alone; without a seed each draws its own. Undefined for a request of one choice.
+ */
+export function severalChoices(body: CompletionRequest): CompletionRequest[] | undefined;
+export function severalChoices(body: ChatRequest): ChatRequest[] | undefined;
+export function severalChoices(
+  body: CompletionRequest | ChatRequest,
+): Array<CompletionRequest | ChatRequest> | undefined;
+export function severalChoices(
+  body: CompletionRequest | ChatRequest,
+): Array<CompletionRequest | ChatRequest> | undefined {
+  const n = body.n ?? 1;
+  const prompts = "messages" in body ? [undefined] : promptsOf(body.prompt);
+  if (n * prompts.length === 1) return undefined;
+  if (n * prompts.length > MAX_CHOICES)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `A request may ask for at most ${MAX_CHOICES} choices (prompts times n); this one asks for ${prompts.length} x ${n}`,
+    );
+  const seed = body.seed;
+  return prompts.flatMap((prompt) =>
+    Array.from({ length: n }, (_, j) => ({
+      ...body,
+      ...(prompt === undefined ? {} : { prompt }),
+      n: 1,
+      ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
+    })),
+  );
+}
+
+/**
+ * What a request asks of its prompt's scores: an echo's log probabilities (OpenAI's `echo` with
+ * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
+ * that asks for alternatives, and ignores 0).
+ */
+/** vLLM's rule: usage in every chunk of a stream that asks for usage and for it to be continuous. */
+export function continuousUsage(body: Pick<CompletionRequest, "stream_options">): boolean {
+  return (
+    body.stream_options?.include_usage === true &&
+    body.stream_options?.continuous_usage_stats === true
+  );
+}
+
+/**
+ * Refuses a text that cannot fit the model's context whatever its tokenizer, before it is
+ * tokenized: a huge prompt costs the API no CPU.
+ */
+export function checkPromptChars(entry: ModelEntry, text: string): void {
+  const context = entry.config.architecture?.context_length;
+  if (typeof context === "number" && text.length > context * MAX_CHARS_PER_TOKEN)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `This model's maximum context length is ${context} tokens; the prompt has ${text.length} characters, far more than fit`,
+    );
+}
+
+/** Every character a chat's messages send (their text and their calls, as JSON). */
+function messageText(messages: ChatTemplateRequest["messages"]): string {
+  let text = "";
+  for (const m of messages) {
+    const content = m.content;
+    if (typeof content === "string") text += content;
+    else if (content) for (const part of content) text += part.text;
+    if (m.tool_calls) text += JSON.stringify(m.tool_calls);
+  }
+  return text;
+}
+
+/** A completion request's prompts, each text or token ids (OpenAI's four shapes of `prompt`). */
+function promptsOf(prompt: CompletionRequest["prompt"]): Array<string | number[]> {
+  if (typeof prompt === "string") return [prompt];
+  // a list of numbers is one prompt's token ids; any other list is a list of prompts
+  if (typeof prompt[0] === "number") return [prompt as number[]];
+  return prompt as Array<string | number[]>;
+}
+
+/** Several choices' answers as one: each choice indexed by its place, usage summed. */
+function joinAnswers<A extends CompletionResponse | ChatCompletionResponse>(
+  answers: readonly A[],
+  n: number,
+): A {
+  const [head] = answers;
+  if (!head) throw new FerryError("INTERNAL", "no answers to join");
+  return {
+    ...head,
+    choices: answers.flatMap((answer, index) =>
+      answer.choices.map((choice) => ({ ...choice, index })),
+    ),
+    usage: sumUsage(
+      answers.map((answer) => answer.usage),
+      n,
+    ),
+  };
+}
+
+/**
+ * The usage of several choices answered as one, listed in `severalChoices`' order: the
+ * completions' tokens summed, each prompt's counted once however many choices it has (`n`).
+ */
+export function sumUsage(
+  all: ReadonlyArray<CompletionResult["usage"] | undefined>,
+  n = 1,
+): CompletionResult["usage"] {
+  let prompt = 0;
+  let completion = 0;
+  let cached: number | undefined;
+  all.forEach((one, index) => {
+    if (index % n === 0) {
+      prompt += one?.prompt_tokens ?? 0;
+      const details = one?.prompt_tokens_details;
+      if (details) cached = (cached ?? 0) + details.cached_tokens;
+    }
+    completion += one?.completion_tokens ?? 0;
+  });
+  return {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: prompt + completion,
+    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
+  };
+}

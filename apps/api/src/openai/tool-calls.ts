@@ -1,0 +1,196 @@
+import { FerryError, type SamplingParams } from "@ferry/protocol";
+import type { ChatCompletionRequest, Tool } from "../schemas.js";
+import {
+  type ChatAnswer,
+  type StreamedAnswer,
+  type ToolCall,
+  type ToolCallParser,
+  type ToolCallStream,
+  toolCallId,
+  toolCallReader,
+} from "./tool-call-parsers.js";
+
+/**
+ * What a chat asked of its tools, kept in its job's meta: the answer is a call of the function
+ * `name` (OpenAI's named `tool_choice`, or `required` with one tool), or of whichever function
+ * the model picks (`required` with several: the answer is `{"name", "parameters"}`, vLLM's form),
+ * or text in which the model may write calls in its own format (`auto`, read by `parser`).
+ */
+export type ToolCallAsk =
+  | { tool_call: "named"; name: string }
+  | { tool_call: "required" }
+  | { tool_call: "auto"; parser: ToolCallParser; single?: true };
+
+/**
+ * A chat's tool choice as its completion is guided: a forced call's schema, or for `auto` the
+ * tools whose calls a Hermes-format model may open in its text, and how the answer is read.
+ */
+export interface ToolChoice {
+  schema?: Record<string, unknown>;
+  calls?: NonNullable<SamplingParams["tool_calls_guide"]>;
+  ask: ToolCallAsk;
+}
+
+/** A function without parameters takes an empty object. */
+const NO_PARAMETERS = { type: "object", properties: {} };
+
+/**
+ * A chat's tool choice: for a forced call, the JSON schema its answer is guided by and how the
+ * answer is read back as a call; for `auto`, where the model chooses between text and calls,
+ * the parser of the model's own call format (no guide: the model writes what it likes), which
+ * its model.json must name, as vLLM's `--tool-call-parser`.
+ */
+export function toolChoice(
+  body: Pick<ChatCompletionRequest, "tools" | "tool_choice" | "stream" | "parallel_tool_calls">,
+  parser: ToolCallParser | undefined,
+): ToolChoice | undefined {
+  const tools = body.tools ?? [];
+  const choice = body.tool_choice ?? (tools.length > 0 ? "auto" : "none");
+  if (choice === "none") return undefined;
+  if (tools.length === 0)
+    throw new FerryError("INVALID_INPUT", "tool_choice names a tool, but no tools were given");
+  if (choice === "auto") {
+    // OpenAI's parallel_tool_calls: false, at most one call: the first the model wrote
+    if (parser)
+      return {
+        ask: {
+          tool_call: "auto",
+          parser,
+          ...(body.parallel_tool_calls === false ? { single: true as const } : {}),
+        },
+        // a call the model opens in Hermes' format is guided by its tool's parameters
+        ...(parser === "hermes"
+          ? {
+              calls: {
+                format: "hermes" as const,
+                tools: tools.map((t) => ({
+                  name: t.function.name,
+                  parameters: t.function.parameters ?? NO_PARAMETERS,
+                })),
+                ...(body.parallel_tool_calls === false ? { single: true } : {}),
+              },
+            }
+          : {}),
+      };
+    throw new FerryError(
+      "INVALID_INPUT",
+      'tool_choice "auto" (the model choosing between text and a call, OpenAI\'s default when tools are given) needs a parser of the model\'s own call format, and this model\'s model.json names none (tool_call_parser, e.g. "hermes"): give tool_choice "required" or {"type": "function", "function": {"name": ...}}, or "none"',
+    );
+  }
+  const named =
+    choice === "required"
+      ? tools.length === 1
+        ? tools[0]
+        : undefined
+      : find(tools, choice.function.name);
+  if (named)
+    return {
+      schema: named.function.parameters ?? NO_PARAMETERS,
+      ask: { tool_call: "named", name: named.function.name },
+    };
+  if (body.stream)
+    throw new FerryError(
+      "INVALID_INPUT",
+      'tool_choice "required" over several tools is answered whole, not streamed: name one tool, or stream: false',
+    );
+  return {
+    schema: {
+      anyOf: tools.map((tool) => ({
+        type: "object",
+        properties: {
+          name: { const: tool.function.name },
+          parameters: tool.function.parameters ?? NO_PARAMETERS,
+        },
+        required: ["name", "parameters"],
+      })),
+    },
+    ask: { tool_call: "required" },
+  };
+}
+
+function find(tools: readonly Tool[], name: string): Tool {
+  const tool = tools.find((t) => t.function.name === name);
+  if (!tool)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `tool_choice names ${name}, which is not among the tools`,
+    );
+  return tool;
+}
+
+/**
+ * How a job's answer streams its calls: the forced call it opens with (named before its
+ * first token, its arguments the text that follows), or a reader of the calls a model that
+ * may write them writes (with `parallel_tool_calls: false`, the first alone); neither for an
+ * answer that is text.
+ */
+export function streamedCallsOf(
+  meta: unknown,
+  jobId: string,
+): { forced?: ToolCall; reader?: ToolCallStream } {
+  const ask = meta as Partial<ToolCallAsk> | undefined;
+  if (ask?.tool_call === "named") {
+    const [forced] = chatAnswerOf(meta, jobId, "").calls;
+    return forced ? { forced } : {};
+  }
+  if (ask?.tool_call !== "auto") return {};
+  const reader = toolCallReader(ask.parser ?? "hermes").stream(jobId);
+  return { reader: ask.single ? firstCallOnly(reader) : reader };
+}
+
+/** A reader that passes on the pieces of an answer's first call alone. */
+function firstCallOnly(reader: ToolCallStream): ToolCallStream {
+  const first = (answer: StreamedAnswer) => ({
+    ...answer,
+    parts: answer.parts.filter((part) => part.index === 0),
+  });
+  return {
+    push: (text) => first(reader.push(text)),
+    end: () => first(reader.end()),
+    get called() {
+      return reader.called;
+    },
+  };
+}
+
+/**
+ * What an answer says (its text the guided JSON of a forced call, or the model's own text with
+ * `auto`). A forced call cut short (`length`) keeps its partial arguments, as OpenAI's does.
+ */
+export function chatAnswerOf(meta: unknown, jobId: string, text: string): ChatAnswer {
+  const ask = meta as Partial<ToolCallAsk> | undefined;
+  if (ask?.tool_call === "named")
+    return {
+      content: null,
+      calls: [
+        {
+          id: toolCallId(jobId),
+          type: "function",
+          function: { name: ask.name ?? "", arguments: text },
+        },
+      ],
+    };
+  if (ask?.tool_call === "auto") {
+    const answer = toolCallReader(ask.parser ?? "hermes").whole(text, jobId);
+    return ask.single ? { ...answer, calls: answer.calls.slice(0, 1) } : answer;
+  }
+  if (ask?.tool_call !== "required") return { content: text, calls: [] };
+  try {
+    const { name, parameters } = JSON.parse(text) as { name: string; parameters: unknown };
+    return {
+      content: null,
+      calls: [
+        {
+          id: toolCallId(jobId),
+          type: "function",
+          function: { name, arguments: JSON.stringify(parameters) },
+        },
+      ],
+    };
+  } catch {
+    return {
+      content: null,
+      calls: [{ id: toolCallId(jobId), type: "function", function: { name: "", arguments: text } }],
+    };
+  }
+}

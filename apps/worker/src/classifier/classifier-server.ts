@@ -1,0 +1,109 @@
+import {
+  FerryError,
+  type InferRow,
+  type ModelConfig,
+  type OutputTensor,
+  type RowResult,
+} from "@ferry/protocol";
+import { type BatchRunner, type ExecutionProvider, loadBatchRunner } from "@ferry/runtime";
+import type { ExecutionStats, RowContext } from "@ferry/transport";
+import type { WorkerMetrics } from "../metrics.js";
+import { Batcher } from "./batcher.js";
+import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
+
+/**
+ * Serves one classifier version: validates each row, batches rows dynamically and runs the
+ * batches on `instance_count` ONNX Runtime sessions (threads), or inline on the event loop.
+ */
+export class ClassifierServer {
+  private constructor(
+    readonly config: ModelConfig,
+    readonly version: string,
+    private readonly runtime: BatchRunner,
+    private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
+    private readonly metrics: WorkerMetrics,
+    private readonly stats: Pick<ExecutionStats, "row" | "execution">,
+  ) {
+    this.rowsOk = metrics.rows.labels({ model: config.name, version, outcome: "ok" });
+  }
+
+  /** The hot path's counter, with its labels bound once. */
+  private readonly rowsOk: { inc(): void };
+
+  static async load(
+    config: ModelConfig,
+    version: string,
+    onnxPath: string,
+    executionProvider: ExecutionProvider,
+    metrics: WorkerMetrics,
+    stats: Pick<ExecutionStats, "row" | "execution">,
+  ): Promise<ClassifierServer> {
+    const runtime = await loadBatchRunner(onnxPath, {
+      inline: config.inline,
+      instances: config.instance_count,
+      intraOpThreads: config.intra_op_threads,
+      executionProvider,
+    });
+    const labels = { model: config.name, version };
+    const batcher = new Batcher<DecodedRow, Record<string, OutputTensor>>(
+      async (rows) => {
+        metrics.batchSize.observe(labels, rows.length);
+        // sampled once per batch, not twice per row: rows still waiting behind this one
+        metrics.pending.set(labels, batcher.pending);
+        const end = metrics.computeSeconds.startTimer(labels);
+        const started = performance.now();
+        try {
+          return splitRows(await runtime.run(packRows(config.inputs, rows)), rows.length);
+        } finally {
+          end();
+          stats.execution(config.name, version, rows.length, performance.now() - started);
+        }
+      },
+      {
+        maxBatchSize: config.max_batch_size,
+        preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
+        maxQueueDelayMs: config.dynamic_batching.max_queue_delay_ms,
+        concurrency: config.instance_count,
+      },
+    );
+    return new ClassifierServer(config, version, runtime, batcher, metrics, stats);
+  }
+
+  /** Answers one row; every failure becomes a row error, never an exception. */
+  async handle(row: InferRow, ctx: Pick<RowContext, "signal">): Promise<RowResult> {
+    const decoded = decodeInputRow(this.config.inputs, row.inputs);
+    if (typeof decoded === "string") {
+      this.countRow("invalid");
+      return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };
+    }
+    try {
+      const outcome = await this.batcher.submit(decoded, row.deadline, ctx.signal);
+      this.rowsOk.inc();
+      this.stats.row(this.config.name, this.version, outcome.queueMs);
+      return {
+        rid: row.rid,
+        ok: true,
+        outputs: outcome.output,
+        timing: {
+          queue_ms: outcome.queueMs,
+          compute_ms: outcome.computeMs,
+          batch_size: outcome.batchSize,
+        },
+      };
+    } catch (err) {
+      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
+      this.countRow(error.code.toLowerCase());
+      return { rid: row.rid, ok: false, error: { code: error.code, message: error.message } };
+    }
+  }
+
+  private countRow(outcome: string): void {
+    this.metrics.rows.inc({ model: this.config.name, version: this.version, outcome });
+  }
+
+  /** Waits for queued rows to finish, then stops the sessions. */
+  async close(): Promise<void> {
+    await this.batcher.idle();
+    await this.runtime.close();
+  }
+}
