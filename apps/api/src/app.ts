@@ -33,7 +33,7 @@ import { registerChatCompletions } from "./openai/chat-completions-routes.js";
 import { registerCompletions } from "./openai/completions-routes.js";
 import { registerResponses } from "./openai/responses-routes.js";
 import { registerTokenize } from "./openai/tokenize-routes.js";
-import type { AppEnv, Services } from "./services.js";
+import type { HonoEnv, Services } from "./services.js";
 import { registerPages } from "./web/pages.js";
 
 /** Builds the HTTP app around services built once at boot. */
@@ -41,8 +41,8 @@ export function createApp(
   services: Services,
   inFlight: InFlight,
   guards: Guards,
-): OpenAPIHono<AppEnv> {
-  const app = new OpenAPIHono<AppEnv>({
+): OpenAPIHono<HonoEnv> {
+  const app = new OpenAPIHono<HonoEnv>({
     // Schema failures become one 400 that names the field and the problem.
     defaultHook: (result) => {
       if (!result.success) throw invalidInput(result.error.issues);

@@ -40,7 +40,7 @@ export interface Services {
   drainSignal: AbortSignal;
 }
 
-export type AppEnv = {
+export type HonoEnv = {
   /** The Node request and response, for the routes that write their answer themselves (SSE). */
   Bindings: HttpBindings;
   Variables: {

@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, openAiErrors } from "../http/openapi.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const versionStats = z.object({
   requests: z.number(),
@@ -56,7 +56,7 @@ const rollbackRoute = createRoute({
   },
 });
 
-export function registerAdmin(app: OpenAPIHono<AppEnv>): void {
+export function registerAdmin(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(listRoute, async (c) =>
     c.json({ models: await c.get("services").admin.models() }, 200),
   );

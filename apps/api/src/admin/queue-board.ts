@@ -7,7 +7,7 @@ import { HonoAdapter } from "@bull-board/hono";
 import { queueName } from "@ferry/protocol";
 import { serveStatic } from "@hono/node-server/serve-static";
 import type { OpenAPIHono } from "@hono/zod-openapi";
-import type { AppEnv, Services } from "../services.js";
+import type { HonoEnv, Services } from "../services.js";
 
 const BASE = "/admin/queues";
 
@@ -38,7 +38,7 @@ function queueNames(services: Services): string[] {
  * signed in at /dashboard gets in by its cookie). Its page and assets come from
  * @bull-board/ui, served locally. Returns a refresh for when a reload adds versions.
  */
-export function registerQueueBoard(app: OpenAPIHono<AppEnv>, services: Services): () => void {
+export function registerQueueBoard(app: OpenAPIHono<HonoEnv>, services: Services): () => void {
   const adapter = new HonoAdapter(serveStatic);
   const board = createBullBoard({
     queues: services.client.queueBoard(queueNames(services)),

@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, openAiErrors } from "../http/openapi.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 // The OpenAPI view of @ferry/protocol's ReloadOutcome (zod-openapi needs its own zod).
 const outcomeSchema = z
@@ -33,7 +33,7 @@ const route = createRoute({
   },
 });
 
-export function registerAdminReload(app: OpenAPIHono<AppEnv>): void {
+export function registerAdminReload(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(route, async (c) =>
     c.json(await c.get("services").admin.reload(c.req.valid("param").name), 200),
   );

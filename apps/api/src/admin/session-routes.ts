@@ -2,7 +2,7 @@ import { FerryError } from "@ferry/protocol";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { ADMIN_COOKIE, secretEquals } from "../middleware/auth.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /** How long a browser stays signed in to /admin, in seconds. */
 const SESSION_S = 12 * 3_600;
@@ -12,7 +12,7 @@ const SESSION_S = 12 * 3_600;
  * back as an HttpOnly, SameSite=Strict cookie that scripts cannot read and other sites cannot
  * send. API clients keep using `Authorization: Bearer`.
  */
-export function registerAdminSession(app: OpenAPIHono<AppEnv>): void {
+export function registerAdminSession(app: OpenAPIHono<HonoEnv>): void {
   app.post("/dashboard/session", async (c) => {
     const expected = c.get("services").env.ADMIN_TOKEN;
     if (!expected)

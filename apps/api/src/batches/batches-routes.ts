@@ -3,7 +3,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
 import { json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { ndjsonItems, type RawItem } from "./batch-job-service.js";
 
 const batchBodySchema = z
@@ -92,7 +92,7 @@ async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
   yield* items;
 }
 
-export function registerBatches(app: OpenAPIHono<AppEnv>): void {
+export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(createBatchRoute, async (c) => {
     const { batchJobs, env } = c.get("services");
     const owner = c.get("tenant").id;

@@ -2,7 +2,7 @@ import { queueName } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json } from "../http/openapi.js";
 import { healthSchema } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const probeSchema = z.object({ live: z.boolean().optional(), ready: z.boolean().optional() });
 
@@ -27,7 +27,7 @@ const readyRoute = createRoute({
   responses: { 200: json(probeSchema, "Ready"), 503: json(probeSchema, "Not ready") },
 });
 
-export function registerHealth(app: OpenAPIHono<AppEnv>): void {
+export function registerHealth(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(healthRoute, async (c) => {
     const services = c.get("services");
     const redisUp = await services.health.redisUp();

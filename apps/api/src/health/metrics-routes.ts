@@ -1,5 +1,5 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const route = createRoute({
   method: "get",
@@ -13,7 +13,7 @@ const route = createRoute({
   },
 });
 
-export function registerMetrics(app: OpenAPIHono<AppEnv>): void {
+export function registerMetrics(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(route, async (c) => {
     const { metrics } = c.get("services");
     return c.text(await metrics.render(), 200, { "Content-Type": metrics.registry.contentType });

@@ -1,6 +1,6 @@
 import { FerryError, MAX_TIMEOUT_MS } from "@ferry/protocol";
 import type { Context } from "hono";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import type { CallOptions } from "./call.js";
 import { OPEN_TENANT, type Tenant } from "./tenant.js";
 
@@ -18,7 +18,7 @@ export interface CallBody {
  * Who a request acts for, its priority and its deadline, resolved once for every route: the
  * body's fields win over the X-Priority and X-Timeout-Ms headers.
  */
-export function callOptions(c: Context<AppEnv>, body: CallBody): CallOptions {
+export function callOptions(c: Context<HonoEnv>, body: CallBody): CallOptions {
   return callOptionsFrom((name) => c.req.header(name), body, {
     requestId: c.get("requestId"),
     tenant: c.get("tenant") ?? OPEN_TENANT,

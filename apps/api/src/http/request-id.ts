@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /**
  * A request's id: the client's X-Request-Id when it is a plain token (word characters, `-`
@@ -11,7 +11,7 @@ export function requestIdFrom(header: string | undefined): string {
   return header && header.length <= 255 && !/[^\w\-=]/.test(header) ? header : randomUUID();
 }
 
-export function requestId(): MiddlewareHandler<AppEnv> {
+export function requestId(): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const id = requestIdFrom(c.req.header("X-Request-Id"));
     c.set("requestId", id);

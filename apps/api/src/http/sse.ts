@@ -1,6 +1,6 @@
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import type { Context } from "hono";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /** One server-sent event; `data` is one line (JSON or a sentinel such as "[DONE]"). */
 export interface SseEvent {
@@ -24,7 +24,7 @@ export interface SseStream {
  * TextEncoder pass and a reader loop on top of each socket write; on a busy API that is a
  * large part of what a token costs. Headers set on the context (X-Request-Id) are kept.
  */
-export function sse(c: Context<AppEnv>, run: (stream: SseStream) => Promise<void>): Response {
+export function sse(c: Context<HonoEnv>, run: (stream: SseStream) => Promise<void>): Response {
   const res = c.env.outgoing;
   const headers = c.newResponse(null).headers;
   headers.set("Content-Type", "text/event-stream");

@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import { predictBodySchema, predictResponseSchema } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const route = createRoute({
   method: "post",
@@ -18,7 +18,7 @@ const route = createRoute({
   },
 });
 
-export function registerPredict(app: OpenAPIHono<AppEnv>): void {
+export function registerPredict(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(route, async (c) => {
     const body = c.req.valid("json");
     const { inference } = c.get("services");

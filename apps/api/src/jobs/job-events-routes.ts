@@ -2,7 +2,7 @@ import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { openAiErrors } from "../http/openapi.js";
 import { sse, tieResumable } from "../http/sse.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /** A Redis Stream id, the only thing Last-Event-ID may hold: `<ms>-<seq>`. */
 const STREAM_ID = /^[0-9]{1,15}-[0-9]{1,15}$/;
@@ -25,7 +25,7 @@ const route = createRoute({
   },
 });
 
-export function registerJobEvents(app: OpenAPIHono<AppEnv>): void {
+export function registerJobEvents(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(route, async (c) => {
     const { id } = c.req.valid("param");
     const { jobs, streams, drainSignal } = c.get("services");

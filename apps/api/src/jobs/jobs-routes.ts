@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const idParams = z.object({ id: z.string() });
 
@@ -38,7 +38,7 @@ const cancelRoute = createRoute({
   },
 });
 
-export function registerJobs(app: OpenAPIHono<AppEnv>): void {
+export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(submitRoute, async (c) => {
     const body = c.req.valid("json");
     const record = await c.get("services").jobs.submit(body, callOptions(c, body));

@@ -7,7 +7,7 @@ import { sse } from "../http/sse.js";
 import { errorOf } from "../openai/completion-service.js";
 import { clientGone, openStream } from "../openai/generation-stream.js";
 import type { CompletionResponse } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import {
   completionOf,
   type GenerateRequest,
@@ -81,7 +81,7 @@ const generateStreamVersionRoute = createRoute({
  * split: the answer names the one that ran), and what it is called with.
  */
 async function prepared(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   name: string,
   named: string | undefined,
   body: GenerateRequest,
@@ -94,7 +94,7 @@ async function prepared(
   return { version, completion, opts, gone: clientGone(c) };
 }
 
-export function registerV2Generate(app: OpenAPIHono<AppEnv>): void {
+export function registerV2Generate(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(generateRoute, (c) => generate(c, c.req.valid("json"), c.req.valid("param")));
   app.openapi(generateVersionRoute, (c) => generate(c, c.req.valid("json"), c.req.valid("param")));
   app.openapi(generateStreamRoute, (c) =>
@@ -111,7 +111,7 @@ interface Named {
 }
 
 async function generate(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: GenerateRequest,
   { name, version: named }: Named,
 ) {
@@ -123,7 +123,7 @@ async function generate(
 }
 
 async function generateStream(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: GenerateRequest,
   { name, version: named }: Named,
 ) {
@@ -145,7 +145,7 @@ async function generateStream(
         await stream.send({
           data: JSON.stringify(generateResponse(body, name, version, e.text)),
         });
-      else if (e.type === "result") completions.counted(job, e.result as CompletionResult);
+      else if (e.type === "result") completions.countTokens(job, e.result as CompletionResult);
       else if (e.type === "error")
         await stream.send({ data: JSON.stringify({ error: errorOf(event).message }) });
     };

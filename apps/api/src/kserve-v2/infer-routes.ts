@@ -9,7 +9,7 @@ import {
   v2InferRequestSchema,
   v2InferResponseSchema,
 } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { binaryAnswer, readBinaryRequest } from "./binary.js";
 
 const body = { content: { "application/json": { schema: v2InferRequestSchema } }, required: true };
@@ -43,7 +43,7 @@ const inferVersionRoute = createRoute({
 });
 
 /** Runs a request on the version its path pins, else the one admission drew. */
-async function answer(c: Context<AppEnv>, req: V2InferRequest, version: string | undefined) {
+async function answer(c: Context<HonoEnv>, req: V2InferRequest, version: string | undefined) {
   const opts = callOptions(c, v2CallBody(req.parameters));
   const name = c.req.param("name") ?? "";
   const answered = await c
@@ -57,7 +57,7 @@ async function answer(c: Context<AppEnv>, req: V2InferRequest, version: string |
   });
 }
 
-export function registerV2Infer(app: OpenAPIHono<AppEnv>): void {
+export function registerV2Infer(app: OpenAPIHono<HonoEnv>): void {
   // Triton's binary tensor data: a body that is not all JSON, so not the routes' JSON validator
   for (const path of ["/v2/models/:name/infer", "/v2/models/:name/versions/:version/infer"])
     app.use(path, async (c, next) => {

@@ -2,7 +2,7 @@ import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
 import { v2ModelMetadataSchema } from "../schemas.js";
-import type { AppEnv, Services } from "../services.js";
+import type { HonoEnv, Services } from "../services.js";
 
 const serverMetadataSchema = z
   .object({ name: z.string(), version: z.string(), extensions: z.array(z.string()) })
@@ -178,7 +178,7 @@ function tritonConfig(entry: ModelEntry) {
   };
 }
 
-export function registerV2Models(app: OpenAPIHono<AppEnv>): void {
+export function registerV2Models(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(serverRoute, (c) =>
     c.json(
       {

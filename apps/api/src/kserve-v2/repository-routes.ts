@@ -2,7 +2,7 @@ import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
 import { v2ErrorSchema } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 // Triton's model repository extension, as its explicit model control serves it: `load` is
 // Ferry's reload of one model (a new model directory, new versions, changed files), `unload`
@@ -55,7 +55,7 @@ function refuseParameters(text: string): void {
     );
 }
 
-export function registerV2Repository(app: OpenAPIHono<AppEnv>): void {
+export function registerV2Repository(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(loadRoute, async (c) => {
     refuseParameters(await c.req.text());
     await c.get("services").admin.reload(c.req.valid("param").name);

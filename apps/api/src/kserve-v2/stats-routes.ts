@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { tritonStatistics } from "./triton-stats.js";
 
 const duration = z.object({ count: z.number(), ns: z.number() });
@@ -57,8 +57,8 @@ const versionRoute = createRoute({
   responses: { 200: json(statisticsSchema, "The statistics"), 404: v2Errors[404] },
 });
 
-export function registerV2Stats(app: OpenAPIHono<AppEnv>): void {
-  const stats = (services: AppEnv["Variables"]["services"], name?: string, version?: string) =>
+export function registerV2Stats(app: OpenAPIHono<HonoEnv>): void {
+  const stats = (services: HonoEnv["Variables"]["services"], name?: string, version?: string) =>
     tritonStatistics(services.repository, services.client.stats, name, version);
   app.openapi(allRoute, async (c) => c.json(await stats(c.get("services")), 200));
   app.openapi(modelRoute, async (c) =>

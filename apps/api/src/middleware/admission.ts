@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { noCache, timeoutHeader } from "../http/call-options.js";
 import type { TurnShare } from "../http/turn-share.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /**
  * Sync classifier routes name their model in the path, so a request its queue cannot serve
@@ -15,7 +15,7 @@ import type { AppEnv } from "../services.js";
  * An admitted request whose turn has done its share of work waits in `turns` before its body
  * is read; the wait counts against its deadline.
  */
-export function admitBeforeBody(turns: TurnShare): MiddlewareHandler<AppEnv> {
+export function admitBeforeBody(turns: TurnShare): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const name = c.req.param("name");
     if (name === undefined) return next();

@@ -1,8 +1,8 @@
 import type { MiddlewareHandler } from "hono";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /** Counts and times every request by its route pattern (see `ApiMetrics.recordHttp`). */
-export function httpMetrics(): MiddlewareHandler<AppEnv> {
+export function httpMetrics(): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const started = performance.now();
     await next();

@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { openAiErrors } from "../http/openapi.js";
 import { chatCompletionRequestSchema, chatCompletionResponseSchema } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./completion-service.js";
 import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
 import { chatStream } from "./openai-render.js";
@@ -30,7 +30,7 @@ const route = createRoute({
   },
 });
 
-export function registerChatCompletions(app: OpenAPIHono<AppEnv>): void {
+export function registerChatCompletions(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(route, async (c) => {
     const body = c.req.valid("json");
     const opts = callOptions(c, body);

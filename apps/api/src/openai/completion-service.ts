@@ -64,12 +64,12 @@ export class CompletionService {
   ) {}
 
   /** How long a completion followed to its end is kept (undefined: as long as async jobs). */
-  private followedKeep(opts: CallOptions): number | undefined {
+  private keepSecondsFor(opts: CallOptions): number | undefined {
     return opts.kept ? undefined : this.resumableForS;
   }
 
   /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
-  counted(job: JobRecord, result: CompletionResult): CompletionResult {
+  countTokens(job: JobRecord, result: CompletionResult): CompletionResult {
     this.metrics.completionTokens.inc({ model: job.model }, result.usage.completion_tokens);
     return result;
   }
@@ -97,7 +97,7 @@ export class CompletionService {
     const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
     return this.client.jobs.submitGenerateFollowing(
       job,
-      { ...options, keepS: this.followedKeep(opts) },
+      { ...options, keepS: this.keepSecondsFor(opts) },
       signal,
     );
   }
@@ -116,7 +116,7 @@ export class CompletionService {
     );
     const followed: FollowedCompletion[] = [];
     try {
-      const keepS = this.followedKeep(opts);
+      const keepS = this.keepSecondsFor(opts);
       for (const { job, options } of prepared)
         followed.push(
           await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
@@ -230,7 +230,8 @@ export class CompletionService {
     if (prompt.length === 0) throw new FerryError("INVALID_INPUT", "prompt must not be empty");
     // a chat without max_tokens may use what the context leaves (OpenAI's and vLLM's default);
     // a completion makes 16
-    const asked = body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
+    const maxTokensAsked =
+      body.max_tokens ?? (body.format === "chat" ? undefined : DEFAULT_MAX_TOKENS);
     // vLLM's default for a completion; sent to the worker only where the tokenizer adds some
     const special =
       typeof prompt === "string" &&
@@ -239,7 +240,7 @@ export class CompletionService {
     const { maxTokens, promptTokens } = await this.fitContext(
       entry,
       prompt,
-      asked,
+      maxTokensAsked,
       body.truncate_prompt_tokens ?? undefined,
       special,
     );
@@ -283,13 +284,13 @@ export class CompletionService {
   private async fitContext(
     entry: ModelEntry,
     prompt: string | readonly number[],
-    asked: number | undefined,
+    maxTokensAsked: number | undefined,
     truncate: number | undefined,
     addSpecialTokens: boolean,
   ): Promise<{ maxTokens: number; promptTokens?: number }> {
     if (typeof prompt !== "string") checkTokens(entryVocab(entry), prompt, "Token id");
     const context = entry.config.architecture?.context_length;
-    if (typeof context !== "number") return { maxTokens: asked ?? DEFAULT_MAX_TOKENS };
+    if (typeof context !== "number") return { maxTokens: maxTokensAsked ?? DEFAULT_MAX_TOKENS };
     if (truncate !== undefined && truncate > context)
       throw new FerryError(
         "INVALID_INPUT",
@@ -301,7 +302,7 @@ export class CompletionService {
         ? (await this.tokenizer(entry)).count(prompt, addSpecialTokens)
         : prompt.length;
     const promptTokens = Math.min(whole, truncate ?? whole);
-    const maxTokens = asked ?? Math.max(1, context - promptTokens);
+    const maxTokens = maxTokensAsked ?? Math.max(1, context - promptTokens);
     if (promptTokens + maxTokens > context)
       throw new FerryError(
         "INVALID_INPUT",
@@ -385,7 +386,7 @@ export class CompletionService {
     try {
       for await (const event of events) {
         if (event.body.type === "result")
-          return this.counted(job, event.body.result as CompletionResult);
+          return this.countTokens(job, event.body.result as CompletionResult);
         if (event.body.type === "error") throw errorOf(event);
       }
     } finally {

@@ -8,7 +8,7 @@ import {
   modelCardSchema,
   modelListSchema,
 } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./completion-service.js";
 import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
 import { completionStream } from "./openai-render.js";
@@ -60,7 +60,7 @@ const completionsRoute = createRoute({
   },
 });
 
-export function registerCompletions(app: OpenAPIHono<AppEnv>): void {
+export function registerCompletions(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(modelsRoute, (c) => {
     const data = c.get("services").repository.list().map(modelCard);
     return c.json({ object: "list" as const, data }, 200);

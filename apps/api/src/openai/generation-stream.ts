@@ -5,7 +5,7 @@ import type { CallOptions } from "../http/call.js";
 import { sse } from "../http/sse.js";
 import type { StreamSlot } from "../http/stream-slots.js";
 import type { ChatCompletionRequest, CompletionRequest } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import {
   continuousUsage,
   errorOf,
@@ -26,7 +26,7 @@ import {
  * a drain out of time ends the stream with where to resume.
  */
 export async function streamGeneration(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: CompletionRequest | ChatCompletionRequest,
   opts: CallOptions,
   gone: AbortSignal,
@@ -60,7 +60,7 @@ export interface OpenedStream {
  * answered with its HTTP error (504, 503), not a 200 followed by an error event.
  */
 export async function openStream(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: CompletionRequest | ChatCompletionRequest,
   opts: CallOptions,
   gone: AbortSignal,
@@ -108,7 +108,7 @@ export async function openStream(
 }
 
 async function follow(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: CompletionRequest | ChatCompletionRequest,
   opts: CallOptions,
   gone: AbortSignal,
@@ -134,7 +134,7 @@ async function follow(
         state.completionTokens += e.ids?.length ?? 0;
         for (const chunk of render.token(job, e, state)) await sendChunk(chunk);
       } else if (e.type === "result") {
-        const result = completions.counted(job, e.result as CompletionResult);
+        const result = completions.countTokens(job, e.result as CompletionResult);
         state.completionTokens = result.usage.completion_tokens;
         for (const chunk of render.end(job, result, includeUsage, state)) await sendChunk(chunk);
       } else if (e.type === "error") await send(streamError(errorOf(event)));
@@ -160,7 +160,7 @@ async function follow(
 }
 
 /** Aborted when the client closes its connection before the answer has been written. */
-export function clientGone(c: Context<AppEnv>): AbortSignal {
+export function clientGone(c: Context<HonoEnv>): AbortSignal {
   const controller = new AbortController();
   const res = c.env?.outgoing;
   res?.once("close", () => {
@@ -179,7 +179,7 @@ export function clientGone(c: Context<AppEnv>): AbortSignal {
  * at /v1/jobs/{id}/events). A client that goes away, or a job that fails, cancels them all.
  */
 export async function streamEach(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: CompletionRequest | ChatCompletionRequest,
   choices: ReadonlyArray<CompletionRequest | ChatCompletionRequest>,
   opts: CallOptions,
@@ -244,7 +244,7 @@ export async function streamEach(
           state.completionTokens += e.ids?.length ?? 0;
           for (const chunk of render.token(job, e, state)) await sendChunk(chunk);
         } else if (e.type === "result") {
-          const result = completions.counted(job, e.result as CompletionResult);
+          const result = completions.countTokens(job, e.result as CompletionResult);
           usages[index] = result.usage;
           state.completionTokens = result.usage.completion_tokens;
           for (const last of render.end(job, result, false, state)) await sendChunk(last);

@@ -1,7 +1,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { openAiErrors } from "../http/openapi.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { clientGone } from "./generation-stream.js";
 import { responsesRequestSchema } from "./responses-schemas.js";
 import { streamResponse, streamStoredResponse } from "./responses-stream.js";
@@ -115,7 +115,7 @@ const deleteRoute = createRoute({
   },
 });
 
-export function registerResponses(app: OpenAPIHono<AppEnv>): void {
+export function registerResponses(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(createResponseRoute, async (c) => {
     const body = c.req.valid("json");
     const opts = callOptions(c, body);

@@ -3,7 +3,7 @@ import type { JobRecord } from "@ferry/transport";
 import type { Context } from "hono";
 import type { CallOptions } from "../http/call.js";
 import { type SseStream, sse, tieResumable } from "../http/sse.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 import { openStream } from "./generation-stream.js";
 import { type ResponseEvent, ResponseEvents } from "./responses-events.js";
 import { type ResponsesMeta, responseObject } from "./responses-render.js";
@@ -17,7 +17,7 @@ import { jobMeta } from "./responses-service.js";
  * it with where to read the rest.
  */
 export async function streamResponse(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   body: ResponsesRequest,
   opts: CallOptions,
   gone: AbortSignal,
@@ -40,7 +40,7 @@ export async function streamResponse(
     const send = numbered(stream);
     const write = (event: JobEvent) => {
       if (event.body.type === "result")
-        completions.counted(job, event.body.result as CompletionResult);
+        completions.countTokens(job, event.body.result as CompletionResult);
       return send(shaped.next(event));
     };
     try {
@@ -93,7 +93,7 @@ function numbered(stream: SseStream, startingAfter = -1) {
  * refused stream queues nothing).
  */
 export async function streamStoredResponse(
-  c: Context<AppEnv>,
+  c: Context<HonoEnv>,
   open: () => Promise<{ job: JobRecord; meta: ResponsesMeta }>,
   startingAfter = -1,
 ): Promise<Response> {

@@ -98,35 +98,37 @@ function promptAsk(body: CompletionRequest): PromptAsk {
  * text is whole.
  */
 function guideOf(body: AsCompletion): Partial<SamplingParams> {
-  const so = body.structured_outputs;
+  const structured = body.structured_outputs;
   const format = body.response_format;
-  const asked = (
+  const kinds = (
     [
       ["guided_choice", body.guided_choice && { guided_choice: body.guided_choice }],
-      ["structured_outputs.choice", so?.choice && { guided_choice: so.choice }],
+      ["structured_outputs.choice", structured?.choice && { guided_choice: structured.choice }],
       ["guided_regex", body.guided_regex && { guided_regex: body.guided_regex }],
-      ["structured_outputs.regex", so?.regex && { guided_regex: so.regex }],
+      ["structured_outputs.regex", structured?.regex && { guided_regex: structured.regex }],
       [
         "json_object",
-        (format?.type === "json_object" || so?.json_object === true) && { json_object: true },
+        (format?.type === "json_object" || structured?.json_object === true) && {
+          json_object: true,
+        },
       ],
       [
         "response_format json_schema",
         format?.type === "json_schema" && { json_schema: format.json_schema.schema },
       ],
       ["guided_json", body.guided_json && { json_schema: body.guided_json }],
-      ["structured_outputs.json", so?.json && { json_schema: so.json }],
+      ["structured_outputs.json", structured?.json && { json_schema: structured.json }],
       ["guided_grammar", body.guided_grammar && { guided_grammar: body.guided_grammar }],
-      ["structured_outputs.grammar", so?.grammar && { guided_grammar: so.grammar }],
+      ["structured_outputs.grammar", structured?.grammar && { guided_grammar: structured.grammar }],
       ["a forced tool call", body.toolCall?.schema && { json_schema: body.toolCall.schema }],
     ] as Array<[string, Partial<SamplingParams> | false | null | undefined]>
   ).filter((entry): entry is [string, Partial<SamplingParams>] => Boolean(entry[1]));
-  if (asked.length > 1)
+  if (kinds.length > 1)
     throw new FerryError(
       "INVALID_INPUT",
-      `give one of ${asked.map(([kind]) => kind).join(", ")}, not several`,
+      `give one of ${kinds.map(([kind]) => kind).join(", ")}, not several`,
     );
-  const [kind, fields] = asked[0] ?? [];
+  const [kind, fields] = kinds[0] ?? [];
   if (!kind || !fields) return autoCallsGuide(body);
   if (body.ignore_eos || (body.min_tokens ?? 0) > 0)
     throw new FerryError(

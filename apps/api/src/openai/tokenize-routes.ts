@@ -6,7 +6,7 @@ import {
   tokenizeRequestSchema,
   tokenizeResponseSchema,
 } from "../schemas.js";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 const body = <T>(schema: T) => ({
   body: { content: { "application/json": { schema } }, required: true },
@@ -32,7 +32,7 @@ const detokenizeRoute = createRoute({
   responses: { 200: json(detokenizeResponseSchema, "The text"), ...openAiErrors },
 });
 
-export function registerTokenize(app: OpenAPIHono<AppEnv>): void {
+export function registerTokenize(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(tokenizeRoute, async (c) =>
     c.json(await c.get("services").tokenization.tokenize(c.req.valid("json")), 200),
   );

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context } from "hono";
-import type { AppEnv } from "../services.js";
+import type { HonoEnv } from "../services.js";
 
 /** The pages' files: src/web beside the sources, copied to dist/web by the build. */
 const WEB = dirname(fileURLToPath(import.meta.url));
@@ -37,9 +37,9 @@ const PAGES: Record<string, string> = {
  * The playground, the dashboard and the API reference, served by the API itself: no CDN, so
  * they work offline. Files are read once, at first use.
  */
-export function registerPages(app: OpenAPIHono<AppEnv>): void {
+export function registerPages(app: OpenAPIHono<HonoEnv>): void {
   const cache = new Map<string, Buffer>();
-  const send = (c: Context<AppEnv>, file: string) => {
+  const send = (c: Context<HonoEnv>, file: string) => {
     let body = cache.get(file);
     if (!body) {
       body = readFileSync(file);
