@@ -1,8 +1,8 @@
 import { queueName } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json } from "../http/openapi.js";
-import { healthSchema } from "../schemas.js";
 import type { HonoEnv } from "../services.js";
+import { healthSchema } from "./schemas.js";
 
 const probeSchema = z.object({ live: z.boolean().optional(), ready: z.boolean().optional() });
 

@@ -1,4 +1,4 @@
-import { openAiErrorSchema, v2ErrorSchema } from "../schemas.js";
+import { openAiErrorSchema, v2ErrorSchema } from "./schemas.js";
 
 const json = <T>(schema: T, description: string) => ({
   content: { "application/json": { schema } },

@@ -23,11 +23,12 @@ import {
   type RequestedOutput,
   requestedOutputs,
 } from "../kserve-v2/codec.js";
+import type { V2InferRequest, V2InferResponse } from "../kserve-v2/schemas.js";
 import type { ApiMetrics } from "../metrics.js";
-import type { PredictBody, V2InferRequest, V2InferResponse } from "../schemas.js";
 import { classify } from "./classify.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import { HitRate } from "./hit-rate.js";
+import type { PredictBody } from "./schemas.js";
 import type { TrafficRouter } from "./traffic-router.js";
 
 export interface Prediction {

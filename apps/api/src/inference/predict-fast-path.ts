@@ -10,8 +10,8 @@ import {
 import { errorBody, httpStatus, invalidInput, toFerryError } from "../http/errors.js";
 import { requestIdFrom } from "../http/request-id.js";
 import type { InFlight } from "../middleware/in-flight.js";
-import { predictBodySchema } from "../schemas.js";
 import type { Services } from "../services.js";
+import { predictBodySchema } from "./schemas.js";
 
 /** The route's pattern, as Hono names it in the HTTP metrics. */
 const ROUTE = "/v1/models/:name/predict";

@@ -1,8 +1,8 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { json, openAiErrors } from "../http/openapi.js";
-import { predictBodySchema, predictResponseSchema } from "../schemas.js";
 import type { HonoEnv } from "../services.js";
+import { predictBodySchema, predictResponseSchema } from "./schemas.js";
 
 const route = createRoute({
   method: "post",

@@ -11,16 +11,13 @@ import type { z } from "@hono/zod-openapi";
 import type { CallOptions } from "../http/call.js";
 import { assertVisible, type Tenant, UNLISTED } from "../http/tenant.js";
 import { type InferenceService, type Plan, toPrediction } from "../inference/inference-service.js";
+import { predictBodySchema } from "../inference/schemas.js";
 import { encodeV2Response, type RequestedOutput } from "../kserve-v2/codec.js";
+import { v2InferRequestSchema } from "../kserve-v2/schemas.js";
 import type { CompletionService } from "../openai/completion-service.js";
 import { chatResponse, completionResponse } from "../openai/openai-render.js";
-import {
-  completionRequestSchema,
-  type jobBodySchema,
-  type jobRecordSchema,
-  predictBodySchema,
-  v2InferRequestSchema,
-} from "../schemas.js";
+import { completionRequestSchema } from "../openai/schemas.js";
+import type { jobBodySchema, jobRecordSchema } from "./schemas.js";
 
 type JobBody = z.infer<typeof jobBodySchema>;
 type JobView = z.infer<typeof jobRecordSchema>;

@@ -5,7 +5,7 @@ import {
   rawTensorBytes,
   tensorFromBytes,
 } from "@ferry/protocol";
-import type { V2InferRequest, V2InferResponse } from "../schemas.js";
+import type { V2InferRequest, V2InferResponse } from "./schemas.js";
 
 /**
  * Triton's binary tensor data extension (what tritonclient sends by default): a body that is

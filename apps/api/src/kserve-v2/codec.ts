@@ -6,7 +6,7 @@ import {
   type OutputTensor,
   type RowInputs,
 } from "@ferry/protocol";
-import { MAX_DATA_DEPTH, type V2InferRequest, type V2InferResponse } from "../schemas.js";
+import { MAX_DATA_DEPTH, type V2InferRequest, type V2InferResponse } from "./schemas.js";
 
 /** Flattens KServe v2 `data` (checked by the schema: nested at most MAX_DATA_DEPTH deep). */
 export function flatten(data: unknown[]): number[] {

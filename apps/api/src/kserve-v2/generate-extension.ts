@@ -1,7 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import { invalidInput } from "../http/errors.js";
-import { type CompletionRequest, completionRequestSchema } from "../schemas.js";
+import { type CompletionRequest, completionRequestSchema } from "../openai/schemas.js";
 
 /**
  * Triton's generate extension's request: the text, and the generation's settings either as

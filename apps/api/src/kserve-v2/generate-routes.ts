@@ -6,7 +6,7 @@ import { json, v2Errors } from "../http/openapi.js";
 import { sse } from "../http/sse.js";
 import { errorOf } from "../openai/completion-service.js";
 import { clientGone, openStream } from "../openai/generation-stream.js";
-import type { CompletionResponse } from "../schemas.js";
+import type { CompletionResponse } from "../openai/output-schemas.js";
 import type { HonoEnv } from "../services.js";
 import {
   completionOf,

@@ -3,14 +3,14 @@ import type { Context } from "hono";
 import { callOptions } from "../http/call-options.js";
 import { invalidInput } from "../http/errors.js";
 import { v2Errors } from "../http/openapi.js";
+import type { HonoEnv } from "../services.js";
+import { binaryAnswer, readBinaryRequest } from "./binary.js";
 import {
   type V2InferRequest,
   v2CallBody,
   v2InferRequestSchema,
   v2InferResponseSchema,
-} from "../schemas.js";
-import type { HonoEnv } from "../services.js";
-import { binaryAnswer, readBinaryRequest } from "./binary.js";
+} from "./schemas.js";
 
 const body = { content: { "application/json": { schema: v2InferRequestSchema } }, required: true };
 const responses = {

@@ -1,8 +1,8 @@
 import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
-import { v2ModelMetadataSchema } from "../schemas.js";
 import type { HonoEnv, Services } from "../services.js";
+import { v2ModelMetadataSchema } from "./schemas.js";
 
 const serverMetadataSchema = z
   .object({ name: z.string(), version: z.string(), extensions: z.array(z.string()) })

@@ -1,7 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
-import { v2ErrorSchema } from "../schemas.js";
+import { v2ErrorSchema } from "../http/schemas.js";
 import type { HonoEnv } from "../services.js";
 
 // Triton's model repository extension, as its explicit model control serves it: `load` is

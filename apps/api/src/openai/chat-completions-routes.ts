@@ -1,11 +1,12 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { openAiErrors } from "../http/openapi.js";
-import { chatCompletionRequestSchema, chatCompletionResponseSchema } from "../schemas.js";
 import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./completion-service.js";
 import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
 import { chatStream } from "./openai-render.js";
+import { chatCompletionResponseSchema } from "./output-schemas.js";
+import { chatCompletionRequestSchema } from "./schemas.js";
 
 const route = createRoute({
   method: "post",

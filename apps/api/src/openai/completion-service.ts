@@ -15,16 +15,15 @@ import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transpo
 import type { CallOptions } from "../http/call.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
-import {
-  type ChatCompletionResponse,
-  type ChatCompletionRequest as ChatRequest,
-  type CompletionRequest,
-  type CompletionResponse,
-  MAX_CHOICES,
-} from "../schemas.js";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
+import type { ChatCompletionResponse, CompletionResponse } from "./output-schemas.js";
 import { type AsCompletion, checkTokens, entryVocab, samplingParamsOf } from "./sampling-params.js";
+import {
+  type ChatCompletionRequest as ChatRequest,
+  type CompletionRequest,
+  MAX_CHOICES,
+} from "./schemas.js";
 import { toolChoice } from "./tool-calls.js";
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */

@@ -2,16 +2,12 @@ import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { json, openAiErrors } from "../http/openapi.js";
-import {
-  completionRequestSchema,
-  completionResponseSchema,
-  modelCardSchema,
-  modelListSchema,
-} from "../schemas.js";
 import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./completion-service.js";
 import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
 import { completionStream } from "./openai-render.js";
+import { completionResponseSchema, modelCardSchema, modelListSchema } from "./output-schemas.js";
+import { completionRequestSchema } from "./schemas.js";
 
 const modelsRoute = createRoute({
   method: "get",

@@ -4,7 +4,6 @@ import type { Context } from "hono";
 import type { CallOptions } from "../http/call.js";
 import { sse } from "../http/sse.js";
 import type { StreamSlot } from "../http/stream-slots.js";
-import type { ChatCompletionRequest, CompletionRequest } from "../schemas.js";
 import type { HonoEnv } from "../services.js";
 import {
   continuousUsage,
@@ -18,6 +17,7 @@ import {
   type StreamRenderer,
   streamError,
 } from "./openai-render.js";
+import type { ChatCompletionRequest, CompletionRequest } from "./schemas.js";
 
 /**
  * Answers a completion or chat request with its stream: a slot is taken first (refused

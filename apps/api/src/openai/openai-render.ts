@@ -11,7 +11,7 @@ import type {
   CompletionLogprobs,
   CompletionResponse,
   PromptLogprobs,
-} from "../schemas.js";
+} from "./output-schemas.js";
 import type { CallPart, StreamedAnswer, ToolCallStream } from "./tool-call-parsers.js";
 import { chatAnswerOf, streamedCallsOf } from "./tool-calls.js";
 

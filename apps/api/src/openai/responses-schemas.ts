@@ -1,6 +1,6 @@
 import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { unsupported } from "../schemas.js";
+import { unsupported } from "../http/schemas.js";
 
 /** Content parts of a message Ferry reads: text in, and an earlier answer's text. */
 const TEXT_PARTS = new Set(["input_text", "output_text"]);

@@ -5,7 +5,6 @@ import { invalidInput } from "../http/errors.js";
 import type { Tenant } from "../http/tenant.js";
 import { UNLISTED } from "../http/tenant.js";
 import type { JobService } from "../jobs/job-service.js";
-import { type ChatCompletionRequest, chatCompletionRequestSchema } from "../schemas.js";
 import type { CompletionService, FollowedCompletion } from "./completion-service.js";
 import {
   answerTurn,
@@ -18,6 +17,7 @@ import {
   responsesMetaOf,
 } from "./responses-render.js";
 import type { ResponsesRequest } from "./responses-schemas.js";
+import { type ChatCompletionRequest, chatCompletionRequestSchema } from "./schemas.js";
 
 /** A page of a response's input items: OpenAI's list parameters. */
 export interface ItemsPage {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { completionRequestSchema } from "../schemas.js";
 import { type AsCompletion, samplingParamsOf } from "./sampling-params.js";
+import { completionRequestSchema } from "./schemas.js";
 
 /** A completion body as the API parses it, then translated for a 257-token model. */
 function translate(body: Record<string, unknown>, extra: Partial<AsCompletion> = {}) {

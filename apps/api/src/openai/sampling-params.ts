@@ -1,8 +1,8 @@
 import { guidedProblem, guidedSpecOf } from "@ferry/guided";
 import type { ModelEntry } from "@ferry/model-repository";
 import { FerryError, outOfVocabulary, type SamplingParams } from "@ferry/protocol";
-import type { CompletionRequest } from "../schemas.js";
 import type { PromptAsk } from "./openai-render.js";
+import type { CompletionRequest } from "./schemas.js";
 import type { ToolChoice } from "./tool-calls.js";
 
 /**

@@ -1,8 +1,8 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
-import type { DetokenizeRequest, TokenizeRequest } from "../schemas.js";
 import { type CompletionService, checkPromptChars } from "./completion-service.js";
 import { checkTokens, entryVocab } from "./sampling-params.js";
+import type { DetokenizeRequest, TokenizeRequest } from "./schemas.js";
 
 /** Token ids one detokenize may take, in context windows. */
 const MAX_TOKENS_PER_CONTEXT = 64;

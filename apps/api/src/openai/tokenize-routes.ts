@@ -1,12 +1,12 @@
 import { createRoute, type OpenAPIHono } from "@hono/zod-openapi";
 import { json, openAiErrors } from "../http/openapi.js";
+import type { HonoEnv } from "../services.js";
 import {
   detokenizeRequestSchema,
   detokenizeResponseSchema,
   tokenizeRequestSchema,
   tokenizeResponseSchema,
-} from "../schemas.js";
-import type { HonoEnv } from "../services.js";
+} from "./schemas.js";
 
 const body = <T>(schema: T) => ({
   body: { content: { "application/json": { schema } }, required: true },

@@ -1,5 +1,5 @@
 import { FerryError, type SamplingParams } from "@ferry/protocol";
-import type { ChatCompletionRequest, Tool } from "../schemas.js";
+import type { ChatCompletionRequest, Tool } from "./schemas.js";
 import {
   type ChatAnswer,
   type StreamedAnswer,
