@@ -61,13 +61,22 @@ async function stroke(points: Array<[number, number]>): Promise<void> {
 }
 
 const prediction = () => page.getByTestId("digit-prediction").textContent();
+/** The pad's answer to the drawing as it is now: once no newer prediction is on its way. */
+async function settledPrediction(): Promise<string | null> {
+  await expect
+    .poll(() => page.getByTestId("digit-prediction").getAttribute("data-pending"), {
+      timeout: 10_000,
+    })
+    .toBe("false");
+  return prediction();
+}
 
 describe("playground at /", () => {
   it("a digit drawn on the pad is classified as you draw, with a bar per class", async () => {
     await page.goto(stack.url("/"));
     // a vertical stroke down the middle: a one
     await stroke(Array.from({ length: 21 }, (_, k) => [0.5, 0.15 + k * 0.035] as [number, number]));
-    await expect.poll(prediction, { timeout: 10_000 }).toMatch(/^1 \(\d+\.\d%\)$/);
+    expect(await settledPrediction()).toMatch(/^1 \(\d+\.\d%\)$/);
     expect(await page.locator("#digit-bars li").count()).toBe(10);
     expect(await page.locator("#digit-meta").textContent()).toMatch(
       /model version \d · source model/,
@@ -82,7 +91,7 @@ describe("playground at /", () => {
         return [0.5 + 0.25 * Math.sin(a), 0.5 - 0.35 * Math.cos(a)] as [number, number];
       }),
     );
-    await expect.poll(prediction, { timeout: 10_000 }).toMatch(/^0 \(/);
+    expect(await settledPrediction()).toMatch(/^0 \(/);
     await page.screenshot({ path: `${SHOTS}/playground-zero.png` });
   });
 

@@ -102,14 +102,23 @@ function features() {
   return out;
 }
 
+/** The newest prediction asked for: an older one's answer, arriving late, is not shown. */
+let latest = 0;
+
 async function predict() {
+  const mine = ++latest;
+  const shown = $("digit-prediction");
+  shown.dataset.pending = "true";
   const res = await fetch("/v1/models/digits/predict", {
     method: "POST",
     headers: headers(),
     body: JSON.stringify({ features: features() }),
   });
+  // answers can overtake each other: only the drawing as it is now is shown
+  if (mine !== latest) return;
+  shown.dataset.pending = "false";
   if (!res.ok) {
-    $("digit-prediction").textContent = await errorText(res);
+    shown.textContent = await errorText(res);
     return;
   }
   const answer = await res.json();
@@ -128,6 +137,8 @@ async function predict() {
 }
 
 function clearPad() {
+  latest++;
+  $("digit-prediction").dataset.pending = "false";
   bitmap = new Uint8Array(GRID * GRID);
   ctx.fillStyle = "#000";
   ctx.fillRect(0, 0, canvas.width, canvas.height);
