@@ -16,14 +16,12 @@ import type { CallOptions } from "../http/call.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
+import { continuousUsage, joinAnswers, severalChoices } from "./choices.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
 import type { ChatCompletionResponse, CompletionResponse } from "./output-schemas.js";
+import { promptsOf } from "./prompts.js";
 import { type AsCompletion, checkTokens, entryVocab, samplingParamsOf } from "./sampling-params.js";
-import {
-  type ChatCompletionRequest as ChatRequest,
-  type CompletionRequest,
-  MAX_CHOICES,
-} from "./schemas.js";
+import type { ChatCompletionRequest as ChatRequest, CompletionRequest } from "./schemas.js";
 import { toolChoice } from "./tool-calls.js";
 
 /** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
@@ -403,56 +401,6 @@ export function errorOf(event: JobEvent): FerryError {
   return new FerryError(code as FerryError["code"], message);
 }
 
-/**
- * The choices a request asks for when it asks for more than one, each a request for one:
- * `n` of every prompt, prompt by prompt (OpenAI's and vLLM's `index` order). The j-th choice
- * of a prompt draws with `seed + j`, so that a seeded request's choices differ and each can
- * be had alone; without a seed each draws its own. Undefined for a request of one choice.
- */
-export function severalChoices(body: CompletionRequest): CompletionRequest[] | undefined;
-export function severalChoices(body: ChatRequest): ChatRequest[] | undefined;
-export function severalChoices(
-  body: CompletionRequest | ChatRequest,
-): Array<CompletionRequest | ChatRequest> | undefined;
-export function severalChoices(
-  body: CompletionRequest | ChatRequest,
-): Array<CompletionRequest | ChatRequest> | undefined {
-  const n = body.n ?? 1;
-  const prompts = "messages" in body ? [undefined] : promptsOf(body.prompt);
-  if (n * prompts.length === 1) return undefined;
-  if (n * prompts.length > MAX_CHOICES)
-    throw new FerryError(
-      "INVALID_INPUT",
-      `A request may ask for at most ${MAX_CHOICES} choices (prompts times n); this one asks for ${prompts.length} x ${n}`,
-    );
-  const seed = body.seed;
-  return prompts.flatMap((prompt) =>
-    Array.from({ length: n }, (_, j) => ({
-      ...body,
-      ...(prompt === undefined ? {} : { prompt }),
-      n: 1,
-      ...(seed === undefined || seed === null ? {} : { seed: seed + j }),
-    })),
-  );
-}
-
-/**
- * What a request asks of its prompt's scores: an echo's log probabilities (OpenAI's `echo` with
- * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
- * that asks for alternatives, and ignores 0).
- */
-/** vLLM's rule: usage in every chunk of a stream that asks for usage and for it to be continuous. */
-export function continuousUsage(body: Pick<CompletionRequest, "stream_options">): boolean {
-  return (
-    body.stream_options?.include_usage === true &&
-    body.stream_options?.continuous_usage_stats === true
-  );
-}
-
-/**
- * Refuses a text that cannot fit the model's context whatever its tokenizer, before it is
- * tokenized: a huge prompt costs the API no CPU.
- */
 export function checkPromptChars(entry: ModelEntry, text: string): void {
   const context = entry.config.architecture?.context_length;
   if (typeof context === "number" && text.length > context * MAX_CHARS_PER_TOKEN)
@@ -472,58 +420,4 @@ function messageText(messages: ChatTemplateRequest["messages"]): string {
     if (m.tool_calls) text += JSON.stringify(m.tool_calls);
   }
   return text;
-}
-
-/** A completion request's prompts, each text or token ids (OpenAI's four shapes of `prompt`). */
-function promptsOf(prompt: CompletionRequest["prompt"]): Array<string | number[]> {
-  if (typeof prompt === "string") return [prompt];
-  // a list of numbers is one prompt's token ids; any other list is a list of prompts
-  if (typeof prompt[0] === "number") return [prompt as number[]];
-  return prompt as Array<string | number[]>;
-}
-
-/** Several choices' answers as one: each choice indexed by its place, usage summed. */
-function joinAnswers<A extends CompletionResponse | ChatCompletionResponse>(
-  answers: readonly A[],
-  n: number,
-): A {
-  const [head] = answers;
-  if (!head) throw new FerryError("INTERNAL", "no answers to join");
-  return {
-    ...head,
-    choices: answers.flatMap((answer, index) =>
-      answer.choices.map((choice) => ({ ...choice, index })),
-    ),
-    usage: sumUsage(
-      answers.map((answer) => answer.usage),
-      n,
-    ),
-  };
-}
-
-/**
- * The usage of several choices answered as one, listed in `severalChoices`' order: the
- * completions' tokens summed, each prompt's counted once however many choices it has (`n`).
- */
-export function sumUsage(
-  all: ReadonlyArray<CompletionResult["usage"] | undefined>,
-  n = 1,
-): CompletionResult["usage"] {
-  let prompt = 0;
-  let completion = 0;
-  let cached: number | undefined;
-  all.forEach((one, index) => {
-    if (index % n === 0) {
-      prompt += one?.prompt_tokens ?? 0;
-      const details = one?.prompt_tokens_details;
-      if (details) cached = (cached ?? 0) + details.cached_tokens;
-    }
-    completion += one?.completion_tokens ?? 0;
-  });
-  return {
-    prompt_tokens: prompt,
-    completion_tokens: completion,
-    total_tokens: prompt + completion,
-    ...(cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: cached } }),
-  };
 }

@@ -3,7 +3,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
-import { severalChoices } from "./completion-service.js";
+import { severalChoices } from "./choices.js";
 import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
 import { completionStream } from "./openai-render.js";
 import { completionResponseSchema, modelCardSchema, modelListSchema } from "./output-schemas.js";

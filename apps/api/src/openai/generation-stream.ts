@@ -5,12 +5,8 @@ import type { CallOptions } from "../http/call.js";
 import { sse } from "../http/sse.js";
 import type { StreamSlot } from "../http/stream-slots.js";
 import type { HonoEnv } from "../services.js";
-import {
-  continuousUsage,
-  errorOf,
-  type FollowedCompletion,
-  sumUsage,
-} from "./completion-service.js";
+import { continuousUsage, sumUsage } from "./choices.js";
+import { errorOf, type FollowedCompletion } from "./completion-service.js";
 import {
   ChoiceState,
   type StreamChunk,
