@@ -84,10 +84,8 @@ export class InferenceClient {
   private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): its commands never queue behind BullMQ's
-   * on the shared one. Not auto-pipelined: the lane and the cache already send one command
-   * per turn each, and ioredis' auto-pipelining held every command for another turn of the
-   * event loop (a setImmediate), which a one-client request waited through on its way in.
-   * Side by side (docs/benchmarks.md): one client's p50 lower in 10 pairs of 10.
+   * on the shared one. Not auto-pipelined: the lane and the cache already send one command per
+   * turn, and auto-pipelining held each for another turn (docs/benchmarks.md has the figures).
    */
   private readonly syncConnection: RedisClient;
   private readonly subscriber: RedisClient;
