@@ -4,6 +4,7 @@ import { GrammarEngine } from "@ferry/guided/engine";
 import { ByteTokenizer, HfTokenizer, type Tokenizer } from "@ferry/model-repository";
 import { Ajv } from "ajv";
 import formats from "ajv-formats";
+import { seededRandom } from "../apps/worker/src/generation/sampler.js";
 import { hostileSpecs, realisticSchemas, suiteSchemas } from "./guided/schemas.js";
 import { quantile, round } from "./load.js";
 import { printTable } from "./table.js";
@@ -34,24 +35,12 @@ const SAMPLES = 4;
 /** Tokens a generated output may take before it counts as unfinished. */
 const MAX_TOKENS = 400;
 
-/** A seeded generator (mulberry32): the same draws for both engines. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 /** Bytes a JSON text closes with: favoured, so that a random walk ends in a few hundred tokens. */
 const CLOSERS = new Set([...'"}],0123456789tfn'].map((c) => c.charCodeAt(0)));
 
 /** One text drawn under a guide over the byte vocabulary: random logits, closers favoured. */
 async function draw(guide: AnyGuide, seed: number, eos: number): Promise<string | undefined> {
-  const next = random(seed);
+  const next = seededRandom(seed);
   const bytes: number[] = [];
   for (let step = 0; step < MAX_TOKENS; step++) {
     await guide.whenReady?.();
