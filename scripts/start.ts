@@ -36,8 +36,10 @@ function launch(name: Name): void {
   const child = spawn(
     process.execPath,
     ["--conditions=ferry-source", "--import", "tsx", entries[name]],
-    // the IPC channel is how a child sees this process die, even by SIGKILL (exitWithParent)
-    { stdio: ["inherit", "inherit", "inherit", "ipc"], env },
+    // the IPC channel is how a child sees this process die, even by SIGKILL (exitWithParent);
+    // a process group of its own, so that the terminal's Ctrl-C reaches this process alone and
+    // the stack stops in order (stopAll)
+    { stdio: ["inherit", "inherit", "inherit", "ipc"], env, detached: true },
   );
   running.set(name, child);
   child.on("exit", (code, signal) => {
@@ -71,10 +73,20 @@ function launch(name: Name): void {
   });
 }
 
+/**
+ * Stops the stack in order: the API first, which drains what it accepted while the worker still
+ * serves it (a request still queued when both stopped at once was never answered), then the
+ * worker, which drains what it runs.
+ */
 function stopAll(signal: NodeJS.Signals): void {
   if (stoppingSince !== undefined) return;
   stoppingSince = performance.now();
-  for (const child of running.values()) child.kill(signal);
+  const api = running.get("api");
+  const worker = running.get("worker");
+  if (api && worker) {
+    api.once("exit", () => worker.kill(signal));
+    api.kill(signal);
+  } else for (const child of running.values()) child.kill(signal);
   if (running.size === 0) done();
 }
 

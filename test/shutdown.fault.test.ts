@@ -398,6 +398,50 @@ describe("npm start", () => {
     }
   }, 120_000);
 
+  it("Ctrl-C with more completions queued than the worker has seats: every one is answered (the API drains first, while the worker still serves)", async () => {
+    const port = await freePort();
+    const {
+      child: start,
+      output,
+      exit,
+    } = npmStart(
+      { PORT: String(port), WORKER_MODELS: "tiny-lm", FERRY_PREFIX: `${stack.prefix}-order` },
+      true,
+    );
+    const url = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(
+        async () => /"worker ready"/.test(output()) && (await fetch(`${url}/v2/health/ready`)).ok,
+        60_000,
+      );
+      // tiny-lm seats 16: the rest wait in the queue when the stop begins
+      const answers = Array.from({ length: 40 }, (_, k) =>
+        fetch(`${url}/v1/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            model: "tiny-lm",
+            prompt: `Q${k}:`,
+            max_tokens: 40,
+            ignore_eos: true,
+          }),
+        }).then(
+          (res) => res.status,
+          (err: unknown) => String(err),
+        ),
+      );
+      await sleep(300);
+      // one Ctrl-C as it arrives: the terminal signals the group, npm forwards it again
+      process.kill(-(start.pid as number), "SIGINT");
+      process.kill(start.pid as number, "SIGINT");
+      expect(await Promise.all(answers)).toEqual(new Array(40).fill(200));
+      expect(await Promise.race([exit, sleep(60_000).then(() => "still running")])).toBe(0);
+    } finally {
+      if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
+      await exit;
+    }
+  }, 120_000);
+
   it("the private Redis does not outlive an npm start killed with -9 (the whole group: the terminal closed, an OOM or CI timeout)", async () => {
     const {
       child: start,
