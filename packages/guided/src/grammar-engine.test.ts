@@ -50,6 +50,16 @@ describe("GrammarEngine", () => {
     guide.close();
   });
 
+  it("a length-bound string never takes a raw control character (valid JSON only)", async () => {
+    const schema = { type: "object", properties: { city: { type: "string", maxLength: 16 } } };
+    const guide = await engine.open({ kind: "json_schema", schema }, vocab);
+    const inside = await spell(guide, '{"city": "Os');
+    expect(inside[0x08]).toBe(Number.NEGATIVE_INFINITY);
+    expect(inside[0x1f]).toBe(Number.NEGATIVE_INFINITY);
+    expect(inside["l".charCodeAt(0)]).toBe(0);
+    guide.close();
+  });
+
   it("a spec XGrammar refuses is INVALID_INPUT with its reason; the engine goes on", async () => {
     await expect(engine.open({ kind: "grammar", ebnf: 'root ::= "a" |' }, vocab)).rejects.toThrow(
       /^grammar: EBNF parser error/,

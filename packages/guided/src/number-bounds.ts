@@ -3,7 +3,7 @@
  * bound XGrammar spells exactly and a model's integer never needs to pass.
  */
 export const FAR_BOUND = 1e15;
-const FIFTEEN_NINES = 999_999_999_999_999;
+export const FIFTEEN_NINES = 999_999_999_999_999;
 /** Most integers a bounded range is spelled out as. */
 export const MAX_SPELLED_RANGE = 1_024;
 

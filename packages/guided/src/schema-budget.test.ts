@@ -72,6 +72,14 @@ describe("the schema check", () => {
     });
   });
 
+  it("writes an unbounded integer as 15 digits at most (exact in a double)", () => {
+    expect(xgrammarSchema({ type: "integer" })).toEqual({
+      type: "integer",
+      minimum: -999_999_999_999_999,
+      maximum: 999_999_999_999_999,
+    });
+  });
+
   it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {
     expect(xgrammarSchema({ type: "string", anyOf: [{ maxLength: 2 }, { $ref: "#" }] })).toEqual({
       type: "string",

@@ -1,4 +1,14 @@
-import { BOUND_KEYWORDS, boundsPlan } from "./number-bounds.js";
+import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan, FIFTEEN_NINES } from "./number-bounds.js";
+
+/**
+ * An integer with no bounds, as it is written: 15 digits at most, every one exact in a double
+ * (a client's JSON.parse), where XGrammar would let a model's digits run on to its last token.
+ */
+const FIFTEEN_DIGITS: BoundsPlan = {
+  kind: "bounds",
+  minimum: -FIFTEEN_NINES,
+  maximum: FIFTEEN_NINES,
+};
 
 /**
  * A schema as XGrammar should compile it (the API's check has accepted it). Where a string has
@@ -25,7 +35,13 @@ export function xgrammarSchema(schema: unknown, inheritedType?: unknown): unknow
       out[key] = value.map((branch) => xgrammarSchema(branch, type));
     else out[key] = xgrammarSchema(value);
   }
-  const plan = boundsPlan(node, type);
+  const length = lengthPattern(node);
+  if (length) {
+    delete out.minLength;
+    delete out.maxLength;
+    out.pattern = length;
+  }
+  const plan = boundsPlan(node, type) ?? (node.type === "integer" ? FIFTEEN_DIGITS : undefined);
   if (plan && plan.kind !== "refuse") {
     for (const key of BOUND_KEYWORDS) delete out[key];
     if (plan.kind === "spell") out.enum = plan.values;
@@ -33,4 +49,20 @@ export function xgrammarSchema(schema: unknown, inheritedType?: unknown): unknow
     delete out.kind;
   }
   return out;
+}
+
+/**
+ * A string's length bounds as a pattern of unescaped characters: XGrammar 0.1.27 writes
+ * `maxLength` as a class that excludes only the quote, backslash, CR and LF, which lets raw
+ * control characters into the JSON text (a
+ * backspace byte made a tool call's arguments unparseable), where a pattern's class is exact.
+ * Escapes are not written inside a length-bound string. Undefined where a pattern or format rules.
+ */
+function lengthPattern(node: Record<string, unknown>): string | undefined {
+  if (node.type !== "string" || node.pattern !== undefined || node.format !== undefined)
+    return undefined;
+  const min = typeof node.minLength === "number" ? node.minLength : undefined;
+  const max = typeof node.maxLength === "number" ? node.maxLength : undefined;
+  if (min === undefined && max === undefined) return undefined;
+  return `^[^"\\\\\\x00-\\x1f]{${min ?? 0},${max ?? ""}}$`;
 }
