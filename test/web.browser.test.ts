@@ -186,6 +186,13 @@ describe("dashboard at /dashboard", () => {
   it("asks for the admin token, signs in with an HttpOnly SameSite=Strict cookie, and shows live queues", async () => {
     await page.goto(stack.url("/dashboard"));
     await expect.poll(async () => page.getByTestId("admin-token").isVisible()).toBe(true);
+    // a wrong token stays on the page, which says so (it showed the API's raw JSON)
+    await page.getByTestId("admin-token").fill("not-the-token");
+    await page.getByTestId("admin-login").click();
+    await expect
+      .poll(async () => page.locator("#login-error").textContent(), { timeout: 10_000 })
+      .toMatch(/not this server's ADMIN_TOKEN/);
+    expect(new URL(page.url()).pathname).toBe("/dashboard");
     await page.getByTestId("admin-token").fill("browser-admin");
     await page.getByTestId("admin-login").click();
     await expect

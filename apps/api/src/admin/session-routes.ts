@@ -15,11 +15,18 @@ const SESSION_S = 12 * 3_600;
 export function registerAdminSession(app: OpenAPIHono<HonoEnv>): void {
   app.post("/dashboard/session", async (c) => {
     const expected = c.get("services").env.ADMIN_TOKEN;
-    if (!expected)
+    // the form's own page says why a sign-in failed; a script posting here gets the error
+    const fromPage = (c.req.header("Accept") ?? "").includes("text/html");
+    if (!expected) {
+      if (fromPage) return c.redirect("/dashboard?signin=disabled", 303);
       throw new FerryError("FORBIDDEN", "Admin routes are disabled: ADMIN_TOKEN is not set");
+    }
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const given = typeof form.token === "string" ? form.token : "";
-    if (!secretEquals(given, expected)) throw new FerryError("UNAUTHORIZED", "Invalid admin token");
+    if (!secretEquals(given, expected)) {
+      if (fromPage) return c.redirect("/dashboard?signin=invalid", 303);
+      throw new FerryError("UNAUTHORIZED", "Invalid admin token");
+    }
     setCookie(c, ADMIN_COOKIE, given, {
       httpOnly: true,
       sameSite: "Strict",

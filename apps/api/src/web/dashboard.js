@@ -17,6 +17,8 @@ async function signedIn() {
   if (!session.enabled)
     $("login-error").textContent =
       "Admin is off: this server was started without ADMIN_TOKEN. Start it with one (ADMIN_TOKEN=choose-a-secret npm start), then sign in here with that token.";
+  else if (new URLSearchParams(location.search).get("signin") === "invalid")
+    $("login-error").textContent = "That is not this server's ADMIN_TOKEN.";
   return false;
 }
 
