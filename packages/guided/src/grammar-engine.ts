@@ -22,6 +22,9 @@ export interface SpelledVocabulary {
   readonly eosTokenId: number | undefined;
 }
 
+/** What a request gets when its thread is replaced: its guide is rebuilt on the next one. */
+class ThreadReplaced extends FerryError {}
+
 interface Pending {
   request: GrammarRequest;
   guide: GrammarGuide | undefined;
@@ -114,7 +117,9 @@ export class GrammarEngine implements MatcherHost {
 
   advance(guide: GrammarGuide, tokens: number[]): void {
     // a replaced thread rejects it: the guide is rebuilt from all its tokens meanwhile
-    this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide).catch(() => {});
+    this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide).catch((err) =>
+      this.unanswered(guide, err),
+    );
   }
 
   close(guide: GrammarGuide): void {
@@ -147,7 +152,23 @@ export class GrammarEngine implements MatcherHost {
         tokens: [...guide.tokens],
       },
       guide,
-    ).catch(() => undefined);
+    ).catch((err) => this.unanswered(guide, err));
+  }
+
+  /**
+   * A guide's request that will get no answer: after a thread replacement it is rebuilt, but a
+   * thread that could not start (or an engine shut down) leaves it nothing to wait for.
+   */
+  private unanswered(guide: GrammarGuide, err: unknown): void {
+    if (err instanceof ThreadReplaced) return;
+    guide.fail(
+      err instanceof FerryError
+        ? err
+        : new FerryError(
+            "MODEL_ERROR",
+            `guided decoding: ${err instanceof Error ? err.message : String(err)}`,
+          ),
+    );
   }
 
   private async request(
@@ -198,6 +219,12 @@ export class GrammarEngine implements MatcherHost {
   private overBudget(): void {
     const oldest = this.pending.values().next().value;
     if (!oldest) return;
+    // a vocabulary still being indexed (a large one takes seconds) is no request's fault: the
+    // budget runs from when the thread can take the request
+    if (oldest.timer === undefined) {
+      setTimeout(() => this.overBudget(), this.maskBudgetMs).unref();
+      return;
+    }
     const { request } = oldest;
     const message =
       request.type === "open"
@@ -221,7 +248,7 @@ export class GrammarEngine implements MatcherHost {
     this.pending.clear();
     for (const entry of waiting) {
       clearTimeout(entry.timer);
-      entry.reject(new FerryError("UNAVAILABLE", `the grammar thread was replaced (${why})`));
+      entry.reject(new ThreadReplaced("UNAVAILABLE", `the grammar thread was replaced (${why})`));
     }
     if (this.closed) return;
     for (const guide of this.guides.values()) void this.reopen(guide);
