@@ -1,7 +1,7 @@
-import { createRedis, primaries } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { eachKey } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
-import { REDIS_TARGET, Stack, waitFor } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 const JOB_TTL_S = 120;
 const stack = new Stack({ env: { WORKER_MODELS: "digits,tiny-lm", JOB_TTL_S: String(JOB_TTL_S) } });
@@ -19,22 +19,11 @@ const STANDING =
 
 /** Every key under the stack's prefix that has no TTL, standing keys left out. */
 async function keysWithoutTtl(): Promise<string[]> {
-  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
-  try {
-    const found: string[] = [];
-    for (const node of await primaries(redis)) {
-      let cursor = "0";
-      do {
-        const [next, keys] = await node.scan(cursor, "MATCH", `${stack.prefix}:*`, "COUNT", 1_000);
-        cursor = next;
-        for (const key of keys)
-          if ((await node.ttl(key)) === -1 && !STANDING.test(key)) found.push(key);
-      } while (cursor !== "0");
-    }
-    return found.sort();
-  } finally {
-    redis.disconnect();
-  }
+  const found: string[] = [];
+  await eachKey(stack.prefix, "*", async (node, key) => {
+    if ((await node.ttl(key)) === -1 && !STANDING.test(key)) found.push(key);
+  });
+  return found.sort();
 }
 
 const features = samples.digits.inputs[0] ?? [];

@@ -1,6 +1,6 @@
-import { createRedis, primaries } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REDIS_TARGET, Stack, waitFor } from "./helpers/stack.js";
+import { eachKey } from "./helpers/redis-keys.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
 beforeAll(() => stack.start());
@@ -8,29 +8,17 @@ afterAll(() => stack.stop());
 
 /** Keys under the stack's prefix whose content holds `marker` (what bull-board would show). */
 async function keysHolding(marker: string): Promise<string[]> {
-  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
-  try {
-    const found: string[] = [];
-    for (const node of await primaries(redis)) {
-      let cursor = "0";
-      do {
-        const [next, keys] = await node.scan(cursor, "MATCH", `${stack.prefix}:*`, "COUNT", 1_000);
-        cursor = next;
-        for (const key of keys) {
-          const type = await node.type(key);
-          let content = "";
-          if (type === "string") content = (await node.get(key)) ?? "";
-          if (type === "hash") content = JSON.stringify(await node.hgetall(key));
-          if (type === "stream") content = JSON.stringify(await node.xrange(key, "-", "+"));
-          if (type === "list") content = JSON.stringify(await node.lrange(key, 0, -1));
-          if (content.includes(marker)) found.push(key);
-        }
-      } while (cursor !== "0");
-    }
-    return found;
-  } finally {
-    redis.disconnect();
-  }
+  const found: string[] = [];
+  await eachKey(stack.prefix, "*", async (node, key) => {
+    const type = await node.type(key);
+    let content = "";
+    if (type === "string") content = (await node.get(key)) ?? "";
+    if (type === "hash") content = JSON.stringify(await node.hgetall(key));
+    if (type === "stream") content = JSON.stringify(await node.xrange(key, "-", "+"));
+    if (type === "list") content = JSON.stringify(await node.lrange(key, 0, -1));
+    if (content.includes(marker)) found.push(key);
+  });
+  return found;
 }
 
 const respond = (marker: string, extra: Record<string, unknown>) =>
