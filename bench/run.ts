@@ -44,11 +44,20 @@ if (process.argv.includes("--help") || process.argv.includes("-h")) {
   process.exit(0);
 }
 // an interrupted bench stops what it started and deletes its keys, then exits as Ctrl-C does
+let interrupted = false;
 for (const signal of ["SIGINT", "SIGTERM"] as const)
   process.once(signal, () => {
+    interrupted = true;
     console.error(`\nbench interrupted (${signal}): stopping its stacks and deleting their keys`);
     void stopAll().finally(() => process.exit(130));
   });
+// Stopping the stacks fails whatever the section was waiting on (a stack still starting, a
+// request in flight): once interrupted, that failure is expected and must not exit first with 1.
+const never = new Promise<never>(() => {});
+process.on("unhandledRejection", (reason) => {
+  if (interrupted) return;
+  throw reason;
+});
 const wanted = process.argv.slice(2).filter((a) => !a.startsWith("-"));
 const chosen = wanted.length > 0 ? wanted : defaults;
 
@@ -59,7 +68,9 @@ for (const name of chosen) {
     console.error(`unknown bench section '${name}'; known: ${Object.keys(sections).join(", ")}`);
     process.exit(2);
   }
-  const result = await run();
+  const result = await run().catch((error: unknown) =>
+    interrupted ? never : Promise.reject(error),
+  );
   const file = `bench/results/${name}-${new Date().toISOString().replace(/[:.]/g, "-")}.json`;
   const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version };
   writeFileSync(file, `${JSON.stringify({ section: name, machine, ...result }, null, 2)}\n`);
