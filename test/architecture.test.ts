@@ -119,23 +119,6 @@ describe("package order and cycles", () => {
 /** The API's folders by protocol, and the shared ones any of them may use. */
 const PROTOCOLS = ["openai", "kserve-v2", "inference", "jobs", "batches", "admin", "health", "web"];
 const SHARED = ["http", "middleware"];
-/**
- * The edges between protocol folders a runtime import may take, each for a reason; a type-only
- * import (a service handed over at boot, by its type) may go anywhere.
- */
-const PROTOCOL_EDGES: Record<string, string[]> = {
-  // a job carries any protocol's body, and answers in that protocol's shape
-  jobs: ["inference", "kserve-v2", "openai"],
-  // a batch is offline predicts
-  batches: ["inference"],
-  // Triton's generate extension runs as an OpenAI completion runs
-  "kserve-v2": ["openai"],
-  // v2 infer's tensors are decoded and encoded for the classifier path
-  inference: ["kserve-v2"],
-  // the admin routes set the traffic split the inference path reads
-  admin: ["inference"],
-};
-
 describe("the API's folders", () => {
   it("are by protocol, with at most ~10 files directly in src/", () => {
     const top = readdirSync("apps/api/src").filter(
@@ -146,7 +129,7 @@ describe("the API's folders", () => {
       expect(statSync(`apps/api/src/${dir}`).isDirectory()).toBe(true);
   });
 
-  it("protocol folders import each other only along their named edges (types aside), shared folders none of them", () => {
+  it("protocol folders import each other only through shared http/ (types aside: a service handed over at boot, by its type), shared folders none of them", () => {
     const wrong: string[] = [];
     for (const dir of [...PROTOCOLS, ...SHARED]) {
       for (const { file, spec } of importsUnder(`apps/api/src/${dir}`)) {
@@ -157,7 +140,7 @@ describe("the API's folders", () => {
           `import type [^;]*from ["']${spec.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}["']`,
         ).test(readFileSync(file, "utf8"));
         if (typeOnly) continue;
-        if (!(PROTOCOL_EDGES[dir] ?? []).includes(target)) wrong.push(`${file} imports ${spec}`);
+        wrong.push(`${file} imports ${spec}`);
       }
     }
     expect(wrong).toEqual([]);

@@ -8,11 +8,16 @@ import { loadEnv } from "./env.js";
 import { createProbeServer } from "./health/probe-server.js";
 import { StreamSlots } from "./http/stream-slots.js";
 import { createHttpServer } from "./http-server.js";
+import { classify } from "./inference/classify.js";
 import { InferenceService } from "./inference/inference-service.js";
+import { predictJobKind } from "./inference/predict-job-kind.js";
 import { TrafficRouter } from "./inference/traffic-router.js";
 import { JobService } from "./jobs/job-service.js";
+import { V2InferService } from "./kserve-v2/v2-infer-service.js";
+import { v2JobKind } from "./kserve-v2/v2-job-kind.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
+import { completionJobKind } from "./openai/completion-job-kind.js";
 import { CompletionService } from "./openai/completion-service.js";
 import { ResponsesService } from "./openai/responses-service.js";
 import { TokenizationService } from "./openai/tokenization-service.js";
@@ -67,24 +72,31 @@ metrics.watchQueues(async () => {
 const router = new TrafficRouter(client.state);
 const inference = new InferenceService(repository, client, metrics, router);
 const completions = new CompletionService(repository, client, metrics, router, env.SYNC_JOB_TTL_S);
-const jobs = new JobService(client, inference, completions);
+const v2 = new V2InferService(inference);
+// each protocol's body in a job, tried in this order (the protocols meet here, not in jobs/)
+const jobs = new JobService(client, [
+  completionJobKind(completions),
+  predictJobKind(inference),
+  v2JobKind(v2, inference),
+]);
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
 const services: Services = {
   env,
-  admin: new AdminService(repository, client, log, metrics),
+  admin: new AdminService(repository, client, log, metrics, router),
   health: new HealthService(repository, client, () => draining),
   log,
   repository,
   client,
   inference,
+  v2,
   jobs,
   responses: new ResponsesService(completions, jobs),
   completions,
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),
-  batchJobReader: new BatchJobReader(repository, client),
+  batchJobReader: new BatchJobReader(repository, client, classify),
   metrics,
   streams,
   draining: () => draining,

@@ -9,6 +9,7 @@ import type { StreamSlots } from "./http/stream-slots.js";
 import type { Tenant } from "./http/tenant.js";
 import type { InferenceService } from "./inference/inference-service.js";
 import type { JobService } from "./jobs/job-service.js";
+import type { V2InferService } from "./kserve-v2/v2-infer-service.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { CompletionService } from "./openai/completion-service.js";
 import type { ResponsesService } from "./openai/responses-service.js";
@@ -23,6 +24,8 @@ export interface Services {
   repository: ModelRepository;
   client: InferenceClient;
   inference: InferenceService;
+  /** KServe v2 infer on classifiers, over `inference`. */
+  v2: V2InferService;
   jobs: JobService;
   completions: CompletionService;
   tokenization: TokenizationService;

@@ -2,7 +2,7 @@ import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError, messageOf, queueName, type ReloadOutcome } from "@ferry/protocol";
 import type { InferenceClient } from "@ferry/transport";
 import type { Logger } from "pino";
-import { validateSplit } from "../inference/traffic-router.js";
+import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
 
 export interface VersionAdminView {
@@ -46,6 +46,7 @@ export class AdminService {
     private readonly client: InferenceClient,
     private readonly log: Logger,
     private readonly metrics: ApiMetrics,
+    private readonly router: TrafficRouter,
   ) {}
 
   /**
@@ -131,7 +132,7 @@ export class AdminService {
 
   async setTraffic(name: string, split: Record<string, number>): Promise<ModelAdminView> {
     const entry = this.repository.get(name);
-    await this.client.state.setTraffic(name, validateSplit(entry, split));
+    await this.client.state.setTraffic(name, this.router.validate(entry, split));
     this.log.info({ model: name, traffic: split }, "traffic split changed");
     await this.client.stats.flush();
     return this.describe(name);

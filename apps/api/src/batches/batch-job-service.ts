@@ -8,7 +8,7 @@ import {
 } from "@ferry/protocol";
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
-import { classify } from "../inference/classify.js";
+import type { classify } from "../inference/classify.js";
 
 /** One line of a batch: a key and the model's input row. */
 export interface RawItem {
@@ -76,11 +76,15 @@ export class BatchJobService {
   }
 }
 
+type Classify = typeof classify;
+
 /** Status, results and stored predictions, each visible to the tenant that made them. */
 export class BatchJobReader {
+  /** `classify` reads a stored row's logits as predict's answers read them. */
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
+    private readonly classify: Classify,
   ) {}
 
   async status(id: string, tenant: Tenant): Promise<BatchJobStatus> {
@@ -95,9 +99,12 @@ export class BatchJobReader {
   async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
     await this.status(id, tenant);
     const pages = this.client.batches.results(id);
+    const classify = this.classify;
     return (async function* () {
       for await (const lines of pages)
-        yield lines.map((line) => JSON.stringify(render(JSON.parse(line) as StoredBatchRow)));
+        yield lines.map((line) =>
+          JSON.stringify(render(JSON.parse(line) as StoredBatchRow, classify)),
+        );
     })();
   }
 
@@ -111,12 +118,12 @@ export class BatchJobReader {
     const stored = await this.client.batches.prediction(model, key, scope);
     if (!stored)
       throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
-    return render(stored);
+    return render(stored, this.classify);
   }
 }
 
 /** A stored row as clients read it: the prediction from its logits, or its error. */
-function render(row: StoredBatchRow): Record<string, unknown> {
+function render(row: StoredBatchRow, classify: Classify): Record<string, unknown> {
   if (!("logits" in row)) return row;
   const { logits, ...rest } = row;
   return {

@@ -1,4 +1,4 @@
-import { type ErrorCode, FerryError } from "@ferry/protocol";
+import { type ErrorCode, FerryError, type JobEvent } from "@ferry/protocol";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -91,4 +91,11 @@ export function invalidInput(
   const issue = issues[0];
   const where = issue?.path.length ? `${issue.path.map(String).join(".")}: ` : "";
   return new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
+}
+
+/** The error a job's error event carries, as the API raises it. */
+export function errorOf(event: JobEvent): FerryError {
+  if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");
+  const { code, message } = event.body.error;
+  return new FerryError(code as FerryError["code"], message);
 }

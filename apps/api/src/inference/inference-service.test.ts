@@ -40,8 +40,12 @@ describe("InferenceService deadlines", () => {
     await expect(
       service.predict("mnist", "1", { features: [0] }, { ...call, timeoutMs: 20, waitedMs: 25 }),
     ).rejects.toMatchObject({ code: "DEADLINE_EXCEEDED" });
+    // another protocol's plan on the same path (v2 infer): never even planned
+    const never = () => {
+      throw new Error("planned after its deadline");
+    };
     await expect(
-      service.inferV2("mnist", "1", { inputs: [] }, { ...call, timeoutMs: 20, waitedMs: 20 }),
+      service.runWithin("mnist", "1", { ...call, timeoutMs: 20, waitedMs: 20 }, never, never),
     ).rejects.toMatchObject({ code: "DEADLINE_EXCEEDED" });
   });
 });

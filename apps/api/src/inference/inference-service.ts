@@ -17,13 +17,6 @@ import type {
 } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { beforeDeadline } from "../http/deadline.js";
-import {
-  decodeV2Rows,
-  encodeV2Response,
-  type RequestedOutput,
-  requestedOutputs,
-} from "../kserve-v2/codec.js";
-import type { V2InferRequest, V2InferResponse } from "../kserve-v2/schemas.js";
 import type { ApiMetrics } from "../metrics.js";
 import { classify } from "./classify.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
@@ -84,16 +77,6 @@ export class InferenceService {
       version: v,
       rows: [{ [spec.name]: encodeTensor(spec.datatype, body.features) }],
     };
-  }
-
-  planV2(
-    model: string,
-    version: string | undefined,
-    body: V2InferRequest,
-  ): Plan & { outputs: RequestedOutput[] } {
-    const { entry, version: v } = this.resolveClassifier(model, version);
-    const outputs = requestedOutputs(entry.config, body);
-    return { entry, version: v, rows: decodeV2Rows(entry.config, body), outputs };
   }
 
   /**
@@ -252,43 +235,41 @@ export class InferenceService {
     this.client.stats.recordFallback(model, source);
   }
 
-  inferV2(
+  /**
+   * Runs a plan another protocol makes (v2 infer's tensors) on the classifier path: the
+   * version routed as predict's is, the call's deadline, the version's stats. `plan` is called
+   * once the version is known and `answer` once every row is back; neither is kept after.
+   */
+  runWithin<P extends Plan, T>(
     model: string,
     version: string | undefined,
-    body: V2InferRequest,
     opts: CallOptions,
-  ): Promise<V2InferResponse> {
+    plan: (version: string) => P,
+    answer: (plan: P, rows: Array<Record<string, OutputTensor>>) => T,
+  ): Promise<T> {
     const left = timeLeft(this.repository.get(model).config, opts);
-    return left > 0 ? beforeDeadline(this.answerV2(model, version, body, opts), left) : expired();
-  }
-
-  /** As `answer`: the body goes no further than its plan (and its id). */
-  private answerV2(
-    model: string,
-    version: string | undefined,
-    body: V2InferRequest,
-    opts: CallOptions,
-  ): Promise<V2InferResponse> {
+    if (left <= 0) return expired();
     const started = performance.now();
-    const id = body.id ?? opts.requestId;
-    return this.routeVersion(model, version).then((v) =>
-      this.answerV2Plan(this.planV2(model, v, body), id, opts, started),
-    );
+    const answered = this.routeVersion(model, version).then((v) => {
+      const planned = plan(v);
+      return this.runCounted(planned, opts, started).then((rows) => answer(planned, rows));
+    });
+    return beforeDeadline(answered, left);
   }
 
-  private async answerV2Plan(
-    plan: Plan & { outputs: RequestedOutput[] },
-    id: string,
+  /** As `run`, counted in the version's stats. */
+  private async runCounted(
+    plan: Plan,
     opts: CallOptions,
     started: number,
-  ): Promise<V2InferResponse> {
+  ): Promise<Array<Record<string, OutputTensor>>> {
     const model = plan.entry.config.name;
     const rows = await this.run(plan, opts).catch((err: unknown) => {
       this.client.stats.record(model, plan.version, performance.now() - started, true);
       throw err;
     });
     this.client.stats.record(model, plan.version, performance.now() - started, false);
-    return encodeV2Response(plan.entry.config, plan.version, id, plan.outputs, rows);
+    return rows;
   }
 
   /** Sends every row of a plan and waits for all; the first failing row fails the request. */
@@ -354,7 +335,7 @@ export class InferenceService {
     return rate;
   }
 
-  private resolveClassifier(model: string, version: string | undefined) {
+  resolveClassifier(model: string, version: string | undefined) {
     const resolved = this.repository.resolve(model, version);
     if (resolved.entry.config.kind !== "classifier") {
       throw new FerryError(

@@ -12,6 +12,11 @@ export class TrafficRouter {
     private readonly random: () => number = Math.random,
   ) {}
 
+  /** A split as it will be stored: every version known, whole percentages adding up to 100. */
+  validate(entry: ModelEntry, split: Record<string, unknown>): Record<string, number> {
+    return validateSplit(entry, split);
+  }
+
   async pick(entry: ModelEntry): Promise<string> {
     const split = await this.state.getTraffic(entry.config.name);
     if (!split) return entry.defaultVersion;

@@ -1,60 +1,44 @@
-import {
-  type CompletionResult,
-  DEFAULT_PRIORITY,
-  FerryError,
-  type InferReply,
-  type JobEvent,
-  type JobEventBody,
-} from "@ferry/protocol";
+import { DEFAULT_PRIORITY, FerryError, type JobEvent, type JobEventBody } from "@ferry/protocol";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import type { CallOptions } from "../http/call.js";
 import { assertVisible, type Tenant, UNLISTED } from "../http/tenant.js";
-import { type InferenceService, type Plan, toPrediction } from "../inference/inference-service.js";
-import { predictBodySchema } from "../inference/schemas.js";
-import { encodeV2Response, type RequestedOutput } from "../kserve-v2/codec.js";
-import { v2InferRequestSchema } from "../kserve-v2/schemas.js";
-import type { CompletionService } from "../openai/completion-service.js";
-import { chatResponse, completionResponse } from "../openai/openai-render.js";
-import { completionRequestSchema } from "../openai/schemas.js";
-import type { jobBodySchema, jobRecordSchema } from "./schemas.js";
+import type { JobBody, JobKind, JobRows } from "./job-kind.js";
+import type { jobRecordSchema } from "./schemas.js";
 
-type JobBody = z.infer<typeof jobBodySchema>;
 type JobView = z.infer<typeof jobRecordSchema>;
-
-/** The format an async job's result is rendered in, chosen by the shape of its input. */
-type JobFormat =
-  | { format: "predict" }
-  | { format: "v2"; outputs: Array<RequestedOutput | string>; id: string | undefined }
-  | { format: "completion" }
-  | { format: "chat" };
 
 /**
  * Async submit-and-poll: an input in any of the sync shapes becomes a BullMQ job whose result
  * is rendered, when polled, exactly as the sync route would have answered.
  */
 export class JobService {
+  /** The kinds in the order they are tried: the first that takes an input makes its job. */
   constructor(
     private readonly client: InferenceClient,
-    private readonly inference: InferenceService,
-    private readonly completions: CompletionService,
+    private readonly kinds: readonly JobKind[],
   ) {}
 
   /** `opts` carries the job-level priority and deadline (body fields, else headers). */
   async submit(body: JobBody, opts: CallOptions): Promise<JobRecord> {
-    if ("prompt" in body.input) {
-      const completion = completionRequestSchema.safeParse({ ...body.input, model: body.model });
-      if (!completion.success)
-        throw new FerryError("INVALID_INPUT", `input: ${completion.error.issues[0]?.message}`);
-      const inner = completion.data;
-      return this.completions.submit(inner, {
-        ...opts,
-        priority: opts.priority ?? inner.priority,
-        timeoutMs: opts.timeoutMs ?? inner.timeout_ms,
-        version: body.version,
-      });
+    for (const kind of this.kinds) {
+      const submission = kind.accept(body, opts);
+      if (!submission) continue;
+      if ("queued" in submission) return submission.queued;
+      return this.submitRows(submission.plan, submission.meta, opts);
     }
-    const { plan, format } = this.plan(body);
+    const shapes = this.kinds.map((k) => k.shape);
+    throw new FerryError(
+      "INVALID_INPUT",
+      `input must be ${shapes.slice(0, -1).join(", ")}${shapes.length > 1 ? " or " : ""}${shapes.at(-1) ?? ""}`,
+    );
+  }
+
+  private submitRows(
+    plan: JobRows["plan"],
+    meta: Record<string, unknown>,
+    opts: CallOptions,
+  ): Promise<JobRecord> {
     const config = plan.entry.config;
     return this.client.jobs.submit({
       model: config.name,
@@ -64,7 +48,7 @@ export class JobService {
       priority: opts.priority ?? DEFAULT_PRIORITY,
       maxQueueSize: config.max_queue_size,
       owner: opts.tenant.id,
-      meta: { ...format, request_id: opts.requestId },
+      meta: { ...meta, request_id: opts.requestId },
     });
   }
 
@@ -128,30 +112,10 @@ export class JobService {
       const { ids: _ids, ...rest } = body;
       return rest;
     }
-    // a completion's result event keeps the worker's {text, finish_reason, usage}, as it
-    // always has; a classifier's raw replies are rendered as its poll renders them
-    const format = (record.meta as JobFormat).format;
-    if (body.type === "result" && format !== "completion" && format !== "chat")
+    // a classifier's raw replies are rendered as its poll renders them
+    if (body.type === "result" && !this.kindOf(record)?.rawResultEvents)
       return { type: "result", result: this.render({ ...record, result: body.result }) };
     return body;
-  }
-
-  private plan(body: JobBody): { plan: Plan; format: JobFormat } {
-    const predict = predictBodySchema.safeParse(body.input);
-    if (predict.success)
-      return {
-        plan: this.inference.planPredict(body.model, body.version, predict.data),
-        format: { format: "predict" },
-      };
-    const v2 = v2InferRequestSchema.safeParse(body.input);
-    if (v2.success) {
-      const plan = this.inference.planV2(body.model, body.version, v2.data);
-      return { plan, format: { format: "v2", outputs: plan.outputs, id: v2.data.id } };
-    }
-    throw new FerryError(
-      "INVALID_INPUT",
-      "input must be a predict body {features} or a v2 infer body {inputs}",
-    );
   }
 
   private view(record: JobRecord): JobView {
@@ -167,23 +131,15 @@ export class JobService {
     };
   }
 
+  private kindOf(record: JobRecord): JobKind | undefined {
+    const format = record.meta.format;
+    return this.kinds.find((k) => typeof format === "string" && k.formats.includes(format));
+  }
+
   private render(record: JobRecord): unknown {
-    const meta = record.meta as JobFormat;
-    if (meta.format === "completion")
-      return completionResponse(record, record.result as CompletionResult);
-    if (meta.format === "chat") return chatResponse(record, record.result as CompletionResult);
-    const rows = (record.result as InferReply).results.map((r) => (r.ok ? r.outputs : {}));
-    const plan = this.inference.planFor(record.model, record.version);
-    if (meta.format === "v2")
-      return encodeV2Response(
-        plan.entry.config,
-        record.version,
-        meta.id ?? record.id,
-        meta.outputs,
-        rows,
-      );
-    const latency = (record.finished_at ?? Date.now()) - record.created_at;
-    return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
+    const kind = this.kindOf(record);
+    if (!kind) throw new FerryError("INTERNAL", `job ${record.id} has no renderer for its format`);
+    return kind.render(record);
   }
 }
 

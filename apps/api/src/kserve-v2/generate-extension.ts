@@ -1,7 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { invalidInput } from "../http/errors.js";
-import { type CompletionRequest, completionRequestSchema } from "../openai/schemas.js";
+import type { CompletionRequest } from "../openai/schemas.js";
 
 /**
  * Triton's generate extension's request: the text, and the generation's settings either as
@@ -47,9 +46,14 @@ function words(value: unknown, name: string): string[] {
 /**
  * A generate request as the completion it runs on `model`. The text comes back with its input
  * before it unless `exclude_input_in_output` is true (both backends' default). A setting this
- * server does not have is refused by name: Triton refuses an input the model lacks.
+ * server does not have is refused by name: Triton refuses an input the model lacks. `check` is
+ * the completion request's own validation (the OpenAI protocol's, handed over by the route).
  */
-export function completionOf(model: string, body: GenerateRequest): CompletionRequest {
+export function completionOf(
+  model: string,
+  body: GenerateRequest,
+  check: (raw: unknown) => CompletionRequest,
+): CompletionRequest {
   const { id: _id, text_input, parameters, ...inputs } = body;
   const settings: Record<string, unknown> = { ...inputs, ...parameters };
   const unknown = Object.keys(settings).filter(
@@ -67,7 +71,7 @@ export function completionOf(model: string, body: GenerateRequest): CompletionRe
     throw new FerryError("INVALID_INPUT", "exclude_input_in_output must be a boolean");
   const stop = [...words(settings.stop, "stop"), ...words(settings.stop_words, "stop_words")];
   const bad = words(settings.bad_words, "bad_words");
-  const checked = completionRequestSchema.safeParse({
+  return check({
     model,
     prompt: text_input,
     ...Object.fromEntries(
@@ -77,8 +81,6 @@ export function completionOf(model: string, body: GenerateRequest): CompletionRe
     ...(bad.length > 0 ? { bad_words: bad } : {}),
     echo: settings.exclude_input_in_output !== true,
   });
-  if (!checked.success) throw invalidInput(checked.error.issues);
-  return checked.data;
 }
 
 /** The response (or one streamed piece of it): the text, named as the model's output. */

@@ -2,10 +2,11 @@ import type { CompletionResult, JobEvent } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { callOptions } from "../http/call-options.js";
+import { clientGone } from "../http/client-gone.js";
+import { errorOf } from "../http/errors.js";
+import { openStream } from "../http/job-stream.js";
 import { json, v2Errors } from "../http/openapi.js";
 import { sse } from "../http/sse.js";
-import { errorOf } from "../openai/completion-service.js";
-import { clientGone, openStream } from "../openai/generation-stream.js";
 import type { CompletionResponse } from "../openai/output-schemas.js";
 import type { HonoEnv } from "../services.js";
 import {
@@ -86,8 +87,8 @@ async function prepared(
   named: string | undefined,
   body: GenerateRequest,
 ) {
-  const completion = completionOf(name, body);
   const { repository, completions } = c.get("services");
+  const completion = completionOf(name, body, (raw) => completions.check(raw));
   // an unknown model or version is a 404 before anything is queued
   const { version } = repository.resolve(name, await completions.versionFor(name, named));
   const opts = { ...callOptions(c, completion), version };

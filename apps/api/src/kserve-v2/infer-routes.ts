@@ -48,7 +48,7 @@ async function answer(c: Context<HonoEnv>, req: V2InferRequest, version: string 
   const name = c.req.param("name") ?? "";
   const answered = await c
     .get("services")
-    .inference.inferV2(name, version ?? c.get("admittedVersion"), req, opts);
+    .v2.infer(name, version ?? c.get("admittedVersion"), req, opts);
   const binary = binaryAnswer(req, answered);
   if (!binary) return c.json(answered, 200);
   return c.body(new Uint8Array(binary.body), 200, {

@@ -1,9 +1,10 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
+import { clientGone } from "../http/client-gone.js";
 import { openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./choices.js";
-import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
+import { streamEach, streamGeneration } from "./generation-stream.js";
 import { chatStream } from "./openai-render.js";
 import { chatCompletionResponseSchema } from "./output-schemas.js";
 import { chatCompletionRequestSchema } from "./schemas.js";

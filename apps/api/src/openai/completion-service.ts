@@ -1,10 +1,4 @@
-import {
-  loadTokenizer,
-  type ModelEntry,
-  type ModelRepository,
-  type Tokenizer,
-  tokenizerConfigSchema,
-} from "@ferry/model-repository";
+import type { ModelEntry, ModelRepository, Tokenizer } from "@ferry/model-repository";
 import {
   type CompletionResult,
   DEFAULT_PRIORITY,
@@ -13,25 +7,27 @@ import {
 } from "@ferry/protocol";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
+import { errorOf, invalidInput } from "../http/errors.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
 import { continuousUsage, joinAnswers, severalChoices } from "./choices.js";
+import {
+  ContextWindow,
+  checkPromptChars,
+  DEFAULT_MAX_TOKENS,
+  messageText,
+} from "./context-window.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
 import type { ChatCompletionResponse, CompletionResponse } from "./output-schemas.js";
 import { promptsOf } from "./prompts.js";
-import { type AsCompletion, checkTokens, entryVocab, samplingParamsOf } from "./sampling-params.js";
-import type { ChatCompletionRequest as ChatRequest, CompletionRequest } from "./schemas.js";
+import { type AsCompletion, samplingParamsOf } from "./sampling-params.js";
+import {
+  type ChatCompletionRequest as ChatRequest,
+  type CompletionRequest,
+  completionRequestSchema,
+} from "./schemas.js";
 import { toolChoice } from "./tool-calls.js";
-
-/** OpenAI's and vLLM's max_tokens for a completion that leaves it out. */
-const DEFAULT_MAX_TOKENS = 16;
-
-/**
- * Characters of prompt per token of context past which a prompt cannot fit whatever the
- * tokenizer: refused before it is tokenized, so that a huge prompt costs the API no CPU.
- */
-const MAX_CHARS_PER_TOKEN = 64;
 
 /** A completion's job and the events it answers with, subscribed before the job could run. */
 export interface FollowedCompletion {
@@ -46,7 +42,7 @@ export interface FollowedCompletion {
  * fit the model's context is refused here, before anything is queued.
  */
 export class CompletionService {
-  private readonly tokenizers = new WeakMap<ModelEntry, Promise<Tokenizer>>();
+  private readonly context = new ContextWindow();
   private readonly templates = new ChatTemplates();
   /** Rendered chats by their messages (weakly: gone with the request). */
   private readonly renders = new WeakMap<ChatTemplateRequest["messages"], Promise<string>>();
@@ -69,6 +65,13 @@ export class CompletionService {
   countTokens(job: JobRecord, result: CompletionResult): CompletionResult {
     this.metrics.completionTokens.inc({ model: job.model }, result.usage.completion_tokens);
     return result;
+  }
+
+  /** Another protocol's request (Triton's generate), checked as a completion request is. */
+  check(raw: unknown): CompletionRequest {
+    const checked = completionRequestSchema.safeParse(raw);
+    if (!checked.success) throw invalidInput(checked.error.issues);
+    return checked.data;
   }
 
   /** Validates a request and enqueues it; the returned record's id names the job. */
@@ -233,8 +236,8 @@ export class CompletionService {
     const special =
       typeof prompt === "string" &&
       (body.add_special_tokens ?? true) &&
-      (await this.tokenizer(entry)).addsSpecialTokens;
-    const { maxTokens, promptTokens } = await this.fitContext(
+      (await this.context.tokenizer(entry)).addsSpecialTokens;
+    const { maxTokens, promptTokens } = await this.context.fit(
       entry,
       prompt,
       maxTokensAsked,
@@ -272,51 +275,9 @@ export class CompletionService {
     };
   }
 
-  /**
-   * The completion's max_tokens: prompt plus completion must fit the context window, as vLLM
-   * and OpenAI require, and none asked for is what the window leaves. A prompt of token ids
-   * must name tokens the model has. `truncate`: vLLM's `truncate_prompt_tokens`, the prompt's
-   * last tokens that are read (a longer prompt is then no reason to refuse).
-   */
-  private async fitContext(
-    entry: ModelEntry,
-    prompt: string | readonly number[],
-    maxTokensAsked: number | undefined,
-    truncate: number | undefined,
-    addSpecialTokens: boolean,
-  ): Promise<{ maxTokens: number; promptTokens?: number }> {
-    if (typeof prompt !== "string") checkTokens(entryVocab(entry), prompt, "Token id");
-    const context = entry.config.architecture?.context_length;
-    if (typeof context !== "number") return { maxTokens: maxTokensAsked ?? DEFAULT_MAX_TOKENS };
-    if (truncate !== undefined && truncate > context)
-      throw new FerryError(
-        "INVALID_INPUT",
-        `truncate_prompt_tokens value (${truncate}) is greater than max_model_len (${context}). Please, select a smaller truncation size.`,
-      );
-    if (typeof prompt === "string" && truncate === undefined) checkPromptChars(entry, prompt);
-    const whole =
-      typeof prompt === "string"
-        ? (await this.tokenizer(entry)).count(prompt, addSpecialTokens)
-        : prompt.length;
-    const promptTokens = Math.min(whole, truncate ?? whole);
-    const maxTokens = maxTokensAsked ?? Math.max(1, context - promptTokens);
-    if (promptTokens + maxTokens > context)
-      throw new FerryError(
-        "INVALID_INPUT",
-        `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the prompt, ${maxTokens} for the completion). Please reduce the length of the prompt or completion.`,
-      );
-    return { maxTokens, promptTokens };
-  }
-
   /** The model's tokenizer, loaded once. */
   tokenizer(entry: ModelEntry): Promise<Tokenizer> {
-    let tokenizer = this.tokenizers.get(entry);
-    if (!tokenizer) {
-      const config = tokenizerConfigSchema.parse(entry.config.tokenizer ?? { type: "byte" });
-      tokenizer = loadTokenizer(entry.dir, config);
-      this.tokenizers.set(entry, tokenizer);
-    }
-    return tokenizer;
+    return this.context.tokenizer(entry);
   }
 
   /**
@@ -393,31 +354,4 @@ export class CompletionService {
     if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
   }
-}
-
-export function errorOf(event: JobEvent): FerryError {
-  if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");
-  const { code, message } = event.body.error;
-  return new FerryError(code as FerryError["code"], message);
-}
-
-export function checkPromptChars(entry: ModelEntry, text: string): void {
-  const context = entry.config.architecture?.context_length;
-  if (typeof context === "number" && text.length > context * MAX_CHARS_PER_TOKEN)
-    throw new FerryError(
-      "INVALID_INPUT",
-      `This model's maximum context length is ${context} tokens; the prompt has ${text.length} characters, far more than fit`,
-    );
-}
-
-/** Every character a chat's messages send (their text and their calls, as JSON). */
-function messageText(messages: ChatTemplateRequest["messages"]): string {
-  let text = "";
-  for (const m of messages) {
-    const content = m.content;
-    if (typeof content === "string") text += content;
-    else if (content) for (const part of content) text += part.text;
-    if (m.tool_calls) text += JSON.stringify(m.tool_calls);
-  }
-  return text;
 }

@@ -1,10 +1,11 @@
 import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
+import { clientGone } from "../http/client-gone.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { severalChoices } from "./choices.js";
-import { clientGone, streamEach, streamGeneration } from "./generation-stream.js";
+import { streamEach, streamGeneration } from "./generation-stream.js";
 import { completionStream } from "./openai-render.js";
 import { completionResponseSchema, modelCardSchema, modelListSchema } from "./output-schemas.js";
 import { completionRequestSchema } from "./schemas.js";

@@ -1,12 +1,13 @@
 import { type CompletionResult, FerryError, type JobEvent } from "@ferry/protocol";
-import type { JobRecord } from "@ferry/transport";
 import type { Context } from "hono";
 import type { CallOptions } from "../http/call.js";
+import { errorOf } from "../http/errors.js";
+import { firstOutput, openStream } from "../http/job-stream.js";
 import { sse } from "../http/sse.js";
 import type { StreamSlot } from "../http/stream-slots.js";
 import type { HonoEnv } from "../services.js";
 import { continuousUsage, sumUsage } from "./choices.js";
-import { errorOf, type FollowedCompletion } from "./completion-service.js";
+import type { FollowedCompletion } from "./completion-service.js";
 import {
   ChoiceState,
   type StreamChunk,
@@ -35,72 +36,6 @@ export async function streamGeneration(
     slot.release();
     throw err;
   }
-}
-
-/** A streamed job whose first output has come, and what ties it to its client and the drain. */
-export interface OpenedStream {
-  job: JobRecord;
-  /** Its first event past status changes (a token, or its result), already read. */
-  first: IteratorResult<JobEvent>;
-  events: AsyncGenerator<JobEvent>;
-  /** Aborted once the client went away or a drain ran out of time: stop reading. */
-  reading: AbortSignal;
-  /** Unhooks it from its client and the drain, and closes its event log. */
-  close(): void;
-}
-
-/**
- * Queues a completion and follows it until its first output, tied to the client (one that
- * goes away cancels it) and to the drain (which ends the stream). The status line waits for
- * that first output: a job that expires in the queue or fails before its first token is
- * answered with its HTTP error (504, 503), not a 200 followed by an error event.
- */
-export async function openStream(
-  c: Context<HonoEnv>,
-  body: CompletionRequest | ChatCompletionRequest,
-  opts: CallOptions,
-  gone: AbortSignal,
-  slot: StreamSlot,
-  meta?: Record<string, unknown>,
-): Promise<OpenedStream> {
-  const { completions } = c.get("services");
-  const reading = new AbortController();
-  const { record: job, events, close } = await completions.follow(body, opts, reading.signal, meta);
-  // A client that goes away frees its batch slot: the job is cancelled on every worker.
-  const onGone = () => {
-    reading.abort();
-    completions.cancel(job.id);
-  };
-  if (gone.aborted) onGone();
-  gone.addEventListener("abort", onGone);
-  // The job behind the stream: /v1/jobs/{id}/events with Last-Event-ID (the chunks' ids)
-  // continues it from anywhere, should this connection or this replica go away.
-  c.header("X-Job-Id", job.id);
-  // A drain that runs out of time ends the stream, even one still waiting for its first
-  // token; the client resumes through the job.
-  const onClosing = () => reading.abort();
-  slot.closing.addEventListener("abort", onClosing);
-  const opened = {
-    job,
-    events,
-    reading: reading.signal,
-    close: () => {
-      gone.removeEventListener("abort", onGone);
-      slot.closing.removeEventListener("abort", onClosing);
-      close();
-    },
-  };
-  const first = await firstOutput(events);
-  if ((!first.done && first.value.body.type === "error") || slot.closing.aborted) {
-    opened.close();
-    if (!first.done && first.value.body.type === "error") throw errorOf(first.value);
-    throw new FerryError(
-      "UNAVAILABLE",
-      `This server is shutting down before job ${job.id} produced its first token; the job goes on: follow it at /v1/jobs/${job.id}/events`,
-      { retryAfterS: 1 },
-    );
-  }
-  return { ...opened, first };
 }
 
 async function follow(
@@ -153,16 +88,6 @@ async function follow(
       slot.release();
     }
   });
-}
-
-/** Aborted when the client closes its connection before the answer has been written. */
-export function clientGone(c: Context<HonoEnv>): AbortSignal {
-  const controller = new AbortController();
-  const res = c.env?.outgoing;
-  res?.once("close", () => {
-    if (!res.writableFinished) controller.abort();
-  });
-  return controller.signal;
 }
 
 /**
@@ -292,11 +217,4 @@ export async function streamEach(
       slot.release();
     }
   }
-}
-
-/** A job's first event past its status changes: its first token, its result or its error. */
-async function firstOutput(events: AsyncGenerator<JobEvent>): Promise<IteratorResult<JobEvent>> {
-  let first = await events.next();
-  while (!first.done && first.value.body.type === "status") first = await events.next();
-  return first;
 }

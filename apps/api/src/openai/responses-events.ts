@@ -1,6 +1,6 @@
 import type { CompletionResult, FerryError, JobEvent, JobEventBody } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
-import { errorOf } from "./completion-service.js";
+import { errorOf } from "../http/errors.js";
 import {
   functionCallItem,
   messageItem,

@@ -1,6 +1,6 @@
 import type { CompletionResult, TokenLogprob } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
-import { chatLogprobs } from "./openai-render.js";
+import { chatLogprobs } from "./logprobs-render.js";
 import type { ToolCall } from "./tool-call-parsers.js";
 import { chatAnswerOf } from "./tool-calls.js";
 

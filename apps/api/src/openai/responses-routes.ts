@@ -1,8 +1,8 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
+import { clientGone } from "../http/client-gone.js";
 import { openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
-import { clientGone } from "./generation-stream.js";
 import { responsesRequestSchema } from "./responses-schemas.js";
 import { streamResponse, streamStoredResponse } from "./responses-stream.js";
 

@@ -1,7 +1,7 @@
 import { guidedProblem, guidedSpecOf } from "@ferry/guided";
 import type { ModelEntry } from "@ferry/model-repository";
 import { FerryError, outOfVocabulary, type SamplingParams } from "@ferry/protocol";
-import type { PromptAsk } from "./openai-render.js";
+import type { PromptAsk } from "./logprobs-render.js";
 import type { CompletionRequest } from "./schemas.js";
 import type { ToolChoice } from "./tool-calls.js";
 

@@ -1,6 +1,7 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
-import { type CompletionService, checkPromptChars } from "./completion-service.js";
+import type { CompletionService } from "./completion-service.js";
+import { checkPromptChars } from "./context-window.js";
 import { checkTokens, entryVocab } from "./sampling-params.js";
 import type { DetokenizeRequest, TokenizeRequest } from "./schemas.js";
 

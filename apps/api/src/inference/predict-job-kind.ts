@@ -1,0 +1,24 @@
+import type { InferReply } from "@ferry/protocol";
+import type { JobKind } from "../jobs/job-kind.js";
+import { type InferenceService, toPrediction } from "./inference-service.js";
+import { predictBodySchema } from "./schemas.js";
+
+/** `{features}` in a job: a predict, answered as `/v1/models/{m}/predict` answers. */
+export function predictJobKind(inference: InferenceService): JobKind {
+  return {
+    shape: "a predict body {features}",
+    formats: ["predict"],
+    accept(body) {
+      const predict = predictBodySchema.safeParse(body.input);
+      if (!predict.success) return undefined;
+      const plan = inference.planPredict(body.model, body.version, predict.data);
+      return { plan, meta: { format: "predict" } };
+    },
+    render(record) {
+      const rows = (record.result as InferReply).results.map((r) => (r.ok ? r.outputs : {}));
+      const plan = inference.planFor(record.model, record.version);
+      const latency = (record.finished_at ?? Date.now()) - record.created_at;
+      return { ...toPrediction(plan, rows[0] ?? {}), latency_ms: latency };
+    },
+  };
+}
