@@ -186,6 +186,23 @@ describe("Ferry on a Redis Cluster (3 primaries, 3 replicas)", () => {
     expect(text).toBe(await referenceGreedy(PROMPT, MAX_TOKENS));
   });
 
+  it("an Idempotency-Key's retry gets the same job, and another payload under it a 422", async () => {
+    const key = `cluster-${Date.now()}`;
+    const submit = (features: number[]) =>
+      fetch(stack.url("/v1/jobs"), {
+        method: "POST",
+        headers: { "content-type": "application/json", "Idempotency-Key": key },
+        body: JSON.stringify({ model: "digits", input: { features } }),
+      });
+    const first = await submit(rows[0] ?? []);
+    expect(first.status).toBe(202);
+    const { id } = (await first.json()) as { id: string };
+    const retry = await submit(rows[0] ?? []);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(((await retry.json()) as { id: string }).id).toBe(id);
+    expect((await submit(rows[1] ?? [])).status).toBe(422);
+  });
+
   it("keeps each model version's keys on one slot, and spreads the queues over the shards", async () => {
     // a few jobs of each kind: their index keys are tagged by their random ids
     for (const [model, input] of [

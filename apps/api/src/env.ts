@@ -40,6 +40,11 @@ export const envSchema = deploymentEnvSchema.extend({
    * responses are kept JOB_TTL_S.
    */
   SYNC_JOB_TTL_S: z.coerce.number().int().positive().default(3_600),
+  /**
+   * How long the answer to a request with an Idempotency-Key is replayed to its retries, in s
+   * (Stripe's 24 h).
+   */
+  IDEMPOTENCY_TTL_S: z.coerce.number().int().positive().default(86_400),
   /** Event streams (SSE) one API process holds open; past it, 503. */
   MAX_STREAMS: z.coerce.number().int().positive().default(1_000),
   /** Event streams one API key holds open per API process; past it, 429. */

@@ -37,6 +37,7 @@ const client = new InferenceClient({
   acceptReplicas: { replicas: env.ACCEPT_REPLICAS, timeoutMs: env.ACCEPT_REPLICAS_TIMEOUT_MS },
   prefix: env.FERRY_PREFIX,
   jobTtlS: env.JOB_TTL_S,
+  idempotencyTtlS: env.IDEMPOTENCY_TTL_S,
   queueWaitBudgetMs: env.QUEUE_WAIT_BUDGET_MS,
 });
 await client.ready();

@@ -17,6 +17,8 @@ export const errorCodes = [
   "FORBIDDEN",
   "PAYLOAD_TOO_LARGE",
   "UNSUPPORTED_MEDIA_TYPE",
+  "IDEMPOTENCY_KEY_REUSED",
+  "IDEMPOTENCY_KEY_IN_USE",
   "INTERNAL",
 ] as const;
 export type ErrorCode = (typeof errorCodes)[number];

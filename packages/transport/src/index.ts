@@ -1,4 +1,5 @@
 export * from "./client/batch-job-store.js";
+export * from "./client/idempotency-store.js";
 export * from "./client/inference-client.js";
 export * from "./client/job-client.js";
 export * from "./client/prediction-cache.js";

@@ -33,6 +33,8 @@ export class BatchJobService {
     version: string | undefined,
     items: AsyncIterable<RawItem>,
     owner: string,
+    /** The batch's id when the request names one (its Idempotency-Key's). */
+    createdId?: string,
   ): Promise<{ id: string; total: number }> {
     const { entry, version: v } = this.repository.resolve(model, version);
     const spec = entry.config.inputs[0];
@@ -41,7 +43,7 @@ export class BatchJobService {
     }
     const width = spec.dims.reduce((a, b) => a * b, 1);
     const batches = this.client.batches;
-    const id = await batches.create(model, v, owner);
+    const id = await batches.create(model, v, owner, createdId);
     let chunk: BatchItem[] = [];
     let total = 0;
     try {

@@ -1,7 +1,8 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
-import { json, openAiErrors } from "../http/openapi.js";
+import { fingerprintOf, idempotently, streamedFingerprint } from "../http/idempotency.js";
+import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 import { ndjsonItems, type RawItem } from "./batch-job-service.js";
@@ -35,6 +36,7 @@ const createBatchRoute = createRoute({
   summary:
     "Offline batch prediction: JSON {model, items}, or an NDJSON body of {key, features} lines with ?model=",
   request: {
+    headers: idempotencyHeaders,
     query: z.object({ model: z.string().optional(), version: z.string().optional() }),
     body: {
       content: {
@@ -47,6 +49,7 @@ const createBatchRoute = createRoute({
   responses: {
     202: json(z.object({ id: z.string(), status: z.string(), total: z.number() }), "Accepted"),
     ...openAiErrors,
+    ...idempotencyErrors,
   },
 });
 
@@ -94,10 +97,24 @@ async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
 
 export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(createBatchRoute, async (c) => {
-    const { batchJobs, env } = c.get("services");
-    const owner = c.get("tenant").id;
+    const { batchJobs, batchJobReader, env } = c.get("services");
+    const tenant = c.get("tenant");
     const type = c.req.header("Content-Type") ?? "";
-    let result: { id: string; total: number };
+    // a retry whose first try's replica died after its batch was sealed finds that batch
+    const earlier = async (createdId: string | undefined, takeover: boolean) => {
+      if (!takeover || !createdId) return undefined;
+      const found = await batchJobReader.status(createdId, tenant).catch(() => undefined);
+      if (found?.status === "ingesting")
+        throw new FerryError(
+          "IDEMPOTENCY_KEY_IN_USE",
+          `An earlier request with this Idempotency-Key was cut off while batch ${createdId} was ingesting (the items it took run); send the batch again with a new key`,
+        );
+      return found;
+    };
+    const accepted = (id: string, total: number) => {
+      c.header("Location", `/v1/batches/${id}`);
+      return c.json({ id, status: "running", total }, 202);
+    };
     if (type.includes("ndjson")) {
       const { model, version } = c.req.valid("query");
       if (!model)
@@ -110,33 +127,37 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
         maxLineBytes: Math.min(env.MAX_BODY_BYTES, MAX_LINE_BYTES),
       };
       const incoming = c.env.incoming;
+      const { chunks, streamed } = streamedFingerprint(
+        c,
+        bodyChunks(incoming),
+        env.MAX_BATCH_BODY_BYTES,
+      );
       try {
-        result = await batchJobs.ingest(
-          model,
-          version,
-          ndjsonItems(bodyChunks(incoming), limits),
-          owner,
-        );
+        return await idempotently(c, streamed, async ({ createdId, takeover }) => {
+          const found = await earlier(createdId, takeover);
+          if (found) return accepted(found.id, found.total);
+          const items = ndjsonItems(chunks, limits);
+          const result = await batchJobs.ingest(model, version, items, tenant.id, createdId);
+          return accepted(result.id, result.total);
+        });
       } catch (err) {
         linger(incoming, LINGER_BYTES);
         throw err;
       }
-    } else {
-      const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
-      if (!body.success)
-        throw new FerryError(
-          "INVALID_INPUT",
-          `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
-        );
-      result = await batchJobs.ingest(
-        body.data.model,
-        body.data.version,
-        fromArray(body.data.items),
-        owner,
-      );
     }
-    c.header("Location", `/v1/batches/${result.id}`);
-    return c.json({ id: result.id, status: "running", total: result.total }, 202);
+    const body = batchBodySchema.safeParse(await c.req.json().catch(() => undefined));
+    if (!body.success)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
+      );
+    const { model, version, items } = body.data;
+    return idempotently(c, fingerprintOf(c, body.data), async ({ createdId, takeover }) => {
+      const found = await earlier(createdId, takeover);
+      if (found) return accepted(found.id, found.total);
+      const result = await batchJobs.ingest(model, version, fromArray(items), tenant.id, createdId);
+      return accepted(result.id, result.total);
+    });
   });
 
   app.openapi(statusRoute, async (c) => {

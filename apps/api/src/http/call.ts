@@ -24,4 +24,9 @@ export interface CallOptions {
    * Triton's `/versions/{v}/generate`); unnamed, the model's default.
    */
   version?: string | undefined;
+  /**
+   * The id what the call creates takes (a job, a batch): derived from its Idempotency-Key, so
+   * that a retry after its API replica died finds what the first attempt made.
+   */
+  createdId?: string | undefined;
 }

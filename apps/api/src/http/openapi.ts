@@ -1,3 +1,4 @@
+import { z } from "@hono/zod-openapi";
 import { openAiErrorSchema, v2ErrorSchema } from "./schemas.js";
 
 const json = <T>(schema: T, description: string) => ({
@@ -21,6 +22,21 @@ export const v2Errors = {
   429: json(v2ErrorSchema, "Queue full; retry after Retry-After seconds"),
   503: json(v2ErrorSchema, "Redis or the model is unavailable"),
   504: json(v2ErrorSchema, "Deadline passed before the request ran; it was not computed"),
+} as const;
+
+/**
+ * The Idempotency-Key header of the routes that create something, and the answers it adds
+ * (draft-ietf-httpapi-idempotency-key-header).
+ */
+export const idempotencyHeaders = z.object({
+  "idempotency-key": z.string().optional().openapi({
+    description:
+      "Makes a retry safe: the first request's answer is replayed (Idempotent-Replayed: true) for IDEMPOTENCY_TTL_S to any request with the same key from the same API key; the same key with another payload is a 422, and while the first is still being accepted a 409. 1-255 characters, bare or quoted.",
+  }),
+});
+export const idempotencyErrors = {
+  409: json(openAiErrorSchema, "A request with this Idempotency-Key is still being accepted"),
+  422: json(openAiErrorSchema, "This Idempotency-Key was used with another payload"),
 } as const;
 
 export { json };

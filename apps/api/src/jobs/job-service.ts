@@ -40,15 +40,26 @@ export class JobService {
     opts: CallOptions,
   ): Promise<JobRecord> {
     const config = plan.entry.config;
-    return this.client.jobs.submit({
-      model: config.name,
-      version: plan.version,
-      rows: plan.rows,
-      deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
-      priority: opts.priority ?? DEFAULT_PRIORITY,
-      maxQueueSize: config.max_queue_size,
-      owner: opts.tenant.id,
-      meta: { ...meta, request_id: opts.requestId },
+    return this.client.jobs.submit(
+      {
+        model: config.name,
+        version: plan.version,
+        rows: plan.rows,
+        deadline: Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
+        priority: opts.priority ?? DEFAULT_PRIORITY,
+        maxQueueSize: config.max_queue_size,
+        owner: opts.tenant.id,
+        meta: { ...meta, request_id: opts.requestId },
+      },
+      opts.createdId,
+    );
+  }
+
+  /** The job, if it exists and `tenant` may see it (a keyed retry looking for its first try's). */
+  async find(id: string, tenant: Tenant): Promise<JobRecord | undefined> {
+    return this.record(id, tenant).catch((err: unknown) => {
+      if (err instanceof FerryError && err.code === "JOB_NOT_FOUND") return undefined;
+      throw err;
     });
   }
 

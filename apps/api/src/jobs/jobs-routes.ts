@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
-import { json, openAiErrors } from "../http/openapi.js";
+import { fingerprintOf, idempotently } from "../http/idempotency.js";
+import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "./schemas.js";
 
@@ -10,8 +11,11 @@ const submitRoute = createRoute({
   method: "post",
   path: "/v1/jobs",
   summary: "Submit an inference job; poll it or follow its events",
-  request: { body: { content: { "application/json": { schema: jobBodySchema } }, required: true } },
-  responses: { 202: json(jobAcceptedSchema, "Queued"), ...openAiErrors },
+  request: {
+    headers: idempotencyHeaders,
+    body: { content: { "application/json": { schema: jobBodySchema } }, required: true },
+  },
+  responses: { 202: json(jobAcceptedSchema, "Queued"), ...openAiErrors, ...idempotencyErrors },
 });
 
 const getRoute = createRoute({
@@ -41,13 +45,24 @@ const cancelRoute = createRoute({
 export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(submitRoute, async (c) => {
     const body = c.req.valid("json");
-    const record = await c.get("services").jobs.submit(body, callOptions(c, body));
-    const self = `/v1/jobs/${record.id}`;
-    c.header("Location", self);
-    return c.json(
-      { id: record.id, status: "queued" as const, urls: { self, events: `${self}/events` } },
-      202,
+    const { jobs } = c.get("services");
+    const answer = await idempotently(
+      c,
+      fingerprintOf(c, body),
+      async ({ createdId, takeover }) => {
+        // a retry whose first try's replica died after queueing it finds that job
+        const found =
+          takeover && createdId ? await jobs.find(createdId, c.get("tenant")) : undefined;
+        const record = found ?? (await jobs.submit(body, { ...callOptions(c, body), createdId }));
+        const self = `/v1/jobs/${record.id}`;
+        c.header("Location", self);
+        return c.json(
+          { id: record.id, status: "queued" as const, urls: { self, events: `${self}/events` } },
+          202,
+        );
+      },
     );
+    return answer;
   });
   app.openapi(getRoute, async (c) =>
     c.json(await c.get("services").jobs.get(c.req.valid("param").id, c.get("tenant")), 200),

@@ -81,7 +81,7 @@ export class CompletionService {
     meta?: Record<string, unknown>,
   ): Promise<JobRecord> {
     const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
-    return this.client.jobs.submitGenerate(job, options);
+    return this.client.jobs.submitGenerate(job, options, opts.createdId);
   }
 
   /**

@@ -1,8 +1,10 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { clientGone } from "../http/client-gone.js";
-import { openAiErrors } from "../http/openapi.js";
+import { fingerprintOf, idempotently } from "../http/idempotency.js";
+import { idempotencyErrors, idempotencyHeaders, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
+import { responseId } from "./responses-render.js";
 import { responsesRequestSchema } from "./responses-schemas.js";
 import { streamResponse, streamStoredResponse } from "./responses-stream.js";
 
@@ -21,13 +23,15 @@ const createResponseRoute = createRoute({
   method: "post",
   path: "/v1/responses",
   summary:
-    "OpenAI's Responses API on the chat: messages (or a string) in, a message out; `previous_response_id` continues a stored response's conversation; `stream: true` answers with Responses events (response.created ... response.output_text.delta ... response.completed); `background: true` queues it as a job that outlives the request (streamed too with `stream: true`, and resumable)",
+    "OpenAI's Responses API on the chat: messages (or a string) in, a message out; `previous_response_id` continues a stored response's conversation; `stream: true` answers with Responses events (response.created ... response.output_text.delta ... response.completed); `background: true` queues it as a job that outlives the request (streamed too with `stream: true`, and resumable; an Idempotency-Key makes its retry safe)",
   request: {
+    headers: idempotencyHeaders,
     body: { content: { "application/json": { schema: responsesRequestSchema } }, required: true },
   },
   responses: {
     200: responseOrStream,
     ...openAiErrors,
+    ...idempotencyErrors,
   },
 });
 
@@ -121,12 +125,33 @@ export function registerResponses(app: OpenAPIHono<HonoEnv>): void {
     const opts = callOptions(c, body);
     const gone = clientGone(c);
     const { responses } = c.get("services");
-    if (!body.stream) return c.json(await responses.create(body, opts, gone), 200);
-    if (!body.background) return streamResponse(c, body, opts, gone);
-    return streamStoredResponse(c, async () => {
-      const prepared = await responses.prepare(body, opts.tenant);
-      return { job: await responses.queue(prepared, opts), meta: prepared.meta };
-    });
+    if (!body.background) {
+      if (!body.stream) return c.json(await responses.create(body, opts, gone), 200);
+      return streamResponse(c, body, opts, gone);
+    }
+    // a background response is created and stored: a retry with its Idempotency-Key gets it
+    // again rather than a second one
+    const tenant = opts.tenant;
+    const again = (jobId: string) => responses.streamable(responseId(jobId), tenant);
+    return idempotently(
+      c,
+      fingerprintOf(c, body),
+      async ({ createdId, takeover }) => {
+        const keyed = { ...opts, createdId };
+        const found =
+          takeover && createdId ? await again(createdId).catch(() => undefined) : undefined;
+        if (!body.stream) {
+          if (found) return c.json(await responses.get(responseId(found.job.id), tenant), 200);
+          return c.json(await responses.create(body, keyed, gone), 200);
+        }
+        return streamStoredResponse(c, async () => {
+          if (found) return found;
+          const prepared = await responses.prepare(body, tenant);
+          return { job: await responses.queue(prepared, keyed), meta: prepared.meta };
+        });
+      },
+      { replay: (jobId) => streamStoredResponse(c, () => again(jobId)) },
+    );
   });
   app.openapi(cancelRoute, async (c) =>
     c.json(await c.get("services").responses.cancel(c.req.valid("param").id, c.get("tenant")), 200),

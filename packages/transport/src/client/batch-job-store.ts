@@ -50,8 +50,12 @@ export class BatchJobStore {
     this.flows.on("error", () => {});
   }
 
-  async create(model: string, version: string, owner: string): Promise<string> {
-    const id = randomUUID();
+  async create(
+    model: string,
+    version: string,
+    owner: string,
+    id: string = randomUUID(),
+  ): Promise<string> {
     const control = batchQueueNames(queueName(model, version));
     await this.redis
       .multi()

@@ -11,6 +11,7 @@ import { LogCloser } from "../shared/log-closer.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { BatchJobStore } from "./batch-job-store.js";
 import { EventReader } from "./event-reader.js";
+import { IdempotencyStore } from "./idempotency-store.js";
 import { JobClient } from "./job-client.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
@@ -30,6 +31,8 @@ export interface InferenceClientOptions {
   prefix?: string;
   /** How long finished async jobs stay pollable, in seconds. @defaultValue 86_400 */
   jobTtlS?: number;
+  /** How long an Idempotency-Key's answer is replayed, in seconds. @defaultValue 86_400 */
+  idempotencyTtlS?: number;
   /**
    * Longest a sync row may expect to wait in its queue (depth over the measured service
    * rate), in ms; past it the row is refused with 429 at once. @defaultValue 5_000
@@ -81,6 +84,8 @@ export class InferenceClient {
   readonly control: ControlChannel;
   /** Offline batch prediction: flows of chunk jobs, results stored by key. */
   readonly batches: BatchJobStore;
+  /** Idempotency-Keys of the requests that create jobs and batches. */
+  readonly idempotency: IdempotencyStore;
   private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): its commands never queue behind BullMQ's
@@ -136,6 +141,11 @@ export class InferenceClient {
       this.instanceId,
     );
     this.workers = new WorkerRegistry(this.redis, this.keys);
+    this.idempotency = new IdempotencyStore(
+      this.redis,
+      this.keys,
+      options.idempotencyTtlS ?? 86_400,
+    );
     this.jobs = new JobClient(
       this.redis,
       this.keys,

@@ -101,9 +101,8 @@ export class JobClient {
     return this.removal.forget(id, withinMs);
   }
 
-  /** Enqueues classifier rows as one job. */
-  async submit(req: AsyncJobRequest): Promise<JobRecord> {
-    const id = randomUUID();
+  /** Enqueues classifier rows as one job (under `id` when the caller names it). */
+  async submit(req: AsyncJobRequest, id: string = randomUUID()): Promise<JobRecord> {
     return this.enqueue(
       id,
       { model: req.model, version: req.version, deadline: req.deadline, meta: req.meta },

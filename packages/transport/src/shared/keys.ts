@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 /**
  * Names of Ferry's own Redis keys and channels (BullMQ names its own under the same prefix).
  * One prefix per deployment, or per test file, keeps deployments apart on one Redis.
@@ -50,6 +51,15 @@ export class Keys {
    */
   get removals(): string {
     return `${this.prefix}:removals`;
+  }
+
+  /**
+   * A client's Idempotency-Key, scoped to its API key's tenant (`scope`): the first request's
+   * fingerprint and answer. The key is hashed: it is the client's text, of any characters.
+   */
+  idempotency(scope: string, key: string): string {
+    const hashed = createHash("sha256").update(`${scope}\u0000${key}`).digest("base64url");
+    return `${this.prefix}:idempotency:{${hashed}}`;
   }
 
   /** Which queue an async job id lives in, so a poll need not know model and version. */

@@ -1,0 +1,228 @@
+import { createHash } from "node:crypto";
+import { FerryError } from "@ferry/protocol";
+import { type StoredAnswer, UNKNOWN_FINGERPRINT } from "@ferry/transport";
+import type { Context } from "hono";
+import type { HonoEnv } from "../services.js";
+import { errorResponse, httpStatus, toFerryError } from "./errors.js";
+
+export const IDEMPOTENCY_HEADER = "Idempotency-Key";
+/** The draft's and Stripe's bound on a key. */
+const MAX_KEY_CHARS = 255;
+/** Headers an answer is replayed with (its body's type, where the created thing is). */
+const KEPT_HEADERS = ["content-type", "location", "x-job-id"];
+
+/**
+ * The header's key: a bare token or an RFC 8941 string ("..."), 1-255 visible ASCII
+ * characters; undefined when the request has none.
+ */
+export function idempotencyKeyOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const quoted = /^"((?:[^"\\]|\\.)*)"$/.exec(header);
+  const key = quoted ? (quoted[1] ?? "").replace(/\\(.)/g, "$1") : header;
+  if (key.length === 0 || key.length > MAX_KEY_CHARS || !/^[\x20-\x7e]+$/.test(key))
+    throw new FerryError(
+      "INVALID_INPUT",
+      `${IDEMPOTENCY_HEADER} must be 1-${MAX_KEY_CHARS} visible ASCII characters`,
+    );
+  return key;
+}
+
+/** A request's fingerprint: its method, path, query and body (JSON with its keys sorted). */
+export function fingerprintOf(c: Context, body: unknown): string {
+  const url = new URL(c.req.url);
+  return createHash("sha256")
+    .update(`${c.req.method} ${url.pathname}${url.search}\n`)
+    .update(canonicalJson(body))
+    .digest("base64url");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * A streamed body's fingerprint, computed as `run` reads it (`chunks`), or by reading it all
+ * to compare with a stored answer's; `maxBytes` bounds that read as the upload's own limit does.
+ */
+export function streamedFingerprint(
+  c: Context,
+  body: AsyncIterable<Uint8Array>,
+  maxBytes: number,
+): { chunks: AsyncIterable<Uint8Array>; streamed: Streamed } {
+  const url = new URL(c.req.url);
+  const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
+  async function* chunks() {
+    for await (const chunk of body) {
+      hash.update(chunk);
+      yield chunk;
+    }
+  }
+  return {
+    chunks: chunks(),
+    streamed: {
+      afterRun: () => hash.copy().digest("base64url"),
+      async readAll() {
+        let bytes = 0;
+        for await (const chunk of body) {
+          bytes += chunk.byteLength;
+          if (bytes > maxBytes)
+            throw new FerryError("PAYLOAD_TOO_LARGE", `the body is over ${maxBytes} bytes`);
+          hash.update(chunk);
+        }
+        return hash.digest("base64url");
+      },
+    },
+  };
+}
+
+/** The id a keyed request's job or batch takes: the same for every retry, UUID-shaped. */
+function createdIdOf(scope: string, key: string, path: string): string {
+  const h = createHash("sha256").update(`${scope}\u0000${key}\u0000${path}`).digest("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/** An answer worth replaying: what was created (2xx), or a failure once it was accepted (500). */
+function kept(status: number): boolean {
+  return status < 400 || status === 500;
+}
+
+export interface KeyedRun {
+  /** The id what the request creates takes (`CallOptions.createdId`); undefined without a key. */
+  createdId: string | undefined;
+  /**
+   * An earlier attempt with this key went quiet after claiming it (its replica died, or it
+   * failed after writing): what it made may exist; look for it under `createdId` first.
+   */
+  takeover: boolean;
+}
+
+/** A route whose answer may be an event stream: how a retry gets the stream again. */
+export interface StreamedAnswer<R> {
+  /** The answer again, for a retry: `createdId` names what the first request created. */
+  replay(createdId: string): Promise<R>;
+}
+
+/** Marks a kept answer that was an event stream (not kept: `StreamedAnswer.replay`). */
+const STREAM_MARK = "x-ferry-replay-stream";
+
+export interface Streamed {
+  /** The body's fingerprint once `run` has read it all. */
+  afterRun(): string;
+  /** Reads the body (not yet read) to its end and returns its fingerprint, to compare. */
+  readAll(): Promise<string>;
+}
+
+/**
+ * Runs a request that creates something under its Idempotency-Key, per
+ * draft-ietf-httpapi-idempotency-key-header: without a key it just runs; the first with a key
+ * runs and its answer is kept (IDEMPOTENCY_TTL_S) for retries to replay
+ * (`Idempotent-Replayed: true`); the same key with another payload is a 422, and while the
+ * first is still being accepted a 409 with Retry-After. A refusal before anything was accepted
+ * (a 4xx: validation, a full queue) keeps nothing, so a corrected retry may use the key.
+ * `body`: the request's fingerprint, or for a streamed body what computes it (`streamedFingerprint`).
+ */
+export async function idempotently<R extends Response>(
+  c: Context<HonoEnv>,
+  body: string | Streamed,
+  run: (keyed: KeyedRun) => Promise<R>,
+  stream?: StreamedAnswer<R>,
+): Promise<R> {
+  const streamed = typeof body === "string" ? undefined : body;
+  const fingerprint = typeof body === "string" ? body : UNKNOWN_FINGERPRINT;
+  const key = idempotencyKeyOf(c.req.header(IDEMPOTENCY_HEADER));
+  if (key === undefined) return run({ createdId: undefined, takeover: false });
+  const scope = c.get("tenant").id;
+  const store = c.get("services").client.idempotency;
+  const claim = await store.claim(scope, key, fingerprint);
+  if (claim.kind === "reused") throw reused();
+  if (claim.kind === "in-progress")
+    throw new FerryError(
+      "IDEMPOTENCY_KEY_IN_USE",
+      `A request with this ${IDEMPOTENCY_HEADER} is still being accepted; retry after it answers`,
+      { retryAfterS: 1 },
+    );
+  if (claim.kind === "answered") {
+    if (streamed) {
+      const read = await streamed.readAll();
+      if (claim.fingerprint !== UNKNOWN_FINGERPRINT && read !== claim.fingerprint) throw reused();
+    }
+    if (stream && claim.answer.headers[STREAM_MARK] !== undefined)
+      return stream.replay(claim.answer.body);
+    // typed as the route's own answer: it is one, sent before (or its 500)
+    return replay(claim.answer) as R;
+  }
+  let res: R;
+  const keyed = { createdId: createdIdOf(scope, key, c.req.path), takeover: claim.takeover };
+  try {
+    res = await run(keyed);
+  } catch (err) {
+    const error = toFerryError(err);
+    if (!kept(httpStatus(error.code))) {
+      await forgo(c, scope, key, fingerprint, httpStatus(error.code));
+      throw err;
+    }
+    res = errorResponse(c, error) as R;
+  }
+  if (!kept(res.status)) {
+    await forgo(c, scope, key, fingerprint, res.status);
+    return res;
+  }
+  const final = streamed ? streamed.afterRun() : fingerprint;
+  const createdId = keyed.createdId ?? "";
+  // an event stream (written to the connection itself: `sse`) is not kept: its retry streams
+  // what it created again, from its start
+  if (stream && c.env?.outgoing?.headersSent === true) {
+    const headers = { [STREAM_MARK]: "1" };
+    await store.answer(scope, key, final, { status: res.status, body: createdId, headers });
+    return res;
+  }
+  const headers: Record<string, string> = {};
+  for (const name of KEPT_HEADERS) {
+    const value = res.headers.get(name);
+    if (value !== null) headers[name] = value;
+  }
+  await store.answer(scope, key, final, {
+    status: res.status,
+    body: await res.clone().text(),
+    headers,
+  });
+  return res;
+}
+
+/**
+ * A refused request (4xx) made nothing: the key is freed. One that failed otherwise (503,
+ * 504) may have written what it creates before failing: the next retry takes its claim over
+ * and looks for that first. (Redis failing here too leaves the claim to go stale.)
+ */
+async function forgo(
+  c: Context<HonoEnv>,
+  scope: string,
+  key: string,
+  fingerprint: string,
+  status: number,
+) {
+  const store = c.get("services").client.idempotency;
+  const done = status >= 500 ? store.abandon(scope, key, fingerprint) : store.release(scope, key);
+  await done.catch(() => undefined);
+}
+
+function reused(): FerryError {
+  return new FerryError(
+    "IDEMPOTENCY_KEY_REUSED",
+    `This ${IDEMPOTENCY_HEADER} was used with another request payload; a new request needs a new key`,
+  );
+}
+
+function replay(answer: StoredAnswer): Response {
+  return new Response(answer.body, {
+    status: answer.status,
+    headers: { ...answer.headers, "Idempotent-Replayed": "true" },
+  });
+}

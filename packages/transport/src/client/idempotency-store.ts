@@ -1,0 +1,131 @@
+import type { RedisClient } from "../shared/connection.js";
+import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { assertReady, guarded } from "../shared/redis-guard.js";
+
+/** An answer as it was sent, to be sent again for a retry with the same key. */
+export interface StoredAnswer {
+  status: number;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/**
+ * What a request with an Idempotency-Key finds (draft-ietf-httpapi-idempotency-key-header):
+ * the key free (claimed for it now), an earlier request's answer to replay, that request still
+ * being accepted, or the key used with another payload.
+ */
+export type IdempotencyClaim =
+  /**
+   * Run it. `takeover`: an earlier attempt claimed the key and went quiet past the stale
+   * time (its API replica died between the accept and the answer): what it made may exist.
+   */
+  | { kind: "claimed"; takeover: boolean }
+  | { kind: "answered"; answer: StoredAnswer; fingerprint: string }
+  | { kind: "in-progress" }
+  | { kind: "reused" };
+
+/** A fingerprint not known when the key is claimed (a body still streaming in). */
+export const UNKNOWN_FINGERPRINT = "?";
+
+// One round trip: look, compare, and claim a free (or abandoned) key in one step, so that of
+// two retries racing, exactly one runs. An unknown fingerprint on either side is compared by
+// the caller once its body is read.
+const CLAIM = `
+local raw = redis.call('GET', KEYS[1])
+local now = tonumber(ARGV[2])
+if raw then
+  local rec = cjson.decode(raw)
+  local known = rec.fp ~= '${UNKNOWN_FINGERPRINT}' and ARGV[1] ~= '${UNKNOWN_FINGERPRINT}'
+  if known and rec.fp ~= ARGV[1] then return {'reused'} end
+  if rec.state == 'answered' then return {'answered', raw} end
+  if now - rec.at < tonumber(ARGV[4]) then return {'in-progress'} end
+  rec.at = now
+  redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
+  return {'takeover'}
+end
+redis.call('SET', KEYS[1], cjson.encode({state = 'pending', fp = ARGV[1], at = now}), 'EX', ARGV[3])
+return {'claimed'}
+`;
+
+interface StoredRecord {
+  state: "pending" | "answered";
+  fp: string;
+  at: number;
+  answer?: StoredAnswer;
+}
+
+/**
+ * Idempotency keys of the requests that create something (Stripe's `Idempotency-Key`): one
+ * Redis key per client key, scoped to the caller's identity, holding a fingerprint of the
+ * first request and, once it was answered, the answer for its retries to replay. Each key is
+ * one slot, so it works the same on Redis Cluster. A request costs two round trips: the claim
+ * and the answer.
+ */
+export class IdempotencyStore {
+  private readonly claimScript: LuaCommand<string[]>;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    /** How long an answer is replayed (IDEMPOTENCY_TTL_S). */
+    private readonly ttlS: number,
+    /**
+     * How long a claim may go unanswered before a retry takes it over: past any accept's
+     * time (a job's accept waits at most a few seconds for its replicas).
+     */
+    private readonly staleMs = 30_000,
+  ) {
+    this.claimScript = new LuaCommand(redis, "ferryIdempotencyClaim", 1, CLAIM);
+  }
+
+  async claim(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
+    assertReady(this.redis);
+    const [kind, raw] = await guarded(() =>
+      this.claimScript.run(
+        this.redis,
+        this.keys.idempotency(scope, key),
+        fingerprint,
+        Date.now(),
+        this.ttlS,
+        this.staleMs,
+      ),
+    );
+    if (kind === "answered" && raw) {
+      const rec = JSON.parse(raw) as StoredRecord;
+      if (rec.answer) return { kind: "answered", answer: rec.answer, fingerprint: rec.fp };
+    }
+    if (kind === "reused") return { kind: "reused" };
+    if (kind === "in-progress") return { kind: "in-progress" };
+    return { kind: "claimed", takeover: kind === "takeover" };
+  }
+
+  /** Stores the answer of the request that claimed the key, for its retries. */
+  async answer(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    answer: StoredAnswer,
+  ): Promise<void> {
+    const rec: StoredRecord = { state: "answered", fp: fingerprint, at: Date.now(), answer };
+    await guarded(() =>
+      this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
+    );
+  }
+
+  /**
+   * Leaves the claim for the next retry to take over at once: the request failed after it
+   * may have written what it creates (a 503 waiting for replicas), so the retry looks first.
+   */
+  async abandon(scope: string, key: string, fingerprint: string): Promise<void> {
+    const rec: StoredRecord = { state: "pending", fp: fingerprint, at: 0 };
+    await guarded(() =>
+      this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
+    );
+  }
+
+  /** Frees the key: the request failed before anything was accepted (nothing to replay). */
+  async release(scope: string, key: string): Promise<void> {
+    await guarded(() => this.redis.del(this.keys.idempotency(scope, key)));
+  }
+}

@@ -1,0 +1,312 @@
+import { randomUUID } from "node:crypto";
+import { createRedis } from "@ferry/transport";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
+import { readSse } from "./helpers/sse.js";
+import { REDIS_TARGET, Stack } from "./helpers/stack.js";
+
+// No worker: what a request creates stays queued, which is all a retry needs to find. Two API
+// keys, and a second API replica on the same Redis and prefix.
+const stack = new Stack({
+  workers: 0,
+  env: { WORKER_MODELS: "digits,tiny-lm" },
+  apiEnv: { API_KEYS: "k1,k2" },
+});
+let replica = "";
+beforeAll(async () => {
+  await stack.start();
+  replica = (await stack.startApiReplica()).url;
+});
+afterAll(() => stack.stop());
+
+const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
+afterAll(() => redis.disconnect());
+
+const features = samples.digits.inputs[0] ?? [];
+const job = (extra: Record<string, unknown> = {}) => ({
+  model: "digits",
+  input: { features },
+  ...extra,
+});
+const post = (
+  path: string,
+  body: unknown,
+  key: string | undefined,
+  { apiKey = "k1", base = stack.baseUrl, type = "application/json" } = {},
+) =>
+  fetch(`${base}${path}`, {
+    method: "POST",
+    headers: {
+      "content-type": type,
+      authorization: `Bearer ${apiKey}`,
+      ...(key === undefined ? {} : { "Idempotency-Key": key }),
+    },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+const idOf = async (res: Response) => ((await res.json()) as { id: string }).id;
+
+/** Keys under this stack's prefix matching `pattern` (the stack's own Redis keys). */
+async function keys(pattern: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = "0";
+  do {
+    const [next, batch] = await redis.scan(
+      cursor,
+      "MATCH",
+      `${stack.prefix}:${pattern}`,
+      "COUNT",
+      1000,
+    );
+    cursor = next;
+    found.push(...batch);
+  } while (cursor !== "0");
+  return found;
+}
+
+describe("Idempotency-Key on POST /v1/jobs", () => {
+  it("a retry gets the first answer back, marked replayed, and no second job", async () => {
+    const before = (await keys("job-queue:*")).length;
+    const key = randomUUID();
+    const first = await post("/v1/jobs", job(), key);
+    expect(first.status).toBe(202);
+    expect(first.headers.get("idempotent-replayed")).toBeNull();
+    const id = await idOf(first);
+    const retry = await post("/v1/jobs", job(), key);
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(retry.headers.get("location")).toBe(`/v1/jobs/${id}`);
+    expect(await idOf(retry)).toBe(id);
+    // the same body with its keys in another order is the same request; a quoted key the same key
+    const reordered = { input: { features }, model: "digits" };
+    expect(await idOf(await post("/v1/jobs", reordered, `"${key}"`))).toBe(id);
+    expect((await keys("job-queue:*")).length).toBe(before + 1);
+    // without a key, every submit is a job of its own
+    const a = await idOf(await post("/v1/jobs", job(), undefined));
+    const b = await idOf(await post("/v1/jobs", job(), undefined));
+    expect(a).not.toBe(b);
+  });
+
+  it("twenty retries racing: one job, every answer its id or a 409 to retry", async () => {
+    const before = (await keys("job-queue:*")).length;
+    const key = randomUUID();
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => post("/v1/jobs", job(), key)),
+    );
+    const ids = new Set<string>();
+    for (const res of answers) {
+      if (res.status === 409) {
+        expect(res.headers.get("retry-after")).toBe("1");
+        continue;
+      }
+      expect(res.status).toBe(202);
+      ids.add(await idOf(res));
+    }
+    expect(ids.size).toBe(1);
+    expect((await keys("job-queue:*")).length).toBe(before + 1);
+  });
+
+  it("the same key with another payload is a 422; a refused request keeps nothing", async () => {
+    const key = randomUUID();
+    expect((await post("/v1/jobs", job(), key)).status).toBe(202);
+    const other = await post("/v1/jobs", job({ priority: 9 }), key);
+    expect(other.status).toBe(422);
+    expect(((await other.json()) as { error: { code: string } }).error.code).toBe(
+      "idempotency_key_reused",
+    );
+    // a 400 (a wrong number of features) and a 404 (no such model) store nothing: the
+    // corrected request goes through under the same key
+    const fresh = randomUUID();
+    expect((await post("/v1/jobs", job({ input: { features: [1, 2] } }), fresh)).status).toBe(400);
+    expect((await post("/v1/jobs", job({ model: "nope" }), fresh)).status).toBe(404);
+    expect((await post("/v1/jobs", job(), fresh)).status).toBe(202);
+  });
+
+  it("belongs to the API key that sent it", async () => {
+    const key = randomUUID();
+    const mine = await idOf(await post("/v1/jobs", job(), key, { apiKey: "k1" }));
+    const theirs = await post("/v1/jobs", job(), key, { apiKey: "k2" });
+    expect(theirs.status).toBe(202);
+    expect(theirs.headers.get("idempotent-replayed")).toBeNull();
+    expect(await idOf(theirs)).not.toBe(mine);
+  });
+
+  it("an API replica that died between the accept and the answer: another replica's retry finds its job", async () => {
+    const key = randomUUID();
+    const id = await idOf(await post("/v1/jobs", job(), key));
+    const jobsBefore = (await keys("job-queue:*")).length;
+    // what the dead replica leaves: its claim of the key written, its job queued, no answer
+    const record = await findRecord(id);
+    await redis.set(
+      record,
+      JSON.stringify({ state: "pending", fp: await fingerprintIn(record), at: 0 }),
+    );
+    const retry = await post("/v1/jobs", job(), key, { base: replica });
+    expect(retry.status).toBe(202);
+    expect(await idOf(retry)).toBe(id);
+    expect((await keys("job-queue:*")).length).toBe(jobsBefore);
+    // and its answer is kept again for the next retry
+    const again = await post("/v1/jobs", job(), key);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(await idOf(again)).toBe(id);
+  });
+
+  it("rejects a key that is empty, too long or not visible ASCII", async () => {
+    for (const key of ['""', "x".repeat(256), "caf\u00e9"]) {
+      const res = await fetch(stack.url("/v1/jobs"), {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          authorization: "Bearer k1",
+          "Idempotency-Key": key,
+        },
+        body: JSON.stringify(job()),
+      }).catch(() => undefined);
+      // (undici refuses a header value outside Latin-1 itself; one it sends is a 400)
+      if (res) expect(res.status).toBe(400);
+    }
+  });
+
+  it("the OpenAPI document names it on every route that creates something", async () => {
+    const doc = (await (await fetch(stack.url("/openapi.json"))).json()) as {
+      paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }> }>>;
+    };
+    for (const path of ["/v1/jobs", "/v1/batches", "/v1/responses"]) {
+      const params = doc.paths[path]?.post?.parameters ?? [];
+      expect(
+        params.some((p) => p.in === "header" && p.name === "idempotency-key"),
+        path,
+      ).toBe(true);
+    }
+  });
+});
+
+describe("Idempotency-Key on POST /v1/batches", () => {
+  const ndjson = (n: number, from = 0) =>
+    Array.from({ length: n }, (_, i) => JSON.stringify({ key: `k${from + i}`, features })).join(
+      "\n",
+    );
+
+  it("an NDJSON upload retried is the same batch; another body under the key is a 422", async () => {
+    const key = randomUUID();
+    const body = ndjson(50);
+    const path = "/v1/batches?model=digits";
+    const first = await post(path, body, key, { type: "application/x-ndjson" });
+    expect(first.status).toBe(202);
+    const id = await idOf(first);
+    const retry = await post(path, body, key, { type: "application/x-ndjson" });
+    expect(retry.status).toBe(202);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await idOf(retry)).toBe(id);
+    expect((await post(path, ndjson(50, 1), key, { type: "application/x-ndjson" })).status).toBe(
+      422,
+    );
+  });
+
+  it("a JSON batch retried is the same batch", async () => {
+    const key = randomUUID();
+    const body = { model: "digits", items: [{ key: "a", features }] };
+    const id = await idOf(await post("/v1/batches", body, key));
+    expect(await idOf(await post("/v1/batches", body, key))).toBe(id);
+  });
+
+  it("a retry while the first upload is still streaming in is a 409 with Retry-After", async () => {
+    const key = randomUUID();
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    const encoder = new TextEncoder();
+    const slow = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(encoder.encode(`${ndjson(10)}\n`));
+        await held;
+        controller.enqueue(encoder.encode(ndjson(10, 10)));
+        controller.close();
+      },
+    });
+    const first = fetch(stack.url("/v1/batches?model=digits"), {
+      method: "POST",
+      headers: {
+        "content-type": "application/x-ndjson",
+        authorization: "Bearer k1",
+        "Idempotency-Key": key,
+      },
+      body: slow,
+      duplex: "half",
+    } as RequestInit);
+    // the first has claimed the key once its body has begun to arrive
+    let retry: Response | undefined;
+    for (let i = 0; i < 50; i++) {
+      retry = await post("/v1/batches?model=digits", ndjson(20), key, {
+        type: "application/x-ndjson",
+      });
+      if (retry.status === 409) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(retry?.status).toBe(409);
+    expect(retry?.headers.get("retry-after")).toBe("1");
+    release();
+    const done = await first;
+    expect(done.status).toBe(202);
+    expect(((await done.json()) as { total: number }).total).toBe(20);
+    // the same 20 lines again are the same batch
+    const replay = await post("/v1/batches?model=digits", `${ndjson(10)}\n${ndjson(10, 10)}`, key, {
+      type: "application/x-ndjson",
+    });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+  });
+});
+
+describe("Idempotency-Key on a background POST /v1/responses", () => {
+  const response = (extra: Record<string, unknown> = {}) => ({
+    model: "tiny-lm",
+    input: "Once upon a time",
+    max_output_tokens: 4,
+    background: true,
+    ...extra,
+  });
+
+  it("a retry gets the same stored response", async () => {
+    const key = randomUUID();
+    const first = await post("/v1/responses", response(), key);
+    expect(first.status).toBe(200);
+    const id = await idOf(first);
+    const retry = await post("/v1/responses", response(), key);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await idOf(retry)).toBe(id);
+  });
+
+  it("a streamed one retried streams that same response again from its start", async () => {
+    const key = randomUUID();
+    const created = async () => {
+      const res = await post("/v1/responses", response({ stream: true }), key);
+      expect(res.status).toBe(200);
+      let id = "";
+      await readSse(res, (event) => {
+        const data = JSON.parse(event.data) as { type: string; response?: { id: string } };
+        if (data.type === "response.created") {
+          id = data.response?.id ?? "";
+          return "stop";
+        }
+        return undefined;
+      });
+      return id;
+    };
+    const first = await created();
+    expect(first).toMatch(/^resp_/);
+    expect(await created()).toBe(first);
+  });
+});
+
+/** The idempotency record whose kept answer names `id`. */
+async function findRecord(id: string): Promise<string> {
+  for (const key of await keys("idempotency:*")) {
+    const raw = await redis.get(key);
+    if (raw?.includes(id)) return key;
+  }
+  throw new Error(`no idempotency record names ${id}`);
+}
+
+async function fingerprintIn(key: string): Promise<string> {
+  return (JSON.parse((await redis.get(key)) ?? "{}") as { fp: string }).fp;
+}
