@@ -1,9 +1,12 @@
+import type { GraphSignature } from "./graph-signature.js";
 import { InProcessSession } from "./in-process-session.js";
 import { ModelRuntime, type ModelRuntimeOptions } from "./model-runtime.js";
 import type { TensorMap } from "./tensor.js";
 
 /** What a classifier server runs its batches on. */
 export interface BatchRunner {
+  /** The graph's inputs and outputs: what the model's model.json is checked against. */
+  readonly graph: GraphSignature;
   run(feeds: TensorMap): Promise<TensorMap>;
   close(): Promise<void>;
 }
@@ -25,5 +28,9 @@ export async function loadBatchRunner(
   const { inline, ...rest } = options;
   if (!inline) return ModelRuntime.load(path, rest);
   const session = await InProcessSession.load(path, rest);
-  return { run: (feeds) => session.run(feeds), close: () => session.release() };
+  return {
+    graph: session.graph,
+    run: (feeds) => session.run(feeds),
+    close: () => session.release(),
+  };
 }

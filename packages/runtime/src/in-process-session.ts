@@ -1,4 +1,5 @@
 import * as ort from "onnxruntime-node";
+import { type GraphSignature, signatureOf } from "./graph-signature.js";
 import { ortType, type SessionOptions, type TensorData, type TensorMap } from "./tensor.js";
 
 /**
@@ -22,12 +23,9 @@ export class InProcessSession {
     return new InProcessSession(session);
   }
 
-  get inputNames(): readonly string[] {
-    return this.session.inputNames;
-  }
-
-  get outputNames(): readonly string[] {
-    return this.session.outputNames;
+  /** The graph's inputs and outputs, types and shapes: what its model.json is checked against. */
+  get graph(): GraphSignature {
+    return signatureOf(this.session);
   }
 
   async run(feeds: TensorMap): Promise<TensorMap> {

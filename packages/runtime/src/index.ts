@@ -1,4 +1,6 @@
 export * from "./batch-runner.js";
+export * from "./graph-check.js";
+export * from "./graph-signature.js";
 export * from "./in-process-session.js";
 export * from "./lm-messages.js";
 export * from "./lm-runtime.js";

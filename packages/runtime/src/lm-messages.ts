@@ -1,3 +1,5 @@
+import type { GraphSignature } from "./graph-signature.js";
+
 /** One sequence's part of a step: the tokens to append to its cache. */
 export interface StepRow {
   /** Sequence id, unique per runtime; its KV cache lives in the thread. */
@@ -68,7 +70,7 @@ export type LmRequest =
   | { type: "close" };
 
 export type LmReply =
-  | { type: "ready" }
+  | { type: "ready"; graph: GraphSignature }
   | { type: "load-error"; message: string }
   /**
    * Last-position logits of every row, row-major [rows, vocab], in one transferable buffer;

@@ -1,3 +1,4 @@
+import type { GraphSignature } from "./graph-signature.js";
 import {
   cacheBuffers,
   type KeptPrompt,
@@ -56,7 +57,7 @@ function startLmThread(
     prefixCacheBytes,
     sharesPrefixes,
     shareEveryMs,
-  }).then((started) => started.client);
+  });
 }
 
 /**
@@ -71,6 +72,8 @@ function startLmThread(
  */
 export class LmRuntime {
   private constructor(
+    /** The graph's inputs and outputs: what the model's model.json is checked against. */
+    readonly graph: GraphSignature,
     private readonly decoder: LmThreadClient,
     private readonly prefiller: LmThreadClient | undefined,
     private readonly vocab: number,
@@ -91,7 +94,13 @@ export class LmRuntime {
       startLmThread(path, shape, options, bytes, shares, every),
       runtime.prefillThread ? startLmThread(path, shape, options, bytes, shares, every) : undefined,
     ]);
-    return new LmRuntime(decoder, prefiller, shape.vocab, bytes > 0);
+    return new LmRuntime(
+      decoder.ready.graph,
+      decoder.client,
+      prefiller?.client,
+      shape.vocab,
+      bytes > 0,
+    );
   }
 
   async step(rows: StepRow[]): Promise<Float32Array[]> {

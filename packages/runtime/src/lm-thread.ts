@@ -43,7 +43,7 @@ const post = (reply: LmReply, transfer: ArrayBuffer[] = []) => port.postMessage(
 
 InProcessSession.load(path, options).then(
   (session) => {
-    post({ type: "ready" });
+    post({ type: "ready", graph: session.graph });
     // one request at a time, in arrival order: a step's layout and its absorb must not
     // interleave with another step, nor with the release or adoption of a sequence in it
     let queue = Promise.resolve();

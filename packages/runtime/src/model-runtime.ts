@@ -1,3 +1,4 @@
+import type { GraphSignature } from "./graph-signature.js";
 import type { SessionOptions, TensorMap } from "./tensor.js";
 import { ThreadClient } from "./thread-client.js";
 import type { ThreadReply, ThreadRequest } from "./thread-messages.js";
@@ -31,8 +32,8 @@ export class ModelRuntime {
 
   private constructor(
     private readonly instances: Instance[],
-    readonly inputNames: readonly string[],
-    readonly outputNames: readonly string[],
+    /** The graph's inputs and outputs, as its first instance read them. */
+    readonly graph: GraphSignature,
   ) {}
 
   /** Loads every instance; rejects (and stops the threads) when the file does not load. */
@@ -52,7 +53,7 @@ export class ModelRuntime {
     const first = ready[0]?.ready;
     if (first?.type !== "ready") throw new Error("ModelRuntime needs at least one instance");
     const instances = ready.map((r) => ({ client: r.client, busy: false }));
-    return new ModelRuntime(instances, first.inputNames, first.outputNames);
+    return new ModelRuntime(instances, first.graph);
   }
 
   run(feeds: TensorMap): Promise<TensorMap> {

@@ -14,11 +14,7 @@ const post = (reply: ThreadReply, transfer: ArrayBuffer[] = []) =>
 
 InProcessSession.load(path, options).then(
   (session) => {
-    post({
-      type: "ready",
-      inputNames: [...session.inputNames],
-      outputNames: [...session.outputNames],
-    });
+    post({ type: "ready", graph: session.graph });
     port.on("message", (msg: ThreadRequest) => {
       if (msg.type === "close") {
         void session.release().finally(() => port.close());

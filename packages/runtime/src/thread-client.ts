@@ -43,14 +43,14 @@ export class ThreadClient<Request extends { type: string }, Reply extends { type
   static async start<Req extends { type: string }, Rep extends { type: string }>(
     name: string,
     workerData: unknown,
-  ): Promise<{ client: ThreadClient<Req, Rep>; ready: Rep }> {
+  ): Promise<{ client: ThreadClient<Req, Rep>; ready: Extract<Rep, { type: "ready" }> }> {
     const thread = spawnThread(name, workerData);
-    const ready = await new Promise<Rep>((resolve, reject) => {
+    const ready = await new Promise<Extract<Rep, { type: "ready" }>>((resolve, reject) => {
       const onError = (err: Error) => reject(err);
       thread.once("error", onError);
       thread.once("message", (msg: Rep & Partial<Handshake>) => {
         thread.off("error", onError);
-        if (msg.type === "ready") return resolve(msg);
+        if (msg.type === "ready") return resolve(msg as Extract<Rep, { type: "ready" }>);
         void thread.terminate();
         const message = msg.type === "load-error" ? msg.message : undefined;
         reject(new Error(message ?? `unexpected message from the ${name} thread`));
