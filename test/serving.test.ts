@@ -166,7 +166,7 @@ describe("fallbacks: only for a model that fails, never for one that is starting
     // the same models, versions and generation, but every run now fails on the worker
     for (const w of stack.workers) w.child.kill("SIGTERM");
     await Promise.all(stack.workers.map((w) => w.exited));
-    const broken = brokenRepository(brokenRepository(repo, "digits", "mnist"), "mnist", "digits");
+    const broken = brokenRepository(brokenRepository(repo, "digits"), "mnist");
     await stack.startWorker({ MODEL_REPOSITORY: broken });
     const seen = await predict(seenBefore, { "Cache-Control": "no-cache" });
     expect(seen.body.source).toBe("fallback_cache");

@@ -1,6 +1,7 @@
 import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { failingClassifierGraph } from "./failing-onnx.js";
 
 /**
  * A copy of some shipped models in a temp dir, with model.json fields overridden, for tests
@@ -18,18 +19,25 @@ export function tempRepository(overrides: Record<string, Record<string, unknown>
 }
 
 /**
- * A copy of `repo` in which every version of `model` runs another model's graph (one with a
- * different input width), so that each run fails on the worker with MODEL_ERROR while the
+ * A copy of `repo` in which every version of `model` is a graph that fails every run
+ * (`failingClassifierGraph`), so that each run fails on the worker with MODEL_ERROR while the
  * config, versions and the serving generation stay the same: a model that fails, not one
- * that is missing.
+ * that is missing, nor one refused at load (another model's graph would be: its model.json
+ * no longer describes it).
  */
-export function brokenRepository(repo: string, model: string, graphOf: string): string {
+export function brokenRepository(repo: string, model: string): string {
   const root = mkdtempSync(join(tmpdir(), "ferry-broken-"));
   cpSync(repo, root, { recursive: true });
   const config = JSON.parse(readFileSync(join(root, model, "model.json"), "utf8")) as {
     versions: Record<string, unknown>;
+    inputs: Array<{ dims: number[] }>;
+    outputs: Array<{ dims: number[] }>;
   };
+  const graph = failingClassifierGraph(
+    config.inputs[0]?.dims[0] ?? 1,
+    config.outputs[0]?.dims[0] ?? 1,
+  );
   for (const version of Object.keys(config.versions))
-    cpSync(join("models", graphOf, "1", "model.onnx"), join(root, model, version, "model.onnx"));
+    writeFileSync(join(root, model, version, "model.onnx"), graph);
   return root;
 }

@@ -6,7 +6,7 @@ import {
   queueName,
   type ReloadOutcome as WorkerReloadOutcome,
 } from "@ferry/protocol";
-import type { ExecutionProvider } from "@ferry/runtime";
+import { type ExecutionProvider, GraphMismatchError } from "@ferry/runtime";
 import type { WorkerTransport } from "@ferry/transport";
 import type { Logger } from "pino";
 import { ClassifierServer } from "./classifier/classifier-server.js";
@@ -76,7 +76,10 @@ export class ModelHost {
 
   /**
    * Loads and serves every wanted model, each as soon as it has loaded; a model that does not
-   * load stops the start. Reloads wait for it (they run one at a time with the start's loads).
+   * load stops the start. One whose model.json does not match its graph is left unserved
+   * instead (its line logged): the repository is the operator's to fix, and a reload of the
+   * model once it is fixed serves it. Reloads wait for the start (they run one at a time with
+   * its loads).
    */
   start(): Promise<void> {
     return this.serially(async () => {
@@ -92,9 +95,11 @@ export class ModelHost {
         await this.transport.loading(name);
         const entry = await repository.rereadModel(name);
         repository.adoptModel(entry);
-        const { outcome, fresh } = await this.loadChanged(entry);
+        const { outcome, fresh, mismatched } = await this.loadChanged(entry);
         const first = outcome.failed[0];
-        if (first) throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
+        if (first && !mismatched)
+          throw new Error(`${entry.config.name} v${first.version}: ${first.error}`);
+        if (first) continue;
         // loaded after the drain began: it would only take jobs for the drain to wait on
         if (this.stopping) {
           await Promise.allSettled(fresh.map((f) => f.server.close()));
@@ -198,10 +203,12 @@ export class ModelHost {
    */
   private async loadChanged(
     entry: ModelEntry,
-  ): Promise<{ outcome: ReloadOutcome; fresh: Fresh[] }> {
+  ): Promise<{ outcome: ReloadOutcome; fresh: Fresh[]; mismatched: boolean }> {
     const model = entry.config.name;
     const outcome: ReloadOutcome = { model, loaded: [], unchanged: [], failed: [] };
     const fresh: Fresh[] = [];
+    /** Whether every version that failed was refused for not matching its graph. */
+    let mismatched = true;
     for (const version of entry.versions) {
       const queue = queueName(model, version);
       const path = join(entry.dir, version, "model.onnx");
@@ -216,15 +223,21 @@ export class ModelHost {
       } catch (err) {
         const error = err instanceof Error ? err.message : String(err);
         outcome.failed.push({ version, error });
+        if (err instanceof GraphMismatchError) {
+          // the line itself is the message: it names the field and the graph's tensor
+          this.log.error({ model, version }, error);
+          continue;
+        }
+        mismatched = false;
         this.log.error(
           { model, version, error },
           "model version failed to load; the model's previous files keep serving",
         );
       }
     }
-    if (outcome.failed.length === 0) return { outcome, fresh };
+    if (outcome.failed.length === 0) return { outcome, fresh, mismatched: false };
     await Promise.allSettled(fresh.map((f) => f.server.close()));
-    return { outcome: { ...outcome, loaded: [] }, fresh: [] };
+    return { outcome: { ...outcome, loaded: [] }, fresh: [], mismatched };
   }
 
   private swap(entry: ModelEntry, fresh: Fresh[]): void {

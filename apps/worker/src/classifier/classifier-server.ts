@@ -5,7 +5,13 @@ import {
   type OutputTensor,
   type RowResult,
 } from "@ferry/protocol";
-import { type BatchRunner, type ExecutionProvider, loadBatchRunner } from "@ferry/runtime";
+import {
+  type BatchRunner,
+  classifierMismatch,
+  type ExecutionProvider,
+  GraphMismatchError,
+  loadBatchRunner,
+} from "@ferry/runtime";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { Batcher } from "./batcher.js";
@@ -44,6 +50,15 @@ export class ClassifierServer {
       intraOpThreads: config.intra_op_threads,
       executionProvider,
     });
+    const mismatch = classifierMismatch(
+      config,
+      runtime.graph,
+      `${config.name}/${version}/model.onnx`,
+    );
+    if (mismatch) {
+      await runtime.close();
+      throw new GraphMismatchError(mismatch);
+    }
     const labels = { model: config.name, version };
     const batcher = new Batcher<DecodedRow, Record<string, OutputTensor>>(
       async (rows) => {

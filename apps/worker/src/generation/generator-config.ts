@@ -1,0 +1,53 @@
+import { tokenizerConfigSchema } from "@ferry/model-repository";
+import { z } from "zod";
+
+/** What a generator's model.json must say beyond the common fields. */
+export const generatorConfigSchema = z.object({
+  tokenizer: tokenizerConfigSchema,
+  architecture: z.object({
+    n_layer: z.number().int().positive(),
+    n_head: z.number().int().positive(),
+    head_dim: z.number().int().positive(),
+    vocab_size: z.number().int().positive(),
+    context_length: z.number().int().positive(),
+  }),
+  scheduler: z
+    .object({
+      max_num_seqs: z.number().int().positive().default(16),
+      max_num_batched_tokens: z.number().int().positive().default(2048),
+      mixed_prefill: z.boolean().default(false),
+      /**
+       * Prompts run on a second thread (and session) while the decode step goes on; ignored
+       * with mixed_prefill. Costs one more copy of the weights in memory.
+       */
+      prefill_thread: z.boolean().default(true),
+      policy: z.enum(["continuous", "static"]).default("continuous"),
+      static_wait_ms: z.number().nonnegative().default(50),
+      /**
+       * vLLM's automatic prefix caching: prompts' KV caches are kept (in blocks of 16 tokens),
+       * and a prompt that begins as a kept one reads only the rest.
+       */
+      enable_prefix_caching: z.boolean().default(true),
+      /** What each LM thread keeps of them at most, in MiB (least recently used go first). */
+      prefix_cache_mb: z.number().positive().default(32),
+      /**
+       * Finished completions' caches too (prompt and answer): a multi-turn chat whose template
+       * renders the answer as it was generated, or a transcript that goes on from it, reads
+       * only what is new. Off by default: the copy at every finish costs every completion
+       * where nothing is shared (`npm run bench -- prefix`, part b).
+       */
+      prefix_cache_completions: z.boolean().default(false),
+    })
+    .default({
+      max_num_seqs: 16,
+      max_num_batched_tokens: 2048,
+      mixed_prefill: false,
+      prefill_thread: true,
+      policy: "continuous",
+      static_wait_ms: 50,
+      enable_prefix_caching: true,
+      prefix_cache_mb: 32,
+      prefix_cache_completions: false,
+    }),
+});
+export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;
