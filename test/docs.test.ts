@@ -1,10 +1,11 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { deploymentEnvSchema } from "@ferry/protocol";
+import { deploymentEnvSchema, modelConfigSchema } from "@ferry/protocol";
 import { describe, expect, it } from "vitest";
-import type { z } from "zod";
+import { z } from "zod";
 import { envSchema as apiEnvSchema } from "../apps/api/src/env.js";
 import { envSchema as workerEnvSchema } from "../apps/worker/src/env.js";
+import { generatorConfigSchema } from "../apps/worker/src/generation/generator-config.js";
 
 const ROOT = resolve(import.meta.dirname, "..");
 const DOCS = join(ROOT, "docs");
@@ -90,6 +91,95 @@ describe("docs/configuration.md", () => {
         if (expected !== "" && !stated.includes(expected))
           wrong.push(`${name} (${owner}): default ${expected}, documented "${cell.trim()}"`);
       }
+    }
+    expect(wrong).toEqual([]);
+  });
+});
+
+/** A model.json field: whether it must be given, else its default (none when it has none). */
+interface Field {
+  required: boolean;
+  fallback?: { value: unknown };
+}
+
+/**
+ * model.json's fields, dotted (`cache.ttl_s`), as the schemas read them: the common schema's,
+ * and a generator's own where the common one leaves a key open (`tokenizer`, `architecture`,
+ * `scheduler`). `parents` gets the objects that hold fields (`cache`).
+ */
+function modelJsonFields(
+  shape: Record<string, z.ZodType>,
+  parents: Set<string>,
+  prefix = "",
+  fields = new Map<string, Field>(),
+): Map<string, Field> {
+  for (const [key, schema] of Object.entries(shape)) {
+    const path = `${prefix}${key}`;
+    let inner: z.ZodType = schema;
+    const field: Field = { required: true };
+    while (inner instanceof z.ZodOptional || inner instanceof z.ZodDefault) {
+      field.required = false;
+      if (inner instanceof z.ZodDefault) field.fallback = { value: inner.def.defaultValue };
+      inner = inner.unwrap() as z.ZodType;
+    }
+    if (inner instanceof z.ZodObject) {
+      parents.add(path);
+      modelJsonFields(inner.shape, parents, `${path}.`, fields);
+    } else fields.set(path, field);
+  }
+  return fields;
+}
+
+/** model-repository.md's field rows, by the field their first cell names. */
+function fieldRows(): Map<string, string[]> {
+  const rows = new Map<string, string[]>();
+  for (const line of prose(read(join(DOCS, "model-repository.md")))) {
+    if (!line.startsWith("|")) continue;
+    const cells = line.split("|").slice(1, -1);
+    const name = /^\s*`([a-z_][a-z0-9_.]*)`\s*$/.exec(cells[0] ?? "")?.[1];
+    if (name) rows.set(name, cells);
+  }
+  return rows;
+}
+
+describe("docs/model-repository.md", () => {
+  const rows = fieldRows();
+  const parents = new Set<string>();
+  const fields = modelJsonFields(
+    { ...modelConfigSchema.shape, ...generatorConfigSchema.shape },
+    parents,
+  );
+
+  it("has a row for every model.json field the schemas read", () => {
+    expect(fields.has("name")).toBe(true);
+    const undocumented = [...fields.keys()].filter((name) => !rows.has(name));
+    expect(undocumented).toEqual([]);
+  });
+
+  it("documents no field the schemas lack", () => {
+    const unknown = [...rows.keys()].filter((name) => !fields.has(name) && !parents.has(name));
+    expect(unknown).toEqual([]);
+  });
+
+  it("says which fields are required, and states each default as the schemas have it", () => {
+    const wrong: string[] = [];
+    for (const [name, field] of fields) {
+      const cell = rows.get(name)?.[1] ?? "";
+      if (field.required) {
+        if (!cell.includes("required"))
+          wrong.push(`${name}: required, documented "${cell.trim()}"`);
+        continue;
+      }
+      if (!field.fallback) continue;
+      const value = field.fallback.value;
+      const expected =
+        typeof value === "string" ? (value === "" ? '""' : value) : JSON.stringify(value);
+      const stated = [
+        ...[...cell.matchAll(/`([^`]*)`/g)].map((m) => m[1]),
+        ...(cell.match(/\d[\d,_]*/g) ?? []).map((n) => n.replace(/[,_]/g, "")),
+      ];
+      if (!stated.includes(expected))
+        wrong.push(`${name}: default ${expected}, documented "${cell.trim()}"`);
     }
     expect(wrong).toEqual([]);
   });
