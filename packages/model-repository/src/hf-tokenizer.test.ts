@@ -6,11 +6,15 @@ import { byteLevelTokenizerJson } from "../../../test/helpers/byte-level-tokeniz
 import { HfTokenizer } from "./hf-tokenizer.js";
 
 /** A small byte-level BPE tokenizer.json in GPT-2's format, with a few merges. */
-function writeTokenizerJson({ bos = false } = {}): string {
+function writeTokenizerJson({
+  bos = false,
+  config = undefined as object | undefined,
+} = {}): string {
   const merges = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r"];
   const dir = mkdtempSync(join(tmpdir(), "ferry-tok-"));
   const path = join(dir, "tokenizer.json");
   writeFileSync(path, JSON.stringify(byteLevelTokenizerJson({ merges, bos })));
+  if (config) writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));
   return path;
 }
 
@@ -55,5 +59,12 @@ describe("HfTokenizer (a Hugging Face tokenizer.json)", () => {
     expect(tok.decode([262, ...plain])).toBe("<|endoftext|>hello world");
     // as the vocabulary writes them: GPT-2's byte alphabet (a space is "Ġ")
     expect(plain.map((id) => tok.piece(id))).toEqual(["hello", "Ġw", "or", "l", "d"]);
+  });
+
+  it("reads tokenizer_config.json beside it: its eos_token (an AddedToken object too) where model.json names none", async () => {
+    const config = { eos_token: { __type: "AddedToken", content: "<|endoftext|>" } };
+    expect((await HfTokenizer.load(writeTokenizerJson({ config }))).eosTokenId).toBe(262);
+    expect((await HfTokenizer.load(writeTokenizerJson({ config }), 7)).eosTokenId).toBe(7);
+    expect((await HfTokenizer.load(writeTokenizerJson())).eosTokenId).toBeUndefined();
   });
 });

@@ -1,43 +1,81 @@
 import { readFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { Tokenizer as HfTokenizerImpl } from "@huggingface/tokenizers";
+import { DecodeStream } from "./decode-stream.js";
+import { TokenSpelling } from "./token-spelling.js";
 import { type Tokenizer, tokenFromBytes } from "./tokenizer.js";
+import { readTokenizerConfig } from "./tokenizer-config.js";
+
+/** Hugging Face's `decode` options Ferry reads text with. */
+const TEXT = { skip_special_tokens: true, clean_up_tokenization_spaces: false };
+const ALL = { skip_special_tokens: false, clean_up_tokenization_spaces: false };
 
 /**
- * A Hugging Face `tokenizer.json` (GPT-2's BPE and the like), so that a user's own Optimum
- * export drops into models/ with only a model.json. Decoding re-decodes the tail of the
- * sequence and emits what changed, since BPE pieces only become text in context.
+ * A Hugging Face `tokenizer.json`, whatever its model (BPE byte-level or SentencePiece-style,
+ * WordPiece, Unigram), normalizers, pre-tokenizers, post-processor and added tokens, run by
+ * @huggingface/tokenizers (transformers.js's), with the `tokenizer_config.json` beside it when
+ * there is one (its special tokens and end of text). So a user's own export drops into models/
+ * with only a model.json.
+ *
+ * Text never gets transformers' `clean_up_tokenization_spaces` (" ," to ","), whatever the
+ * config says: vLLM and TGI leave it out of generated text too, and it would change code and
+ * quoted text the model wrote ("a ? b : c").
  */
 export class HfTokenizer implements Tokenizer {
+  private readonly spelling: TokenSpelling;
+  private readonly special: ReadonlySet<number>;
+  /** Tokens as logprobs read them, kept: several are asked for per token generated. */
+  private readonly texts = new Map<number, { token: string; bytes: number[] }>();
+  private adds: boolean | undefined;
+
   private constructor(
     private readonly impl: HfTokenizerImpl,
     readonly eosTokenId: number | undefined,
-    /** Whether its vocabulary is written in GPT-2's byte-level alphabet. */
-    private readonly byteLevel: boolean,
-  ) {}
-
-  get exactTokenBytes(): boolean {
-    return this.byteLevel;
+    decoder: unknown,
+    additionalSpecial: readonly string[],
+  ) {
+    const added = impl.get_added_tokens_decoder();
+    const special = new Set([...added.values()].filter((t) => t.special).map((t) => t.id));
+    for (const content of additionalSpecial) {
+      const id = impl.token_to_id(content);
+      if (id !== undefined) special.add(id);
+    }
+    this.special = special;
+    this.spelling = new TokenSpelling(
+      {
+        piece: (id) => impl.id_to_token(id),
+        text: (ids) => this.text(ids),
+        encode: (text) => this.encode(text),
+      },
+      decoder,
+      special,
+      new Set(added.keys()),
+    );
   }
 
-  /** Tokens' texts as read so far (logprobs ask for several per token generated). */
-  private readonly texts = new Map<number, { token: string; bytes: number[] }>();
-
+  /**
+   * `eosTokenId`: model.json's, else the config's `eos_token`, so that a model whose
+   * model.json leaves it out still stops where its tokenizer says text ends.
+   */
   static async load(tokenizerJson: string, eosTokenId?: number): Promise<HfTokenizer> {
     const json = JSON.parse(await readFile(tokenizerJson, "utf8")) as Record<string, unknown>;
-    const config = { add_bos_token: false, add_eos_token: false } as Record<string, unknown>;
-    return new HfTokenizer(new HfTokenizerImpl(json, config), eosTokenId, isByteLevel(json));
+    const config =
+      (await readTokenizerConfig(join(dirname(tokenizerJson), "tokenizer_config.json"))) ?? {};
+    const impl = new HfTokenizerImpl(json, config);
+    const eos =
+      typeof config.eos_token === "string" ? impl.token_to_id(config.eos_token) : undefined;
+    const additional = Array.isArray(config.additional_special_tokens)
+      ? (config.additional_special_tokens as string[])
+      : [];
+    return new HfTokenizer(impl, eosTokenId ?? eos, json.decoder, additional);
+  }
+
+  get exactTokenBytes(): boolean {
+    return this.spelling.exact;
   }
 
   encode(text: string, addSpecialTokens = false): number[] {
     return this.impl.encode(text, { add_special_tokens: addSpecialTokens }).ids;
-  }
-
-  decode(ids: readonly number[]): string {
-    return this.impl.decode([...ids], { skip_special_tokens: false });
-  }
-
-  piece(id: number): string {
-    return this.impl.id_to_token(id) ?? "";
   }
 
   count(text: string, addSpecialTokens = false): number {
@@ -49,7 +87,14 @@ export class HfTokenizer implements Tokenizer {
     return this.adds;
   }
 
-  private adds: boolean | undefined;
+  decode(ids: readonly number[]): string {
+    const known = this.known(ids);
+    return known.length === 0 ? "" : this.impl.decode(known, ALL);
+  }
+
+  piece(id: number): string {
+    return this.impl.id_to_token(id) ?? "";
+  }
 
   tokenText(id: number): { token: string; bytes: number[] } {
     let text = this.texts.get(id);
@@ -61,56 +106,31 @@ export class HfTokenizer implements Tokenizer {
   }
 
   private readTokenText(id: number): { token: string; bytes: number[] } {
-    // a byte-level piece spells its bytes, part of a character included
-    const piece = this.byteLevel ? this.impl.id_to_token(id) : undefined;
-    const bytes = piece === undefined ? [] : [...piece].map((c) => BYTE_OF.get(c));
-    if (bytes.length > 0 && bytes.every((b) => b !== undefined)) return tokenFromBytes(bytes);
-    // a special token, or another kind of vocabulary: its text alone
-    const text = this.impl.decode([id], { skip_special_tokens: false });
-    return { token: text, bytes: [...Buffer.from(text, "utf8")] };
+    // a special token as it is written: generated text leaves it out, but a client reading
+    // logprobs sees which one it was
+    if (this.special.has(id)) {
+      const token = this.piece(id);
+      return { token, bytes: [...Buffer.from(token, "utf8")] };
+    }
+    return tokenFromBytes(this.spelling.bytes(id));
   }
 
-  decoder() {
-    const ids: number[] = [];
-    let emitted = "";
-    const text = () => this.impl.decode(ids, { skip_special_tokens: true });
-    return {
-      push: (id: number) => {
-        ids.push(id);
-        const full = text();
-        // an incomplete multi-byte piece decodes to U+FFFD: wait for the rest of it
-        if (full.endsWith("\uFFFD")) return "";
-        const next = full.slice(emitted.length);
-        emitted = full;
-        return next;
-      },
-      flush: () => {
-        const full = text();
-        const next = full.slice(emitted.length);
-        emitted = full;
-        return next;
-      },
-    };
+  tokenBytes(id: number): readonly number[] {
+    return this.spelling.bytes(id);
   }
-}
 
-/**
- * GPT-2's byte-level alphabet, read backwards: the printable character a vocabulary writes
- * for each byte (bytes that print as themselves, then the rest from U+0100 on, in order).
- */
-const BYTE_OF = (() => {
-  const prints = (b: number) => (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-  const map = new Map<string, number>();
-  let next = 256;
-  for (let b = 0; b < 256; b++) map.set(String.fromCharCode(prints(b) ? b : next++), b);
-  return map;
-})();
+  decoder(context: readonly number[] = []) {
+    return new DecodeStream((ids) => this.text(ids), context);
+  }
 
-/** Whether a tokenizer.json decodes with ByteLevel (alone or in a sequence of decoders). */
-function isByteLevel(json: Record<string, unknown>): boolean {
-  const decoder = json.decoder as { type?: string; decoders?: Array<{ type?: string }> } | null;
-  if (!decoder) return false;
-  return (
-    decoder.type === "ByteLevel" || (decoder.decoders ?? []).some((d) => d.type === "ByteLevel")
-  );
+  /** Ids' text as generated text has it: special tokens left out. */
+  private text(ids: readonly number[]): string {
+    const known = this.known(ids);
+    return known.length === 0 ? "" : this.impl.decode(known, TEXT);
+  }
+
+  /** Ids the vocabulary has: a model's logits may be padded past it. */
+  private known(ids: readonly number[]): number[] {
+    return ids.filter((id) => this.impl.id_to_token(id) !== undefined);
+  }
 }

@@ -10,18 +10,28 @@ export interface Tokenizer {
   count(text: string, addSpecialTokens?: boolean): number;
   /** Whether `addSpecialTokens` adds any: the tokenizer has a post-processor that does. */
   readonly addsSpecialTokens: boolean;
-  /** A fresh decoder for one sequence: `push` returns the text a token completes (maybe ""). */
-  decoder(): { push(id: number): string; flush(): string };
+  /**
+   * A fresh decoder for one sequence: `push` returns the text a token completes (maybe "").
+   * `context`: the ids before the first one pushed (the prompt), so that the first token reads
+   * as it does mid-text (a SentencePiece word's leading space) rather than as a text's start.
+   */
+  decoder(context?: readonly number[]): { push(id: number): string; flush(): string };
   /** Ids back into text, special tokens included (vLLM's `/detokenize`). */
   decode(ids: readonly number[]): string;
   /** A token as its vocabulary writes it (Hugging Face's `convert_ids_to_tokens`). */
   piece(id: number): string;
   /** One token as a client reads it (logprobs): its text alone, and its UTF-8 bytes. */
   tokenText(id: number): { token: string; bytes: number[] };
+  /**
+   * The bytes a token adds to generated text past its first token (what `decoder` streams):
+   * none for one that text leaves out (a special token, an id past the vocabulary).
+   */
+  tokenBytes(id: number): readonly number[];
   readonly eosTokenId: number | undefined;
   /**
-   * Whether `tokenText` gives every token's exact bytes (a byte-level vocabulary), so that
-   * text can be spelled token by token (guided decoding); otherwise they are its text alone.
+   * Whether `tokenBytes` are exact, the text of any tokens their bytes joined (byte-level BPE,
+   * SentencePiece with byte fallback, WordPiece), so that text can be spelled token by token
+   * (guided decoding).
    */
   readonly exactTokenBytes: boolean;
 }
@@ -68,6 +78,10 @@ export class ByteTokenizer implements Tokenizer {
 
   tokenText(id: number): { token: string; bytes: number[] } {
     return BYTE_TOKENS[id] ?? { token: "", bytes: [] };
+  }
+
+  tokenBytes(id: number): readonly number[] {
+    return this.tokenText(id).bytes;
   }
 
   decoder() {
