@@ -5,7 +5,7 @@ import type { GrammarGuide } from "./grammar-guide.js";
 /** A byte vocabulary: ids 0..255 are bytes, 256 ends the text. */
 const bytes = {
   eosTokenId: 256,
-  tokenText: (id: number) => ({ bytes: id < 256 ? [id] : [] }),
+  tokenBytes: (id: number) => (id < 256 ? [id] : []),
 };
 
 /** Spells `text` under `guide`, checking each byte was allowed; returns the mask after it. */

@@ -16,9 +16,13 @@ export interface GrammarEngineOptions {
   memoryCapBytes?: number;
 }
 
-/** What the engine needs of a tokenizer: every token's exact bytes and the end of text. */
+/**
+ * What the engine needs of a tokenizer: the exact bytes each token adds to the text (none for
+ * one the text leaves out, a special token: XGrammar never allows an empty token) and the end
+ * of text.
+ */
 export interface SpelledVocabulary {
-  tokenText(id: number): { bytes: number[] };
+  tokenBytes(id: number): readonly number[];
   readonly eosTokenId: number | undefined;
 }
 
@@ -77,7 +81,7 @@ export class GrammarEngine implements MatcherHost {
     if (known !== undefined) return known;
     const pieces: string[] = [];
     for (let id = 0; id < size; id++)
-      pieces.push(id === tokenizer.eosTokenId ? "" : byteLevelPiece(tokenizer.tokenText(id).bytes));
+      pieces.push(id === tokenizer.eosTokenId ? "" : byteLevelPiece(tokenizer.tokenBytes(id)));
     const data: VocabularyData = {
       id: this.vocabularies.length,
       pieces,
