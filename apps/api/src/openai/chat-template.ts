@@ -1,8 +1,14 @@
 import { readFile } from "node:fs/promises";
-import { join } from "node:path";
-import type { ModelEntry } from "@ferry/model-repository";
+import { dirname, join } from "node:path";
+import {
+  type ModelEntry,
+  readTokenizerConfig,
+  SPECIAL_TOKEN_KEYS,
+  tokenizerConfigSchema,
+} from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
 import { Template } from "@huggingface/jinja";
+import { renderTemplate } from "./jinja-render.js";
 
 /** One chat message as the template sees it: a role and its text (and calls, Hugging Face's names). */
 export interface TemplateMessage {
@@ -35,16 +41,19 @@ export interface RenderOptions {
 }
 
 interface LoadedTemplate {
-  template: Template;
-  bosToken: string;
-  eosToken: string;
+  /** The template, or by name where the config has several (`default`, `tool_use`). */
+  templates: Map<string, Template>;
+  /** Hugging Face's `special_tokens_map`: `bos_token`, `eos_token`, ... as the template reads them. */
+  specialTokens: Record<string, string | string[]>;
 }
 
 /**
  * Chat templates, Hugging Face's convention: a Jinja string in model.json's `chat_template`,
- * else in a `tokenizer_config.json` beside the model (with its `bos_token` / `eos_token`),
- * rendered with a real Jinja implementation. A model with neither refuses chat (vLLM's
- * behaviour): a guessed format would make answers that look right and are not.
+ * else what `save_pretrained` wrote beside the model's tokenizer.json: `chat_template` in its
+ * `tokenizer_config.json` (one, or several by name), else a `chat_template.jinja`. Rendered with
+ * a real Jinja implementation and the variables transformers gives a template: the config's
+ * special tokens, `raise_exception`, `strftime_now`. A model with no template refuses chat
+ * (vLLM's behaviour): a guessed format would make answers that look right and are not.
  */
 export class ChatTemplates {
   private readonly loaded = new WeakMap<ModelEntry, Promise<LoadedTemplate | undefined>>();
@@ -75,16 +84,23 @@ export class ChatTemplates {
         "INVALID_INPUT",
         "Cannot set both `continue_final_message` and `add_generation_prompt` to True.",
       );
+    // transformers' choice among named templates: tool_use where tools are given and it exists
+    const template =
+      (tools ? loaded.templates.get("tool_use") : undefined) ?? loaded.templates.get("default");
+    if (!template)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${entry.config.name}' has no default chat template among ${[...loaded.templates.keys()].join(", ")}`,
+      );
     let rendered: string;
     try {
-      rendered = loaded.template.render({
+      rendered = renderTemplate(template, {
         ...options.templateKwargs,
         messages,
         // Hugging Face's: a template that knows tools writes them into the prompt
         ...(tools ? { tools } : {}),
         add_generation_prompt: addGenerationPrompt,
-        bos_token: loaded.bosToken,
-        eos_token: loaded.eosToken,
+        ...loaded.specialTokens,
       });
     } catch (err) {
       throw new FerryError(
@@ -123,20 +139,34 @@ export class ChatTemplates {
 }
 
 async function readTemplate(entry: ModelEntry): Promise<LoadedTemplate | undefined> {
-  let source = entry.config.chat_template;
-  let bosToken = "";
-  let eosToken = "";
-  const tokenizerConfig = await readFile(join(entry.dir, "tokenizer_config.json"), "utf8").then(
-    (text) => JSON.parse(text) as Record<string, unknown>,
-    () => undefined,
-  );
-  if (tokenizerConfig) {
-    if (source === undefined && typeof tokenizerConfig.chat_template === "string")
-      source = tokenizerConfig.chat_template;
-    bosToken = tokenText(tokenizerConfig.bos_token);
-    eosToken = tokenText(tokenizerConfig.eos_token);
-  }
-  return source === undefined ? undefined : { template: new Template(source), bosToken, eosToken };
+  const dir = tokenizerDir(entry);
+  const config = (await readTokenizerConfig(join(dir, "tokenizer_config.json"))) ?? {};
+  const source =
+    entry.config.chat_template ??
+    (config.chat_template as unknown) ??
+    (await readFile(join(dir, "chat_template.jinja"), "utf8").catch(() => undefined));
+  const templates = new Map<string, Template>();
+  if (typeof source === "string") templates.set("default", new Template(source));
+  else if (Array.isArray(source))
+    for (const named of source as Array<{ name?: unknown; template?: unknown }>)
+      if (typeof named.name === "string" && typeof named.template === "string")
+        templates.set(named.name, new Template(named.template));
+  if (templates.size === 0) return undefined;
+  // a template may write bos_token or eos_token without asking whether the model has one
+  const specialTokens: Record<string, string | string[]> = { bos_token: "", eos_token: "" };
+  for (const key of SPECIAL_TOKEN_KEYS)
+    if (typeof config[key] === "string") specialTokens[key] = config[key];
+  if (Array.isArray(config.additional_special_tokens))
+    specialTokens.additional_special_tokens = config.additional_special_tokens as string[];
+  return { templates, specialTokens };
+}
+
+/** Where `save_pretrained` put the model's tokenizer files: beside its tokenizer.json. */
+function tokenizerDir(entry: ModelEntry): string {
+  const tokenizer = tokenizerConfigSchema.safeParse(entry.config.tokenizer ?? { type: "byte" });
+  return tokenizer.success && tokenizer.data.type === "huggingface"
+    ? dirname(join(entry.dir, tokenizer.data.file))
+    : entry.dir;
 }
 
 /**
@@ -158,12 +188,4 @@ function openFinalMessage(rendered: string, messages: readonly TemplateMessage[]
   return rendered.startsWith(whole, at)
     ? rendered.slice(0, at + whole.length)
     : rendered.slice(0, at + content.trim().length);
-}
-
-/** A special token as tokenizer_config.json writes it: a string, or {content: string}. */
-function tokenText(token: unknown): string {
-  if (typeof token === "string") return token;
-  if (token && typeof token === "object" && "content" in token)
-    return String((token as { content: unknown }).content);
-  return "";
 }
