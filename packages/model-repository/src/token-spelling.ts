@@ -43,7 +43,6 @@ export class TokenSpelling {
   private readonly byteFallback: boolean;
   private readonly anchor: number[];
   private readonly anchorText: string;
-  private readonly known = new Map<number, number[]>();
 
   constructor(
     private readonly source: SpellingSource,
@@ -62,16 +61,11 @@ export class TokenSpelling {
     this.anchorText = this.anchor.length > 0 ? source.text(this.anchor) : "";
   }
 
+  /**
+   * Not kept: guided decoding reads each token once (a large vocabulary's would be megabytes
+   * of small arrays), and logprobs keep their own.
+   */
   bytes(id: number): number[] {
-    let bytes = this.known.get(id);
-    if (!bytes) {
-      bytes = this.spell(id);
-      this.known.set(id, bytes);
-    }
-    return bytes;
-  }
-
-  private spell(id: number): number[] {
     const piece = this.source.piece(id);
     if (piece === undefined || this.special.has(id)) return [];
     if (this.byteLevel && !this.added.has(id)) {
