@@ -29,7 +29,7 @@ export class DecodeStream {
   ) {
     this.ids = context.slice(-CONTEXT_TOKENS);
     // a context ending inside a character would never read as a prefix again
-    while (this.ids.length > 0 && decode(this.ids).endsWith(REPLACEMENT)) this.ids.shift();
+    while (this.ids.length > 0 && decode(this.ids).endsWith(REPLACEMENT)) this.ids.pop();
     this.read = this.ids.length;
     this.readText = this.ids.length > 0 ? decode(this.ids) : "";
   }

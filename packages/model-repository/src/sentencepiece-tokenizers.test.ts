@@ -76,9 +76,12 @@ describe("SentencePiece BPE as Llama 2 lays it out (▁, byte fallback, the firs
 
   it("a prompt that ends inside a character does not hold the stream up", () => {
     const ids = tok.encode("café world");
-    const inside = ids.indexOf(tok.encode("café")[1] ?? -1) + 1;
-    const pieces = stream(tok, ids.slice(inside), ids.slice(0, inside));
-    expect(pieces.join("")).toContain(" world");
+    const inside = ids.indexOf(tok.encode("café")[1] ?? -1) + 1; // after <0xC3>
+    // the context is read up to its last whole character ("caf"): é's second byte alone
+    // cannot complete it, and the text after it still comes
+    expect(stream(tok, ids.slice(inside), ids.slice(0, inside)).join("")).toBe("\uFFFD world");
+    // and a word after such a context reads mid-text, with its space
+    expect(stream(tok, ids.slice(-1), ids.slice(0, inside))).toEqual([" world", ""]);
   });
 });
 
