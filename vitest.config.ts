@@ -1,8 +1,10 @@
 import { defaultServerConditions } from "vite";
 import { defineConfig } from "vitest/config";
 
-// Workspace packages resolve to their TypeScript sources here, to dist/ once built.
-const conditions = ["ferry-source", ...defaultServerConditions];
+// Workspace packages resolve to their TypeScript sources here, to dist/ once built. Not the
+// bundlers' "module" condition: Node runs the dependencies, and some packages' "module"
+// builds (@opentelemetry/api 1.9's) import files without their extensions, as only bundlers can.
+const conditions = ["ferry-source", ...defaultServerConditions.filter((c) => c !== "module")];
 
 export default defineConfig({
   resolve: { conditions },

@@ -26,7 +26,7 @@ const offenders = (dir: string, banned: (spec: string) => boolean) =>
     .filter((i) => banned(i.spec))
     .map((i) => `${i.file} imports ${i.spec}`);
 
-const packages = ["protocol", "transport", "runtime", "model-repository", "guided"];
+const packages = ["protocol", "transport", "runtime", "model-repository", "guided", "telemetry"];
 
 describe("dependency direction", () => {
   it("only the transport package imports bullmq or ioredis", () => {
@@ -76,6 +76,7 @@ const allowed: Record<string, string[]> = {
   runtime: ["protocol"],
   transport: ["protocol"],
   guided: ["protocol"],
+  telemetry: [],
 };
 
 describe("package order and cycles", () => {

@@ -29,6 +29,7 @@ import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
 import { securityHeaders } from "./middleware/security-headers.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
+import { tracing } from "./middleware/tracing.js";
 import { registerChatCompletions } from "./openai/chat-completions-routes.js";
 import { registerCompletions } from "./openai/completions-routes.js";
 import { registerResponses } from "./openai/responses-routes.js";
@@ -48,6 +49,7 @@ export function createApp(
       if (!result.success) throw invalidInput(result.error.issues);
     },
   });
+  if (services.tracing) app.use(tracing());
   app.use(requestId());
   app.use(securityHeaders());
   app.use(async (c, next) => {

@@ -1,5 +1,6 @@
 import { ModelRepository } from "@ferry/model-repository";
 import { configured, exitForConfig, exitWithParent, messageOf, queueName } from "@ferry/protocol";
+import { startTracing } from "@ferry/telemetry";
 import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
@@ -25,6 +26,8 @@ import type { Services } from "./services.js";
 
 // a configuration that cannot work ends the process with one line saying what to change
 const env = configured(loadEnv);
+// before anything makes a span: off unless the OTEL_* variables name an exporter
+const tracing = startTracing("ferry-api");
 const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY).catch((err: unknown) =>
   exitForConfig(
@@ -102,6 +105,7 @@ const services: Services = {
   streams,
   draining: () => draining,
   drainSignal: drain.signal,
+  tracing: tracing.enabled,
 };
 /** Connections the kernel may hold for this process before it accepts them. */
 const LISTEN_BACKLOG = 8_192;
@@ -167,6 +171,7 @@ async function shutdown(signal: string): Promise<void> {
   if (streams.open > 0) log.warn({ open: streams.open }, "drain timeout: ending open streams");
   await streams.closeAll(Math.max(1_000, until - Date.now()));
   await client.close();
+  await tracing.shutdown();
   log.info("api stopped");
   process.exit(0);
 }

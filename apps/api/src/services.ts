@@ -41,6 +41,8 @@ export interface Services {
   draining: () => boolean;
   /** Aborted when the drain starts: resumable streams end and their clients reconnect elsewhere. */
   drainSignal: AbortSignal;
+  /** OpenTelemetry traces are recorded and exported (the OTEL_* variables name an exporter). */
+  tracing: boolean;
 }
 
 export type HonoEnv = {

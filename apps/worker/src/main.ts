@@ -1,4 +1,5 @@
 import { configured, exitForConfig, exitWithParent, messageOf } from "@ferry/protocol";
+import { startTracing } from "@ferry/telemetry";
 import { WorkerTransport } from "@ferry/transport";
 import { pino } from "pino";
 import { loadEnv } from "./env.js";
@@ -8,6 +9,8 @@ import { ModelHost } from "./model-host.js";
 
 // a configuration that cannot work ends the process with one line saying what to change
 const env = configured(loadEnv);
+// before anything makes a span: off unless the OTEL_* variables name an exporter
+const tracing = startTracing("ferry-worker");
 const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } });
 const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
@@ -91,6 +94,7 @@ async function shutdown(signal: string): Promise<void> {
   host.stopLoading();
   await started;
   await drain();
+  await tracing.shutdown();
   log.info("worker stopped");
   process.exit(0);
 }

@@ -294,14 +294,14 @@ export class ModelHost {
       // seat can take it.
       this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) => {
         crashOnTestMarker(job.prompt);
-        return (current() as GeneratorServer).handle(job, ctx.signal, ctx.emit, ctx.resume);
+        return (current() as GeneratorServer).handle(job, ctx);
       });
       return;
     }
     // Enough jobs in flight to fill every instance's batch while the previous one computes.
     const concurrency = config.max_batch_size * config.instance_count * 2;
-    this.transport.consume(queue, { concurrency, ...lock }, (row, _job, ctx) =>
-      (current() as ClassifierServer).handle(row, ctx),
+    this.transport.consume(queue, { concurrency, ...lock }, (row, job, ctx) =>
+      (current() as ClassifierServer).handle(row, ctx, job.accepted_at),
     );
   }
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { WIRE_VERSION } from "./wire.js";
+import { traceCarrierSchema, WIRE_VERSION } from "./wire.js";
 
 /** Likeliest alternatives a token's log probability may come with (vLLM's default cap). */
 export const MAX_LOGPROBS = 20;
@@ -116,6 +116,7 @@ export const generateJobSchema = z.object({
    * async one's as long as jobs are kept (the deployment's JOB_TTL_S, when absent).
    */
   keep_s: z.number().int().positive().optional(),
+  trace: traceCarrierSchema.optional(),
 });
 export type GenerateJob = z.infer<typeof generateJobSchema>;
 

@@ -11,6 +11,16 @@ export const WIRE_VERSION = 1;
 export const rowInputsSchema = z.record(z.string(), z.string());
 export type RowInputs = z.infer<typeof rowInputsSchema>;
 
+/**
+ * W3C trace context (traceparent, tracestate) of the request that queued some work, so that
+ * the worker's spans join its trace; absent when tracing is off.
+ */
+export const traceCarrierSchema = z.object({
+  traceparent: z.string().max(128),
+  tracestate: z.string().max(512).optional(),
+});
+export type TraceCarrierWire = z.infer<typeof traceCarrierSchema>;
+
 export const inferRowSchema = z.object({
   /** Row id, unique per request; the caller matches its answer by it. */
   rid: z.string(),
@@ -19,6 +29,7 @@ export const inferRowSchema = z.object({
   deadline: z.number(),
   /** The caller's X-Request-Id, carried so a worker's logs can name the request. */
   request_id: z.string().optional(),
+  trace: traceCarrierSchema.optional(),
 });
 export type InferRow = z.infer<typeof inferRowSchema>;
 

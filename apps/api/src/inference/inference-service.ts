@@ -8,6 +8,7 @@ import {
   type RowInputs,
   type RowResult,
 } from "@ferry/protocol";
+import { carrierOf } from "@ferry/telemetry";
 import type {
   CachedAnswer,
   CacheScope,
@@ -308,6 +309,8 @@ export class InferenceService {
       priority: opts.priority ?? DEFAULT_PRIORITY,
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
+      // the worker's spans join the request's trace (nothing when tracing is off)
+      trace: carrierOf(),
     };
   }
 

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { FerryError } from "@ferry/protocol";
+import { context } from "@ferry/telemetry";
 import type { Guards } from "../guards.js";
 import {
   callOptionsFrom,
@@ -9,6 +10,7 @@ import {
 } from "../http/call-options.js";
 import { errorBody, httpStatus, invalidInput, toFerryError } from "../http/errors.js";
 import { requestIdFrom } from "../http/request-id.js";
+import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import type { InFlight } from "../middleware/in-flight.js";
 import type { Services } from "../services.js";
 import { predictBodySchema } from "./schemas.js";
@@ -38,7 +40,10 @@ export function predictFastPath(
     const name = takes(req, services.env.MAX_BODY_BYTES);
     if (name === undefined) return false;
     inFlight.enter();
-    void serve(services, guards, name, req, res).finally(() => inFlight.leave());
+    const served = services.tracing
+      ? traced(req, name, () => serve(services, guards, name, req, res))
+      : serve(services, guards, name, req, res);
+    void served.finally(() => inFlight.leave());
     return true;
   };
 }
@@ -61,13 +66,28 @@ export function takes(
   return length > 0 && length <= maxBodyBytes ? name : undefined;
 }
 
+/** `serve` inside the request's server span, as Hono's `tracing` middleware does. */
+async function traced(req: IncomingMessage, name: string, run: () => Promise<number>) {
+  const { span, ctx } = startServerSpan("POST", `/v1/models/${name}/predict`, (key) => {
+    const value = req.headers[key];
+    return Array.isArray(value) ? value[0] : value;
+  });
+  let status = 500;
+  try {
+    status = await context.with(ctx, run);
+  } finally {
+    endServerSpan(span, "POST", ROUTE, status);
+  }
+}
+
+/** Answers the request; resolves with the status it answered. */
 async function serve(
   services: Services,
   guards: Guards,
   name: string,
   req: IncomingMessage,
   res: ServerResponse,
-): Promise<void> {
+): Promise<number> {
   const started = performance.now();
   const header: HeaderReader = (key) => {
     const value = req.headers[key.toLowerCase()];
@@ -118,6 +138,7 @@ async function serve(
     leave?.();
     services.metrics.recordHttp(ROUTE, "POST", status, (performance.now() - started) / 1000);
   }
+  return status;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { DEFAULT_PRIORITY, FerryError, type JobEvent, type JobEventBody } from "@ferry/protocol";
+import { carrierOf } from "@ferry/telemetry";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import type { CallOptions } from "../http/call.js";
@@ -50,6 +51,7 @@ export class JobService {
         maxQueueSize: config.max_queue_size,
         owner: opts.tenant.id,
         meta: { ...meta, request_id: opts.requestId },
+        trace: carrierOf(),
       },
       opts.createdId,
     );

@@ -12,10 +12,20 @@ import {
   GraphMismatchError,
   loadBatchRunner,
 } from "@ferry/runtime";
+import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
+import { recordRowSpans, startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
 import { Batcher } from "./batcher.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
+
+/** A row in the batcher: its tensors, and its trace (to link from the batch's span). */
+interface BatchedRow {
+  tensors: DecodedRow;
+  trace?: InferRow["trace"];
+  /** The span of the batch that ran it, once it ran. */
+  batch?: SpanContext;
+}
 
 /**
  * Serves one classifier version: validates each row, batches rows dynamically and runs the
@@ -26,7 +36,7 @@ export class ClassifierServer {
     readonly config: ModelConfig,
     readonly version: string,
     private readonly runtime: BatchRunner,
-    private readonly batcher: Batcher<DecodedRow, Record<string, OutputTensor>>,
+    private readonly batcher: Batcher<BatchedRow, Record<string, OutputTensor>>,
     private readonly metrics: WorkerMetrics,
     private readonly stats: Pick<ExecutionStats, "row" | "execution">,
   ) {
@@ -60,17 +70,26 @@ export class ClassifierServer {
       throw new GraphMismatchError(mismatch);
     }
     const labels = { model: config.name, version };
-    const batcher = new Batcher<DecodedRow, Record<string, OutputTensor>>(
+    const batcher = new Batcher<BatchedRow, Record<string, OutputTensor>>(
       async (rows) => {
         metrics.batchSize.observe(labels, rows.length);
         // sampled once per batch, not twice per row: rows still waiting behind this one
         metrics.pending.set(labels, batcher.pending);
         const end = metrics.computeSeconds.startTimer(labels);
         const started = performance.now();
+        const span = startBatchSpan(config.name, version, rows);
+        const run = span && startModelRunSpan(span, config.name);
+        if (span) for (const row of rows) row.batch = span.spanContext();
         try {
-          return splitRows(await runtime.run(packRows(config.inputs, rows)), rows.length);
+          const tensors = rows.map((r) => r.tensors);
+          return splitRows(await runtime.run(packRows(config.inputs, tensors)), rows.length);
+        } catch (err) {
+          run?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
+          throw err;
         } finally {
           end();
+          run?.end();
+          span?.end();
           stats.execution(config.name, version, rows.length, performance.now() - started);
         }
       },
@@ -84,16 +103,34 @@ export class ClassifierServer {
     return new ClassifierServer(config, version, runtime, batcher, metrics, stats);
   }
 
-  /** Answers one row; every failure becomes a row error, never an exception. */
-  async handle(row: InferRow, ctx: Pick<RowContext, "signal">): Promise<RowResult> {
+  /**
+   * Answers one row; every failure becomes a row error, never an exception. `acceptedAt`: when
+   * the API accepted it (its job's), where its trace's `queue` span begins.
+   */
+  async handle(
+    row: InferRow,
+    ctx: Pick<RowContext, "signal">,
+    acceptedAt = Date.now(),
+  ): Promise<RowResult> {
     const decoded = decodeInputRow(this.config.inputs, row.inputs);
     if (typeof decoded === "string") {
       this.countRow("invalid");
       return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };
     }
     try {
-      const outcome = await this.batcher.submit(decoded, row.deadline, ctx.signal);
+      const batched: BatchedRow = row.trace
+        ? { tensors: decoded, trace: row.trace }
+        : { tensors: decoded };
+      const outcome = await this.batcher.submit(batched, row.deadline, ctx.signal);
       this.rowsOk.inc();
+      if (row.trace)
+        recordRowSpans(
+          row,
+          this.config.name,
+          this.version,
+          { acceptedAt, ...outcome },
+          batched.batch,
+        );
       this.stats.row(this.config.name, this.version, outcome.queueMs);
       return {
         rid: row.rid,

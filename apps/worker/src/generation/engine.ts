@@ -88,6 +88,7 @@ export class Engine {
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
     resume?: ResumePoint,
+    onAdmitted?: () => void,
   ): Promise<CompletionResult> {
     const unknownFields = unknownSamplingFields(job.params);
     if (unknownFields.length > 0)
@@ -115,12 +116,13 @@ export class Engine {
     }
     const guided = this.guideOf(job.params);
     if (guided instanceof FerryError) return Promise.reject(guided);
-    if (!guided) return this.start(job, signal, emit, promptIds, whole, undefined, resume);
+    const started = { emit, resume, onAdmitted };
+    if (!guided) return this.start(job, signal, started, promptIds, whole, undefined);
     // the grammar compiles on its own thread; the sequence queues once its first mask is here
     return (
       this.grammars?.open(guided.spec, guided.vocabulary).then(async (guide) => {
         try {
-          return await this.start(job, signal, emit, promptIds, whole, guide, resume);
+          return await this.start(job, signal, started, promptIds, whole, guide);
         } finally {
           guide.close();
         }
@@ -131,11 +133,18 @@ export class Engine {
   private start(
     job: GenerateJob,
     signal: AbortSignal,
-    emit: (events: JobEventBody[]) => void,
+    {
+      emit,
+      resume,
+      onAdmitted,
+    }: {
+      emit: (events: JobEventBody[]) => void;
+      resume: ResumePoint | undefined;
+      onAdmitted: (() => void) | undefined;
+    },
     promptIds: number[],
     whole: number[],
     guide: GrammarGuide | undefined,
-    resume: ResumePoint | undefined,
   ): Promise<CompletionResult> {
     return new Promise((resolve, reject) => {
       const seq = new Sequence({
@@ -159,6 +168,7 @@ export class Engine {
         emit,
         resolve,
         reject,
+        ...(onAdmitted ? { onAdmitted } : {}),
       });
       if (resume && resume.ids.length > 0) {
         this.metrics.resumed.inc();
@@ -301,7 +311,7 @@ export class Engine {
     this.observeQueue();
     if (plan.prefill.length === 0 && plan.decode.length === 0) return this.idle();
     const now = performance.now();
-    for (const seq of plan.prefill) seq.startedAt = now;
+    for (const seq of plan.prefill) seq.admitted(now);
     try {
       await run(plan.prefill, plan.decode);
     } catch (err) {
@@ -357,7 +367,7 @@ export class Engine {
     if (joining.length === 0) return;
     const now = performance.now();
     for (const seq of joining) {
-      seq.startedAt = now;
+      seq.admitted(now);
       this.prefilling.add(seq);
     }
     this.timed(joining.length, () =>

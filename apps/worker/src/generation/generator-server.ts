@@ -1,20 +1,15 @@
 import { join } from "node:path";
 import { loadTokenizer } from "@ferry/model-repository";
-import type {
-  CompletionResult,
-  GenerateJob,
-  JobEventBody,
-  ModelConfig,
-  ResumePoint,
-} from "@ferry/protocol";
+import type { CompletionResult, GenerateJob, JobEventBody, ModelConfig } from "@ferry/protocol";
 import {
   type ExecutionProvider,
   GraphMismatchError,
   generatorMismatch,
   LmRuntime,
 } from "@ferry/runtime";
-import type { ExecutionStats } from "@ferry/transport";
+import type { ExecutionStats, GenerateContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
+import { GenerationSpans } from "../tracing/generation-spans.js";
 import { Engine } from "./engine.js";
 import { generationMetrics } from "./generation-metrics.js";
 import { type GeneratorConfig, generatorConfigSchema } from "./generator-config.js";
@@ -103,13 +98,27 @@ export class GeneratorServer {
     return this.generator.scheduler.max_num_seqs;
   }
 
-  handle(
+  /** Runs a completion; its spans join its request's trace when it carries one. */
+  async handle(
     job: GenerateJob,
-    signal: AbortSignal,
-    emit: (events: JobEventBody[]) => void,
-    resume?: ResumePoint,
+    ctx: Pick<GenerateContext, "jobId" | "signal" | "emit" | "resume" | "attempt">,
   ): Promise<CompletionResult> {
-    return this.engine.submit(job, signal, emit, resume);
+    const spans = GenerationSpans.start(job, ctx.jobId, ctx.attempt);
+    if (!spans) return this.engine.submit(job, ctx.signal, ctx.emit, ctx.resume);
+    const emit = (events: JobEventBody[]) => {
+      spans.events(events);
+      ctx.emit(events);
+    };
+    try {
+      const result = await this.engine.submit(job, ctx.signal, emit, ctx.resume, () =>
+        spans.admitted(),
+      );
+      spans.succeeded(result);
+      return result;
+    } catch (err) {
+      spans.failed(err);
+      throw err;
+    }
   }
 
   /** Lets every sequence it holds finish, then stops the runtime. */

@@ -35,6 +35,8 @@ export interface SequenceInit {
   emit: (events: JobEventBody[]) => void;
   resolve: (result: CompletionResult) => void;
   reject: (err: Error) => void;
+  /** Called once when it leaves the waiting queue for its prefill (its trace's `prefill`). */
+  onAdmitted?: () => void;
 }
 
 /** Token timings to observe: the first token's latency since submission, or the gap since the last. */
@@ -98,6 +100,12 @@ export class Sequence {
     this.badWordIds = init.badWordIds ?? [];
     this.guide = init.guide;
     this.allowed = init.allowed;
+  }
+
+  /** It leaves the waiting queue now: its prefill begins. */
+  admitted(now: number): void {
+    this.startedAt = now;
+    this.init.onAdmitted?.();
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */

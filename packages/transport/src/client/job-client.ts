@@ -8,6 +8,7 @@ import {
   type JobEvent,
   queueName,
   type RowInputs,
+  type TraceCarrierWire,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
@@ -53,6 +54,8 @@ export interface AsyncJobRequest extends EnqueueOptions {
   deadline: number;
   /** Opaque to workers: what the API needs to render the result when polled. */
   meta: Record<string, unknown>;
+  /** The request's trace context, carried to the worker (absent when tracing is off). */
+  trace?: TraceCarrierWire | undefined;
 }
 
 /** A completion as the API hands it over; the transport adds the wire fields. */
@@ -117,6 +120,7 @@ export class JobClient {
             rid: `${id}.${k}`,
             inputs,
             deadline: req.deadline,
+            ...(req.trace ? { trace: req.trace } : {}),
           })),
           accepted_at: now,
           meta: req.meta,

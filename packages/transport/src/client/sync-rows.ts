@@ -5,6 +5,7 @@ import {
   queueName,
   type RowInputs,
   type RowResult,
+  type TraceCarrierWire,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
@@ -27,6 +28,8 @@ export interface InferRequest {
   maxRowsPerJob: number;
   /** Requests waiting past which `infer` and `submitJob` refuse with QUEUE_FULL. */
   maxQueueSize: number;
+  /** The request's trace context, carried to the worker (absent when tracing is off). */
+  trace?: TraceCarrierWire | undefined;
 }
 
 /** Where a sync row's answer may already be stored. */
@@ -147,7 +150,9 @@ export class SyncRows {
       queue: name,
       priority: req.priority,
       maxRows: req.maxRowsPerJob,
-      row: { rid, inputs: req.inputs, deadline: req.deadline },
+      row: req.trace
+        ? { rid, inputs: req.inputs, deadline: req.deadline, trace: req.trace }
+        : { rid, inputs: req.inputs, deadline: req.deadline },
     };
     this.unanswered.set(rid, sent);
     this.coalescer.push(name, req.priority, req.maxRowsPerJob, sent.row, lookup);

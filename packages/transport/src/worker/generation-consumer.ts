@@ -90,7 +90,8 @@ export class GenerationConsumer {
         resume.logprobs = tokens.flatMap((e) => e.logprobs ?? []);
       }
       if (resume.ids.length === 0) emit([{ type: "status", status: "running" }]);
-      const ctx = { jobId: id, signal: controller.signal, emit, resume };
+      const run = Math.max(1, job.attemptsStarted, job.stalledCounter + 1);
+      const ctx = { jobId: id, signal: controller.signal, emit, resume, attempt: run };
       try {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);

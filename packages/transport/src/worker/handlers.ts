@@ -38,6 +38,8 @@ export interface GenerateContext extends RowContext {
    * died or lost its link): continue after its tokens rather than send their text twice.
    */
   resume: ResumePoint;
+  /** 1 for a job's first run; more once it was taken over from a worker that died. */
+  attempt: number;
 }
 
 export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;

@@ -1,0 +1,46 @@
+import { NodeSDK } from "@opentelemetry/sdk-node";
+
+/** What a process's tracing needs at exit: spans still buffered are sent. */
+export interface Tracing {
+  /** True when spans are recorded and exported (an OTLP endpoint is configured). */
+  readonly enabled: boolean;
+  shutdown(): Promise<void>;
+}
+
+const OFF: Tracing = { enabled: false, shutdown: async () => {} };
+
+/**
+ * Whether the standard variables ask for traces: an OTLP endpoint (all signals or traces
+ * alone), or an exporter named outright; OTEL_SDK_DISABLED=true wins. Unset, Ferry runs
+ * with OpenTelemetry's no-op API: no span is made, nothing crosses the queue.
+ */
+export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === "true") return false;
+  const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
+  if (exporter === "none") return false;
+  return Boolean(
+    env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || exporter,
+  );
+}
+
+/**
+ * Starts OpenTelemetry's Node SDK for traces, configured only by the standard variables
+ * (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or http/json,
+ * OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER[_ARG], OTEL_SDK_DISABLED): W3C trace context,
+ * parent-based sampling, batched export. `service` names the process when OTEL_SERVICE_NAME
+ * does not. No automatic instrumentation: Ferry makes its own spans where its work is.
+ */
+export function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Tracing {
+  if (!tracingConfigured(env)) return OFF;
+  // Ferry's metrics are Prometheus' (/metrics) and its logs pino's: the SDK sends traces only,
+  // unless the variables ask for more
+  env.OTEL_METRICS_EXPORTER ??= "none";
+  env.OTEL_LOGS_EXPORTER ??= "none";
+  env.OTEL_SERVICE_NAME ??= service;
+  const sdk = new NodeSDK({ instrumentations: [] });
+  sdk.start();
+  return {
+    enabled: true,
+    shutdown: () => sdk.shutdown().catch(() => undefined),
+  };
+}
