@@ -154,7 +154,9 @@ export class Engine {
         deadline: job.deadline,
         signal,
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
-        decoder: this.tokenizer.decoder(),
+        // the prompt as context: a SentencePiece tokenizer's first generated token keeps its
+        // leading space (after "Once upon a", " time", not "time"), as vLLM's detokenizer does
+        decoder: this.tokenizer.decoder(promptIds),
         output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
         badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
         ...(job.params.allowed_token_ids
@@ -185,7 +187,7 @@ export class Engine {
   /**
    * What a guided completion must spell, and over which vocabulary; a FerryError where it
    * cannot be guided here. Guides spell text token by token, so they need every token's
-   * bytes (a byte-level tokenizer), the vocabulary's size and an end of text. The spec is
+   * bytes (a tokenizer whose tokens' bytes are known), the vocabulary's size and an end of text. The spec is
    * checked again (the API checked it before queueing): a job may come from an older API.
    */
   private guideOf(
@@ -205,7 +207,7 @@ export class Engine {
     )
       return new FerryError(
         "INVALID_INPUT",
-        `guided decoding (${spec.kind}) needs a byte-level tokenizer (every token's bytes known), an end-of-text token and the model's vocab_size in model.json`,
+        `guided decoding (${spec.kind}) needs a tokenizer whose every token's bytes are known, an end-of-text token and the model's vocab_size in model.json`,
       );
     const problem = guidedProblem(spec);
     if (problem) return new FerryError("INVALID_INPUT", `${spec.kind}: ${problem}`);
