@@ -163,7 +163,9 @@ describe("Grafana dashboard", () => {
       .map((f) => readFileSync(f, "utf8"))
       .join("\n");
     const queried = new Set(
-      [...dashboard.matchAll(/ferry_[a-z_]+/g)].map((m) => m[0].replace(/_bucket$/, "")),
+      [...dashboard.matchAll(/(?:ferry|gen_ai)_[a-z_]+/g)].map((m) =>
+        m[0].replace(/_(bucket|sum|count)$/, ""),
+      ),
     );
     expect(queried.size).toBeGreaterThan(10);
     for (const name of queried) expect(exported, name).toContain(`"${name}"`);

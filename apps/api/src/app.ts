@@ -28,6 +28,7 @@ import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
 import { securityHeaders } from "./middleware/security-headers.js";
+import { serverTiming } from "./middleware/server-timing.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { tracing } from "./middleware/tracing.js";
 import { registerChatCompletions } from "./openai/chat-completions-routes.js";
@@ -51,6 +52,7 @@ export function createApp(
   });
   if (services.tracing) app.use(tracing());
   app.use(requestId());
+  app.use(serverTiming());
   app.use(securityHeaders());
   app.use(async (c, next) => {
     c.set("services", services);

@@ -24,6 +24,21 @@ export class ApiMetrics {
     buckets: latencyBuckets,
     registers: [this.registry],
   });
+  readonly queueWait = new Histogram({
+    name: "ferry_queue_wait_seconds",
+    help: "Time a classifier row waited from this API's accept to a worker's pick-up (Redis and the transport)",
+    labelNames: ["model", "version"],
+    buckets: latencyBuckets,
+    registers: [this.registry],
+  });
+  readonly batchWait = new Histogram({
+    name: "ferry_batch_wait_seconds",
+    help: "Time a classifier row waited in the worker's dynamic batcher before its batch ran",
+    labelNames: ["model", "version"],
+    buckets: latencyBuckets,
+    registers: [this.registry],
+  });
+  /** The batcher's wait under its first name, kept for dashboards that read it. */
   readonly queueTime = new Histogram({
     name: "ferry_queue_time_seconds",
     help: "Time a request waited in the worker's batcher before its batch ran",
@@ -62,6 +77,15 @@ export class ApiMetrics {
     name: "ferry_fallbacks_total",
     help: "Answers given by a fallback, by source (fallback_cache, fallback_default, none = 503)",
     labelNames: ["model", "source"],
+    registers: [this.registry],
+  });
+
+  /** OpenTelemetry's GenAI client metric: tokens per completion, by type (input, output). */
+  readonly genAiTokenUsage = new Histogram({
+    name: "gen_ai_client_token_usage",
+    help: "Tokens used per completion, by gen_ai_token_type (GenAI semantic conventions)",
+    labelNames: ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_token_type"],
+    buckets: [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304],
     registers: [this.registry],
   });
 
@@ -124,6 +148,8 @@ export class ApiMetrics {
 
   observeRow(model: string, version: string, timing: RowTiming): void {
     const labels = { model, version };
+    if (timing.wait_ms !== undefined) this.queueWait.observe(labels, timing.wait_ms / 1000);
+    this.batchWait.observe(labels, timing.queue_ms / 1000);
     this.queueTime.observe(labels, timing.queue_ms / 1000);
     this.computeTime.observe(labels, timing.compute_ms / 1000);
     this.batchSize.observe(labels, timing.batch_size);

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { AdminService, HealthService } from "./admin/admin-service.js";
 import type { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
 import type { ApiEnv } from "./env.js";
+import type { ServerTiming } from "./http/server-timing.js";
 import type { StreamSlots } from "./http/stream-slots.js";
 import type { Tenant } from "./http/tenant.js";
 import type { InferenceService } from "./inference/inference-service.js";
@@ -58,5 +59,7 @@ export type HonoEnv = {
     releaseAdmission?: () => void;
     /** How long the request waited in the turn share after admission, in ms (`admission.ts`). */
     waitedMs?: number;
+    /** Where the answer's time went (`middleware/server-timing.ts`). */
+    serverTiming?: ServerTiming;
   };
 };

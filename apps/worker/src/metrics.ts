@@ -1,5 +1,8 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 
+/** The GenAI conventions' attributes, as Prometheus labels. */
+const GEN_AI_LABELS = ["gen_ai_operation_name", "gen_ai_request_model", "gen_ai_response_model"];
+
 /** The worker's own Prometheus metrics, served on its health port. */
 export class WorkerMetrics {
   readonly registry = new Registry();
@@ -27,6 +30,32 @@ export class WorkerMetrics {
     name: "ferry_worker_pending_rows",
     help: "Rows waiting in the batcher",
     labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
+
+  // OpenTelemetry's GenAI server metrics, by their conventions' names in Prometheus' form;
+  // measured from the API's accept, so the queue is in them (as in vLLM's)
+  readonly genAiTtft = new Histogram({
+    name: "gen_ai_server_time_to_first_token_seconds",
+    help: "Time to generate the first token, from the API's accept (GenAI semantic conventions)",
+    labelNames: GEN_AI_LABELS,
+    buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10],
+    registers: [this.registry],
+  });
+  readonly genAiTpot = new Histogram({
+    name: "gen_ai_server_time_per_output_token_seconds",
+    help: "Time per output token after the first (GenAI semantic conventions)",
+    labelNames: GEN_AI_LABELS,
+    buckets: [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5],
+    registers: [this.registry],
+  });
+  readonly genAiDuration = new Histogram({
+    name: "gen_ai_server_request_duration_seconds",
+    help: "Time from the API's accept to the last token, or to the failure (GenAI semantic conventions)",
+    labelNames: [...GEN_AI_LABELS, "error_type"],
+    buckets: [
+      0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    ],
     registers: [this.registry],
   });
 

@@ -183,6 +183,12 @@ export const completionResultSchema = z.object({
   usage: usageSchema,
   /** Time to first token, in ms from the job's start. */
   ttft_ms: z.number(),
+  /**
+   * Where its time went, in ms: `queue` from the API's accept to a worker's pick-up, `batch`
+   * waiting there for a seat in the continuous batch, `infer` from then to its end; absent
+   * from older workers.
+   */
+  timing: z.object({ queue_ms: z.number(), batch_ms: z.number(), infer_ms: z.number() }).optional(),
   /** Every completion token's, in order, when the job asked for them. */
   logprobs: z.array(tokenLogprobSchema).optional(),
   /** Every prompt token's, when the job asked for them (`prompt_logprobs`). */

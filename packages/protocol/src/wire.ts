@@ -58,9 +58,15 @@ export type WireError = z.infer<typeof wireErrorSchema>;
 
 /** Where the time of one row went, so the API can report it without scraping workers. */
 export const rowTimingSchema = z.object({
+  /** In the worker's dynamic batcher, waiting for a batch and a free instance. */
   queue_ms: z.number(),
   compute_ms: z.number(),
   batch_size: z.number().int(),
+  /**
+   * From the API's accept to this worker's pick-up (Redis and the transport), by the two
+   * processes' clocks; absent from older workers.
+   */
+  wait_ms: z.number().optional(),
 });
 export type RowTiming = z.infer<typeof rowTimingSchema>;
 

@@ -2,6 +2,7 @@ import { FerryError, MAX_TIMEOUT_MS } from "@ferry/protocol";
 import type { Context } from "hono";
 import type { HonoEnv } from "../services.js";
 import type { CallOptions } from "./call.js";
+import type { ServerTiming } from "./server-timing.js";
 import { OPEN_TENANT, type Tenant } from "./tenant.js";
 
 /** A request header by name (case-insensitive), as Hono or node:http gives it. */
@@ -24,6 +25,7 @@ export function callOptions(c: Context<HonoEnv>, body: CallBody): CallOptions {
     tenant: c.get("tenant") ?? OPEN_TENANT,
     releaseAdmission: c.get("releaseAdmission"),
     waitedMs: c.get("waitedMs"),
+    timing: c.get("serverTiming"),
   });
 }
 
@@ -36,6 +38,7 @@ export function callOptionsFrom(
     tenant: Tenant;
     releaseAdmission?: (() => void) | undefined;
     waitedMs?: number | undefined;
+    timing?: ServerTiming | undefined;
   },
 ): CallOptions {
   return {

@@ -1,3 +1,4 @@
+import type { ServerTiming } from "./server-timing.js";
 import type { Tenant } from "./tenant.js";
 
 export interface CallOptions {
@@ -29,4 +30,6 @@ export interface CallOptions {
    * that a retry after its API replica died finds what the first attempt made.
    */
   createdId?: string | undefined;
+  /** Where the answer's time went, for its Server-Timing header (filled by the services). */
+  timing?: ServerTiming | undefined;
 }

@@ -280,7 +280,10 @@ export class InferenceService {
     const results = await Promise.all(
       plan.rows.map((inputs) => this.client.infer({ ...base, inputs })),
     );
-    return results.map((r) => this.unwrap(config.name, plan.version, r));
+    return results.map((r) => {
+      if (r.ok) opts.timing?.row(r.timing);
+      return this.unwrap(config.name, plan.version, r);
+    });
   }
 
   /** A one-row plan, answered from the cache when it holds the row (see `inferOrLookUp`). */
@@ -294,7 +297,11 @@ export class InferenceService {
       { ...this.request(plan, opts), inputs },
       cache,
     );
-    if ("hit" in looked) return looked;
+    if ("hit" in looked) {
+      opts.timing?.cached();
+      return looked;
+    }
+    if (looked.result.ok) opts.timing?.row(looked.result.timing);
     return { outputs: this.unwrap(plan.entry.config.name, plan.version, looked.result) };
   }
 

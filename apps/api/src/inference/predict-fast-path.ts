@@ -11,6 +11,7 @@ import {
 import { errorBody, httpStatus, invalidInput, toFerryError } from "../http/errors.js";
 import { requestIdFrom } from "../http/request-id.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
+import { ServerTiming } from "../http/server-timing.js";
 import type { InFlight } from "../middleware/in-flight.js";
 import type { Services } from "../services.js";
 import { predictBodySchema } from "./schemas.js";
@@ -94,6 +95,7 @@ async function serve(
     return Array.isArray(value) ? value.join(", ") : value;
   };
   const requestId = requestIdFrom(header("X-Request-Id"));
+  const timing = new ServerTiming();
   const path = `/v1/models/${name}/predict`;
   let status = 200;
   let leave: (() => void) | undefined;
@@ -123,9 +125,10 @@ async function serve(
         tenant,
         releaseAdmission: release,
         waitedMs: turn ? performance.now() - started : undefined,
+        timing,
       }),
     );
-    send(res, 200, result, requestId);
+    send(res, 200, result, requestId, undefined, timing);
   } catch (err) {
     const error = toFerryError(err);
     if (error.code === "INTERNAL") services.log.error({ err, requestId }, "unhandled error");
@@ -171,6 +174,7 @@ function send(
   value: unknown,
   requestId: string,
   retryAfterS?: number,
+  timing?: ServerTiming,
 ): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(value);
@@ -182,6 +186,7 @@ function send(
     "X-Content-Type-Options": "nosniff",
   };
   if (retryAfterS !== undefined) headers["Retry-After"] = String(retryAfterS);
+  if (timing?.measured) headers["Server-Timing"] = timing.header();
   res.writeHead(status, headers);
   res.end(text);
 }

@@ -1,4 +1,12 @@
-import { DEFAULT_PRIORITY, FerryError, type JobEvent, type JobEventBody } from "@ferry/protocol";
+import {
+  type CompletionResult,
+  DEFAULT_PRIORITY,
+  FerryError,
+  type InferReply,
+  type JobEvent,
+  type JobEventBody,
+  type RowTiming,
+} from "@ferry/protocol";
 import { carrierOf } from "@ferry/telemetry";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
@@ -141,6 +149,7 @@ export class JobService {
       finished_at: record.finished_at === null ? null : seconds(record.finished_at),
       result: record.result ? this.render(record) : null,
       error: record.error,
+      timings: timingsOf(record),
     };
   }
 
@@ -154,6 +163,23 @@ export class JobService {
     if (!kind) throw new FerryError("INTERNAL", `job ${record.id} has no renderer for its format`);
     return kind.render(record);
   }
+}
+
+/** A finished job's timings, from what its worker reported (absent from older workers). */
+function timingsOf(record: JobRecord): JobView["timings"] {
+  const result = record.result as Partial<InferReply & CompletionResult> | null;
+  if (!result || record.finished_at === null) return null;
+  const total_ms = Math.max(0, record.finished_at - record.created_at);
+  if (result.timing) return { ...result.timing, total_ms };
+  const rows = (result.results ?? []).flatMap((r) => (r.ok ? [r.timing] : []));
+  if (rows.length === 0 || rows.some((t) => t.wait_ms === undefined)) return null;
+  const slowest = (pick: (t: RowTiming) => number) => Math.max(...rows.map(pick));
+  return {
+    queue_ms: slowest((t) => t.wait_ms ?? 0),
+    batch_ms: slowest((t) => t.queue_ms),
+    infer_ms: slowest((t) => t.compute_ms),
+    total_ms,
+  };
 }
 
 function notFound(id: string): FerryError {

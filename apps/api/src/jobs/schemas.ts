@@ -21,6 +21,18 @@ export const jobRecordSchema = z
     finished_at: z.number().nullable(),
     result: z.unknown().nullable(),
     error: z.object({ code: z.string(), message: z.string() }).nullable(),
+    timings: z
+      .object({
+        queue_ms: z.number(),
+        batch_ms: z.number(),
+        infer_ms: z.number(),
+        total_ms: z.number(),
+      })
+      .nullable()
+      .openapi({
+        description:
+          "Where a finished job's time went, as a sync answer's Server-Timing says it: queue (to a worker's pick-up), batch (waiting to join a batch), infer, total (from its submission)",
+      }),
   })
   .openapi("Job");
 

@@ -5,10 +5,11 @@ import {
   FerryError,
   type JobEvent,
 } from "@ferry/protocol";
-import { carrierOf } from "@ferry/telemetry";
+import { carrierOf, genAiOperation } from "@ferry/telemetry";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
+import type { ServerTiming } from "../http/server-timing.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
@@ -65,6 +66,13 @@ export class CompletionService {
   /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
   countTokens(job: JobRecord, result: CompletionResult): CompletionResult {
     this.metrics.completionTokens.inc({ model: job.model }, result.usage.completion_tokens);
+    const labels = {
+      gen_ai_operation_name: genAiOperation(job.meta.format),
+      gen_ai_request_model: job.model,
+    };
+    const usage = this.metrics.genAiTokenUsage;
+    usage.observe({ ...labels, gen_ai_token_type: "input" }, result.usage.prompt_tokens);
+    usage.observe({ ...labels, gen_ai_token_type: "output" }, result.usage.completion_tokens);
     return result;
   }
 
@@ -294,7 +302,7 @@ export class CompletionService {
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const several = severalChoices(body);
     if (several) return this.completeEach(body, several, opts, signal);
-    return this.answer(body, await this.follow(body, opts, signal), signal);
+    return this.answer(body, await this.follow(body, opts, signal), signal, opts.timing);
   }
 
   /**
@@ -314,7 +322,9 @@ export class CompletionService {
     signal?.addEventListener("abort", onAbort);
     try {
       const followed = await this.followEach(choices, opts, stop.signal);
-      const answers = await Promise.all(followed.map((one) => this.answer(body, one, stop.signal)));
+      const answers = await Promise.all(
+        followed.map((one) => this.answer(body, one, stop.signal, opts.timing)),
+      );
       return joinAnswers(answers, body.n ?? 1);
     } catch (err) {
       // the others stop too: their answers would be thrown away
@@ -330,9 +340,12 @@ export class CompletionService {
     body: CompletionRequest | ChatRequest,
     { record: job, events, close }: FollowedCompletion,
     signal?: AbortSignal,
+    timing?: ServerTiming,
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const render = "messages" in body ? chatResponse : completionResponse;
-    return render(job, await this.result({ record: job, events, close }, signal));
+    const result = await this.result({ record: job, events, close }, signal);
+    timing?.generation(result.timing);
+    return render(job, result);
   }
 
   /** Waits for a followed completion's result; a caller that goes away (`signal`) cancels it. */

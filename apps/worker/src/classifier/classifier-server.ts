@@ -112,6 +112,7 @@ export class ClassifierServer {
     ctx: Pick<RowContext, "signal">,
     acceptedAt = Date.now(),
   ): Promise<RowResult> {
+    const pickedAt = Date.now();
     const decoded = decodeInputRow(this.config.inputs, row.inputs);
     if (typeof decoded === "string") {
       this.countRow("invalid");
@@ -140,6 +141,7 @@ export class ClassifierServer {
           queue_ms: outcome.queueMs,
           compute_ms: outcome.computeMs,
           batch_size: outcome.batchSize,
+          wait_ms: Math.max(0, pickedAt - acceptedAt),
         },
       };
     } catch (err) {

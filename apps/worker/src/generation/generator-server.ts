@@ -11,6 +11,7 @@ import type { ExecutionStats, GenerateContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { GenerationSpans } from "../tracing/generation-spans.js";
 import { Engine } from "./engine.js";
+import { GenAiMetrics, GenerationClock } from "./generation-clock.js";
 import { generationMetrics } from "./generation-metrics.js";
 import { type GeneratorConfig, generatorConfigSchema } from "./generator-config.js";
 import { grammarEngine } from "./grammars.js";
@@ -23,6 +24,7 @@ export class GeneratorServer {
     readonly generator: GeneratorConfig,
     private readonly runtime: LmRuntime,
     private readonly engine: Engine,
+    private readonly genAi: GenAiMetrics,
   ) {}
 
   static async load(
@@ -90,7 +92,8 @@ export class GeneratorServer {
       },
       grammars,
     );
-    return new GeneratorServer(config, generator, runtime, engine);
+    const genAi = new GenAiMetrics(metrics, `${config.name}:${version}`);
+    return new GeneratorServer(config, generator, runtime, engine, genAi);
   }
 
   /** Seats: how many completions one worker runs at once. */
@@ -98,25 +101,33 @@ export class GeneratorServer {
     return this.generator.scheduler.max_num_seqs;
   }
 
-  /** Runs a completion; its spans join its request's trace when it carries one. */
+  /**
+   * Runs a completion: its result says where its time went, the GenAI metrics observe it,
+   * and its spans join its request's trace when it carries one.
+   */
   async handle(
     job: GenerateJob,
     ctx: Pick<GenerateContext, "jobId" | "signal" | "emit" | "resume" | "attempt">,
   ): Promise<CompletionResult> {
+    const clock = new GenerationClock(job.accepted_at);
     const spans = GenerationSpans.start(job, ctx.jobId, ctx.attempt);
-    if (!spans) return this.engine.submit(job, ctx.signal, ctx.emit, ctx.resume);
     const emit = (events: JobEventBody[]) => {
-      spans.events(events);
+      clock.saw(events);
+      spans?.events(events);
       ctx.emit(events);
     };
+    const admitted = () => {
+      clock.admitted();
+      spans?.admitted();
+    };
     try {
-      const result = await this.engine.submit(job, ctx.signal, emit, ctx.resume, () =>
-        spans.admitted(),
-      );
-      spans.succeeded(result);
-      return result;
+      const result = await this.engine.submit(job, ctx.signal, emit, ctx.resume, admitted);
+      spans?.succeeded(result);
+      this.genAi.observe(job, clock, result.usage.completion_tokens);
+      return { ...result, timing: clock.timing() };
     } catch (err) {
-      spans.failed(err);
+      spans?.failed(err);
+      this.genAi.observe(job, clock, 0, err);
       throw err;
     }
   }

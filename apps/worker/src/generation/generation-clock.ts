@@ -1,0 +1,64 @@
+import type { GenerateJob, JobEventBody } from "@ferry/protocol";
+import { genAiOperation } from "@ferry/telemetry";
+import type { WorkerMetrics } from "../metrics.js";
+
+/**
+ * One completion's moments on this worker, by the wall clock (the API's accept is another
+ * process's): picked up, admitted to the continuous batch, first token, end.
+ */
+export class GenerationClock {
+  readonly pickedAt = Date.now();
+  admittedAt: number | undefined;
+  firstTokenAt: number | undefined;
+
+  constructor(readonly acceptedAt: number) {}
+
+  admitted(): void {
+    this.admittedAt ??= Date.now();
+  }
+
+  saw(events: readonly JobEventBody[]): void {
+    if (this.firstTokenAt !== undefined) return;
+    if (events.some((e) => e.type === "token")) this.firstTokenAt = Date.now();
+  }
+
+  /** Where its time went (the result's `timing`): queue, waiting for a seat, inference. */
+  timing(now = Date.now()): { queue_ms: number; batch_ms: number; infer_ms: number } {
+    const admitted = this.admittedAt ?? this.pickedAt;
+    return {
+      queue_ms: Math.max(0, this.pickedAt - this.acceptedAt),
+      batch_ms: Math.max(0, admitted - this.pickedAt),
+      infer_ms: Math.max(0, now - admitted),
+    };
+  }
+}
+
+/** OpenTelemetry's GenAI server metrics of one generator version. */
+export class GenAiMetrics {
+  constructor(
+    private readonly metrics: WorkerMetrics,
+    private readonly responseModel: string,
+  ) {}
+
+  observe(job: GenerateJob, clock: GenerationClock, outputTokens: number, error?: unknown): void {
+    const now = Date.now();
+    const labels = {
+      gen_ai_operation_name: genAiOperation(job.meta?.format),
+      gen_ai_request_model: job.model,
+      gen_ai_response_model: this.responseModel,
+    };
+    const code = (error as { code?: unknown } | undefined)?.code;
+    this.metrics.genAiDuration.observe(
+      {
+        ...labels,
+        error_type: error === undefined ? "" : typeof code === "string" ? code : "INTERNAL",
+      },
+      Math.max(0, now - clock.acceptedAt) / 1000,
+    );
+    const first = clock.firstTokenAt;
+    if (error !== undefined || first === undefined) return;
+    this.metrics.genAiTtft.observe(labels, Math.max(0, first - clock.acceptedAt) / 1000);
+    if (outputTokens > 1)
+      this.metrics.genAiTpot.observe(labels, (now - first) / 1000 / (outputTokens - 1));
+  }
+}
