@@ -11,6 +11,7 @@ import { hostileBench } from "./hostile.js";
 import { prefixBench } from "./prefix.js";
 import { servingBench } from "./serving.js";
 import { soakBench } from "./soak.js";
+import { tracingBench } from "./tracing.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
@@ -21,9 +22,10 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   prefix: prefixBench,
   serving: servingBench,
   soak: soakBench,
+  tracing: tracingBench,
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
-const defaults = ["classifier", "generation", "guided", "prefix", "serving", "hostile"];
+const defaults = ["classifier", "tracing", "generation", "guided", "prefix", "serving", "hostile"];
 /** What each section measures, for `npm run bench -- --help`. */
 const about: Record<string, string> = {
   classifier:
@@ -36,6 +38,7 @@ const about: Record<string, string> = {
   prefix: "prefix caching: shared-prefix prompts with and without the cache",
   serving: "offline batches and async jobs: rows/s against ONNX Runtime alone",
   soak: "ten minutes of mixed traffic: memory and Redis growth (not run by default)",
+  tracing: "OpenTelemetry tracing off vs on (every request traced), side by side on mnist",
 };
 if (process.argv.includes("--help") || process.argv.includes("-h")) {
   console.log("npm run bench [-- section...]   (default: every section but soak)\n");

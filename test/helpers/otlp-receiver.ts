@@ -25,8 +25,14 @@ export interface ReceivedSpan {
  */
 export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
+  /** Export requests and their bytes, decoded or not. */
+  exports = 0;
+  bytes = 0;
   private server?: Server;
   url = "";
+
+  /** `decode` false: only counts what arrives (a bench's receiver, kept off the CPU it measures). */
+  constructor(private readonly decode = true) {}
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => {
@@ -35,10 +41,16 @@ export class OtlpReceiver {
       req.on("end", () => {
         const body = Buffer.concat(chunks);
         const type = req.headers["content-type"] ?? "";
+        this.exports++;
+        this.bytes += body.length;
         try {
           if (req.url !== "/v1/traces") throw new Error(`unexpected path ${req.url}`);
-          if (type.includes("json")) this.spans.push(...fromJson(JSON.parse(body.toString())));
-          else this.spans.push(...fromProtobuf(body));
+          if (this.decode)
+            this.spans.push(
+              ...(type.includes("json")
+                ? fromJson(JSON.parse(body.toString()))
+                : fromProtobuf(body)),
+            );
           res.writeHead(200, {
             "content-type": type.includes("json") ? "application/json" : "application/x-protobuf",
           });
