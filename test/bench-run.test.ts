@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import { createRedis } from "@ferry/transport";
 import { describe, expect, it } from "vitest";
 import { REDIS_TARGET, waitFor } from "./helpers/stack.js";
@@ -33,6 +34,20 @@ async function prefixes(): Promise<Set<string>> {
   }
 }
 
+/** Live processes whose environment holds `entry` (Linux' /proc). */
+function processesWith(entry: string): number[] {
+  return readdirSync("/proc")
+    .filter((d) => /^\d+$/.test(d))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(entry);
+      } catch {
+        return false; // gone meanwhile, or not ours to read
+      }
+    })
+    .map(Number);
+}
+
 describe("npm run bench", () => {
   it("--help prints its sections and runs nothing", async () => {
     const run = bench("--help");
@@ -60,5 +75,7 @@ describe("npm run bench", () => {
     run.kill("SIGINT");
     expect(await exited).toBe(130);
     expect((await prefixes()).has(mine ?? "")).toBe(false);
+    // and no API or worker of it is left running (one still starting when the signal came too)
+    expect(processesWith(`FERRY_STACK_PREFIX=${PREFIX}`)).toEqual([]);
   });
 });

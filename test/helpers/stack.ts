@@ -49,9 +49,12 @@ export interface StackOptions {
  */
 /** Stacks started and not yet stopped: what an interrupted bench stops (`stopAll`). */
 const live = new Set<Stack>();
+/** Set by `stopAll`: no stack may start a process any more (a section still running). */
+let stopping = false;
 
 /** Stops every stack still running (children killed, keys deleted): for a SIGINT's handler. */
 export async function stopAll(): Promise<void> {
+  stopping = true;
   await Promise.allSettled([...live].map((stack) => stack.stop()));
 }
 
@@ -60,6 +63,8 @@ export class Stack {
   readonly prefix =
     `${process.env.FERRY_STACK_PREFIX ?? "ferry-test"}-${randomBytes(4).toString("hex")}`;
   readonly workers: Proc[] = [];
+  /** Every process it started, ready or still starting: what `stop` kills. */
+  private readonly started = new Set<Proc>();
   /** API replicas besides `api` (`startApiReplica`). */
   readonly replicas: Proc[] = [];
   api!: Proc;
@@ -113,7 +118,7 @@ export class Stack {
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
     const env = this.env({ PORT: String(port), ...this.options.apiEnv, ...extra });
-    const proc = launch("apps/api/src/main.ts", env, this.options.apiNodeArgs);
+    const proc = this.spawn("apps/api/src/main.ts", env, this.options.apiNodeArgs);
     await waitFor(async () => (await fetch(`${url}/v2/health/ready`)).status === 200, 30_000, proc);
     return { proc, url };
   }
@@ -134,7 +139,7 @@ export class Stack {
   /** Starts a worker without waiting for it (for when the API is draining, say). */
   launchWorker(extra: Record<string, string> = {}): Proc {
     const env = this.env({ ...this.options.workerEnv, ...extra });
-    const proc = launch("apps/worker/src/main.ts", env, this.options.workerNodeArgs);
+    const proc = this.spawn("apps/worker/src/main.ts", env, this.options.workerNodeArgs);
     this.workers.push(proc);
     return proc;
   }
@@ -161,11 +166,18 @@ export class Stack {
     await waitFor(async () => (await this.batchStatus(id)).status === "completed", timeoutMs);
   }
 
+  /** A process of this stack, killed by `stop` even if it never became ready. */
+  private spawn(entry: string, env: NodeJS.ProcessEnv, nodeArgs?: string[]): Proc {
+    if (stopping) throw new Error("stopping every stack: nothing new starts");
+    live.add(this);
+    const proc = launch(entry, env, nodeArgs);
+    this.started.add(proc);
+    return proc;
+  }
+
   async stop(): Promise<void> {
     live.delete(this);
-    const all = [this.api, ...this.replicas, ...this.workers].filter(
-      (p): p is Proc => p !== undefined,
-    );
+    const all = [...this.started];
     for (const p of all) if (!exited(p.child)) p.child.kill("SIGKILL");
     await Promise.all(all.map((p) => p.exited));
     await deletePrefix(this.redis, this.prefix);
@@ -178,7 +190,9 @@ export function launch(entry: string, env: NodeJS.ProcessEnv, nodeArgs: string[]
     [...nodeArgs, "--conditions=ferry-source", "--import", "tsx", entry],
     {
       env,
-      stdio: ["ignore", "pipe", "pipe"],
+      // the IPC channel is the child's watch on this process (`exitWithParent`): a test run or
+      // bench that dies, however, takes its stacks with it rather than leaving them serving
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
     },
   );
   const output: string[] = [];
