@@ -1,4 +1,5 @@
 import type { ModelRepository } from "@ferry/model-repository";
+import type { TraceCarrier } from "@ferry/telemetry";
 import type { InferenceClient } from "@ferry/transport";
 import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
@@ -61,5 +62,7 @@ export type HonoEnv = {
     waitedMs?: number;
     /** Where the answer's time went (`middleware/server-timing.ts`). */
     serverTiming?: ServerTiming;
+    /** The request's trace context, when traced (`middleware/tracing.ts`). */
+    trace?: TraceCarrier;
   };
 };

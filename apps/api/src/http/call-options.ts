@@ -1,4 +1,5 @@
 import { FerryError, MAX_TIMEOUT_MS } from "@ferry/protocol";
+import type { TraceCarrier } from "@ferry/telemetry";
 import type { Context } from "hono";
 import type { HonoEnv } from "../services.js";
 import type { CallOptions } from "./call.js";
@@ -26,6 +27,7 @@ export function callOptions(c: Context<HonoEnv>, body: CallBody): CallOptions {
     releaseAdmission: c.get("releaseAdmission"),
     waitedMs: c.get("waitedMs"),
     timing: c.get("serverTiming"),
+    trace: c.get("trace"),
   });
 }
 
@@ -39,6 +41,7 @@ export function callOptionsFrom(
     releaseAdmission?: (() => void) | undefined;
     waitedMs?: number | undefined;
     timing?: ServerTiming | undefined;
+    trace?: TraceCarrier | undefined;
   },
 ): CallOptions {
   return {

@@ -8,7 +8,6 @@ import {
   type RowInputs,
   type RowResult,
 } from "@ferry/protocol";
-import { carrierOf } from "@ferry/telemetry";
 import type {
   CachedAnswer,
   CacheScope,
@@ -317,7 +316,7 @@ export class InferenceService {
       maxRowsPerJob: config.max_batch_size,
       maxQueueSize: config.max_queue_size,
       // the worker's spans join the request's trace (nothing when tracing is off)
-      trace: carrierOf(),
+      trace: opts.trace,
     };
   }
 

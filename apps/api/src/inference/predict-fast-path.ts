@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { FerryError } from "@ferry/protocol";
-import { context } from "@ferry/telemetry";
+import { carrierOf, type TraceCarrier } from "@ferry/telemetry";
 import type { Guards } from "../guards.js";
 import {
   callOptionsFrom,
@@ -42,7 +42,7 @@ export function predictFastPath(
     if (name === undefined) return false;
     inFlight.enter();
     const served = services.tracing
-      ? traced(req, name, () => serve(services, guards, name, req, res))
+      ? traced(req, name, (trace) => serve(services, guards, name, req, res, trace))
       : serve(services, guards, name, req, res);
     void served.finally(() => inFlight.leave());
     return true;
@@ -67,15 +67,19 @@ export function takes(
   return length > 0 && length <= maxBodyBytes ? name : undefined;
 }
 
-/** `serve` inside the request's server span, as Hono's `tracing` middleware does. */
-async function traced(req: IncomingMessage, name: string, run: () => Promise<number>) {
+/** `serve` under the request's server span, as Hono's `tracing` middleware does. */
+async function traced(
+  req: IncomingMessage,
+  name: string,
+  run: (trace: TraceCarrier | undefined) => Promise<number>,
+) {
   const { span, ctx } = startServerSpan("POST", `/v1/models/${name}/predict`, (key) => {
     const value = req.headers[key];
     return Array.isArray(value) ? value[0] : value;
   });
   let status = 500;
   try {
-    status = await context.with(ctx, run);
+    status = await run(carrierOf(ctx));
   } finally {
     endServerSpan(span, "POST", ROUTE, status);
   }
@@ -88,6 +92,7 @@ async function serve(
   name: string,
   req: IncomingMessage,
   res: ServerResponse,
+  trace?: TraceCarrier,
 ): Promise<number> {
   const started = performance.now();
   const header: HeaderReader = (key) => {
@@ -126,6 +131,7 @@ async function serve(
         releaseAdmission: release,
         waitedMs: turn ? performance.now() - started : undefined,
         timing,
+        trace,
       }),
     );
     send(res, 200, result, requestId, undefined, timing);

@@ -7,7 +7,6 @@ import {
   type JobEventBody,
   type RowTiming,
 } from "@ferry/protocol";
-import { carrierOf } from "@ferry/telemetry";
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import type { CallOptions } from "../http/call.js";
@@ -59,7 +58,7 @@ export class JobService {
         maxQueueSize: config.max_queue_size,
         owner: opts.tenant.id,
         meta: { ...meta, request_id: opts.requestId },
-        trace: carrierOf(),
+        trace: opts.trace,
       },
       opts.createdId,
     );

@@ -1,11 +1,11 @@
-import { context } from "@ferry/telemetry";
+import { carrierOf } from "@ferry/telemetry";
 import type { HttpBindings } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import type { HonoEnv } from "../services.js";
 
 /**
- * A server span per request, the request's handling run inside it. An event stream (written
+ * A server span per request; its context goes to the services in `CallOptions.trace`. An event stream (written
  * to the connection itself) ends its span when the connection closes, so the span lasts as
  * long as the stream did.
  */
@@ -13,8 +13,10 @@ export function tracing(): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const method = c.req.method;
     const { span, ctx } = startServerSpan(method, c.req.path, (name) => c.req.header(name));
+    const carrier = carrierOf(ctx);
+    if (carrier) c.set("trace", carrier);
     try {
-      await context.with(ctx, next);
+      await next();
     } finally {
       const route = c.req.routePath === "/*" ? "unmatched" : c.req.routePath;
       const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;

@@ -5,7 +5,7 @@ import {
   FerryError,
   type JobEvent,
 } from "@ferry/protocol";
-import { carrierOf, genAiOperation } from "@ferry/telemetry";
+import { genAiOperation } from "@ferry/telemetry";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
@@ -267,7 +267,7 @@ export class CompletionService {
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
         // the worker's generation spans join the request's trace (nothing when tracing is off)
-        ...traceOf(),
+        ...(opts.trace ? { trace: opts.trace } : {}),
         meta: {
           ...extraMeta,
           format: body.format,
@@ -370,10 +370,4 @@ export class CompletionService {
     if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
   }
-}
-
-/** The active trace context as a job's field, or nothing (no field at all) when not traced. */
-function traceOf(): { trace?: NonNullable<ReturnType<typeof carrierOf>> } {
-  const trace = carrierOf();
-  return trace ? { trace } : {};
 }
