@@ -114,7 +114,7 @@ async function rawDecode(batch: number): Promise<number> {
   const a = config.architecture;
   const lm = await LmRuntime.load(
     "models/tiny-lm/1/model.onnx",
-    { layers: a.n_layer, heads: a.n_head, headDim: a.head_dim, vocab: a.vocab_size },
+    { layers: a.n_layer, kvHeads: a.n_head, headDim: a.head_dim, vocab: a.vocab_size },
     { executionProvider: "cpu", intraOpThreads: 1 },
   );
   let tokens = 0;

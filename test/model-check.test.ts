@@ -55,7 +55,7 @@ describe("a model.json that does not match its graph", () => {
       "model.json input 'pixels' is not in digits-wrong/1/model.onnx (its inputs: 'input' float32[-1,64])",
     );
     expect(workerLog()).toContain(
-      "tiny-lm/1/model.onnx input 'past_key_values.0.key' float32[-1,4,-1,32] has 4 KV heads, but architecture.n_head says 8",
+      "tiny-lm/1/model.onnx input 'past_key_values.0.key' float32[-1,4,-1,32] has 4 KV heads, but architecture.n_kv_head (else n_head) says 8",
     );
     const models = await health();
     expect(models.digits?.ready).toBe(true);

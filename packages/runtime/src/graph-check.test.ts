@@ -10,7 +10,13 @@ interface ShippedConfig {
   inputs: TensorSpec[];
   outputs: TensorSpec[];
   max_batch_size: number;
-  architecture?: { n_layer: number; n_head: number; head_dim: number; vocab_size: number };
+  architecture?: {
+    n_layer: number;
+    n_head: number;
+    n_kv_head?: number;
+    head_dim: number;
+    vocab_size: number;
+  };
 }
 
 const configOf = (model: string) =>
@@ -32,7 +38,7 @@ const shapeOf = (config: ShippedConfig): LmShape => {
   const arch = config.architecture ?? { n_layer: 0, n_head: 0, head_dim: 0, vocab_size: 0 };
   return {
     layers: arch.n_layer,
-    heads: arch.n_head,
+    kvHeads: arch.n_kv_head ?? arch.n_head,
     headDim: arch.head_dim,
     vocab: arch.vocab_size,
   };
@@ -67,6 +73,14 @@ describe("the shipped models", () => {
         );
     const tiny = configOf("tiny-lm");
     found["tiny-lm/1"] = generatorMismatch(tiny, shapeOf(tiny), lm, "tiny-lm/1/model.onnx");
+    const qwen = configOf("examples/qwen-tiny");
+    const qwenGraph = await graphOf("examples/qwen-tiny");
+    found["qwen-tiny/1"] = generatorMismatch(
+      qwen,
+      shapeOf(qwen),
+      qwenGraph,
+      "qwen-tiny/1/model.onnx",
+    );
     expect(Object.entries(found).filter(([, mismatch]) => mismatch !== undefined)).toEqual([]);
   });
 });
@@ -164,11 +178,29 @@ describe("a generator's model.json and architecture against its graph's KV layou
   });
 
   it("another head count or head size", () => {
-    expect(check({ heads: 8 })).toBe(
-      "tiny-lm/1/model.onnx input 'past_key_values.0.key' float32[-1,4,-1,32] has 4 KV heads, but architecture.n_head says 8",
+    expect(check({ kvHeads: 8 })).toBe(
+      "tiny-lm/1/model.onnx input 'past_key_values.0.key' float32[-1,4,-1,32] has 4 KV heads, but architecture.n_kv_head (else n_head) says 8",
     );
     expect(check({ headDim: 16 })).toBe(
       "tiny-lm/1/model.onnx input 'past_key_values.0.key' float32[-1,4,-1,32] has heads of 32, but architecture.head_dim says 16",
+    );
+  });
+
+  it("grouped-query attention: the cache has n_kv_head heads, not n_head", async () => {
+    const qwen = configOf("examples/qwen-tiny");
+    const graph = await graphOf("examples/qwen-tiny");
+    const file = "qwen-tiny/1/model.onnx";
+    expect(generatorMismatch(qwen, shapeOf(qwen), graph, file)).toBeUndefined();
+    const { n_kv_head: _, ...withoutKv } = qwen.architecture ?? {
+      n_layer: 0,
+      n_head: 0,
+      head_dim: 0,
+      vocab_size: 0,
+    };
+    expect(
+      generatorMismatch(qwen, shapeOf({ ...qwen, architecture: withoutKv }), graph, file),
+    ).toBe(
+      "qwen-tiny/1/model.onnx input 'past_key_values.0.key' float32[-1,2,-1,8] has 2 KV heads, but architecture.n_kv_head (else n_head) says 4",
     );
   });
 

@@ -54,7 +54,7 @@ export function classifierMismatch(
 /**
  * The first way a generator's model.json misdescribes its graph, or undefined: its declared
  * tensors, then the layout the LM thread feeds and reads (Optimum's names, a KV cache of
- * `shape.layers` layers of float32 [batch, heads, sequence, head_dim]).
+ * `shape.layers` layers of float32 [batch, kv heads, sequence, head_dim]).
  */
 export function generatorMismatch(
   declared: DeclaredTensors,
@@ -158,7 +158,7 @@ function tokenMismatch(tensor: GraphTensor): string | undefined {
 const batchFixed =
   "has a fixed batch axis; the engine batches up to scheduler.max_num_seqs sequences";
 
-/** A KV tensor as the worker keeps it: float32 [batch, heads, sequence, head_dim]. */
+/** A KV tensor as the worker keeps it: float32 [batch, kv heads, sequence, head_dim]. */
 function kvMismatch(
   tensor: GraphTensor,
   shape: LmShape,
@@ -170,8 +170,8 @@ function kvMismatch(
   if (dims.length !== 4) return "is not [batch, heads, sequence, head_dim] (rank 4)";
   if ((dims[0] ?? -1) >= 0 && side === "input") return batchFixed;
   const [, heads = -1, , headDim = -1] = dims;
-  if (heads >= 0 && heads !== shape.heads)
-    return `has ${heads} KV heads, but architecture.n_head says ${shape.heads}`;
+  if (heads >= 0 && heads !== shape.kvHeads)
+    return `has ${heads} KV heads, but architecture.n_kv_head (else n_head) says ${shape.kvHeads}`;
   if (headDim >= 0 && headDim !== shape.headDim)
     return `has heads of ${headDim}, but architecture.head_dim says ${shape.headDim}`;
   return undefined;

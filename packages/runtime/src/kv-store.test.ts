@@ -4,7 +4,7 @@ import { KvStore, type Layout } from "./kv-store.js";
 // A stand-in for the model's KV concat: `present` = past + one column per new token, the
 // column's every value naming (tensor, head, token), so a row's cache spells its history.
 // Holes get NaN in their new column, the worst a dummy token could leave behind.
-const shape = { layers: 1, heads: 2, headDim: 3, vocab: 4 };
+const shape = { layers: 1, kvHeads: 2, headDim: 3, vocab: 4 };
 const T = shape.layers * 2;
 const mark = (t: number, h: number, token: number) => t * 10_000 + h * 1_000 + token;
 
@@ -14,7 +14,7 @@ function run(kv: KvStore, rows: Array<{ seq: number; tokens: number[] }>): Layou
   const layout = kv.layout(seqs, added);
   const { width: P, requestIndex: from } = layout;
   const S = Math.max(...added);
-  const { heads, headDim: d } = shape;
+  const { kvHeads: heads, headDim: d } = shape;
   const b = from.length;
   const present = Array.from({ length: T }, (_, t) => {
     const past = layout.tensors[t] ?? new Float32Array();
@@ -46,7 +46,7 @@ function expectHistories(
   history: Map<number, number[]>,
 ) {
   const { width: P, requestIndex: from, lens } = layout;
-  const { heads, headDim: d } = shape;
+  const { kvHeads: heads, headDim: d } = shape;
   from.forEach((k, i) => {
     if (k < 0) return;
     const want = history.get(rows[k]?.seq ?? -1) ?? [];

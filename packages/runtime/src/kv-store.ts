@@ -94,7 +94,7 @@ export class KvStore {
       };
       return;
     }
-    const { heads, headDim: d } = this.shape;
+    const { kvHeads: heads, headDim: d } = this.shape;
     const T = layout.width + chunk;
     layout.requestIndex.forEach((k, i) => {
       const seq = seqs[k] ?? -1;
@@ -196,7 +196,7 @@ export class KvStore {
     tensors: Float32Array[];
   } {
     const width = Math.max(0, ...lens);
-    const { layers, heads, headDim: d } = this.shape;
+    const { layers, kvHeads: heads, headDim: d } = this.shape;
     const tensors: Float32Array[] = [];
     if (width > 0) this.copies.gathers++;
     for (let t = 0; t < layers * 2; t++) {
@@ -220,7 +220,7 @@ export class KvStore {
   private fill(batch: Batch, row: number, seq: number): void {
     const own = this.detached.get(seq);
     if (!own || row < 0) return;
-    const { heads, headDim: d } = this.shape;
+    const { kvHeads: heads, headDim: d } = this.shape;
     const { width } = batch;
     const len = own.len;
     batch.tensors.forEach((dst, t) => {
@@ -256,7 +256,7 @@ export class KvStore {
 
   /** Where a sequence's tensor `t` lives, with the offset of head h's last `len` positions. */
   private source(seq: number, t: number) {
-    const { heads, headDim: d } = this.shape;
+    const { kvHeads: heads, headDim: d } = this.shape;
     const own = this.detached.get(seq);
     if (own) {
       const data = own.tensors[t];
@@ -281,7 +281,7 @@ export class KvStore {
 
   /** A sequence's last `len` positions, every tensor copied out as [heads, len, d]. */
   private rowOut(seq: number, len: number): Float32Array[] {
-    const { layers, heads, headDim: d } = this.shape;
+    const { layers, kvHeads: heads, headDim: d } = this.shape;
     return Array.from({ length: layers * 2 }, (_, t) => {
       const dst = new Float32Array(heads * len * d);
       this.copyRow(seq, t, len, dst, (h) => h * len * d);
@@ -299,7 +299,7 @@ export class KvStore {
   ): void {
     const from = len > 0 ? this.source(seq, t) : undefined;
     if (!from) return;
-    const { heads, headDim: d } = this.shape;
+    const { kvHeads: heads, headDim: d } = this.shape;
     for (let h = 0; h < heads; h++) {
       const src = from.offset(h, len);
       dst.set(from.data.subarray(src, src + len * d), at(h, len));

@@ -26,9 +26,14 @@ export interface PromptScores {
   top: number;
 }
 
+/**
+ * What the LM thread holds of a decoder: its KV cache (per layer a key and a value, each
+ * [batch, kvHeads, positions, headDim]) and the logits' width.
+ */
 export interface LmShape {
   layers: number;
-  heads: number;
+  /** The cache's heads: fewer than the query heads under grouped-query attention. */
+  kvHeads: number;
   headDim: number;
   vocab: number;
 }

@@ -10,7 +10,7 @@ const arch = (
 ).architecture;
 const shape = {
   layers: arch.n_layer,
-  heads: arch.n_head,
+  kvHeads: arch.n_head,
   headDim: arch.head_dim,
   vocab: arch.vocab_size,
 };

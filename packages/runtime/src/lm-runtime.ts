@@ -67,7 +67,7 @@ function startLmThread(
  * of its own when asked to.
  *
  * @example
- * const lm = await LmRuntime.load("models/tiny-lm/1/model.onnx", { layers: 4, heads: 4, headDim: 32, vocab: 257 }, opts);
+ * const lm = await LmRuntime.load("models/tiny-lm/1/model.onnx", { layers: 4, kvHeads: 4, headDim: 32, vocab: 257 }, opts);
  * const [logits] = await lm.step([{ seq: 1, tokens: [72, 105] }]);
  */
 export class LmRuntime {

@@ -164,7 +164,7 @@ async function step(
   };
   KV_SLOTS.forEach(({ input }, t) => {
     const data = layout.tensors[t] ?? new Float32Array();
-    feeds[input] = { data, dims: [b, shape.heads, past, shape.headDim] };
+    feeds[input] = { data, dims: [b, shape.kvHeads, past, shape.headDim] };
   });
   const out = await session.run(feeds);
   const present = KV_SLOTS.map(({ output }) => out[output]?.data as Float32Array);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { PREFIX_BLOCK, PrefixCache } from "./prefix-cache.js";
 
-const shape = { layers: 1, heads: 2, headDim: 3, vocab: 10 };
+const shape = { layers: 1, kvHeads: 2, headDim: 3, vocab: 10 };
 
 /** A [heads, len, d] tensor whose every value names its head and position: h * 1000 + position. */
 function tensorOf(len: number): Float32Array {
-  const { heads, headDim: d } = shape;
+  const { kvHeads: heads, headDim: d } = shape;
   const t = new Float32Array(heads * len * d);
   for (let h = 0; h < heads; h++)
     for (let p = 0; p < len; p++) t.fill(h * 1000 + p, (h * len + p) * d, (h * len + p + 1) * d);
@@ -37,7 +37,7 @@ describe("PrefixCache", () => {
 
   it("a longer prompt supersedes the shorter one it goes on from; the least recently used go past the budget", () => {
     const bytesOf = (blocks: number) =>
-      2 * shape.heads * blocks * PREFIX_BLOCK * shape.headDim * 4 + blocks * PREFIX_BLOCK * 4;
+      2 * shape.kvHeads * blocks * PREFIX_BLOCK * shape.headDim * 4 + blocks * PREFIX_BLOCK * 4;
     const cache = new PrefixCache(shape, bytesOf(2) + bytesOf(1));
     const keep = (tokens: number[]) =>
       cache.keep(tokens, [tensorOf(tokens.length), tensorOf(tokens.length)], tokens.length);

@@ -92,7 +92,7 @@ export class PrefixCache {
       this.entries.add(known);
       return false;
     }
-    const { heads, headDim } = this.shape;
+    const { kvHeads: heads, headDim } = this.shape;
     const stride = owned ? len : kept;
     const entry: Entry = {
       tokens: Int32Array.from(tokens.slice(0, kept)),
@@ -160,7 +160,7 @@ export class PrefixCache {
 
   /** The first `keep` positions of a [heads, len, d] tensor, as a [heads, keep, d] one. */
   private positions(t: Float32Array, len: number, keep: number): Float32Array {
-    const { heads, headDim: d } = this.shape;
+    const { kvHeads: heads, headDim: d } = this.shape;
     const out = new Float32Array(heads * keep * d);
     for (let h = 0; h < heads; h++)
       out.set(t.subarray(h * len * d, (h * len + keep) * d), h * keep * d);

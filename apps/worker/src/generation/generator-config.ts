@@ -1,16 +1,27 @@
 import { tokenizerConfigSchema } from "@ferry/model-repository";
+import type { LmShape } from "@ferry/runtime";
 import { z } from "zod";
 
 /** What a generator's model.json must say beyond the common fields. */
 export const generatorConfigSchema = z.object({
   tokenizer: tokenizerConfigSchema,
-  architecture: z.object({
-    n_layer: z.number().int().positive(),
-    n_head: z.number().int().positive(),
-    head_dim: z.number().int().positive(),
-    vocab_size: z.number().int().positive(),
-    context_length: z.number().int().positive(),
-  }),
+  architecture: z
+    .object({
+      n_layer: z.number().int().positive(),
+      n_head: z.number().int().positive(),
+      /**
+       * Heads of the KV cache, fewer than n_head under grouped-query attention (Llama 3,
+       * Qwen, Mistral: config.json's num_key_value_heads); n_head when left out.
+       */
+      n_kv_head: z.number().int().positive().optional(),
+      head_dim: z.number().int().positive(),
+      vocab_size: z.number().int().positive(),
+      context_length: z.number().int().positive(),
+    })
+    .refine((a) => a.n_kv_head === undefined || a.n_head % a.n_kv_head === 0, {
+      message: "n_kv_head must divide n_head: each KV head serves a group of query heads",
+      path: ["n_kv_head"],
+    }),
   scheduler: z
     .object({
       max_num_seqs: z.number().int().positive().default(16),
@@ -51,3 +62,13 @@ export const generatorConfigSchema = z.object({
     }),
 });
 export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;
+
+/** The KV cache the LM thread keeps, as `architecture` describes it. */
+export function lmShape({ architecture: a }: GeneratorConfig): LmShape {
+  return {
+    layers: a.n_layer,
+    kvHeads: a.n_kv_head ?? a.n_head,
+    headDim: a.head_dim,
+    vocab: a.vocab_size,
+  };
+}

@@ -13,7 +13,7 @@ import { GenerationSpans } from "../tracing/generation-spans.js";
 import { Engine } from "./engine.js";
 import { GenAiMetrics, GenerationClock } from "./generation-clock.js";
 import { generationMetrics } from "./generation-metrics.js";
-import { type GeneratorConfig, generatorConfigSchema } from "./generator-config.js";
+import { type GeneratorConfig, generatorConfigSchema, lmShape } from "./generator-config.js";
 import { grammarEngine } from "./grammars.js";
 import { Scheduler } from "./scheduler.js";
 
@@ -39,12 +39,7 @@ export class GeneratorServer {
     const arch = generator.architecture;
     const tokenizer = await loadTokenizer(dir, generator.tokenizer);
     const prefillThread = generator.scheduler.prefill_thread && !generator.scheduler.mixed_prefill;
-    const shape = {
-      layers: arch.n_layer,
-      heads: arch.n_head,
-      headDim: arch.head_dim,
-      vocab: arch.vocab_size,
-    };
+    const shape = lmShape(generator);
     const runtime = await LmRuntime.load(
       join(dir, version, "model.onnx"),
       shape,
