@@ -1,3 +1,4 @@
+export * from "./client/activity-reader.js";
 export * from "./client/batch-job-store.js";
 export * from "./client/idempotency-store.js";
 export * from "./client/inference-client.js";
@@ -12,6 +13,7 @@ export * from "./shared/event-log.js";
 export * from "./shared/job-records.js";
 export * from "./shared/keys.js";
 export * from "./shared/redis-guard.js";
+export type { Parts, RequestParts, SlowRequest } from "./shared/slowest-requests.js";
 export * from "./shared/version-counters.js";
 export * from "./shared/worker-registry.js";
 export * from "./worker/execution-stats.js";

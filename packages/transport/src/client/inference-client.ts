@@ -9,6 +9,7 @@ import { EventWriter } from "../shared/event-log.js";
 import { bullQueueName, Keys } from "../shared/keys.js";
 import { LogCloser } from "../shared/log-closer.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
+import { ActivityReader } from "./activity-reader.js";
 import { BatchJobStore } from "./batch-job-store.js";
 import { EventReader } from "./event-reader.js";
 import { IdempotencyStore } from "./idempotency-store.js";
@@ -79,6 +80,8 @@ export class InferenceClient {
   readonly state: ServingState;
   /** Per-version request, cache and fallback counts, added to Redis once a second. */
   readonly stats: ServingStats;
+  /** The last minutes of every version: time series and slowest requests (the dashboard's). */
+  readonly activity: ActivityReader;
   readonly cache: PredictionCache;
   /** Broadcasts to every replica and worker: config changes, reloads, cancels. */
   readonly control: ControlChannel;
@@ -118,7 +121,11 @@ export class InferenceClient {
     this.mux = new ChannelMux(this.subscriber);
     this.control = new ControlChannel(this.redis, this.mux, this.keys);
     this.state = new ServingState(this.redis, this.control, this.keys);
-    this.stats = new ServingStats(this.redis, this.keys);
+    this.stats = new ServingStats(this.redis, this.keys, {
+      queues: () => this.depth.queues(),
+      waitingNow: (queue) => this.depth.waitingNow(queue),
+    });
+    this.activity = new ActivityReader(this.redis, this.keys);
     this.cache = new PredictionCache(this.syncConnection, this.keys);
     const accept = options.acceptReplicas ?? { replicas: 0, timeoutMs: 500 };
     this.batches = new BatchJobStore(

@@ -153,6 +153,21 @@ export class QueueDepth {
     return this.counter.waiting(name);
   }
 
+  /** Queues this process has admitted work to. */
+  queues(): string[] {
+    return [...this.samples.keys()];
+  }
+
+  /**
+   * As `waiting`, from admission's own sample while it is under a second old: a queue with
+   * traffic is sampled many times a second already.
+   */
+  async waitingNow(name: string): Promise<number> {
+    const sample = this.samples.get(name);
+    if (sample && sample.at > 0 && this.now() - sample.at < 1_000) return sample.waitingJobs;
+    return this.counter.waiting(name);
+  }
+
   enter(name: string): void {
     this.outstanding.set(name, (this.outstanding.get(name) ?? 0) + 1);
   }

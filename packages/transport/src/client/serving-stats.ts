@@ -1,6 +1,9 @@
 import type { ChainableCommander } from "ioredis";
+import { ACTIVITY_STEP_MS, ActivityRecorder } from "../shared/activity-recorder.js";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
+import { bucketOf, LatencySketch, roundQuantile } from "../shared/latency-sketch.js";
+import type { RequestParts } from "../shared/slowest-requests.js";
 import {
   addTally,
   counterField,
@@ -12,29 +15,13 @@ import {
   type VersionCounters,
 } from "../shared/version-counters.js";
 
-/** Upper bounds of the latency histogram kept per version, in ms. */
-export const LATENCY_BUCKETS_MS = [
-  1,
-  2,
-  5,
-  10,
-  20,
-  50,
-  100,
-  200,
-  500,
-  1_000,
-  2_000,
-  5_000,
-  10_000,
-  Number.POSITIVE_INFINITY,
-];
-
+/** A version's requests since counting began, and true quantiles of their latency (to 2%). */
 export interface VersionStats {
   requests: number;
   errors: number;
   p50_ms: number | null;
   p95_ms: number | null;
+  p99_ms: number | null;
 }
 
 export interface ModelStats {
@@ -44,7 +31,7 @@ export interface ModelStats {
 }
 
 interface PendingStats extends RequestTally {
-  buckets: number[];
+  latency: LatencySketch;
   /** Cache lookups for the version: hits (answers, with their time) and misses. */
   cacheHits: number;
   cacheHitUs: number;
@@ -53,7 +40,7 @@ interface PendingStats extends RequestTally {
 
 const emptyPending = (): PendingStats => ({
   ...emptyTally(),
-  buckets: LATENCY_BUCKETS_MS.map(() => 0),
+  latency: new LatencySketch(),
   cacheHits: 0,
   cacheHitUs: 0,
   cacheMisses: 0,
@@ -61,6 +48,13 @@ const emptyPending = (): PendingStats => ({
 
 /** How often a replica adds its counts to the shared ones, in ms. */
 const FLUSH_MS = 1_000;
+
+/** Where the queues' depths are sampled from, once per step of the activity series. */
+export interface DepthSource {
+  /** Queues this process has admitted work to. */
+  queues(): string[];
+  waitingNow(queue: string): Promise<number>;
+}
 
 /**
  * Per-version request, error and latency counts, cache lookups and fallbacks every API replica
@@ -71,22 +65,47 @@ export class ServingStats {
   /** model -> field -> count, for cache hits and misses and fallbacks by source. */
   private readonly counters = new Map<string, Map<string, number>>();
   private timer: NodeJS.Timeout | undefined;
+  /** The dashboard's recent activity: requests, latency, slowest, queue depth. */
+  private readonly activity: ActivityRecorder;
+  private depthSampledStep = -1;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
-  ) {}
+    private readonly depths?: DepthSource,
+  ) {
+    this.activity = new ActivityRecorder(redis, keys);
+  }
 
   start(): void {
     this.timer = setInterval(() => void this.flush().catch(() => undefined), FLUSH_MS);
     this.timer.unref();
   }
 
-  record(model: string, version: string, latencyMs: number, failed: boolean): void {
+  /**
+   * One request answered by `version` of `model` after `latencyMs`. Named by its `request`, it
+   * may join the version's slowest recent requests, with its timing's parts (read only then).
+   */
+  record(
+    model: string,
+    version: string,
+    latencyMs: number,
+    failed: boolean,
+    request?: { requestId: string; timing?: RequestParts | undefined },
+  ): void {
     const stats = perVersion(this.pending, model, version, emptyPending);
     tallyRequest(stats, latencyMs, failed);
-    const bucket = LATENCY_BUCKETS_MS.findIndex((b) => latencyMs <= b);
-    stats.buckets[bucket] = (stats.buckets[bucket] ?? 0) + 1;
+    const bucket = bucketOf(latencyMs);
+    stats.latency.addBucket(bucket, 1);
+    this.activity.request(
+      model,
+      version,
+      latencyMs,
+      bucket,
+      failed,
+      request?.requestId,
+      request?.timing,
+    );
   }
 
   /**
@@ -119,7 +138,9 @@ export class ServingStats {
 
   /** Adds this replica's counts to the shared ones. */
   async flush(): Promise<void> {
-    if (this.pending.size === 0 && this.counters.size === 0) return;
+    await this.sampleDepths();
+    const activity = this.activity.flush();
+    if (this.pending.size === 0 && this.counters.size === 0) return activity;
     // one pipeline per model: a model's stats are one key, and on a cluster a pipeline must
     // stay within one slot
     const pipelines = new Map<string, ChainableCommander>();
@@ -143,16 +164,31 @@ export class ServingStats {
         if (s.cacheHits) pipeline.hincrby(key, counterField.cacheHits(version), s.cacheHits);
         if (s.cacheHitUs) pipeline.hincrby(key, counterField.cacheHitUs(version), s.cacheHitUs);
         if (s.cacheMisses) pipeline.hincrby(key, counterField.cacheMisses(version), s.cacheMisses);
-        s.buckets.forEach((n, k) => {
-          if (n) pipeline.hincrby(key, `${version}:le:${k}`, n);
-        });
+        for (const [bucket, n] of s.latency.counts)
+          pipeline.hincrby(key, `${version}:lat:${bucket}`, n);
       }
     }
     this.pending.clear();
-    await Promise.all([...pipelines.values()].map((p) => p.exec()));
+    await Promise.all([...[...pipelines.values()].map((p) => p.exec()), activity]);
   }
 
-  /** Shared counts: per version (quantiles at bucket resolution), cache and fallbacks. */
+  /** Each queue's waiting work, once per step of the activity series. */
+  private async sampleDepths(): Promise<void> {
+    const step = Math.floor(Date.now() / ACTIVITY_STEP_MS);
+    if (!this.depths || step === this.depthSampledStep) return;
+    this.depthSampledStep = step;
+    const depths = this.depths;
+    await Promise.all(
+      depths.queues().map((queue) =>
+        depths.waitingNow(queue).then(
+          (n) => this.activity.depth(queue, n),
+          () => undefined,
+        ),
+      ),
+    );
+  }
+
+  /** Shared counts: per version (true quantiles, to 2%), cache and fallbacks. */
   async stats(model: string): Promise<ModelStats> {
     const raw = await this.redis.hgetall(this.keys.stats(model));
     const out: Record<string, VersionStats> = {};
@@ -164,26 +200,27 @@ export class ServingStats {
     for (const [field, value] of Object.entries(raw)) {
       if (field.startsWith("fallback:")) fallbacks[field.slice("fallback:".length)] = Number(value);
     }
-    const buckets = new Map<string, number[]>();
+    const sketches = new Map<string, LatencySketch>();
     for (const [field, value] of Object.entries(raw)) {
-      const [version = "", kind = "", index] = field.split(":");
+      const [version = "", kind = "", bucket] = field.split(":");
       if (version === "cache" || version === "fallback") continue;
-      out[version] ??= { requests: 0, errors: 0, p50_ms: null, p95_ms: null };
+      out[version] ??= { requests: 0, errors: 0, p50_ms: null, p95_ms: null, p99_ms: null };
       const stats = out[version];
       if (!stats) continue;
       if (kind === "requests") stats.requests = Number(value);
       else if (kind === "errors") stats.errors = Number(value);
-      else if (kind === "le") {
-        const list = buckets.get(version) ?? LATENCY_BUCKETS_MS.map(() => 0);
-        list[Number(index)] = Number(value);
-        buckets.set(version, list);
+      else if (kind === "lat") {
+        const sketch = sketches.get(version) ?? new LatencySketch();
+        sketch.addBucket(Number(bucket), Number(value));
+        sketches.set(version, sketch);
       }
     }
-    for (const [version, list] of buckets) {
+    for (const [version, sketch] of sketches) {
       const stats = out[version];
       if (!stats) continue;
-      stats.p50_ms = quantileOf(list, 0.5);
-      stats.p95_ms = quantileOf(list, 0.95);
+      stats.p50_ms = roundQuantile(sketch.quantile(0.5));
+      stats.p95_ms = roundQuantile(sketch.quantile(0.95));
+      stats.p99_ms = roundQuantile(sketch.quantile(0.99));
     }
     return { versions: out, cache, fallbacks };
   }
@@ -200,18 +237,4 @@ export class ServingStats {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
   }
-}
-
-function quantileOf(counts: number[], q: number): number | null {
-  const total = counts.reduce((a, b) => a + b, 0);
-  if (total === 0) return null;
-  let seen = 0;
-  for (const [k, n] of counts.entries()) {
-    seen += n;
-    if (seen >= q * total) {
-      const bound = LATENCY_BUCKETS_MS[k] ?? Number.POSITIVE_INFINITY;
-      return Number.isFinite(bound) ? bound : (LATENCY_BUCKETS_MS.at(-2) ?? 0);
-    }
-  }
-  return null;
 }

@@ -112,6 +112,21 @@ export class Keys {
   }
 
   /**
+   * Hash of what one model version did in one step of the dashboard's time series (requests,
+   * errors, tokens, latency sketch, queue depth samples), added to by every process; expires
+   * once out of the window. The queue's tag: a process writes a version's step and slowest
+   * requests in one MULTI.
+   */
+  activity(queue: string, step: number): string {
+    return `${this.prefix}:activity:{${queue}}:${step}`;
+  }
+
+  /** Sorted set of a model version's slowest requests in one minute, by total ms; capped. */
+  slowest(queue: string, minute: number): string {
+    return `${this.prefix}:slowest:{${queue}}:${minute}`;
+  }
+
+  /**
    * Hash of a model-version queue's cached predictions stored within one span of time (a
    * bucket). It carries the queue's tag: a sync row's cache lookup and its enqueue are one
    * script over the bucket and the lane.

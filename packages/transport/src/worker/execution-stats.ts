@@ -1,7 +1,10 @@
 import type { ChainableCommander } from "ioredis";
+import { ActivityRecorder } from "../shared/activity-recorder.js";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
+import { bucketOf } from "../shared/latency-sketch.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import type { Parts } from "../shared/slowest-requests.js";
 import {
   addTally,
   counterField,
@@ -46,6 +49,8 @@ const emptyPending = (): Pending => ({
 export class ExecutionStats {
   private readonly pending = new Map<string, Map<string, Pending>>();
   private readonly keepLatest: LuaCommand<number>;
+  /** The dashboard's recent activity of the completions this worker ran. */
+  private readonly activity: ActivityRecorder;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -53,6 +58,7 @@ export class ExecutionStats {
     private readonly keys: Keys,
   ) {
     this.keepLatest = new LuaCommand(redis, "ferryKeepLatest", 1, KEEP_LATEST);
+    this.activity = new ActivityRecorder(redis, keys);
   }
 
   start(): void {
@@ -78,6 +84,23 @@ export class ExecutionStats {
     tallyRequest(this.of(model, version), ms, failed);
   }
 
+  /**
+   * A completion this worker ran, from its accept by the API to its end (a cancel is not
+   * counted): its tokens, and where its time went should it be among the slowest. The API
+   * relays a completion without timing it, so its version's recent activity is counted here.
+   */
+  completion(
+    model: string,
+    version: string,
+    done: { id: string; total_ms: number; failed: boolean } & Parts,
+  ): void {
+    const { id, total_ms: ms, failed, ...parts } = done;
+    this.activity.request(model, version, ms, bucketOf(ms), failed, id, {
+      breakdown: () => parts,
+    });
+    if (done.tokens) this.activity.tokens(model, version, done.tokens);
+  }
+
   /** One row computed, after `queueMs` waiting for its batch. */
   row(model: string, version: string, queueMs: number): void {
     const p = this.of(model, version);
@@ -87,7 +110,8 @@ export class ExecutionStats {
 
   /** Adds the counts so far to the shared ones; one pipeline per model (one key each). */
   async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
+    const activity = this.activity.flush();
+    if (this.pending.size === 0) return activity;
     const pipelines: ChainableCommander[] = [];
     const latest: Array<Promise<number>> = [];
     for (const [model, byVersion] of this.pending) {
@@ -107,7 +131,7 @@ export class ExecutionStats {
       pipelines.push(pipeline);
     }
     this.pending.clear();
-    await Promise.all([...pipelines.map((p) => p.exec()), ...latest]);
+    await Promise.all([...pipelines.map((p) => p.exec()), ...latest, activity]);
   }
 
   /** Stops the timer and adds what is left. */
