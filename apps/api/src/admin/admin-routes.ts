@@ -8,6 +8,7 @@ const versionStats = z.object({
   error_rate: z.number().nullable(),
   p50_ms: z.number().nullable(),
   p95_ms: z.number().nullable(),
+  p99_ms: z.number().nullable(),
 });
 const modelAdminSchema = z
   .object({

@@ -1,6 +1,6 @@
 import type { ModelEntry, ModelRepository } from "@ferry/model-repository";
 import { FerryError, messageOf, queueName, type ReloadOutcome } from "@ferry/protocol";
-import type { InferenceClient } from "@ferry/transport";
+import type { InferenceClient, RecentActivity } from "@ferry/transport";
 import type { Logger } from "pino";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
@@ -11,6 +11,7 @@ export interface VersionAdminView {
   error_rate: number | null;
   p50_ms: number | null;
   p95_ms: number | null;
+  p99_ms: number | null;
 }
 
 /** What /admin shows of a model: versions, split, and the shared per-version statistics. */
@@ -33,10 +34,10 @@ export interface VersionDashboard {
   traffic_percent: number;
   requests: number;
   errors: number;
-  p50_ms: number | null;
-  p95_ms: number | null;
   /** Rows per executed batch, counted by this API replica: upper bound -> rows. */
   batch_sizes: Record<string, number>;
+  /** The last minutes, from every replica and worker: series, quantiles, slowest requests. */
+  recent: RecentActivity;
 }
 
 /** Operators' actions: canary splits, rollback, reloads, and the view of every model. */
@@ -50,22 +51,19 @@ export class AdminService {
   ) {}
 
   /**
-   * What /dashboard polls: every model version's queue, workers, split, latency, batches, and
-   * the tokens this replica has answered per model (the page turns them into tokens/s).
+   * What /dashboard polls: every model version's queue, workers, split, batches, and its last
+   * minutes (requests/s, queue depth, latency quantiles, tokens/s, slowest requests).
    */
   async dashboard(): Promise<{
     at: number;
-    models: Array<{ name: string; kind: string; tokens: number; versions: VersionDashboard[] }>;
+    models: Array<{ name: string; kind: string; versions: VersionDashboard[] }>;
   }> {
-    const [workers, batches, tokens] = await Promise.all([
+    const [workers, batches] = await Promise.all([
       this.client.workers.perQueue(),
       this.batchSizes(),
-      this.metrics.completionTokens.get(),
     ]);
     // this replica's counts join the shared ones once per view, not once per model
     await this.client.stats.flush();
-    const tokensOf = (model: string) =>
-      tokens.values.find((v) => v.labels.model === model)?.value ?? 0;
     const models = await Promise.all(
       this.repository.list().map(async (entry) => {
         const view = await this.describe(entry.config.name);
@@ -73,25 +71,23 @@ export class AdminService {
           entry.versions.map(async (version) => {
             const queue = queueName(entry.config.name, version);
             const stats = view.stats[version];
+            const [counts, recent] = await Promise.all([
+              this.client.depth.counts(queue),
+              this.client.activity.read(queue),
+            ]);
             return {
               version,
-              queue: await this.client.depth.counts(queue),
+              queue: counts,
               workers: workers.get(queue) ?? 0,
               traffic_percent: view.traffic[version] ?? 0,
               requests: stats?.requests ?? 0,
               errors: stats?.errors ?? 0,
-              p50_ms: stats?.p50_ms ?? null,
-              p95_ms: stats?.p95_ms ?? null,
               batch_sizes: batches.get(queue) ?? {},
+              recent,
             };
           }),
         );
-        return {
-          name: entry.config.name,
-          kind: entry.config.kind,
-          tokens: tokensOf(entry.config.name),
-          versions,
-        };
+        return { name: entry.config.name, kind: entry.config.kind, versions };
       }),
     );
     return { at: Date.now(), models };

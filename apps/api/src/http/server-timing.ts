@@ -35,6 +35,15 @@ export class ServerTiming {
     this.cacheHit = true;
   }
 
+  /** The parts as the version's slowest recent requests keep them (the dashboard's). */
+  breakdown(): {
+    queue_ms: number | undefined;
+    batch_ms: number | undefined;
+    compute_ms: number | undefined;
+  } {
+    return { queue_ms: this.queueMs, batch_ms: this.batchMs, compute_ms: this.inferMs };
+  }
+
   /** Whether anything was measured: a route that answered from neither sends no header. */
   get measured(): boolean {
     return this.cacheHit || this.inferMs !== undefined;

@@ -190,11 +190,11 @@ export class InferenceService {
         if (hit) return { ...hit.value, latency_ms: elapsed(), source: "cache" };
       } else [outputs] = await this.run(plan, opts);
       const answer = toPrediction(plan, outputs ?? {});
-      this.client.stats.record(config.name, plan.version, elapsed(), false);
+      this.client.stats.record(config.name, plan.version, elapsed(), false, opts);
       if (keep) this.client.cache.put(scope, hash, answer, config.cache?.max_entries ?? 100_000);
       return { ...answer, latency_ms: elapsed() };
     } catch (err) {
-      this.client.stats.record(config.name, plan.version, elapsed(), true);
+      this.client.stats.record(config.name, plan.version, elapsed(), true, opts);
       if (!fallbackEnabled(config) || !isModelFailure(err)) throw err;
       return this.fallback(plan, scope, hash, err as FerryError, elapsed);
     }
@@ -265,10 +265,10 @@ export class InferenceService {
   ): Promise<Array<Record<string, OutputTensor>>> {
     const model = plan.entry.config.name;
     const rows = await this.run(plan, opts).catch((err: unknown) => {
-      this.client.stats.record(model, plan.version, performance.now() - started, true);
+      this.client.stats.record(model, plan.version, performance.now() - started, true, opts);
       throw err;
     });
-    this.client.stats.record(model, plan.version, performance.now() - started, false);
+    this.client.stats.record(model, plan.version, performance.now() - started, false, opts);
     return rows;
   }
 

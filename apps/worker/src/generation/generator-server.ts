@@ -25,6 +25,8 @@ export class GeneratorServer {
     private readonly runtime: LmRuntime,
     private readonly engine: Engine,
     private readonly genAi: GenAiMetrics,
+    private readonly version: string,
+    private readonly stats?: Pick<ExecutionStats, "completion">,
   ) {}
 
   static async load(
@@ -33,7 +35,7 @@ export class GeneratorServer {
     dir: string,
     executionProvider: ExecutionProvider,
     metrics: WorkerMetrics,
-    stats?: Pick<ExecutionStats, "execution" | "row" | "request">,
+    stats?: Pick<ExecutionStats, "execution" | "row" | "request" | "completion">,
   ): Promise<GeneratorServer> {
     const generator = generatorConfigSchema.parse(config);
     const arch = generator.architecture;
@@ -88,7 +90,7 @@ export class GeneratorServer {
       grammars,
     );
     const genAi = new GenAiMetrics(metrics, `${config.name}:${version}`);
-    return new GeneratorServer(config, generator, runtime, engine, genAi);
+    return new GeneratorServer(config, generator, runtime, engine, genAi, version, stats);
   }
 
   /** Seats: how many completions one worker runs at once. */
@@ -119,12 +121,34 @@ export class GeneratorServer {
       const result = await this.engine.submit(job, ctx.signal, emit, ctx.resume, admitted);
       spans?.succeeded(result);
       this.genAi.observe(job, clock, result.usage.completion_tokens);
+      this.count(ctx.jobId, clock, result.usage.completion_tokens);
       return { ...result, timing: clock.timing() };
     } catch (err) {
       spans?.failed(err);
       this.genAi.observe(job, clock, 0, err);
+      this.count(ctx.jobId, clock, 0, err);
       throw err;
     }
+  }
+
+  /**
+   * A completion in its version's recent activity (the dashboard's): its tokens, and where its
+   * time went should it be among the slowest. A cancel is the client leaving: not counted.
+   */
+  private count(id: string, clock: GenerationClock, tokens: number, error?: unknown): void {
+    if ((error as { code?: unknown } | undefined)?.code === "CANCELLED") return;
+    const now = Date.now();
+    const timing = clock.timing(now);
+    this.stats?.completion(this.config.name, this.version, {
+      id,
+      total_ms: Math.max(0, now - clock.acceptedAt),
+      failed: error !== undefined,
+      queue_ms: timing.queue_ms,
+      batch_ms: timing.batch_ms,
+      compute_ms: timing.infer_ms,
+      ttft_ms: clock.firstTokenAt === undefined ? undefined : clock.firstTokenAt - clock.acceptedAt,
+      tokens,
+    });
   }
 
   /** Lets every sequence it holds finish, then stops the runtime. */
