@@ -46,11 +46,11 @@ interface Step {
 }
 
 /**
- * A step or minute every process has flushed (they flush each second) no longer changes: read
- * once, kept here until it leaves the window, so a dashboard polling each second reads only the
- * newest keys.
+ * A step or minute every process has flushed (they flush each second; a worker busy on a long
+ * batch a few seconds late) no longer changes: read once, kept here until it leaves the window,
+ * so a dashboard polling each second reads only the newest keys.
  */
-const SETTLED_MS = 3_000;
+const SETTLED_MS = 5_000;
 
 /** Reads the dashboard's time series and slowest requests (see ActivityRecorder). */
 export class ActivityReader {
