@@ -1,8 +1,11 @@
 export * from "./client/activity-reader.js";
 export * from "./client/batch-job-store.js";
+export * from "./client/file-store.js";
 export * from "./client/idempotency-store.js";
 export * from "./client/inference-client.js";
 export * from "./client/job-client.js";
+export * from "./client/openai-batch-store.js";
+export type { ListPage } from "./client/owner-index.js";
 export * from "./client/prediction-cache.js";
 export * from "./client/serving-state.js";
 export * from "./client/serving-stats.js";

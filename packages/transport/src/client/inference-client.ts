@@ -6,14 +6,16 @@ import { createFastFailRedis, createRedis, type RedisClient } from "../shared/co
 import { ControlChannel } from "../shared/control-channel.js";
 import type { AcceptReplicas } from "../shared/durable-accept.js";
 import { EventWriter } from "../shared/event-log.js";
-import { bullQueueName, Keys } from "../shared/keys.js";
+import { BATCH_RUNS_QUEUE, bullQueueName, Keys } from "../shared/keys.js";
 import { LogCloser } from "../shared/log-closer.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { ActivityReader } from "./activity-reader.js";
 import { BatchJobStore } from "./batch-job-store.js";
 import { EventReader } from "./event-reader.js";
+import { FileStore } from "./file-store.js";
 import { IdempotencyStore } from "./idempotency-store.js";
 import { JobClient } from "./job-client.js";
+import { OpenAiBatchStore } from "./openai-batch-store.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
 import { QueueCounts } from "./queue-counts.js";
@@ -89,6 +91,10 @@ export class InferenceClient {
   readonly batches: BatchJobStore;
   /** Idempotency-Keys of the requests that create jobs and batches. */
   readonly idempotency: IdempotencyStore;
+  /** Uploaded files and the files batches write (the Files API). */
+  readonly files: FileStore;
+  /** OpenAI-shaped batches (the Batch API) and the runner that takes them. */
+  readonly openAiBatches: OpenAiBatchStore;
   private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): its commands never queue behind BullMQ's
@@ -152,6 +158,13 @@ export class InferenceClient {
       this.redis,
       this.keys,
       options.idempotencyTtlS ?? 86_400,
+    );
+    this.files = new FileStore(this.redis, this.keys, this.jobTtlS);
+    this.openAiBatches = new OpenAiBatchStore(
+      this.redis,
+      this.keys,
+      () => this.queue(BATCH_RUNS_QUEUE),
+      target,
     );
     this.jobs = new JobClient(
       this.redis,
@@ -240,6 +253,8 @@ export class InferenceClient {
     clearInterval(this.sweeping);
     clearInterval(this.sweepingRemovals);
     this.stats.stop();
+    // batches running here go back to the queue first, for another replica to take over
+    await this.openAiBatches.close();
     await this.batches.close().catch(() => undefined);
     await this.stats.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));

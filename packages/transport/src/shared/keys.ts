@@ -159,6 +159,41 @@ export class Keys {
     return `${this.prefix}:batch-results:{${id}}`;
   }
 
+  /** Hash describing one uploaded file (the Files API): owner, name, purpose, size, lines. */
+  file(id: string): string {
+    return `${this.prefix}:file:{${id}}`;
+  }
+
+  /** List of a file's bytes, each element whole lines (so a reader never splits a line). */
+  fileChunks(id: string): string {
+    return `${this.prefix}:file-chunks:{${id}}`;
+  }
+
+  /** Set of the custom_ids a batch input file's upload has seen so far (they must be unique). */
+  fileIds(id: string): string {
+    return `${this.prefix}:file-ids:{${id}}`;
+  }
+
+  /** Sorted set of one tenant's files by creation time, for listing them. */
+  files(owner: string): string {
+    return `${this.prefix}:files:{owner:${owner}}`;
+  }
+
+  /** Hash describing one OpenAI-shaped batch: status, counts, timestamps, files. */
+  openAiBatch(id: string): string {
+    return `${this.prefix}:openai-batch:{${id}}`;
+  }
+
+  /** Hash of line index -> the answer line of an OpenAI-shaped batch (written once per line). */
+  openAiBatchLines(id: string): string {
+    return `${this.prefix}:openai-batch-lines:{${id}}`;
+  }
+
+  /** Sorted set of one tenant's OpenAI-shaped batches by creation time. */
+  openAiBatches(owner: string): string {
+    return `${this.prefix}:openai-batches:{owner:${owner}}`;
+  }
+
   /**
    * Hash of item key -> the latest stored prediction of a model (served without inference),
    * one per tenant so that no key can read or overwrite another's.
@@ -194,6 +229,13 @@ export function bullQueueName(queue: string): string {
 export function queueOfBullName(name: string): string {
   return name.startsWith("{") && name.endsWith("}") ? name.slice(1, -1) : name;
 }
+
+/**
+ * The queue of OpenAI-shaped batches to run (BullMQ's name for it is bullQueueName's): a job
+ * per batch, taken by any API replica's runner, and by another once the replica running it
+ * dies (its lock lapses).
+ */
+export const BATCH_RUNS_QUEUE = "batch-runs";
 
 /**
  * The BullMQ queues of a model version's offline batches: a batch's parent job and its gate.

@@ -1,0 +1,249 @@
+import { FerryError } from "@ferry/protocol";
+import type { RedisClient } from "../shared/connection.js";
+import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { assertReady, guarded } from "../shared/redis-guard.js";
+import { type ListPage, OwnerIndex } from "./owner-index.js";
+
+/** A file as the Files API keeps it. */
+export interface StoredFile {
+  id: string;
+  /** The tenant that uploaded it (or whose batch wrote it). */
+  owner: string;
+  filename: string;
+  purpose: string;
+  bytes: number;
+  /** Its lines that are not blank. */
+  lines: number;
+  /** Unix seconds. */
+  created_at: number;
+  /** Unix seconds: when its keys expire. */
+  expires_at: number;
+  status: "uploading" | "processed";
+  /** The distinct urls a batch input file's lines name. */
+  urls: string[];
+}
+
+/** A new file's description; the rest is counted as its chunks are appended. */
+export type NewFile = Pick<StoredFile, "id" | "owner" | "filename" | "purpose">;
+
+/**
+ * Appends one chunk of whole lines, unless one of its lines' custom_ids was seen before in
+ * this file: then nothing is appended, and the index of the first repeated id is returned
+ * (-1: appended; -2: the file is gone, discarded or expired meanwhile).
+ * KEYS: file, chunks, ids. ARGV: ttl, bytes, lines, chunk, custom_id...
+ */
+const APPEND = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
+for i = 5, #ARGV do
+  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 5 end
+end
+redis.call('RPUSH', KEYS[2], ARGV[4])
+redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'lines', ARGV[3])
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[1]) end
+return -1
+`;
+
+/**
+ * Marks a file whole, unless it is gone meanwhile (nothing is then written: a key without
+ * its TTL would be left). KEYS: file, ids. ARGV: urls (JSON). Returns the file's fields.
+ */
+const FINISH = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1])
+redis.call('DEL', KEYS[2])
+return redis.call('HGETALL', KEYS[1])
+`;
+
+/**
+ * Lets a file live at least `ttl` seconds from now (a batch that reads it may run that long).
+ * KEYS: file, chunks. ARGV: ttl, expires_at.
+ */
+const KEEP = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('TTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('EXPIRE', KEYS[1], ARGV[1])
+  redis.call('EXPIRE', KEYS[2], ARGV[1])
+  redis.call('HSET', KEYS[1], 'expires_at', ARGV[2])
+end
+return 1
+`;
+
+/**
+ * Uploaded files and the files batches write (OpenAI's Files API), in Redis: a hash
+ * describing each, its bytes in a list of chunks that each hold whole lines, and an index per
+ * tenant. A file is written a chunk at a time and read a chunk at a time, so neither side
+ * holds a whole file. Every key expires (`ttlS` from upload, longer while a batch reads it).
+ */
+export class FileStore {
+  private readonly appendScript: LuaCommand<number>;
+  private readonly keepScript: LuaCommand<number>;
+  private readonly finishScript: LuaCommand<string[] | null>;
+  private readonly index: OwnerIndex;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    /** How long a file is kept from its upload, in s. */
+    readonly ttlS: number,
+  ) {
+    this.appendScript = new LuaCommand(redis, "ferryAppendFileChunk", 3, APPEND);
+    this.keepScript = new LuaCommand(redis, "ferryKeepFile", 2, KEEP);
+    this.finishScript = new LuaCommand(redis, "ferryFinishFile", 2, FINISH);
+    this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
+  }
+
+  /** Starts a file (anything an earlier attempt left under its id is dropped). */
+  async begin(file: NewFile): Promise<void> {
+    assertReady(this.redis);
+    const now = Math.floor(Date.now() / 1000);
+    const { id } = file;
+    await guarded(() =>
+      this.redis
+        .multi()
+        .del(this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id))
+        .hset(this.keys.file(id), {
+          ...file,
+          bytes: 0,
+          lines: 0,
+          created_at: now,
+          expires_at: now + this.ttlS,
+          status: "uploading",
+          urls: "[]",
+        })
+        .expire(this.keys.file(id), this.ttlS)
+        .exec(),
+    );
+  }
+
+  /**
+   * Appends a chunk of whole lines (`lines` of them not blank); `customIds`, when given, are
+   * checked unique across the file. Returns the index in `customIds` of the first repeated one.
+   */
+  async append(
+    id: string,
+    chunk: Uint8Array,
+    lines: number,
+    customIds: readonly string[] = [],
+  ): Promise<number | undefined> {
+    const ids = [this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id)];
+    const at = await guarded(() =>
+      this.appendScript.run(
+        this.redis,
+        ...ids,
+        this.ttlS,
+        chunk.byteLength,
+        lines,
+        Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+        ...customIds,
+      ),
+    );
+    if (at === -2) throw new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    return at >= 0 ? at : undefined;
+  }
+
+  /** The file is whole: it is listed, and readable by its owner. */
+  async finish(id: string, owner: string, urls: readonly string[]): Promise<StoredFile> {
+    const raw = await guarded(() =>
+      this.finishScript.run(
+        this.redis,
+        this.keys.file(id),
+        this.keys.fileIds(id),
+        JSON.stringify(urls),
+      ),
+    );
+    const file = raw ? parseFile(pairs(raw)) : undefined;
+    if (!file) throw new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    await this.index.add(owner, id, file.created_at * 1000, this.ttlS);
+    return file;
+  }
+
+  /** A file whose upload or writing failed: nothing of it stays. */
+  async discard(id: string): Promise<void> {
+    await this.delete(id).catch(() => undefined);
+  }
+
+  async get(id: string): Promise<StoredFile | undefined> {
+    assertReady(this.redis);
+    return parseFile(await guarded(() => this.redis.hgetall(this.keys.file(id))));
+  }
+
+  /** A page of `owner`'s whole files, newest first unless `order` is "asc". */
+  list(owner: string, page: ListPage, purpose?: string) {
+    assertReady(this.redis);
+    return this.index.page(
+      owner,
+      page,
+      (ids) => Promise.all(ids.map((id) => this.get(id))),
+      (file) => file.status === "processed" && (purpose === undefined || file.purpose === purpose),
+    );
+  }
+
+  async delete(id: string): Promise<void> {
+    const file = await this.get(id);
+    await guarded(() =>
+      this.redis.del(this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id)),
+    );
+    if (file) await this.index.remove(file.owner, id);
+  }
+
+  /** Keeps a file at least `ttlS` more seconds (a batch reading it may run that long). */
+  async keep(id: string, ttlS: number): Promise<void> {
+    const expiresAt = Math.floor(Date.now() / 1000) + ttlS;
+    const kept = await guarded(() =>
+      this.keepScript.run(
+        this.redis,
+        this.keys.file(id),
+        this.keys.fileChunks(id),
+        ttlS,
+        expiresAt,
+      ),
+    );
+    const file = kept === 1 ? await this.get(id) : undefined;
+    if (file) await this.index.keep(file.owner, id, ttlS);
+  }
+
+  /** The file's bytes, a stored chunk (whole lines) at a time. */
+  async *chunks(id: string): AsyncGenerator<Buffer> {
+    const key = this.keys.fileChunks(id);
+    for (let k = 0; ; k++) {
+      const at = k;
+      const [chunk] = await guarded(() => this.redis.lrangeBuffer(key, at, at));
+      if (!chunk) return;
+      yield chunk;
+    }
+  }
+
+  /** The file's lines that are not blank, a stored chunk at a time. */
+  async *lines(id: string): AsyncGenerator<string[]> {
+    for await (const chunk of this.chunks(id))
+      yield chunk
+        .toString("utf8")
+        .split("\n")
+        .filter((line) => line.trim() !== "");
+  }
+}
+
+/** HGETALL's flat reply as a record. */
+function pairs(flat: string[]): Record<string, string> {
+  const record: Record<string, string> = {};
+  for (let k = 0; k + 1 < flat.length; k += 2) record[flat[k] ?? ""] = flat[k + 1] ?? "";
+  return record;
+}
+
+function parseFile(raw: Record<string, string>): StoredFile | undefined {
+  if (!raw.id) return undefined;
+  return {
+    id: raw.id,
+    owner: raw.owner ?? "",
+    filename: raw.filename ?? "",
+    purpose: raw.purpose ?? "",
+    bytes: Number(raw.bytes ?? 0),
+    lines: Number(raw.lines ?? 0),
+    created_at: Number(raw.created_at ?? 0),
+    expires_at: Number(raw.expires_at ?? 0),
+    status: raw.status === "processed" ? "processed" : "uploading",
+    urls: JSON.parse(raw.urls ?? "[]") as string[],
+  };
+}

@@ -1,0 +1,356 @@
+import { type Queue, WaitingError, Worker } from "bullmq";
+import { createRedis, type RedisClient, type RedisTarget } from "../shared/connection.js";
+import { BATCH_RUNS_QUEUE, bullQueueName, type Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { assertReady, guarded } from "../shared/redis-guard.js";
+import { type ListPage, OwnerIndex } from "./owner-index.js";
+
+export type OpenAiBatchStatus =
+  | "validating"
+  | "failed"
+  | "in_progress"
+  | "finalizing"
+  | "completed"
+  | "expired"
+  | "cancelling"
+  | "cancelled";
+
+/** The statuses a batch ends in. */
+export const FINAL_BATCH_STATUSES: readonly OpenAiBatchStatus[] = [
+  "failed",
+  "completed",
+  "expired",
+  "cancelled",
+];
+
+/** The moments a batch passes, in Unix seconds, each set once. */
+const MOMENTS = [
+  "in_progress_at",
+  "finalizing_at",
+  "completed_at",
+  "failed_at",
+  "expired_at",
+  "cancelling_at",
+  "cancelled_at",
+] as const;
+type Moment = (typeof MOMENTS)[number];
+
+/** An OpenAI-shaped batch as Redis keeps it (timestamps in Unix seconds). */
+export interface OpenAiBatchState extends Partial<Record<Moment, number>> {
+  id: string;
+  owner: string;
+  endpoint: string;
+  input_file_id: string;
+  completion_window: string;
+  status: OpenAiBatchStatus;
+  created_at: number;
+  expires_at: number;
+  /** Lines of the input file. */
+  total: number;
+  /** Lines answered 2xx, and lines answered with an error. */
+  completed: number;
+  failed: number;
+  output_file_id?: string;
+  error_file_id?: string;
+  metadata: Record<string, string> | null;
+  /** Why a batch failed, OpenAI's `errors` list. */
+  errors: unknown;
+}
+
+export type NewOpenAiBatch = Pick<
+  OpenAiBatchState,
+  | "id"
+  | "owner"
+  | "endpoint"
+  | "input_file_id"
+  | "completion_window"
+  | "created_at"
+  | "expires_at"
+  | "total"
+  | "metadata"
+>;
+
+/**
+ * Writes a batch unless it exists (a retry of its create finds the first). KEYS: batch.
+ * ARGV: ttl, then field/value pairs.
+ */
+const CREATE = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
+`;
+
+/**
+ * Moves a batch to a status from one of `from` (a cancel never lands on a batch already
+ * finalizing, a start never undoes a cancel), setting its moment once.
+ * KEYS: batch. ARGV: to, moment field ("" for none), now, from...
+ */
+const TRANSITION = `
+local status = redis.call('HGET', KEYS[1], 'status')
+if not status then return 0 end
+for i = 4, #ARGV do
+  if ARGV[i] == status then
+    redis.call('HSET', KEYS[1], 'status', ARGV[1])
+    if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3]) end
+    return 1
+  end
+end
+return 0
+`;
+
+/**
+ * Keeps one line's answer, counted, only the first time that line is answered: a line run
+ * again after its runner died counts once and appears once. The answers live as long as their
+ * batch. KEYS: batch, lines. ARGV: index, ok ("1"/"0"), answer line.
+ */
+const RECORD = `
+if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3]) == 0 then return 0 end
+redis.call('HINCRBY', KEYS[1], ARGV[2] == '1' and 'completed' or 'failed', 1)
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+`;
+
+/**
+ * Ends a batch: its final status and fields, kept `ttl` from now; its per-line answers go (its
+ * files hold them). KEYS: batch, lines. ARGV: ttl, then field/value pairs.
+ */
+const FINISH = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1
+`;
+
+/** How many times a batch's run is tried (its runner failing, not its lines) before it fails. */
+const RUN_ATTEMPTS = 10;
+
+/** Where batches run: how many at once per API process, and how a dead runner's are found. */
+export interface BatchRunnerOptions {
+  concurrency: number;
+  /** A runner's lock on its batch; a dead runner's batch is taken over once it lapses. */
+  lockDurationMs: number;
+  stalledIntervalMs: number;
+}
+
+/** Runs one batch to its end; `signal` aborts when this process hands its batches back. */
+export type BatchRun = (id: string, signal: AbortSignal) => Promise<void>;
+
+/**
+ * OpenAI-shaped batches (the Batch API): each batch's state and counts in a hash, each line's
+ * answer in a second hash, written once per line, and a BullMQ job per batch on one queue.
+ * Every API process runs a BullMQ worker on that queue (`process`), so a batch outlives the
+ * replica that created it: when a runner dies its lock lapses and another takes the batch
+ * over, skipping the lines already answered.
+ */
+export class OpenAiBatchStore {
+  private readonly createScript: LuaCommand<number>;
+  private readonly transitionScript: LuaCommand<number>;
+  private readonly recordScript: LuaCommand<number>;
+  private readonly finishScript: LuaCommand<number>;
+  private readonly index: OwnerIndex;
+  private worker: Worker | undefined;
+  private workerConnection: RedisClient | undefined;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+    private readonly queue: () => Queue,
+    /** The deployment's Redis, for the runner's own (blocking) connection. */
+    private readonly target: RedisTarget,
+  ) {
+    this.createScript = new LuaCommand(redis, "ferryCreateOpenAiBatch", 1, CREATE);
+    this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
+    this.recordScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLine", 2, RECORD);
+    this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
+    this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
+  }
+
+  /**
+   * Creates a batch, to run on some replica, kept `ttlS`; returns it as it stands (a retry
+   * finds the first's). Its run is queued before its state is written: a creator that dies
+   * between the two leaves a run that finds no batch and ends, never a batch without a run.
+   */
+  async create(batch: NewOpenAiBatch, ttlS: number): Promise<OpenAiBatchState> {
+    assertReady(this.redis);
+    await guarded(() =>
+      this.queue().add(
+        "run",
+        { batch: batch.id },
+        {
+          jobId: batch.id,
+          removeOnComplete: true,
+          removeOnFail: true,
+          attempts: RUN_ATTEMPTS,
+          backoff: { type: "exponential", delay: 1_000 },
+        },
+      ),
+    );
+    const fields: Array<string | number> = [];
+    const state = {
+      ...batch,
+      status: "validating",
+      completed: 0,
+      failed: 0,
+      metadata: JSON.stringify(batch.metadata),
+    };
+    for (const [k, v] of Object.entries(state)) fields.push(k, v);
+    await guarded(() =>
+      this.createScript.run(this.redis, this.keys.openAiBatch(batch.id), ttlS, ...fields),
+    );
+    await this.index.add(batch.owner, batch.id, batch.created_at * 1000, ttlS);
+    const created = await this.get(batch.id);
+    if (!created) throw new Error(`batch ${batch.id} was not written`);
+    return created;
+  }
+
+  async get(id: string): Promise<OpenAiBatchState | undefined> {
+    assertReady(this.redis);
+    return parseBatch(await guarded(() => this.redis.hgetall(this.keys.openAiBatch(id))));
+  }
+
+  /** A batch's status alone (a runner watching for a cancel). */
+  async status(id: string): Promise<OpenAiBatchStatus | undefined> {
+    const status = await guarded(() => this.redis.hget(this.keys.openAiBatch(id), "status"));
+    return (status ?? undefined) as OpenAiBatchStatus | undefined;
+  }
+
+  /** A page of `owner`'s batches, newest first. */
+  list(owner: string, page: ListPage) {
+    assertReady(this.redis);
+    return this.index.page(owner, page, (ids) => Promise.all(ids.map((id) => this.get(id))));
+  }
+
+  /**
+   * Moves a batch to `to` if its status is one of `from`; the moment `to` names (`<to>_at`) is
+   * set once. False when its status was another.
+   */
+  async transition(
+    id: string,
+    from: readonly OpenAiBatchStatus[],
+    to: OpenAiBatchStatus,
+  ): Promise<boolean> {
+    const moment = MOMENTS.includes(`${to}_at` as Moment) ? `${to}_at` : "";
+    const now = Math.floor(Date.now() / 1000);
+    const moved = await guarded(() =>
+      this.transitionScript.run(this.redis, this.keys.openAiBatch(id), to, moment, now, ...from),
+    );
+    return moved === 1;
+  }
+
+  /** Which of the lines `from`..`from + count - 1` have their answer already. */
+  async answered(id: string, from: number, count: number): Promise<boolean[]> {
+    const answers = await this.answers(id, from, count);
+    return answers.map((a) => a !== null);
+  }
+
+  /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
+  async answers(id: string, from: number, count: number): Promise<Array<string | null>> {
+    if (count === 0) return [];
+    const fields = Array.from({ length: count }, (_, k) => String(from + k));
+    return guarded(() => this.redis.hmget(this.keys.openAiBatchLines(id), ...fields));
+  }
+
+  /** Keeps a line's answer and counts it; false when the line had one already. */
+  async record(id: string, index: number, ok: boolean, line: string): Promise<boolean> {
+    const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
+    const fresh = await guarded(() =>
+      this.recordScript.run(this.redis, ...keys, index, ok ? "1" : "0", line),
+    );
+    return fresh === 1;
+  }
+
+  /** Ends a batch in `status` with `fields` (its files, its errors), kept `ttlS` from now. */
+  async finish(
+    id: string,
+    status: OpenAiBatchStatus,
+    fields: Record<string, string | number>,
+    ttlS: number,
+  ): Promise<void> {
+    const now = Math.floor(Date.now() / 1000);
+    const all: Record<string, string | number> = { ...fields, status };
+    if (MOMENTS.includes(`${status}_at` as Moment)) all[`${status}_at`] = now;
+    const flat = Object.entries(all).flat();
+    const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
+    await guarded(() => this.finishScript.run(this.redis, ...keys, ttlS, ...flat));
+    const batch = await this.get(id);
+    if (batch) await this.index.keep(batch.owner, id, ttlS);
+  }
+
+  /**
+   * Runs batches on this process as they come, `run` each, beside every other replica's
+   * runner; a batch this process stops holding (`close`) goes back to the queue at once.
+   */
+  process(
+    run: BatchRun,
+    options: BatchRunnerOptions,
+    onFailure: (id: string, err: unknown) => Promise<void>,
+  ): void {
+    const connection = createRedis(this.target);
+    connection.on("error", () => {});
+    this.workerConnection = connection;
+    this.worker = new Worker<{ batch: string }>(
+      bullQueueName(BATCH_RUNS_QUEUE),
+      async (job, token, signal) => {
+        const stop = signal ?? new AbortController().signal;
+        try {
+          await run(job.data.batch, stop);
+        } catch (err) {
+          if (stop.aborted && token !== undefined) {
+            // handed back: another runner (or this one, restarted) takes it from its answers
+            await job.moveToWait(token).catch(() => undefined);
+            throw new WaitingError();
+          }
+          if (job.attemptsMade + 1 >= RUN_ATTEMPTS)
+            await onFailure(job.data.batch, err).catch(() => undefined);
+          throw err;
+        }
+      },
+      {
+        connection,
+        prefix: this.keys.prefix,
+        concurrency: options.concurrency,
+        lockDuration: options.lockDurationMs,
+        stalledInterval: options.stalledIntervalMs,
+        // a runner that dies hands its batch on; its lines are never answered twice
+        maxStalledCount: 100,
+      },
+    );
+    this.worker.on("error", () => {});
+  }
+
+  /** Stops running batches here: those running go back to the queue for another runner. */
+  async close(): Promise<void> {
+    const worker = this.worker;
+    if (!worker) return;
+    worker.cancelAllJobs("this API process is stopping");
+    await worker.close().catch(() => undefined);
+    this.workerConnection?.disconnect();
+  }
+}
+
+function parseBatch(raw: Record<string, string>): OpenAiBatchState | undefined {
+  if (!raw.id) return undefined;
+  const moments: Partial<Record<Moment, number>> = {};
+  for (const m of MOMENTS) if (raw[m] !== undefined) moments[m] = Number(raw[m]);
+  return {
+    ...moments,
+    id: raw.id,
+    owner: raw.owner ?? "",
+    endpoint: raw.endpoint ?? "",
+    input_file_id: raw.input_file_id ?? "",
+    completion_window: raw.completion_window ?? "",
+    status: (raw.status ?? "validating") as OpenAiBatchStatus,
+    created_at: Number(raw.created_at ?? 0),
+    expires_at: Number(raw.expires_at ?? 0),
+    total: Number(raw.total ?? 0),
+    completed: Number(raw.completed ?? 0),
+    failed: Number(raw.failed ?? 0),
+    ...(raw.output_file_id ? { output_file_id: raw.output_file_id } : {}),
+    ...(raw.error_file_id ? { error_file_id: raw.error_file_id } : {}),
+    metadata: raw.metadata ? (JSON.parse(raw.metadata) as Record<string, string> | null) : null,
+    errors: raw.errors ? JSON.parse(raw.errors) : null,
+  };
+}
