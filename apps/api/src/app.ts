@@ -8,6 +8,7 @@ import { registerQueueBoard } from "./admin/queue-board.js";
 import { registerAdminReload } from "./admin/reload-routes.js";
 import { registerAdminSession } from "./admin/session-routes.js";
 import { registerBatches } from "./batches/batches-routes.js";
+import { registerFiles } from "./files/files-routes.js";
 import type { Guards } from "./guards.js";
 import { registerHealth } from "./health/health-routes.js";
 import { registerMetrics } from "./health/metrics-routes.js";
@@ -78,6 +79,8 @@ export function createApp(
     // An NDJSON batch is read line by line in bounded memory, so it may be of any size.
     if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
       return next();
+    // so is an uploaded file, within MAX_FILE_BYTES (files-routes.ts)
+    if (c.req.path === "/v1/files" && c.req.method === "POST") return next();
     // A declared length is the body's length (the HTTP parser reads no further), so it is
     // checked without touching the body stream: touching it takes @hono/node-server off its
     // direct read of the body, and builds a web stream per request. Chunked bodies are
@@ -133,6 +136,7 @@ export function createApp(
   registerJobEvents(app);
   registerAdmin(app);
   registerBatches(app);
+  registerFiles(app);
   registerAdminReload(app);
   registerAdminSession(app);
   services.refreshQueueBoard = registerQueueBoard(app, services);

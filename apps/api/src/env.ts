@@ -55,6 +55,14 @@ export const envSchema = deploymentEnvSchema.extend({
     .int()
     .positive()
     .default(256 * 1024 * 1024),
+  /** Largest file the Files API takes, in bytes (checked as it streams; OpenAI's 200 MB). */
+  MAX_FILE_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(200 * 1024 * 1024),
+  /** Most lines (requests) of one batch input file (OpenAI's 50,000). */
+  MAX_FILE_LINES: z.coerce.number().int().positive().default(50_000),
   /**
    * "off" sends every predict request through Hono's route instead of the fast path
    * (`predict-fast-path.ts`): the same answers, at a higher cost per request.

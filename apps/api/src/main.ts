@@ -6,6 +6,7 @@ import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
 import { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
 import { loadEnv } from "./env.js";
+import { FileService } from "./files/file-service.js";
 import { createProbeServer } from "./health/probe-server.js";
 import { StreamSlots } from "./http/stream-slots.js";
 import { createHttpServer } from "./http-server.js";
@@ -83,6 +84,11 @@ const jobs = new JobService(client, [
   predictJobKind(inference),
   v2JobKind(v2, inference),
 ]);
+const files = new FileService(client, {
+  maxBytes: env.MAX_FILE_BYTES,
+  maxLines: env.MAX_FILE_LINES,
+  maxLineBytes: env.MAX_BODY_BYTES,
+});
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
@@ -101,6 +107,7 @@ const services: Services = {
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),
   batchJobReader: new BatchJobReader(repository, client, classify),
+  files,
   metrics,
   streams,
   draining: () => draining,

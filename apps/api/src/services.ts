@@ -6,6 +6,7 @@ import type { Logger } from "pino";
 import type { AdminService, HealthService } from "./admin/admin-service.js";
 import type { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
 import type { ApiEnv } from "./env.js";
+import type { FileService } from "./files/file-service.js";
 import type { ServerTiming } from "./http/server-timing.js";
 import type { StreamSlots } from "./http/stream-slots.js";
 import type { Tenant } from "./http/tenant.js";
@@ -34,6 +35,8 @@ export interface Services {
   responses: ResponsesService;
   batchJobs: BatchJobService;
   batchJobReader: BatchJobReader;
+  /** OpenAI's Files API (batch input files, batch outputs). */
+  files: FileService;
   metrics: ApiMetrics;
   /** Open event streams, capped per process and per tenant. */
   streams: StreamSlots;

@@ -82,6 +82,37 @@ export function streamedFingerprint(
   };
 }
 
+/**
+ * A streamed body's fingerprint over what it says rather than its bytes (`digest` of each item
+ * as `run` reads it): a multipart body's boundary is drawn afresh for every request, its
+ * retries included. `items` must bound what it reads, as it does for `run`.
+ */
+export function parsedFingerprint<T>(
+  c: Context,
+  items: AsyncIterable<T>,
+  digest: (item: T) => string | Uint8Array,
+): { items: AsyncIterable<T>; streamed: Streamed } {
+  const url = new URL(c.req.url);
+  const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
+  async function* hashed() {
+    for await (const item of items) {
+      hash.update(digest(item));
+      yield item;
+    }
+  }
+  const read = hashed();
+  return {
+    items: read,
+    streamed: {
+      afterRun: () => hash.copy().digest("base64url"),
+      async readAll() {
+        for await (const _item of read);
+        return hash.digest("base64url");
+      },
+    },
+  };
+}
+
 /** The id a keyed request's job or batch takes: the same for every retry, UUID-shaped. */
 function createdIdOf(scope: string, key: string, path: string): string {
   const h = createHash("sha256").update(`${scope}\u0000${key}\u0000${path}`).digest("hex");

@@ -1,0 +1,149 @@
+import { randomUUID } from "node:crypto";
+import { FerryError } from "@ferry/protocol";
+import type { InferenceClient, ListPage, StoredFile } from "@ferry/transport";
+import type { MultipartEvent } from "../http/multipart.js";
+import { canSee, type Tenant } from "../http/tenant.js";
+import { InputFileUpload, type UploadLimits } from "./input-file-upload.js";
+
+/** A file as OpenAI's Files API shows it. */
+export function fileObject(file: StoredFile) {
+  return {
+    id: file.id,
+    object: "file" as const,
+    bytes: file.bytes,
+    created_at: file.created_at,
+    expires_at: file.expires_at,
+    filename: file.filename,
+    purpose: file.purpose,
+    status: "processed" as const,
+    status_details: null,
+  };
+}
+export type FileObject = ReturnType<typeof fileObject>;
+
+/** The purposes a file is uploaded with: Ferry keeps files for its Batch API only. */
+const UPLOAD_PURPOSES = ["batch"];
+/** Bytes of a form field beside the file (`purpose`, `expires_after[...]`). */
+const MAX_FIELD_BYTES = 1024;
+
+/**
+ * OpenAI's Files API, for batch input files: an upload is checked line by line and stored as
+ * it streams in; a file belongs to the tenant that uploaded it (or whose batch wrote it), and
+ * another tenant's reads as unknown.
+ */
+export class FileService {
+  constructor(
+    private readonly client: InferenceClient,
+    private readonly limits: UploadLimits,
+  ) {}
+
+  /**
+   * Stores the file a multipart upload carries (fields `file` and `purpose`, in either
+   * order). `createdId` names it for a keyed request; `takeover`: an earlier attempt with that
+   * key went quiet, and the file it stored whole is the answer.
+   */
+  async upload(
+    events: AsyncIterable<MultipartEvent>,
+    tenant: Tenant,
+    createdId: string | undefined,
+    takeover: boolean,
+  ): Promise<FileObject> {
+    const id = `file-${(createdId ?? randomUUID()).replaceAll("-", "")}`;
+    if (takeover) {
+      const earlier = await this.client.files.get(id);
+      if (earlier?.status === "processed") {
+        // read to its end all the same: its fingerprint is kept for later retries to compare
+        for await (const _event of events);
+        return fileObject(earlier);
+      }
+    }
+    let upload: InputFileUpload | undefined;
+    let inFile = false;
+    let field: { name: string; bytes: Uint8Array[]; size: number } | undefined;
+    let purpose: string | undefined;
+    try {
+      for await (const event of events) {
+        if (event.type === "part") {
+          if (event.name === "file" && event.filename !== undefined) {
+            if (upload) throw new FerryError("INVALID_INPUT", "an upload carries one file");
+            if (purpose !== undefined) checkPurpose(purpose);
+            await this.client.files.begin({
+              id,
+              owner: tenant.id,
+              filename: event.filename,
+              purpose: "batch",
+            });
+            upload = new InputFileUpload(this.client.files, id, this.limits);
+            inFile = true;
+          } else field = { name: event.name, bytes: [], size: 0 };
+        } else if (event.type === "data") {
+          if (inFile) await upload?.write(event.data);
+          else if (field) {
+            field.size += event.data.byteLength;
+            if (field.size > MAX_FIELD_BYTES)
+              throw new FerryError("INVALID_INPUT", `field ${field.name} is too long`);
+            field.bytes.push(event.data);
+          }
+        } else if (inFile) {
+          await upload?.end();
+          inFile = false;
+        } else if (field) {
+          if (field.name === "purpose") purpose = Buffer.concat(field.bytes).toString("utf8");
+          field = undefined;
+        }
+      }
+      if (!upload)
+        throw new FerryError("INVALID_INPUT", "the upload needs a file (the field `file`)");
+      if (purpose === undefined)
+        throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
+      checkPurpose(purpose);
+      return fileObject(await this.client.files.finish(id, tenant.id, [...upload.urls]));
+    } catch (err) {
+      if (upload) await this.client.files.discard(id);
+      throw err;
+    }
+  }
+
+  async get(id: string, tenant: Tenant): Promise<FileObject> {
+    return fileObject(await this.stored(id, tenant));
+  }
+
+  /** A whole file `tenant` may see. */
+  async stored(id: string, tenant: Tenant): Promise<StoredFile> {
+    const file = await this.client.files.get(id);
+    if (file?.status !== "processed" || !canSee(tenant, file.owner))
+      throw new FerryError("NOT_FOUND", `No such File object: ${id}`);
+    return file;
+  }
+
+  async list(tenant: Tenant, page: ListPage, purpose?: string) {
+    const { data, hasMore } = await this.client.files.list(tenant.id, page, purpose);
+    return {
+      object: "list" as const,
+      data: data.map(fileObject),
+      first_id: data[0]?.id ?? null,
+      last_id: data.at(-1)?.id ?? null,
+      has_more: hasMore,
+    };
+  }
+
+  async delete(id: string, tenant: Tenant) {
+    await this.stored(id, tenant);
+    await this.client.files.delete(id);
+    return { id, object: "file" as const, deleted: true as const };
+  }
+
+  /** The file's bytes as uploaded (or written), a stored chunk at a time. */
+  async content(id: string, tenant: Tenant): Promise<AsyncGenerator<Buffer>> {
+    await this.stored(id, tenant);
+    return this.client.files.chunks(id);
+  }
+}
+
+function checkPurpose(purpose: string): void {
+  if (!UPLOAD_PURPOSES.includes(purpose))
+    throw new FerryError(
+      "INVALID_INPUT",
+      `purpose ${JSON.stringify(purpose)} is not supported by this server: it keeps files for the Batch API (purpose "batch")`,
+    );
+}
