@@ -8,6 +8,7 @@ import { registerQueueBoard } from "./admin/queue-board.js";
 import { registerAdminReload } from "./admin/reload-routes.js";
 import { registerAdminSession } from "./admin/session-routes.js";
 import { registerBatches } from "./batches/batches-routes.js";
+import { registerOpenAiBatches } from "./batches/openai-batch-routes.js";
 import { registerFiles } from "./files/files-routes.js";
 import type { Guards } from "./guards.js";
 import { registerHealth } from "./health/health-routes.js";
@@ -135,6 +136,8 @@ export function createApp(
   registerJobs(app);
   registerJobEvents(app);
   registerAdmin(app);
+  // before Ferry's own: OpenAI's batches are told apart by their body and their ids
+  registerOpenAiBatches(app);
   registerBatches(app);
   registerFiles(app);
   registerAdminReload(app);

@@ -5,6 +5,8 @@ import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
 import { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
+import { OpenAiBatchRunner } from "./batches/openai-batch-runner.js";
+import { OpenAiBatchService } from "./batches/openai-batch-service.js";
 import { loadEnv } from "./env.js";
 import { FileService } from "./files/file-service.js";
 import { createProbeServer } from "./health/probe-server.js";
@@ -12,6 +14,7 @@ import { StreamSlots } from "./http/stream-slots.js";
 import { createHttpServer } from "./http-server.js";
 import { classify } from "./inference/classify.js";
 import { InferenceService } from "./inference/inference-service.js";
+import { predictBatchLines } from "./inference/predict-batch-lines.js";
 import { predictJobKind } from "./inference/predict-job-kind.js";
 import { TrafficRouter } from "./inference/traffic-router.js";
 import { JobService } from "./jobs/job-service.js";
@@ -19,6 +22,11 @@ import { V2InferService } from "./kserve-v2/v2-infer-service.js";
 import { v2JobKind } from "./kserve-v2/v2-job-kind.js";
 import { ApiMetrics } from "./metrics.js";
 import { InFlight } from "./middleware/in-flight.js";
+import {
+  chatBatchLines,
+  completionBatchLines,
+  responsesBatchLines,
+} from "./openai/batch-line-kinds.js";
 import { completionJobKind } from "./openai/completion-job-kind.js";
 import { CompletionService } from "./openai/completion-service.js";
 import { ResponsesService } from "./openai/responses-service.js";
@@ -84,11 +92,24 @@ const jobs = new JobService(client, [
   predictJobKind(inference),
   v2JobKind(v2, inference),
 ]);
+const responses = new ResponsesService(completions, jobs);
 const files = new FileService(client, {
   maxBytes: env.MAX_FILE_BYTES,
   maxLines: env.MAX_FILE_LINES,
   maxLineBytes: env.MAX_BODY_BYTES,
 });
+// each protocol's batch lines, run by its own service (the protocols meet here, not in batches/)
+new OpenAiBatchRunner(
+  client,
+  [
+    chatBatchLines(completions),
+    completionBatchLines(completions),
+    responsesBatchLines(responses),
+    predictBatchLines(inference),
+  ],
+  env.JOB_TTL_S,
+  log,
+).start();
 let draining = false;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
@@ -102,12 +123,13 @@ const services: Services = {
   inference,
   v2,
   jobs,
-  responses: new ResponsesService(completions, jobs),
+  responses,
   completions,
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),
   batchJobReader: new BatchJobReader(repository, client, classify),
   files,
+  openAiBatches: new OpenAiBatchService(client, files, env.JOB_TTL_S),
   metrics,
   streams,
   draining: () => draining,

@@ -5,6 +5,7 @@ import type { HttpBindings } from "@hono/node-server";
 import type { Logger } from "pino";
 import type { AdminService, HealthService } from "./admin/admin-service.js";
 import type { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
+import type { OpenAiBatchService } from "./batches/openai-batch-service.js";
 import type { ApiEnv } from "./env.js";
 import type { FileService } from "./files/file-service.js";
 import type { ServerTiming } from "./http/server-timing.js";
@@ -37,6 +38,8 @@ export interface Services {
   batchJobReader: BatchJobReader;
   /** OpenAI's Files API (batch input files, batch outputs). */
   files: FileService;
+  /** OpenAI's Batch API (its batches run on `OpenAiBatchRunner`, on every replica). */
+  openAiBatches: OpenAiBatchService;
   metrics: ApiMetrics;
   /** Open event streams, capped per process and per tenant. */
   streams: StreamSlots;

@@ -6,6 +6,7 @@ import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../ht
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 import { ndjsonItems, type RawItem } from "./batch-job-service.js";
+import { openAiBatchSchema } from "./openai-batch-object.js";
 
 const batchBodySchema = z
   .object({
@@ -34,7 +35,7 @@ const createBatchRoute = createRoute({
   method: "post",
   path: "/v1/batches",
   summary:
-    "Offline batch prediction: JSON {model, items}, or an NDJSON body of {key, features} lines with ?model=",
+    "Offline batch prediction: JSON {model, items}, or an NDJSON body of {key, features} lines with ?model=; or OpenAI's Batch API: JSON {input_file_id, endpoint, completion_window, metadata}, answered 200 with the batch",
   request: {
     headers: idempotencyHeaders,
     query: z.object({ model: z.string().optional(), version: z.string().optional() }),
@@ -47,6 +48,7 @@ const createBatchRoute = createRoute({
     },
   },
   responses: {
+    200: json(openAiBatchSchema, "An OpenAI-shaped batch, created (its body had input_file_id)"),
     202: json(z.object({ id: z.string(), status: z.string(), total: z.number() }), "Accepted"),
     ...openAiErrors,
     ...idempotencyErrors,
@@ -56,9 +58,13 @@ const createBatchRoute = createRoute({
 const statusRoute = createRoute({
   method: "get",
   path: "/v1/batches/{id}",
-  summary: "A batch's status and counts",
+  summary:
+    "A batch's status and counts; an OpenAI-shaped batch's id (batch_...) reads as OpenAI's batch object",
   request: { params: idParam },
-  responses: { 200: json(statusSchema, "The batch"), 404: openAiErrors[404] },
+  responses: {
+    200: json(z.union([statusSchema, openAiBatchSchema]), "The batch"),
+    404: openAiErrors[404],
+  },
 });
 
 const resultsRoute = createRoute({

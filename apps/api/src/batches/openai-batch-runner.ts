@@ -1,0 +1,345 @@
+import { createHash, randomUUID } from "node:crypto";
+import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, messageOf } from "@ferry/protocol";
+import {
+  FINAL_BATCH_STATUSES,
+  type InferenceClient,
+  type OpenAiBatchState,
+  type OpenAiBatchStatus,
+} from "@ferry/transport";
+import type { Logger } from "pino";
+import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
+import type { BatchLineKind } from "../http/batch-line.js";
+import type { CallOptions } from "../http/call.js";
+import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
+import { OutputFile } from "./output-file.js";
+
+/** Lines of one batch in flight at once: enough to fill a model's seats and batches. */
+const LINES_IN_FLIGHT = 64;
+/** Batches one API process runs at once (each holding LINES_IN_FLIGHT lines at most). */
+const BATCHES_AT_ONCE = 16;
+/** A runner's lock on its batch, and how often runners look for a dead one's, in ms. */
+const LOCK_MS = 15_000;
+const STALLED_CHECK_MS = 5_000;
+/** The lowest priority: a batch's lines go after every interactive request. */
+const BATCH_PRIORITY = 1;
+/** How often a running batch looks for its cancel, in ms. */
+const WATCH_MS = 500;
+/** Refusals a line waits out rather than fails on: a batch is not in a hurry, its caller gone. */
+const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
+const MAX_BACKOFF_MS = 5_000;
+/** How long a run waits for its batch's state, written just after the run was queued, in ms. */
+const CREATE_WAIT_MS = 5_000;
+/** A stored answer's first character: whether it goes to the output file or the error file. */
+const OK = "1";
+const FAILED = "0";
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Runs OpenAI-shaped batches on this API process, beside every other replica: a batch's lines
+ * stream from its input file, each through its endpoint's own service (so checked and answered
+ * as the route answers it) at the lowest priority, a window of them at a time; each answer is
+ * kept in Redis once, then the output and error files are written from them in the file's
+ * order. A runner that dies leaves its batch to another, which skips the lines answered.
+ */
+export class OpenAiBatchRunner {
+  private readonly kinds = new Map<BatchEndpoint, BatchLineKind>();
+
+  constructor(
+    private readonly client: InferenceClient,
+    kinds: readonly BatchLineKind[],
+    /** How long a batch and its files are kept once it ends, in s (JOB_TTL_S). */
+    private readonly ttlS: number,
+    private readonly log: Logger,
+  ) {
+    for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
+  }
+
+  /** Takes batches from the queue on this process, as they come. */
+  start(): void {
+    this.client.openAiBatches.process(
+      (id, signal) => this.run(id, signal),
+      {
+        concurrency: BATCHES_AT_ONCE,
+        lockDurationMs: LOCK_MS,
+        stalledIntervalMs: STALLED_CHECK_MS,
+      },
+      (id, err) => this.fail(id, `the batch could not be run: ${messageOf(err)}`),
+    );
+  }
+
+  /**
+   * Runs batch `id` to its end: every line answered (or not run, once it is cancelled or its
+   * window has passed), its files written. `handback` stops it midway (this process is
+   * stopping): it then throws, and the batch goes to another runner.
+   */
+  async run(id: string, handback: AbortSignal): Promise<void> {
+    const batch = await this.created(id);
+    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    if (!(await this.client.files.get(batch.input_file_id)))
+      return this.fail(id, `its input file ${batch.input_file_id} is gone`);
+    const store = this.client.openAiBatches;
+    if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
+    const stop = new AbortController();
+    const unwatch = this.watch(batch, stop, handback);
+    try {
+      if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
+        await this.dispatch(batch, stop.signal);
+    } finally {
+      unwatch();
+    }
+    if (handback.aborted)
+      throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
+    await this.finalize(id);
+  }
+
+  /** The batch, once its state is written (its run is queued just before). */
+  private async created(id: string): Promise<OpenAiBatchState | undefined> {
+    const until = Date.now() + CREATE_WAIT_MS;
+    for (;;) {
+      const batch = await this.client.openAiBatches.get(id);
+      if (batch || Date.now() > until) return batch;
+      await pause(100);
+    }
+  }
+
+  /** Aborts `stop` on a cancel, at the end of the batch's window, or on `handback`. */
+  private watch(batch: OpenAiBatchState, stop: AbortController, handback: AbortSignal) {
+    const abort = () => stop.abort();
+    handback.addEventListener("abort", abort);
+    if (handback.aborted) abort();
+    const expiry = setTimeout(abort, Math.max(0, batch.expires_at * 1000 - Date.now()));
+    const polling = setInterval(() => {
+      this.client.openAiBatches.status(batch.id).then(
+        (status) => status === "cancelling" && abort(),
+        () => undefined,
+      );
+    }, WATCH_MS);
+    return () => {
+      clearTimeout(expiry);
+      clearInterval(polling);
+      handback.removeEventListener("abort", abort);
+    };
+  }
+
+  /**
+   * Runs every line not yet answered, LINES_IN_FLIGHT at a time, reading the file a chunk at
+   * a time: the process holds one chunk and the lines in flight, whatever the file's size.
+   */
+  private async dispatch(batch: OpenAiBatchState, signal: AbortSignal): Promise<void> {
+    const store = this.client.openAiBatches;
+    const running = new Set<Promise<void>>();
+    let failure: { err: unknown } | undefined;
+    let index = 0;
+    try {
+      chunks: for await (const lines of this.client.files.lines(batch.input_file_id)) {
+        const answered = await store.answered(batch.id, index, lines.length);
+        for (let k = 0; k < lines.length; k++) {
+          if (answered[k]) continue;
+          while (running.size >= LINES_IN_FLIGHT) await Promise.race(running);
+          if (signal.aborted || failure) break chunks;
+          const one: Promise<void> = this.line(batch, index + k, lines[k] ?? "", signal)
+            .catch((err: unknown) => {
+              failure ??= { err };
+            })
+            .finally(() => running.delete(one));
+          running.add(one);
+        }
+        index += lines.length;
+      }
+    } finally {
+      await Promise.all(running);
+    }
+    if (failure) throw failure.err;
+  }
+
+  /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
+  private async line(
+    batch: OpenAiBatchState,
+    index: number,
+    raw: string,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { custom_id, url, body } = JSON.parse(raw) as {
+      custom_id: string;
+      url: string;
+      body: unknown;
+    };
+    const requestId = `req_${randomUUID().replaceAll("-", "")}`;
+    const answer = await this.answer(batch, url, body, requestId, signal);
+    if (!answer) return;
+    const ok = answer.status < 400;
+    const line = JSON.stringify({
+      id: lineId(batch.id, index),
+      custom_id,
+      response: { status_code: answer.status, request_id: requestId, body: answer.body },
+      error: null,
+    });
+    await this.client.openAiBatches.record(batch.id, index, ok, `${ok ? OK : FAILED}${line}`);
+  }
+
+  /**
+   * The line's answer as its route would give it, waiting out full queues and a model that is
+   * unavailable for now; undefined once the batch has stopped.
+   */
+  private async answer(
+    batch: OpenAiBatchState,
+    url: string,
+    body: unknown,
+    requestId: string,
+    signal: AbortSignal,
+  ): Promise<Answer | undefined> {
+    const endpoint = endpointOf(url)?.endpoint;
+    const kind = endpoint === undefined ? undefined : this.kinds.get(endpoint);
+    for (let attempt = 0; ; attempt++) {
+      const left = batch.expires_at * 1000 - Date.now();
+      if (signal.aborted || left <= 0) return undefined;
+      const opts: CallOptions = {
+        requestId,
+        tenant: { id: batch.owner, admin: false },
+        priority: BATCH_PRIORITY,
+        timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+      };
+      try {
+        if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
+        return { status: 200, body: await kind.run(url, body, opts, signal) };
+      } catch (err) {
+        if (signal.aborted) return undefined;
+        const error = toFerryError(err);
+        if (WAITED_OUT.includes(error.code)) {
+          await pause(backoffMs(attempt, error), signal);
+          continue;
+        }
+        if (error.code === "INTERNAL")
+          this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
+        return { status: httpStatus(error.code), body: errorBody(url, error) };
+      }
+    }
+  }
+
+  /**
+   * Writes the output and error files from the kept answers, in the input file's order (a line
+   * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
+   * whole if a runner dies midway, under the same file ids.
+   */
+  private async finalize(id: string): Promise<void> {
+    const store = this.client.openAiBatches;
+    let batch = await store.get(id);
+    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    if (batch.status !== "cancelling" && batch.status !== "finalizing") {
+      await store.transition(id, ["validating", "in_progress"], "finalizing");
+      batch = (await store.get(id)) ?? batch;
+    }
+    const ending: OpenAiBatchStatus =
+      batch.status === "cancelling"
+        ? "cancelled"
+        : batch.completed + batch.failed < batch.total
+          ? "expired"
+          : "completed";
+    const files = this.client.files;
+    const outputs = (kind: string, purpose: string) =>
+      new OutputFile(files, {
+        id: fileIdFor(id, kind),
+        owner: batch.owner,
+        filename: `${id}_${kind}.jsonl`,
+        purpose,
+      });
+    const output = outputs("output", "batch_output");
+    const errors = outputs("error", "batch_output");
+    await output.begin();
+    await errors.begin();
+    let index = 0;
+    for await (const lines of files.lines(batch.input_file_id)) {
+      const answers = await store.answers(id, index, lines.length);
+      for (let k = 0; k < lines.length; k++) {
+        const answer = answers[k];
+        if (answer === null || answer === undefined)
+          await errors.add(notRun(id, index + k, lines[k] ?? "", ending));
+        else if (answer.startsWith(OK)) await output.add(answer.slice(1));
+        else await errors.add(answer.slice(1));
+      }
+      index += lines.length;
+    }
+    if (index < batch.total) {
+      await Promise.all([
+        files.discard(fileIdFor(id, "output")),
+        files.discard(fileIdFor(id, "error")),
+      ]);
+      return this.fail(id, `its input file ${batch.input_file_id} is gone`);
+    }
+    const outputId = await output.close();
+    const errorId = await errors.close();
+    await store.finish(
+      id,
+      ending,
+      {
+        ...(outputId ? { output_file_id: outputId } : {}),
+        ...(errorId ? { error_file_id: errorId } : {}),
+      },
+      this.ttlS,
+    );
+  }
+
+  /** Ends a batch that cannot run, saying why. */
+  private async fail(id: string, message: string): Promise<void> {
+    const batch = await this.client.openAiBatches.get(id);
+    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    const errors = {
+      object: "list",
+      data: [
+        { code: "batch_failed", message: `Batch failed: ${message}`, param: null, line: null },
+      ],
+    };
+    await this.client.openAiBatches.finish(
+      id,
+      "failed",
+      { errors: JSON.stringify(errors) },
+      this.ttlS,
+    );
+  }
+}
+
+/** A line's id in the batch's files: the same whoever answers it. */
+function lineId(batch: string, index: number): string {
+  return `batch_req_${createHash("sha256").update(`${batch}:${index}`).digest("hex").slice(0, 32)}`;
+}
+
+/** The id of a batch's output or error file: the same however often it is written. */
+function fileIdFor(batch: string, kind: string): string {
+  return `file-${createHash("sha256").update(`${batch}:${kind}`).digest("hex").slice(0, 32)}`;
+}
+
+/** The error file's line for a line the batch never ran (cancelled, or out of its window). */
+function notRun(batch: string, index: number, raw: string, ending: OpenAiBatchStatus): string {
+  const { custom_id } = JSON.parse(raw) as { custom_id: string };
+  const error =
+    ending === "cancelled"
+      ? { code: "batch_cancelled", message: "This request was not run: its batch was cancelled." }
+      : {
+          code: "batch_expired",
+          message: "This request could not be executed before the completion window expired.",
+        };
+  return JSON.stringify({ id: lineId(batch, index), custom_id, response: null, error });
+}
+
+/** How long a line waits before it is sent again after a refusal, in ms. */
+function backoffMs(attempt: number, error: FerryError): number {
+  const asked = (error.retryAfterS ?? 0) * 1000;
+  return Math.max(asked, Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt));
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done);
+  });
+}

@@ -1,0 +1,50 @@
+import type { FileStore, NewFile } from "@ferry/transport";
+
+/** Bytes of lines gathered before they are stored as one chunk. */
+const CHUNK_BYTES = 256 * 1024;
+
+/**
+ * A file a batch writes (its output, its errors), a chunk of lines at a time: whatever its
+ * size, only one chunk is held. Nothing is kept of a file that got no line.
+ */
+export class OutputFile {
+  private pending: string[] = [];
+  private pendingBytes = 0;
+  private lines = 0;
+
+  constructor(
+    private readonly store: Pick<FileStore, "begin" | "append" | "finish" | "discard">,
+    private readonly file: NewFile,
+  ) {}
+
+  /** Starts it afresh (a batch whose finalizing was cut off writes it again, whole). */
+  begin(): Promise<void> {
+    return this.store.begin(this.file);
+  }
+
+  async add(line: string): Promise<void> {
+    this.pending.push(line);
+    this.pendingBytes += line.length;
+    this.lines++;
+    if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
+  }
+
+  /** Its id once whole, or undefined when it got no line (and is gone). */
+  async close(): Promise<string | undefined> {
+    await this.flush();
+    if (this.lines === 0) {
+      await this.store.discard(this.file.id);
+      return undefined;
+    }
+    return (await this.store.finish(this.file.id, this.file.owner, [])).id;
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const chunk = Buffer.from(`${this.pending.join("\n")}\n`);
+    const count = this.pending.length;
+    this.pending = [];
+    this.pendingBytes = 0;
+    await this.store.append(this.file.id, chunk, count);
+  }
+}

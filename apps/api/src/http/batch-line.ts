@@ -1,0 +1,43 @@
+import type { z } from "@hono/zod-openapi";
+import type { BatchEndpoint } from "./batch-endpoints.js";
+import type { CallOptions } from "./call.js";
+import { invalidInput } from "./errors.js";
+
+/**
+ * One endpoint's lines in an OpenAI-shaped batch: each protocol folder supplies its own (chat
+ * and completions, Responses, predict), handed to the batch runner at boot, so that a line is
+ * checked and answered exactly as that route's request would be without the batches folder
+ * knowing any protocol.
+ */
+export interface BatchLineKind {
+  readonly endpoint: BatchEndpoint;
+  /**
+   * What the route answers `body` (sent to `url`) with, or the error it fails with; `signal`
+   * stops it (the batch was cancelled or expired meanwhile).
+   */
+  run(url: string, body: unknown, opts: CallOptions, signal: AbortSignal): Promise<unknown>;
+}
+
+/** A line's body checked by its route's schema, failing as the route's validation fails. */
+export function lineBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  const checked = schema.safeParse(body);
+  if (!checked.success) throw invalidInput(checked.error.issues);
+  return checked.data;
+}
+
+/**
+ * A line's call options: the batch's (its tenant, the lowest priority, the deadline its window
+ * leaves), with the body's own deadline where it is shorter and its cache choice, as a route
+ * reads them from a body. A line's priority stays the batch's: batches yield to live traffic.
+ */
+export function lineOptions(
+  opts: CallOptions,
+  body: { timeout_ms?: number | null | undefined; cache?: boolean | null | undefined },
+): CallOptions {
+  const own = body.timeout_ms ?? undefined;
+  const timeoutMs =
+    own === undefined || opts.timeoutMs === undefined
+      ? opts.timeoutMs
+      : Math.min(own, opts.timeoutMs);
+  return { ...opts, timeoutMs, ...(typeof body.cache === "boolean" ? { cache: body.cache } : {}) };
+}
