@@ -118,7 +118,17 @@ describe("package order and cycles", () => {
 });
 
 /** The API's folders by protocol, and the shared ones any of them may use. */
-const PROTOCOLS = ["openai", "kserve-v2", "inference", "jobs", "batches", "admin", "health", "web"];
+const PROTOCOLS = [
+  "openai",
+  "kserve-v2",
+  "inference",
+  "jobs",
+  "batches",
+  "files",
+  "admin",
+  "health",
+  "web",
+];
 const SHARED = ["http", "middleware"];
 describe("the API's folders", () => {
   it("are by protocol, with at most ~10 files directly in src/", () => {

@@ -1,3 +1,4 @@
+import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eachKey } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
@@ -53,6 +54,39 @@ describe("every key a request leaves has a TTL or is removed", () => {
         return job.status === "succeeded";
       }, 30_000);
     // the worker's expiry follows BullMQ's own completion by a round trip
+    await waitFor(async () => (await keysWithoutTtl()).length === 0, 3_000).catch(() => {});
+    expect(await keysWithoutTtl()).toEqual([]);
+  });
+
+  it("after an OpenAI batch ran from an uploaded file, and another was cancelled", async () => {
+    const openai = new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+    const line = (k: number) =>
+      JSON.stringify({
+        custom_id: `r${k}`,
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features },
+      });
+    const jsonl = `${Array.from({ length: 5 }, (_, k) => line(k)).join("\n")}\n`;
+    const file = await openai.files.create({
+      file: await toFile(Buffer.from(jsonl), "rows.jsonl"),
+      purpose: "batch",
+    });
+    const create = () =>
+      openai.batches.create({
+        input_file_id: file.id,
+        endpoint: "/v1/models/digits/predict" as "/v1/chat/completions",
+        completion_window: "24h",
+      });
+    const ran = await create();
+    const other = await create();
+    // (one that finished first stays completed)
+    await openai.batches.cancel(other.id).catch(() => undefined);
+    for (const id of [ran.id, other.id])
+      await waitFor(async () => {
+        const batch = await openai.batches.retrieve(id);
+        return ["completed", "cancelled"].includes(batch.status);
+      }, 30_000);
     await waitFor(async () => (await keysWithoutTtl()).length === 0, 3_000).catch(() => {});
     expect(await keysWithoutTtl()).toEqual([]);
   });

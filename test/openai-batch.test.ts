@@ -1,0 +1,367 @@
+import { randomUUID } from "node:crypto";
+import OpenAI, { toFile } from "openai";
+import type { Batch } from "openai/resources/batches";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
+import { Stack, waitFor } from "./helpers/stack.js";
+
+// Two API keys: each is a tenant, and sees only its own files and batches.
+const stack = new Stack({
+  env: { WORKER_MODELS: "digits,tiny-lm" },
+  apiEnv: { API_KEYS: "k1,k2" },
+});
+beforeAll(() => stack.start());
+afterAll(() => stack.stop());
+
+const openai = (apiKey = "k1") => new OpenAI({ baseURL: stack.url("/v1"), apiKey, maxRetries: 0 });
+
+interface OutputLine {
+  id: string;
+  custom_id: string;
+  response: { status_code: number; request_id: string; body: Record<string, unknown> } | null;
+  error: { code: string; message: string } | null;
+}
+
+/** A JSONL file of `lines` (a string is a line as it is). */
+const jsonl = (lines: unknown[]) =>
+  `${lines.map((line) => (typeof line === "string" ? line : JSON.stringify(line))).join("\n")}\n`;
+
+async function upload(lines: unknown[], apiKey = "k1", headers: Record<string, string> = {}) {
+  const file = await toFile(Buffer.from(jsonl(lines)), "input.jsonl");
+  return openai(apiKey).files.create({ file, purpose: "batch" }, { headers });
+}
+
+async function batchOf(lines: unknown[], endpoint: string, window = "24h") {
+  const file = await upload(lines);
+  return openai().batches.create({
+    input_file_id: file.id,
+    endpoint: endpoint as "/v1/chat/completions",
+    completion_window: window as "24h",
+    metadata: { test: "openai-batch" },
+  });
+}
+
+const FINAL = ["completed", "failed", "expired", "cancelled"];
+
+async function finished(id: string, timeoutMs: number): Promise<Batch> {
+  let batch = await openai().batches.retrieve(id);
+  await waitFor(async () => {
+    batch = await openai().batches.retrieve(id);
+    return FINAL.includes(batch.status);
+  }, timeoutMs);
+  return batch;
+}
+
+async function contentOf(id: string | null | undefined): Promise<OutputLine[]> {
+  if (!id) return [];
+  const text = await (await openai().files.content(id)).text();
+  return text
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line) as OutputLine);
+}
+
+/** Every line of a finished batch's files, checked answered exactly once. */
+async function answersOf(batch: Batch, customIds: string[]) {
+  const output = await contentOf(batch.output_file_id);
+  const errors = await contentOf(batch.error_file_id);
+  const seen = [...output, ...errors].map((line) => line.custom_id);
+  expect(seen.sort()).toEqual([...customIds].sort());
+  expect(batch.request_counts?.total).toBe(customIds.length);
+  expect(batch.request_counts?.completed).toBe(output.length);
+  expect(batch.request_counts?.failed).toBe(errors.filter((line) => line.response).length);
+  return { output, errors };
+}
+
+const chatBody = (k: number, maxTokens = 8) => ({
+  model: "tiny-lm",
+  messages: [{ role: "user" as const, content: `Tell me a fortune, number ${k}.` }],
+  max_tokens: maxTokens,
+  temperature: 0,
+});
+const chatLine = (k: number, maxTokens = 8) => ({
+  custom_id: `chat-${k}`,
+  method: "POST",
+  url: "/v1/chat/completions",
+  body: chatBody(k, maxTokens),
+});
+
+describe("the Batch API with the openai client", () => {
+  it("runs a chat batch on tiny-lm: each answer is the chat route's, an invalid line in the error file", async () => {
+    const lines = [
+      ...Array.from({ length: 6 }, (_, k) => chatLine(k)),
+      { custom_id: "bad", method: "POST", url: "/v1/chat/completions", body: { model: "tiny-lm" } },
+    ];
+    const created = await batchOf(lines, "/v1/chat/completions");
+    expect(created).toMatchObject({
+      object: "batch",
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+      metadata: { test: "openai-batch" },
+      request_counts: { total: 7, completed: 0, failed: 0 },
+    });
+    expect(created.id).toMatch(/^batch_/);
+    const batch = await finished(created.id, 60_000);
+    expect(batch.status).toBe("completed");
+    expect(batch.request_counts).toEqual({ total: 7, completed: 6, failed: 1 });
+    for (const at of ["in_progress_at", "finalizing_at", "completed_at"] as const)
+      expect(batch[at]).toBeGreaterThanOrEqual(batch.created_at);
+    const { output, errors } = await answersOf(
+      batch,
+      lines.map((line) => line.custom_id),
+    );
+    for (const line of output) {
+      expect(line.id).toMatch(/^batch_req_/);
+      expect(line.error).toBeNull();
+      expect(line.response?.status_code).toBe(200);
+      const k = Number(line.custom_id.slice(5));
+      const sync = await openai().chat.completions.create(chatBody(k));
+      const body = line.response?.body as unknown as typeof sync;
+      expect(body.object).toBe("chat.completion");
+      expect(body.choices[0]?.message.content).toBe(sync.choices[0]?.message.content);
+      expect(body.choices[0]?.finish_reason).toBe(sync.choices[0]?.finish_reason);
+      // (the prefix cache's share of the prompt depends on what ran before)
+      expect(body.usage?.completion_tokens).toBe(sync.usage?.completion_tokens);
+      expect(body.usage?.prompt_tokens).toBe(sync.usage?.prompt_tokens);
+    }
+    const bad = errors.find((line) => line.custom_id === "bad");
+    expect(bad?.response?.status_code).toBe(400);
+    const syncError = await fetch(stack.url("/v1/chat/completions"), {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer k1" },
+      body: JSON.stringify({ model: "tiny-lm" }),
+    });
+    expect(syncError.status).toBe(400);
+    expect(bad?.response?.body).toEqual(await syncError.json());
+  });
+
+  it("runs a predict batch on digits: each answer is the predict route's, a bad row in the error file", async () => {
+    const rows = samples.digits.inputs.slice(0, 40);
+    const lines = [
+      ...rows.map((features, k) => ({
+        custom_id: `row-${k}`,
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features },
+      })),
+      {
+        custom_id: "short",
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features: [1, 2] },
+      },
+    ];
+    const created = await batchOf(lines, "/v1/models/digits/predict");
+    const batch = await finished(created.id, 60_000);
+    expect(batch.status).toBe("completed");
+    expect(batch.request_counts).toEqual({ total: 41, completed: 40, failed: 1 });
+    const { output, errors } = await answersOf(
+      batch,
+      lines.map((line) => line.custom_id),
+    );
+    for (const line of output) {
+      const k = Number(line.custom_id.slice(4));
+      const sync = (await (
+        await stack.post(
+          "/v1/models/digits/predict",
+          { features: rows[k] },
+          { authorization: "Bearer k1" },
+        )
+      ).json()) as Record<string, unknown>;
+      const answer = line.response?.body ?? {};
+      expect(answer.prediction).toBe(sync.prediction);
+      expect(answer.scores).toEqual(sync.scores);
+      expect(answer.model_version).toBe(sync.model_version);
+    }
+    const short = await stack.post(
+      "/v1/models/digits/predict",
+      { features: [1, 2] },
+      { authorization: "Bearer k1" },
+    );
+    expect(errors[0]?.response?.status_code).toBe(short.status);
+    expect(errors[0]?.response?.body).toEqual(await short.json());
+  });
+
+  it("cancels a batch midway: what ran is kept, the rest is cancelled, the counts add up", async () => {
+    const lines = Array.from({ length: 300 }, (_, k) => chatLine(k, 120));
+    const created = await batchOf(lines, "/v1/chat/completions");
+    await waitFor(
+      async () =>
+        ((await openai().batches.retrieve(created.id)).request_counts?.completed ?? 0) >= 2,
+      60_000,
+    );
+    const cancelling = await openai().batches.cancel(created.id);
+    expect(["cancelling", "cancelled"]).toContain(cancelling.status);
+    const batch = await finished(created.id, 60_000);
+    expect(batch.status).toBe("cancelled");
+    expect(batch.cancelling_at).toBeGreaterThan(0);
+    expect(batch.cancelled_at).toBeGreaterThanOrEqual(batch.cancelling_at ?? 0);
+    const { output, errors } = await answersOf(
+      batch,
+      lines.map((line) => line.custom_id),
+    );
+    expect(output.length).toBeGreaterThanOrEqual(2);
+    const notRun = errors.filter((line) => line.error?.code === "batch_cancelled");
+    expect(notRun.length).toBeGreaterThan(0);
+    expect(output.length + errors.length).toBe(300);
+    // a finished batch cannot be cancelled again into another state
+    expect((await openai().batches.cancel(created.id)).status).toBe("cancelled");
+  }, 150_000);
+
+  it("expires a batch at the end of its completion window, keeping what finished", async () => {
+    const lines = Array.from({ length: 300 }, (_, k) => chatLine(k + 1_000, 120));
+    const created = await batchOf(lines, "/v1/chat/completions", "3s");
+    expect(created.expires_at - created.created_at).toBe(3);
+    const batch = await finished(created.id, 60_000);
+    expect(batch.status).toBe("expired");
+    expect(batch.expired_at).toBeGreaterThanOrEqual(created.expires_at);
+    const { output, errors } = await answersOf(
+      batch,
+      lines.map((line) => line.custom_id),
+    );
+    const expired = errors.filter((line) => line.error?.code === "batch_expired");
+    expect(expired.length).toBeGreaterThan(0);
+    expect(expired[0]?.response).toBeNull();
+    for (const line of output) expect(line.response?.status_code).toBe(200);
+  }, 120_000);
+
+  it("lists batches newest first, a page at a time", async () => {
+    const page = await openai().batches.list({ limit: 2 });
+    expect(page.data).toHaveLength(2);
+    const next = await openai().batches.list({ limit: 2, after: page.data[1]?.id });
+    expect(next.data[0]?.id).not.toBe(page.data[0]?.id);
+    expect(next.data[0]?.created_at ?? 0).toBeLessThanOrEqual(page.data[1]?.created_at ?? 0);
+    const all: string[] = [];
+    for await (const batch of openai().batches.list({ limit: 1 })) all.push(batch.id);
+    expect(new Set(all).size).toBe(all.length);
+    expect(all.length).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe("files", () => {
+  it("refuses an invalid line or a repeated custom_id at upload, naming its line", async () => {
+    const refused = (lines: unknown[]) =>
+      upload(lines).then(
+        () => undefined,
+        (err: unknown) => err as InstanceType<typeof OpenAI.APIError>,
+      );
+    const good = chatLine(1);
+    const repeated = await refused([good, chatLine(2), good]);
+    expect(repeated?.status).toBe(400);
+    expect(repeated?.message).toMatch(/line 3 has custom_id "chat-1"/);
+    const wrongUrl = await refused([good, { ...chatLine(2), url: "/v1/embeddings" }]);
+    expect(wrongUrl?.message).toMatch(/line 2 has url "\/v1\/embeddings"/);
+    const notJson = await refused(["{"]);
+    expect(notJson?.message).toMatch(/line 1 is not valid JSON/);
+  });
+
+  it("keeps a file's bytes as sent, lists it, and deletes it", async () => {
+    const file = await upload([chatLine(1), chatLine(2)]);
+    expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "input.jsonl" });
+    expect(file.bytes).toBe(Buffer.byteLength(jsonl([chatLine(1), chatLine(2)])));
+    expect(await (await openai().files.content(file.id)).text()).toBe(
+      jsonl([chatLine(1), chatLine(2)]),
+    );
+    expect((await openai().files.retrieve(file.id)).id).toBe(file.id);
+    const listed = await openai().files.list({ purpose: "batch" });
+    expect(listed.data.map((f) => f.id)).toContain(file.id);
+    expect(await openai().files.delete(file.id)).toMatchObject({ id: file.id, deleted: true });
+    await expect(openai().files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
+  });
+
+  it("refuses a batch whose lines' urls are not its endpoint", async () => {
+    const file = await upload([chatLine(1)]);
+    await expect(
+      openai().batches.create({
+        input_file_id: file.id,
+        endpoint: "/v1/completions",
+        completion_window: "24h",
+      }),
+    ).rejects.toMatchObject({ status: 400 });
+  });
+});
+
+describe("tenants", () => {
+  it("another API key can read neither the files nor the batches", async () => {
+    const file = await upload([chatLine(1)]);
+    const batch = await openai().batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+    });
+    const other = openai("k2");
+    await expect(other.files.retrieve(file.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.content(file.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.files.delete(file.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.batches.retrieve(batch.id)).rejects.toMatchObject({ status: 404 });
+    await expect(other.batches.cancel(batch.id)).rejects.toMatchObject({ status: 404 });
+    await expect(
+      other.batches.create({
+        input_file_id: file.id,
+        endpoint: "/v1/chat/completions",
+        completion_window: "24h",
+      }),
+    ).rejects.toMatchObject({ status: 404 });
+    expect((await other.files.list()).data.map((f) => f.id)).not.toContain(file.id);
+    expect((await other.batches.list()).data.map((b) => b.id)).not.toContain(batch.id);
+    const done = await finished(batch.id, 60_000);
+    await expect(other.files.content(done.output_file_id ?? "")).rejects.toMatchObject({
+      status: 404,
+    });
+  });
+});
+
+describe("Idempotency-Key", () => {
+  it("a retried files.create or batches.create gets the same id, never a second one", async () => {
+    const key = randomUUID();
+    const lines = [chatLine(1)];
+    const first = await upload(lines, "k1", { "Idempotency-Key": key });
+    const { data: again, response } = await openai()
+      .files.create(
+        { file: await toFile(Buffer.from(jsonl(lines)), "input.jsonl"), purpose: "batch" },
+        { headers: { "Idempotency-Key": key } },
+      )
+      .withResponse();
+    expect(again.id).toBe(first.id);
+    expect(response.headers.get("idempotent-replayed")).toBe("true");
+    // the same key with another file is another request
+    await expect(upload([chatLine(2)], "k1", { "Idempotency-Key": key })).rejects.toMatchObject({
+      status: 422,
+    });
+
+    const batchKey = randomUUID();
+    const params = {
+      input_file_id: first.id,
+      endpoint: "/v1/chat/completions" as const,
+      completion_window: "24h" as const,
+    };
+    const batch = await openai().batches.create(params, {
+      headers: { "Idempotency-Key": batchKey },
+    });
+    const retry = await openai().batches.create(params, {
+      headers: { "Idempotency-Key": batchKey },
+    });
+    expect(retry.id).toBe(batch.id);
+    const listed = (await openai().batches.list()).data.filter((b) => b.input_file_id === first.id);
+    expect(listed).toHaveLength(1);
+  });
+});
+
+describe("Ferry's own batches beside OpenAI's", () => {
+  it("a {model, items} batch still runs on POST /v1/batches and reads on GET /v1/batches/{id}", async () => {
+    const items = [{ key: "a", features: samples.digits.inputs[0] }];
+    const res = await stack.post(
+      "/v1/batches",
+      { model: "digits", items },
+      { authorization: "Bearer k1" },
+    );
+    expect(res.status).toBe(202);
+    const { id } = (await res.json()) as { id: string };
+    await waitFor(async () => {
+      const status = (await (
+        await fetch(stack.url(`/v1/batches/${id}`), { headers: { authorization: "Bearer k1" } })
+      ).json()) as { status: string };
+      return status.status === "completed";
+    }, 30_000);
+  });
+});
