@@ -22,7 +22,7 @@ import { Stack } from "./helpers/stack.js";
 
 const DOCS = "docs/model-repository.md";
 
-/** The model.json the docs' step 3 shows, and its table from config.json's fields. */
+/** The model.json the docs' step 3 shows. */
 function documentedModelJson(): Record<string, unknown> {
   const text = readFileSync(DOCS, "utf8");
   const section = text.slice(text.indexOf("## Serve your Optimum export"));
@@ -31,7 +31,7 @@ function documentedModelJson(): Record<string, unknown> {
   return JSON.parse(block) as Record<string, unknown>;
 }
 
-/** Step 3's table: model.json's architecture from an export's config.json. */
+/** Step 3's list: model.json's architecture from an export's config.json. */
 function architectureOf(hf: Record<string, number>) {
   return {
     n_layer: hf.num_hidden_layers,
