@@ -226,7 +226,7 @@ def references(model):
         for fault in ({"position_shift": 1}, {"swap_heads": True}):
             wrong, _ = greedy(model, p["prompt_ids"], p["max_tokens"], **fault)
             assert wrong != ids, f"{p['name']}: a cache fed with {fault} decodes the same tokens"
-    # logits are of order 10; batching and padding move them by about 1e-5
+    # the top logits are about 16; float32 rounding in another batch shape moves them by ~1e-5
     assert smallest > 1e-3, f"a greedy pick wins by {smallest} only"
     jobs = [{"ids": p["prompt_ids"], "max_tokens": p["max_tokens"]} for p in prompts]
     path = os.path.join(OUT_DIR, "1", "model.onnx")
