@@ -1,8 +1,9 @@
 import { readFileSync } from "node:fs";
+import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
-import { Stack } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 
 // The API runs with a 64 MB heap cap: a batch held whole in memory (~20 MB of NDJSON, ~70 MB
 // once parsed) would crash it, so the 100k-item test proves streaming, not just a low reading.
@@ -90,6 +91,57 @@ describe("offline batch prediction", () => {
     };
     expect(typeof stored.prediction).toBe("number");
   }, 180_000);
+
+  it("runs an OpenAI batch of 50,000 predict lines through the same 64 MB API, file and answers streamed", async () => {
+    const N = 50_000;
+    const openai = new OpenAI({ baseURL: stack.url("/v1"), apiKey: "unused", maxRetries: 0 });
+    const pid = stack.api.child.pid ?? 0;
+    const before = rssMb(pid);
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, rssMb(pid));
+    }, 100);
+    const lines: string[] = [];
+    for (let k = 0; k < N; k++)
+      lines.push(
+        JSON.stringify({
+          custom_id: `r${k}`,
+          method: "POST",
+          url: "/v1/models/digits/predict",
+          body: { features: samples.digits.inputs[k % 64] },
+        }),
+      );
+    const started = Date.now();
+    const file = await openai.files.create({
+      file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "rows.jsonl"),
+      purpose: "batch",
+    });
+    const uploaded = Date.now();
+    let batch = await openai.batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/models/digits/predict" as "/v1/chat/completions",
+      completion_window: "24h",
+    });
+    await waitFor(async () => {
+      batch = await openai.batches.retrieve(batch.id);
+      return batch.status === "completed";
+    }, 170_000);
+    clearInterval(sampler);
+    expect(batch.request_counts).toEqual({ total: N, completed: N, failed: 0 });
+    const output = await (await openai.files.content(batch.output_file_id ?? "")).text();
+    const ids = new Set<string>();
+    for (const line of output.split("\n")) {
+      if (line === "") continue;
+      ids.add((JSON.parse(line) as { custom_id: string }).custom_id);
+    }
+    expect(ids.size).toBe(N);
+    const rate = Math.round(N / ((Date.now() - uploaded) / 1000));
+    console.log(
+      `OpenAI batch of ${N}: uploaded in ${uploaded - started} ms, ${rate} lines/s; API RSS ${before.toFixed(0)} MB before, ${peak.toFixed(0)} MB at peak`,
+    );
+    expect(exited(stack.api.child)).toBe(false);
+    expect(peak - before).toBeLessThan(100);
+  }, 240_000);
 
   it("rejects a bad item, naming its line", async () => {
     const res = await fetch(stack.url("/v1/batches?model=digits"), {
