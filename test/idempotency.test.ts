@@ -170,7 +170,7 @@ describe("Idempotency-Key on POST /v1/jobs", () => {
     const doc = (await (await fetch(stack.url("/openapi.json"))).json()) as {
       paths: Record<string, Record<string, { parameters?: Array<{ name: string; in: string }> }>>;
     };
-    for (const path of ["/v1/jobs", "/v1/batches", "/v1/responses"]) {
+    for (const path of ["/v1/jobs", "/v1/batches", "/v1/files", "/v1/responses"]) {
       const params = doc.paths[path]?.post?.parameters ?? [];
       expect(
         params.some((p) => p.in === "header" && p.name === "idempotency-key"),

@@ -183,6 +183,8 @@ async function shutdown(signal: string): Promise<void> {
   if (draining) return;
   draining = true;
   drain.abort();
+  // batches running here go to another replica now, not after the drain
+  void client.openAiBatches.close();
   log.info(
     { signal, open: inFlight.size, streams: streams.open },
     "draining: no new connections, finishing open requests",

@@ -135,11 +135,11 @@ export function registerFiles(app: OpenAPIHono<HonoEnv>): void {
   app.openAPIRegistry.registerPath(uploadRoute);
   app.post("/v1/files", async (c) => {
     const { files, env } = c.get("services");
-    const boundary = boundaryOf(c.req.header("Content-Type"));
     const incoming = c.env.incoming;
-    const body = upTo(bodyChunks(incoming), env.MAX_FILE_BYTES + FORM_OVERHEAD_BYTES);
-    const { items, streamed } = parsedFingerprint(c, multipartEvents(body, boundary), digestOf);
     try {
+      const boundary = boundaryOf(c.req.header("Content-Type"));
+      const body = upTo(bodyChunks(incoming), env.MAX_FILE_BYTES + FORM_OVERHEAD_BYTES);
+      const { items, streamed } = parsedFingerprint(c, multipartEvents(body, boundary), digestOf);
       return await idempotently(c, streamed, async ({ createdId, takeover }) =>
         c.json(await files.upload(items, c.get("tenant"), createdId, takeover), 200),
       );

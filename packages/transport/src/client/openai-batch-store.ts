@@ -153,6 +153,7 @@ export class OpenAiBatchStore {
   private readonly index: OwnerIndex;
   private worker: Worker | undefined;
   private workerConnection: RedisClient | undefined;
+  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly redis: RedisClient,
@@ -321,8 +322,16 @@ export class OpenAiBatchStore {
     this.worker.on("error", () => {});
   }
 
-  /** Stops running batches here: those running go back to the queue for another runner. */
-  async close(): Promise<void> {
+  /**
+   * Stops running batches here (at once, and once however often it is called): those running
+   * go back to the queue for another runner.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.stop();
+    return this.closing;
+  }
+
+  private async stop(): Promise<void> {
     const worker = this.worker;
     if (!worker) return;
     worker.cancelAllJobs("this API process is stopping");
