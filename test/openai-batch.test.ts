@@ -211,10 +211,10 @@ describe("the Batch API with the openai client", () => {
   it("expires a batch at the end of its completion window, keeping what finished", async () => {
     const lines = Array.from({ length: 300 }, (_, k) => chatLine(k + 1_000, 120));
     const created = await batchOf(lines, "/v1/chat/completions", "3s");
-    expect(created.expires_at - created.created_at).toBe(3);
+    expect((created.expires_at ?? 0) - created.created_at).toBe(3);
     const batch = await finished(created.id, 60_000);
     expect(batch.status).toBe("expired");
-    expect(batch.expired_at).toBeGreaterThanOrEqual(created.expires_at);
+    expect(batch.expired_at).toBeGreaterThanOrEqual(created.expires_at ?? 0);
     const { output, errors } = await answersOf(
       batch,
       lines.map((line) => line.custom_id),
@@ -228,7 +228,7 @@ describe("the Batch API with the openai client", () => {
   it("lists batches newest first, a page at a time", async () => {
     const page = await openai().batches.list({ limit: 2 });
     expect(page.data).toHaveLength(2);
-    const next = await openai().batches.list({ limit: 2, after: page.data[1]?.id });
+    const next = await openai().batches.list({ limit: 2, after: page.data[1]?.id ?? "" });
     expect(next.data[0]?.id).not.toBe(page.data[0]?.id);
     expect(next.data[0]?.created_at ?? 0).toBeLessThanOrEqual(page.data[1]?.created_at ?? 0);
     const all: string[] = [];
