@@ -1,6 +1,7 @@
 export * from "./batch.js";
 export * from "./control.js";
 export * from "./deployment-env.js";
+export * from "./embedder-config.js";
 export * from "./errors.js";
 export * from "./generation.js";
 export * from "./jobs.js";

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { embeddingConfigSchema } from "./embedder-config.js";
 import { timeoutMsSchema } from "./jobs.js";
 
 /** Tensor element types, named as KServe's Open Inference Protocol names them. */
@@ -33,7 +34,7 @@ export const MODEL_NAME = /^[a-z0-9][a-z0-9._-]*$/;
 export const modelConfigSchema = z
   .object({
     name: z.string().regex(MODEL_NAME, "lowercase letters, digits, . _ -"),
-    kind: z.enum(["classifier", "generator"]),
+    kind: z.enum(["classifier", "generator", "embedder"]),
     platform: z.literal("onnxruntime_onnx").default("onnxruntime_onnx"),
     description: z.string().default(""),
     inputs: z.array(tensorSpecSchema).min(1),
@@ -88,9 +89,44 @@ export const modelConfigSchema = z
     tool_call_parser: z.enum(["hermes", "llama3_json"]).optional(),
     architecture: z.record(z.string(), z.unknown()).optional(),
     scheduler: z.record(z.string(), z.unknown()).optional(),
+    /** An embedder's pooling and budgets (`embedder-config.ts`). */
+    embedding: embeddingConfigSchema.optional(),
   })
   .refine((config) => !config.inline || config.instance_count === 1, {
     message: "inline runs one instance, on the event loop: instance_count must be 1",
     path: ["inline"],
+  })
+  .superRefine((config, ctx) => {
+    if (config.kind !== "embedder") return;
+    if (!config.embedding)
+      ctx.addIssue({
+        code: "custom",
+        message: "an embedder needs its pooling and max_tokens",
+        path: ["embedding"],
+      });
+    if (!config.tokenizer)
+      ctx.addIssue({
+        code: "custom",
+        message: "an embedder needs its tokenizer",
+        path: ["tokenizer"],
+      });
+    // the API checks a request's `dimensions` against model.json alone, before any worker runs
+    const hidden = config.outputs[0]?.dims.at(-1) ?? -1;
+    if (hidden <= 0)
+      ctx.addIssue({
+        code: "custom",
+        message: "an embedder's output ends with its hidden width, a fixed number",
+        path: ["outputs"],
+      });
+    const widest = Math.max(
+      config.embedding?.dimensions ?? 0,
+      ...(config.embedding?.matryoshka_dimensions ?? []),
+    );
+    if (hidden > 0 && widest > hidden)
+      ctx.addIssue({
+        code: "custom",
+        message: `dimensions of ${widest} are wider than the hidden width ${hidden}`,
+        path: ["embedding"],
+      });
   });
 export type ModelConfig = z.infer<typeof modelConfigSchema>;
