@@ -1,3 +1,4 @@
+export * from "./embedding-tokens.js";
 export * from "./hf-tokenizer.js";
 export * from "./load-tokenizer.js";
 export * from "./model-repository.js";

@@ -65,7 +65,8 @@ export function generatorMismatch(
   return declaredMismatch(declared, graph, file, undefined) ?? kvLayoutMismatch(shape, graph, file);
 }
 
-function declaredMismatch(
+/** Each tensor model.json declares against the graph's (`maxBatch`: a classifier's batch size). */
+export function declaredMismatch(
   declared: DeclaredTensors,
   graph: GraphSignature,
   file: string,

@@ -1,4 +1,5 @@
 export * from "./batch-runner.js";
+export * from "./embedder-check.js";
 export * from "./graph-check.js";
 export * from "./graph-signature.js";
 export * from "./in-process-session.js";
