@@ -10,12 +10,16 @@ import { type ExecutionProvider, GraphMismatchError } from "@ferry/runtime";
 import type { WorkerTransport } from "@ferry/transport";
 import type { Logger } from "pino";
 import { ClassifierServer } from "./classifier/classifier-server.js";
+import { EmbedderServer } from "./embedder/embedder-server.js";
 import { GeneratorServer } from "./generation/generator-server.js";
 import type { WorkerMetrics } from "./metrics.js";
 import { crashOnTestMarker } from "./test-crash.js";
 
+/** What serves a version's rows (a classifier's or an embedder's) or its completions. */
+type Server = ClassifierServer | EmbedderServer | GeneratorServer;
+
 interface Served {
-  server: ClassifierServer | GeneratorServer;
+  server: Server;
   /** What was loaded, to tell whether a reload has anything new to load. */
   fingerprint: string;
 }
@@ -255,13 +259,18 @@ export class ModelHost {
     if (fresh.length > 0) this.advertised = this.options.onServing?.() ?? Promise.resolve();
   }
 
-  private open(
-    entry: ModelEntry,
-    version: string,
-    path: string,
-  ): Promise<ClassifierServer | GeneratorServer> {
+  private open(entry: ModelEntry, version: string, path: string): Promise<Server> {
     const { config, dir } = entry;
     const { executionProvider } = this.options;
+    if (config.kind === "embedder")
+      return EmbedderServer.load(
+        config,
+        version,
+        dir,
+        executionProvider,
+        this.metrics,
+        this.transport.stats,
+      );
     return config.kind === "generator"
       ? GeneratorServer.load(
           config,
@@ -301,7 +310,7 @@ export class ModelHost {
     // Enough jobs in flight to fill every instance's batch while the previous one computes.
     const concurrency = config.max_batch_size * config.instance_count * 2;
     this.transport.consume(queue, { concurrency, ...lock }, (row, job, ctx) =>
-      (current() as ClassifierServer).handle(row, ctx, job.accepted_at),
+      (current() as ClassifierServer | EmbedderServer).handle(row, ctx, job.accepted_at),
     );
   }
 }

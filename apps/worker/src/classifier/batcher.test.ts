@@ -22,7 +22,7 @@ function recorder(fail?: (x: number) => boolean) {
 const flush = () => new Promise((r) => setImmediate(r));
 const far = 1e12;
 
-function setup(options: Partial<BatcherOptions> = {}, fail?: (x: number) => boolean) {
+function setup(options: Partial<BatcherOptions<number>> = {}, fail?: (x: number) => boolean) {
   const clock = new FakeClock();
   const rec = recorder(fail);
   const batcher = new Batcher(
@@ -164,5 +164,55 @@ describe("Batcher", () => {
     await p;
     await batcher.idle();
     expect(clock.pendingTimers).toBe(0);
+  });
+});
+
+describe("Batcher with a token budget (TEI's max_batch_tokens)", () => {
+  // each row is its own token count; a batch's cost is its rows times its longest row
+  const budget = { maxBatchTokens: 100, tokensOf: (x: number) => x };
+
+  it("closes a batch once one more row would pass the padded budget, before max_batch_size", async () => {
+    const { batcher, batches, release, clock } = setup({ maxBatchSize: 8, tokenBudget: budget });
+    const rows = [30, 30, 30].map((x) => batcher.submit(x, far));
+    expect(batches).toEqual([]); // 3 x 30 = 90 fits: it waits for company
+    rows.push(batcher.submit(30, far)); // 4 x 30 = 120 would not
+    expect(batches).toEqual([[30, 30, 30]]);
+    release.shift()?.();
+    await flush();
+    clock.advance(10);
+    expect(batches).toEqual([[30, 30, 30], [30]]);
+    release.shift()?.();
+    expect((await Promise.all(rows)).map((o) => o.batchSize)).toEqual([3, 3, 3, 1]);
+  });
+
+  it("counts padding: short rows beside a long one cost the long one's length", () => {
+    const { batcher, batches } = setup({ maxBatchSize: 8, tokenBudget: budget });
+    for (const x of [10, 10, 60]) void batcher.submit(x, far);
+    // 3 x 60 = 180: the short pair goes, the long row starts the next batch
+    expect(batches).toEqual([[10, 10]]);
+  });
+
+  it("runs a row over the budget alone, never refused", async () => {
+    const { batcher, batches, release, clock } = setup({ maxBatchSize: 8, tokenBudget: budget });
+    const big = batcher.submit(150, far);
+    const small = batcher.submit(5, far);
+    expect(batches).toEqual([[150]]);
+    release.shift()?.();
+    await flush();
+    clock.advance(10);
+    expect(batches).toEqual([[150], [5]]);
+    release.shift()?.();
+    expect((await big).output).toBe(1500);
+    expect((await small).output).toBe(50);
+  });
+
+  it("fills a batch past rows that left on the way (their deadline passed), within the budget", () => {
+    const { batcher, batches, clock } = setup({ maxBatchSize: 8, tokenBudget: budget });
+    void batcher.submit(40, far);
+    batcher.submit(10, 5).catch(() => undefined);
+    clock.advance(5);
+    // 40, 10 and 40 would pad to 120: a batch closes at two rows, and the 10 is dead by now
+    void batcher.submit(40, far);
+    expect(batches).toEqual([[40, 40]]);
   });
 });

@@ -1,7 +1,17 @@
 import { FerryError } from "@ferry/protocol";
 import { type Clock, systemClock } from "./clock.js";
 
-export interface BatcherOptions {
+/**
+ * TEI's `max_batch_tokens`, for rows of varying length padded to their batch's longest: a
+ * batch is full once one more row would take its padded tokens (rows times the longest row)
+ * past `maxBatchTokens`, whatever its row count. A row over the budget alone runs alone.
+ */
+export interface TokenBudget<I> {
+  maxBatchTokens: number;
+  tokensOf: (input: I) => number;
+}
+
+export interface BatcherOptions<I = unknown> {
   /** Rows in one batch at most. */
   maxBatchSize: number;
   /** Sizes that dispatch at once, without waiting for the queue delay (Triton's preferred_batch_size). */
@@ -10,6 +20,8 @@ export interface BatcherOptions {
   maxQueueDelayMs: number;
   /** Batches that run at once: one per model instance. @defaultValue 1 */
   concurrency?: number;
+  /** Closes batches by padded tokens too (an embedder's); rows only without it. */
+  tokenBudget?: TokenBudget<I>;
 }
 
 /** Runs one batch; returns one output per input, in order. */
@@ -55,7 +67,7 @@ export class Batcher<I, O> {
 
   constructor(
     private readonly execute: BatchExecutor<I, O>,
-    private readonly options: BatcherOptions,
+    private readonly options: BatcherOptions<I>,
     private readonly clock: Clock = systemClock,
   ) {
     this.concurrency = options.concurrency ?? 1;
@@ -105,27 +117,69 @@ export class Batcher<I, O> {
   }
 
   /**
-   * Up to `n` rows from the front of the queue; rows whose deadline passed or whose caller
-   * cancelled leave on the way, unrun. Rows are looked at only as they are taken: a check of
-   * the whole queue at every submit made a deep queue (a batch job's thousands of rows)
-   * quadratic.
+   * Up to `n` rows from the front of the queue, within the token budget; rows whose deadline
+   * passed or whose caller cancelled leave on the way, unrun. Rows are looked at only as they
+   * are taken: a check of the whole queue at every submit made a deep queue (a batch job's
+   * thousands of rows) quadratic.
    */
   private takeLive(n: number): Item<I, O>[] {
     const now = this.clock.now();
     const batch: Item<I, O>[] = [];
+    const padded = this.paddedTokens();
     let k = 0;
     while (batch.length < n && k < this.queue.length) {
-      const item = this.queue[k++] as Item<I, O>;
-      if (!this.dropIfDead(item, now)) batch.push(item);
+      const item = this.queue[k] as Item<I, O>;
+      if (this.dropIfDead(item, now)) {
+        k++;
+        continue;
+      }
+      if (padded && batch.length > 0 && !padded.fits(item.input)) break;
+      padded?.add(item.input);
+      batch.push(item);
+      k++;
     }
     this.queue.splice(0, k);
     return batch;
   }
 
+  /** A batch's padded tokens as rows join it, when the batcher has a token budget. */
+  private paddedTokens(): { fits(input: I): boolean; add(input: I): void } | undefined {
+    const budget = this.options.tokenBudget;
+    if (!budget) return undefined;
+    let rows = 0;
+    let longest = 0;
+    return {
+      fits: (input) =>
+        (rows + 1) * Math.max(longest, budget.tokensOf(input)) <= budget.maxBatchTokens,
+      add: (input) => {
+        rows++;
+        longest = Math.max(longest, budget.tokensOf(input));
+      },
+    };
+  }
+
+  /**
+   * Rows from the front that one batch can hold: `maxBatchSize`, or fewer where the token
+   * budget closes the batch first (at least one: a row over the budget runs alone).
+   */
+  private batchCapacity(): number {
+    const max = this.options.maxBatchSize;
+    const padded = this.paddedTokens();
+    if (!padded) return max;
+    let k = 0;
+    for (const item of this.queue) {
+      if (k >= max || (k > 0 && !padded.fits(item.input))) break;
+      padded.add(item.input);
+      k++;
+    }
+    // every row queued fits: the batch is as full as the row count says
+    return k === this.queue.length ? max : k;
+  }
+
   /** How many rows to dispatch now; 0 means wait for more rows or for the delay. */
   private batchSizeNow(): number {
     const n = this.queue.length;
-    const max = this.options.maxBatchSize;
+    const max = this.batchCapacity();
     if (n >= max) return max;
     const preferred = this.preferred.find((size) => size <= n);
     if (preferred !== undefined) return preferred;
