@@ -182,6 +182,64 @@ describe("the Batch API with the openai client", () => {
     expect(errors[0]?.response?.body).toEqual(await short.json());
   });
 
+  it("runs /v1/completions and /v1/responses batches as their routes answer", async () => {
+    const completion = {
+      model: "tiny-lm",
+      prompt: "Once upon a time",
+      max_tokens: 8,
+      temperature: 0,
+    };
+    const response = {
+      model: "tiny-lm",
+      input: "Tell me a fortune.",
+      max_output_tokens: 8,
+      temperature: 0,
+    };
+    const runs = [
+      { endpoint: "/v1/completions", body: completion },
+      { endpoint: "/v1/responses", body: response },
+    ];
+    for (const { endpoint, body } of runs) {
+      const created = await batchOf(
+        [{ custom_id: "one", method: "POST", url: endpoint, body }],
+        endpoint,
+      );
+      const batch = await finished(created.id, 60_000);
+      expect(batch.status).toBe("completed");
+      const [line] = (await answersOf(batch, ["one"])).output;
+      const sync = (await (
+        await stack.post(endpoint, body, { authorization: "Bearer k1" })
+      ).json()) as Record<string, unknown>;
+      const answer = line?.response?.body ?? {};
+      expect(answer.object).toBe(sync.object);
+      if (endpoint === "/v1/completions")
+        expect((answer.choices as Array<{ text: string }>)[0]?.text).toBe(
+          (sync.choices as Array<{ text: string }>)[0]?.text,
+        );
+      else {
+        // (each message has an id of its own)
+        const texts = (r: Record<string, unknown>) =>
+          (r.output as Array<{ content: Array<{ text: string }> }>).map((m) => m.content[0]?.text);
+        expect(texts(answer)).toEqual(texts(sync));
+        expect(answer.status).toBe(sync.status);
+      }
+    }
+  });
+
+  it("a predict batch on /v1/models/{model}/predict runs each line on the model its url names", async () => {
+    const features = samples.digits.inputs[0];
+    const lines = [
+      { custom_id: "digits", method: "POST", url: "/v1/models/digits/predict", body: { features } },
+      { custom_id: "lm", method: "POST", url: "/v1/models/tiny-lm/predict", body: { features } },
+    ];
+    const created = await batchOf(lines, "/v1/models/{model}/predict");
+    const batch = await finished(created.id, 60_000);
+    const { output, errors } = await answersOf(batch, ["digits", "lm"]);
+    expect(output[0]?.custom_id).toBe("digits");
+    expect(errors[0]?.response?.status_code).toBe(400);
+    expect(JSON.stringify(errors[0]?.response?.body)).toMatch(/tiny-lm' is a generator/);
+  });
+
   it("cancels a batch midway: what ran is kept, the rest is cancelled, the counts add up", async () => {
     const lines = Array.from({ length: 300 }, (_, k) => chatLine(k, 120));
     const created = await batchOf(lines, "/v1/chat/completions");
