@@ -125,7 +125,8 @@ describe("Triton's binary tensor data extension", () => {
     );
     await refused(
       binaryRequest({ inputs: [{ ...input({ binary_data_size: 768 }), datatype: "BYTES" }] }, data),
-      /binary data of datatype BYTES is not supported/,
+      // BYTES is texts (an embedder's): each element a 4-byte length and its bytes
+      /does not hold exactly 192 length-prefixed BYTES elements/,
     );
     await refused(
       {

@@ -35,6 +35,7 @@ import { tenantLimits } from "./middleware/tenant-limits.js";
 import { tracing } from "./middleware/tracing.js";
 import { registerChatCompletions } from "./openai/chat-completions-routes.js";
 import { registerCompletions } from "./openai/completions-routes.js";
+import { registerEmbeddings } from "./openai/embeddings-routes.js";
 import { registerResponses } from "./openai/responses-routes.js";
 import { registerTokenize } from "./openai/tokenize-routes.js";
 import type { HonoEnv, Services } from "./services.js";
@@ -145,6 +146,7 @@ export function createApp(
   services.refreshQueueBoard = registerQueueBoard(app, services);
   registerCompletions(app);
   registerChatCompletions(app);
+  registerEmbeddings(app);
   registerTokenize(app);
   registerResponses(app);
   app.doc31("/openapi.json", {

@@ -29,6 +29,7 @@ import {
 } from "./openai/batch-line-kinds.js";
 import { completionJobKind } from "./openai/completion-job-kind.js";
 import { CompletionService } from "./openai/completion-service.js";
+import { EmbeddingsService } from "./openai/embeddings-service.js";
 import { ResponsesService } from "./openai/responses-service.js";
 import { TokenizationService } from "./openai/tokenization-service.js";
 import type { Services } from "./services.js";
@@ -85,7 +86,9 @@ metrics.watchQueues(async () => {
 const router = new TrafficRouter(client.state);
 const inference = new InferenceService(repository, client, metrics, router);
 const completions = new CompletionService(repository, client, metrics, router, env.SYNC_JOB_TTL_S);
-const v2 = new V2InferService(inference);
+// embeddings run on the classifier path; v2 infer sends an embedder's texts to them
+const embeddings = new EmbeddingsService(repository, inference);
+const v2 = new V2InferService(inference, embeddings);
 // each protocol's body in a job, tried in this order (the protocols meet here, not in jobs/)
 const jobs = new JobService(client, [
   completionJobKind(completions),
@@ -125,6 +128,7 @@ const services: Services = {
   jobs,
   responses,
   completions,
+  embeddings,
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client),
   batchJobReader: new BatchJobReader(repository, client, classify),

@@ -16,6 +16,7 @@ import type { JobService } from "./jobs/job-service.js";
 import type { V2InferService } from "./kserve-v2/v2-infer-service.js";
 import type { ApiMetrics } from "./metrics.js";
 import type { CompletionService } from "./openai/completion-service.js";
+import type { EmbeddingsService } from "./openai/embeddings-service.js";
 import type { ResponsesService } from "./openai/responses-service.js";
 import type { TokenizationService } from "./openai/tokenization-service.js";
 
@@ -32,6 +33,8 @@ export interface Services {
   v2: V2InferService;
   jobs: JobService;
   completions: CompletionService;
+  /** OpenAI's embeddings on embedder models (also what v2 infer runs an embedder on). */
+  embeddings: EmbeddingsService;
   tokenization: TokenizationService;
   responses: ResponsesService;
   batchJobs: BatchJobService;

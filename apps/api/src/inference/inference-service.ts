@@ -89,10 +89,7 @@ export class InferenceService {
     version: string | undefined,
     opts: { timeoutMs?: number | undefined; cache?: boolean | undefined },
   ): Promise<{ version: string; release: () => void }> {
-    const { entry, version: v } = this.resolveClassifier(
-      model,
-      await this.routeVersion(model, version),
-    );
+    const { entry, version: v } = this.resolveRows(model, await this.routeVersion(model, version));
     const config = entry.config;
     // A cached answer needs no queue (Triton looks its response cache up before the queue
     // too): with the cache on, the request is only counted here, and refused after its
@@ -346,12 +343,21 @@ export class InferenceService {
 
   resolveClassifier(model: string, version: string | undefined) {
     const resolved = this.repository.resolve(model, version);
-    if (resolved.entry.config.kind !== "classifier") {
+    const kind = resolved.entry.config.kind;
+    if (kind !== "classifier") {
       throw new FerryError(
         "INVALID_INPUT",
-        `Model '${model}' is a ${resolved.entry.config.kind}; use /v1/completions`,
+        `Model '${model}' is a ${kind}; use ${kind === "embedder" ? "/v1/embeddings" : "/v1/completions"}`,
       );
     }
+    return resolved;
+  }
+
+  /** A model whose requests are sync-lane rows: a classifier's, or an embedder's (v2 infer). */
+  resolveRows(model: string, version: string | undefined) {
+    const resolved = this.repository.resolve(model, version);
+    if (resolved.entry.config.kind === "generator")
+      throw new FerryError("INVALID_INPUT", `Model '${model}' is a generator; use /v1/completions`);
     return resolved;
   }
 }

@@ -46,12 +46,26 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
     const name = String(input.name);
     const datatype = String(input.datatype);
     const width = elementBytes(datatype);
-    if (width === undefined)
+    if (width === undefined && datatype !== "BYTES")
       throw invalid(`input '${name}': binary data of datatype ${datatype} is not supported`);
     const shape = input.shape;
     if (!Array.isArray(shape) || !shape.every((d) => Number.isInteger(d) && d >= 0))
       throw invalid(`input '${name}': shape must be a list of non-negative whole numbers`);
     const count = shape.reduce((a: number, b: number) => a * b, 1);
+    if (width === undefined) {
+      // texts (an embedder's): elements of their own lengths
+      if (
+        typeof size !== "number" ||
+        !Number.isInteger(size) ||
+        size < 0 ||
+        at + size > body.length
+      )
+        throw invalid(`input '${name}': binary_data_size ${String(size)} does not fit the body`);
+      if ("data" in input) throw invalid(`input '${name}' has both data and binary_data_size`);
+      input.data = readStrings(name, body.subarray(at, at + size), count);
+      at += size;
+      continue;
+    }
     if (size !== count * width)
       throw invalid(
         `input '${name}': binary_data_size is ${String(size)}, shape [${shape.join(",")}] of ${datatype} needs ${count * width} bytes`,
@@ -67,6 +81,28 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
       `the body has ${body.length - at} bytes after the binary tensor data its inputs declare`,
     );
   return request;
+}
+
+/**
+ * A BYTES tensor's elements as Triton lays them out (each a 4-byte little-endian length, then
+ * its bytes), read as UTF-8 texts; `count` of them, filling `bytes` exactly.
+ */
+function readStrings(name: string, bytes: Uint8Array, count: number): string[] {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const texts: string[] = [];
+  let at = 0;
+  while (texts.length < count) {
+    if (at + 4 > view.length) break;
+    const length = view.readUInt32LE(at);
+    if (at + 4 + length > view.length) break;
+    texts.push(view.toString("utf8", at + 4, at + 4 + length));
+    at += 4 + length;
+  }
+  if (texts.length !== count || at !== view.length)
+    throw invalid(
+      `input '${name}': binary_data_size ${view.length} does not hold exactly ${count} length-prefixed BYTES elements`,
+    );
+  return texts;
 }
 
 /**

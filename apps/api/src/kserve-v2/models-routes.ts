@@ -2,6 +2,7 @@ import type { ModelEntry } from "@ferry/model-repository";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { json, v2Errors } from "../http/openapi.js";
 import type { HonoEnv, Services } from "../services.js";
+import { embedderTensors } from "./embedder-tensors.js";
 import { v2ModelMetadataSchema } from "./schemas.js";
 
 const serverMetadataSchema = z
@@ -126,15 +127,21 @@ const versionReadyRoute = createRoute({
 
 /** KServe's model metadata: the versions it answers for, inputs and outputs batch axis first. */
 function metadataOf(entry: ModelEntry, versions: string[]) {
-  const tensors = (specs: ModelEntry["config"]["inputs"]) =>
+  const tensors = (specs: ReadonlyArray<{ name: string; datatype: string; dims: number[] }>) =>
     specs.map((t) => ({ name: t.name, datatype: t.datatype, shape: [-1, ...t.dims] }));
+  const served = servedTensors(entry.config);
   return {
     name: entry.config.name,
     versions,
     platform: entry.config.platform,
-    inputs: tensors(entry.config.inputs),
-    outputs: tensors(entry.config.outputs),
+    inputs: tensors(served.inputs),
+    outputs: tensors(served.outputs),
   };
+}
+
+/** What v2 infer takes and gives: the graph's tensors, an embedder's texts and vectors. */
+function servedTensors(config: ModelEntry["config"]) {
+  return config.kind === "embedder" ? embedderTensors(config) : config;
 }
 
 /**
@@ -144,21 +151,22 @@ function metadataOf(entry: ModelEntry, versions: string[]) {
  */
 function tritonConfig(entry: ModelEntry) {
   const config = entry.config;
-  const tensors = (specs: typeof config.inputs) =>
+  const tensors = (specs: ReadonlyArray<{ name: string; datatype: string; dims: number[] }>) =>
     specs.map((t) => ({
       name: t.name,
       data_type: `TYPE_${t.datatype === "BYTES" ? "STRING" : t.datatype}`,
       dims: t.dims,
     }));
-  const classifier = config.kind === "classifier";
+  // a classifier's or an embedder's rows are batched dynamically
+  const classifier = config.kind !== "generator";
   return {
     name: config.name,
     platform: config.platform,
     backend: "onnxruntime",
     version_policy: { specific: { versions: entry.versions.map(Number) } },
     max_batch_size: config.max_batch_size,
-    input: tensors(config.inputs),
-    output: tensors(config.outputs),
+    input: tensors(servedTensors(config).inputs),
+    output: tensors(servedTensors(config).outputs),
     ...(classifier
       ? {
           dynamic_batching: {

@@ -6,18 +6,15 @@ import { unsupported } from "../http/schemas.js";
 export const MAX_DATA_DEPTH = 32;
 
 /**
- * KServe v2 data may be flat or nested row-major; every leaf must be a finite number. Walked
- * with an explicit stack, so that hostile nesting is a 400, not a stack overflow.
+ * KServe v2 data may be flat or nested row-major; every leaf must be a finite number, or a
+ * string in a BYTES tensor (texts, as an embedder takes). Walked with an explicit stack, so
+ * that hostile nesting is a 400, not a stack overflow.
  */
-const nestedNumbers = z
+const nestedValues = z
   .array(z.unknown())
-  .superRefine((data, ctx) => {
-    const bad = firstBadLeaf(data);
-    if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad });
-  })
   .openapi({ description: "Tensor values, flat or nested row-major", example: [0, 1, 2] });
 
-function firstBadLeaf(data: unknown[]): string | undefined {
+function firstBadLeaf(data: unknown[], strings: boolean): string | undefined {
   const stack: Array<{ values: unknown[]; depth: number }> = [{ values: data, depth: 1 }];
   for (let top = stack.pop(); top; top = stack.pop()) {
     for (const v of top.values) {
@@ -25,21 +22,29 @@ function firstBadLeaf(data: unknown[]): string | undefined {
         if (top.depth >= MAX_DATA_DEPTH)
           return `data is nested deeper than ${MAX_DATA_DEPTH} levels`;
         stack.push({ values: v, depth: top.depth + 1 });
-      } else if (typeof v !== "number" || !Number.isFinite(v)) {
-        return `data holds ${JSON.stringify(v)?.slice(0, 40)}, not a finite number`;
+      } else if (
+        !(strings && typeof v === "string") &&
+        (typeof v !== "number" || !Number.isFinite(v))
+      ) {
+        return `data holds ${JSON.stringify(v)?.slice(0, 40)}, not a finite number${strings ? " or a string" : ""}`;
       }
     }
   }
   return undefined;
 }
 
-export const v2InputSchema = z.object({
-  name: z.string(),
-  shape: z.array(z.number().int().nonnegative()),
-  datatype: z.string(),
-  data: nestedNumbers,
-  parameters: z.record(z.string(), z.unknown()).optional(),
-});
+export const v2InputSchema = z
+  .object({
+    name: z.string(),
+    shape: z.array(z.number().int().nonnegative()),
+    datatype: z.string(),
+    data: nestedValues,
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  })
+  .superRefine((input, ctx) => {
+    const bad = firstBadLeaf(input.data, input.datatype === "BYTES");
+    if (bad !== undefined) ctx.addIssue({ code: "custom", message: bad, path: ["data"] });
+  });
 
 export const v2InferRequestSchema = z
   .object({
