@@ -240,6 +240,15 @@ describe("the Batch API with the openai client", () => {
     expect(JSON.stringify(errors[0]?.response?.body)).toMatch(/tiny-lm' is a generator/);
   });
 
+  it("runs a file saved with a byte order mark", async () => {
+    const first = { custom_id: "bom", method: "POST", url: "/v1/models/digits/predict" };
+    const line = JSON.stringify({ ...first, body: { features: samples.digits.inputs[1] } });
+    const created = await batchOf([`\ufeff${line}`], "/v1/models/digits/predict");
+    const batch = await finished(created.id, 30_000);
+    expect(batch.request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
+    await answersOf(batch, ["bom"]);
+  });
+
   it("cancels a batch midway: what ran is kept, the rest is cancelled, the counts add up", async () => {
     const lines = Array.from({ length: 300 }, (_, k) => chatLine(k, 120));
     const created = await batchOf(lines, "/v1/chat/completions");

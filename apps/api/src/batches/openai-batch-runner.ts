@@ -163,7 +163,7 @@ export class OpenAiBatchRunner {
     raw: string,
     signal: AbortSignal,
   ): Promise<void> {
-    const { custom_id, url, body } = JSON.parse(raw) as {
+    const { custom_id, url, body } = parseLine(raw) as {
       custom_id: string;
       url: string;
       body: unknown;
@@ -314,7 +314,7 @@ function fileIdFor(batch: string, kind: string): string {
 
 /** The error file's line for a line the batch never ran (cancelled, or out of its window). */
 function notRun(batch: string, index: number, raw: string, ending: OpenAiBatchStatus): string {
-  const { custom_id } = JSON.parse(raw) as { custom_id: string };
+  const { custom_id } = parseLine(raw) as { custom_id: string };
   const error =
     ending === "cancelled"
       ? { code: "batch_cancelled", message: "This request was not run: its batch was cancelled." }
@@ -323,6 +323,14 @@ function notRun(batch: string, index: number, raw: string, ending: OpenAiBatchSt
           message: "This request could not be executed before the completion window expired.",
         };
   return JSON.stringify({ id: lineId(batch, index), custom_id, response: null, error });
+}
+
+/**
+ * A stored line, checked at upload. A byte order mark before it (an editor's) was dropped by
+ * the upload's decoder, which reads each line alone; a stored chunk is read whole.
+ */
+function parseLine(raw: string): unknown {
+  return JSON.parse(raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw);
 }
 
 /** How long a line waits before it is sent again after a refusal, in ms. */

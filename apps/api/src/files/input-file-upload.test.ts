@@ -50,9 +50,10 @@ describe("a batch input file as it uploads", () => {
     }
   });
 
-  it("takes a last line without its newline", async () => {
-    const { store, upload } = await uploaded(`${line(1)}\n${line(2)}`, 7);
-    expect(Buffer.concat(store.chunks).toString()).toBe(`${line(1)}\n${line(2)}`);
+  it("takes a last line without its newline, and a byte order mark before the first", async () => {
+    const text = `\ufeff${line(1)}\n${line(2)}`;
+    const { store, upload } = await uploaded(text, 7);
+    expect(Buffer.concat(store.chunks).toString()).toBe(text);
     expect(upload.lines).toBe(2);
   });
 
