@@ -131,7 +131,7 @@ export class OpenAiBatchRunner {
    */
   private async dispatch(batch: OpenAiBatchState, signal: AbortSignal): Promise<void> {
     const store = this.client.openAiBatches;
-    const running = new Set<Promise<void>>();
+    const slots = new Slots(LINES_IN_FLIGHT);
     let failure: { err: unknown } | undefined;
     let index = 0;
     try {
@@ -139,19 +139,21 @@ export class OpenAiBatchRunner {
         const answered = await store.answered(batch.id, index, lines.length);
         for (let k = 0; k < lines.length; k++) {
           if (answered[k]) continue;
-          while (running.size >= LINES_IN_FLIGHT) await Promise.race(running);
-          if (signal.aborted || failure) break chunks;
-          const one: Promise<void> = this.line(batch, index + k, lines[k] ?? "", signal)
+          await slots.take();
+          if (signal.aborted || failure) {
+            slots.give();
+            break chunks;
+          }
+          this.line(batch, index + k, lines[k] ?? "", signal)
             .catch((err: unknown) => {
               failure ??= { err };
             })
-            .finally(() => running.delete(one));
-          running.add(one);
+            .finally(() => slots.give());
         }
         index += lines.length;
       }
     } finally {
-      await Promise.all(running);
+      await slots.drained();
     }
     if (failure) throw failure.err;
   }
@@ -299,6 +301,34 @@ export class OpenAiBatchRunner {
       { errors: JSON.stringify(errors) },
       this.ttlS,
     );
+  }
+}
+
+/**
+ * At most `size` lines in flight: one waiter at a time (the dispatch loop), woken as a line
+ * ends, so a slot costs no promise per line in flight (as `Promise.race` over them would).
+ */
+class Slots {
+  private used = 0;
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly size: number) {}
+
+  async take(): Promise<void> {
+    while (this.used >= this.size) await new Promise<void>((resolve) => (this.wake = resolve));
+    this.used++;
+  }
+
+  give(): void {
+    this.used--;
+    const wake = this.wake;
+    this.wake = undefined;
+    wake?.();
+  }
+
+  /** Resolves once every slot is free again. */
+  async drained(): Promise<void> {
+    while (this.used > 0) await new Promise<void>((resolve) => (this.wake = resolve));
   }
 }
 

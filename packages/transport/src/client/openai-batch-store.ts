@@ -124,6 +124,20 @@ redis.call('DEL', KEYS[2])
 return 1
 `;
 
+/**
+ * Which of a run of lines have their answer, as a string of "0" and "1": a runner taking a
+ * batch over skips those, without reading the answers themselves.
+ * KEYS: lines. ARGV: first index, count.
+ */
+const ANSWERED = `
+local marks = {}
+for i = 0, tonumber(ARGV[2]) - 1 do
+  local field = tostring(tonumber(ARGV[1]) + i)
+  marks[i + 1] = redis.call('HEXISTS', KEYS[1], field) == 1 and '1' or '0'
+end
+return table.concat(marks)
+`;
+
 /** How many times a batch's run is tried (its runner failing, not its lines) before it fails. */
 const RUN_ATTEMPTS = 10;
 
@@ -150,6 +164,7 @@ export class OpenAiBatchStore {
   private readonly transitionScript: LuaCommand<number>;
   private readonly recordScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<number>;
+  private readonly answeredScript: LuaCommand<string>;
   private readonly index: OwnerIndex;
   private worker: Worker | undefined;
   private workerConnection: RedisClient | undefined;
@@ -166,6 +181,7 @@ export class OpenAiBatchStore {
     this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
     this.recordScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLine", 2, RECORD);
     this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
+    this.answeredScript = new LuaCommand(redis, "ferryOpenAiBatchAnswered", 1, ANSWERED);
     this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
   }
 
@@ -243,8 +259,10 @@ export class OpenAiBatchStore {
 
   /** Which of the lines `from`..`from + count - 1` have their answer already. */
   async answered(id: string, from: number, count: number): Promise<boolean[]> {
-    const answers = await this.answers(id, from, count);
-    return answers.map((a) => a !== null);
+    if (count === 0) return [];
+    const key = this.keys.openAiBatchLines(id);
+    const marks = await guarded(() => this.answeredScript.run(this.redis, key, from, count));
+    return Array.from({ length: count }, (_, k) => marks.charCodeAt(k) === 0x31);
   }
 
   /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
