@@ -5,6 +5,7 @@ import { cpus } from "node:os";
 import { stopAll } from "../test/helpers/stack.js";
 import { classifierBench } from "./classifier.js";
 import { clusterBench } from "./cluster.js";
+import { embeddingsBench } from "./embeddings.js";
 import { generationBench } from "./generation.js";
 import { guidedBench } from "./guided.js";
 import { hostileBench } from "./hostile.js";
@@ -16,6 +17,7 @@ import { tracingBench } from "./tracing.js";
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   classifier: classifierBench,
   cluster: clusterBench,
+  embeddings: embeddingsBench,
   generation: generationBench,
   guided: guidedBench,
   hostile: hostileBench,
@@ -25,12 +27,22 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   tracing: tracingBench,
 };
 /** Run when no section is named: all but the soak, which takes ten minutes on its own. */
-const defaults = ["classifier", "tracing", "generation", "guided", "prefix", "serving", "hostile"];
+const defaults = [
+  "classifier",
+  "tracing",
+  "generation",
+  "guided",
+  "prefix",
+  "serving",
+  "embeddings",
+  "hostile",
+];
 /** What each section measures, for `npm run bench -- --help`. */
 const about: Record<string, string> = {
   classifier:
     "classifier serving: Ferry vs in-process node:http + ONNX Runtime and FastAPI + PyTorch, batching, overload",
   cluster: "the API and workers on several hosts (network namespaces; needs root)",
+  embeddings: "/v1/embeddings on bert-fortunes: embeddings/s vs ONNX Runtime alone at batch 32",
   generation: "continuous vs static batching, prefill strategies, TTFT and tokens/s",
   guided:
     "structured outputs on XGrammar: coverage (writes docs/guided-coverage.md), compile, masks, hostile specs",
