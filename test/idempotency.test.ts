@@ -150,6 +150,15 @@ describe("Idempotency-Key on POST /v1/jobs", () => {
     expect(await idOf(again)).toBe(id);
   });
 
+  it("a body nested 100,000 deep under a key is the same 400 as without one, never a 500", async () => {
+    const deep = `${"[".repeat(100_000)}${"]".repeat(100_000)}`;
+    const body = `{"model":"digits","input":{"features":${deep}}}`;
+    for (const key of [undefined, randomUUID()]) {
+      const res = await post("/v1/jobs", body, key);
+      expect(res.status).toBe(400);
+    }
+  });
+
   it("rejects a key that is empty, too long or not visible ASCII", async () => {
     for (const key of ['""', "x".repeat(256), "caf\u00e9"]) {
       const res = await fetch(stack.url("/v1/jobs"), {

@@ -27,24 +27,56 @@ export function idempotencyKeyOf(header: string | undefined): string | undefined
   return key;
 }
 
-/** A request's fingerprint: its method, path, query and body (JSON with its keys sorted). */
-export function fingerprintOf(c: Context, body: unknown): string {
-  const url = new URL(c.req.url);
-  return createHash("sha256")
-    .update(`${c.req.method} ${url.pathname}${url.search}\n`)
-    .update(canonicalJson(body))
-    .digest("base64url");
+/**
+ * A request's fingerprint, computed only when the request has a key: its method, path, query
+ * and body (JSON with its keys sorted).
+ */
+export function fingerprintOf(c: Context, body: unknown): () => string {
+  return () => {
+    const url = new URL(c.req.url);
+    const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
+    canonicalJson(body, (piece) => hash.update(piece));
+    return hash.digest("base64url");
+  };
 }
 
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+/**
+ * Writes `value` as JSON with every object's keys sorted, piece by piece, without recursion:
+ * a body may nest as deep as its parser allowed (100,000 levels), past any call stack.
+ */
+function canonicalJson(value: unknown, write: (piece: string) => void): void {
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const item = stack.pop();
+    if (item instanceof Literal) {
+      write(item.text);
+      continue;
+    }
+    if (Array.isArray(item)) {
+      write("[");
+      stack.push(new Literal("]"));
+      for (let i = item.length - 1; i >= 0; i--) {
+        stack.push(item[i]);
+        if (i > 0) stack.push(new Literal(","));
+      }
+    } else if (item !== null && typeof item === "object") {
+      const entries = Object.entries(item as Record<string, unknown>)
+        .filter(([, v]) => v !== undefined)
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+      write("{");
+      stack.push(new Literal("}"));
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [k, v] = entries[i] as [string, unknown];
+        stack.push(v);
+        stack.push(new Literal(`${i > 0 ? "," : ""}${JSON.stringify(k)}:`));
+      }
+    } else write(JSON.stringify(item) ?? "null");
   }
-  return JSON.stringify(value) ?? "null";
+}
+
+/** Text `canonicalJson` writes as it is (a bracket, a separator, a key). */
+class Literal {
+  constructor(readonly text: string) {}
 }
 
 /**
@@ -161,14 +193,14 @@ export interface Streamed {
  */
 export async function idempotently<R extends Response>(
   c: Context<HonoEnv>,
-  body: string | Streamed,
+  body: (() => string) | Streamed,
   run: (keyed: KeyedRun) => Promise<R>,
   stream?: StreamedAnswer<R>,
 ): Promise<R> {
-  const streamed = typeof body === "string" ? undefined : body;
-  const fingerprint = typeof body === "string" ? body : UNKNOWN_FINGERPRINT;
+  const streamed = typeof body === "function" ? undefined : body;
   const key = idempotencyKeyOf(c.req.header(IDEMPOTENCY_HEADER));
   if (key === undefined) return run({ createdId: undefined, takeover: false });
+  const fingerprint = typeof body === "function" ? body() : UNKNOWN_FINGERPRINT;
   const scope = c.get("tenant").id;
   const store = c.get("services").client.idempotency;
   const claim = await store.claim(scope, key, fingerprint);
