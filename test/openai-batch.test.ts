@@ -7,7 +7,7 @@ import { Stack, waitFor } from "./helpers/stack.js";
 
 // Two API keys: each is a tenant, and sees only its own files and batches.
 const stack = new Stack({
-  env: { WORKER_MODELS: "digits,tiny-lm" },
+  env: { WORKER_MODELS: "digits,tiny-lm,bert-fortunes" },
   apiEnv: { API_KEYS: "k1,k2" },
 });
 beforeAll(() => stack.start());
@@ -223,6 +223,32 @@ describe("the Batch API with the openai client", () => {
         expect(texts(answer)).toEqual(texts(sync));
         expect(answer.status).toBe(sync.status);
       }
+    }
+  });
+
+  it("runs an embeddings batch: each answer is the embeddings route's", async () => {
+    const inputs = ["A fool and his money", ["Never trust a", "computer you cannot lift"]];
+    const lines = inputs.map((input, i) => ({
+      custom_id: `e${i}`,
+      method: "POST",
+      url: "/v1/embeddings",
+      body: { model: "bert-fortunes", input, encoding_format: "float" },
+    }));
+    const batch = await finished((await batchOf(lines, "/v1/embeddings")).id, 60_000);
+    expect(batch.status).toBe("completed");
+    const output = await contentOf(batch.output_file_id);
+    expect(output).toHaveLength(2);
+    for (const [i, input] of inputs.entries()) {
+      const line = output.find((l) => l.custom_id === `e${i}`);
+      const sync = await openai().embeddings.create({
+        model: "bert-fortunes",
+        input,
+        encoding_format: "float",
+      });
+      const got = (line?.response?.body as { data: Array<{ embedding: number[] }> }).data;
+      expect(got).toHaveLength(sync.data.length);
+      for (const [j, d] of sync.data.entries())
+        for (const [k, x] of d.embedding.entries()) expect(got[j]?.embedding[k]).toBeCloseTo(x, 5);
     }
   });
 

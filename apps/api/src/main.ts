@@ -25,6 +25,7 @@ import { InFlight } from "./middleware/in-flight.js";
 import {
   chatBatchLines,
   completionBatchLines,
+  embeddingsBatchLines,
   responsesBatchLines,
 } from "./openai/batch-line-kinds.js";
 import { completionJobKind } from "./openai/completion-job-kind.js";
@@ -108,6 +109,7 @@ new OpenAiBatchRunner(
     chatBatchLines(completions),
     completionBatchLines(completions),
     responsesBatchLines(responses),
+    embeddingsBatchLines(embeddings),
     predictBatchLines(inference),
   ],
   env.JOB_TTL_S,

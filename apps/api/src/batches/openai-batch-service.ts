@@ -50,7 +50,7 @@ export class OpenAiBatchService {
     if (endpointOf(endpoint) === undefined && endpoint !== "/v1/models/{model}/predict")
       throw new FerryError(
         "INVALID_INPUT",
-        `endpoint: ${endpoint} takes no batches; /v1/chat/completions, /v1/completions, /v1/responses or /v1/models/{name}/predict`,
+        `endpoint: ${endpoint} takes no batches; /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings or /v1/models/{name}/predict`,
       );
     const file = await this.files.stored(body.input_file_id, tenant);
     if (file.purpose !== "batch")

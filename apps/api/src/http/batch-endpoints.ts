@@ -3,6 +3,7 @@ export const BATCH_ENDPOINTS = [
   "/v1/chat/completions",
   "/v1/completions",
   "/v1/responses",
+  "/v1/embeddings",
   "/v1/models/{model}/predict",
 ] as const;
 export type BatchEndpoint = (typeof BATCH_ENDPOINTS)[number];

@@ -1,6 +1,8 @@
 import { FerryError } from "@ferry/protocol";
 import { type BatchLineKind, lineBody, lineOptions } from "../http/batch-line.js";
 import type { CompletionService } from "./completion-service.js";
+import { embeddingsRequestSchema } from "./embeddings-schemas.js";
+import type { EmbeddingsService } from "./embeddings-service.js";
 import { responsesRequestSchema } from "./responses-schemas.js";
 import type { ResponsesService } from "./responses-service.js";
 import { chatCompletionRequestSchema, completionRequestSchema } from "./schemas.js";
@@ -34,6 +36,17 @@ export function completionBatchLines(completions: CompletionService): BatchLineK
       const body = lineBody(completionRequestSchema, raw);
       notStreamed(body);
       return completions.complete(body, lineOptions(opts, body), signal);
+    },
+  };
+}
+
+/** `/v1/embeddings` lines, answered as the embeddings route answers. */
+export function embeddingsBatchLines(embeddings: EmbeddingsService): BatchLineKind {
+  return {
+    endpoint: "/v1/embeddings",
+    run(_url, raw, opts) {
+      const body = lineBody(embeddingsRequestSchema, raw);
+      return embeddings.create(body, lineOptions(opts, {}));
     },
   };
 }
