@@ -1,10 +1,4 @@
-import {
-  FerryError,
-  type InferRow,
-  type ModelConfig,
-  type OutputTensor,
-  type RowResult,
-} from "@ferry/protocol";
+import type { InferRow, ModelConfig, OutputTensor, RowResult } from "@ferry/protocol";
 import {
   type BatchRunner,
   classifierMismatch,
@@ -15,7 +9,8 @@ import {
 import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
-import { recordRowSpans, startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
+import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
+import { answerBatched, type RowServing } from "./batched-row.js";
 import { Batcher } from "./batcher.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
 
@@ -41,6 +36,13 @@ export class ClassifierServer {
     private readonly stats: Pick<ExecutionStats, "row" | "execution">,
   ) {
     this.rowsOk = metrics.rows.labels({ model: config.name, version, outcome: "ok" });
+    this.serving = {
+      model: this.config.name,
+      version: this.version,
+      batcher: this.batcher,
+      count: (outcome) => (outcome === "ok" ? this.rowsOk.inc() : this.countRow(outcome)),
+      waited: (queueMs) => this.stats.row(this.config.name, this.version, queueMs),
+    };
   }
 
   /** The hot path's counter, with its labels bound once. */
@@ -118,38 +120,17 @@ export class ClassifierServer {
       this.countRow("invalid");
       return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: decoded } };
     }
-    try {
-      const batched: BatchedRow = row.trace
-        ? { tensors: decoded, trace: row.trace }
-        : { tensors: decoded };
-      const outcome = await this.batcher.submit(batched, row.deadline, ctx.signal);
-      this.rowsOk.inc();
-      if (row.trace)
-        recordRowSpans(
-          row,
-          this.config.name,
-          this.version,
-          { acceptedAt, ...outcome },
-          batched.batch,
-        );
-      this.stats.row(this.config.name, this.version, outcome.queueMs);
-      return {
-        rid: row.rid,
-        ok: true,
-        outputs: outcome.output,
-        timing: {
-          queue_ms: outcome.queueMs,
-          compute_ms: outcome.computeMs,
-          batch_size: outcome.batchSize,
-          wait_ms: Math.max(0, pickedAt - acceptedAt),
-        },
-      };
-    } catch (err) {
-      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      this.countRow(error.code.toLowerCase());
-      return { rid: row.rid, ok: false, error: { code: error.code, message: error.message } };
-    }
+    return answerBatched(
+      this.serving,
+      row,
+      row.trace ? { tensors: decoded, trace: row.trace } : { tensors: decoded },
+      ctx.signal,
+      { acceptedAt, pickedAt },
+    );
   }
+
+  /** This version as `answerBatched` sees it. */
+  private readonly serving: RowServing<BatchedRow>;
 
   private countRow(outcome: string): void {
     this.metrics.rows.inc({ model: this.config.name, version: this.version, outcome });

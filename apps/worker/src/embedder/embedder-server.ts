@@ -18,9 +18,10 @@ import {
 } from "@ferry/runtime";
 import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
+import { answerBatched, type RowServing } from "../classifier/batched-row.js";
 import { Batcher } from "../classifier/batcher.js";
 import type { WorkerMetrics } from "../metrics.js";
-import { recordRowSpans, startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
+import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
 import { padBatch, poolRows } from "./pooling.js";
 import { rowTokens } from "./row-tokens.js";
 
@@ -53,6 +54,13 @@ export class EmbedderServer {
     private readonly stats: Pick<ExecutionStats, "row" | "execution">,
   ) {
     this.rowsOk = metrics.rows.labels({ model: config.name, version, outcome: "ok" });
+    this.serving = {
+      model: this.config.name,
+      version: this.version,
+      batcher: this.batcher,
+      count: (outcome) => (outcome === "ok" ? this.rowsOk.inc() : this.countRow(outcome)),
+      waited: (queueMs) => this.stats.row(this.config.name, this.version, queueMs),
+    };
   }
 
   static async load(
@@ -149,36 +157,17 @@ export class EmbedderServer {
       this.countRow("invalid");
       return { rid: row.rid, ok: false, error: { code: "INVALID_INPUT", message: ids } };
     }
-    try {
-      const batched: EmbedRow = row.trace ? { ids, trace: row.trace } : { ids };
-      const outcome = await this.batcher.submit(batched, row.deadline, ctx.signal);
-      this.rowsOk.inc();
-      if (row.trace)
-        recordRowSpans(
-          row,
-          this.config.name,
-          this.version,
-          { acceptedAt, ...outcome },
-          batched.batch,
-        );
-      this.stats.row(this.config.name, this.version, outcome.queueMs);
-      return {
-        rid: row.rid,
-        ok: true,
-        outputs: outcome.output,
-        timing: {
-          queue_ms: outcome.queueMs,
-          compute_ms: outcome.computeMs,
-          batch_size: outcome.batchSize,
-          wait_ms: Math.max(0, pickedAt - acceptedAt),
-        },
-      };
-    } catch (err) {
-      const error = err instanceof FerryError ? err : new FerryError("MODEL_ERROR", String(err));
-      this.countRow(error.code.toLowerCase());
-      return { rid: row.rid, ok: false, error: { code: error.code, message: error.message } };
-    }
+    return answerBatched(
+      this.serving,
+      row,
+      row.trace ? { ids, trace: row.trace } : { ids },
+      ctx.signal,
+      { acceptedAt, pickedAt },
+    );
   }
+
+  /** This version as `answerBatched` sees it. */
+  private readonly serving: RowServing<EmbedRow>;
 
   private countRow(outcome: string): void {
     this.metrics.rows.inc({ model: this.config.name, version: this.version, outcome });
