@@ -245,7 +245,8 @@ describe("the Batch API with the openai client", () => {
         input,
         encoding_format: "float",
       });
-      const got = (line?.response?.body as { data: Array<{ embedding: number[] }> }).data;
+      const body = line?.response?.body as { data: Array<{ embedding: number[] }> } | undefined;
+      const got = body?.data ?? [];
       expect(got).toHaveLength(sync.data.length);
       for (const [j, d] of sync.data.entries())
         for (const [k, x] of d.embedding.entries()) expect(got[j]?.embedding[k]).toBeCloseTo(x, 5);
