@@ -466,7 +466,7 @@ async function pairedRounds(rounds = 3): Promise<PairedRound[]> {
 
 export async function classifierBench(): Promise<Record<string, unknown>> {
   console.log(
-    "classifier bench: mnist (784-256-10 MLP) and digits-cnn (strided conv + 1568-3000-10 head, 19 MB of float32 weights in memory, compute-bound), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1 (bench/http-client.ts: a lean HTTP/1.1 client, ~60 us of CPU a request where node:http's takes ~125, on the cores the stack uses), in this process; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
+    "classifier bench: mnist (784-256-10 MLP) and digits-cnn (two 3x3 convs, the second strided, + 1568-3000-10 head, 19 MB of float32 weights in memory, compute-bound), 1 intra-op thread everywhere, closed-loop keep-alive clients on 127.0.0.1 (bench/http-client.ts: a lean HTTP/1.1 client, ~60 us of CPU a request where node:http's takes ~125, on the cores the stack uses), in this process; every request sends an input no earlier one sent (no cache hits), shipped model.json defaults",
   );
   const raw = Object.fromEntries(await seq(MODELS, async (m) => [m, await rawOnnx(m)] as const));
   printTable(

@@ -1,4 +1,5 @@
-"""Train and export Ferry's classifiers: digits v1 and v2, and mnist.
+"""Train and export `digits` v1 and v2 (the 28x28 classifiers, on real MNIST digits, are
+build_mnist.py's and build_cnn.py's).
 
 Data: scikit-learn's bundled 8x8 digits (Debian's python3-sklearn ships it, nothing is
 downloaded). Every graph takes raw pixel values and does its own scaling, so clients never
@@ -58,14 +59,6 @@ def accuracy(model, x, y):
         return float((model(x).argmax(dim=1) == y).float().mean())
 
 
-def upsample(x8):
-    """8x8 digits (0..16) -> 28x28 images in 0..1, the layout MNIST clients send."""
-    img = torch.as_tensor(x8, dtype=torch.float32).reshape(-1, 1, 8, 8) / 16.0
-    big = F.interpolate(img, size=(20, 20), mode="bilinear", align_corners=False)
-    big = F.pad(big, (4, 4, 4, 4))  # MNIST centres a 20x20 digit in a 28x28 frame
-    return big.reshape(-1, 784).clamp(0.0, 1.0)
-
-
 def main():
     digits = load_digits()
     x = digits.data.astype(np.float32)
@@ -105,36 +98,13 @@ def main():
         },
     )
 
-    mx_tr, mx_te = upsample(x_tr), upsample(x_te)
-    net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))  # the seed's network
-    model = train(net, mx_tr, yt, epochs=40)
-    acc = accuracy(model, mx_te, yv)
-    print(f"mnist v1: held-out accuracy {acc:.4f}")
-    if acc < 0.95:
-        sys.exit("mnist below 95% accuracy")
-    export_onnx(model, torch.zeros(1, 784), "mnist/1/model.onnx")
-    write_model_json(
-        "mnist",
-        {
-            "description": "The seed's 784-256-10 MLP, trained on the digits upsampled to 28x28 "
-            "(pixels 0..1, digit centred in a 20x20 box)",
-            # a batch computes in microseconds: on the worker's event loop, not a thread
-            "inline": True,
-            "inputs": [{"name": "input", "datatype": "FP32", "dims": [784]}],
-            "outputs": [{"name": "logits", "datatype": "FP32", "dims": [10]}],
-            "labels": labels,
-            "versions": {"1": {"accuracy": round(acc, 4), "params": 784 * 256 + 256 + 2570}},
-            "stable_version": "1",
-            "fallback": {"enabled": True, "default_prediction": majority},
-        },
-    )
     # A fixed sample of held-out inputs with their labels, for tests and benches that need
-    # realistic rows without Python.
-    samples = {
-        "digits": {"inputs": x_te[:64].tolist(), "labels": y_te[:64].tolist()},
-        "mnist": {"inputs": [[round(v, 5) for v in r] for r in mx_te[:16].tolist()], "labels": y_te[:16].tolist()},
-    }
-    with open(os.path.join(MODELS_DIR, "samples.json"), "w") as f:
+    # realistic rows without Python; the other keys are the other build scripts'.
+    path = os.path.join(MODELS_DIR, "samples.json")
+    with open(path) as f:
+        samples = json.load(f)
+    samples["digits"] = {"inputs": x_te[:64].tolist(), "labels": y_te[:64].tolist()}
+    with open(path, "w") as f:
         json.dump(samples, f)
 
 
