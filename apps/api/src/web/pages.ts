@@ -20,6 +20,7 @@ const TYPES: Record<string, string> = {
 const ASSETS: Record<string, string> = {
   "/assets/ferry.css": join(WEB, "ferry.css"),
   "/assets/playground.js": join(WEB, "playground.js"),
+  "/assets/mnist-image.js": join(WEB, "mnist-image.js"),
   "/assets/dashboard.js": join(WEB, "dashboard.js"),
   "/docs/assets/swagger-ui.css": join(SWAGGER, "swagger-ui.css"),
   "/docs/assets/swagger-ui-bundle.js": join(SWAGGER, "swagger-ui-bundle.js"),

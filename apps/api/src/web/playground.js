@@ -1,5 +1,7 @@
 // Ferry's playground: plain modules, no framework, no CDN. Every call goes through the same
 // public API a client would use.
+import { mnistPixels, SIZE } from "./mnist-image.js";
+
 const $ = (id) => document.getElementById(id);
 
 /** Headers of every call: JSON, and the API key when one was given. */
@@ -42,44 +44,44 @@ async function errorText(res) {
   return `${res.status}: ${body?.error?.message ?? body?.error ?? res.statusText}`;
 }
 
-// ---- digit pad: a 32x32 bitmap, counted in 4x4 blocks into 8x8 values 0..16 ----
+// ---- digit pad: strokes kept as points, prepared for digits-cnn as MNIST's digits were made ----
+const MODEL = "digits-cnn";
 const canvas = $("digit-canvas");
 const ctx = canvas.getContext("2d");
-const GRID = 32;
-const CELL = canvas.width / GRID;
-let bitmap = new Uint8Array(GRID * GRID);
+// the pen as the pad shows it; the model's image is drawn with its own (mnist-image.js)
+Object.assign(ctx, { strokeStyle: "#fff", lineWidth: 14, lineCap: "round", lineJoin: "round" });
+/** Each stroke's points in the canvas's pixels: the model's image is drawn from these. */
+let strokes = [];
 let drawing = false;
 let timer;
-
-function paint(x, y) {
-  // a 2-pixel brush at grid resolution, about a pen's width at this size
-  for (let dy = -1; dy <= 1; dy++)
-    for (let dx = -1; dx <= 1; dx++) {
-      const gx = x + dx;
-      const gy = y + dy;
-      if (gx < 0 || gy < 0 || gx >= GRID || gy >= GRID || Math.abs(dx) + Math.abs(dy) > 1) continue;
-      bitmap[gy * GRID + gx] = 1;
-      ctx.fillStyle = "#fff";
-      ctx.fillRect(gx * CELL, gy * CELL, CELL, CELL);
-    }
-}
 
 function at(event) {
   const rect = canvas.getBoundingClientRect();
   return [
-    Math.floor(((event.clientX - rect.left) / rect.width) * GRID),
-    Math.floor(((event.clientY - rect.top) / rect.height) * GRID),
+    ((event.clientX - rect.left) / rect.width) * canvas.width,
+    ((event.clientY - rect.top) / rect.height) * canvas.height,
   ];
+}
+
+function extend(point) {
+  const stroke = strokes[strokes.length - 1];
+  const from = stroke[stroke.length - 1] ?? point;
+  stroke.push(point);
+  ctx.beginPath();
+  ctx.moveTo(...from);
+  ctx.lineTo(...point);
+  ctx.stroke();
 }
 
 canvas.addEventListener("pointerdown", (e) => {
   drawing = true;
   canvas.setPointerCapture(e.pointerId);
-  paint(...at(e));
+  strokes.push([]);
+  extend(at(e));
 });
 canvas.addEventListener("pointermove", (e) => {
   if (!drawing) return;
-  paint(...at(e));
+  extend(at(e));
   clearTimeout(timer);
   timer = setTimeout(predict, 150);
 });
@@ -89,17 +91,23 @@ canvas.addEventListener("pointerup", () => {
   predict();
 });
 
-/** The 64 features: on-pixels per 4x4 block, as in scikit-learn's digits. */
+/** The model's input: the drawing as a 28x28 image, which is also shown beside the pad. */
 function features() {
-  const out = [];
-  for (let by = 0; by < 8; by++)
-    for (let bx = 0; bx < 8; bx++) {
-      let n = 0;
-      for (let y = 0; y < 4; y++)
-        for (let x = 0; x < 4; x++) n += bitmap[(by * 4 + y) * GRID + bx * 4 + x];
-      out.push(n);
-    }
-  return out;
+  const pixels = mnistPixels(strokes);
+  showSeen(pixels);
+  // three decimals are as fine as MNIST's 8-bit pixels; a float's seventeen add only bytes
+  return Array.from(pixels, (v) => Math.round(v * 1000) / 1000);
+}
+
+/** Shows what the model reads, so that a surprising answer can be understood. */
+function showSeen(pixels) {
+  const seen = $("digit-seen").getContext("2d");
+  const image = seen.createImageData(SIZE, SIZE);
+  for (const [i, v] of pixels.entries()) {
+    image.data.fill(Math.round(v * 255), i * 4, i * 4 + 3);
+    image.data[i * 4 + 3] = 255;
+  }
+  seen.putImageData(image, 0, 0);
 }
 
 /** The newest prediction asked for: an older one's answer, arriving late, is not shown. */
@@ -109,7 +117,7 @@ async function predict() {
   const mine = ++latest;
   const shown = $("digit-prediction");
   shown.dataset.pending = "true";
-  const res = await fetch("/v1/models/digits/predict", {
+  const res = await fetch(`/v1/models/${MODEL}/predict`, {
     method: "POST",
     headers: headers(),
     body: JSON.stringify({ features: features() }),
@@ -139,9 +147,10 @@ async function predict() {
 function clearPad() {
   latest++;
   $("digit-prediction").dataset.pending = "false";
-  bitmap = new Uint8Array(GRID * GRID);
+  strokes = [];
   ctx.fillStyle = "#000";
   ctx.fillRect(0, 0, canvas.width, canvas.height);
+  showSeen(mnistPixels(strokes));
   $("digit-prediction").textContent = "Draw a digit";
   $("digit-meta").textContent = "";
   $("digit-bars").replaceChildren();
@@ -219,8 +228,8 @@ $("job-submit").addEventListener("click", async () => {
     method: "POST",
     headers: headers(),
     body: JSON.stringify(
-      $("job-kind").value === "digits"
-        ? { model: "digits", input: { features: features() } }
+      $("job-kind").value === MODEL
+        ? { model: MODEL, input: { features: features() } }
         : {
             model: "tiny-lm",
             input: { prompt: $("prompt").value, max_tokens: Number($("max-tokens").value) },
