@@ -343,8 +343,8 @@ describe("files", () => {
     const repeated = await refused([good, chatLine(2), good]);
     expect(repeated?.status).toBe(400);
     expect(repeated?.message).toMatch(/line 3 has custom_id "chat-1"/);
-    const wrongUrl = await refused([good, { ...chatLine(2), url: "/v1/embeddings" }]);
-    expect(wrongUrl?.message).toMatch(/line 2 has url "\/v1\/embeddings"/);
+    const wrongUrl = await refused([good, { ...chatLine(2), url: "/v1/audio/speech" }]);
+    expect(wrongUrl?.message).toMatch(/line 2 has url "\/v1\/audio\/speech"/);
     const notJson = await refused(["{"]);
     expect(notJson?.message).toMatch(/line 1 is not valid JSON/);
   });
