@@ -122,7 +122,11 @@ describe("the dashboard shows where time goes", () => {
       d = await dashboard();
       const digits = versionsOf(d, "digits").reduce((n, v) => n + v.recent.requests, 0);
       const lm = versionsOf(d, "tiny-lm").reduce((n, v) => n + v.recent.requests, 0);
-      return digits === 60 && lm === 3;
+      // and a step in which the queue's depth was sampled is over (one each 2 s, shown once past)
+      const sampled = versionsOf(d, "digits").some((v) =>
+        v.recent.points.some((p) => p.depth !== null),
+      );
+      return digits === 60 && lm === 3 && sampled;
     }, 20_000);
 
     const digits = versionsOf(d, "digits").filter((v) => v.recent.requests > 0);
