@@ -202,7 +202,8 @@ describe("the dashboard shows where time goes", () => {
     expect(await card.locator('[data-testid="slowest"] tbody tr').count()).toBeGreaterThan(0);
     expect(await overflow()).toEqual({ cards: [], page: false });
     await page.screenshot({ path: `${SHOTS}/dashboard-375.png` });
-    await lmCard.screenshot({ path: `${SHOTS}/dashboard-375-tiny-lm.png` });
+    // (no screenshot of the card alone: the dashboard redraws it each poll, and a screenshot of
+    // a card replaced meanwhile fails as detached; the page's shows it)
     expect(consoleErrors).toEqual([]);
   });
 });
