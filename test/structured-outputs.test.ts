@@ -33,7 +33,14 @@ const langchain = () =>
 const Person = z.object({
   name: z.string().max(20),
   age: z.number().int().min(0).max(120),
-  address: z.object({ city: z.string().max(12), zip: z.string().regex(/^[0-9]{5}$/) }),
+  // bounded floats and a wide integer range: spelled exactly, never refused
+  score: z.number().min(0).max(1),
+  address: z.object({
+    city: z.string().max(12),
+    zip: z.string().regex(/^[0-9]{5}$/),
+    latitude: z.number().min(-90).max(90),
+    population: z.number().int().min(-1).max(10_000_000),
+  }),
   pets: z
     .array(z.object({ kind: z.enum(["cat", "dog", "fish"]), age: z.number().int().min(0).max(30) }))
     .max(2),

@@ -8,8 +8,9 @@ import type {
 } from "@mlc-ai/web-xgrammar";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { choiceGrammar, type GuidedSpec } from "./guided-spec.js";
+import type { Spelling } from "./number-range.js";
 import { xgrammar } from "./xgrammar.js";
-import { xgrammarSchema } from "./xgrammar-schema.js";
+import { numberRules, xgrammarSchema } from "./xgrammar-schema.js";
 
 /**
  * The grammar thread: XGrammar's compiler, its compiled grammars and every sequence's matcher
@@ -37,27 +38,49 @@ console.error = (...args: unknown[]) => {
  * one of the tools' heads and arguments by its parameters, then `</tool_call>` and free text
  * again (Hermes' and Qwen's templates teach `{"name": ..., "arguments": {...}}`).
  */
-function hermesCalls(
+async function hermesCalls(
   tools: ReadonlyArray<{ name: string; parameters: Record<string, unknown> }>,
   single: boolean,
-): StructuralTag {
+): Promise<StructuralTag> {
+  const tags = [];
+  for (const tool of tools) {
+    const { schema, numbers } = xgrammarSchema(tool.parameters);
+    tags.push({
+      type: "tag" as const,
+      begin: `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": `,
+      content:
+        numbers.size === 0
+          ? { type: "json_schema" as const, json_schema: schema as Record<string, unknown> }
+          : { type: "grammar" as const, grammar: await schemaEbnf(schema, numbers) },
+      end: "}\n</tool_call>",
+    });
+  }
   return {
     type: "structural_tag",
-    format: {
-      type: "triggered_tags",
-      triggers: ["<tool_call>"],
-      tags: tools.map((tool) => ({
-        type: "tag",
-        begin: `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": `,
-        content: {
-          type: "json_schema",
-          json_schema: xgrammarSchema(tool.parameters) as Record<string, unknown>,
-        },
-        end: "}\n</tool_call>",
-      })),
-      stop_after_first: single,
-    },
+    format: { type: "triggered_tags", triggers: ["<tool_call>"], tags, stop_after_first: single },
   };
+}
+
+/**
+ * A schema with bounded numbers as EBNF: XGrammar's own conversion (the options every schema
+ * is compiled with), its markers replaced by the ranges' exact spellings.
+ */
+async function schemaEbnf(
+  schema: unknown,
+  numbers: ReadonlyMap<string, Spelling>,
+): Promise<string> {
+  const grammar = await xgrammar().Grammar.fromJSONSchema(
+    JSON.stringify(schema),
+    false,
+    -1,
+    SEPARATORS,
+    true,
+  );
+  try {
+    return numberRules(grammar.toString(), numbers);
+  } finally {
+    grammar.dispose();
+  }
 }
 
 /** What JSON texts separate items and keys with: `json.dumps`'s. */
@@ -110,16 +133,13 @@ async function addVocabulary(data: VocabularyData): Promise<void> {
 
 async function compile(compiler: GrammarCompiler, spec: GuidedSpec): Promise<CompiledGrammar> {
   switch (spec.kind) {
-    case "json_schema":
+    case "json_schema": {
+      const { schema, numbers } = xgrammarSchema(spec.schema);
+      if (numbers.size > 0) return compiler.compileGrammar(await schemaEbnf(schema, numbers));
       // properties the schema does not name are not written (vLLM's strict mode); one line with
       // Python's separators, so that a model cannot pad forever
-      return compiler.compileJSONSchema(
-        JSON.stringify(xgrammarSchema(spec.schema)),
-        false,
-        -1,
-        SEPARATORS,
-        true,
-      );
+      return compiler.compileJSONSchema(JSON.stringify(schema), false, -1, SEPARATORS, true);
+    }
     case "json_object":
       return compiler.compileGrammar(JSON_OBJECT);
     case "regex":
@@ -132,7 +152,7 @@ async function compile(compiler: GrammarCompiler, spec: GuidedSpec): Promise<Com
     case "grammar":
       return compiler.compileGrammar(spec.ebnf);
     case "tool_calls":
-      return compiler.compileStructuralTag(hermesCalls(spec.tools, spec.single === true));
+      return compiler.compileStructuralTag(await hermesCalls(spec.tools, spec.single === true));
   }
 }
 

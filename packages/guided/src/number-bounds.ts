@@ -1,82 +1,81 @@
-/**
- * A bound this far from zero (zod's safe-integer ones) is written as 15 digits at most, a
- * bound XGrammar spells exactly and a model's integer never needs to pass.
- */
-export const FAR_BOUND = 1e15;
+import { type Bound, numberRange, type Spelling } from "./number-range.js";
+
+/** The largest integer of 15 digits: every one is exact in a double (a client's JSON.parse). */
 export const FIFTEEN_NINES = 999_999_999_999_999;
-/** Most integers a bounded range is spelled out as. */
-export const MAX_SPELLED_RANGE = 1_024;
+/** Most multiples a `multipleOf` range is spelled out as. */
+export const MAX_SPELLED_MULTIPLES = 1_024;
 
-/** The keywords of a numeric bound. */
-export const BOUND_KEYWORDS = ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+/** The keywords of a numeric bound, and the one of a step. */
+export const BOUND_KEYWORDS = [
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+];
 
 /**
- * How a schema's numeric bounds reach XGrammar, whose 0.1.27 converter writes most bounds
- * loosely (0..120 as `1[0-2][0-9]`, which takes 129; a number's maximum 3 takes 3.5; a
- * negative minimum as a bare "-"). Exact are: a small integer range spelled out as its values,
- * and integer bounds that are a non-negative minimum, a minimum of -(10^k - 1) and a maximum of
- * 10^k - 1 (digit counts), far bounds taken as 15 digits. Anything else is refused.
+ * How a number's keywords reach XGrammar, whose 0.1.27 converter writes most bounds loosely
+ * (0..120 as `1[0-2][0-9]`, which takes 129; a number's maximum 3 takes 3.5): bounds become an
+ * exact spelling of the range (number-range.ts) that the grammar thread writes in place of
+ * XGrammar's; an integer `multipleOf` within bounds is spelled out as its multiples; a range
+ * with no number in it, and a `multipleOf` that cannot be spelled, are refused.
  */
 export type BoundsPlan =
   | { kind: "spell"; values: number[] }
-  | { kind: "bounds"; minimum?: number; maximum?: number }
-  | { kind: "refuse"; why: string };
+  | { kind: "range"; spelling: Spelling }
+  | { kind: "refuse"; keyword: string; why: string };
 
+/** The plan for `node`'s numeric keywords (its type given), or undefined where it has none. */
 export function boundsPlan(node: Record<string, unknown>, type: unknown): BoundsPlan | undefined {
   if (!BOUND_KEYWORDS.some((k) => typeof node[k] === "number")) return undefined;
-  const integer = type === "integer";
-  const low = bound(node.minimum, node.exclusiveMinimum, 1, integer);
-  const high = bound(node.maximum, node.exclusiveMaximum, -1, integer);
-  if (!integer) {
-    const far = (v: unknown) =>
-      v === undefined || (typeof v === "number" && Math.abs(v) >= FAR_BOUND);
-    const zeroMinimum = node.minimum === 0 && node.exclusiveMinimum === undefined;
-    if (BOUND_KEYWORDS.every((k) => far(node[k]) || (k === "minimum" && zeroMinimum)))
-      return { kind: "bounds", ...(zeroMinimum ? { minimum: 0 } : {}) };
-    return {
-      kind: "refuse",
-      why: "bounds on a number other than a minimum of 0 are not supported (XGrammar writes them loosely): use type integer, or drop the bound",
-    };
-  }
-  if (low !== undefined && high !== undefined) {
-    if (high < low) return { kind: "refuse", why: "no integer lies within these bounds" };
-    if (high - low < MAX_SPELLED_RANGE)
-      return { kind: "spell", values: Array.from({ length: high - low + 1 }, (_, i) => low + i) };
-  }
-  const digits = (n: number) => n > 0 && Number.isInteger(Math.log10(n + 1));
-  if ((low === undefined || low >= 0 || digits(-low)) && (high === undefined || digits(high)))
-    return {
-      kind: "bounds",
-      ...(low === undefined ? {} : { minimum: low }),
-      ...(high === undefined ? {} : { maximum: high }),
-    };
+  const types = Array.isArray(type) ? type : [type];
+  const integer = types.includes("integer") && !types.includes("number");
+  const low = tighter(node.minimum, node.exclusiveMinimum, 1);
+  const high = tighter(node.maximum, node.exclusiveMaximum, -1);
+  if (typeof node.multipleOf === "number") return multiples(node.multipleOf, low, high, integer);
+  const spelling = numberRange(low, high, integer);
+  if (spelling.length > 0) return { kind: "range", spelling };
   return {
     kind: "refuse",
-    why: `an integer range must hold at most ${MAX_SPELLED_RANGE} values, or be bounded by digit counts (a minimum of 0 or more, or -9, -99, ...; a maximum of 9, 99, ...): XGrammar writes other bounds loosely`,
+    keyword: BOUND_KEYWORDS.find((k) => k in node) ?? "minimum",
+    why: `no ${integer ? "integer" : "number"} of at most 15 digits lies within these bounds`,
   };
 }
 
-/**
- * The inclusive bound of `inclusive` / `exclusive` (`step` +1 for a lower, -1 for an upper),
- * or undefined where none is given; one past FAR_BOUND is taken as 15 digits.
- */
-function bound(
-  inclusive: unknown,
-  exclusive: unknown,
-  step: 1 | -1,
+/** An integer `multipleOf` as its multiples within the bounds, where they are few enough. */
+function multiples(
+  step: number,
+  low: Bound | undefined,
+  high: Bound | undefined,
   integer: boolean,
-): number | undefined {
-  const found: number[] = [];
-  for (const [value, open] of [
-    [inclusive, false],
-    [exclusive, true],
-  ] as const) {
-    if (typeof value !== "number") continue;
-    if (Math.abs(value) >= FAR_BOUND) found.push(Math.sign(value) * FIFTEEN_NINES);
-    else if (!integer) found.push(value);
-    else if (step > 0) found.push(open ? Math.floor(value) + 1 : Math.ceil(value));
-    else found.push(open ? Math.ceil(value) - 1 : Math.floor(value));
-  }
-  if (found.length === 0) return undefined;
-  return step > 0 ? Math.max(...found) : Math.min(...found);
+): BoundsPlan {
+  const refuse = (why: string): BoundsPlan => ({ kind: "refuse", keyword: "multipleOf", why });
+  if (!integer || !Number.isInteger(step) || step <= 0)
+    return refuse("multipleOf is supported on integers, as a positive integer step");
+  if (!low || !high)
+    return refuse("multipleOf needs a minimum and a maximum (its multiples are spelled out)");
+  const first = Math.ceil((low.open ? Math.floor(low.value) + 1 : low.value) / step) * step;
+  const last = Math.floor((high.open ? Math.ceil(high.value) - 1 : high.value) / step) * step;
+  const count = Math.floor((last - first) / step) + 1;
+  if (count <= 0) return refuse("no multiple lies within these bounds");
+  if (count > MAX_SPELLED_MULTIPLES)
+    return refuse(
+      `multipleOf within these bounds has ${count} multiples, more than ${MAX_SPELLED_MULTIPLES}`,
+    );
+  return { kind: "spell", values: Array.from({ length: count }, (_, i) => first + i * step) };
+}
+
+/** The tighter of an inclusive and an exclusive bound (`side` +1 for a lower, -1 for an upper). */
+function tighter(inclusive: unknown, exclusive: unknown, side: 1 | -1): Bound | undefined {
+  // draft 4's exclusiveMinimum/-Maximum: a boolean that makes the bound beside it exclusive
+  if (typeof exclusive === "boolean")
+    return typeof inclusive === "number" ? { value: inclusive, open: exclusive } : undefined;
+  const closed = typeof inclusive === "number" ? inclusive : undefined;
+  const open = typeof exclusive === "number" ? exclusive : undefined;
+  if (closed === undefined) return open === undefined ? undefined : { value: open, open: true };
+  if (open === undefined) return { value: closed, open: false };
+  // an exclusive bound at the same value is the tighter one
+  const openWins = side > 0 ? open >= closed : open <= closed;
+  return openWins ? { value: open, open: true } : { value: closed, open: false };
 }

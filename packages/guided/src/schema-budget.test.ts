@@ -46,34 +46,55 @@ describe("the schema check", () => {
     );
   });
 
-  it("takes numeric bounds only where XGrammar spells them exactly", () => {
+  it("takes every numeric bound, refusing only a range with no number in it", () => {
     expect(problem({ type: "integer", minimum: 0, maximum: 120 })).toBeUndefined();
     expect(
       problem({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
     ).toBeUndefined();
-    expect(problem({ type: "integer", minimum: 5 })).toBeUndefined();
-    expect(problem({ type: "integer", minimum: -12 })).toMatch(
-      /^\/minimum: an integer range must hold/,
+    expect(problem({ type: "integer", minimum: -12 })).toBeUndefined();
+    expect(problem({ type: "integer", minimum: -1000, maximum: 100_000 })).toBeUndefined();
+    expect(problem({ type: "number", minimum: 0, maximum: 1 })).toBeUndefined();
+    expect(problem({ type: ["number", "null"], exclusiveMinimum: 0 })).toBeUndefined();
+    expect(problem({ type: "number", minimum: 5, exclusiveMinimum: true })).toBeUndefined();
+    expect(problem({ type: "integer", minimum: 2.5, maximum: 2.9 })).toBe(
+      "/minimum: no integer of at most 15 digits lies within these bounds",
     );
-    expect(problem({ type: "integer", minimum: 0, maximum: 5_000 })).toMatch(/at most 1024 values/);
-    expect(problem({ type: "number", minimum: 0, maximum: 1 })).toMatch(
-      /bounds on a number other than a minimum of 0 are not supported/,
-    );
-    expect(xgrammarSchema({ type: "integer", exclusiveMinimum: 0, maximum: 3 })).toEqual({
-      type: "integer",
-      enum: [1, 2, 3],
-    });
+    expect(problem({ type: "number", minimum: 1e16 })).toMatch(/^\/minimum: no number/);
+  });
+
+  it("spells an integer multipleOf within bounds as its multiples, and refuses the rest by name", () => {
     expect(
-      xgrammarSchema({ type: "integer", minimum: 0, maximum: Number.MAX_SAFE_INTEGER }),
-    ).toEqual({ type: "integer", minimum: 0, maximum: 999_999_999_999_999 });
-    expect(xgrammarSchema({ type: "number", minimum: 0, maximum: 1e300 })).toEqual({
-      type: "number",
-      minimum: 0,
+      xgrammarSchema({ type: "integer", multipleOf: 5, minimum: 1, maximum: 20 }).schema,
+    ).toEqual({
+      enum: [5, 10, 15, 20],
     });
+    expect(problem({ type: "integer", multipleOf: 5 })).toBe(
+      "/multipleOf: multipleOf needs a minimum and a maximum (its multiples are spelled out)",
+    );
+    expect(problem({ type: "number", multipleOf: 0.5, minimum: 0, maximum: 1 })).toMatch(
+      /^\/multipleOf: multipleOf is supported on integers/,
+    );
+    expect(problem({ type: "integer", multipleOf: 1, minimum: 0, maximum: 5000 })).toMatch(
+      /5001 multiples, more than 1024/,
+    );
+  });
+
+  it("writes a bounded number as a marker the grammar thread spells exactly, beside its other types", () => {
+    const { schema, numbers } = xgrammarSchema({
+      type: "object",
+      properties: { p: { type: ["number", "null"], minimum: 0, maximum: 1 } },
+    });
+    const [name, ebnf] = [...numbers][0] ?? [];
+    expect(schema).toEqual({
+      type: "object",
+      properties: { p: { anyOf: [{ const: name }, { type: "null" }] } },
+    });
+    expect(numbers.size).toBe(1);
+    expect(ebnf?.[0]).toEqual([{ literal: "0" }]);
   });
 
   it("writes an unbounded integer as 15 digits at most (exact in a double)", () => {
-    expect(xgrammarSchema({ type: "integer" })).toEqual({
+    expect(xgrammarSchema({ type: "integer" }).schema).toEqual({
       type: "integer",
       minimum: -999_999_999_999_999,
       maximum: 999_999_999_999_999,
@@ -81,11 +102,15 @@ describe("the schema check", () => {
   });
 
   it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {
-    expect(xgrammarSchema({ type: "string", anyOf: [{ maxLength: 2 }, { $ref: "#" }] })).toEqual({
+    expect(
+      xgrammarSchema({ type: "string", anyOf: [{ maxLength: 2 }, { $ref: "#" }] }).schema,
+    ).toEqual({
       type: "string",
       anyOf: [{ type: "string", maxLength: 2 }, { $ref: "#" }],
     });
-    expect(xgrammarSchema({ type: "string", format: "uuid", pattern: "^[0-9a-f-]{36}$" })).toEqual({
+    expect(
+      xgrammarSchema({ type: "string", format: "uuid", pattern: "^[0-9a-f-]{36}$" }).schema,
+    ).toEqual({
       type: "string",
       pattern: "^[0-9a-f-]{36}$",
     });

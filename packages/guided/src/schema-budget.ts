@@ -1,4 +1,4 @@
-import { BOUND_KEYWORDS, boundsPlan } from "./number-bounds.js";
+import { boundsPlan } from "./number-bounds.js";
 import { regexProblem } from "./regex-budget.js";
 
 /** Most schema objects one schema may hold (each `$def` counted once: references are not expanded). */
@@ -42,7 +42,13 @@ const COUNTS = new Set([
   "minProperties",
   "maxProperties",
 ]);
-const NUMBERS = new Set(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"]);
+const NUMBERS = new Set([
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
+]);
 /**
  * Keywords XGrammar applies only beside a `type` (its own or, in an `anyOf` branch, the
  * parent's): without one it writes any JSON value, so they are refused there.
@@ -102,10 +108,7 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     const type = own.type ?? parentType;
     const typed = type !== undefined || "enum" in own || "const" in own;
     const bounds = typed ? boundsPlan(own, type) : undefined;
-    if (bounds?.kind === "refuse") {
-      const key = BOUND_KEYWORDS.find((k) => k in own) ?? "minimum";
-      return problem(`${pointer}/${key}`, bounds.why);
-    }
+    if (bounds?.kind === "refuse") return problem(`${pointer}/${bounds.keyword}`, bounds.why);
     for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
       const at = `${pointer}/${escapePointer(key)}`;
       if (TYPED.has(key) && !typed)
@@ -171,8 +174,11 @@ function visitKeyword(
     return undefined;
   }
   if (NUMBERS.has(key)) {
+    // draft 4 writes exclusiveMinimum/-Maximum as a boolean beside minimum/maximum
+    if (typeof value === "boolean" && key.startsWith("exclusive")) return undefined;
     if (typeof value !== "number" || !Number.isFinite(value))
       return problem(at, `${key} must be a number`);
+    if (key === "multipleOf" && value <= 0) return problem(at, "multipleOf must be above 0");
     return undefined;
   }
   switch (key) {

@@ -1,54 +1,92 @@
-import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan, FIFTEEN_NINES } from "./number-bounds.js";
+import { randomBytes } from "node:crypto";
+import { BOUND_KEYWORDS, boundsPlan, FIFTEEN_NINES } from "./number-bounds.js";
+import { type Spelling, spellingEbnf } from "./number-range.js";
 
-/**
- * An integer with no bounds, as it is written: 15 digits at most, every one exact in a double
- * (a client's JSON.parse), where XGrammar would let a model's digits run on to its last token.
- */
-const FIFTEEN_DIGITS: BoundsPlan = {
-  kind: "bounds",
-  minimum: -FIFTEEN_NINES,
-  maximum: FIFTEEN_NINES,
-};
+/** A schema as XGrammar should compile it, and the exact spellings its markers stand for. */
+export interface XGrammarSchema {
+  schema: unknown;
+  /** Each marker (a `const` string in `schema`) and the numbers it stands for. */
+  numbers: Map<string, Spelling>;
+}
 
 /**
  * A schema as XGrammar should compile it (the API's check has accepted it). Where a string has
  * both `pattern` and `format`, XGrammar spells the format alone, and zod writes both (`z.uuid()`:
  * a version-checking pattern beside `format: "uuid"`): the pattern is kept, the stricter as zod
  * writes them (JSON Schema 2020-12 makes a format an annotation by default anyway). An `anyOf`
- * branch with no type of its own is given its parent's (XGrammar reads a branch alone), and
- * numeric bounds are written the way XGrammar spells exactly (see `boundsPlan`).
+ * branch with no type of its own is given its parent's (XGrammar reads a branch alone). A
+ * bounded number becomes a marker, a `const` string that `numberRules` replaces in XGrammar's
+ * EBNF by the range's exact spelling; an integer with no bounds is held to 15 digits.
  */
-export function xgrammarSchema(schema: unknown, inheritedType?: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map((s) => xgrammarSchema(s));
-  if (typeof schema !== "object" || schema === null) return schema;
-  const node = schema as Record<string, unknown>;
-  const type = node.type ?? inheritedType;
-  const out: Record<string, unknown> = {};
-  if (inheritedType !== undefined && !("type" in node) && !("$ref" in node))
-    out.type = inheritedType;
-  const shadowed = typeof node.pattern === "string" && typeof node.format === "string";
-  for (const [key, value] of Object.entries(node)) {
-    if (shadowed && key === "format") continue;
-    if (key === "enum" || key === "const")
-      out[key] = value; // values, not schemas
-    else if ((key === "anyOf" || key === "oneOf") && Array.isArray(value))
-      out[key] = value.map((branch) => xgrammarSchema(branch, type));
-    else out[key] = xgrammarSchema(value);
-  }
-  const length = lengthPattern(node);
-  if (length) {
-    delete out.minLength;
-    delete out.maxLength;
-    out.pattern = length;
-  }
-  const plan = boundsPlan(node, type) ?? (node.type === "integer" ? FIFTEEN_DIGITS : undefined);
-  if (plan && plan.kind !== "refuse") {
+export function xgrammarSchema(schema: unknown): XGrammarSchema {
+  const numbers = new Map<string, Spelling>();
+  const nonce = randomBytes(6).toString("hex");
+  const marker = (spelling: Spelling): string => {
+    const name = `ferry-number-${nonce}-${numbers.size}`;
+    numbers.set(name, spelling);
+    return name;
+  };
+  const rewrite = (node: unknown, inheritedType?: unknown): unknown => {
+    if (Array.isArray(node)) return node.map((s) => rewrite(s));
+    if (typeof node !== "object" || node === null) return node;
+    const own = node as Record<string, unknown>;
+    const type = own.type ?? inheritedType;
+    const out: Record<string, unknown> = {};
+    if (inheritedType !== undefined && !("type" in own) && !("$ref" in own))
+      out.type = inheritedType;
+    const shadowed = typeof own.pattern === "string" && typeof own.format === "string";
+    for (const [key, value] of Object.entries(own)) {
+      if (shadowed && key === "format") continue;
+      if (key === "enum" || key === "const")
+        out[key] = value; // values, not schemas
+      else if ((key === "anyOf" || key === "oneOf") && Array.isArray(value))
+        out[key] = value.map((branch) => rewrite(branch, type));
+      else out[key] = rewrite(value);
+    }
+    const length = lengthPattern(own);
+    if (length) {
+      delete out.minLength;
+      delete out.maxLength;
+      out.pattern = length;
+    }
+    if ("enum" in own || "const" in own) return out;
+    const plan = boundsPlan(own, type);
+    if (plan === undefined || plan.kind === "refuse") {
+      if (type === "integer")
+        Object.assign(out, { minimum: -FIFTEEN_NINES, maximum: FIFTEEN_NINES });
+      return out;
+    }
     for (const key of BOUND_KEYWORDS) delete out[key];
-    if (plan.kind === "spell") out.enum = plan.values;
-    if (plan.kind === "bounds") Object.assign(out, plan);
-    delete out.kind;
+    const numeric: Record<string, unknown> =
+      plan.kind === "spell" ? { enum: plan.values } : { const: marker(plan.spelling) };
+    // a type list keeps its other types beside the number: ["number", "null"]
+    const others = Array.isArray(type) ? type.filter((t) => t !== "number" && t !== "integer") : [];
+    if (others.length === 0) return numeric;
+    return { anyOf: [numeric, { ...out, type: others.length === 1 ? others[0] : others }] };
+  };
+  return { schema: rewrite(schema), numbers };
+}
+
+/**
+ * XGrammar's EBNF for a schema with markers, each marker's literal (`"\"name\""`) replaced by a
+ * rule that spells its numbers; throws where a marker is left (XGrammar merged it into a longer
+ * literal), rather than let a model write the marker itself.
+ */
+export function numberRules(ebnf: string, numbers: ReadonlyMap<string, Spelling>): string {
+  let out = ebnf;
+  const rules: string[] = [];
+  let k = 0;
+  for (const [name, spelling] of numbers) {
+    const literal = `"\\"${name}\\""`;
+    if (!out.includes(literal)) continue; // an unused $def's number: not in the grammar
+    const rule = `ferry_number_${k++}`;
+    out = out.replaceAll(literal, rule);
+    rules.push(spellingEbnf(spelling, rule));
   }
-  return out;
+  for (const name of numbers.keys())
+    if (out.includes(name))
+      throw new Error(`a bounded number's spelling could not be placed (${name})`);
+  return `${out}\n${rules.join("\n")}\n`;
 }
 
 /**
