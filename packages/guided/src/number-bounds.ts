@@ -1,7 +1,5 @@
 import { type Bound, numberRange, type Spelling } from "./number-range.js";
 
-/** The largest integer of 15 digits: every one is exact in a double (a client's JSON.parse). */
-export const FIFTEEN_NINES = 999_999_999_999_999;
 /** Most multiples a `multipleOf` range is spelled out as. */
 export const MAX_SPELLED_MULTIPLES = 1_024;
 

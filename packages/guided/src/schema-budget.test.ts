@@ -93,12 +93,17 @@ describe("the schema check", () => {
     expect(ebnf?.[0]).toEqual([{ literal: "0" }]);
   });
 
-  it("writes an unbounded integer as 15 digits at most (exact in a double)", () => {
-    expect(xgrammarSchema({ type: "integer" }).schema).toEqual({
-      type: "integer",
-      minimum: -999_999_999_999_999,
-      maximum: 999_999_999_999_999,
+  it("writes an unbounded integer as 15 digits at most (exact in a double), one rule for all of them", () => {
+    const { schema, numbers } = xgrammarSchema({
+      type: "object",
+      properties: { a: { type: "integer" }, b: { type: "integer" } },
     });
+    const [name] = [...numbers.keys()];
+    expect(schema).toEqual({
+      type: "object",
+      properties: { a: { const: name }, b: { const: name } },
+    });
+    expect(numbers.size).toBe(1);
   });
 
   it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {

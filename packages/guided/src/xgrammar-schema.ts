@@ -1,6 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { BOUND_KEYWORDS, boundsPlan, FIFTEEN_NINES } from "./number-bounds.js";
-import { type Spelling, spellingEbnf } from "./number-range.js";
+import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
+import { numberRange, type Spelling, spellingEbnf } from "./number-range.js";
+
+/** An integer with no bounds: 15 digits at most, every one exact in a double. */
+const FIFTEEN_DIGITS: BoundsPlan = {
+  kind: "range",
+  spelling: numberRange(undefined, undefined, true),
+};
 
 /** A schema as XGrammar should compile it, and the exact spellings its markers stand for. */
 export interface XGrammarSchema {
@@ -21,9 +27,16 @@ export interface XGrammarSchema {
 export function xgrammarSchema(schema: unknown): XGrammarSchema {
   const numbers = new Map<string, Spelling>();
   const nonce = randomBytes(6).toString("hex");
+  const names = new Map<string, string>();
+  // one marker per distinct range: 300 unbounded integers share one rule
   const marker = (spelling: Spelling): string => {
-    const name = `ferry-number-${nonce}-${numbers.size}`;
-    numbers.set(name, spelling);
+    const key = JSON.stringify(spelling);
+    let name = names.get(key);
+    if (name === undefined) {
+      name = `ferry-number-${nonce}-${numbers.size}`;
+      names.set(key, name);
+      numbers.set(name, spelling);
+    }
     return name;
   };
   const rewrite = (node: unknown, inheritedType?: unknown): unknown => {
@@ -50,12 +63,8 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
       out.pattern = length;
     }
     if ("enum" in own || "const" in own) return out;
-    const plan = boundsPlan(own, type);
-    if (plan === undefined || plan.kind === "refuse") {
-      if (type === "integer")
-        Object.assign(out, { minimum: -FIFTEEN_NINES, maximum: FIFTEEN_NINES });
-      return out;
-    }
+    const plan = boundsPlan(own, type) ?? (type === "integer" ? FIFTEEN_DIGITS : undefined);
+    if (plan === undefined || plan.kind === "refuse") return out;
     for (const key of BOUND_KEYWORDS) delete out[key];
     const numeric: Record<string, unknown> =
       plan.kind === "spell" ? { enum: plan.values } : { const: marker(plan.spelling) };
