@@ -135,6 +135,77 @@ describe("the Batch API with the openai client", () => {
     expect(bad?.response?.body).toEqual(await syncError.json());
   });
 
+  it("guides batch lines as the chat route does: a json_schema answer and a forced tool call valid by their schema, an unsupported keyword a 400 line naming its pointer", async () => {
+    const reading = {
+      type: "object",
+      properties: {
+        sensor: { type: "string", enum: ["a", "b"] },
+        value: { type: "number", minimum: -40, maximum: 85.5 },
+        count: { type: "integer", minimum: 1, maximum: 100_000 },
+      },
+      required: ["sensor", "value", "count"],
+      additionalProperties: false,
+    };
+    const valid = (x: Record<string, unknown>) =>
+      Object.keys(x).sort().join() === "count,sensor,value" &&
+      ["a", "b"].includes(x.sensor as string) &&
+      typeof x.value === "number" &&
+      x.value >= -40 &&
+      x.value <= 85.5 &&
+      Number.isInteger(x.count) &&
+      (x.count as number) >= 1 &&
+      (x.count as number) <= 100_000;
+    const guided = (k: number, extra: Record<string, unknown>) => ({
+      custom_id: `guided-${k}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { ...chatBody(k, 120), temperature: 0.8, seed: k, ...extra },
+    });
+    const lines = [
+      ...[0, 1, 2].map((k) =>
+        guided(k, {
+          response_format: { type: "json_schema", json_schema: { name: "r", schema: reading } },
+        }),
+      ),
+      guided(3, {
+        tools: [{ type: "function", function: { name: "record", parameters: reading } }],
+        tool_choice: { type: "function", function: { name: "record" } },
+      }),
+      guided(4, {
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "r", schema: { type: "array", uniqueItems: true } },
+        },
+      }),
+    ];
+    const batch = await finished((await batchOf(lines, "/v1/chat/completions")).id, 120_000);
+    const { output, errors } = await answersOf(
+      batch,
+      lines.map((line) => line.custom_id),
+    );
+    expect(output.map((line) => line.custom_id).sort()).toEqual([
+      "guided-0",
+      "guided-1",
+      "guided-2",
+      "guided-3",
+    ]);
+    type Message = {
+      content: string | null;
+      tool_calls?: Array<{ function: { arguments: string } }>;
+    };
+    for (const line of output) {
+      const body = line.response?.body as unknown as { choices: Array<{ message: Message }> };
+      const message = body.choices[0]?.message ?? { content: null };
+      const text = message.tool_calls?.[0]?.function.arguments ?? message.content ?? "";
+      expect(valid(JSON.parse(text)), `${line.custom_id}: ${text}`).toBe(true);
+    }
+    const refused = errors.find((line) => line.custom_id === "guided-4");
+    expect(refused?.response?.status_code).toBe(400);
+    expect(JSON.stringify(refused?.response?.body)).toContain(
+      "at /uniqueItems: keyword 'uniqueItems' is not supported",
+    );
+  });
+
   it("runs a predict batch on digits: each answer is the predict route's, a bad row in the error file", async () => {
     const rows = samples.digits.inputs.slice(0, 40);
     const lines = [
