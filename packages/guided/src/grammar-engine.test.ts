@@ -38,6 +38,33 @@ async function accepts(guide: GrammarGuide, text: string): Promise<boolean> {
   return logits[256] === 0;
 }
 
+/**
+ * A text drawn under `guide` with seeded random logits (the bytes JSON closes with favoured, so
+ * that walks end), or undefined where it did not end in `steps` bytes.
+ */
+async function walk(guide: GrammarGuide, seed: number, steps = 120): Promise<string | undefined> {
+  let s = seed >>> 0;
+  const next = () => {
+    s = (s * 1664525 + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+  const closers = new Set([...'"}],0123456789tfn'].map((c) => c.charCodeAt(0)));
+  const out: number[] = [];
+  for (let step = 0; step < steps; step++) {
+    await guide.whenReady();
+    const logits = new Float32Array(257);
+    for (let id = 0; id <= 256; id++)
+      logits[id] = next() * 4 + (closers.has(id) || id === 256 ? 2 : 0);
+    guide.mask(logits);
+    let best = 0;
+    for (let id = 1; id <= 256; id++) if ((logits[id] ?? -1) > (logits[best] ?? -1)) best = id;
+    if (best === 256) return Buffer.from(out).toString("utf8");
+    out.push(best);
+    guide.advance(best);
+  }
+  return undefined;
+}
+
 const wide = (n: number) => ({
   type: "object",
   properties: Object.fromEntries(
@@ -147,6 +174,23 @@ describe("GrammarEngine", () => {
       }
     }
     expect(checked).toBeGreaterThan(400);
+  }, 60_000);
+
+  it("an enum and choices whose values share prefixes: every walk ends in one of them", async () => {
+    // XGrammar 0.1.27 writes such values as overlapping alternatives and let "doa" through
+    const values = ["cat", "category", "catalog", "c", "ca", "dog", "do", 'a"b', "a\\", "é", 10, 1];
+    const schema = { type: "object", properties: { k: { enum: values } }, required: ["k"] };
+    const words = ["cat", "category", "catalog", "c", "ca", "dog", "do", "100000", "10000", "-1", "-12"];
+    for (let seed = 0; seed < 100; seed++) {
+      const guide = await engine.open({ kind: "json_schema", schema }, vocab);
+      const text = await walk(guide, seed * 7919 + 1);
+      guide.close();
+      expect(values, `seed ${seed}: ${text}`).toContainEqual(JSON.parse(text ?? "{}").k);
+      const choice = await engine.open({ kind: "choice", choices: words }, vocab);
+      const word = await walk(choice, seed * 104729 + 3);
+      choice.close();
+      expect(words, `seed ${seed}`).toContain(word);
+    }
   }, 60_000);
 
   it("a length-bound string never takes a raw control character (valid JSON only)", async () => {

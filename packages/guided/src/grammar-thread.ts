@@ -8,9 +8,9 @@ import type {
 } from "@mlc-ai/web-xgrammar";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { choiceGrammar, type GuidedSpec } from "./guided-spec.js";
-import type { Spelling } from "./number-range.js";
+import type { Spelling } from "./spelling.js";
 import { xgrammar } from "./xgrammar.js";
-import { numberRules, xgrammarSchema } from "./xgrammar-schema.js";
+import { spellingRules, xgrammarSchema } from "./xgrammar-schema.js";
 
 /**
  * The grammar thread: XGrammar's compiler, its compiled grammars and every sequence's matcher
@@ -44,14 +44,14 @@ async function hermesCalls(
 ): Promise<StructuralTag> {
   const tags = [];
   for (const tool of tools) {
-    const { schema, numbers } = xgrammarSchema(tool.parameters);
+    const { schema, spellings } = xgrammarSchema(tool.parameters);
     tags.push({
       type: "tag" as const,
       begin: `<tool_call>\n{"name": ${JSON.stringify(tool.name)}, "arguments": `,
       content:
-        numbers.size === 0
+        spellings.size === 0
           ? { type: "json_schema" as const, json_schema: schema as Record<string, unknown> }
-          : { type: "grammar" as const, grammar: await schemaEbnf(schema, numbers) },
+          : { type: "grammar" as const, grammar: await schemaEbnf(schema, spellings) },
       end: "}\n</tool_call>",
     });
   }
@@ -62,12 +62,12 @@ async function hermesCalls(
 }
 
 /**
- * A schema with bounded numbers as EBNF: XGrammar's own conversion (the options every schema
- * is compiled with), its markers replaced by the ranges' exact spellings.
+ * A schema with markers as EBNF: XGrammar's own conversion (the options every schema is
+ * compiled with), each marker replaced by its exact spelling (a number's range, an enum's values).
  */
 async function schemaEbnf(
   schema: unknown,
-  numbers: ReadonlyMap<string, Spelling>,
+  spellings: ReadonlyMap<string, Spelling>,
 ): Promise<string> {
   const grammar = await xgrammar().Grammar.fromJSONSchema(
     JSON.stringify(schema),
@@ -77,7 +77,7 @@ async function schemaEbnf(
     true,
   );
   try {
-    return numberRules(grammar.toString(), numbers);
+    return spellingRules(grammar.toString(), spellings);
   } finally {
     grammar.dispose();
   }
@@ -134,8 +134,8 @@ async function addVocabulary(data: VocabularyData): Promise<void> {
 async function compile(compiler: GrammarCompiler, spec: GuidedSpec): Promise<CompiledGrammar> {
   switch (spec.kind) {
     case "json_schema": {
-      const { schema, numbers } = xgrammarSchema(spec.schema);
-      if (numbers.size > 0) return compiler.compileGrammar(await schemaEbnf(schema, numbers));
+      const { schema, spellings } = xgrammarSchema(spec.schema);
+      if (spellings.size > 0) return compiler.compileGrammar(await schemaEbnf(schema, spellings));
       // properties the schema does not name are not written (vLLM's strict mode); one line with
       // Python's separators, so that a model cannot pad forever
       return compiler.compileJSONSchema(JSON.stringify(schema), false, -1, SEPARATORS, true);

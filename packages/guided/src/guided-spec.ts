@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { spellingEbnf } from "./spelling.js";
 
 /**
  * What a guided completion must spell, as the grammar engine compiles it: one of vLLM's kinds
@@ -57,9 +58,22 @@ export function specKey(spec: GuidedSpec): string {
   return createHash("sha256").update(JSON.stringify(spec)).digest("base64url");
 }
 
-/** `choices` as an EBNF grammar that spells exactly one of them. */
+/** Most characters the choices may spell and still be written as an automaton. */
+const MAX_CHOICE_SPELLING = 20_000;
+
+/**
+ * `choices` as an EBNF grammar that spells exactly one of them: as a deterministic automaton
+ * (XGrammar 0.1.27 matches overlapping alternatives such as "do" | "dog" wrongly), or, past
+ * MAX_CHOICE_SPELLING characters, as plain alternatives.
+ */
 export function choiceGrammar(choices: readonly string[]): string {
-  return `root ::= ${choices.map(ebnfString).join(" | ")}`;
+  const distinct = [...new Set(choices)];
+  if (distinct.reduce((n, c) => n + c.length, 0) <= MAX_CHOICE_SPELLING)
+    return spellingEbnf(
+      distinct.map((literal) => [{ literal }]),
+      "root",
+    );
+  return `root ::= ${distinct.map(ebnfString).join(" | ")}`;
 }
 
 /** `text` as an EBNF string literal: quotes, backslashes and control characters escaped. */

@@ -1,4 +1,5 @@
-import { type Bound, numberRange, type Spelling } from "./number-range.js";
+import { type Bound, numberRange } from "./number-range.js";
+import type { Spelling } from "./spelling.js";
 
 /** Most multiples a `multipleOf` range is spelled out as. */
 export const MAX_SPELLED_MULTIPLES = 1_024;

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type Bound, numberRange, SIGNIFICANT_DIGITS, spellingRegExp } from "./number-range.js";
+import { type Bound, numberRange, SIGNIFICANT_DIGITS } from "./number-range.js";
+import { spellingRegExp } from "./spelling.js";
 
 /** A small seeded generator, so that a failure names the case that fails again. */
 function random(seed: number): () => number {

@@ -1,3 +1,5 @@
+import type { Atom, Spelling } from "./spelling.js";
+
 /**
  * The exact spelling of a bounded number: every JSON number (no exponent, no leading zeros, no
  * "-0") whose value lies within the bounds, and no other, as EBNF for XGrammar (whose 0.1.27
@@ -18,14 +20,6 @@ export interface Bound {
   value: number;
   open: boolean;
 }
-
-/** A piece of a spelling: a literal, one digit within a class, or a run of any digits. */
-export type Atom =
-  | { literal: string }
-  | { from: number; to: number }
-  | { min: number; max: number };
-/** Alternatives, each a sequence of atoms. */
-export type Spelling = Atom[][];
 
 /** A non-negative decimal: its integer part and its fraction's digits (no trailing zeros). */
 interface Decimal {
@@ -105,8 +99,8 @@ function magnitudes(low: Bound, high: Bound | undefined, integer: boolean): Spel
 /** Digits an atom of an integer part spells (each of its pieces has one length). */
 function atomLength(atom: Atom): number {
   if ("literal" in atom) return atom.literal.length;
-  if ("from" in atom) return 1;
-  return atom.max;
+  if ("min" in atom) return atom.max;
+  return 1;
 }
 
 /** The integers first..last, in pieces of one digit count each, no leading zeros. */
@@ -243,154 +237,4 @@ function decimal(value: number): Decimal {
     int: BigInt(digits.slice(0, point) || "0"),
     frac: digits.slice(point).replace(/0+$/, ""),
   };
-}
-
-/** What a number is spelled with: digits, the point and the sign. */
-const SYMBOLS = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", ".", "-"];
-
-/**
- * The spelling as EBNF rules (XGrammar's dialect), `rule` first: a minimal deterministic
- * automaton written as one rule per state, each alternative starting with its own characters.
- * XGrammar 0.1.27 matches the same language written as overlapping alternatives wrongly (it
- * took 681024 from `... | 6810[01][0-9] | 68102[0-3]`); a deterministic grammar leaves it
- * nothing to merge.
- */
-export function spellingEbnf(spelling: Spelling, rule: string): string {
-  if (spelling.length === 0) throw new Error("an empty numeric range has no spelling");
-  const { moves, accepting } = minimal(deterministic(spelling));
-  const name = (state: number) => (state === 0 ? rule : `${rule}_${state}`);
-  const rules: string[] = [];
-  for (const [state, row] of moves.entries()) {
-    const byTarget = new Map<number, string[]>();
-    for (const [symbol, target] of row)
-      byTarget.set(target, [...(byTarget.get(target) ?? []), symbol]);
-    const alternatives = accepting[state] ? ['""'] : [];
-    for (const [target, symbols] of byTarget)
-      alternatives.push(`${characters(symbols)} ${name(target)}`);
-    rules.push(`${name(state)} ::= ${alternatives.join(" | ")}`);
-  }
-  return rules.join("\n");
-}
-
-function characters(symbols: string[]): string {
-  if (symbols.length === 1) return JSON.stringify(symbols[0]);
-  return `[${symbols.map((s) => (s === "-" ? "\\-" : s)).join("")}]`;
-}
-
-interface Automaton {
-  /** Per state, its move on each symbol it takes. */
-  moves: Array<Map<string, number>>;
-  accepting: boolean[];
-}
-
-/** The alternatives as a deterministic automaton: a nondeterministic one, then its subsets. */
-function deterministic(spelling: Spelling): Automaton {
-  const edges: Array<Array<[ReadonlySet<string>, number]>> = [];
-  const skips: number[][] = [];
-  const ends = new Set<number>();
-  const state = () => {
-    skips.push([]);
-    return edges.push([]) - 1;
-  };
-  const edge = (from: number, symbols: ReadonlySet<string>) => {
-    const to = state();
-    edges[from]?.push([symbols, to]);
-    return to;
-  };
-  const digits = new Set(SYMBOLS.slice(0, 10));
-  const start = state();
-  for (const alternative of spelling) {
-    let at = state();
-    skips[start]?.push(at);
-    for (const atom of alternative) {
-      if ("literal" in atom) for (const ch of atom.literal) at = edge(at, new Set([ch]));
-      else if ("from" in atom) at = edge(at, new Set(SYMBOLS.slice(atom.from, atom.to + 1)));
-      else {
-        for (let i = 0; i < atom.min; i++) at = edge(at, digits);
-        const end = state();
-        for (let i = atom.min; i < atom.max; i++) {
-          skips[at]?.push(end);
-          at = edge(at, digits);
-        }
-        skips[at]?.push(end);
-        at = end;
-      }
-    }
-    ends.add(at);
-  }
-  const closure = (from: number[]): number[] => {
-    const seen = new Set(from);
-    const stack = [...from];
-    for (let s = stack.pop(); s !== undefined; s = stack.pop())
-      for (const t of skips[s] ?? [])
-        if (!seen.has(t)) {
-          seen.add(t);
-          stack.push(t);
-        }
-    return [...seen].sort((a, b) => a - b);
-  };
-  const subsets = [closure([start])];
-  const index = new Map([[subsets[0]?.join(","), 0]]);
-  const moves: Array<Map<string, number>> = [];
-  for (let i = 0; i < subsets.length; i++) {
-    const row = new Map<string, number>();
-    for (const symbol of SYMBOLS) {
-      const next: number[] = [];
-      for (const s of subsets[i] ?? [])
-        for (const [set, t] of edges[s] ?? []) if (set.has(symbol)) next.push(t);
-      if (next.length === 0) continue;
-      const subset = closure(next);
-      const key = subset.join(",");
-      let j = index.get(key);
-      if (j === undefined) {
-        j = subsets.push(subset) - 1;
-        index.set(key, j);
-      }
-      row.set(symbol, j);
-    }
-    moves.push(row);
-  }
-  return { moves, accepting: subsets.map((subset) => subset.some((s) => ends.has(s))) };
-}
-
-/** The automaton with equivalent states merged (Moore's refinement), the start kept as 0. */
-function minimal({ moves, accepting }: Automaton): Automaton {
-  let block: number[] = accepting.map((a) => (a ? 1 : 0));
-  for (;;) {
-    const signatures = new Map<string, number>();
-    const next = moves.map((row, s) => {
-      const signature = `${block[s]}|${SYMBOLS.map((sym) => block[row.get(sym) ?? -1] ?? "x").join(",")}`;
-      let id = signatures.get(signature);
-      if (id === undefined) {
-        id = signatures.size;
-        signatures.set(signature, id);
-      }
-      return id;
-    });
-    const stable = new Set(next).size === new Set(block).size;
-    block = next;
-    if (stable) break;
-  }
-  // renumber so that the start state's block is 0
-  const order = new Map<number, number>([[block[0] ?? 0, 0]]);
-  for (const b of block) if (!order.has(b)) order.set(b, order.size);
-  const merged: Array<Map<string, number>> = Array.from({ length: order.size }, () => new Map());
-  const finals: boolean[] = Array.from({ length: order.size }, () => false);
-  for (const [s, row] of moves.entries()) {
-    const to = order.get(block[s] ?? 0) ?? 0;
-    finals[to] = accepting[s] ?? false;
-    for (const [sym, t] of row) merged[to]?.set(sym, order.get(block[t] ?? 0) ?? 0);
-  }
-  return { moves: merged, accepting: finals };
-}
-
-/** The spelling as a JavaScript regular expression matching a whole string (for tests). */
-export function spellingRegExp(spelling: Spelling): RegExp {
-  const atom = (a: Atom) =>
-    "literal" in a
-      ? a.literal.replace(/[.-]/g, "\\$&")
-      : "from" in a
-        ? `[${a.from}-${a.to}]`
-        : `[0-9]{${a.min},${a.max}}`;
-  return new RegExp(`^(?:${spelling.map((alt) => alt.map(atom).join("")).join("|")})$`);
 }

@@ -80,30 +80,30 @@ describe("the schema check", () => {
   });
 
   it("writes a bounded number as a marker the grammar thread spells exactly, beside its other types", () => {
-    const { schema, numbers } = xgrammarSchema({
+    const { schema, spellings } = xgrammarSchema({
       type: "object",
       properties: { p: { type: ["number", "null"], minimum: 0, maximum: 1 } },
     });
-    const [name, ebnf] = [...numbers][0] ?? [];
+    const [name, ebnf] = [...spellings][0] ?? [];
     expect(schema).toEqual({
       type: "object",
       properties: { p: { anyOf: [{ const: name }, { type: "null" }] } },
     });
-    expect(numbers.size).toBe(1);
+    expect(spellings.size).toBe(1);
     expect(ebnf?.[0]).toEqual([{ literal: "0" }]);
   });
 
   it("writes an unbounded integer as 15 digits at most (exact in a double), one rule for all of them", () => {
-    const { schema, numbers } = xgrammarSchema({
+    const { schema, spellings } = xgrammarSchema({
       type: "object",
       properties: { a: { type: "integer" }, b: { type: "integer" } },
     });
-    const [name] = [...numbers.keys()];
+    const [name] = [...spellings.keys()];
     expect(schema).toEqual({
       type: "object",
       properties: { a: { const: name }, b: { const: name } },
     });
-    expect(numbers.size).toBe(1);
+    expect(spellings.size).toBe(1);
   });
 
   it("gives an anyOf branch its parent's type, and a pattern beside a format wins", () => {

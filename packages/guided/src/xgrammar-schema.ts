@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
-import { numberRange, type Spelling, spellingEbnf } from "./number-range.js";
+import { numberRange } from "./number-range.js";
+import { type Spelling, spellingEbnf } from "./spelling.js";
 
 /** An integer with no bounds: 15 digits at most, every one exact in a double. */
 const FIFTEEN_DIGITS: BoundsPlan = {
@@ -11,8 +12,8 @@ const FIFTEEN_DIGITS: BoundsPlan = {
 /** A schema as XGrammar should compile it, and the exact spellings its markers stand for. */
 export interface XGrammarSchema {
   schema: unknown;
-  /** Each marker (a `const` string in `schema`) and the numbers it stands for. */
-  numbers: Map<string, Spelling>;
+  /** Each marker (a `const` string in `schema`) and the spellings it stands for. */
+  spellings: Map<string, Spelling>;
 }
 
 /**
@@ -21,21 +22,22 @@ export interface XGrammarSchema {
  * a version-checking pattern beside `format: "uuid"`): the pattern is kept, the stricter as zod
  * writes them (JSON Schema 2020-12 makes a format an annotation by default anyway). An `anyOf`
  * branch with no type of its own is given its parent's (XGrammar reads a branch alone). A
- * bounded number becomes a marker, a `const` string that `numberRules` replaces in XGrammar's
- * EBNF by the range's exact spelling; an integer with no bounds is held to 15 digits.
+ * bounded number, and an enum of plain values, becomes a marker: a `const` string that
+ * `spellingRules` replaces in XGrammar's EBNF by an exact, deterministic spelling (spelling.ts);
+ * an integer with no bounds is held to 15 digits.
  */
 export function xgrammarSchema(schema: unknown): XGrammarSchema {
-  const numbers = new Map<string, Spelling>();
+  const spellings = new Map<string, Spelling>();
   const nonce = randomBytes(6).toString("hex");
   const names = new Map<string, string>();
-  // one marker per distinct range: 300 unbounded integers share one rule
+  // one marker per distinct spelling: 300 unbounded integers share one rule
   const marker = (spelling: Spelling): string => {
     const key = JSON.stringify(spelling);
     let name = names.get(key);
     if (name === undefined) {
-      name = `ferry-number-${nonce}-${numbers.size}`;
+      name = `ferry-spelling-${nonce}-${spellings.size}`;
       names.set(key, name);
-      numbers.set(name, spelling);
+      spellings.set(name, spelling);
     }
     return name;
   };
@@ -62,6 +64,8 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
       delete out.maxLength;
       out.pattern = length;
     }
+    const values = enumSpelling(own.enum);
+    if (values) return { const: marker(values) };
     if ("enum" in own || "const" in own) return out;
     const plan = boundsPlan(own, type) ?? (type === "integer" ? FIFTEEN_DIGITS : undefined);
     if (plan === undefined || plan.kind === "refuse") return out;
@@ -73,29 +77,46 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
     if (others.length === 0) return numeric;
     return { anyOf: [numeric, { ...out, type: others.length === 1 ? others[0] : others }] };
   };
-  return { schema: rewrite(schema), numbers };
+  return { schema: rewrite(schema), spellings };
 }
 
 /**
  * XGrammar's EBNF for a schema with markers, each marker's literal (`"\"name\""`) replaced by a
- * rule that spells its numbers; throws where a marker is left (XGrammar merged it into a longer
+ * rule that spells it; throws where a marker is left (XGrammar merged it into a longer
  * literal), rather than let a model write the marker itself.
  */
-export function numberRules(ebnf: string, numbers: ReadonlyMap<string, Spelling>): string {
+export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Spelling>): string {
   let out = ebnf;
   const rules: string[] = [];
   let k = 0;
-  for (const [name, spelling] of numbers) {
+  for (const [name, spelling] of spellings) {
     const literal = `"\\"${name}\\""`;
     if (!out.includes(literal)) continue; // an unused $def's number: not in the grammar
-    const rule = `ferry_number_${k++}`;
+    const rule = `ferry_spelling_${k++}`;
     out = out.replaceAll(literal, rule);
     rules.push(spellingEbnf(spelling, rule));
   }
-  for (const name of numbers.keys())
+  for (const name of spellings.keys())
     if (out.includes(name))
       throw new Error(`a bounded number's spelling could not be placed (${name})`);
   return `${out}\n${rules.join("\n")}\n`;
+}
+
+/** Most characters an enum's values may spell and still be written as an automaton. */
+const MAX_ENUM_SPELLING = 20_000;
+
+/**
+ * An enum of two or more plain values (strings, numbers, booleans, null) as the spelling of their
+ * JSON texts, where XGrammar would write them as overlapping alternatives (it let "doa" through
+ * `["do", "dog", ...]`); undefined for other enums, kept as XGrammar writes them.
+ */
+function enumSpelling(values: unknown): Spelling | undefined {
+  if (!Array.isArray(values) || values.length < 2) return undefined;
+  const plain = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
+  if (!values.every(plain)) return undefined;
+  const texts = [...new Set(values.map((v) => JSON.stringify(v)))];
+  if (texts.reduce((n, t) => n + t.length, 0) > MAX_ENUM_SPELLING) return undefined;
+  return texts.map((literal) => [{ literal }]);
 }
 
 /**
