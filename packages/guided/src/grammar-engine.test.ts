@@ -1,3 +1,5 @@
+import { Ajv } from "ajv";
+import formats from "ajv-formats";
 import { afterAll, describe, expect, it } from "vitest";
 import { GrammarEngine } from "./grammar-engine.js";
 import type { GrammarGuide } from "./grammar-guide.js";
@@ -180,7 +182,19 @@ describe("GrammarEngine", () => {
     // XGrammar 0.1.27 writes such values as overlapping alternatives and let "doa" through
     const values = ["cat", "category", "catalog", "c", "ca", "dog", "do", 'a"b', "a\\", "é", 10, 1];
     const schema = { type: "object", properties: { k: { enum: values } }, required: ["k"] };
-    const words = ["cat", "category", "catalog", "c", "ca", "dog", "do", "100000", "10000", "-1", "-12"];
+    const words = [
+      "cat",
+      "category",
+      "catalog",
+      "c",
+      "ca",
+      "dog",
+      "do",
+      "100000",
+      "10000",
+      "-1",
+      "-12",
+    ];
     for (let seed = 0; seed < 100; seed++) {
       const guide = await engine.open({ kind: "json_schema", schema }, vocab);
       const text = await walk(guide, seed * 7919 + 1);
@@ -190,6 +204,25 @@ describe("GrammarEngine", () => {
       const word = await walk(choice, seed * 104729 + 3);
       choice.close();
       expect(words, `seed ${seed}`).toContain(word);
+    }
+  }, 60_000);
+
+  it("date, time, date-time and hostname formats: every walk is valid by ajv-formats (XGrammar's own took 2590-02-30 and 20:60)", async () => {
+    const ajv = new Ajv({ strict: false });
+    (formats as unknown as { default: (a: Ajv) => void }).default(ajv);
+    for (const format of ["date", "time", "date-time", "hostname"]) {
+      const schema = { type: "string", format };
+      const valid = ajv.compile(schema);
+      let ended = 0;
+      for (let seed = 0; seed < 60; seed++) {
+        const guide = await engine.open({ kind: "json_schema", schema }, vocab);
+        const text = await walk(guide, seed * 31 + 5, 200);
+        guide.close();
+        if (text === undefined) continue;
+        ended++;
+        expect(valid(JSON.parse(text)), `${format}: ${text}`).toBe(true);
+      }
+      expect(ended, format).toBeGreaterThan(40);
     }
   }, 60_000);
 

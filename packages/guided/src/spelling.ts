@@ -7,11 +7,14 @@
  * Numbers (number-range.ts), enums and choices are written this way.
  */
 
-/** A piece of a spelling: a literal, one digit within a class, a run of digits, one of some characters. */
+/**
+ * A piece of a spelling: a literal, one digit within a class, a run of `min` to `max` digits (or
+ * of the characters `oneOf` names), one of some characters.
+ */
 export type Atom =
   | { literal: string }
   | { from: number; to: number }
-  | { min: number; max: number }
+  | { min: number; max: number; oneOf?: string }
   | { oneOf: string };
 /** Alternatives, each a sequence of atoms. */
 export type Spelling = Atom[][];
@@ -20,6 +23,13 @@ export type Spelling = Atom[][];
 export const MAX_SPELLING_STATES = 50_000;
 
 const DIGITS = "0123456789";
+
+/** Every sequence of one alternative of each part, in order. */
+export function product(...parts: Spelling[]): Spelling {
+  let out: Spelling = [[]];
+  for (const part of parts) out = out.flatMap((head) => part.map((tail) => [...head, ...tail]));
+  return out;
+}
 
 /** The spelling as EBNF rules (XGrammar's dialect), `rule` the first and the start. */
 export function spellingEbnf(spelling: Spelling, rule: string): string {
@@ -90,11 +100,12 @@ function deterministic(spelling: Spelling): Automaton {
     for (const atom of alternative) {
       if ("literal" in atom) for (const ch of atom.literal) at = edge(at, [ch]);
       else if ("min" in atom) {
-        for (let i = 0; i < atom.min; i++) at = edge(at, DIGITS);
+        const run = atom.oneOf ?? DIGITS;
+        for (let i = 0; i < atom.min; i++) at = edge(at, run);
         const end = state();
         for (let i = atom.min; i < atom.max; i++) {
           skips[at]?.push(end);
-          at = edge(at, DIGITS);
+          at = edge(at, run);
         }
         skips[at]?.push(end);
         at = end;
@@ -183,7 +194,7 @@ export function spellingRegExp(spelling: Spelling): RegExp {
   const inClass = (ch: string) => ch.replace(/[\\\]^-]/g, "\\$&");
   const atom = (a: Atom) => {
     if ("literal" in a) return quote(a.literal);
-    if ("min" in a) return `[0-9]{${a.min},${a.max}}`;
+    if ("min" in a) return `[${[...(a.oneOf ?? DIGITS)].map(inClass).join("")}]{${a.min},${a.max}}`;
     return `[${classOf(a).map(inClass).join("")}]`;
   };
   return new RegExp(`^(?:${spelling.map((alt) => alt.map(atom).join("")).join("|")})$`, "u");

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { formatSpelling } from "./format-spelling.js";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
 import { numberRange } from "./number-range.js";
 import { type Spelling, spellingEbnf } from "./spelling.js";
@@ -22,8 +23,8 @@ export interface XGrammarSchema {
  * a version-checking pattern beside `format: "uuid"`): the pattern is kept, the stricter as zod
  * writes them (JSON Schema 2020-12 makes a format an annotation by default anyway). An `anyOf`
  * branch with no type of its own is given its parent's (XGrammar reads a branch alone). A
- * bounded number, and an enum of plain values, becomes a marker: a `const` string that
- * `spellingRules` replaces in XGrammar's EBNF by an exact, deterministic spelling (spelling.ts);
+ * bounded number, an enum of plain values and a date, time or hostname format becomes a
+ * marker: a `const` string that `spellingRules` replaces in XGrammar's EBNF by an exact, deterministic spelling (spelling.ts);
  * an integer with no bounds is held to 15 digits.
  */
 export function xgrammarSchema(schema: unknown): XGrammarSchema {
@@ -64,6 +65,8 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
       delete out.maxLength;
       out.pattern = length;
     }
+    const format = type === "string" && own.pattern === undefined && formatSpelling(own.format);
+    if (format) return { const: marker(format) };
     const values = enumSpelling(own.enum);
     if (values) return { const: marker(values) };
     if ("enum" in own || "const" in own) return out;
