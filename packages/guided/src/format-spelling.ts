@@ -1,4 +1,4 @@
-import { type Atom, product, type Spelling } from "./spelling.js";
+import { type Atom, product, type Sequence, type Spelling } from "./spelling.js";
 
 /**
  * The JSON strings a `format` is written as, where XGrammar 0.1.27's own pattern is looser than a
@@ -6,11 +6,12 @@ import { type Atom, product, type Spelling } from "./spelling.js";
  * hostname label of any length. Each is spelled here as a subset every validator takes: days
  * within their month (February to the 28th: the 29th needs a leap year), seconds 00-59, an
  * offset or Z on every time (RFC 3339's full-time), at most 9 fraction digits; hostnames of up
- * to three labels of 1-63 lowercase letters, digits and inner hyphens.
+ * to three labels of 1-63 lowercase letters, digits and inner hyphens; emails whose domain has a
+ * dot (XGrammar's took `f1f@735353`), a local part of one or two runs of up to 32 characters.
  */
-export function formatSpelling(format: unknown): Spelling | undefined {
-  const spelling = typeof format === "string" ? FORMATS[format]?.() : undefined;
-  return spelling && product([[QUOTE]], spelling, [[QUOTE]]);
+export function formatSpelling(format: unknown): Sequence | undefined {
+  const parts = typeof format === "string" ? FORMATS[format]?.() : undefined;
+  return parts && [[[QUOTE]], ...parts, [[QUOTE]]];
 }
 
 const QUOTE: Atom = { literal: '"' };
@@ -67,22 +68,37 @@ function time(): Spelling {
   return product(twoDigits(23), lit(":"), twoDigits(59), lit(":"), twoDigits(59), fraction, offset);
 }
 
-function hostname(): Spelling {
-  const inner = "abcdefghijklmnopqrstuvwxyz0123456789";
-  const label: Spelling = [
-    [{ oneOf: inner }],
-    [{ oneOf: inner }, { min: 0, max: 61, oneOf: `${inner}-` }, { oneOf: inner }],
-  ];
+const ALNUM = "abcdefghijklmnopqrstuvwxyz0123456789";
+/** A hostname's label: 1-63 letters, digits and inner hyphens. */
+const LABEL: Spelling = [
+  [{ oneOf: ALNUM }],
+  [{ oneOf: ALNUM }, { min: 0, max: 61, oneOf: `${ALNUM}-` }, { oneOf: ALNUM }],
+];
+
+/** Up to two more labels, each after a dot. */
+const MORE_LABELS: Spelling = [
+  [],
+  ...product(lit("."), LABEL),
+  ...product(lit("."), LABEL, lit("."), LABEL),
+];
+
+/** A local part of one or two dot-separated runs, then a domain of two or three labels. */
+function email(): Sequence {
+  const run: Spelling = [[{ min: 1, max: 32, oneOf: `${ALNUM}_%+-` }]];
   return [
-    ...label,
-    ...product(label, lit("."), label),
-    ...product(label, lit("."), label, lit("."), label),
+    run,
+    [[], ...product(lit("."), run)],
+    lit("@"),
+    LABEL,
+    product(lit("."), LABEL),
+    [[], ...product(lit("."), LABEL)],
   ];
 }
 
-const FORMATS: Record<string, () => Spelling> = {
-  date,
-  time,
-  "date-time": () => product(date(), lit("T"), time()),
-  hostname,
+const FORMATS: Record<string, () => Sequence> = {
+  date: () => [date()],
+  time: () => [time()],
+  "date-time": () => [date(), lit("T"), time()],
+  hostname: () => [LABEL, MORE_LABELS],
+  email,
 };

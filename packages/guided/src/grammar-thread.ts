@@ -8,7 +8,7 @@ import type {
 } from "@mlc-ai/web-xgrammar";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { choiceGrammar, type GuidedSpec } from "./guided-spec.js";
-import type { Spelling } from "./spelling.js";
+import type { Sequence } from "./spelling.js";
 import { xgrammar } from "./xgrammar.js";
 import { spellingRules, xgrammarSchema } from "./xgrammar-schema.js";
 
@@ -67,7 +67,7 @@ async function hermesCalls(
  */
 async function schemaEbnf(
   schema: unknown,
-  spellings: ReadonlyMap<string, Spelling>,
+  spellings: ReadonlyMap<string, Sequence>,
 ): Promise<string> {
   const grammar = await xgrammar().Grammar.fromJSONSchema(
     JSON.stringify(schema),

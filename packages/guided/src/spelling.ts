@@ -31,8 +31,41 @@ export function product(...parts: Spelling[]): Spelling {
   return out;
 }
 
+/**
+ * Texts spelled part after part, each part its own automaton: a format's date then its time, with
+ * no automaton over their product. Parts meet where the next part's first character cannot
+ * continue the one before (a date's day, then "T").
+ */
+export type Sequence = Spelling[];
+
+/** The sequence as EBNF rules, `rule` the first and the start. */
+export function sequenceEbnf(parts: Sequence, rule: string): string {
+  if (parts.length === 1) return spellingEbnf(parts[0] ?? [], rule);
+  const names = parts.map((_, i) => `${rule}_p${i}`);
+  return [
+    `${rule} ::= ${names.join(" ")}`,
+    ...parts.map((part, i) => spellingEbnf(part, names[i] ?? rule)),
+  ].join("\n");
+}
+
+/** Spellings' rules already built, by spelling (a format's, a schema's repeated range). */
+const built = new Map<string, string>();
+const MAX_BUILT = 256;
+const PLACEHOLDER = "ferry_spelling_rule";
+
 /** The spelling as EBNF rules (XGrammar's dialect), `rule` the first and the start. */
 export function spellingEbnf(spelling: Spelling, rule: string): string {
+  const key = JSON.stringify(spelling);
+  let rules = built.get(key);
+  if (rules === undefined) {
+    rules = buildEbnf(spelling, PLACEHOLDER);
+    if (built.size >= MAX_BUILT) built.delete(built.keys().next().value ?? "");
+    built.set(key, rules);
+  }
+  return rules.replaceAll(PLACEHOLDER, rule);
+}
+
+function buildEbnf(spelling: Spelling, rule: string): string {
   if (spelling.length === 0) throw new Error("an empty spelling has no grammar");
   const { moves, accepting } = minimal(deterministic(spelling));
   const name = (state: number) => (state === 0 ? rule : `${rule}_${state}`);

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { formatSpelling } from "./format-spelling.js";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
 import { numberRange } from "./number-range.js";
-import { type Spelling, spellingEbnf } from "./spelling.js";
+import { type Sequence, type Spelling, sequenceEbnf } from "./spelling.js";
 
 /** An integer with no bounds: 15 digits at most, every one exact in a double. */
 const FIFTEEN_DIGITS: BoundsPlan = {
@@ -14,7 +14,7 @@ const FIFTEEN_DIGITS: BoundsPlan = {
 export interface XGrammarSchema {
   schema: unknown;
   /** Each marker (a `const` string in `schema`) and the spellings it stands for. */
-  spellings: Map<string, Spelling>;
+  spellings: Map<string, Sequence>;
 }
 
 /**
@@ -28,11 +28,11 @@ export interface XGrammarSchema {
  * an integer with no bounds is held to 15 digits.
  */
 export function xgrammarSchema(schema: unknown): XGrammarSchema {
-  const spellings = new Map<string, Spelling>();
+  const spellings = new Map<string, Sequence>();
   const nonce = randomBytes(6).toString("hex");
   const names = new Map<string, string>();
   // one marker per distinct spelling: 300 unbounded integers share one rule
-  const marker = (spelling: Spelling): string => {
+  const marker = (spelling: Sequence): string => {
     const key = JSON.stringify(spelling);
     let name = names.get(key);
     if (name === undefined) {
@@ -68,13 +68,13 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
     const format = type === "string" && own.pattern === undefined && formatSpelling(own.format);
     if (format) return { const: marker(format) };
     const values = enumSpelling(own.enum);
-    if (values) return { const: marker(values) };
+    if (values) return { const: marker([values]) };
     if ("enum" in own || "const" in own) return out;
     const plan = boundsPlan(own, type) ?? (type === "integer" ? FIFTEEN_DIGITS : undefined);
     if (plan === undefined || plan.kind === "refuse") return out;
     for (const key of BOUND_KEYWORDS) delete out[key];
     const numeric: Record<string, unknown> =
-      plan.kind === "spell" ? { enum: plan.values } : { const: marker(plan.spelling) };
+      plan.kind === "spell" ? { enum: plan.values } : { const: marker([plan.spelling]) };
     // a type list keeps its other types beside the number: ["number", "null"]
     const others = Array.isArray(type) ? type.filter((t) => t !== "number" && t !== "integer") : [];
     if (others.length === 0) return numeric;
@@ -88,7 +88,7 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
  * rule that spells it; throws where a marker is left (XGrammar merged it into a longer
  * literal), rather than let a model write the marker itself.
  */
-export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Spelling>): string {
+export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Sequence>): string {
   let out = ebnf;
   const rules: string[] = [];
   let k = 0;
@@ -97,7 +97,7 @@ export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Spell
     if (!out.includes(literal)) continue; // an unused $def's number: not in the grammar
     const rule = `ferry_spelling_${k++}`;
     out = out.replaceAll(literal, rule);
-    rules.push(spellingEbnf(spelling, rule));
+    rules.push(sequenceEbnf(spelling, rule));
   }
   for (const name of spellings.keys())
     if (out.includes(name))
