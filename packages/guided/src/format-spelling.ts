@@ -7,7 +7,7 @@ import { type Atom, product, type Sequence, type Spelling } from "./spelling.js"
  * within their month (February to the 28th: the 29th needs a leap year), seconds 00-59, an
  * offset or Z on every time (RFC 3339's full-time), at most 9 fraction digits; hostnames of up
  * to three labels of 1-63 lowercase letters, digits and inner hyphens; emails whose domain has a
- * dot (XGrammar's took `f1f@735353`), a local part of one or two runs of up to 32 characters.
+ * dot (XGrammar's took `f1f@735353`) and a local part of one or two runs.
  */
 export function formatSpelling(format: unknown): Sequence | undefined {
   const parts = typeof format === "string" ? FORMATS[format]?.() : undefined;
@@ -82,16 +82,27 @@ const MORE_LABELS: Spelling = [
   ...product(lit("."), LABEL, lit("."), LABEL),
 ];
 
-/** A local part of one or two dot-separated runs, then a domain of two or three labels. */
+/**
+ * A local part of one or two dot-separated runs, then a domain of two or more labels of any
+ * length (ajv-formats bounds neither; a hostname's labels are bounded).
+ */
 function email(): Sequence {
-  const run: Spelling = [[{ min: 1, max: 32, oneOf: `${ALNUM}_%+-` }]];
+  const run: Spelling = [[{ min: 1, max: Number.POSITIVE_INFINITY, oneOf: `${ALNUM}_%+-` }]];
+  const label: Spelling = [
+    [{ oneOf: ALNUM }],
+    [
+      { oneOf: ALNUM },
+      { min: 0, max: Number.POSITIVE_INFINITY, oneOf: `${ALNUM}-` },
+      { oneOf: ALNUM },
+    ],
+  ];
   return [
     run,
     [[], ...product(lit("."), run)],
     lit("@"),
-    LABEL,
-    product(lit("."), LABEL),
-    [[], ...product(lit("."), LABEL)],
+    label,
+    product(lit("."), label),
+    [[], ...product(lit("."), label)],
   ];
 }
 

@@ -50,7 +50,8 @@ async function walk(guide: GrammarGuide, seed: number, steps = 120): Promise<str
     s = (s * 1664525 + 1013904223) >>> 0;
     return s / 2 ** 32;
   };
-  const closers = new Set([...'"}],0123456789tfn'].map((c) => c.charCodeAt(0)));
+  // and '@' and '.', so that an email's parts end too
+  const closers = new Set([...'"}],0123456789tfn@.'].map((c) => c.charCodeAt(0)));
   const out: number[] = [];
   for (let step = 0; step < steps; step++) {
     await guide.whenReady();

@@ -9,7 +9,7 @@
 
 /**
  * A piece of a spelling: a literal, one digit within a class, a run of `min` to `max` digits (or
- * of the characters `oneOf` names), one of some characters.
+ * of the characters `oneOf` names; `max` may be Infinity), one of some characters.
  */
 export type Atom =
   | { literal: string }
@@ -135,6 +135,11 @@ function deterministic(spelling: Spelling): Automaton {
       else if ("min" in atom) {
         const run = atom.oneOf ?? DIGITS;
         for (let i = 0; i < atom.min; i++) at = edge(at, run);
+        if (atom.max === Number.POSITIVE_INFINITY) {
+          // a run with no end: the state loops on its characters
+          edges[at]?.push([new Set(run), at]);
+          continue;
+        }
         const end = state();
         for (let i = atom.min; i < atom.max; i++) {
           skips[at]?.push(end);
@@ -227,7 +232,8 @@ export function spellingRegExp(spelling: Spelling): RegExp {
   const inClass = (ch: string) => ch.replace(/[\\\]^-]/g, "\\$&");
   const atom = (a: Atom) => {
     if ("literal" in a) return quote(a.literal);
-    if ("min" in a) return `[${[...(a.oneOf ?? DIGITS)].map(inClass).join("")}]{${a.min},${a.max}}`;
+    if ("min" in a)
+      return `[${[...(a.oneOf ?? DIGITS)].map(inClass).join("")}]{${a.min},${a.max === Number.POSITIVE_INFINITY ? "" : a.max}}`;
     return `[${classOf(a).map(inClass).join("")}]`;
   };
   return new RegExp(`^(?:${spelling.map((alt) => alt.map(atom).join("")).join("|")})$`, "u");
