@@ -1,3 +1,8 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { tempRepository } from "../test/helpers/model-repo.js";
 import { OtlpReceiver } from "../test/helpers/otlp-receiver.js";
 import { Stack } from "../test/helpers/stack.js";
 import { uniqueBodies } from "./classifier.js";
@@ -16,73 +21,114 @@ function fresh(n: number): string[] {
   return out;
 }
 
+/** The `--baseline=<git ref>` flag: the code at that commit becomes a third arm. */
+const BASELINE = process.argv.find((a) => a.startsWith("--baseline="))?.slice("--baseline=".length);
+
+/**
+ * A worktree of `ref` beside this checkout, with this checkout's node_modules hard-linked in (a
+ * baseline's dependencies are a subset of today's; its workspace links point into itself).
+ */
+function checkout(ref: string): { root: string; remove: () => void } {
+  const root = mkdtempSync(join(tmpdir(), "ferry-baseline-"));
+  execFileSync("git", ["worktree", "add", "--detach", "--force", root, ref], { stdio: "ignore" });
+  execFileSync("cp", ["-al", "node_modules", join(root, "node_modules")]);
+  return {
+    root,
+    remove: () => {
+      execFileSync("git", ["worktree", "remove", "--force", root], { stdio: "ignore" });
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+type Arm = { name: string; stack: Stack };
+
 /**
  * Tracing off vs on, side by side: two stacks on mnist, one without OTEL_* variables (the
  * default) and one exporting every request's spans (100% sampled: no caller's traceparent, so
  * the API starts and samples every trace) to an OTLP/HTTP receiver in this process that counts
- * what arrives without decoding it; both up at once, measured in adjacent rounds that alternate
- * which goes first, each round 5 s at 64 closed-loop clients after a warm-up.
+ * what arrives without decoding it; with `--baseline=<ref>`, a third stack runs the code at
+ * that commit (before tracing and Server-Timing, say), so that "off costs nothing" is measured
+ * rather than assumed. Every stack serves the same model files (a copy of today's mnist); all
+ * are up at once, measured in adjacent rounds that rotate which goes first, each round 5 s at
+ * 64 closed-loop clients after a warm-up.
  */
 export async function tracingBench(): Promise<Record<string, unknown>> {
   console.log(
-    `tracing bench: Ferry on mnist with tracing off (no OTEL_* variables) and on (OTEL_EXPORTER_OTLP_ENDPOINT: every request traced, spans of the API and the worker exported as protobuf to a receiver in this process that only counts them); both stacks up, ${ROUNDS} adjacent rounds alternating which goes first, each ${SECONDS} s at ${CLIENTS} closed-loop clients after a 2 s warm-up; every request a new input (no cache hits)`,
+    `tracing bench: Ferry on mnist with tracing off (no OTEL_* variables) and on (OTEL_EXPORTER_OTLP_ENDPOINT: every request traced, spans of the API and the worker exported as protobuf to a receiver in this process that only counts them)${BASELINE ? `, and the code at ${BASELINE} (tracing off, as it was)` : ""}; every stack up at once on the same copy of mnist, ${ROUNDS} adjacent rounds rotating which goes first, each ${SECONDS} s at ${CLIENTS} closed-loop clients after a 2 s warm-up; every request a new input (no cache hits)`,
   );
   const receiver = await new OtlpReceiver(false).start();
-  const off = new Stack({ env: { WORKER_MODELS: "mnist" } });
-  const on = new Stack({
-    env: {
-      WORKER_MODELS: "mnist",
-      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+  const repository = tempRepository({ mnist: {} });
+  const env = { WORKER_MODELS: "mnist", MODEL_REPOSITORY: repository };
+  const baseline = BASELINE ? checkout(BASELINE) : undefined;
+  const arms: Arm[] = [
+    { name: "off", stack: new Stack({ env }) },
+    {
+      name: "on",
+      stack: new Stack({
+        env: {
+          ...env,
+          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+          OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+        },
+      }),
     },
-  });
+    ...(baseline ? [{ name: "before", stack: new Stack({ env, root: baseline.root }) }] : []),
+  ];
   try {
-    await Promise.all([off.start(), on.start()]);
+    await Promise.all(arms.map((arm) => arm.stack.start()));
     const url = (s: Stack) => s.url("/v1/models/mnist/predict");
-    for (const s of [off, on])
+    for (const { stack } of arms)
       await closedLoop({
-        url: url(s),
+        url: url(stack),
         bodies: fresh(20_000),
         concurrency: CLIENTS,
         durationMs: 2_000,
       });
     const rounds: Array<Record<string, string | number>> = [];
     for (let r = 0; r < ROUNDS; r++) {
-      const order = r % 2 === 0 ? [off, on] : [on, off];
-      const results = new Map<Stack, Awaited<ReturnType<typeof closedLoop>>>();
-      for (const s of order)
+      const order = arms.map((_, i) => arms[(i + r) % arms.length] as Arm);
+      const results = new Map<string, Awaited<ReturnType<typeof closedLoop>>>();
+      for (const arm of order)
         results.set(
-          s,
+          arm.name,
           await closedLoop({
-            url: url(s),
+            url: url(arm.stack),
             bodies: fresh(60_000),
             concurrency: CLIENTS,
             durationMs: SECONDS * 1_000,
           }),
         );
-      const a = results.get(off);
-      const b = results.get(on);
-      rounds.push({
-        round: r + 1,
-        first: order[0] === off ? "off" : "on",
-        off_rps: a?.rps ?? 0,
-        on_rps: b?.rps ?? 0,
-        on_over_off: round((b?.rps ?? 0) / (a?.rps || 1), 3),
-        off_p50_ms: a?.p50_ms ?? 0,
-        on_p50_ms: b?.p50_ms ?? 0,
-        off_p99_ms: a?.p99_ms ?? 0,
-        on_p99_ms: b?.p99_ms ?? 0,
-        errors: (a?.errors ?? 0) + (b?.errors ?? 0),
-      });
+      const rps = (name: string) => results.get(name)?.rps ?? 0;
+      const row: Record<string, string | number> = { round: r + 1, first: order[0]?.name ?? "" };
+      for (const { name } of arms) row[`${name}_rps`] = rps(name);
+      row.on_over_off = round(rps("on") / (rps("off") || 1), 3);
+      if (baseline) row.off_over_before = round(rps("off") / (rps("before") || 1), 3);
+      for (const { name } of arms) {
+        row[`${name}_p50_ms`] = results.get(name)?.p50_ms ?? 0;
+        row[`${name}_p99_ms`] = results.get(name)?.p99_ms ?? 0;
+      }
+      row.errors = [...results.values()].reduce((n, r) => n + r.errors, 0);
+      rounds.push(row);
     }
-    printTable(`tracing off vs on, mnist, ${CLIENTS} clients, ${SECONDS} s a round`, rounds);
+    printTable(`tracing, mnist, ${CLIENTS} clients, ${SECONDS} s a round`, rounds);
     const ratio = round(median(rounds.map((r) => Number(r.on_over_off))), 3);
+    const offBefore = baseline
+      ? round(median(rounds.map((r) => Number(r.off_over_before))), 3)
+      : undefined;
     console.log(
-      `\nthroughput with tracing on / off (median of rounds): ${ratio}; the receiver took ${receiver.exports} exports, ${round(receiver.bytes / 2 ** 20, 1)} MiB`,
+      `\nthroughput with tracing on / off (median of rounds): ${ratio}${offBefore === undefined ? "" : `; off / the code at ${BASELINE}: ${offBefore}`}; the receiver took ${receiver.exports} exports, ${round(receiver.bytes / 2 ** 20, 1)} MiB`,
     );
-    return { rounds, on_over_off_median: ratio, exports: receiver.exports, bytes: receiver.bytes };
+    return {
+      rounds,
+      on_over_off_median: ratio,
+      ...(offBefore === undefined ? {} : { baseline: BASELINE, off_over_before_median: offBefore }),
+      exports: receiver.exports,
+      bytes: receiver.bytes,
+    };
   } finally {
-    await Promise.all([off.stop(), on.stop()]);
+    await Promise.all(arms.map((arm) => arm.stack.stop()));
     await receiver.stop();
+    baseline?.remove();
   }
 }

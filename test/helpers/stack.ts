@@ -41,6 +41,8 @@ export interface StackOptions {
   /** Extra node flags (--cpu-prof, say) for the API and for workers. */
   apiNodeArgs?: string[];
   workerNodeArgs?: string[];
+  /** The checkout its processes run from (a bench's baseline worktree). @defaultValue this one */
+  root?: string;
 }
 
 /**
@@ -170,7 +172,7 @@ export class Stack {
   private spawn(entry: string, env: NodeJS.ProcessEnv, nodeArgs?: string[]): Proc {
     if (stopping) throw new Error("stopping every stack: nothing new starts");
     live.add(this);
-    const proc = launch(entry, env, nodeArgs);
+    const proc = launch(entry, env, nodeArgs, this.options.root);
     this.started.add(proc);
     return proc;
   }
@@ -184,12 +186,18 @@ export class Stack {
   }
 }
 
-export function launch(entry: string, env: NodeJS.ProcessEnv, nodeArgs: string[] = []): Proc {
+export function launch(
+  entry: string,
+  env: NodeJS.ProcessEnv,
+  nodeArgs: string[] = [],
+  cwd?: string,
+): Proc {
   const child = spawn(
     process.execPath,
     [...nodeArgs, "--conditions=ferry-source", "--import", "tsx", entry],
     {
       env,
+      ...(cwd ? { cwd } : {}),
       // the IPC channel is the child's watch on this process (`exitWithParent`): a test run or
       // bench that dies, however, takes its stacks with it rather than leaving them serving
       stdio: ["ignore", "pipe", "pipe", "ipc"],
