@@ -227,6 +227,39 @@ describe("GrammarEngine", () => {
     }
   }, 60_000);
 
+  it("regular expressions (guided_regex, a schema's pattern): every walk matches the pattern as JavaScript reads it", async () => {
+    // XGrammar's own regex took 100001 from the first; the rest: classes, quantifiers, dots,
+    // escapes a JSON string must write, a non-ASCII literal
+    const patterns = [
+      "[0-9]|[1-9][0-9]{4}|100000|-[1-9]|-[1-9][0-9]",
+      "\\d{3}-\\d{4}|\\d{3}-\\d{3}-\\d{4}",
+      "^(cat|category|catalog|do|dog)s?$",
+      "[A-Z][a-z]{1,5}( [A-Z][a-z]{1,5})?",
+      'a.c|"q"|\\\\[nt]|é{1,2}',
+      "(ab|a)(bc|c)?\\w{0,3}",
+    ];
+    for (const pattern of patterns) {
+      const whole = new RegExp(`^(?:${pattern})$`, "u");
+      let ended = 0;
+      for (let seed = 0; seed < 40; seed++) {
+        const raw = await engine.open({ kind: "regex", pattern }, vocab);
+        const text = await walk(raw, seed * 13 + 1, 60);
+        raw.close();
+        if (text !== undefined) {
+          ended++;
+          expect(whole.test(text), `${pattern}: ${JSON.stringify(text)}`).toBe(true);
+        }
+        const schema = { type: "string", pattern };
+        const inJson = await engine.open({ kind: "json_schema", schema }, vocab);
+        const json = await walk(inJson, seed * 17 + 2, 80);
+        inJson.close();
+        if (json !== undefined)
+          expect(whole.test(JSON.parse(json)), `${pattern} in JSON: ${json}`).toBe(true);
+      }
+      expect(ended, pattern).toBeGreaterThan(20);
+    }
+  }, 60_000);
+
   it("a length-bound string never takes a raw control character (valid JSON only)", async () => {
     const schema = { type: "object", properties: { city: { type: "string", maxLength: 16 } } };
     const guide = await engine.open({ kind: "json_schema", schema }, vocab);

@@ -8,9 +8,9 @@ import type {
 } from "@mlc-ai/web-xgrammar";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { choiceGrammar, type GuidedSpec } from "./guided-spec.js";
-import type { Sequence } from "./spelling.js";
+import { regexEbnf } from "./regex-automaton.js";
 import { xgrammar } from "./xgrammar.js";
-import { spellingRules, xgrammarSchema } from "./xgrammar-schema.js";
+import { type Rules, spellingRules, xgrammarSchema } from "./xgrammar-schema.js";
 
 /**
  * The grammar thread: XGrammar's compiler, its compiled grammars and every sequence's matcher
@@ -65,10 +65,7 @@ async function hermesCalls(
  * A schema with markers as EBNF: XGrammar's own conversion (the options every schema is
  * compiled with), each marker replaced by its exact spelling (a number's range, an enum's values).
  */
-async function schemaEbnf(
-  schema: unknown,
-  spellings: ReadonlyMap<string, Sequence>,
-): Promise<string> {
+async function schemaEbnf(schema: unknown, spellings: ReadonlyMap<string, Rules>): Promise<string> {
   const grammar = await xgrammar().Grammar.fromJSONSchema(
     JSON.stringify(schema),
     false,
@@ -142,11 +139,16 @@ async function compile(compiler: GrammarCompiler, spec: GuidedSpec): Promise<Com
     }
     case "json_object":
       return compiler.compileGrammar(JSON_OBJECT);
-    case "regex":
+    case "regex": {
+      // a deterministic automaton where one can be built (XGrammar's own matches overlapping
+      // alternatives loosely), else XGrammar's regex
+      const rules = regexEbnf(spec.pattern, "root", "raw");
+      if (rules) return compiler.compileGrammar(rules);
       return compiler.compileStructuralTag({
         type: "structural_tag",
         format: { type: "regex", pattern: spec.pattern },
       });
+    }
     case "choice":
       return compiler.compileGrammar(choiceGrammar(spec.choices));
     case "grammar":

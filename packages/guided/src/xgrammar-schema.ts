@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { formatSpelling } from "./format-spelling.js";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
 import { numberRange } from "./number-range.js";
+import { regexEbnf } from "./regex-automaton.js";
 import { type Sequence, type Spelling, sequenceEbnf } from "./spelling.js";
 
 /** An integer with no bounds: 15 digits at most, every one exact in a double. */
@@ -13,9 +14,12 @@ const FIFTEEN_DIGITS: BoundsPlan = {
 /** A schema as XGrammar should compile it, and the exact spellings its markers stand for. */
 export interface XGrammarSchema {
   schema: unknown;
-  /** Each marker (a `const` string in `schema`) and the spellings it stands for. */
-  spellings: Map<string, Sequence>;
+  /** Each marker (a `const` string in `schema`) and the EBNF rules it stands for, by rule name. */
+  spellings: Map<string, Rules>;
 }
+
+/** EBNF rules whose first, and start, is named `rule`. */
+export type Rules = (rule: string) => string;
 
 /**
  * A schema as XGrammar should compile it (the API's check has accepted it). Where a string has
@@ -28,20 +32,21 @@ export interface XGrammarSchema {
  * an integer with no bounds is held to 15 digits.
  */
 export function xgrammarSchema(schema: unknown): XGrammarSchema {
-  const spellings = new Map<string, Sequence>();
+  const spellings = new Map<string, Rules>();
   const nonce = randomBytes(6).toString("hex");
   const names = new Map<string, string>();
   // one marker per distinct spelling: 300 unbounded integers share one rule
-  const marker = (spelling: Sequence): string => {
-    const key = JSON.stringify(spelling);
+  const marked = (key: string, rules: Rules): string => {
     let name = names.get(key);
     if (name === undefined) {
       name = `ferry-spelling-${nonce}-${spellings.size}`;
       names.set(key, name);
-      spellings.set(name, spelling);
+      spellings.set(name, rules);
     }
     return name;
   };
+  const marker = (spelling: Sequence): string =>
+    marked(JSON.stringify(spelling), (rule) => sequenceEbnf(spelling, rule));
   const rewrite = (node: unknown, inheritedType?: unknown): unknown => {
     if (Array.isArray(node)) return node.map((s) => rewrite(s));
     if (typeof node !== "object" || node === null) return node;
@@ -64,6 +69,19 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
       delete out.minLength;
       delete out.maxLength;
       out.pattern = length;
+    }
+    // the caller's pattern as a deterministic automaton, where it can be built (else XGrammar's
+    // own; a length's pattern, which XGrammar writes exactly, stays XGrammar's)
+    if (type === "string" && typeof own.pattern === "string") {
+      const pattern = own.pattern;
+      const rules = regexEbnf(pattern, "r", "json-string");
+      if (rules)
+        return {
+          const: marked(
+            `pattern ${pattern}`,
+            (rule) => regexEbnf(pattern, rule, "json-string") ?? "",
+          ),
+        };
     }
     const format = type === "string" && own.pattern === undefined && formatSpelling(own.format);
     if (format) return { const: marker(format) };
@@ -88,16 +106,16 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
  * rule that spells it; throws where a marker is left (XGrammar merged it into a longer
  * literal), rather than let a model write the marker itself.
  */
-export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Sequence>): string {
+export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Rules>): string {
   let out = ebnf;
   const rules: string[] = [];
   let k = 0;
-  for (const [name, spelling] of spellings) {
+  for (const [name, rulesOf] of spellings) {
     const literal = `"\\"${name}\\""`;
     if (!out.includes(literal)) continue; // an unused $def's number: not in the grammar
     const rule = `ferry_spelling_${k++}`;
     out = out.replaceAll(literal, rule);
-    rules.push(sequenceEbnf(spelling, rule));
+    rules.push(rulesOf(rule));
   }
   for (const name of spellings.keys())
     if (out.includes(name))
