@@ -9,7 +9,8 @@ import { uniqueBodies } from "./classifier.js";
 import { closedLoop, median, round } from "./load.js";
 import { printTable } from "./table.js";
 
-const ROUNDS = 3;
+/** Rounds per arm: `--rounds=N` (the noisier the machine, the more). */
+const ROUNDS = Number(process.argv.find((a) => a.startsWith("--rounds="))?.slice(9) ?? 3) || 3;
 const SECONDS = 5;
 const CLIENTS = 64;
 
