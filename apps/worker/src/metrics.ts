@@ -116,6 +116,12 @@ export class WorkerMetrics {
     labelNames: ["model", "version"],
     registers: [this.registry],
   });
+  readonly preemptedSeqs = new Counter({
+    name: "ferry_worker_preempted_sequences_total",
+    help: "Times an offline batch's sequence gave its seat up to waiting interactive ones (its KV cache freed, recomputed when it rejoins)",
+    labelNames: ["model", "version"],
+    registers: [this.registry],
+  });
 
   constructor() {
     // the event-loop lag histogram samples on a timer: prom-client's 10 ms default woke an

@@ -16,6 +16,19 @@ export const prioritySchema = z.number().int().min(1).max(10);
 export const DEFAULT_PRIORITY = 5;
 
 /**
+ * The band of a priority, highest first: 0 (8-10), 1 (4-7), 2 (1-3). The sync lane keeps a
+ * Stream per band, and a generator's engine seats the bands in this order.
+ */
+export function priorityBand(priority: number): number {
+  if (priority >= 8) return 0;
+  if (priority >= 4) return 1;
+  return 2;
+}
+
+/** The lowest band, offline batches' (they run at priority 1): it yields seats to the others. */
+export const BATCH_BAND = 2;
+
+/**
  * The longest deadline a request may ask for, in ms (one hour). Node's timers overflow past
  * 2^31 - 1 ms and fire at once, so an unbounded timeout would expire at once instead of never.
  */
@@ -26,6 +39,11 @@ export const timeoutMsSchema = z.number().int().positive().max(MAX_TIMEOUT_MS);
 /** BullMQ runs priority 1 first; Ferry's 10 is the most urgent. */
 export function bullPriority(priority: number): number {
   return 11 - priority;
+}
+
+/** A request's priority from its BullMQ job's (bullPriority's inverse; 0: none was given). */
+export function priorityOfBull(bull: number): number {
+  return bull > 0 ? 11 - bull : DEFAULT_PRIORITY;
 }
 
 export const TERMINAL_STATUSES: readonly JobStatus[] = [

@@ -60,6 +60,7 @@ const metrics: GenerationMetrics = {
   tokens: counter,
   cancelled: counter,
   resumed: counter,
+  preempted: counter,
   prefixQueries: counter,
   prefixHits: counter,
   execution() {},
@@ -93,20 +94,20 @@ function job(
 const grammars = new GrammarEngine();
 afterAll(() => grammars.shutdown());
 
-function engine(model = new CountingModel(), maxNumSeqs = 4) {
+function engine(model = new CountingModel(), maxNumSeqs = 4, prefillThread = false) {
   const scheduler = new Scheduler({ maxNumSeqs, maxBatchedTokens: 2048 });
   return new Engine(
     model,
     scheduler,
     new ByteTokenizer(EOS),
     metrics,
-    { contextLength: 64, vocabSize: VOCAB },
+    { contextLength: 64, vocabSize: VOCAB, prefillThread },
     grammars,
   );
 }
 
-const run = (e: Engine, j: GenerateJob, signal = new AbortController().signal) =>
-  e.submit(j, signal, () => {});
+const run = (e: Engine, j: GenerateJob, signal = new AbortController().signal, priority = 5) =>
+  e.submit(j, signal, () => {}, { priority });
 
 describe("Engine", () => {
   it("decodes every running sequence in one pass per step; each ends at max_tokens", async () => {
@@ -170,4 +171,31 @@ describe("Engine", () => {
     await expect(late).rejects.toMatchObject({ code: "DEADLINE_EXCEEDED" });
     expect(model.passes.flat().some((r) => r.seq === 2)).toBe(false);
   });
+
+  it.each([false, true])(
+    "an interactive completion takes a batch line's seat at once, and the line goes on where it was (prefill thread: %s)",
+    async (prefillThread) => {
+      const model = new CountingModel();
+      const e = engine(model, 2, prefillThread);
+      const ended: string[] = [];
+      const line = (prompt: string) =>
+        run(e, job(prompt, { max_tokens: 20 }), undefined, 1).then((r) => {
+          ended.push(prompt);
+          return r.text;
+        });
+      const lines = [line("a"), line("A")];
+      while (model.passes.filter((p) => p.length === 2).length < 3)
+        await new Promise((r) => setImmediate(r));
+      const live = await run(e, job("0", { max_tokens: 3 }));
+      ended.push("live");
+      expect(live.text).toBe("123");
+      expect(ended).toEqual(["live"]); // no line finished first
+      // each line's text is what it would have been had it never given its seat up
+      expect(await Promise.all(lines)).toEqual(["bcdefghijklmnopqrstu", "BCDEFGHIJKLMNOPQRSTU"]);
+      // the preempted line's cache was freed, and its rejoining prefill read prompt and tokens so far
+      const rejoined = model.passes.flat().filter((r) => r.seq === 2 && r.tokens > 1);
+      expect(rejoined.length).toBe(1);
+      expect(model.released.slice(0, 2)).toEqual([2, 3]);
+    },
+  );
 });

@@ -46,6 +46,13 @@ export interface EngineOptions {
   prefixCacheCompletions?: boolean;
 }
 
+/** What a completion brings beside its job (see `Engine.submit`). */
+export interface SubmitOptions {
+  resume?: ResumePoint | undefined;
+  onAdmitted?: (() => void) | undefined;
+  priority?: number | undefined;
+}
+
 /**
  * The step loop of continuous batching: schedule, execute (one batched pass for joining
  * prompts, one for every running sequence's next token), process outputs (sample, detokenize,
@@ -82,13 +89,13 @@ export class Engine {
    * Adds a completion; resolves with its result once it finishes. `resume`: what an earlier
    * attempt already sent (a job taken over from a worker that died); the sequence continues
    * after its tokens, as if it had never stopped, and sends none of their text again.
+   * `priority`: its request's (1 to 10); an offline batch's (1-3) yields seats to the others.
    */
   submit(
     job: GenerateJob,
     signal: AbortSignal,
     emit: (events: JobEventBody[]) => void,
-    resume?: ResumePoint,
-    onAdmitted?: () => void,
+    { resume, onAdmitted, priority }: SubmitOptions = {},
   ): Promise<CompletionResult> {
     const unknownFields = unknownSamplingFields(job.params);
     if (unknownFields.length > 0)
@@ -116,7 +123,7 @@ export class Engine {
     }
     const guided = this.guideOf(job.params);
     if (guided instanceof FerryError) return Promise.reject(guided);
-    const started = { emit, resume, onAdmitted };
+    const started = { emit, resume, onAdmitted, priority };
     if (!guided) return this.start(job, signal, started, promptIds, whole, undefined);
     // the grammar compiles on its own thread; the sequence queues once its first mask is here
     return (
@@ -137,11 +144,8 @@ export class Engine {
       emit,
       resume,
       onAdmitted,
-    }: {
-      emit: (events: JobEventBody[]) => void;
-      resume: ResumePoint | undefined;
-      onAdmitted: (() => void) | undefined;
-    },
+      priority,
+    }: SubmitOptions & { emit: (events: JobEventBody[]) => void },
     promptIds: number[],
     whole: number[],
     guide: GrammarGuide | undefined,
@@ -151,6 +155,7 @@ export class Engine {
         id: this.nextSeq++,
         promptIds,
         params: job.params,
+        ...(priority === undefined ? {} : { priority }),
         deadline: job.deadline,
         signal,
         random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
@@ -310,6 +315,7 @@ export class Engine {
     run: (prefill: Sequence[], decode: Sequence[]) => Promise<void>,
   ): Promise<boolean> {
     const plan = this.scheduler.schedule();
+    this.dropCaches(plan.preempted);
     this.observeQueue();
     if (plan.prefill.length === 0 && plan.decode.length === 0) return this.idle();
     const now = performance.now();
@@ -365,6 +371,8 @@ export class Engine {
     this.dropDead(this.scheduler.queued());
     // with no decode step in flight or about to be sent, the decode thread is free and warm
     const decoderBusy = this.stepping || this.scheduler.decodable().length > 0;
+    // a decode step in flight holds its sequences' rows: they give seats up between steps only
+    if (!this.stepping) this.dropCaches(this.scheduler.preempt());
     const joining = this.scheduler.admit();
     if (joining.length === 0) return;
     const now = performance.now();
@@ -403,6 +411,13 @@ export class Engine {
       });
   }
 
+  /** Frees preempted sequences' caches: they are computed again when they rejoin. */
+  private dropCaches(preempted: readonly Sequence[]): void {
+    if (preempted.length === 0) return;
+    this.metrics.preempted.inc(preempted.length);
+    this.runtime.release(preempted.map((s) => s.id));
+  }
+
   /** A step's outputs, its first `prefills` rows the sequences' prefills. */
   private advanceAll(seqs: Sequence[], { logits, prompts, cached }: LmOutput, prefills = 0): void {
     this.countPrefixes(seqs.slice(0, prefills), cached);
@@ -422,7 +437,8 @@ export class Engine {
       this.metrics.prefixQueries.inc(row.tokens.length);
       this.metrics.prefixHits.inc(cached[i] ?? 0);
       // a resumed sequence's prefill reads its earlier tokens too: only the prompt's count
-      seq.cachedTokens = Math.min(cached[i] ?? 0, seq.promptIds.length);
+      // a preempted sequence's recompute says nothing of what its prompt found first
+      if (seq.preemptions === 0) seq.cachedTokens = Math.min(cached[i] ?? 0, seq.promptIds.length);
     });
   }
 

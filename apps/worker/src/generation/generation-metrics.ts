@@ -10,6 +10,7 @@ export interface GenerationMetrics {
   tokens: { inc(n?: number): void };
   cancelled: { inc(n?: number): void };
   resumed: { inc(n?: number): void };
+  preempted: { inc(n?: number): void };
   prefixQueries: { inc(n?: number): void };
   prefixHits: { inc(n?: number): void };
   /** One run of the model over `size` sequences (a decode step, or a prefill) that took `ms`. */
@@ -41,6 +42,7 @@ export function generationMetrics(
     tokens: metrics.tokens.labels(labels),
     cancelled: metrics.cancelledSeqs.labels(labels),
     resumed: metrics.resumedSeqs.labels(labels),
+    preempted: metrics.preemptedSeqs.labels(labels),
     prefixQueries: metrics.prefixCacheQueries.labels(labels),
     prefixHits: metrics.prefixCacheHits.labels(labels),
   };

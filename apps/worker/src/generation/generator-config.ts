@@ -48,6 +48,12 @@ export const generatorConfigSchema = z.object({
        * where nothing is shared (`npm run bench -- prefix`, part b).
        */
       prefix_cache_completions: z.boolean().default(false),
+      /**
+       * The share of max_num_seqs (0 to 1) offline batches' lines (priority 1-3) may hold
+       * while interactive requests wait; past it the latest admitted give their seats up
+       * (recomputed when they rejoin). With nothing else waiting they take every seat.
+       */
+      batch_seat_share: z.number().min(0).max(1).default(0.5),
     })
     .default({
       max_num_seqs: 16,
@@ -59,6 +65,7 @@ export const generatorConfigSchema = z.object({
       enable_prefix_caching: true,
       prefix_cache_mb: 32,
       prefix_cache_completions: false,
+      batch_seat_share: 0.5,
     }),
 });
 export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;

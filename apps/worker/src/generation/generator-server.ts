@@ -68,6 +68,7 @@ export class GeneratorServer {
       maxBatchedTokens: generator.scheduler.max_num_batched_tokens,
       policy: generator.scheduler.policy,
       staticWaitMs: generator.scheduler.static_wait_ms,
+      batchSeatShare: generator.scheduler.batch_seat_share,
     });
     // guided decoding spells text token by token: only a vocabulary of known bytes can be guided
     const grammars =
@@ -104,7 +105,7 @@ export class GeneratorServer {
    */
   async handle(
     job: GenerateJob,
-    ctx: Pick<GenerateContext, "jobId" | "signal" | "emit" | "resume" | "attempt">,
+    ctx: Pick<GenerateContext, "jobId" | "signal" | "emit" | "resume" | "attempt" | "priority">,
   ): Promise<CompletionResult> {
     const clock = new GenerationClock(job.accepted_at);
     const spans = GenerationSpans.start(job, ctx.jobId, ctx.attempt);
@@ -118,7 +119,11 @@ export class GeneratorServer {
       spans?.admitted();
     };
     try {
-      const result = await this.engine.submit(job, ctx.signal, emit, ctx.resume, admitted);
+      const result = await this.engine.submit(job, ctx.signal, emit, {
+        resume: ctx.resume,
+        onAdmitted: admitted,
+        priority: ctx.priority,
+      });
       spans?.succeeded(result);
       this.genAi.observe(job, clock, result.usage.completion_tokens);
       this.count(ctx.jobId, clock, result.usage.completion_tokens);

@@ -1,3 +1,4 @@
+import { BATCH_BAND } from "@ferry/protocol";
 import type { Sequence } from "./sequence.js";
 
 export interface SchedulerOptions {
@@ -13,18 +14,30 @@ export interface SchedulerOptions {
   policy?: "continuous" | "static";
   /** @defaultValue 50 */
   staticWaitMs?: number;
+  /**
+   * The share of seats (0 to 1) offline batches' sequences (the lowest priority band) may hold
+   * while sequences of a higher band wait: past it, the latest-admitted of them give their
+   * seats up. With nothing else waiting they take every seat. @defaultValue 0.5
+   */
+  batchSeatShare?: number;
 }
 
-/** This step's work: sequences joining (their prompts run) and sequences decoding one token. */
+/**
+ * This step's work: sequences joining (their prompts run), sequences decoding one token, and
+ * sequences preempted (their caches to free; they wait again).
+ */
 export interface StepPlan {
   prefill: Sequence[];
   decode: Sequence[];
+  preempted: Sequence[];
 }
 
 /**
  * Iteration-level scheduling: every step decodes every running sequence; waiting sequences
- * join, first come first served, while seats and the prefill token budget last. A sequence
- * that leaves frees its seat for the very next step.
+ * join, highest priority band first and first come first served within one, while seats and
+ * the prefill token budget last. A sequence that leaves frees its seat for the very next step.
+ * Offline batches' sequences yield: while others wait they hold `batchSeatShare` of the seats
+ * at most, the rest preempted at once rather than finished first.
  */
 export class Scheduler {
   private readonly waiting: Sequence[] = [];
@@ -45,8 +58,12 @@ export class Scheduler {
     return this.running.length === 0 && this.staticWaitLeft() === 0;
   }
 
+  /** Queues a sequence behind those of its band and above (a preempted one: ahead of its band). */
   add(seq: Sequence): void {
-    this.waiting.push(seq);
+    const behind = (w: Sequence) => (seq.preemptions > 0 ? w.band >= seq.band : w.band > seq.band);
+    const at = this.waiting.findIndex(behind);
+    if (at < 0) this.waiting.push(seq);
+    else this.waiting.splice(at, 0, seq);
   }
 
   remove(seq: Sequence): void {
@@ -74,8 +91,39 @@ export class Scheduler {
   }
 
   schedule(): StepPlan {
+    const preempted = this.preempt();
     const decode = this.decodable();
-    return { prefill: this.admit(), decode };
+    return { prefill: this.admit(), decode, preempted };
+  }
+
+  /**
+   * Batch-band sequences that give their seats up now, so that waiting sequences of a higher
+   * band join at this step: as many as those lack seats, down to the batch band's share, the
+   * latest admitted first (they lose the least work). Only those able to decode (a prefill in
+   * flight or a guide's mask still coming is left be). They wait again at the head of their
+   * band; the caller frees their caches.
+   */
+  preempt(): Sequence[] {
+    if (this.options.policy === "static") return [];
+    const urgent = this.waiting.filter((s) => s.band < BATCH_BAND).length;
+    const batch = this.running.filter((s) => s.band === BATCH_BAND);
+    const share = Math.floor((this.options.batchSeatShare ?? 0.5) * this.options.maxNumSeqs);
+    let need = Math.min(
+      urgent - (this.options.maxNumSeqs - this.running.length),
+      batch.length - share,
+    );
+    const preempted: Sequence[] = [];
+    for (let k = batch.length - 1; k >= 0 && need > 0; k--) {
+      const seq = batch[k];
+      if (!seq || seq.pending === undefined || !(seq.guide?.ready ?? true)) continue;
+      this.running.splice(this.running.indexOf(seq), 1);
+      seq.preempted();
+      preempted.push(seq);
+      need--;
+    }
+    // each goes to the head of its band, latest first: they rejoin in the order they first joined
+    for (const seq of preempted) this.add(seq);
+    return preempted;
   }
 
   /**

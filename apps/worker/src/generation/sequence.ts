@@ -1,11 +1,13 @@
 import type { GrammarGuide } from "@ferry/guided/engine";
-import type {
-  CompletionResult,
-  FinishReason,
-  JobEventBody,
-  PromptTokenLogprob,
-  SamplingParams,
-  TokenLogprob,
+import {
+  type CompletionResult,
+  DEFAULT_PRIORITY,
+  type FinishReason,
+  type JobEventBody,
+  type PromptTokenLogprob,
+  priorityBand,
+  type SamplingParams,
+  type TokenLogprob,
 } from "@ferry/protocol";
 import type { StepRow } from "@ferry/runtime";
 import { readsTokenCounts } from "./logits-processors.js";
@@ -18,6 +20,8 @@ export interface SequenceInit {
   id: number;
   promptIds: number[];
   params: SamplingParams;
+  /** Its request's priority, 1 (lowest: offline batches) to 10. @defaultValue 5 */
+  priority?: number;
   /** Epoch ms after which it must not start. */
   deadline: number;
   signal: AbortSignal;
@@ -54,6 +58,8 @@ export class Sequence {
   readonly id: number;
   readonly promptIds: number[];
   readonly params: SamplingParams;
+  /** Its priority's band (0 first, 2 offline batches'): the order seats go in. */
+  readonly band: number;
   readonly deadline: number;
   readonly signal: AbortSignal;
   readonly random: () => number;
@@ -79,6 +85,8 @@ export class Sequence {
   readonly enqueuedAt = performance.now();
   /** When its prefill began (it was admitted); undefined while it waits. */
   startedAt: number | undefined;
+  /** Times it gave its seat up to a higher band (its cache freed, recomputed when it rejoins). */
+  preemptions = 0;
   private ttftMs: number | undefined;
   private lastTokenAt: number | undefined;
   /** Ids sampled since the last token event went out (they travel with the next one). */
@@ -92,6 +100,7 @@ export class Sequence {
     this.id = init.id;
     this.promptIds = init.promptIds;
     this.params = init.params;
+    this.band = priorityBand(init.priority ?? DEFAULT_PRIORITY);
     this.deadline = init.deadline;
     this.signal = init.signal;
     this.random = init.random;
@@ -102,10 +111,20 @@ export class Sequence {
     this.allowed = init.allowed;
   }
 
-  /** It leaves the waiting queue now: its prefill begins. */
+  /** It leaves the waiting queue now: its prefill begins (again, after a preemption). */
   admitted(now: number): void {
+    if (this.startedAt !== undefined) return;
     this.startedAt = now;
     this.init.onAdmitted?.();
+  }
+
+  /**
+   * It gives its seat up (vLLM's recompute preemption): its cache is freed, and when it
+   * rejoins, its prefill reads prompt and completion so far and it samples on from there.
+   */
+  preempted(): void {
+    this.pending = undefined;
+    this.preemptions++;
   }
 
   /** What a joining sequence prefills: its prompt, and any completion it resumes. */

@@ -4,6 +4,7 @@
 // worker that died. BullMQ keeps the async jobs and batch chunks, whose per-job state (retries,
 // polling, events) is worth its cost; a sync row needs none of it, and BullMQ's several dozen
 // Redis commands a job became the serving path's ceiling.
+import { priorityBand } from "@ferry/protocol";
 import type { Keys } from "./keys.js";
 
 /** The consumer group every worker reads a lane with. */
@@ -13,11 +14,7 @@ export const SYNC_GROUP = "workers";
 export const SYNC_BANDS = 3;
 
 /** The band of a request priority (1 lowest .. 10 highest); 0 is read first. */
-export function bandOf(priority: number): number {
-  if (priority >= 8) return 0;
-  if (priority >= 4) return 1;
-  return 2;
-}
+export const bandOf = priorityBand;
 
 /** A queue's lane streams, highest band first (the order a worker reads them in). */
 export function laneKeys(keys: Keys, queue: string): string[] {

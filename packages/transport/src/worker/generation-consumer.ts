@@ -3,6 +3,7 @@ import {
   FerryError,
   type GenerateJob,
   type JobEventBody,
+  priorityOfBull,
   type ResumePoint,
   WIRE_VERSION,
 } from "@ferry/protocol";
@@ -91,7 +92,14 @@ export class GenerationConsumer {
       }
       if (resume.ids.length === 0) emit([{ type: "status", status: "running" }]);
       const run = Math.max(1, job.attemptsStarted, job.stalledCounter + 1);
-      const ctx = { jobId: id, signal: controller.signal, emit, resume, attempt: run };
+      const ctx = {
+        jobId: id,
+        signal: controller.signal,
+        emit,
+        resume,
+        attempt: run,
+        priority: priorityOfBull(job.priority),
+      };
       try {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);

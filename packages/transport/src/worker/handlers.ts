@@ -40,6 +40,8 @@ export interface GenerateContext extends RowContext {
   resume: ResumePoint;
   /** 1 for a job's first run; more once it was taken over from a worker that died. */
   attempt: number;
+  /** Its request's priority, 1 (lowest: offline batches' lines) to 10. */
+  priority: number;
 }
 
 export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promise<CompletionResult>;
