@@ -60,6 +60,17 @@ describe("the schema check", () => {
       "/minimum: no integer of at most 15 digits lies within these bounds",
     );
     expect(problem({ type: "number", minimum: 1e16 })).toMatch(/^\/minimum: no number/);
+    const many = (n: number) => ({
+      type: "object",
+      properties: Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [
+          `p${i}`,
+          { type: "number", minimum: i, maximum: 2 * i + 1 },
+        ]),
+      ),
+    });
+    expect(problem(many(256))).toBeUndefined();
+    expect(problem(many(257))).toBe("/properties/p256: the schema bounds more than 256 numbers");
   });
 
   it("spells an integer multipleOf within bounds as its multiples, and refuses the rest by name", () => {

@@ -9,6 +9,8 @@ export const MAX_SCHEMA_DEPTH = 64;
 export const MAX_SCHEMA_COUNT = 10_000;
 /** Most values one `enum` may list. */
 export const MAX_ENUM_VALUES = 1_024;
+/** Most bounded numbers one schema may hold: each is spelled as an automaton of its own. */
+export const MAX_BOUNDED_NUMBERS = 256;
 
 /** Keywords that only describe: they change no answer. */
 const DESCRIPTIVE = new Set([
@@ -87,6 +89,7 @@ export interface SchemaProblem {
  */
 export function schemaProblem(schema: unknown): SchemaProblem | undefined {
   let nodes = 0;
+  let bounded = 0;
   const problem = (pointer: string, message: string): SchemaProblem => ({
     pointer: pointer || "/",
     message,
@@ -109,6 +112,8 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     const typed = type !== undefined || "enum" in own || "const" in own;
     const bounds = typed ? boundsPlan(own, type) : undefined;
     if (bounds?.kind === "refuse") return problem(`${pointer}/${bounds.keyword}`, bounds.why);
+    if (bounds?.kind === "range" && ++bounded > MAX_BOUNDED_NUMBERS)
+      return problem(pointer, `the schema bounds more than ${MAX_BOUNDED_NUMBERS} numbers`);
     for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
       const at = `${pointer}/${escapePointer(key)}`;
       if (TYPED.has(key) && !typed)

@@ -107,19 +107,24 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
  * literal), rather than let a model write the marker itself.
  */
 export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Rules>): string {
-  let out = ebnf;
   const rules: string[] = [];
-  let k = 0;
-  for (const [name, rulesOf] of spellings) {
-    const literal = `"\\"${name}\\""`;
-    if (!out.includes(literal)) continue; // an unused $def's number: not in the grammar
-    const rule = `ferry_spelling_${k++}`;
-    out = out.replaceAll(literal, rule);
-    rules.push(rulesOf(rule));
-  }
-  for (const name of spellings.keys())
-    if (out.includes(name))
-      throw new Error(`a bounded number's spelling could not be placed (${name})`);
+  const named = new Map<string, string>();
+  // one pass over the text, however many markers (a replace per marker was quadratic)
+  const out = ebnf.replace(/"\\"(ferry-spelling-[0-9a-f]+-\d+)\\""/g, (literal, name: string) => {
+    const rulesOf = spellings.get(name);
+    if (!rulesOf) return literal;
+    let rule = named.get(name);
+    if (rule === undefined) {
+      rule = `ferry_spelling_${named.size}`;
+      named.set(name, rule);
+      rules.push(rulesOf(rule));
+    }
+    return rule;
+  });
+  // a marker left (merged by XGrammar into a longer literal) would be written as it is
+  for (const [name] of out.matchAll(/ferry-spelling-[0-9a-f]+-\d+/g))
+    if (spellings.has(name))
+      throw new Error("a spelling's marker could not be placed in XGrammar's grammar");
   return `${out}\n${rules.join("\n")}\n`;
 }
 
