@@ -71,6 +71,15 @@ describe("the schema check", () => {
     });
     expect(problem(many(256))).toBeUndefined();
     expect(problem(many(257))).toBe("/properties/p256: the schema bounds more than 256 numbers");
+    const patterned = {
+      type: "object",
+      properties: Object.fromEntries(
+        Array.from({ length: 257 }, (_, i) => [`p${i}`, { type: "string", pattern: `a{${i}}` }]),
+      ),
+    };
+    expect(problem(patterned)).toBe(
+      "/properties/p256/pattern: the schema has more than 256 patterns",
+    );
   });
 
   it("spells an integer multipleOf within bounds as its multiples, and refuses the rest by name", () => {

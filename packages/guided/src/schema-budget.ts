@@ -11,6 +11,8 @@ export const MAX_SCHEMA_COUNT = 10_000;
 export const MAX_ENUM_VALUES = 1_024;
 /** Most bounded numbers one schema may hold: each is spelled as an automaton of its own. */
 export const MAX_BOUNDED_NUMBERS = 256;
+/** Most patterns one schema may hold: each is built as an automaton of its own. */
+export const MAX_SCHEMA_PATTERNS = 256;
 
 /** Keywords that only describe: they change no answer. */
 const DESCRIPTIVE = new Set([
@@ -90,6 +92,7 @@ export interface SchemaProblem {
 export function schemaProblem(schema: unknown): SchemaProblem | undefined {
   let nodes = 0;
   let bounded = 0;
+  let patterns = 0;
   const problem = (pointer: string, message: string): SchemaProblem => ({
     pointer: pointer || "/",
     message,
@@ -114,6 +117,11 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     if (bounds?.kind === "refuse") return problem(`${pointer}/${bounds.keyword}`, bounds.why);
     if (bounds?.kind === "range" && ++bounded > MAX_BOUNDED_NUMBERS)
       return problem(pointer, `the schema bounds more than ${MAX_BOUNDED_NUMBERS} numbers`);
+    if (typeof own.pattern === "string" && ++patterns > MAX_SCHEMA_PATTERNS)
+      return problem(
+        `${pointer}/pattern`,
+        `the schema has more than ${MAX_SCHEMA_PATTERNS} patterns`,
+      );
     for (const [key, value] of Object.entries(node as Record<string, unknown>)) {
       const at = `${pointer}/${escapePointer(key)}`;
       if (TYPED.has(key) && !typed)

@@ -3,7 +3,7 @@ import { formatSpelling } from "./format-spelling.js";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
 import { numberRange } from "./number-range.js";
 import { regexEbnf } from "./regex-automaton.js";
-import { type Sequence, type Spelling, sequenceEbnf } from "./spelling.js";
+import { type Atom, type Sequence, type Spelling, sequenceEbnf } from "./spelling.js";
 
 /** An integer with no bounds: 15 digits at most, every one exact in a double. */
 const FIFTEEN_DIGITS: BoundsPlan = {
@@ -47,6 +47,8 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
   };
   const marker = (spelling: Sequence): string =>
     marked(JSON.stringify(spelling), (rule) => sequenceEbnf(spelling, rule));
+  let enumCharacters = 0;
+  let automata = 0;
   const rewrite = (node: unknown, inheritedType?: unknown): unknown => {
     if (Array.isArray(node)) return node.map((s) => rewrite(s));
     if (typeof node !== "object" || node === null) return node;
@@ -72,8 +74,9 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
     }
     // the caller's pattern as a deterministic automaton, where it can be built (else XGrammar's
     // own; a length's pattern, which XGrammar writes exactly, stays XGrammar's)
-    if (type === "string" && typeof own.pattern === "string") {
+    if (type === "string" && typeof own.pattern === "string" && automata < PATTERN_AUTOMATA) {
       const pattern = own.pattern;
+      automata++;
       const rules = regexEbnf(pattern, "r", "json-string");
       if (rules)
         return {
@@ -85,7 +88,8 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
     }
     const format = type === "string" && own.pattern === undefined && formatSpelling(own.format);
     if (format) return { const: marker(format) };
-    const values = enumSpelling(own.enum);
+    const values = enumSpelling(own.enum, ENUMS_SPELLED - enumCharacters);
+    if (values) enumCharacters += values.reduce((n, [atom]) => n + spelledLength(atom), 0);
     if (values) return { const: marker([values]) };
     if ("enum" in own || "const" in own) return out;
     const plan = boundsPlan(own, type) ?? (type === "integer" ? FIFTEEN_DIGITS : undefined);
@@ -128,20 +132,32 @@ export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Rules
   return `${out}\n${rules.join("\n")}\n`;
 }
 
+/**
+ * Most patterns of one schema built as automata (each has its own budget of work; past these,
+ * XGrammar's own), so that one schema's patterns cost the grammar thread a bounded time.
+ */
+const PATTERN_AUTOMATA = 32;
 /** Most characters an enum's values may spell and still be written as an automaton. */
 const MAX_ENUM_SPELLING = 20_000;
+/** Most characters a schema's enums spell as automata, all together (past it, XGrammar's own). */
+const ENUMS_SPELLED = 200_000;
+
+function spelledLength(atom: Atom | undefined): number {
+  return atom && "literal" in atom ? atom.literal.length : 0;
+}
 
 /**
  * An enum of two or more plain values (strings, numbers, booleans, null) as the spelling of their
  * JSON texts, where XGrammar would write them as overlapping alternatives (it let "doa" through
  * `["do", "dog", ...]`); undefined for other enums, kept as XGrammar writes them.
  */
-function enumSpelling(values: unknown): Spelling | undefined {
+function enumSpelling(values: unknown, room: number): Spelling | undefined {
   if (!Array.isArray(values) || values.length < 2) return undefined;
   const plain = (v: unknown) => v === null || ["string", "number", "boolean"].includes(typeof v);
   if (!values.every(plain)) return undefined;
   const texts = [...new Set(values.map((v) => JSON.stringify(v)))];
-  if (texts.reduce((n, t) => n + t.length, 0) > MAX_ENUM_SPELLING) return undefined;
+  const length = texts.reduce((n, t) => n + t.length, 0);
+  if (length > MAX_ENUM_SPELLING || length > room) return undefined;
   return texts.map((literal) => [{ literal }]);
 }
 
