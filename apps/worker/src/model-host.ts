@@ -298,10 +298,13 @@ export class ModelHost {
     };
     const current = () => this.served.get(queue)?.server;
     if (config.kind === "generator") {
-      const seats = (current() as GeneratorServer).maxNumSeqs;
+      const server = current() as GeneratorServer;
+      const seats = server.maxNumSeqs;
       // One job per seat: a completion waits in BullMQ, not here, so any worker with a free
-      // seat can take it.
-      this.transport.consumeGenerate(queue, { concurrency: seats, ...lock }, (job, ctx) => {
+      // seat can take it; past them, interactive ones for the seats batch lines give up.
+      const interactiveReserve = seats - Math.floor(server.batchSeatShare * seats);
+      const options = { concurrency: seats, interactiveReserve, ...lock };
+      this.transport.consumeGenerate(queue, options, (job, ctx) => {
         crashOnTestMarker(job.prompt);
         return (current() as GeneratorServer).handle(job, ctx);
       });

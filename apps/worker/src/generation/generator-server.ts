@@ -99,6 +99,11 @@ export class GeneratorServer {
     return this.generator.scheduler.max_num_seqs;
   }
 
+  /** The share of seats offline batches' lines keep while interactive requests wait. */
+  get batchSeatShare(): number {
+    return this.generator.scheduler.batch_seat_share;
+  }
+
   /**
    * Runs a completion: its result says where its time went, the GenAI metrics observe it,
    * and its spans join its request's trace when it carries one.

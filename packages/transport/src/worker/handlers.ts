@@ -22,6 +22,11 @@ export interface ConsumeOptions {
   lockDurationMs?: number;
   /** How often workers look for jobs whose lock lapsed, in ms. @defaultValue 5_000 */
   stalledIntervalMs?: number;
+  /**
+   * A generator's: interactive jobs it may run past `concurrency` while offline batches' lines
+   * hold every slot (see InteractiveReserve). @defaultValue 0
+   */
+  interactiveReserve?: number;
 }
 
 export interface RowContext {

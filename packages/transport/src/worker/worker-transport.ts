@@ -32,6 +32,7 @@ import type {
   RowContext,
   RowHandler,
 } from "./handlers.js";
+import { InteractiveReserve } from "./interactive-reserve.js";
 import { followReloads, type ReloadFollower } from "./reload-follower.js";
 import { SyncLaneConsumer } from "./sync-lane-consumer.js";
 
@@ -89,6 +90,7 @@ export class WorkerTransport {
   private readonly workers = new Map<string, Worker>();
   /** Workers of the batch control queues (not advertised: no request waits on them). */
   private readonly controls: Worker[] = [];
+  private readonly reserves: InteractiveReserve[] = [];
   private readonly lanes: SyncLaneConsumer[] = [];
   private readonly target: RedisTarget;
   private readonly running = new Map<string, AbortController>();
@@ -192,25 +194,50 @@ export class WorkerTransport {
    */
   consumeGenerate(queue: string, options: ConsumeOptions, handler: GenerateHandler): void {
     const lock = locking(options);
-    this.register(
-      queue,
-      new Worker<GenerateJob, CompletionResult>(
-        bullQueueName(queue),
-        (job, token) =>
-          this.custody.run(
+    const process = (job: Job<GenerateJob, CompletionResult>, token: string | undefined) =>
+      this.custody.run(
+        job,
+        () => this.generation.process(job, handler, token, lock.lockDurationMs),
+        (message) =>
+          this.generation.refuse(
             job,
-            () => this.generation.process(job, handler, token, lock.lockDurationMs),
-            (message) =>
-              this.generation.refuse(
-                job,
-                token,
-                lock.lockDurationMs,
-                new FerryError("MODEL_ERROR", message),
-              ),
+            token,
+            lock.lockDurationMs,
+            new FerryError("MODEL_ERROR", message),
           ),
-        this.workerOptions(options.concurrency, lock),
-      ),
+      );
+    let inFlight = 0;
+    const reserve =
+      (options.interactiveReserve ?? 0) > 0
+        ? new InteractiveReserve(bullQueueName(queue), {
+            connection: this.redis,
+            prefix: this.keys.prefix,
+            slots: options.interactiveReserve ?? 0,
+            lockDurationMs: lock.lockDurationMs,
+            full: () => !worker.isPaused() && inFlight >= options.concurrency,
+            process: (job, token) => process(job, token),
+            jobTtlS: this.jobTtlS,
+          })
+        : undefined;
+    const worker = new Worker<GenerateJob, CompletionResult>(
+      bullQueueName(queue),
+      async (job, token) => {
+        inFlight++;
+        reserve?.changed();
+        try {
+          return await process(job, token);
+        } finally {
+          inFlight--;
+          reserve?.changed();
+        }
+      },
+      this.workerOptions(options.concurrency, lock),
     );
+    this.register(queue, worker);
+    if (reserve) {
+      reserve.start();
+      this.reserves.push(reserve);
+    }
   }
 
   private workerOptions(concurrency: number, lock: Locking) {
@@ -271,7 +298,7 @@ export class WorkerTransport {
     if (this.heartbeat) clearInterval(this.heartbeat);
     await Promise.allSettled([
       ...this.lanes.map((lane) => lane.close()),
-      ...[...this.workers.values(), ...this.controls].map((w) => w.close()),
+      ...[...this.workers.values(), ...this.controls, ...this.reserves].map((w) => w.close()),
     ]);
     await this.registry.remove(this.workerId).catch(() => undefined);
     await this.stats.close().catch(() => undefined);
