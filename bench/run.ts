@@ -3,6 +3,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { stopAll } from "../test/helpers/stack.js";
+import { batchYieldBench } from "./batch-yield.js";
 import { classifierBench } from "./classifier.js";
 import { clusterBench } from "./cluster.js";
 import { embeddingsBench } from "./embeddings.js";
@@ -15,6 +16,7 @@ import { soakBench } from "./soak.js";
 import { tracingBench } from "./tracing.js";
 
 const sections: Record<string, () => Promise<Record<string, unknown>>> = {
+  "batch-yield": batchYieldBench,
   classifier: classifierBench,
   cluster: clusterBench,
   embeddings: embeddingsBench,
@@ -39,6 +41,8 @@ const defaults = [
 ];
 /** What each section measures, for `npm run bench -- --help`. */
 const about: Record<string, string> = {
+  "batch-yield":
+    "a 2,000-line OpenAI chat batch beside interactive streamed chats: TTFT against idle, tokens/s against continuous batching alone (--lines=N)",
   classifier:
     "classifier serving: Ferry vs in-process node:http + ONNX Runtime and FastAPI + PyTorch, batching, overload",
   cluster: "the API and workers on several hosts (network namespaces; needs root)",
