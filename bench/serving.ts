@@ -1,12 +1,13 @@
-import { InProcessSession } from "@ferry/runtime";
 import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
 import { Stack } from "../test/helpers/stack.js";
 import { closedLoop, round } from "./load.js";
+import { OFFLINE_CASES, offlineBatches } from "./offline-batches.js";
 import { printTable } from "./table.js";
 
 const REPEAT = 0.3;
-const BATCH_ITEMS = 50_000;
+/** Rounds of the offline batches: `--rounds=N`. */
+const ROUNDS = Number(process.argv.find((a) => a.startsWith("--rounds="))?.slice(9) ?? 3) || 3;
 
 /**
  * Request bodies where a share `REPEAT` repeats an earlier input and the rest are new (a
@@ -58,65 +59,24 @@ async function cacheOnOff(): Promise<Array<Record<string, string | number>>> {
   return rows;
 }
 
-async function batchThroughput(): Promise<Record<string, number>> {
-  const stack = await new Stack({ env: { WORKER_MODELS: "digits" } }).start();
-  try {
-    const lines = Array.from({ length: BATCH_ITEMS }, (_, k) =>
-      JSON.stringify({ key: `k${k}`, features: samples.digits.inputs[k % 64] }),
-    );
-    const started = performance.now();
-    const res = await fetch(stack.url("/v1/batches?model=digits"), {
-      method: "POST",
-      headers: { "content-type": "application/x-ndjson" },
-      body: `${lines.join("\n")}\n`,
-    });
-    const { id } = (await res.json()) as { id: string };
-    await stack.batchCompleted(id, 300_000);
-    const seconds = (performance.now() - started) / 1000;
-    const session = await InProcessSession.load("models/digits/2/model.onnx", {
-      executionProvider: "cpu",
-      intraOpThreads: 1,
-    });
-    const data = Float32Array.from(
-      { length: 32 * 64 },
-      (_, k) => samples.digits.inputs[0]?.[k % 64] ?? 0,
-    );
-    let raw = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < 2_000) {
-      await session.run({ input: { data: data.slice(), dims: [32, 64] } });
-      raw += 32;
-    }
-    await session.release();
-    const rawRate = raw / ((performance.now() - t0) / 1000);
-    return {
-      items: BATCH_ITEMS,
-      ferry_rows_per_s: round(BATCH_ITEMS / seconds, 0),
-      raw_batch32_rows_per_s: round(rawRate, 0),
-      ratio: round(BATCH_ITEMS / seconds / rawRate, 3),
-    };
-  } finally {
-    await stack.stop();
-  }
-}
-
 export async function servingBench(): Promise<Record<string, unknown>> {
+  const cases = OFFLINE_CASES.map((c) => `${c.rows.toLocaleString("en")} ${c.model} rows`).join(
+    " and ",
+  );
   console.log(
-    `serving bench: digits v2; cache off vs on at a ${REPEAT * 100}% repeat rate (32 clients, 8 s); an NDJSON batch of ${BATCH_ITEMS} items vs raw ONNX Runtime at batch 32`,
+    `serving bench: digits v2; cache off vs on at a ${REPEAT * 100}% repeat rate (32 clients, 8 s). Offline batches of ${cases}, every row a different input, ${ROUNDS} rounds rotating which arm goes first, each arm against its round's in-process pipeline: (1) in-process: one Node process reads the JSONL a MiB at a time, JSON.parses each line, runs ONNX Runtime at batch 32 (1 thread) and writes each answer (softmax) to a file; (2) ferry ndjson: the same rows as Ferry's own NDJSON batch (POST /v1/batches?model=), timed from the POST to its results read back to a file; (3) openai batch: the same JSONL through /v1/files, /v1/batches (endpoint /v1/models/{model}/predict), timed from the upload to the output file read back to a file`,
   );
   const cache = await cacheOnOff();
   printTable("prediction cache", cache);
-  const batch = await batchThroughput();
-  printTable("offline batch prediction", [batch]);
+  const offline = await offlineBatches(ROUNDS);
+  printTable("offline batches (rows/s; phases in s)", offline.rows);
+  printTable("offline batches against the in-process pipeline (target >= 0.6)", offline.ratios);
   const on = cache.find((r) => r.cache === "on");
   const off = cache.find((r) => r.cache === "off");
-  const ratios = {
-    "cache on / off rps": round(Number(on?.rps) / Number(off?.rps), 2),
-    "batch / raw rows/s": batch.ratio ?? 0,
-  };
+  const ratios = { "cache on / off rps": round(Number(on?.rps) / Number(off?.rps), 2) };
   printTable(
     "ratios",
     Object.entries(ratios).map(([ratio, value]) => ({ ratio, value })),
   );
-  return { cache, batch, ratios };
+  return { cache, offline, ratios };
 }

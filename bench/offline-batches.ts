@@ -1,0 +1,281 @@
+// The offline path against the work it contains: the same JSONL through an in-process
+// pipeline (read, parse each line, ONNX Runtime at batch 32, answers written to a file), through
+// Ferry's own batch shape (NDJSON POST, results read back to a file) and through the OpenAI
+// Batch API (/v1/files upload, /v1/batches, the output file read back to a file).
+import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { open, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { InProcessSession } from "@ferry/runtime";
+import { samples } from "../test/helpers/samples.js";
+import { Stack, waitFor } from "../test/helpers/stack.js";
+import { median, round } from "./load.js";
+
+/** One model's offline batch: its rows and where its ONNX file is. */
+export interface OfflineCase {
+  model: "digits" | "mnist";
+  version: string;
+  rows: number;
+}
+
+export const OFFLINE_CASES: readonly OfflineCase[] = [
+  { model: "digits", version: "2", rows: 100_000 },
+  { model: "mnist", version: "1", rows: 20_000 },
+];
+
+/** Rows the in-process pipeline runs at once, as the issue's floor does. */
+const PIPELINE_BATCH = 32;
+/** Bytes the pipeline reads at a time, and the output it gathers before writing. */
+const READ_BYTES = 1 << 20;
+
+/** Every row a different input: a sample with one feature moved by the row's number. */
+function features(c: OfflineCase, k: number): number[] {
+  const base = samples[c.model].inputs;
+  const row = base[k % base.length] ?? [];
+  const scale = c.model === "digits" ? 16 : 1;
+  return row.map((v, i) =>
+    i === (k * 7) % row.length ? (v + ((k % 9973) / 9973) * scale) / 2 : v,
+  );
+}
+
+/** The case's two input files: OpenAI's lines and Ferry's NDJSON, the same features each. */
+export function writeInputs(c: OfflineCase, dir: string): { openai: string; ndjson: string } {
+  const openai: string[] = [];
+  const ndjson: string[] = [];
+  for (let k = 0; k < c.rows; k++) {
+    const f = features(c, k);
+    const url = `/v1/models/${c.model}/predict`;
+    openai.push(JSON.stringify({ custom_id: `r${k}`, method: "POST", url, body: { features: f } }));
+    ndjson.push(JSON.stringify({ key: `r${k}`, features: f }));
+  }
+  const paths = { openai: join(dir, `${c.model}.jsonl`), ndjson: join(dir, `${c.model}.ndjson`) };
+  writeFileSync(paths.openai, `${openai.join("\n")}\n`);
+  writeFileSync(paths.ndjson, `${ndjson.join("\n")}\n`);
+  return paths;
+}
+
+/** A softmax's class and scores, as Ferry answers a classifier row. */
+function classify(logits: Float32Array): {
+  prediction: number;
+  confidence: number;
+  scores: number[];
+} {
+  let best = 0;
+  for (let k = 1; k < logits.length; k++) if ((logits[k] ?? 0) > (logits[best] ?? 0)) best = k;
+  const max = logits[best] ?? 0;
+  const exp = Array.from(logits, (l) => Math.exp(l - max));
+  const sum = exp.reduce((a, b) => a + b, 0);
+  const scores = exp.map((e) => e / sum);
+  return { prediction: best, confidence: scores[best] ?? 0, scores };
+}
+
+/**
+ * The floor: one process reads the JSONL a MiB at a time, parses each line, runs ONNX
+ * Runtime at batch 32 and writes each answer (custom_id and prediction) to a file.
+ */
+export async function inProcessPipeline(
+  c: OfflineCase,
+  input: string,
+  output: string,
+  session: InProcessSession,
+): Promise<number> {
+  const width = samples[c.model].inputs[0]?.length ?? 0;
+  const started = performance.now();
+  const file = await open(input);
+  const out = createWriteStream(output);
+  const data = new Float32Array(PIPELINE_BATCH * width);
+  const ids: string[] = [];
+  let text: string[] = [];
+  const run = async () => {
+    const n = ids.length;
+    const result = await session.run({
+      input: { data: data.slice(0, n * width), dims: [n, width] },
+    });
+    const logits = result.logits?.data as Float32Array;
+    for (let r = 0; r < n; r++) {
+      const answer = classify(logits.subarray(r * 10, r * 10 + 10));
+      text.push(JSON.stringify({ custom_id: ids[r], ...answer }));
+    }
+    ids.length = 0;
+    if (text.length >= 4_096) {
+      if (!out.write(`${text.join("\n")}\n`))
+        await new Promise<void>((r) => out.once("drain", () => r()));
+      text = [];
+    }
+  };
+  const buffer = Buffer.alloc(READ_BYTES);
+  let rest = "";
+  for (;;) {
+    const { bytesRead } = await file.read(buffer, 0, READ_BYTES);
+    if (bytesRead === 0) break;
+    const lines = (rest + buffer.toString("utf8", 0, bytesRead)).split("\n");
+    rest = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line === "") continue;
+      const parsed = JSON.parse(line) as { custom_id: string; body: { features: number[] } };
+      data.set(parsed.body.features, ids.length * width);
+      ids.push(parsed.custom_id);
+      if (ids.length === PIPELINE_BATCH) await run();
+    }
+  }
+  if (ids.length > 0) await run();
+  out.end(`${text.join("\n")}\n`);
+  await new Promise<void>((r) => out.once("close", () => r()));
+  await file.close();
+  return (performance.now() - started) / 1000;
+}
+
+/** Streams a response body to a file; the lines it held. */
+async function saveBody(res: Response, path: string): Promise<number> {
+  if (!res.ok || !res.body) throw new Error(`${res.url}: ${res.status} ${await res.text()}`);
+  const out = createWriteStream(path);
+  let lines = 0;
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    for (const byte of chunk) if (byte === 0x0a) lines++;
+    if (!out.write(chunk)) await new Promise<void>((r) => out.once("drain", () => r()));
+  }
+  out.end();
+  await new Promise<void>((r) => out.once("close", () => r()));
+  return lines;
+}
+
+/** Phase times in s, and the lines the answer file got. */
+export interface Timed {
+  seconds: number;
+  phases: Record<string, number>;
+  lines: number;
+}
+
+/** Ferry's own shape: the NDJSON file as one POST, then its results read back to a file. */
+export async function ferryShape(stack: Stack, c: OfflineCase, input: string, output: string) {
+  const started = performance.now();
+  const res = await fetch(stack.url(`/v1/batches?model=${c.model}&version=${c.version}`), {
+    method: "POST",
+    headers: { "content-type": "application/x-ndjson" },
+    body: await readFile(input),
+  });
+  if (res.status !== 202) throw new Error(`batch: ${res.status} ${await res.text()}`);
+  const { id } = (await res.json()) as { id: string };
+  const posted = performance.now();
+  await waitFor(async () => (await stack.batchStatus(id)).status === "completed", 600_000);
+  const done = performance.now();
+  const lines = await saveBody(await fetch(stack.url(`/v1/batches/${id}/results`)), output);
+  const end = performance.now();
+  return timed(started, { post: posted, run: done, read: end }, lines);
+}
+
+/** OpenAI's Batch API: upload, create, wait, read the output file to a file. */
+export async function openAiShape(stack: Stack, input: string, output: string, endpoint: string) {
+  const started = performance.now();
+  const form = new FormData();
+  form.append("purpose", "batch");
+  form.append("file", new Blob([await readFile(input)]), "batch.jsonl");
+  const up = await fetch(stack.url("/v1/files"), { method: "POST", body: form });
+  if (!up.ok) throw new Error(`upload: ${up.status} ${await up.text()}`);
+  const file = (await up.json()) as { id: string };
+  const uploaded = performance.now();
+  const created = await stack.post("/v1/batches", {
+    input_file_id: file.id,
+    endpoint,
+    completion_window: "24h",
+  });
+  if (!created.ok) throw new Error(`create: ${created.status} ${await created.text()}`);
+  const { id } = (await created.json()) as { id: string };
+  let outputId = "";
+  await waitFor(async () => {
+    const batch = (await (await fetch(stack.url(`/v1/batches/${id}`))).json()) as {
+      status: string;
+      output_file_id?: string;
+    };
+    if (["failed", "expired", "cancelled"].includes(batch.status))
+      throw new Error(`batch ${id} ended ${batch.status}`);
+    outputId = batch.output_file_id ?? "";
+    return batch.status === "completed";
+  }, 600_000);
+  const done = performance.now();
+  const lines = await saveBody(await fetch(stack.url(`/v1/files/${outputId}/content`)), output);
+  const end = performance.now();
+  return timed(started, { upload: uploaded, run: done, read: end }, lines);
+}
+
+function timed(started: number, marks: Record<string, number>, lines: number): Timed {
+  const phases: Record<string, number> = {};
+  let last = started;
+  for (const [name, at] of Object.entries(marks)) {
+    phases[name] = round((at - last) / 1000, 2);
+    last = at;
+  }
+  return { seconds: (last - started) / 1000, phases, lines };
+}
+
+/**
+ * Every case in `rounds` rounds, each round the pipeline and both Ferry shapes in turn
+ * (rotating which goes first); per-round ratios against that round's pipeline, and medians.
+ */
+export async function offlineBatches(rounds: number): Promise<{
+  rows: Array<Record<string, string | number>>;
+  ratios: Array<Record<string, string | number>>;
+}> {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-offline-"));
+  const stack = await new Stack({
+    env: { WORKER_MODELS: "digits,mnist", MAX_FILE_LINES: "1000000" },
+  }).start();
+  const rows: Array<Record<string, string | number>> = [];
+  const ratios: Array<Record<string, string | number>> = [];
+  try {
+    for (const c of OFFLINE_CASES) {
+      const inputs = writeInputs(c, dir);
+      const session = await InProcessSession.load(`models/${c.model}/${c.version}/model.onnx`, {
+        executionProvider: "cpu",
+        intraOpThreads: 1,
+      });
+      const arms: Record<string, () => Promise<Timed>> = {
+        "in-process": async () => {
+          const seconds = await inProcessPipeline(c, inputs.openai, join(dir, "p.out"), session);
+          return { seconds, phases: {}, lines: c.rows };
+        },
+        "ferry ndjson": () => ferryShape(stack, c, inputs.ndjson, join(dir, "f.out")),
+        "openai batch": () =>
+          openAiShape(stack, inputs.openai, join(dir, "o.out"), "/v1/models/{model}/predict"),
+      };
+      const names = Object.keys(arms);
+      const perRound: Array<Record<string, number>> = [];
+      for (let r = 0; r < rounds; r++) {
+        const rates: Record<string, number> = {};
+        for (let k = 0; k < names.length; k++) {
+          const name = names[(k + r) % names.length] ?? "";
+          const t = await (arms[name] as () => Promise<Timed>)();
+          if (t.lines !== c.rows) throw new Error(`${name}: ${t.lines} answers of ${c.rows}`);
+          rates[name] = c.rows / t.seconds;
+          rows.push({
+            model: c.model,
+            rows: c.rows,
+            round: r + 1,
+            arm: name,
+            rows_per_s: round(rates[name] ?? 0, 0),
+            seconds: round(t.seconds, 2),
+            phases: Object.entries(t.phases)
+              .map(([p, s]) => `${p} ${s}`)
+              .join(", "),
+          });
+        }
+        perRound.push(rates);
+      }
+      await session.release();
+      for (const name of names.slice(1))
+        ratios.push({
+          model: c.model,
+          arm: name,
+          "median ratio to in-process": round(
+            median(perRound.map((p) => (p[name] ?? 0) / (p["in-process"] ?? 1))),
+            3,
+          ),
+          rounds: perRound.map((p) => round((p[name] ?? 0) / (p["in-process"] ?? 1), 2)).join(" "),
+        });
+    }
+  } finally {
+    await stack.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { rows, ratios };
+}
