@@ -11,9 +11,10 @@ import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
+import { AnswerRecorder } from "./answer-recorder.js";
 import { OutputFile } from "./output-file.js";
 
-/** Lines of one batch in flight at once: enough to fill a model's seats and batches. */
+/** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
 /** Batches one API process runs at once (each holding LINES_IN_FLIGHT lines at most). */
 const BATCHES_AT_ONCE = 16;
@@ -131,7 +132,11 @@ export class OpenAiBatchRunner {
    */
   private async dispatch(batch: OpenAiBatchState, signal: AbortSignal): Promise<void> {
     const store = this.client.openAiBatches;
-    const slots = new Slots(LINES_IN_FLIGHT);
+    const kind = this.kinds.get(
+      endpointOf(batch.endpoint)?.endpoint ?? (batch.endpoint as BatchEndpoint),
+    );
+    const slots = new Slots(kind?.linesInFlight ?? LINES_IN_FLIGHT);
+    const recorder = new AnswerRecorder((lines) => store.recordMany(batch.id, lines));
     let failure: { err: unknown } | undefined;
     let index = 0;
     try {
@@ -144,7 +149,7 @@ export class OpenAiBatchRunner {
             slots.give();
             break chunks;
           }
-          this.line(batch, index + k, lines[k] ?? "", signal)
+          this.line(batch, index + k, lines[k] ?? "", signal, recorder)
             .catch((err: unknown) => {
               failure ??= { err };
             })
@@ -164,6 +169,7 @@ export class OpenAiBatchRunner {
     index: number,
     raw: string,
     signal: AbortSignal,
+    recorder: AnswerRecorder,
   ): Promise<void> {
     const { custom_id, url, body } = parseLine(raw) as {
       custom_id: string;
@@ -180,7 +186,7 @@ export class OpenAiBatchRunner {
       response: { status_code: answer.status, request_id: requestId, body: answer.body },
       error: null,
     });
-    await this.client.openAiBatches.record(batch.id, index, ok, `${ok ? OK : FAILED}${line}`);
+    await recorder.record({ index, ok, line: `${ok ? OK : FAILED}${line}` });
   }
 
   /**

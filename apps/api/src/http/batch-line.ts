@@ -12,6 +12,11 @@ import { invalidInput } from "./errors.js";
 export interface BatchLineKind {
   readonly endpoint: BatchEndpoint;
   /**
+   * Lines of one batch in flight at once (a cheap row needs many to fill a model's batches and
+   * share Redis's round trips). @defaultValue 64
+   */
+  readonly linesInFlight?: number;
+  /**
    * What the route answers `body` (sent to `url`) with, or the error it fails with; `signal`
    * stops it (the batch was cancelled or expired meanwhile).
    */

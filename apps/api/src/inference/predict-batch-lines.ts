@@ -11,6 +11,8 @@ import { predictBodySchema } from "./schemas.js";
 export function predictBatchLines(inference: InferenceService): BatchLineKind {
   return {
     endpoint: "/v1/models/{model}/predict",
+    // a row computes in microseconds: a thousand in flight fill max_batch_size groups each turn
+    linesInFlight: 1_024,
     run(url, raw, opts) {
       const model = endpointOf(url)?.model;
       if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);

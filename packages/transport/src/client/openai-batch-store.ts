@@ -113,6 +113,25 @@ return 1
 `;
 
 /**
+ * RECORD for many lines in one round trip: each line kept and counted only the first time it
+ * is answered. KEYS: batch, lines. ARGV: (index, ok, answer line) triples. Returns the lines
+ * kept now.
+ */
+const RECORD_MANY = `
+local completed, failed = 0, 0
+for i = 1, #ARGV, 3 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
+    if ARGV[i + 1] == '1' then completed = completed + 1 else failed = failed + 1 end
+  end
+end
+if completed > 0 then redis.call('HINCRBY', KEYS[1], 'completed', completed) end
+if failed > 0 then redis.call('HINCRBY', KEYS[1], 'failed', failed) end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return completed + failed
+`;
+
+/**
  * Ends a batch: its final status and fields, kept `ttl` from now; its per-line answers go (its
  * files hold them). KEYS: batch, lines. ARGV: ttl, then field/value pairs.
  */
@@ -137,6 +156,13 @@ for i = 0, tonumber(ARGV[2]) - 1 do
 end
 return table.concat(marks)
 `;
+
+/** One line's answer as `recordMany` keeps it. */
+export interface RecordedLine {
+  index: number;
+  ok: boolean;
+  line: string;
+}
 
 /** How many times a batch's run is tried (its runner failing, not its lines) before it fails. */
 const RUN_ATTEMPTS = 10;
@@ -163,6 +189,7 @@ export class OpenAiBatchStore {
   private readonly createScript: LuaCommand<number>;
   private readonly transitionScript: LuaCommand<number>;
   private readonly recordScript: LuaCommand<number>;
+  private readonly recordManyScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<number>;
   private readonly answeredScript: LuaCommand<string>;
   private readonly index: OwnerIndex;
@@ -180,6 +207,7 @@ export class OpenAiBatchStore {
     this.createScript = new LuaCommand(redis, "ferryCreateOpenAiBatch", 1, CREATE);
     this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
     this.recordScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLine", 2, RECORD);
+    this.recordManyScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLines", 2, RECORD_MANY);
     this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
     this.answeredScript = new LuaCommand(redis, "ferryOpenAiBatchAnswered", 1, ANSWERED);
     this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
@@ -279,6 +307,15 @@ export class OpenAiBatchStore {
       this.recordScript.run(this.redis, ...keys, index, ok ? "1" : "0", line),
     );
     return fresh === 1;
+  }
+
+  /** Keeps and counts many lines' answers in one round trip; how many had none before. */
+  async recordMany(id: string, answers: readonly RecordedLine[]): Promise<number> {
+    if (answers.length === 0) return 0;
+    const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
+    const args: Array<string | number> = [];
+    for (const a of answers) args.push(a.index, a.ok ? "1" : "0", a.line);
+    return guarded(() => this.recordManyScript.run(this.redis, ...keys, ...args));
   }
 
   /** Ends a batch in `status` with `fields` (its files, its errors), kept `ttlS` from now. */
