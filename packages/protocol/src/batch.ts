@@ -1,8 +1,10 @@
 import { z } from "zod";
 import { rowInputsSchema, WIRE_VERSION } from "./wire.js";
 
-/** Items one chunk job carries; the unit of progress and of retry. */
-export const BATCH_CHUNK_SIZE = 1_000;
+/** Items one chunk job carries at most; the unit of progress and of retry. */
+export const BATCH_CHUNK_SIZE = 2_048;
+/** Bytes of one chunk's rows at most (a chunk of wide rows holds fewer). */
+export const BATCH_CHUNK_BYTES = 2 * 1024 * 1024;
 
 export const batchItemSchema = z.object({ key: z.string().min(1), inputs: rowInputsSchema });
 export type BatchItem = z.infer<typeof batchItemSchema>;
@@ -16,7 +18,19 @@ export const batchChunkJobSchema = z.object({
   version: z.string(),
   /** The tenant whose batch this is: its predictions are stored where only it reads them. */
   owner: z.string().default(""),
-  items: z.array(batchItemSchema).min(1),
+  /** The items, each row's tensors base64 (the form before packed chunks). */
+  items: z.array(batchItemSchema).min(1).optional(),
+  /**
+   * The items as one binary tensor kept in Redis beside the batch (`Keys.batchChunkRows`): the
+   * rows' bytes back to back, row major, for the model's one input; the job names them.
+   */
+  packed: z
+    .object({
+      chunk: z.number().int().nonnegative(),
+      input: z.string(),
+      keys: z.array(z.string()).min(1),
+    })
+    .optional(),
 });
 export type BatchChunkJob = z.input<typeof batchChunkJobSchema>;
 

@@ -48,7 +48,7 @@ export function encodeTensor(datatype: Datatype, values: readonly number[]): str
  * One row's values as their binary form (little-endian, row major: what ONNX Runtime reads,
  * and Triton's binary tensor data), refusing any value the datatype cannot hold.
  */
-function tensorToBytes(datatype: Datatype, values: readonly number[]): Buffer {
+export function tensorToBytes(datatype: Datatype, values: readonly number[]): Buffer {
   if (datatype === "FP32") return fp32Bytes(values);
   for (let k = 0; k < values.length; k++) {
     const v = values[k] as number;

@@ -1,14 +1,18 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import {
+  BATCH_CHUNK_BYTES,
   BATCH_CHUNK_SIZE,
-  type BatchItem,
-  encodeTensor,
+  bytesPerElement,
   FerryError,
   type StoredBatchRow,
+  tensorToBytes,
 } from "@ferry/protocol";
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
+
+/** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
+const CHUNKS_IN_FLIGHT = 4;
 
 /** One line of a batch: a key and the model's input row. */
 export interface RawItem {
@@ -44,8 +48,23 @@ export class BatchJobService {
     const width = spec.dims.reduce((a, b) => a * b, 1);
     const batches = this.client.batches;
     const id = await batches.create(model, v, owner, createdId);
-    let chunk: BatchItem[] = [];
+    const adding = new ChunksInFlight(CHUNKS_IN_FLIGHT);
+    const rowBytes = width * bytesPerElement[spec.datatype];
+    const perChunk = Math.max(
+      1,
+      Math.min(BATCH_CHUNK_SIZE, Math.floor(BATCH_CHUNK_BYTES / rowBytes)),
+    );
+    let keys: string[] = [];
+    let rows: Buffer[] = [];
+    let chunks = 0;
+    const queueChunk = () => {
+      const chunk = { index: chunks++, input: spec.name, keys, rows: Buffer.concat(rows) };
+      keys = [];
+      rows = [];
+      return adding.add(batches.addChunk(id, model, v, owner, chunk));
+    };
     let total = 0;
+
     try {
       for await (const raw of items) {
         total++;
@@ -59,22 +78,57 @@ export class BatchJobService {
         ) {
           throw invalidItem(total, `needs ${width} finite features`);
         }
-        chunk.push({
-          key: raw.key,
-          inputs: { [spec.name]: encodeTensor(spec.datatype, features as number[]) },
-        });
-        if (chunk.length >= BATCH_CHUNK_SIZE) {
-          await batches.addChunk(id, model, v, owner, chunk);
-          chunk = [];
-        }
+        keys.push(raw.key);
+        rows.push(tensorToBytes(spec.datatype, features as number[]));
+        if (keys.length >= perChunk) await queueChunk();
       }
-      if (chunk.length > 0) await batches.addChunk(id, model, v, owner, chunk);
+      if (keys.length > 0) await queueChunk();
+      await adding.drained();
     } finally {
       // what was queued runs either way; the batch completes with the items it took
+      await adding.settled();
       await batches.seal(id, model, v);
     }
     if (total === 0) throw new FerryError("INVALID_INPUT", "a batch needs at least one item");
     return { id, total };
+  }
+}
+
+/**
+ * Chunks being queued while the next is parsed: parsing and Redis's round trips overlap, and at
+ * most `size` chunks are held whatever the batch's size.
+ */
+export class ChunksInFlight {
+  private readonly pending = new Set<Promise<void>>();
+  private failure: { err: unknown } | undefined;
+
+  constructor(private readonly size: number) {}
+
+  /** Tracks `adding`; waits while `size` are in flight, and throws the first failure. */
+  async add(adding: Promise<void>): Promise<void> {
+    const tracked = adding.then(
+      () => {
+        this.pending.delete(tracked);
+      },
+      (err: unknown) => {
+        this.pending.delete(tracked);
+        this.failure ??= { err };
+      },
+    );
+    this.pending.add(tracked);
+    while (this.pending.size >= this.size) await Promise.race(this.pending);
+    if (this.failure) throw this.failure.err;
+  }
+
+  /** Waits for every chunk; throws the first failure. */
+  async drained(): Promise<void> {
+    await this.settled();
+    if (this.failure) throw this.failure.err;
+  }
+
+  /** Waits for every chunk, failed or not. */
+  async settled(): Promise<void> {
+    await Promise.all(this.pending);
   }
 }
 

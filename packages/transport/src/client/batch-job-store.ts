@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import {
   type BatchChunkJob,
-  type BatchItem,
   bullPriority,
   queueName,
   type StoredBatchRow,
@@ -11,6 +10,19 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
+
+/** Result lines asked of Redis at a time (HSCAN's COUNT). */
+const RESULTS_PAGE = 5_000;
+
+/** One chunk of a batch's items: their keys, and their rows back to back in binary. */
+export interface PackedChunk {
+  /** Its place in the batch (0, 1, ...): names its rows in Redis. */
+  index: number;
+  /** The model's input the rows are for. */
+  input: string;
+  keys: string[];
+  rows: Buffer;
+}
 
 export interface BatchJobStatus {
   id: string;
@@ -96,13 +108,16 @@ export class BatchJobStore {
     return id;
   }
 
-  /** Queues one chunk as a child of the batch. */
+  /**
+   * Queues one chunk as a child of the batch: its rows, packed, as one binary value beside the
+   * batch (no JSON or base64 on the way), and a job that names them.
+   */
   async addChunk(
     id: string,
     model: string,
     version: string,
     owner: string,
-    items: BatchItem[],
+    chunk: PackedChunk,
   ): Promise<void> {
     const data: BatchChunkJob = {
       v: WIRE_VERSION,
@@ -111,9 +126,11 @@ export class BatchJobStore {
       model,
       version,
       owner,
-      items,
+      packed: { chunk: chunk.index, input: chunk.input, keys: chunk.keys },
     };
     const queue = queueName(model, version);
+    // the rows first: a job never names rows that are not there
+    await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
     await this.queue(queue).add("batch", data, {
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
       priority: bullPriority(1),
@@ -124,7 +141,7 @@ export class BatchJobStore {
       ignoreDependencyOnFailure: true,
       attempts: 3,
     });
-    await this.redis.hincrby(this.keys.batch(id), "total", items.length);
+    await this.redis.hincrby(this.keys.batch(id), "total", chunk.keys.length);
   }
 
   /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
@@ -159,21 +176,27 @@ export class BatchJobStore {
     };
   }
 
-  /** The batch's result lines, a page at a time, so that no reader holds them all. */
+  /**
+   * The batch's result lines, a page at a time, so that no reader holds them all; the next
+   * page is asked for while the caller handles this one.
+   */
   async *results(id: string): AsyncGenerator<string[]> {
-    let cursor = "0";
-    do {
-      const [next, flat] = await this.redis.hscan(
-        this.keys.batchResults(id),
-        cursor,
-        "COUNT",
-        1_000,
-      );
-      cursor = next;
+    const key = this.keys.batchResults(id);
+    const page = (cursor: string) => {
+      const asked = this.redis.hscan(key, cursor, "COUNT", RESULTS_PAGE);
+      // a reader that stops early leaves the page it prefetched unread
+      asked.catch(() => undefined);
+      return asked;
+    };
+    let next = page("0");
+    for (;;) {
+      const [cursor, flat] = await next;
+      if (cursor !== "0") next = page(cursor);
       const lines: string[] = [];
       for (let k = 1; k < flat.length; k += 2) lines.push(flat[k] ?? "");
       if (lines.length > 0) yield lines;
-    } while (cursor !== "0");
+      if (cursor === "0") return;
+    }
   }
 
   async prediction(model: string, key: string, owner: string): Promise<StoredBatchRow | undefined> {

@@ -159,6 +159,11 @@ export class Keys {
     return `${this.prefix}:batch-results:{${id}}`;
   }
 
+  /** One chunk of an offline batch's rows, packed (binary), until the chunk is answered. */
+  batchChunkRows(id: string, chunk: number): string {
+    return `${this.prefix}:batch-rows:{${id}}:${chunk}`;
+  }
+
   /** Hash describing one uploaded file (the Files API): owner, name, purpose, size, lines. */
   file(id: string): string {
     return `${this.prefix}:file:{${id}}`;

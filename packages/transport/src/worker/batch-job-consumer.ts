@@ -1,5 +1,6 @@
 import {
   type BatchChunkJob,
+  type BatchItem,
   type InferJob,
   type RowResult,
   type StoredBatchRow,
@@ -87,11 +88,12 @@ export class BatchJobConsumer {
       rows: [],
       accepted_at: Date.now(),
     };
+    const items = await this.items(data);
     // Slices, not the whole chunk at once, so that live rows reaching the same batcher
     // meanwhile are not stuck behind a thousand batch rows.
     const results: RowResult[] = [];
-    for (let at = 0; at < data.items.length; at += BATCH_SLICE) {
-      const slice = data.items.slice(at, at + BATCH_SLICE);
+    for (let at = 0; at < items.length; at += BATCH_SLICE) {
+      const slice = items.slice(at, at + BATCH_SLICE);
       results.push(
         ...(await Promise.all(
           slice.map((item) =>
@@ -103,7 +105,7 @@ export class BatchJobConsumer {
     const args: string[] = [];
     const predictions: string[] = [];
     for (const [k, result] of results.entries()) {
-      const key = data.items[k]?.key ?? "";
+      const key = items[k]?.key ?? "";
       if (result.ok) {
         const logits = Object.values(result.outputs)[0]?.data ?? [];
         const stored: StoredBatchRow = {
@@ -137,6 +139,25 @@ export class BatchJobConsumer {
       this.ttlS,
       ...args,
     );
+    // answered and kept: its rows are not needed again (a retry of a kept chunk stores nothing)
+    if (data.packed) await this.redis.del(this.keys.batchChunkRows(data.batch, data.packed.chunk));
     return { stored: fresh };
+  }
+
+  /** A chunk's items: as the job carries them, or its packed rows split back into rows. */
+  private async items(data: BatchChunkJob): Promise<BatchItem[]> {
+    if (!data.packed) return data.items ?? [];
+    const { chunk, input, keys } = data.packed;
+    const rows = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
+    if (!rows) throw new Error(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
+    const width = rows.length / keys.length;
+    if (!Number.isInteger(width))
+      throw new Error(
+        `chunk ${chunk} of batch ${data.batch} holds ${rows.length} bytes for ${keys.length} rows`,
+      );
+    return keys.map((key, r) => ({
+      key,
+      inputs: { [input]: rows.toString("base64", r * width, (r + 1) * width) },
+    }));
   }
 }
