@@ -76,10 +76,54 @@ export function automatonEbnf(
   rule: string,
   context: Context,
   budget: Budget,
+  length?: Length,
 ): string {
-  const found = deterministic(nfa, start, end, budget);
-  const dfa = found.moves.length <= MAX_MINIMIZED ? minimal(found) : found;
+  const whole = deterministic(nfa, start, end, budget);
+  const found = length ? withLength(whole, length, budget) : whole;
+  const dfa = found.moves.length <= MAX_MINIMIZED ? minimal(found, budget) : found;
   return emit(dfa, rule, context);
+}
+
+/** Bounds on a text's length in code points (a string's minLength / maxLength). */
+export interface Length {
+  min: number;
+  max?: number;
+}
+
+/**
+ * The automaton's texts whose length is within `length`: states paired with the characters
+ * read so far (up to the maximum, or counted up to the minimum where there is none).
+ */
+function withLength(dfa: Dfa, { min, max }: Length, budget: Budget): Dfa {
+  const cap = max ?? min;
+  const index = new Map<string, number>();
+  const pairs: Array<[number, number]> = [];
+  const id = (state: number, count: number) => {
+    const key = `${state},${count}`;
+    let n = index.get(key);
+    if (n === undefined) {
+      if (pairs.length >= budget.states) throw new Unsupported("too many states");
+      n = pairs.push([state, count]) - 1;
+      index.set(key, n);
+    }
+    return n;
+  };
+  id(0, 0);
+  const moves: Dfa["moves"] = [];
+  const accepting: boolean[] = [];
+  for (let i = 0; i < pairs.length; i++) {
+    const [state, count] = pairs[i] as [number, number];
+    accepting.push((dfa.accepting[state] ?? false) && count >= min);
+    const next = max === undefined ? Math.min(count + 1, cap) : count + 1;
+    moves.push(
+      next > cap && max !== undefined
+        ? []
+        : (dfa.moves[state] ?? []).map(
+            ([lo, hi, t]) => [lo, hi, id(t, next)] as [number, number, number],
+          ),
+    );
+  }
+  return { moves, accepting };
 }
 
 export function normalize(ranges: Ranges): Ranges {
@@ -168,6 +212,8 @@ function deterministic(nfa: Nfa, start: number, end: number, budget: Budget): Df
     for (let k = 0; k + 1 < points.length; k++) {
       const lo = points[k] as number;
       const hi = (points[k + 1] as number) - 1;
+      work += edges.length;
+      if (work > budget.work) throw new Unsupported("too much work");
       const targets = edges.filter(([ranges]) => contains(ranges, lo)).map(([, t]) => t);
       if (targets.length === 0) continue;
       const subset = closure(targets);
@@ -187,7 +233,7 @@ function deterministic(nfa: Nfa, start: number, end: number, budget: Budget): Df
 }
 
 /** Equivalent states merged (Moore's refinement), the start kept as 0. */
-function minimal({ moves, accepting }: Dfa): Dfa {
+function minimal({ moves, accepting }: Dfa, budget: Budget): Dfa {
   let block: number[] = accepting.map((a) => (a ? 1 : 0));
   const rowIn = (row: Dfa["moves"][number], of: number[]) => {
     // adjacent ranges into one block merged, so that equal states read equal
@@ -200,9 +246,12 @@ function minimal({ moves, accepting }: Dfa): Dfa {
     }
     return out;
   };
+  let work = 0;
   for (;;) {
     const signatures = new Map<string, number>();
     const next = moves.map((row, s) => {
+      work += row.length + 1;
+      if (work > budget.work) throw new Unsupported("too much work");
       const signature = `${block[s]}|${rowIn(row, block).join(";")}`;
       let id = signatures.get(signature);
       if (id === undefined) {
@@ -243,8 +292,11 @@ const MUST_ESCAPE: Ranges = [
 
 const ASCII: Ranges = [[0, 0x7f]];
 const NON_ASCII = intersect([[0x80, 0x10ffff]], UNIVERSE);
-/** Non-ASCII code points a set may leave out and still be written as every non-ASCII one. */
-const LINE_SEPARATORS: Ranges = [[0x2028, 0x2029]];
+/**
+ * Most non-ASCII code points a set may leave out and still be written as every non-ASCII one
+ * (those few taken too): `.` leaves out U+2028-9, `\S` and `[^\s]` the 17 non-ASCII spaces.
+ */
+const MAX_LEFT_OUT = 64;
 /** Most non-ASCII code points written one by one. */
 const MAX_LISTED = 256;
 
@@ -254,8 +306,9 @@ const MAX_LISTED = 256;
  * negated class ignores the non-ASCII code points it leaves out. What it reads right: ASCII
  * classes, `[^\0-\x7f]` (any non-ASCII character), and literal characters. So a set's ASCII
  * part is a class, its non-ASCII part every non-ASCII character (where it leaves out at most
- * U+2028 and U+2029, as `.` does: those two are taken too) or its characters one by one; any
- * other set is not built.
+ * MAX_LEFT_OUT of them: those few are taken too) or its characters one by one; any other set
+ * is not built. (XGrammar's own regex, the fallback, writes a raw quote inside a JSON string
+ * for `\S`: a few non-ASCII characters too many is the lesser harm.)
  */
 function alternativesOf(ranges: Ranges, context: Context): string[] {
   const out: string[] = [];
@@ -269,7 +322,7 @@ function alternativesOf(ranges: Ranges, context: Context): string[] {
   const other = intersect(ranges, NON_ASCII);
   if (other.length === 0) return out;
   const missing = intersect(NON_ASCII, complement(other));
-  if (intersect(missing, complement(LINE_SEPARATORS)).length === 0) {
+  if (missing.reduce((n, [lo, hi]) => n + hi - lo + 1, 0) <= MAX_LEFT_OUT) {
     out.push("[^\\0-\\x7f]");
     return out;
   }
@@ -282,18 +335,74 @@ function alternativesOf(ranges: Ranges, context: Context): string[] {
 }
 
 function emit(dfa: Dfa, rule: string, context: Context): string {
+  const live = liveStates(dfa);
+  if (!live[0]) throw new Unsupported("matches nothing");
+  // moves into states that can never accept are dropped (an empty class, `a[]|b`)
+  const rows = dfa.moves.map((row) => row.filter(([, , t]) => live[t]));
+  const into = new Array<number>(rows.length).fill(0);
+  for (const row of rows) for (const [, , t] of row) into[t] = (into[t] ?? 0) + 1;
+  // a chain: a state reached from one place, not accepting, with one single character out;
+  // written inline as a literal, so that an enum's trie is not a rule per character
+  const single = (state: number) => {
+    const row = rows[state] ?? [];
+    const move = row[0];
+    return row.length === 1 && move && move[0] === move[1] && !dfa.accepting[state]
+      ? move
+      : undefined;
+  };
+  const chained = (state: number) =>
+    state !== 0 && into[state] === 1 && single(state) !== undefined;
   const name = (state: number) => (state === 0 ? rule : `${rule}_${state}`);
+  /** From `state`, the characters of its chain and the first state past it. */
+  const follow = (state: number): [string, number] => {
+    let text = "";
+    let at = state;
+    for (let move = single(at); chained(at) && move; move = single(at)) {
+      text += String.fromCodePoint(move[0]);
+      at = move[2];
+    }
+    return [text, at];
+  };
   const rules: string[] = [];
-  for (const [state, row] of dfa.moves.entries()) {
+  for (const [state, row] of rows.entries()) {
+    if (!live[state] || chained(state)) continue;
     const byTarget = new Map<number, Ranges>();
     for (const [lo, hi, t] of row) byTarget.set(t, [...(byTarget.get(t) ?? []), [lo, hi]]);
     const alternatives = dfa.accepting[state] ? ['""'] : [];
-    for (const [target, ranges] of byTarget)
+    for (const [target, ranges] of byTarget) {
+      const [text, next] = follow(target);
+      const rest = text === "" ? "" : ` ${literalOf(text, context)}`;
       for (const first of alternativesOf(ranges, context))
-        alternatives.push(`${first} ${name(target)}`);
+        alternatives.push(`${first}${rest} ${name(next)}`);
+    }
     rules.push(`${name(state)} ::= ${alternatives.join(" | ")}`);
   }
   return rules.join("\n");
+}
+
+/** The states from which an accepting state can be reached. */
+function liveStates(dfa: Dfa): boolean[] {
+  const live = dfa.accepting.map((a) => a);
+  for (let changed = true; changed; ) {
+    changed = false;
+    for (const [state, row] of dfa.moves.entries())
+      if (!live[state] && row.some(([, , t]) => live[t])) {
+        live[state] = true;
+        changed = true;
+      }
+  }
+  return live;
+}
+
+/** Text as EBNF elements: each character in the form its context writes it. */
+function literalOf(text: string, context: Context): string {
+  return [...text]
+    .map((ch) => {
+      const cp = ch.codePointAt(0) ?? 0;
+      const [first] = alternativesOf([[cp, cp]], context);
+      return first ?? "";
+    })
+    .join(" ");
 }
 
 /** An ASCII code point as EBNF writes it: letters and digits as they are, the rest escaped. */

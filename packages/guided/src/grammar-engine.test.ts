@@ -260,6 +260,52 @@ describe("GrammarEngine", () => {
     }
   }, 60_000);
 
+  it("keywords beside what is spelled are kept, type lists get each type's rewrites, a property may be called enum (review's cases)", async () => {
+    const ajv = new Ajv({ strict: false });
+    (formats as unknown as { default: (a: Ajv) => void }).default(ajv);
+    const schemas: unknown[] = [
+      {
+        type: "integer",
+        anyOf: [
+          { minimum: 0, maximum: 5 },
+          { minimum: 100, maximum: 105 },
+        ],
+      },
+      { type: "integer", minimum: 1, maximum: 5, enum: [0, 1, 2] },
+      { type: "string", pattern: "^[a-z]+$", maxLength: 3 },
+      { type: "string", format: "date", enum: ["2024-01-01", "2024-02-02"] },
+      { type: ["string", "null"], maxLength: 4 },
+      { type: ["string", "null"], format: "date" },
+      {
+        type: "object",
+        properties: { enum: { type: "integer", minimum: 0, maximum: 120 } },
+        required: ["enum"],
+      },
+      {
+        type: "object",
+        properties: { v: { type: "string", pattern: "\\S{1,4}" } },
+        required: ["v"],
+      },
+      { type: "string", pattern: "a[]|b" },
+    ];
+    for (const schema of schemas) {
+      const valid = ajv.compile(schema as object);
+      let ended = 0;
+      for (let seed = 0; seed < 25; seed++) {
+        const guide = await engine.open(
+          { kind: "json_schema", schema: schema as Record<string, unknown> },
+          vocab,
+        );
+        const text = await walk(guide, seed * 7 + 3, 120);
+        guide.close();
+        if (text === undefined) continue;
+        ended++;
+        expect(valid(JSON.parse(text)), `${JSON.stringify(schema)}: ${text}`).toBe(true);
+      }
+      expect(ended, JSON.stringify(schema)).toBeGreaterThan(10);
+    }
+  }, 60_000);
+
   it("a length-bound string never takes a raw control character (valid JSON only)", async () => {
     const schema = { type: "object", properties: { city: { type: "string", maxLength: 16 } } };
     const guide = await engine.open({ kind: "json_schema", schema }, vocab);

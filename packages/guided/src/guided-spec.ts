@@ -59,7 +59,7 @@ export function specKey(spec: GuidedSpec): string {
 }
 
 /** Most characters the choices may spell and still be written as an automaton. */
-const MAX_CHOICE_SPELLING = 20_000;
+const MAX_CHOICE_SPELLING = 4_000;
 
 /**
  * `choices` as an EBNF grammar that spells exactly one of them: as a deterministic automaton
@@ -82,7 +82,8 @@ function ebnfString(text: string): string {
   for (const ch of text) {
     const code = ch.codePointAt(0) ?? 0;
     if (ch === '"' || ch === "\\") out += `\\${ch}`;
-    else if (code < 0x20 || code === 0x7f) out += `\\x${code.toString(16).padStart(2, "0")}`;
+    // \u and four digits: XGrammar reads \x's hex digits on ("\x01abc" is one code point)
+    else if (code < 0x20 || code === 0x7f) out += `\\u${code.toString(16).padStart(4, "0")}`;
     else out += ch;
   }
   return `${out}"`;

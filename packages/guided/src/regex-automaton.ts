@@ -5,6 +5,7 @@ import {
   type Context,
   complement,
   intersect,
+  type Length,
   Nfa,
   normalize,
   type Ranges,
@@ -59,17 +60,19 @@ const MAX_BUILT = 128;
 
 /**
  * The pattern as EBNF rules, `rule` the first: the text matched whole (`raw`), or a JSON string
- * whose value it matches, quotes included (`json-string`); undefined where it cannot be built.
+ * whose value it matches, quotes included (`json-string`), within `length` where given (a
+ * string's minLength/maxLength beside its pattern); undefined where it cannot be built.
  */
 export function regexEbnf(
   pattern: string,
   rule: string,
   context: RegexContext,
+  length?: Length,
 ): string | undefined {
-  const key = `${context}\u0000${pattern}`;
+  const key = `${context}\u0000${length?.min},${length?.max}\u0000${pattern}`;
   let rules = built.get(key);
   if (rules === undefined) {
-    rules = build(pattern, context) ?? null;
+    rules = build(pattern, context, length) ?? null;
     if (built.size >= MAX_BUILT) built.delete(built.keys().next().value ?? "");
     built.set(key, rules);
   }
@@ -78,7 +81,7 @@ export function regexEbnf(
 
 const PLACEHOLDER = "ferry_regex_rule";
 
-function build(pattern: string, context: RegexContext): string | undefined {
+function build(pattern: string, context: RegexContext, length?: Length): string | undefined {
   let ast: AST.Pattern;
   try {
     ast = new RegExpParser({ ecmaVersion: 2024 }).parsePattern(pattern, 0, pattern.length, {
@@ -102,7 +105,7 @@ function build(pattern: string, context: RegexContext): string | undefined {
       nfa.skip(nfa.sequence(elements, from), end);
     }
     const rule = context === "json-string" ? `${PLACEHOLDER}_s` : PLACEHOLDER;
-    const body = automatonEbnf(nfa, start, end, rule, context, BUDGET);
+    const body = automatonEbnf(nfa, start, end, rule, context, BUDGET, length);
     return context === "json-string"
       ? `${PLACEHOLDER} ::= "\\"" ${PLACEHOLDER}_s "\\""\n${body}`
       : body;

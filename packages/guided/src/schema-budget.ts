@@ -10,7 +10,7 @@ export const MAX_SCHEMA_COUNT = 10_000;
 /** Most values one `enum` may list. */
 export const MAX_ENUM_VALUES = 1_024;
 /** Most bounded numbers one schema may hold: each is spelled as an automaton of its own. */
-export const MAX_BOUNDED_NUMBERS = 256;
+export const MAX_BOUNDED_NUMBERS = 64;
 /** Most patterns one schema may hold: each is built as an automaton of its own. */
 export const MAX_SCHEMA_PATTERNS = 256;
 

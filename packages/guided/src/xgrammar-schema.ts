@@ -52,7 +52,7 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
   const rewrite = (node: unknown, inheritedType?: unknown): unknown => {
     if (Array.isArray(node)) return node.map((s) => rewrite(s));
     if (typeof node !== "object" || node === null) return node;
-    const own = node as Record<string, unknown>;
+    const own = split(node as Record<string, unknown>);
     const type = own.type ?? inheritedType;
     const out: Record<string, unknown> = {};
     if (inheritedType !== undefined && !("type" in own) && !("$ref" in own))
@@ -64,43 +64,59 @@ export function xgrammarSchema(schema: unknown): XGrammarSchema {
         out[key] = value; // values, not schemas
       else if ((key === "anyOf" || key === "oneOf") && Array.isArray(value))
         out[key] = value.map((branch) => rewrite(branch, type));
+      else if (SCHEMA_MAPS.has(key) && isObject(value))
+        // a map of names to schemas: a property may be called "enum"
+        out[key] = Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rewrite(v)]));
       else out[key] = rewrite(value);
     }
-    const length = lengthPattern(own);
+    const length = lengthPattern(own, type);
     if (length) {
       delete out.minLength;
       delete out.maxLength;
       out.pattern = length;
     }
-    // the caller's pattern as a deterministic automaton, where it can be built (else XGrammar's
-    // own; a length's pattern, which XGrammar writes exactly, stays XGrammar's)
-    if (type === "string" && typeof own.pattern === "string" && automata < PATTERN_AUTOMATA) {
+    // a node becomes a marker only where the spelling is all it asks (keywords beside it, an
+    // anyOf, a length, would be lost): else XGrammar's own
+    const only = (...keys: string[]) =>
+      Object.keys(own).every((k) => k === "type" || DESCRIPTIVE.has(k) || keys.includes(k));
+    // the caller's pattern as a deterministic automaton, where it can be built (a length's
+    // pattern, which XGrammar writes exactly, stays XGrammar's)
+    if (
+      type === "string" &&
+      typeof own.pattern === "string" &&
+      only("pattern", "format", "minLength", "maxLength") &&
+      automata < PATTERN_AUTOMATA
+    ) {
       const pattern = own.pattern;
+      const length =
+        own.minLength === undefined && own.maxLength === undefined
+          ? undefined
+          : {
+              min: typeof own.minLength === "number" ? own.minLength : 0,
+              ...(typeof own.maxLength === "number" ? { max: own.maxLength } : {}),
+            };
       automata++;
-      const rules = regexEbnf(pattern, "r", "json-string");
-      if (rules)
+      if (regexEbnf(pattern, "r", "json-string", length))
         return {
           const: marked(
-            `pattern ${pattern}`,
-            (rule) => regexEbnf(pattern, rule, "json-string") ?? "",
+            `pattern ${JSON.stringify(length)} ${pattern}`,
+            (rule) => regexEbnf(pattern, rule, "json-string", length) ?? "",
           ),
         };
     }
-    const format = type === "string" && own.pattern === undefined && formatSpelling(own.format);
+    const format = type === "string" && only("format") && formatSpelling(own.format);
     if (format) return { const: marker(format) };
-    const values = enumSpelling(own.enum, ENUMS_SPELLED - enumCharacters);
-    if (values) enumCharacters += values.reduce((n, [atom]) => n + spelledLength(atom), 0);
-    if (values) return { const: marker([values]) };
-    if ("enum" in own || "const" in own) return out;
+    const kept = enumKept(own);
+    const values = kept && enumSpelling(kept, ENUMS_SPELLED - enumCharacters);
+    if (values) {
+      enumCharacters += values.reduce((n, [atom]) => n + spelledLength(atom), 0);
+      return { const: marker([values]) };
+    }
+    const numeric = type === "integer" || type === "number";
+    if (!numeric || !only(...BOUND_KEYWORDS)) return out;
     const plan = boundsPlan(own, type) ?? (type === "integer" ? FIFTEEN_DIGITS : undefined);
     if (plan === undefined || plan.kind === "refuse") return out;
-    for (const key of BOUND_KEYWORDS) delete out[key];
-    const numeric: Record<string, unknown> =
-      plan.kind === "spell" ? { enum: plan.values } : { const: marker([plan.spelling]) };
-    // a type list keeps its other types beside the number: ["number", "null"]
-    const others = Array.isArray(type) ? type.filter((t) => t !== "number" && t !== "integer") : [];
-    if (others.length === 0) return numeric;
-    return { anyOf: [numeric, { ...out, type: others.length === 1 ? others[0] : others }] };
+    return plan.kind === "spell" ? { enum: plan.values } : { const: marker([plan.spelling]) };
   };
   return { schema: rewrite(schema), spellings };
 }
@@ -137,10 +153,118 @@ export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Rules
  * XGrammar's own), so that one schema's patterns cost the grammar thread a bounded time.
  */
 const PATTERN_AUTOMATA = 32;
+/** Keywords whose value maps names to schemas. */
+const SCHEMA_MAPS = new Set(["properties", "$defs", "definitions", "patternProperties"]);
+/** Keywords that only describe (the API's check ignores them too). */
+const DESCRIPTIVE = new Set([
+  "title",
+  "description",
+  "examples",
+  "default",
+  "$schema",
+  "$id",
+  "$comment",
+  "deprecated",
+  "readOnly",
+  "writeOnly",
+  "strict",
+  "$anchor",
+  "propertyOrdering",
+]);
+/** The keywords that apply to each type, for a type list split into one branch per type. */
+const TYPE_KEYWORDS: Record<string, string[]> = {
+  string: ["minLength", "maxLength", "pattern", "format"],
+  number: BOUND_KEYWORDS,
+  integer: BOUND_KEYWORDS,
+  object: ["properties", "required", "additionalProperties", "minProperties", "maxProperties"],
+  array: ["items", "minItems", "maxItems"],
+};
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * A node whose `type` is a list, as an anyOf of one branch per type with the keywords that
+ * apply to it (`["string", "null"]` with a maxLength: the string's rewrites apply to its
+ * branch); other nodes as they are. A node with its own anyOf, enum or const stays whole.
+ */
+function split(node: Record<string, unknown>): Record<string, unknown> {
+  const types = node.type;
+  if (!Array.isArray(types) || types.length < 2) return node;
+  if (["anyOf", "oneOf", "enum", "const", "$ref"].some((k) => k in node)) return node;
+  const typed = new Set(Object.values(TYPE_KEYWORDS).flat());
+  const shared = Object.fromEntries(
+    Object.entries(node).filter(([k]) => k !== "type" && !typed.has(k)),
+  );
+  // number and integer together are a number
+  const kinds = types.includes("number") ? types.filter((t) => t !== "integer") : types;
+  return {
+    ...shared,
+    anyOf: kinds.map((t) => ({
+      type: t,
+      ...Object.fromEntries(
+        Object.entries(node).filter(([k]) => (TYPE_KEYWORDS[String(t)] ?? []).includes(k)),
+      ),
+    })),
+  };
+}
+
+/** Keywords an enum's values can be checked against here. */
+const CHECKED = new Set(["type", "enum", ...BOUND_KEYWORDS, "minLength", "maxLength", "pattern"]);
+
+/**
+ * An enum's values that the keywords beside it allow (a bound, a length, a pattern, the type),
+ * or undefined where there is no enum or a keyword beside it cannot be checked here (an anyOf,
+ * a format): that node is left to XGrammar.
+ */
+function enumKept(node: Record<string, unknown>): unknown[] | undefined {
+  if (!Array.isArray(node.enum)) return undefined;
+  if (!Object.keys(node).every((k) => CHECKED.has(k) || DESCRIPTIVE.has(k))) return undefined;
+  const types = node.type === undefined ? undefined : [node.type].flat();
+  const typeOf = (v: unknown) =>
+    v === null
+      ? "null"
+      : typeof v === "number"
+        ? Number.isInteger(v)
+          ? "integer"
+          : "number"
+        : typeof v;
+  const num = (k: string) => (typeof node[k] === "number" ? (node[k] as number) : undefined);
+  const draft4 = (k: string) => node[k] === true;
+  let pattern: RegExp | undefined;
+  try {
+    pattern = typeof node.pattern === "string" ? new RegExp(node.pattern, "u") : undefined;
+  } catch {
+    return undefined;
+  }
+  return node.enum.filter((v) => {
+    const t = typeOf(v);
+    if (types && !types.some((x) => x === t || (x === "number" && t === "integer"))) return false;
+    if (typeof v === "number") {
+      const [min, max] = [num("minimum"), num("maximum")];
+      const [xmin, xmax] = [num("exclusiveMinimum"), num("exclusiveMaximum")];
+      if (min !== undefined && (draft4("exclusiveMinimum") ? v <= min : v < min)) return false;
+      if (max !== undefined && (draft4("exclusiveMaximum") ? v >= max : v > max)) return false;
+      if (xmin !== undefined && v <= xmin) return false;
+      if (xmax !== undefined && v >= xmax) return false;
+      const step = num("multipleOf");
+      if (step !== undefined && !Number.isInteger(v / step)) return false;
+    }
+    if (typeof v === "string") {
+      const length = [...v].length;
+      const [least, most] = [num("minLength") ?? 0, num("maxLength") ?? Number.POSITIVE_INFINITY];
+      if (length < least || length > most) return false;
+      if (pattern && !pattern.test(v)) return false;
+    }
+    return true;
+  });
+}
+
 /** Most characters an enum's values may spell and still be written as an automaton. */
-const MAX_ENUM_SPELLING = 20_000;
+const MAX_ENUM_SPELLING = 4_000;
 /** Most characters a schema's enums spell as automata, all together (past it, XGrammar's own). */
-const ENUMS_SPELLED = 200_000;
+const ENUMS_SPELLED = 40_000;
 
 function spelledLength(atom: Atom | undefined): number {
   return atom && "literal" in atom ? atom.literal.length : 0;
@@ -168,8 +292,8 @@ function enumSpelling(values: unknown, room: number): Spelling | undefined {
  * backspace byte made a tool call's arguments unparseable), where a pattern's class is exact.
  * Escapes are not written inside a length-bound string. Undefined where a pattern or format rules.
  */
-function lengthPattern(node: Record<string, unknown>): string | undefined {
-  if (node.type !== "string" || node.pattern !== undefined || node.format !== undefined)
+function lengthPattern(node: Record<string, unknown>, type: unknown): string | undefined {
+  if (type !== "string" || node.pattern !== undefined || node.format !== undefined)
     return undefined;
   const min = typeof node.minLength === "number" ? node.minLength : undefined;
   const max = typeof node.maxLength === "number" ? node.maxLength : undefined;
