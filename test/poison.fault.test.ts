@@ -19,7 +19,12 @@ function restartWhenDead(proc: Proc): void {
   void proc.exited.then(async () => {
     if (stopping) return;
     crashes++;
-    restartWhenDead(await stack.startWorker());
+    // a replacement still starting when the file ends is killed by the stack's stop: expected
+    const next = await stack.startWorker().catch((err: unknown) => {
+      if (stopping) return undefined;
+      throw err;
+    });
+    if (next) restartWhenDead(next);
   });
 }
 
