@@ -15,7 +15,7 @@ export const MAX_BOUNDED_NUMBERS = 64;
 export const MAX_SCHEMA_PATTERNS = 256;
 
 /** Keywords that only describe: they change no answer. */
-const DESCRIPTIVE = new Set([
+export const DESCRIPTIVE = new Set([
   "title",
   "description",
   "examples",

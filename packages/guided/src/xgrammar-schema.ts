@@ -3,6 +3,7 @@ import { formatSpelling } from "./format-spelling.js";
 import { BOUND_KEYWORDS, type BoundsPlan, boundsPlan } from "./number-bounds.js";
 import { numberRange } from "./number-range.js";
 import { regexEbnf } from "./regex-automaton.js";
+import { DESCRIPTIVE } from "./schema-budget.js";
 import { type Atom, type Sequence, type Spelling, sequenceEbnf } from "./spelling.js";
 
 /** An integer with no bounds: 15 digits at most, every one exact in a double. */
@@ -155,22 +156,6 @@ export function spellingRules(ebnf: string, spellings: ReadonlyMap<string, Rules
 const PATTERN_AUTOMATA = 32;
 /** Keywords whose value maps names to schemas. */
 const SCHEMA_MAPS = new Set(["properties", "$defs", "definitions", "patternProperties"]);
-/** Keywords that only describe (the API's check ignores them too). */
-const DESCRIPTIVE = new Set([
-  "title",
-  "description",
-  "examples",
-  "default",
-  "$schema",
-  "$id",
-  "$comment",
-  "deprecated",
-  "readOnly",
-  "writeOnly",
-  "strict",
-  "$anchor",
-  "propertyOrdering",
-]);
 /** The keywords that apply to each type, for a type list split into one branch per type. */
 const TYPE_KEYWORDS: Record<string, string[]> = {
   string: ["minLength", "maxLength", "pattern", "format"],
