@@ -9,6 +9,10 @@ import { median, quantile, round } from "./load.js";
 import { postSse } from "./sse-client.js";
 import { printTable } from "./table.js";
 
+/** The batch band's share of the seats: `--share=X` (default: the model's, 0.5). */
+const SHARE = ((v) => (v === undefined ? undefined : Number(v)))(
+  process.argv.find((a) => a.startsWith("--share="))?.slice(8),
+);
 /** Batch lines (issue 41 asks for 2,000): `--lines=N` or BATCH_YIELD_LINES. */
 const LINES = Number(
   process.argv.find((a) => a.startsWith("--lines="))?.slice(8) ??
@@ -151,7 +155,7 @@ export async function batchYieldBench(): Promise<Record<string, unknown>> {
     scheduler: Record<string, unknown>;
   };
   console.log(
-    `batch-yield bench: tiny-lm (max_num_seqs ${base.scheduler.max_num_seqs}, batch_seat_share default 0.5), one stack. ` +
+    `batch-yield bench: tiny-lm (max_num_seqs ${base.scheduler.max_num_seqs}, batch_seat_share ${SHARE ?? "0.5 (the default)"}), one stack. ` +
       `(a) interactive streamed chats (${INTERACTIVE_TOKENS} tokens, one at a time, ${INTERACTIVE_GAP_MS} ms apart) on an idle server, ` +
       `${IDLE_SAMPLES} before and ${IDLE_SAMPLES} after the rest; (c) continuous batching alone: the ${LINES} chat lines ` +
       `(${LENGTHS.join("/")} tokens in turn, ignore_eos, every prompt different) as direct /v1/chat/completions calls from ` +
@@ -160,7 +164,11 @@ export async function batchYieldBench(): Promise<Record<string, unknown>> {
       "interactive chats as in (a) until it completes. TTFT is the client's (request sent to first content chunk); " +
       "tokens/s is completion tokens over wall time (batch: create to completed, polled every 200 ms)",
   );
-  const repo = tempRepository({ "tiny-lm": { scheduler: base.scheduler } });
+  const repo = tempRepository({
+    "tiny-lm": {
+      scheduler: { ...base.scheduler, ...(SHARE === undefined ? {} : { batch_seat_share: SHARE }) },
+    },
+  });
   const stack = await new Stack({
     env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "tiny-lm" },
   }).start();
