@@ -71,6 +71,21 @@ describe("the schema check", () => {
     });
     expect(problem(many(64))).toBeUndefined();
     expect(problem(many(65))).toBe("/properties/p64: the schema bounds more than 64 numbers");
+    const hard = (n: number) => ({
+      type: "object",
+      properties: Object.fromEntries(
+        Array.from({ length: n }, (_, i) => [
+          `p${i}`,
+          {
+            type: "number",
+            exclusiveMinimum: -0.123456789012345 - i,
+            exclusiveMaximum: 987654321.987654 + i,
+          },
+        ]),
+      ),
+    });
+    expect(problem(hard(12))).toBeUndefined();
+    expect(problem(hard(20))).toMatch(/numeric bounds spell more than 1500 alternatives/);
     const patterned = {
       type: "object",
       properties: Object.fromEntries(
