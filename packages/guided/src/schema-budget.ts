@@ -123,7 +123,8 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     if (bounds?.kind === "refuse") return problem(`${pointer}/${bounds.keyword}`, bounds.why);
     if (bounds?.kind === "range" && ++bounded > MAX_BOUNDED_NUMBERS)
       return problem(pointer, `the schema bounds more than ${MAX_BOUNDED_NUMBERS} numbers`);
-    if (bounds?.kind === "range" && (spelled += bounds.spelling.length) > MAX_SPELLED_ALTERNATIVES)
+    if (bounds?.kind === "range") spelled += bounds.spelling.length;
+    if (spelled > MAX_SPELLED_ALTERNATIVES)
       return problem(
         pointer,
         `the schema's numeric bounds spell more than ${MAX_SPELLED_ALTERNATIVES} alternatives (bounds with fewer significant digits spell fewer)`,
