@@ -3,15 +3,11 @@ import {
   automatonEbnf,
   type Budget,
   type Context,
-  complement,
-  intersect,
   type Length,
   Nfa,
-  normalize,
-  type Ranges,
-  UNIVERSE,
   Unsupported,
 } from "./automaton.js";
+import { complement, intersect, normalize, type Ranges, UNIVERSE } from "./code-points.js";
 
 /**
  * A regular expression as a minimal deterministic automaton in EBNF, for XGrammar: 0.1.27

@@ -4,7 +4,8 @@
  * deterministic automaton by automaton.ts (XGrammar 0.1.27 matches overlapping alternatives
  * wrongly: it took 681024 from `...|6810[01][0-9]|68102[0-3]`, "doa" from `["do", "dog"]`).
  */
-import { automatonEbnf, type Budget, Nfa, normalize, type Ranges } from "./automaton.js";
+import { automatonEbnf, type Budget, Nfa } from "./automaton.js";
+import { normalize, type Ranges } from "./code-points.js";
 
 /**
  * A piece of a spelling: a literal, one digit within a class, a run of `min` to `max` digits (or
