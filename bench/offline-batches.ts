@@ -7,6 +7,8 @@ import { open, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InProcessSession } from "@ferry/runtime";
+// the pipeline answers as Ferry does: the API's own softmax
+import { classify } from "../apps/api/src/inference/classify.js";
 import { samples } from "../test/helpers/samples.js";
 import { Stack, waitFor } from "../test/helpers/stack.js";
 import { median, round } from "./load.js";
@@ -54,21 +56,6 @@ export function writeInputs(c: OfflineCase, dir: string): { openai: string; ndjs
   return paths;
 }
 
-/** A softmax's class and scores, as Ferry answers a classifier row. */
-function classify(logits: Float32Array): {
-  prediction: number;
-  confidence: number;
-  scores: number[];
-} {
-  let best = 0;
-  for (let k = 1; k < logits.length; k++) if ((logits[k] ?? 0) > (logits[best] ?? 0)) best = k;
-  const max = logits[best] ?? 0;
-  const exp = Array.from(logits, (l) => Math.exp(l - max));
-  const sum = exp.reduce((a, b) => a + b, 0);
-  const scores = exp.map((e) => e / sum);
-  return { prediction: best, confidence: scores[best] ?? 0, scores };
-}
-
 /**
  * The floor: one process reads the JSONL a MiB at a time, parses each line, runs ONNX
  * Runtime at batch 32 and writes each answer (custom_id and prediction) to a file.
@@ -93,7 +80,7 @@ export async function inProcessPipeline(
     });
     const logits = result.logits?.data as Float32Array;
     for (let r = 0; r < n; r++) {
-      const answer = classify(logits.subarray(r * 10, r * 10 + 10));
+      const answer = classify(Array.from(logits.subarray(r * 10, r * 10 + 10)));
       text.push(JSON.stringify({ custom_id: ids[r], ...answer }));
     }
     ids.length = 0;
