@@ -8,14 +8,7 @@
  * alternative starting with characters of its own.
  */
 
-import {
-  complement,
-  contains,
-  intersect,
-  normalize,
-  type Ranges,
-  UNIVERSE,
-} from "./code-points.js";
+import { complement, contains, intersect, type Ranges, UNIVERSE } from "./code-points.js";
 
 /** Past a budget: the automaton is not built (the caller falls back to XGrammar's own). */
 export class Unsupported extends Error {}
