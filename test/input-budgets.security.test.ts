@@ -15,11 +15,24 @@ const chat = (messages: unknown[]) =>
 describe("chat messages are counted and measured before any template renders", () => {
   it("200,000 one-character messages (6.5 MB): a 400 at once, the classifier beside it unaffected", async () => {
     const many = Array.from({ length: 200_000 }, () => ({ role: "user", content: "a" }));
-    const started = performance.now();
-    const refused = await chat(many);
-    expect(refused.status).toBe(400);
-    expect(await message(refused)).toMatch(/at most 2048 messages/);
-    expect(performance.now() - started).toBeLessThan(1_000);
+    // Against the same 6.5 MB refused for its shape (sent, parsed, answered, never read as
+    // messages), so that a loaded machine's transfer and JSON.parse do not count: rendering the
+    // template first cost 1.5-1.8 s more.
+    const timed = async (body: unknown) => {
+      const started = performance.now();
+      const res = await stack.post("/v1/chat/completions", body);
+      return { res, ms: performance.now() - started };
+    };
+    const byShape = { model: "tiny-lm", messages: { many }, max_tokens: 4 };
+    const byCount = { model: "tiny-lm", messages: many, max_tokens: 4 };
+    await timed(byShape); // the first 6.5 MB warms the parser
+    const shape = [await timed(byShape), await timed(byShape)];
+    const refused = [await timed(byCount), await timed(byCount)];
+    expect(shape[0]?.res.status).toBe(400);
+    expect(refused[0]?.res.status).toBe(400);
+    expect(await message(refused[0]?.res as Response)).toMatch(/at most 2048 messages/);
+    const fastest = (tries: { ms: number }[]) => Math.min(...tries.map((t) => t.ms));
+    expect(fastest(refused) - fastest(shape)).toBeLessThan(750);
     // eight at once do not hold a neighbour's predict for seconds
     const flood = Array.from({ length: 8 }, () => chat(many));
     const predictStarted = performance.now();
