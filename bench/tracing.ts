@@ -11,7 +11,8 @@ import { printTable } from "./table.js";
 
 /** Rounds per arm: `--rounds=N` (the noisier the machine, the more). */
 const ROUNDS = Number(process.argv.find((a) => a.startsWith("--rounds="))?.slice(9) ?? 3) || 3;
-const SECONDS = 5;
+/** Seconds per arm in a round: `--seconds=N`. */
+const SECONDS = Number(process.argv.find((a) => a.startsWith("--seconds="))?.slice(10) ?? 5) || 5;
 const CLIENTS = 64;
 
 let sent = 5_000_000;
@@ -43,6 +44,16 @@ function checkout(ref: string): { root: string; remove: () => void } {
 }
 
 type Arm = { name: string; stack: Stack };
+
+/**
+ * A pause between arms: the last arm's leftovers (this process's garbage from 300,000 bodies
+ * and answers, a stack's spans still exporting) otherwise land in the next arm's seconds, and
+ * whichever arm went first won by ~10%.
+ */
+async function settle(): Promise<void> {
+  (globalThis as { gc?: () => void }).gc?.();
+  await new Promise((r) => setTimeout(r, 1_500));
+}
 
 /**
  * Tracing off vs on, side by side: two stacks on mnist, one without OTEL_* variables (the
@@ -90,16 +101,27 @@ export async function tracingBench(): Promise<Record<string, unknown>> {
     for (let r = 0; r < ROUNDS; r++) {
       const order = arms.map((_, i) => arms[(i + r) % arms.length] as Arm);
       const results = new Map<string, Awaited<ReturnType<typeof closedLoop>>>();
-      for (const arm of order)
+      for (const arm of order) {
+        const bodies = fresh(60_000);
+        await settle();
+        // untimed load on this stack first: the one measured after the other stack had run
+        // lost 10-30% (an idle stack's processes shrink their heaps and go cold)
+        await closedLoop({
+          url: url(arm.stack),
+          bodies: fresh(10_000),
+          concurrency: CLIENTS,
+          durationMs: 1_000,
+        });
         results.set(
           arm.name,
           await closedLoop({
             url: url(arm.stack),
-            bodies: fresh(60_000),
+            bodies,
             concurrency: CLIENTS,
             durationMs: SECONDS * 1_000,
           }),
         );
+      }
       const rps = (name: string) => results.get(name)?.rps ?? 0;
       const row: Record<string, string | number> = { round: r + 1, first: order[0]?.name ?? "" };
       for (const { name } of arms) row[`${name}_rps`] = rps(name);

@@ -16,5 +16,12 @@ export * from "./tracing.js";
 
 import { trace } from "@opentelemetry/api";
 
-/** Ferry's tracer: a no-op until `startTracing` has registered the SDK. */
-export const tracer = () => trace.getTracer("ferry");
+let ferry: ReturnType<typeof trace.getTracer> | undefined;
+/**
+ * Ferry's tracer: a no-op until `startTracing` has registered the SDK (the API's tracer is a
+ * proxy that follows the provider registered later), looked up once rather than per span.
+ */
+export const tracer = () => {
+  ferry ??= trace.getTracer("ferry");
+  return ferry;
+};

@@ -20,10 +20,12 @@ export interface RowTimes {
 }
 
 /**
- * A row's spans in its request's trace, written once its answer is back: `queue` (from the
- * API's accept to this worker's pick-up: Redis and the transport), `batch wait` (in the
- * dynamic batcher) and `infer` (its batch's model run, linked to the batch's span). Nothing
- * when the row carries no trace (tracing off, or not sampled upstream).
+ * A row's span in its request's trace, written once its answer is back: `queue`, from the
+ * API's accept to the start of the batch run that carried it (Triton's queue time: Redis and
+ * the transport, then the dynamic batcher), with the pick-up's share as an attribute and a
+ * link to that batch's span, whose child is the model run. One span a row, not one per stage:
+ * spans cost a traced request its throughput (`npm run bench -- tracing`), and the batch's
+ * own spans already hold the run. Nothing when the row carries no trace.
  */
 export function recordRowSpans(
   row: Pick<InferRow, "trace" | "rid">,
@@ -34,37 +36,27 @@ export function recordRowSpans(
   doneAt = Date.now(),
 ): void {
   if (!row.trace) return;
-  const parent = contextOf(row.trace);
-  const inferAt = doneAt - times.computeMs;
-  const batchAt = inferAt - times.queueMs;
-  const pickedAt = Math.max(times.acceptedAt, batchAt);
-  const attributes = {
-    "ferry.model": model,
-    "ferry.model.version": version,
-    "ferry.row": row.rid,
-  };
-  const span = (name: string, start: number, end: number, extra: object = {}, links?: Link[]) =>
-    tracer()
-      .startSpan(
-        name,
-        {
-          kind: SpanKind.INTERNAL,
-          startTime: start,
-          attributes: { ...attributes, ...extra },
-          ...(links ? { links } : {}),
+  const runAt = doneAt - times.computeMs;
+  const pickedAt = Math.max(times.acceptedAt, runAt - times.queueMs);
+  tracer()
+    .startSpan(
+      "queue",
+      {
+        kind: SpanKind.INTERNAL,
+        startTime: times.acceptedAt,
+        attributes: {
+          "ferry.model": model,
+          "ferry.model.version": version,
+          "ferry.row": row.rid,
+          "messaging.system": "redis",
+          "ferry.queue.pickup_ms": pickedAt - times.acceptedAt,
+          "ferry.batch.size": times.batchSize,
         },
-        parent,
-      )
-      .end(end);
-  span("queue", times.acceptedAt, pickedAt, { "messaging.system": "redis" });
-  span("batch wait", pickedAt, inferAt);
-  span(
-    "infer",
-    inferAt,
-    doneAt,
-    { "ferry.batch.size": times.batchSize },
-    batch ? [{ context: batch }] : undefined,
-  );
+        ...(batch ? { links: [{ context: batch }] } : {}),
+      },
+      contextOf(row.trace),
+    )
+    .end(runAt);
 }
 
 /**
