@@ -312,8 +312,14 @@ export class ModelHost {
     }
     // Enough jobs in flight to fill every instance's batch while the previous one computes.
     const concurrency = config.max_batch_size * config.instance_count * 2;
-    this.transport.consume(queue, { concurrency, ...lock }, (row, job, ctx) =>
-      (current() as ClassifierServer | EmbedderServer).handle(row, ctx, job.accepted_at),
+    this.transport.consume(
+      queue,
+      { concurrency, ...lock },
+      (row, job, ctx) =>
+        (current() as ClassifierServer | EmbedderServer).handle(row, ctx, job.accepted_at),
+      config.kind === "classifier"
+        ? (rows) => (current() as ClassifierServer).runPacked(rows)
+        : undefined,
     );
   }
 }

@@ -157,10 +157,8 @@ export class BatchJobReader {
     const pages = this.client.batches.results(id);
     const classify = this.classify;
     return (async function* () {
-      for await (const lines of pages)
-        yield lines.map((line) =>
-          JSON.stringify(render(JSON.parse(line) as StoredBatchRow, classify)),
-        );
+      for await (const rows of pages)
+        yield rows.map((row) => JSON.stringify(render(row, classify)));
     })();
   }
 

@@ -216,3 +216,57 @@ describe("Batcher with a token budget (TEI's max_batch_tokens)", () => {
     expect(batches).toEqual([[40, 40]]);
   });
 });
+
+describe("Batcher: whole batches beside live rows", () => {
+  it("runs whole batches (an offline chunk's) in order, on instances live rows leave", async () => {
+    const { batcher, batches, release } = setup({ concurrency: 1 });
+    const ran: string[] = [];
+    const gates: Array<() => void> = [];
+    const whole = (name: string) =>
+      batcher.runWhole(() => {
+        ran.push(name);
+        return new Promise<string>((resolve) => gates.push(() => resolve(name)));
+      });
+    const first = whole("chunk-a");
+    const second = whole("chunk-b");
+    expect(ran).toEqual(["chunk-a"]);
+    // live rows arrive while a whole batch runs: they go next, before chunk-b
+    const live = [1, 2, 3, 4].map((x) => batcher.submit(x, far));
+    gates.shift()?.();
+    expect(await first).toBe("chunk-a");
+    await flush();
+    expect(batches).toEqual([[1, 2, 3, 4]]);
+    expect(ran).toEqual(["chunk-a"]);
+    release.shift()?.();
+    await Promise.all(live);
+    await flush();
+    expect(ran).toEqual(["chunk-a", "chunk-b"]);
+    let idle = false;
+    void batcher.idle().then(() => {
+      idle = true;
+    });
+    await flush();
+    expect(idle).toBe(false);
+    gates.shift()?.();
+    expect(await second).toBe("chunk-b");
+    await flush();
+    expect(idle).toBe(true);
+  });
+
+  it("a live row waiting for its delay leaves the instance to a whole batch meanwhile", async () => {
+    const { batcher, batches, clock, release } = setup({ concurrency: 1 });
+    const row = batcher.submit(1, far);
+    let ran = false;
+    const whole = batcher.runWhole(async () => {
+      ran = true;
+      return "done";
+    });
+    expect(ran).toBe(true);
+    expect(await whole).toBe("done");
+    clock.advance(10);
+    await flush();
+    expect(batches).toEqual([[1]]);
+    release.shift()?.();
+    expect((await row).output).toBe(10);
+  });
+});

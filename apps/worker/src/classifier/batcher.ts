@@ -58,6 +58,8 @@ interface Item<I, O> {
  */
 export class Batcher<I, O> {
   private readonly queue: Item<I, O>[] = [];
+  /** Batches formed elsewhere (an offline chunk's), waiting for an instance live rows leave. */
+  private readonly whole: Array<() => Promise<void>> = [];
   private running = 0;
   private timer: unknown;
   private timerAt = Number.POSITIVE_INFINITY;
@@ -93,9 +95,23 @@ export class Batcher<I, O> {
     });
   }
 
+  /**
+   * Runs `work` (a batch formed elsewhere: an offline chunk's rows, already packed) on the
+   * next instance free of live rows: rows queued here go first whenever they can form a
+   * batch, so an offline batch only fills the time live traffic leaves. Whole batches run in
+   * the order they came.
+   */
+  runWhole<R>(work: () => Promise<R>): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.whole.push(() => work().then(resolve, reject));
+      this.dispatch();
+    });
+  }
+
   /** Resolves when nothing waits and nothing runs. */
   idle(): Promise<void> {
-    if (this.queue.length === 0 && this.running === 0) return Promise.resolve();
+    if (this.queue.length === 0 && this.whole.length === 0 && this.running === 0)
+      return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -108,12 +124,28 @@ export class Batcher<I, O> {
       if (take === 0) {
         const oldest = this.queue[0];
         if (oldest) this.armTimer(oldest.enqueuedAt + this.options.maxQueueDelayMs);
-        return;
+        break;
       }
       const batch = this.takeLive(take);
       if (batch.length > 0) void this.run(batch);
     }
     if (this.queue.length === 0) this.disarmTimer();
+    // an instance live rows leave (none waiting, or waiting for more to join them) runs a
+    // whole batch meanwhile
+    while (this.running < this.concurrency && this.whole.length > 0) {
+      const work = this.whole.shift() as () => Promise<void>;
+      this.running++;
+      void work().finally(() => this.ended());
+    }
+  }
+
+  /** An instance is free again: the next batch, or the idle waiters. */
+  private ended(): void {
+    this.running--;
+    this.dispatch();
+    if (this.queue.length === 0 && this.whole.length === 0 && this.running === 0) {
+      for (const wake of this.idleWaiters.splice(0)) wake();
+    }
   }
 
   /**
@@ -205,11 +237,7 @@ export class Batcher<I, O> {
     } catch (err) {
       await this.isolate(items, started, err);
     } finally {
-      this.running--;
-      this.dispatch();
-      if (this.queue.length === 0 && this.running === 0) {
-        for (const wake of this.idleWaiters.splice(0)) wake();
-      }
+      this.ended();
     }
   }
 

@@ -7,11 +7,12 @@ import {
   loadBatchRunner,
 } from "@ferry/runtime";
 import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
-import type { ExecutionStats, RowContext } from "@ferry/transport";
+import type { ExecutionStats, PackedOutputs, PackedRows, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
 import { answerBatched, type RowServing } from "./batched-row.js";
 import { Batcher } from "./batcher.js";
+import { runPackedChunk } from "./packed-chunk.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
 
 /** A row in the batcher: its tensors, and its trace (to link from the batch's span). */
@@ -126,6 +127,24 @@ export class ClassifierServer {
       row.trace ? { tensors: decoded, trace: row.trace } : { tensors: decoded },
       ctx.signal,
       { acceptedAt, pickedAt },
+    );
+  }
+
+  /**
+   * An offline chunk's packed rows through this version, max_batch_size at a time as whole
+   * batches on instances live rows leave (`runPackedChunk`).
+   */
+  runPacked(rows: PackedRows): Promise<PackedOutputs> {
+    return runPackedChunk(
+      {
+        config: this.config,
+        version: this.version,
+        runtime: this.runtime,
+        runWhole: (work) => this.batcher.runWhole(work),
+        metrics: this.metrics,
+        stats: this.stats,
+      },
+      rows,
     );
   }
 

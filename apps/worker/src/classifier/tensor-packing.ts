@@ -82,7 +82,8 @@ export function allFinite(bytes: Uint8Array): boolean {
   return true;
 }
 
-function view(datatype: TensorSpec["datatype"], buffer: ArrayBuffer): TensorData["data"] {
+/** The typed array a datatype's bytes are read as. */
+export function view(datatype: TensorSpec["datatype"], buffer: ArrayBuffer): TensorData["data"] {
   switch (datatype) {
     case "FP64":
       return new Float64Array(buffer);

@@ -2,7 +2,12 @@ import { randomUUID } from "node:crypto";
 import {
   type BatchChunkJob,
   bullPriority,
+  type ChunkOutput,
+  chunkRowOffset,
+  decodeChunkOutput,
+  decodeRowPointer,
   queueName,
+  rowValues,
   type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
@@ -141,7 +146,11 @@ export class BatchJobStore {
       ignoreDependencyOnFailure: true,
       attempts: 3,
     });
-    await this.redis.hincrby(this.keys.batch(id), "total", chunk.keys.length);
+    await this.redis
+      .multi()
+      .hincrby(this.keys.batch(id), "total", chunk.keys.length)
+      .hincrby(this.keys.batch(id), "chunks", 1)
+      .exec();
   }
 
   /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
@@ -177,31 +186,60 @@ export class BatchJobStore {
   }
 
   /**
-   * The batch's result lines, a page at a time, so that no reader holds them all; the next
-   * page is asked for while the caller handles this one.
+   * The batch's answers in its items' order, a chunk at a time, so that no reader holds them
+   * all; the next chunk is asked for while the caller handles this one. A chunk that failed
+   * for good has no answers.
    */
-  async *results(id: string): AsyncGenerator<string[]> {
-    const key = this.keys.batchResults(id);
-    const page = (cursor: string) => {
-      const asked = this.redis.hscan(key, cursor, "COUNT", RESULTS_PAGE);
-      // a reader that stops early leaves the page it prefetched unread
+  async *results(id: string): AsyncGenerator<StoredBatchRow[]> {
+    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
+    if (chunks === 0) {
+      yield* this.storedByKey(id);
+      return;
+    }
+    const read = (chunk: number) => {
+      const asked = this.redis.getBuffer(this.keys.batchChunkOut(id, chunk));
+      // a reader that stops early leaves the chunk it prefetched unread
       asked.catch(() => undefined);
       return asked;
     };
-    let next = page("0");
-    for (;;) {
-      const [cursor, flat] = await next;
-      if (cursor !== "0") next = page(cursor);
-      const lines: string[] = [];
-      for (let k = 1; k < flat.length; k += 2) lines.push(flat[k] ?? "");
-      if (lines.length > 0) yield lines;
-      if (cursor === "0") return;
+    let next = read(0);
+    for (let chunk = 0; chunk < chunks; chunk++) {
+      const bytes = await next;
+      if (chunk + 1 < chunks) next = read(chunk + 1);
+      if (bytes) yield rowsOf(decodeChunkOutput(bytes));
     }
   }
 
+  /** A batch stored a line per key, as batches were before packed answers: in hash order. */
+  private async *storedByKey(id: string): AsyncGenerator<StoredBatchRow[]> {
+    const key = this.keys.batchResults(id);
+    let cursor = "0";
+    do {
+      const [next, flat] = await this.redis.hscan(key, cursor, "COUNT", RESULTS_PAGE);
+      cursor = next;
+      const rows: StoredBatchRow[] = [];
+      for (let k = 1; k < flat.length; k += 2)
+        rows.push(JSON.parse(flat[k] ?? "") as StoredBatchRow);
+      if (rows.length > 0) yield rows;
+    } while (cursor !== "0");
+  }
+
+  /** The latest batch answer for `key`: a pointer to its row, then the row's values. */
   async prediction(model: string, key: string, owner: string): Promise<StoredBatchRow | undefined> {
     const raw = await this.redis.hget(this.keys.predictions(model, owner), key);
-    return raw === null ? undefined : (JSON.parse(raw) as StoredBatchRow);
+    if (raw === null) return undefined;
+    if (raw.startsWith("{")) return JSON.parse(raw) as StoredBatchRow;
+    const at = decodeRowPointer(raw);
+    if (!at) return undefined;
+    const offset = chunkRowOffset(at.width, at.row);
+    const bytes = await this.redis.getrangeBuffer(
+      this.keys.batchChunkOut(at.batch, at.chunk),
+      offset,
+      offset + at.width * 4 - 1,
+    );
+    // its chunk has expired (kept JOB_TTL_S from its batch)
+    if (bytes.length < at.width * 4) return undefined;
+    return { key, logits: rowValues(bytes), model_version: at.model_version, batch: at.batch };
   }
 
   async close(): Promise<void> {
@@ -219,4 +257,16 @@ export class BatchJobStore {
     }
     return queue;
   }
+}
+
+/** A chunk's answers as rows: each key's values, or its error. */
+function rowsOf(out: ChunkOutput): StoredBatchRow[] {
+  const { width, values } = out;
+  return out.keys.map((key, r) => {
+    const error = out.errors[r];
+    if (error) return { key, error };
+    const logits = new Array<number>(width);
+    for (let k = 0; k < width; k++) logits[k] = values[r * width + k] ?? 0;
+    return { key, logits, model_version: out.model_version, batch: out.batch };
+  });
 }

@@ -164,6 +164,11 @@ export class Keys {
     return `${this.prefix}:batch-rows:{${id}}:${chunk}`;
   }
 
+  /** A chunk's answers, packed (`encodeChunkOutput`), in the batch's slot. */
+  batchChunkOut(id: string, chunk: number): string {
+    return `${this.prefix}:batch-out:{${id}}:${chunk}`;
+  }
+
   /** Hash describing one uploaded file (the Files API): owner, name, purpose, size, lines. */
   file(id: string): string {
     return `${this.prefix}:file:{${id}}`;

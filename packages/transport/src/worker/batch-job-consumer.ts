@@ -1,40 +1,23 @@
-import {
-  type BatchChunkJob,
-  type BatchItem,
-  type InferJob,
-  type RowResult,
-  type StoredBatchRow,
-  WIRE_VERSION,
-} from "@ferry/protocol";
+import { type BatchChunkJob, encodeChunkOutput, encodeRowPointer } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { batchQueueNames, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
-import type { RowContext, RowHandler } from "./handlers.js";
+import type { PackedHandler } from "./handlers.js";
 
 /**
- * Stores a chunk's result lines and counts an item only the first time its line is written,
- * so that a retried chunk (after a worker died mid-chunk) counts nothing twice. Both keys
- * carry the batch's tag. KEYS: results, batch. ARGV: ttl, then (key, line, ok) triples.
+ * Stores a chunk's answers once and counts its rows only the first time, so that a retried
+ * chunk (after a worker died mid-chunk) counts nothing twice. Both keys carry the batch's tag.
+ * KEYS: the chunk's output, the batch. ARGV: ttl, the packed output, rows ok, rows failed.
  */
-const STORE_BATCH = `
-local fresh = 0
-for i = 2, #ARGV, 3 do
-  local key, line, ok = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  if redis.call('HSET', KEYS[1], key, line) == 1 then
-    fresh = fresh + 1
-    redis.call('HINCRBY', KEYS[2], ok == '1' and 'succeeded' or 'failed', 1)
-  end
+const STORE_CHUNK = `
+if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then
+  redis.call('HINCRBY', KEYS[2], 'succeeded', ARGV[3])
+  redis.call('HINCRBY', KEYS[2], 'failed', ARGV[4])
+  return tonumber(ARGV[3]) + tonumber(ARGV[4])
 end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return fresh
+return 0
 `;
-
-/** Batch rows handed to the batcher at once. */
-const BATCH_SLICE = 64;
-
-/** How long a batch row may take, in ms: batches have no caller waiting on a deadline. */
-const BATCH_ROW_DEADLINE_MS = 600_000;
 
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
 export class BatchJobConsumer {
@@ -45,7 +28,7 @@ export class BatchJobConsumer {
     private readonly keys: Keys,
     private readonly ttlS: number,
   ) {
-    this.store = new LuaCommand(redis, "ferryStoreBatch", 2, STORE_BATCH);
+    this.store = new LuaCommand(redis, "ferryStoreChunk", 2, STORE_CHUNK);
   }
 
   /**
@@ -72,92 +55,82 @@ export class BatchJobConsumer {
     return [gates, parents];
   }
 
-  /** A chunk of an offline batch: every item through the row handler, answers stored by key. */
-  async processChunk(
-    data: BatchChunkJob,
-    jobId: string,
-    handler: RowHandler,
-  ): Promise<{ stored: number }> {
-    const deadline = Date.now() + BATCH_ROW_DEADLINE_MS;
-    const ctx: RowContext = { jobId, signal: new AbortController().signal };
-    const infer: InferJob = {
-      v: WIRE_VERSION,
-      kind: "infer",
-      model: data.model,
-      version: data.version,
-      rows: [],
-      accepted_at: Date.now(),
-    };
-    const items = await this.items(data);
-    // Slices, not the whole chunk at once, so that live rows reaching the same batcher
-    // meanwhile are not stuck behind a thousand batch rows.
-    const results: RowResult[] = [];
-    for (let at = 0; at < items.length; at += BATCH_SLICE) {
-      const slice = items.slice(at, at + BATCH_SLICE);
-      results.push(
-        ...(await Promise.all(
-          slice.map((item) =>
-            handler({ rid: item.key, inputs: item.inputs, deadline }, infer, ctx),
-          ),
-        )),
-      );
-    }
-    const args: string[] = [];
-    const predictions: string[] = [];
-    for (const [k, result] of results.entries()) {
-      const key = items[k]?.key ?? "";
-      if (result.ok) {
-        const logits = Object.values(result.outputs)[0]?.data ?? [];
-        const stored: StoredBatchRow = {
+  /**
+   * A chunk of an offline batch: its rows, packed, through the version serving the queue as
+   * whole batches (`packed`), and its answers stored as one packed value; each answered key's
+   * latest prediction is a pointer into it.
+   */
+  async processChunk(data: BatchChunkJob, packed: PackedHandler | undefined) {
+    if (!packed) throw new Error(`model ${data.model} takes no offline batches`);
+    const { chunk, input, keys, rows } = await this.rows(data);
+    const out = await packed({ input, rows, count: keys.length });
+    const failed = Object.keys(out.errors).length;
+    const value = encodeChunkOutput({
+      width: out.width,
+      values: out.values,
+      keys,
+      model_version: data.version,
+      batch: data.batch,
+      errors: out.errors,
+    });
+    const predictions = this.keys.predictions(data.model, data.owner ?? "");
+    const pointers: string[] = [];
+    for (const [row, key] of keys.entries())
+      if (!out.errors[row])
+        pointers.push(
           key,
-          logits,
-          model_version: data.version,
-          batch: data.batch,
-        };
-        const line = JSON.stringify(stored);
-        args.push(key, line, "1");
-        predictions.push(key, line);
-      } else {
-        const failed: StoredBatchRow = { key, error: result.error };
-        args.push(key, JSON.stringify(failed), "0");
-      }
-    }
+          encodeRowPointer({
+            batch: data.batch,
+            chunk,
+            row,
+            width: out.width,
+            model_version: data.version,
+          }),
+        );
     // the model's latest prediction per key lives apart from the batch (in another slot on a
-    // cluster): written first, so that a counted item is always readable by key; a retried
-    // chunk writes the same lines again
-    if (predictions.length > 0)
+    // cluster): written first, so that a counted row is always readable by key (a pointer
+    // whose chunk is not stored yet reads as no prediction); a retried chunk writes the same
+    // pointers again, the same rows at the same places
+    if (pointers.length > 0)
       await this.redis
         .multi()
-        .hset(this.keys.predictions(data.model, data.owner ?? ""), ...predictions)
+        .hset(predictions, ...pointers)
         // a model's stored answers are kept JOB_TTL_S from the last batch that wrote one
-        .expire(this.keys.predictions(data.model, data.owner ?? ""), this.ttlS)
+        .expire(predictions, this.ttlS)
         .exec();
     const fresh = await this.store.run(
       this.redis,
-      this.keys.batchResults(data.batch),
+      this.keys.batchChunkOut(data.batch, chunk),
       this.keys.batch(data.batch),
       this.ttlS,
-      ...args,
+      value,
+      keys.length - failed,
+      failed,
     );
     // answered and kept: its rows are not needed again (a retry of a kept chunk stores nothing)
-    if (data.packed) await this.redis.del(this.keys.batchChunkRows(data.batch, data.packed.chunk));
+    if (data.packed) await this.redis.del(this.keys.batchChunkRows(data.batch, chunk));
     return { stored: fresh };
   }
 
-  /** A chunk's items: as the job carries them, or its packed rows split back into rows. */
-  private async items(data: BatchChunkJob): Promise<BatchItem[]> {
-    if (!data.packed) return data.items ?? [];
+  /** A chunk's rows, packed: as ingestion stored them, or a job's base64 items put together. */
+  private async rows(data: BatchChunkJob) {
+    if (!data.packed) {
+      const items = data.items ?? [];
+      const input = Object.keys(items[0]?.inputs ?? {})[0] ?? "";
+      return {
+        chunk: 0,
+        input,
+        keys: items.map((i) => i.key),
+        rows: Buffer.concat(items.map((i) => Buffer.from(i.inputs[input] ?? "", "base64"))),
+      };
+    }
     const { chunk, input, keys } = data.packed;
     const rows = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
     if (!rows) throw new Error(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
-    const width = rows.length / keys.length;
-    if (!Number.isInteger(width))
+    if (rows.length % keys.length !== 0)
       throw new Error(
         `chunk ${chunk} of batch ${data.batch} holds ${rows.length} bytes for ${keys.length} rows`,
       );
-    return keys.map((key, r) => ({
-      key,
-      inputs: { [input]: rows.toString("base64", r * width, (r + 1) * width) },
-    }));
+    return { chunk, input, keys, rows };
   }
 }

@@ -53,6 +53,23 @@ export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promis
 
 export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
+/** An offline chunk's rows for one model input, back to back as ingestion packed them. */
+export interface PackedRows {
+  input: string;
+  rows: Buffer;
+  count: number;
+}
+
+/** Each row's first output, packed likewise (count x width FP32), and the rows that failed. */
+export interface PackedOutputs {
+  width: number;
+  values: Float32Array;
+  errors: Record<number, { code: string; message: string }>;
+}
+
+/** Runs an offline chunk's packed rows through the version that serves its queue. */
+export type PackedHandler = (rows: PackedRows) => Promise<PackedOutputs>;
+
 /** A worker's side of a reload; an outcome is this worker's answer to the request. */
 export interface ReloadHandler {
   /** Loads what changed of `model` from the repository and swaps it in at once. */

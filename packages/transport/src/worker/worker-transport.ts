@@ -28,6 +28,7 @@ import { giveBack } from "./give-back.js";
 import type {
   ConsumeOptions,
   GenerateHandler,
+  PackedHandler,
   ReloadHandler,
   RowContext,
   RowHandler,
@@ -152,7 +153,13 @@ export class WorkerTransport {
    * Starts consuming `queue`: its sync lane (rows of waiting requests) and its BullMQ queue
    * (async jobs, batch chunks). Every row goes through `handler`.
    */
-  consume(queue: string, options: ConsumeOptions, handler: RowHandler): void {
+  consume(
+    queue: string,
+    options: ConsumeOptions,
+    handler: RowHandler,
+    /** The queue's offline batch chunks, packed; a model without it takes none. */
+    packed?: PackedHandler,
+  ): void {
     const lock = locking(options);
     const reader = createRedis(this.target);
     reader.on("error", () => {});
@@ -175,12 +182,14 @@ export class WorkerTransport {
       queue,
       new Worker<InferJob | BatchChunkJob, InferReply | { stored: number }>(
         bullQueueName(queue),
-        (job, token) => this.process(job, handler, token, lock.lockDurationMs),
+        (job, token) => this.process(job, handler, packed, token, lock.lockDurationMs),
         this.workerOptions(options.concurrency, lock),
       ),
     );
-    // the queue's offline batches: their parents and gates live beside it (one slot)
-    const control = { connection: this.redis, prefix: this.keys.prefix, concurrency: 8 };
+    // the queue's offline batches: their parents and gates live beside it (one slot), under
+    // the queue's own locks: a parent or gate a dead worker held waited out BullMQ's 30 s
+    // defaults twice before its batch could complete
+    const control = this.workerOptions(8, lock);
     for (const worker of this.batches.controlWorkers(queue, control)) {
       worker.on("error", () => {});
       expireFinished(worker, this.redis, this.jobTtlS);
@@ -312,6 +321,7 @@ export class WorkerTransport {
   private async process(
     job: Job<InferJob | BatchChunkJob>,
     handler: RowHandler,
+    packed: PackedHandler | undefined,
     token: string | undefined,
     lockDurationMs: number,
   ): Promise<InferReply | { stored: number }> {
@@ -319,7 +329,7 @@ export class WorkerTransport {
     if (data.kind === "batch")
       return this.custody.run(
         job,
-        () => this.batches.processChunk(data, job.id ?? "", handler),
+        () => this.batches.processChunk(data, packed),
         async (message) => {
           throw new UnrecoverableError(formatFailure({ code: "MODEL_ERROR", message }));
         },

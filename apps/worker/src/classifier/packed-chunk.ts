@@ -1,0 +1,148 @@
+import { bytesPerElement, FerryError, type ModelConfig, type TensorSpec } from "@ferry/protocol";
+import type { BatchRunner, TensorData } from "@ferry/runtime";
+import type { ExecutionStats, PackedOutputs, PackedRows } from "@ferry/transport";
+import type { WorkerMetrics } from "../metrics.js";
+import { allFinite, rowLength, view } from "./tensor-packing.js";
+
+/** What running an offline chunk needs of the version serving it. */
+export interface PackedServing {
+  config: ModelConfig;
+  version: string;
+  runtime: BatchRunner;
+  /** Runs a batch formed here on an instance live rows leave (the dynamic batcher's). */
+  runWhole<R>(work: () => Promise<R>): Promise<R>;
+  metrics: WorkerMetrics;
+  stats: Pick<ExecutionStats, "execution">;
+}
+
+type RowErrors = PackedOutputs["errors"];
+
+/**
+ * An offline chunk's rows, packed back to back as ingestion stored them, run max_batch_size
+ * at a time as whole batches: no row becomes an object, a base64 string or a promise of its
+ * own, which at 2,048 rows a chunk was most of the worker's time. A row that is not finite,
+ * or that fails the model by itself (a failed batch's rows are run one by one), fails alone.
+ */
+export async function runPackedChunk(s: PackedServing, chunk: PackedRows): Promise<PackedOutputs> {
+  const { config } = s;
+  const spec = config.inputs[0];
+  if (!spec || config.inputs.length !== 1 || spec.name !== chunk.input)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `model ${config.name} takes offline batches for its one input; the chunk is for '${chunk.input}'`,
+    );
+  const rowBytes = chunk.rows.length / chunk.count;
+  const expected = rowLength(spec.dims);
+  const size = bytesPerElement[spec.datatype];
+  if (!Number.isInteger(rowBytes) || (expected !== null && rowBytes !== expected * size))
+    throw new FerryError(
+      "INVALID_INPUT",
+      `chunk of ${chunk.count} rows holds ${chunk.rows.length} bytes; ${config.name} takes ${expected ?? "whole"} ${spec.datatype} values a row`,
+    );
+  const errors: RowErrors = {};
+  const runnable: number[] = [];
+  for (let r = 0; r < chunk.count; r++) {
+    const row = chunk.rows.subarray(r * rowBytes, (r + 1) * rowBytes);
+    if (spec.datatype === "FP32" && !allFinite(row))
+      errors[r] = { code: "INVALID_INPUT", message: `input '${spec.name}' has a non-finite value` };
+    else runnable.push(r);
+  }
+  const blocks: number[][] = [];
+  for (let at = 0; at < runnable.length; at += config.max_batch_size)
+    blocks.push(runnable.slice(at, at + config.max_batch_size));
+  const outputs = await Promise.all(
+    blocks.map((block) => s.runWhole(() => runBlock(s, spec, chunk.rows, rowBytes, block, errors))),
+  );
+  const width =
+    outputs.find((o) => o.width > 0)?.width ?? rowLength(config.outputs[0]?.dims ?? []) ?? 0;
+  const values = new Float32Array(chunk.count * width);
+  outputs.forEach((out, b) => {
+    for (const [k, row] of (blocks[b] ?? []).entries())
+      if (out.width === width)
+        values.set(out.values.subarray(k * width, (k + 1) * width), row * width);
+  });
+  return { width, values, errors };
+}
+
+/** One block of rows as one batch; a block that fails is run row by row. */
+async function runBlock(
+  s: PackedServing,
+  spec: TensorSpec,
+  rows: Buffer,
+  rowBytes: number,
+  block: number[],
+  errors: RowErrors,
+): Promise<{ width: number; values: Float32Array }> {
+  try {
+    return await runRows(s, spec, rows, rowBytes, block);
+  } catch (err) {
+    if (block.length === 1) {
+      errors[block[0] as number] = modelError(err);
+      return { width: 0, values: new Float32Array(0) };
+    }
+  }
+  let width = 0;
+  const alone: Array<Float32Array | undefined> = [];
+  for (const row of block) {
+    try {
+      const out = await runRows(s, spec, rows, rowBytes, [row]);
+      width = out.width;
+      alone.push(out.values);
+    } catch (err) {
+      errors[row] = modelError(err);
+      alone.push(undefined);
+    }
+  }
+  const values = new Float32Array(block.length * width);
+  for (const [k, v] of alone.entries()) if (v) values.set(v, k * width);
+  return { width, values };
+}
+
+async function runRows(
+  s: PackedServing,
+  spec: TensorSpec,
+  rows: Buffer,
+  rowBytes: number,
+  block: number[],
+): Promise<{ width: number; values: Float32Array }> {
+  const { config, version, metrics } = s;
+  const labels = { model: config.name, version };
+  // a copy the runtime's thread may take: consecutive rows in one move
+  const bytes = new Uint8Array(block.length * rowBytes);
+  const first = block[0] ?? 0;
+  if (block.at(-1) === first + block.length - 1)
+    bytes.set(rows.subarray(first * rowBytes, (first + block.length) * rowBytes));
+  else
+    for (const [k, row] of block.entries())
+      bytes.set(rows.subarray(row * rowBytes, (row + 1) * rowBytes), k * rowBytes);
+  const width = rowBytes / bytesPerElement[spec.datatype];
+  const feed: TensorData = {
+    data: view(spec.datatype, bytes.buffer),
+    dims: [block.length, ...spec.dims.map((d) => (d < 0 ? width : d))],
+  };
+  metrics.batchSize.observe(labels, block.length);
+  const end = metrics.computeSeconds.startTimer(labels);
+  const started = performance.now();
+  try {
+    const outputs = await s.runtime.run({ [spec.name]: feed });
+    const out = Object.values(outputs)[0];
+    if (!out) throw new Error(`model ${config.name} gave no output`);
+    metrics.rows.inc({ ...labels, outcome: "ok" }, block.length);
+    const data = out.data;
+    let values: Float32Array;
+    if (data instanceof Float32Array) values = data;
+    else {
+      values = new Float32Array(data.length);
+      for (let k = 0; k < data.length; k++) values[k] = Number(data[k]);
+    }
+    return { width: values.length / block.length, values };
+  } finally {
+    end();
+    s.stats.execution(config.name, version, block.length, performance.now() - started);
+  }
+}
+
+function modelError(err: unknown): { code: string; message: string } {
+  if (err instanceof FerryError) return { code: err.code, message: err.message };
+  return { code: "MODEL_ERROR", message: err instanceof Error ? err.message : String(err) };
+}
