@@ -14,6 +14,7 @@ import { StreamSlots } from "./http/stream-slots.js";
 import { createHttpServer } from "./http-server.js";
 import { classify } from "./inference/classify.js";
 import { InferenceService } from "./inference/inference-service.js";
+import { PackedPredictions } from "./inference/packed-predictions.js";
 import { predictBatchLines } from "./inference/predict-batch-lines.js";
 import { predictJobKind } from "./inference/predict-job-kind.js";
 import { TrafficRouter } from "./inference/traffic-router.js";
@@ -110,7 +111,7 @@ new OpenAiBatchRunner(
     completionBatchLines(completions),
     responsesBatchLines(responses),
     embeddingsBatchLines(embeddings),
-    predictBatchLines(inference),
+    predictBatchLines(inference, new PackedPredictions(inference, client)),
   ],
   env.JOB_TTL_S,
   log,

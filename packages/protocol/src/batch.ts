@@ -18,6 +18,11 @@ export const batchChunkJobSchema = z.object({
   version: z.string(),
   /** The tenant whose batch this is: its predictions are stored where only it reads them. */
   owner: z.string().default(""),
+  /**
+   * false: the answers are the caller's alone (an OpenAI batch's predict lines), not each
+   * key's latest prediction. @defaultValue true
+   */
+  predictions: z.boolean().optional(),
   /** The items, each row's tensors base64 (the form before packed chunks). */
   items: z.array(batchItemSchema).min(1).optional(),
   /**

@@ -8,7 +8,7 @@ import {
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
-import type { BatchLineKind } from "../http/batch-line.js";
+import type { BatchLineKind, LineOutcome } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { AnswerRecorder } from "./answer-recorder.js";
@@ -16,6 +16,9 @@ import { OutputFile } from "./output-file.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
+/** Lines a kind that answers many at once gets together, and such groups in flight. */
+const GROUP_LINES = 2_048;
+const GROUPS_IN_FLIGHT = 4;
 /** Batches one API process runs at once (each holding LINES_IN_FLIGHT lines at most). */
 const BATCHES_AT_ONCE = 16;
 /** A runner's lock on its batch, and how often runners look for a dead one's, in ms. */
@@ -36,6 +39,13 @@ const FAILED = "0";
 
 interface Answer {
   status: number;
+  body: unknown;
+}
+
+/** An input line as the upload checked it. */
+interface ParsedLine {
+  custom_id: string;
+  url: string;
   body: unknown;
 }
 
@@ -135,32 +145,92 @@ export class OpenAiBatchRunner {
     const kind = this.kinds.get(
       endpointOf(batch.endpoint)?.endpoint ?? (batch.endpoint as BatchEndpoint),
     );
-    const slots = new Slots(kind?.linesInFlight ?? LINES_IN_FLIGHT);
+    const runMany = kind?.runMany?.bind(kind);
+    const slots = new Slots(runMany ? GROUPS_IN_FLIGHT : (kind?.linesInFlight ?? LINES_IN_FLIGHT));
     const recorder = new AnswerRecorder((lines) => store.recordMany(batch.id, lines));
     let failure: { err: unknown } | undefined;
     let index = 0;
+    /** Runs `work` in a slot; false once the batch stopped or a line failed outright. */
+    const inSlot = async (work: () => Promise<void>): Promise<boolean> => {
+      await slots.take();
+      if (signal.aborted || failure) {
+        slots.give();
+        return false;
+      }
+      work()
+        .catch((err: unknown) => {
+          failure ??= { err };
+        })
+        .finally(() => slots.give());
+      return true;
+    };
     try {
       chunks: for await (const lines of this.client.files.lines(batch.input_file_id)) {
         const answered = await store.answered(batch.id, index, lines.length);
-        for (let k = 0; k < lines.length; k++) {
-          if (answered[k]) continue;
-          await slots.take();
-          if (signal.aborted || failure) {
-            slots.give();
-            break chunks;
-          }
-          this.line(batch, index + k, lines[k] ?? "", signal, recorder)
-            .catch((err: unknown) => {
-              failure ??= { err };
-            })
-            .finally(() => slots.give());
-        }
+        const open: Array<{ index: number; raw: string }> = [];
+        for (let k = 0; k < lines.length; k++)
+          if (!answered[k]) open.push({ index: index + k, raw: lines[k] ?? "" });
         index += lines.length;
+        if (runMany) {
+          for (let at = 0; at < open.length; at += GROUP_LINES) {
+            const group = open.slice(at, at + GROUP_LINES);
+            if (!(await inSlot(() => this.lines(batch, runMany, group, signal, recorder))))
+              break chunks;
+          }
+          continue;
+        }
+        for (const line of open)
+          if (!(await inSlot(() => this.line(batch, line.index, line.raw, signal, recorder))))
+            break chunks;
       }
     } finally {
       await slots.drained();
     }
     if (failure) throw failure.err;
+  }
+
+  /** Runs many lines through their kind at once and keeps each answer. */
+  private async lines(
+    batch: OpenAiBatchState,
+    runMany: NonNullable<BatchLineKind["runMany"]>,
+    group: ReadonlyArray<{ index: number; raw: string }>,
+    signal: AbortSignal,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
+    const parsed = group.map((line) => parseLine(line.raw) as ParsedLine);
+    const left = batch.expires_at * 1000 - Date.now();
+    if (signal.aborted || left <= 0) return;
+    const opts: CallOptions = {
+      requestId: `req_${randomUUID().replaceAll("-", "")}`,
+      tenant: { id: batch.owner, admin: false },
+      priority: BATCH_PRIORITY,
+      timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+    };
+    let outcomes: LineOutcome[] | undefined;
+    try {
+      outcomes = await runMany(parsed, opts, signal);
+    } catch (err) {
+      outcomes = parsed.map(() => ({ error: err }));
+    }
+    if (!outcomes || signal.aborted) return;
+    await Promise.all(
+      group.map((line, k) => {
+        const { custom_id, url } = parsed[k] as ParsedLine;
+        const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+        const answer =
+          "value" in outcome
+            ? { status: 200, body: outcome.value }
+            : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+        return this.keep(
+          batch,
+          line.index,
+          custom_id,
+          `req_${randomUUID().replaceAll("-", "")}`,
+          answer,
+          recorder,
+        );
+      }),
+    );
   }
 
   /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
@@ -171,14 +241,22 @@ export class OpenAiBatchRunner {
     signal: AbortSignal,
     recorder: AnswerRecorder,
   ): Promise<void> {
-    const { custom_id, url, body } = parseLine(raw) as {
-      custom_id: string;
-      url: string;
-      body: unknown;
-    };
+    const { custom_id, url, body } = parseLine(raw) as ParsedLine;
     const requestId = `req_${randomUUID().replaceAll("-", "")}`;
     const answer = await this.answer(batch, url, body, requestId, signal);
     if (!answer) return;
+    await this.keep(batch, index, custom_id, requestId, answer, recorder);
+  }
+
+  /** Keeps a line's answer as its output (or error) file line. */
+  private async keep(
+    batch: OpenAiBatchState,
+    index: number,
+    custom_id: string,
+    requestId: string,
+    answer: Answer,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
     const ok = answer.status < 400;
     const line = JSON.stringify({
       id: lineId(batch.id, index),
@@ -221,11 +299,17 @@ export class OpenAiBatchRunner {
           await pause(backoffMs(attempt, error), signal);
           continue;
         }
-        if (error.code === "INTERNAL")
-          this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
-        return { status: httpStatus(error.code), body: errorBody(url, error) };
+        return this.failed(batch, url, requestId, error);
       }
     }
+  }
+
+  /** A line's error as its route answers it. */
+  private failed(batch: OpenAiBatchState, url: string, requestId: string, err: unknown): Answer {
+    const error = toFerryError(err);
+    if (error.code === "INTERNAL")
+      this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
+    return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
 
   /**

@@ -21,7 +21,20 @@ export interface BatchLineKind {
    * stops it (the batch was cancelled or expired meanwhile).
    */
   run(url: string, body: unknown, opts: CallOptions, signal: AbortSignal): Promise<unknown>;
+  /**
+   * Many lines at once (up to a file chunk's), where a kind answers them better together than
+   * one by one: each line's answer or its error, in order; undefined once `signal` stopped
+   * them (nothing is recorded then).
+   */
+  runMany?(
+    lines: ReadonlyArray<{ url: string; body: unknown }>,
+    opts: CallOptions,
+    signal: AbortSignal,
+  ): Promise<LineOutcome[] | undefined>;
 }
+
+/** What a line came to: the route's answer, or the error the route fails it with. */
+export type LineOutcome = { value: unknown } | { error: unknown };
 
 /** A line's body checked by its route's schema, failing as the route's validation fails. */
 export function lineBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {

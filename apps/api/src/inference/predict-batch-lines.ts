@@ -1,14 +1,19 @@
 import { FerryError } from "@ferry/protocol";
 import { endpointOf } from "../http/batch-endpoints.js";
-import { type BatchLineKind, lineBody, lineOptions } from "../http/batch-line.js";
+import { type BatchLineKind, type LineOutcome, lineBody, lineOptions } from "../http/batch-line.js";
 import type { InferenceService } from "./inference-service.js";
-import { predictBodySchema } from "./schemas.js";
+import type { PackedPredictions } from "./packed-predictions.js";
+import { type PredictBody, predictBodySchema } from "./schemas.js";
 
 /**
  * `/v1/models/{model}/predict` lines, each answered as that predict route answers (the model
- * its url names, the version its traffic split draws).
+ * its url names, the version its traffic split draws); many at once on the offline path,
+ * packed per model (`PackedPredictions`): a sync request per line ran at a tenth of it.
  */
-export function predictBatchLines(inference: InferenceService): BatchLineKind {
+export function predictBatchLines(
+  inference: InferenceService,
+  packed: PackedPredictions,
+): BatchLineKind {
   return {
     endpoint: "/v1/models/{model}/predict",
     // a row computes in microseconds: a thousand in flight fill max_batch_size groups each turn
@@ -18,6 +23,43 @@ export function predictBatchLines(inference: InferenceService): BatchLineKind {
       if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
       const body = lineBody(predictBodySchema, raw);
       return inference.predict(model, undefined, body, lineOptions(opts, body));
+    },
+    async runMany(lines, opts, signal) {
+      const outcomes: LineOutcome[] = new Array(lines.length);
+      const byModel = new Map<string, Array<{ at: number; body: PredictBody }>>();
+      for (const [at, line] of lines.entries()) {
+        try {
+          const model = endpointOf(line.url)?.model;
+          if (model === undefined)
+            throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
+          const body = lineBody(predictBodySchema, line.body);
+          const group = byModel.get(model) ?? [];
+          byModel.set(model, group);
+          group.push({ at, body });
+        } catch (error) {
+          outcomes[at] = { error };
+        }
+      }
+      for (const [model, group] of byModel) {
+        let answers: Awaited<ReturnType<PackedPredictions["run"]>>;
+        try {
+          answers = await packed.run(
+            model,
+            group.map((g) => g.body),
+            opts,
+            signal,
+          );
+        } catch (error) {
+          for (const { at } of group) outcomes[at] = { error };
+          continue;
+        }
+        if (!answers) return undefined;
+        for (const [k, { at }] of group.entries()) {
+          const answer = answers[k];
+          outcomes[at] = answer instanceof FerryError ? { error: answer } : { value: answer };
+        }
+      }
+      return outcomes;
     },
   };
 }

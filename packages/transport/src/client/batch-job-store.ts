@@ -6,6 +6,7 @@ import {
   chunkRowOffset,
   decodeChunkOutput,
   decodeRowPointer,
+  FerryError,
   queueName,
   rowValues,
   type StoredBatchRow,
@@ -15,6 +16,9 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
+
+/** The longest wait between looks for a chunk's answers, in ms. */
+const CHUNK_POLL_MS = 50;
 
 /** Result lines asked of Redis at a time (HSCAN's COUNT). */
 const RESULTS_PAGE = 5_000;
@@ -123,6 +127,8 @@ export class BatchJobStore {
     version: string,
     owner: string,
     chunk: PackedChunk,
+    /** false: the answers are not kept as each key's latest prediction. */
+    predictions = true,
   ): Promise<void> {
     const data: BatchChunkJob = {
       v: WIRE_VERSION,
@@ -132,6 +138,7 @@ export class BatchJobStore {
       version,
       owner,
       packed: { chunk: chunk.index, input: chunk.input, keys: chunk.keys },
+      ...(predictions ? {} : { predictions: false }),
     };
     const queue = queueName(model, version);
     // the rows first: a job never names rows that are not there
@@ -166,6 +173,40 @@ export class BatchJobStore {
   private async replicated(id: string, queue: string): Promise<void> {
     const written = [this.keys.batch(id), `${this.keys.prefix}:${bullQueueName(queue)}:meta`];
     await ensureReplicated(this.redis, written, this.accept, `batch ${id}`, `/v1/batches/${id}`);
+  }
+
+  /**
+   * Runs one packed chunk as a batch of its own and waits for its answers, in its rows'
+   * order: the offline path (whole batches on a worker's free instances, answers stored once)
+   * for a caller that holds its rows, as an OpenAI batch's predict lines are. The answers are
+   * not kept as keys' predictions. Stops waiting when `signal` aborts (the batch it belongs to
+   * was cancelled or expired); what was queued runs regardless and expires.
+   */
+  async runChunk(
+    model: string,
+    version: string,
+    owner: string,
+    chunk: Omit<PackedChunk, "index">,
+    signal: AbortSignal,
+  ): Promise<ChunkOutput | undefined> {
+    const id = await this.create(model, version, owner);
+    await this.addChunk(id, model, version, owner, { ...chunk, index: 0 }, false);
+    await this.seal(id, model, version);
+    const out = this.keys.batchChunkOut(id, 0);
+    for (let wait = 5; !signal.aborted; wait = Math.min(wait * 2, CHUNK_POLL_MS)) {
+      const completed = (await this.redis.hget(this.keys.batch(id), "status")) === "completed";
+      // read after the status: a chunk stored is there before its batch completes
+      const bytes = await this.redis.getBuffer(out);
+      if (bytes) return decodeChunkOutput(bytes);
+      // a chunk that failed for good completes its batch with no answers
+      if (completed)
+        throw new FerryError(
+          "MODEL_ERROR",
+          `chunk of ${chunk.keys.length} rows failed on the model`,
+        );
+      await pause(wait, signal);
+    }
+    return undefined;
   }
 
   async status(id: string): Promise<BatchJobStatus | undefined> {
@@ -268,5 +309,18 @@ function rowsOf(out: ChunkOutput): StoredBatchRow[] {
     const logits = new Array<number>(width);
     for (let k = 0; k < width; k++) logits[k] = values[r * width + k] ?? 0;
     return { key, logits, model_version: out.model_version, batch: out.batch };
+  });
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener("abort", done);
   });
 }

@@ -76,7 +76,7 @@ export class BatchJobConsumer {
     const predictions = this.keys.predictions(data.model, data.owner ?? "");
     const pointers: string[] = [];
     for (const [row, key] of keys.entries())
-      if (!out.errors[row])
+      if (data.predictions !== false && !out.errors[row])
         pointers.push(
           key,
           encodeRowPointer({

@@ -1,0 +1,87 @@
+import { FerryError, tensorToBytes } from "@ferry/protocol";
+import type { InferenceClient } from "@ferry/transport";
+import type { CallOptions } from "../http/call.js";
+import { classify } from "./classify.js";
+import type { InferenceService, Prediction } from "./inference-service.js";
+import type { PredictBody } from "./schemas.js";
+
+/**
+ * Many predict bodies for one model answered on the offline path: their rows packed into one
+ * chunk, run as whole batches on a worker's instances live rows leave, the answers read back
+ * in one value. What an OpenAI batch's predict lines take instead of a sync request each: no
+ * cache lookup or fallback (a batch's rows are new inputs), one version drawn by the traffic
+ * split for the chunk, the batch's window as the deadline.
+ */
+export class PackedPredictions {
+  constructor(
+    private readonly inference: InferenceService,
+    private readonly client: InferenceClient,
+  ) {}
+
+  /** Each body's prediction or its error, in order; undefined once `signal` stopped the wait. */
+  async run(
+    model: string,
+    bodies: readonly PredictBody[],
+    opts: CallOptions,
+    signal: AbortSignal,
+  ): Promise<Array<Prediction | FerryError> | undefined> {
+    const started = performance.now();
+    const version = await this.inference.routeVersion(model, undefined);
+    const { entry } = this.inference.resolveClassifier(model, version);
+    const spec = entry.config.inputs[0];
+    if (!spec || entry.config.inputs.length !== 1)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `Model '${model}' takes several inputs; use /v2/models/${model}/infer`,
+      );
+    const width = spec.dims.reduce((a, b) => a * b, 1);
+    const answers: Array<Prediction | FerryError | undefined> = new Array(bodies.length);
+    const keys: string[] = [];
+    const rows: Buffer[] = [];
+    for (const [k, body] of bodies.entries()) {
+      if (body.features.length !== width) {
+        answers[k] = new FerryError(
+          "INVALID_INPUT",
+          `Expected ${width} features, got ${body.features.length}`,
+        );
+        continue;
+      }
+      try {
+        rows.push(tensorToBytes(spec.datatype, body.features));
+        keys.push(String(k));
+      } catch (err) {
+        answers[k] = err as FerryError;
+      }
+    }
+    if (keys.length > 0) {
+      const out = await this.client.batches.runChunk(
+        model,
+        version,
+        opts.tenant.id,
+        { input: spec.name, keys, rows: Buffer.concat(rows) },
+        signal,
+      );
+      if (!out) return undefined;
+      const latency = Math.round((performance.now() - started) * 100) / 100;
+      for (const [r, key] of keys.entries()) {
+        const error = out.errors[r];
+        if (error) {
+          answers[Number(key)] = new FerryError(error.code as FerryError["code"], error.message);
+          continue;
+        }
+        const logits = Array.from(out.values.subarray(r * out.width, (r + 1) * out.width));
+        const { prediction, confidence, scores } = classify(logits);
+        // as a predict answers (toPrediction's fields, in its order)
+        answers[Number(key)] = {
+          prediction,
+          confidence,
+          latency_ms: latency,
+          model_version: version,
+          source: "model",
+          scores,
+        };
+      }
+    }
+    return answers as Array<Prediction | FerryError>;
+  }
+}
