@@ -422,9 +422,22 @@ class Slots {
   }
 }
 
-/** A line's id in the batch's files: the same whoever answers it. */
+/** The batches whose line ids were made last, and the hash each ids its lines by. */
+const lineIdPrefixes = new Map<string, string>();
+
+/**
+ * A line's id in the batch's files: the same whoever answers it, unique in the batch (its
+ * index) and apart from other batches' (a hash of the batch's id, made once per batch: a
+ * hash per line was a twentieth of a predict batch's run).
+ */
 function lineId(batch: string, index: number): string {
-  return `batch_req_${createHash("sha256").update(`${batch}:${index}`).digest("hex").slice(0, 32)}`;
+  let prefix = lineIdPrefixes.get(batch);
+  if (prefix === undefined) {
+    prefix = createHash("sha256").update(batch).digest("hex").slice(0, 20);
+    if (lineIdPrefixes.size >= 256) lineIdPrefixes.clear();
+    lineIdPrefixes.set(batch, prefix);
+  }
+  return `batch_req_${prefix}${index.toString(16).padStart(12, "0")}`;
 }
 
 /** The id of a batch's output or error file: the same however often it is written. */
