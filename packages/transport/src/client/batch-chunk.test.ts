@@ -1,0 +1,92 @@
+import { randomBytes } from "node:crypto";
+import { FerryError, type RowResult } from "@ferry/protocol";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REDIS_URL } from "../../../../test/helpers/stack.js";
+import { deletePrefix } from "../shared/connection.js";
+import type { PackedHandler } from "../worker/handlers.js";
+import { WorkerTransport } from "../worker/worker-transport.js";
+import { InferenceClient } from "./inference-client.js";
+
+// A packed chunk run for a caller that holds its rows (an OpenAI batch's predict lines), on
+// the test run's Redis under this file's own prefix, a WorkerTransport answering it.
+const prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
+const client = new InferenceClient({ redisUrl: REDIS_URL, prefix });
+const workers: WorkerTransport[] = [];
+beforeAll(() => client.ready());
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.close()));
+  await client.close();
+  await deletePrefix(REDIS_URL, prefix);
+});
+
+const unused = async (): Promise<RowResult> => {
+  throw new Error("no live rows in this file");
+};
+
+function serve(queue: string, packed: PackedHandler | undefined) {
+  const worker = new WorkerTransport({ redisUrl: REDIS_URL, prefix });
+  worker.consume(
+    queue,
+    { concurrency: 4, lockDurationMs: 5_000, stalledIntervalMs: 5_000 },
+    unused,
+    packed,
+  );
+  workers.push(worker);
+}
+
+/** Rows of two FP32 values: row r holds (r + 1, -(r + 1)). */
+const rowsOf = (n: number) =>
+  Buffer.from(
+    Float32Array.from({ length: 2 * n }, (_, k) => (k % 2 === 0 ? 1 : -1) * (Math.floor(k / 2) + 1))
+      .buffer,
+  );
+
+describe("BatchJobStore.runChunk", () => {
+  it("answers the rows in order, a row's error in its place, and keeps no key's prediction", async () => {
+    serve("echo.v1", async ({ rows, count }) => {
+      const values = new Float32Array(
+        rows.buffer.slice(rows.byteOffset, rows.byteOffset + rows.length),
+      );
+      return { width: 2, values, errors: { 3: { code: "MODEL_ERROR", message: "row 3" } } };
+    });
+    const keys = Array.from({ length: 5 }, (_, k) => `line-${k}`);
+    const out = await client.batches.runChunk(
+      "echo",
+      "1",
+      "",
+      { input: "x", keys, rows: rowsOf(5) },
+      new AbortController().signal,
+    );
+    expect(out?.keys).toEqual(keys);
+    expect(Array.from(out?.values ?? [])).toEqual([1, -1, 2, -2, 3, -3, 4, -4, 5, -5]);
+    expect(out?.errors).toEqual({ 3: { code: "MODEL_ERROR", message: "row 3" } });
+    expect(await client.batches.prediction("echo", "line-0", "")).toBeUndefined();
+  });
+
+  it("a chunk that fails for good (no model takes it) is a MODEL_ERROR, not a wait forever", async () => {
+    serve("nobody.v1", undefined);
+    const asked = client.batches.runChunk(
+      "nobody",
+      "1",
+      "",
+      { input: "x", keys: ["a"], rows: rowsOf(1) },
+      new AbortController().signal,
+    );
+    await expect(asked).rejects.toThrow(FerryError);
+    await expect(asked).rejects.toThrow(/chunk of 1 rows failed/);
+  }, 30_000);
+
+  it("stops waiting when its batch is cancelled: undefined, nothing thrown", async () => {
+    const stop = new AbortController();
+    // no worker serves this queue: the chunk waits in BullMQ
+    const asked = client.batches.runChunk(
+      "idle",
+      "1",
+      "",
+      { input: "x", keys: ["a"], rows: rowsOf(1) },
+      stop.signal,
+    );
+    setTimeout(() => stop.abort(), 200);
+    expect(await asked).toBeUndefined();
+  });
+});
