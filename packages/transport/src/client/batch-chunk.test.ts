@@ -43,7 +43,7 @@ const rowsOf = (n: number) =>
 
 describe("BatchJobStore.runChunk", () => {
   it("answers the rows in order, a row's error in its place, and keeps no key's prediction", async () => {
-    serve("echo.v1", async ({ rows, count }) => {
+    serve("echo.v1", async ({ rows }) => {
       const values = new Float32Array(
         rows.buffer.slice(rows.byteOffset, rows.byteOffset + rows.length),
       );
