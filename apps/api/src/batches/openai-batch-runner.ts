@@ -16,9 +16,12 @@ import { OutputFile } from "./output-file.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
-/** Lines a kind that answers many at once gets together, and such groups in flight. */
+/**
+ * Lines of one url a kind that answers many at once gets together, and such groups in flight
+ * (a model no worker serves holds its group's slot for a predict's timeout).
+ */
 const GROUP_LINES = 2_048;
-const GROUPS_IN_FLIGHT = 4;
+const GROUPS_IN_FLIGHT = 8;
 /** Batches one API process runs at once (each holding LINES_IN_FLIGHT lines at most). */
 const BATCHES_AT_ONCE = 16;
 /** A runner's lock on its batch, and how often runners look for a dead one's, in ms. */
@@ -172,11 +175,21 @@ export class OpenAiBatchRunner {
           if (!answered[k]) open.push({ index: index + k, raw: lines[k] ?? "" });
         index += lines.length;
         if (runMany) {
-          for (let at = 0; at < open.length; at += GROUP_LINES) {
-            const group = open.slice(at, at + GROUP_LINES);
-            if (!(await inSlot(() => this.lines(batch, runMany, group, signal, recorder))))
-              break chunks;
+          // a group per url (for predict, per model): one model's lines never wait on
+          // another's (one that no worker serves, say)
+          const byUrl = new Map<string, Array<{ index: number; line: ParsedLine }>>();
+          for (const { index, raw } of open) {
+            const line = parseLine(raw) as ParsedLine;
+            const group = byUrl.get(line.url) ?? [];
+            byUrl.set(line.url, group);
+            group.push({ index, line });
           }
+          for (const lines of byUrl.values())
+            for (let at = 0; at < lines.length; at += GROUP_LINES) {
+              const group = lines.slice(at, at + GROUP_LINES);
+              if (!(await inSlot(() => this.lines(batch, runMany, group, signal, recorder))))
+                break chunks;
+            }
           continue;
         }
         for (const line of open)
@@ -193,11 +206,11 @@ export class OpenAiBatchRunner {
   private async lines(
     batch: OpenAiBatchState,
     runMany: NonNullable<BatchLineKind["runMany"]>,
-    group: ReadonlyArray<{ index: number; raw: string }>,
+    group: ReadonlyArray<{ index: number; line: ParsedLine }>,
     signal: AbortSignal,
     recorder: AnswerRecorder,
   ): Promise<void> {
-    const parsed = group.map((line) => parseLine(line.raw) as ParsedLine);
+    const parsed = group.map((g) => g.line);
     const left = batch.expires_at * 1000 - Date.now();
     if (signal.aborted || left <= 0) return;
     const opts: CallOptions = {

@@ -1,4 +1,4 @@
-import { FerryError, tensorToBytes } from "@ferry/protocol";
+import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
 import type { InferenceClient } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { classify } from "./classify.js";
@@ -54,13 +54,17 @@ export class PackedPredictions {
       }
     }
     if (keys.length > 0) {
-      const out = await this.client.batches.runChunk(
-        model,
-        version,
-        opts.tenant.id,
-        { input: spec.name, keys, rows: Buffer.concat(rows) },
-        signal,
-      );
+      await this.served(model, version, entry.config.default_timeout_ms, signal);
+      const chunk = { input: spec.name, keys, rows: Buffer.concat(rows) };
+      const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
+      const run = () =>
+        this.client.batches.runChunk(model, version, opts.tenant.id, chunk, signal, deadline);
+      // A chunk failed for good (every row failed with no values) is most often one a worker
+      // died holding alone, which custody takes for a poison chunk: run once more, so that
+      // one lost worker does not fail 2,048 lines; a chunk that fails twice fails its lines.
+      let out = await run();
+      if (out && out.width === 0 && Object.keys(out.errors).length === keys.length)
+        out = await run();
       if (!out) return undefined;
       const latency = Math.round((performance.now() - started) * 100) / 100;
       for (const [r, key] of keys.entries()) {
@@ -83,5 +87,31 @@ export class PackedPredictions {
       }
     }
     return answers as Array<Prediction | FerryError>;
+  }
+
+  /**
+   * Waits, up to a predict's own timeout, for a worker to serve the version: a chunk queued
+   * for a model no worker serves would wait out the whole batch window (an hour a group),
+   * where a predict line sent alone fails in its timeout.
+   */
+  private async served(
+    model: string,
+    version: string,
+    timeoutMs: number,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const queue = queueName(model, version);
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const live = await this.client.workers.live();
+      if (live.some((w) => w.queues.includes(queue))) return;
+      if (signal.aborted || Date.now() >= until)
+        throw new FerryError(
+          "UNAVAILABLE",
+          `no worker serves model '${model}' version ${version}; the lines were not run`,
+          { retryAfterS: 5 },
+        );
+      await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, until - Date.now()))));
+    }
   }
 }

@@ -229,9 +229,11 @@ describe("Batcher: whole batches beside live rows", () => {
       });
     const first = whole("chunk-a");
     const second = whole("chunk-b");
+    await flush();
     expect(ran).toEqual(["chunk-a"]);
     // live rows arrive while a whole batch runs: they go next, before chunk-b
     const live = [1, 2, 3, 4].map((x) => batcher.submit(x, far));
+    expect(batches).toEqual([]);
     gates.shift()?.();
     expect(await first).toBe("chunk-a");
     await flush();
@@ -261,6 +263,7 @@ describe("Batcher: whole batches beside live rows", () => {
       ran = true;
       return "done";
     });
+    await flush();
     expect(ran).toBe(true);
     expect(await whole).toBe("done");
     clock.advance(10);
@@ -268,5 +271,17 @@ describe("Batcher: whole batches beside live rows", () => {
     expect(batches).toEqual([[1]]);
     release.shift()?.();
     expect((await row).output).toBe(10);
+  });
+
+  it("a whole batch whose work throws at once rejects its caller and frees the instance", async () => {
+    const { batcher } = setup({ concurrency: 1 });
+    await expect(
+      batcher.runWhole(() => {
+        throw new Error("bad chunk");
+      }),
+    ).rejects.toThrow("bad chunk");
+    expect(await batcher.runWhole(async () => "next")).toBe("next");
+    await batcher.idle();
+    expect(batcher.inFlight).toBe(0);
   });
 });

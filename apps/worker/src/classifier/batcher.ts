@@ -103,7 +103,8 @@ export class Batcher<I, O> {
    */
   runWhole<R>(work: () => Promise<R>): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.whole.push(() => work().then(resolve, reject));
+      // a work that throws at once rejects its caller, as one that fails later does
+      this.whole.push(() => Promise.resolve().then(work).then(resolve, reject));
       this.dispatch();
     });
   }

@@ -1,8 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { FerryError, type RowResult } from "@ferry/protocol";
+import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REDIS_URL } from "../../../../test/helpers/stack.js";
-import { deletePrefix } from "../shared/connection.js";
+import { createRedis, deletePrefix } from "../shared/connection.js";
+import { bullQueueName } from "../shared/keys.js";
 import type { PackedHandler } from "../worker/handlers.js";
 import { WorkerTransport } from "../worker/worker-transport.js";
 import { InferenceClient } from "./inference-client.js";
@@ -63,18 +65,37 @@ describe("BatchJobStore.runChunk", () => {
     expect(await client.batches.prediction("echo", "line-0", "")).toBeUndefined();
   });
 
-  it("a chunk that fails for good (no model takes it) is a MODEL_ERROR, not a wait forever", async () => {
+  it("a chunk that fails for good (its model takes no chunks) answers every row failed", async () => {
     serve("nobody.v1", undefined);
-    const asked = client.batches.runChunk(
+    const out = await client.batches.runChunk(
       "nobody",
+      "1",
+      "",
+      { input: "x", keys: ["a", "b"], rows: rowsOf(2) },
+      new AbortController().signal,
+    );
+    expect(out?.width).toBe(0);
+    expect(Object.keys(out?.errors ?? {})).toEqual(["0", "1"]);
+    expect(out?.errors[1]?.message).toMatch(/takes no offline batches/);
+  }, 30_000);
+
+  it("a chunk not answered by its deadline: DEADLINE_EXCEEDED, and its queued job is removed", async () => {
+    const asked = client.batches.runChunk(
+      "idle",
       "1",
       "",
       { input: "x", keys: ["a"], rows: rowsOf(1) },
       new AbortController().signal,
+      Date.now() + 300,
     );
     await expect(asked).rejects.toThrow(FerryError);
-    await expect(asked).rejects.toThrow(/chunk of 1 rows failed/);
-  }, 30_000);
+    await expect(asked).rejects.toThrow(/not answered in time/);
+    const redis = createRedis({ url: REDIS_URL });
+    const queue = new Queue(bullQueueName("idle.v1"), { connection: redis, prefix });
+    expect(await queue.getWaitingCount()).toBe(0);
+    await queue.close();
+    redis.disconnect();
+  });
 
   it("stops waiting when its batch is cancelled: undefined, nothing thrown", async () => {
     const stop = new AbortController();

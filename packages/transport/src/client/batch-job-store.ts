@@ -188,22 +188,46 @@ export class BatchJobStore {
     owner: string,
     chunk: Omit<PackedChunk, "index">,
     signal: AbortSignal,
+    /** Epoch ms past which it is not waited for (DEADLINE_EXCEEDED), and what is queued goes. */
+    deadline = Number.POSITIVE_INFINITY,
   ): Promise<ChunkOutput | undefined> {
     const id = await this.create(model, version, owner);
     await this.addChunk(id, model, version, owner, { ...chunk, index: 0 }, false);
     await this.seal(id, model, version);
     const out = this.keys.batchChunkOut(id, 0);
+    try {
+      return await this.awaitChunk(id, out, chunk.keys.length, signal, deadline);
+    } catch (err) {
+      await this.abandon(id, queueName(model, version));
+      throw err;
+    } finally {
+      if (signal.aborted) await this.abandon(id, queueName(model, version));
+    }
+  }
+
+  /** Removes a chunk run nobody waits for any more, unless a worker holds it already. */
+  private async abandon(id: string, queue: string): Promise<void> {
+    const parents = this.gateQueue(batchQueueNames(queue).parents);
+    await parents.remove(id, { removeChildren: true }).catch(() => undefined);
+  }
+
+  private async awaitChunk(
+    id: string,
+    out: string,
+    rows: number,
+    signal: AbortSignal,
+    deadline: number,
+  ): Promise<ChunkOutput | undefined> {
     for (let wait = 5; !signal.aborted; wait = Math.min(wait * 2, CHUNK_POLL_MS)) {
+      if (Date.now() >= deadline)
+        throw new FerryError("DEADLINE_EXCEEDED", `chunk of ${rows} rows not answered in time`);
       const completed = (await this.redis.hget(this.keys.batch(id), "status")) === "completed";
       // read after the status: a chunk stored is there before its batch completes
       const bytes = await this.redis.getBuffer(out);
       if (bytes) return decodeChunkOutput(bytes);
       // a chunk that failed for good completes its batch with no answers
       if (completed)
-        throw new FerryError(
-          "MODEL_ERROR",
-          `chunk of ${chunk.keys.length} rows failed on the model`,
-        );
+        throw new FerryError("MODEL_ERROR", `chunk of ${rows} rows failed on the model`);
       await pause(wait, signal);
     }
     return undefined;

@@ -1,9 +1,14 @@
-import { type BatchChunkJob, encodeChunkOutput, encodeRowPointer } from "@ferry/protocol";
+import {
+  type BatchChunkJob,
+  decodeChunkOutput,
+  encodeChunkOutput,
+  encodeRowPointer,
+} from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { batchQueueNames, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
-import type { PackedHandler } from "./handlers.js";
+import type { PackedHandler, PackedOutputs } from "./handlers.js";
 
 /**
  * Stores a chunk's answers once and counts its rows only the first time, so that a retried
@@ -73,31 +78,6 @@ export class BatchJobConsumer {
       batch: data.batch,
       errors: out.errors,
     });
-    const predictions = this.keys.predictions(data.model, data.owner ?? "");
-    const pointers: string[] = [];
-    for (const [row, key] of keys.entries())
-      if (data.predictions !== false && !out.errors[row])
-        pointers.push(
-          key,
-          encodeRowPointer({
-            batch: data.batch,
-            chunk,
-            row,
-            width: out.width,
-            model_version: data.version,
-          }),
-        );
-    // the model's latest prediction per key lives apart from the batch (in another slot on a
-    // cluster): written first, so that a counted row is always readable by key (a pointer
-    // whose chunk is not stored yet reads as no prediction); a retried chunk writes the same
-    // pointers again, the same rows at the same places
-    if (pointers.length > 0)
-      await this.redis
-        .multi()
-        .hset(predictions, ...pointers)
-        // a model's stored answers are kept JOB_TTL_S from the last batch that wrote one
-        .expire(predictions, this.ttlS)
-        .exec();
     const fresh = await this.store.run(
       this.redis,
       this.keys.batchChunkOut(data.batch, chunk),
@@ -107,9 +87,84 @@ export class BatchJobConsumer {
       keys.length - failed,
       failed,
     );
+    if (data.predictions !== false) {
+      // the rows as stored: a retry's own errors may differ from the stored attempt's
+      const stored =
+        fresh > 0 ? out.errors : await this.storedErrors(data.batch, chunk, out.errors);
+      await this.point(data, chunk, keys, out.width, stored);
+    }
     // answered and kept: its rows are not needed again (a retry of a kept chunk stores nothing)
     if (data.packed) await this.redis.del(this.keys.batchChunkRows(data.batch, chunk));
     return { stored: fresh };
+  }
+
+  /**
+   * A chunk that failed for good (its last attempt, or a worker that died holding it alone):
+   * each of its rows stored as failed with `message`, so that its batch's counts add up and
+   * its results name every key. An attempt that stored the chunk already wins.
+   */
+  async failChunk(data: BatchChunkJob, message: string): Promise<void> {
+    const keys = data.packed?.keys ?? data.items?.map((i) => i.key) ?? [];
+    if (keys.length === 0) return;
+    const errors: PackedOutputs["errors"] = {};
+    for (let row = 0; row < keys.length; row++) errors[row] = { code: "MODEL_ERROR", message };
+    const value = encodeChunkOutput({
+      width: 0,
+      values: new Float32Array(0),
+      keys,
+      model_version: data.version,
+      batch: data.batch,
+      errors,
+    });
+    await this.store.run(
+      this.redis,
+      this.keys.batchChunkOut(data.batch, data.packed?.chunk ?? 0),
+      this.keys.batch(data.batch),
+      this.ttlS,
+      value,
+      0,
+      keys.length,
+    );
+  }
+
+  /**
+   * Each answered key's latest prediction, a pointer into its stored chunk: written after the
+   * chunk is, so a pointer never names values that were not kept (a key's earlier answer
+   * stays until then); a retried chunk writes the same pointers again. It lives apart from
+   * the batch (another slot on a cluster).
+   */
+  private async point(
+    data: BatchChunkJob,
+    chunk: number,
+    keys: readonly string[],
+    width: number,
+    errors: PackedOutputs["errors"],
+  ): Promise<void> {
+    const pointers: string[] = [];
+    for (const [row, key] of keys.entries())
+      if (!errors[row])
+        pointers.push(
+          key,
+          encodeRowPointer({ batch: data.batch, chunk, row, width, model_version: data.version }),
+        );
+    if (pointers.length === 0) return;
+    const predictions = this.keys.predictions(data.model, data.owner ?? "");
+    await this.redis
+      .multi()
+      .hset(predictions, ...pointers)
+      // a model's stored answers are kept JOB_TTL_S from the last batch that wrote one
+      .expire(predictions, this.ttlS)
+      .exec();
+  }
+
+  /** The failed rows of a chunk stored by an earlier attempt (`ours` if it is gone). */
+  private async storedErrors(
+    batch: string,
+    chunk: number,
+    ours: PackedOutputs["errors"],
+  ): Promise<PackedOutputs["errors"]> {
+    const bytes = await this.redis.getBuffer(this.keys.batchChunkOut(batch, chunk));
+    return bytes ? decodeChunkOutput(bytes).errors : ours;
   }
 
   /** A chunk's rows, packed: as ingestion stored them, or a job's base64 items put together. */

@@ -6,6 +6,7 @@ import {
   type GenerateJob,
   type InferJob,
   type InferReply,
+  messageOf,
   parseQueueName,
   type RowResult,
   WIRE_VERSION,
@@ -329,8 +330,18 @@ export class WorkerTransport {
     if (data.kind === "batch")
       return this.custody.run(
         job,
-        () => this.batches.processChunk(data, packed),
+        async () => {
+          try {
+            return await this.batches.processChunk(data, packed);
+          } catch (err) {
+            // its last attempt: the rows are answered as failed, not left out
+            if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1))
+              await this.batches.failChunk(data, messageOf(err)).catch(() => undefined);
+            throw err;
+          }
+        },
         async (message) => {
+          await this.batches.failChunk(data, message).catch(() => undefined);
           throw new UnrecoverableError(formatFailure({ code: "MODEL_ERROR", message }));
         },
       );
