@@ -1,10 +1,9 @@
-import { createHash, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, messageOf } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
   type OpenAiBatchState,
-  type OpenAiBatchStatus,
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
@@ -12,7 +11,9 @@ import type { BatchLineKind, LineOutcome } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { AnswerRecorder } from "./answer-recorder.js";
-import { OutputFile } from "./output-file.js";
+import { FAILED, finalizeBatch, OK } from "./batch-finalizer.js";
+import { lineId, type ParsedLine, parseLine } from "./batch-lines.js";
+import { Slots } from "./slots.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
@@ -36,19 +37,9 @@ const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
 const MAX_BACKOFF_MS = 5_000;
 /** How long a run waits for its batch's state, written just after the run was queued, in ms. */
 const CREATE_WAIT_MS = 5_000;
-/** A stored answer's first character: whether it goes to the output file or the error file. */
-const OK = "1";
-const FAILED = "0";
 
 interface Answer {
   status: number;
-  body: unknown;
-}
-
-/** An input line as the upload checked it. */
-interface ParsedLine {
-  custom_id: string;
-  url: string;
   body: unknown;
 }
 
@@ -107,7 +98,7 @@ export class OpenAiBatchRunner {
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
-    await this.finalize(id);
+    await finalizeBatch(this.client, id, this.ttlS, (batch, message) => this.fail(batch, message));
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -325,69 +316,6 @@ export class OpenAiBatchRunner {
     return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
 
-  /**
-   * Writes the output and error files from the kept answers, in the input file's order (a line
-   * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
-   * whole if a runner dies midway, under the same file ids.
-   */
-  private async finalize(id: string): Promise<void> {
-    const store = this.client.openAiBatches;
-    let batch = await store.get(id);
-    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
-    if (batch.status !== "cancelling" && batch.status !== "finalizing") {
-      await store.transition(id, ["validating", "in_progress"], "finalizing");
-      batch = (await store.get(id)) ?? batch;
-    }
-    const ending: OpenAiBatchStatus =
-      batch.status === "cancelling"
-        ? "cancelled"
-        : batch.completed + batch.failed < batch.total
-          ? "expired"
-          : "completed";
-    const files = this.client.files;
-    const outputs = (kind: string, purpose: string) =>
-      new OutputFile(files, {
-        id: fileIdFor(id, kind),
-        owner: batch.owner,
-        filename: `${id}_${kind}.jsonl`,
-        purpose,
-      });
-    const output = outputs("output", "batch_output");
-    const errors = outputs("error", "batch_output");
-    await output.begin();
-    await errors.begin();
-    let index = 0;
-    for await (const lines of files.lines(batch.input_file_id)) {
-      const answers = await store.answers(id, index, lines.length);
-      for (let k = 0; k < lines.length; k++) {
-        const answer = answers[k];
-        if (answer === null || answer === undefined)
-          await errors.add(notRun(id, index + k, lines[k] ?? "", ending));
-        else if (answer.startsWith(OK)) await output.add(answer.slice(1));
-        else await errors.add(answer.slice(1));
-      }
-      index += lines.length;
-    }
-    if (index < batch.total) {
-      await Promise.all([
-        files.discard(fileIdFor(id, "output")),
-        files.discard(fileIdFor(id, "error")),
-      ]);
-      return this.fail(id, `its input file ${batch.input_file_id} is gone`);
-    }
-    const outputId = await output.close();
-    const errorId = await errors.close();
-    await store.finish(
-      id,
-      ending,
-      {
-        ...(outputId ? { output_file_id: outputId } : {}),
-        ...(errorId ? { error_file_id: errorId } : {}),
-      },
-      this.ttlS,
-    );
-  }
-
   /** Ends a batch that cannot run, saying why. */
   private async fail(id: string, message: string): Promise<void> {
     const batch = await this.client.openAiBatches.get(id);
@@ -405,78 +333,6 @@ export class OpenAiBatchRunner {
       this.ttlS,
     );
   }
-}
-
-/**
- * At most `size` lines in flight: one waiter at a time (the dispatch loop), woken as a line
- * ends, so a slot costs no promise per line in flight (as `Promise.race` over them would).
- */
-class Slots {
-  private used = 0;
-  private wake: (() => void) | undefined;
-
-  constructor(private readonly size: number) {}
-
-  async take(): Promise<void> {
-    while (this.used >= this.size) await new Promise<void>((resolve) => (this.wake = resolve));
-    this.used++;
-  }
-
-  give(): void {
-    this.used--;
-    const wake = this.wake;
-    this.wake = undefined;
-    wake?.();
-  }
-
-  /** Resolves once every slot is free again. */
-  async drained(): Promise<void> {
-    while (this.used > 0) await new Promise<void>((resolve) => (this.wake = resolve));
-  }
-}
-
-/** The batches whose line ids were made last, and the hash each ids its lines by. */
-const lineIdPrefixes = new Map<string, string>();
-
-/**
- * A line's id in the batch's files: the same whoever answers it, unique in the batch (its
- * index) and apart from other batches' (a hash of the batch's id, made once per batch: a
- * hash per line was a twentieth of a predict batch's run).
- */
-function lineId(batch: string, index: number): string {
-  let prefix = lineIdPrefixes.get(batch);
-  if (prefix === undefined) {
-    prefix = createHash("sha256").update(batch).digest("hex").slice(0, 20);
-    if (lineIdPrefixes.size >= 256) lineIdPrefixes.clear();
-    lineIdPrefixes.set(batch, prefix);
-  }
-  return `batch_req_${prefix}${index.toString(16).padStart(12, "0")}`;
-}
-
-/** The id of a batch's output or error file: the same however often it is written. */
-function fileIdFor(batch: string, kind: string): string {
-  return `file-${createHash("sha256").update(`${batch}:${kind}`).digest("hex").slice(0, 32)}`;
-}
-
-/** The error file's line for a line the batch never ran (cancelled, or out of its window). */
-function notRun(batch: string, index: number, raw: string, ending: OpenAiBatchStatus): string {
-  const { custom_id } = parseLine(raw) as { custom_id: string };
-  const error =
-    ending === "cancelled"
-      ? { code: "batch_cancelled", message: "This request was not run: its batch was cancelled." }
-      : {
-          code: "batch_expired",
-          message: "This request could not be executed before the completion window expired.",
-        };
-  return JSON.stringify({ id: lineId(batch, index), custom_id, response: null, error });
-}
-
-/**
- * A stored line, checked at upload. A byte order mark before it (an editor's) was dropped by
- * the upload's decoder, which reads each line alone; a stored chunk is read whole.
- */
-function parseLine(raw: string): unknown {
-  return JSON.parse(raw.charCodeAt(0) === 0xfeff ? raw.slice(1) : raw);
 }
 
 /** How long a line waits before it is sent again after a refusal, in ms. */

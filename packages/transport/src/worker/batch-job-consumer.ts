@@ -3,6 +3,7 @@ import {
   decodeChunkOutput,
   encodeChunkOutput,
   encodeRowPointer,
+  messageOf,
 } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
@@ -65,7 +66,17 @@ export class BatchJobConsumer {
    * whole batches (`packed`), and its answers stored as one packed value; each answered key's
    * latest prediction is a pointer into it.
    */
-  async processChunk(data: BatchChunkJob, packed: PackedHandler | undefined) {
+  async processChunk(data: BatchChunkJob, packed: PackedHandler | undefined, lastAttempt: boolean) {
+    try {
+      return await this.answerChunk(data, packed);
+    } catch (err) {
+      // its last attempt: the rows are answered as failed, not left out
+      if (lastAttempt) await this.failChunk(data, messageOf(err)).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  private async answerChunk(data: BatchChunkJob, packed: PackedHandler | undefined) {
     if (!packed) throw new Error(`model ${data.model} takes no offline batches`);
     const { chunk, input, keys, rows } = await this.rows(data);
     const out = await packed({ input, rows, count: keys.length });

@@ -6,7 +6,6 @@ import {
   type GenerateJob,
   type InferJob,
   type InferReply,
-  messageOf,
   parseQueueName,
   type RowResult,
   WIRE_VERSION,
@@ -330,16 +329,8 @@ export class WorkerTransport {
     if (data.kind === "batch")
       return this.custody.run(
         job,
-        async () => {
-          try {
-            return await this.batches.processChunk(data, packed);
-          } catch (err) {
-            // its last attempt: the rows are answered as failed, not left out
-            if (job.attemptsMade + 1 >= (job.opts.attempts ?? 1))
-              await this.batches.failChunk(data, messageOf(err)).catch(() => undefined);
-            throw err;
-          }
-        },
+        () =>
+          this.batches.processChunk(data, packed, job.attemptsMade + 1 >= (job.opts.attempts ?? 1)),
         async (message) => {
           await this.batches.failChunk(data, message).catch(() => undefined);
           throw new UnrecoverableError(formatFailure({ code: "MODEL_ERROR", message }));

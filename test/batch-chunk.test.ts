@@ -1,13 +1,16 @@
 import { randomBytes } from "node:crypto";
 import { FerryError, type RowResult } from "@ferry/protocol";
+import {
+  bullQueueName,
+  createRedis,
+  deletePrefix,
+  InferenceClient,
+  type PackedHandler,
+  WorkerTransport,
+} from "@ferry/transport";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REDIS_URL } from "../../../../test/helpers/stack.js";
-import { createRedis, deletePrefix } from "../shared/connection.js";
-import { bullQueueName } from "../shared/keys.js";
-import type { PackedHandler } from "../worker/handlers.js";
-import { WorkerTransport } from "../worker/worker-transport.js";
-import { InferenceClient } from "./inference-client.js";
+import { REDIS_URL } from "./helpers/stack.js";
 
 // A packed chunk run for a caller that holds its rows (an OpenAI batch's predict lines), on
 // the test run's Redis under this file's own prefix, a WorkerTransport answering it.

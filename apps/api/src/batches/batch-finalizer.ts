@@ -1,0 +1,79 @@
+import {
+  FINAL_BATCH_STATUSES,
+  type InferenceClient,
+  type OpenAiBatchStatus,
+} from "@ferry/transport";
+import { fileIdFor, notRun } from "./batch-lines.js";
+import { OutputFile } from "./output-file.js";
+
+/** A kept answer's first character: whether it goes to the output file or the error file. */
+export const OK = "1";
+export const FAILED = "0";
+
+/**
+ * Writes the output and error files from the kept answers, in the input file's order (a line
+ * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
+ * whole if a runner dies midway, under the same file ids.
+ */
+export async function finalizeBatch(
+  client: InferenceClient,
+  id: string,
+  ttlS: number,
+  fail: (id: string, message: string) => Promise<void>,
+): Promise<void> {
+  const store = client.openAiBatches;
+  let batch = await store.get(id);
+  if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+  if (batch.status !== "cancelling" && batch.status !== "finalizing") {
+    await store.transition(id, ["validating", "in_progress"], "finalizing");
+    batch = (await store.get(id)) ?? batch;
+  }
+  const ending: OpenAiBatchStatus =
+    batch.status === "cancelling"
+      ? "cancelled"
+      : batch.completed + batch.failed < batch.total
+        ? "expired"
+        : "completed";
+  const files = client.files;
+  const outputs = (kind: string, purpose: string) =>
+    new OutputFile(files, {
+      id: fileIdFor(id, kind),
+      owner: batch.owner,
+      filename: `${id}_${kind}.jsonl`,
+      purpose,
+    });
+  const output = outputs("output", "batch_output");
+  const errors = outputs("error", "batch_output");
+  await output.begin();
+  await errors.begin();
+  let index = 0;
+  for await (const lines of files.lines(batch.input_file_id)) {
+    const answers = await store.answers(id, index, lines.length);
+    for (let k = 0; k < lines.length; k++) {
+      const answer = answers[k];
+      if (answer === null || answer === undefined)
+        await errors.add(notRun(id, index + k, lines[k] ?? "", ending));
+      else if (answer.startsWith(OK)) await output.add(answer.slice(1));
+      else await errors.add(answer.slice(1));
+    }
+    index += lines.length;
+  }
+  if (index < batch.total) {
+    await Promise.all([
+      files.discard(fileIdFor(id, "output")),
+      files.discard(fileIdFor(id, "error")),
+    ]);
+    return fail(id, `its input file ${batch.input_file_id} is gone`);
+  }
+  const outputId = await output.close();
+  const errorId = await errors.close();
+  await store.finish(
+    id,
+    ending,
+    {
+      ...(outputId ? { output_file_id: outputId } : {}),
+      ...(errorId ? { error_file_id: errorId } : {}),
+    },
+    ttlS,
+  );
+}
