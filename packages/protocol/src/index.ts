@@ -8,6 +8,7 @@ export * from "./generation.js";
 export * from "./jobs.js";
 export * from "./model-config.js";
 export * from "./parent-watch.js";
+export * from "./pause.js";
 export * from "./queue-names.js";
 export * from "./tensor-codec.js";
 export * from "./wire.js";

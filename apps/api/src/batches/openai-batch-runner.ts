@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, messageOf } from "@ferry/protocol";
+import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, messageOf, pause } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
@@ -339,17 +339,4 @@ export class OpenAiBatchRunner {
 function backoffMs(attempt: number, error: FerryError): number {
   const asked = (error.retryAfterS ?? 0) * 1000;
   return Math.max(asked, Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt));
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done);
-  });
 }

@@ -7,6 +7,7 @@ import {
   decodeChunkOutput,
   decodeRowPointer,
   FerryError,
+  pause,
   queueName,
   rowValues,
   type StoredBatchRow,
@@ -333,18 +334,5 @@ function rowsOf(out: ChunkOutput): StoredBatchRow[] {
     const logits = new Array<number>(width);
     for (let k = 0; k < width; k++) logits[k] = values[r * width + k] ?? 0;
     return { key, logits, model_version: out.model_version, batch: out.batch };
-  });
-}
-
-/** Resolves after `ms`, or at once when `signal` aborts. */
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done);
   });
 }
