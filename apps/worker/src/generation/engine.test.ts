@@ -199,3 +199,46 @@ describe("Engine", () => {
     },
   );
 });
+
+/** CountingModel whose next prefill, once `hold` is called, waits until `let go`. */
+class HeldPrefillModel extends CountingModel {
+  private gate: Promise<void> | undefined;
+  held = false;
+  letGo = () => {};
+
+  hold(): void {
+    this.gate = new Promise((resolve) => {
+      this.letGo = resolve;
+    });
+  }
+
+  override async prefillScored(rows: StepRow[]): Promise<LmOutput> {
+    const gate = this.gate;
+    this.gate = undefined;
+    if (gate) {
+      this.held = true;
+      await gate;
+    }
+    return super.prefillScored(rows);
+  }
+}
+
+describe("Engine, batch lines beside an interactive prompt", () => {
+  it("a step of batch lines alone waits while an interactive prompt runs on the prefill thread", async () => {
+    const model = new HeldPrefillModel();
+    const e = engine(model, 4, true);
+    const lines = [1, 2].map((k) => run(e, job(`line ${k}`, { max_tokens: 30 }), undefined, 1));
+    while (model.passes.filter((p) => p.length === 2).length < 2)
+      await new Promise((r) => setImmediate(r));
+    model.hold();
+    const live = run(e, job("0", { max_tokens: 3 }));
+    while (!model.held) await new Promise((r) => setImmediate(r));
+    const before = model.passes.length;
+    for (let k = 0; k < 20; k++) await new Promise((r) => setImmediate(r));
+    // no decode pass of the lines while the prompt runs: the step would take its core
+    expect(model.passes.length).toBe(before);
+    model.letGo();
+    expect((await live).text).toBe("123");
+    await Promise.all(lines);
+  });
+});

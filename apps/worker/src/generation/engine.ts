@@ -3,6 +3,7 @@ import { guidedProblem, guidedSpecOf } from "@ferry/guided";
 import { bitmaskOf, type GrammarEngine, type GrammarGuide } from "@ferry/guided/engine";
 import type { Tokenizer } from "@ferry/model-repository";
 import {
+  BATCH_BAND,
   type CompletionResult,
   FerryError,
   type FinishReason,
@@ -336,7 +337,7 @@ export class Engine {
     this.admitNow();
     const decode = this.scheduler.decodable();
     this.observeQueue();
-    if (decode.length > 0) {
+    if (decode.length > 0 && !this.batchYields(decode)) {
       this.stepping = true;
       try {
         this.advanceAll(
@@ -359,6 +360,17 @@ export class Engine {
       return true;
     }
     return this.idle();
+  }
+
+  /**
+   * Whether a step of offline batches' lines alone waits for an interactive prompt in flight on
+   * the prefill thread: the step would take the core that prompt runs on, and the prompt's end
+   * is the request's first token. The lines lose a step's time per interactive request.
+   */
+  private batchYields(decode: readonly Sequence[]): boolean {
+    if (!decode.every((s) => s.band === BATCH_BAND)) return false;
+    for (const seq of this.prefilling) if (seq.band < BATCH_BAND) return true;
+    return false;
   }
 
   /**

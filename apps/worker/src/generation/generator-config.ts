@@ -54,6 +54,12 @@ export const generatorConfigSchema = z.object({
        * (recomputed when they rejoin). With nothing else waiting they take every seat.
        */
       batch_seat_share: z.number().min(0).max(1).default(0.5),
+      /**
+       * Seats offline batches' lines never take, even with nothing else waiting (at most
+       * max_num_seqs - 1): an interactive request arriving mid-step is seated and its prompt
+       * started at once, not after the step that preempts a line for it.
+       */
+      batch_reserved_seats: z.number().int().nonnegative().default(1),
     })
     .default({
       max_num_seqs: 16,
@@ -66,6 +72,7 @@ export const generatorConfigSchema = z.object({
       prefix_cache_mb: 32,
       prefix_cache_completions: false,
       batch_seat_share: 0.5,
+      batch_reserved_seats: 1,
     }),
 });
 export type GeneratorConfig = z.infer<typeof generatorConfigSchema>;

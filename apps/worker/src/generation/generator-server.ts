@@ -69,6 +69,7 @@ export class GeneratorServer {
       policy: generator.scheduler.policy,
       staticWaitMs: generator.scheduler.static_wait_ms,
       batchSeatShare: generator.scheduler.batch_seat_share,
+      batchReservedSeats: generator.scheduler.batch_reserved_seats,
     });
     // guided decoding spells text token by token: only a vocabulary of known bytes can be guided
     const grammars =

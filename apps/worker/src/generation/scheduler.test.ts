@@ -92,6 +92,25 @@ describe("Scheduler", () => {
     });
   });
 
+  it("batch lines leave reserved seats empty; an interactive sequence takes one without a preemption", () => {
+    const s = new Scheduler({ maxNumSeqs: 4, maxBatchedTokens: 100, batchReservedSeats: 1 });
+    const batch = [1, 2, 3, 4, 5].map((id) => seq(id, 3, undefined, 1));
+    for (const b of batch) s.add(b);
+    expect(s.admit()).toEqual(batch.slice(0, 3)); // nobody else waits, yet one seat stays free
+    prefilled(...batch.slice(0, 3));
+    expect(s.admit()).toEqual([]);
+    const live = seq(6, 3);
+    s.add(live);
+    // mid-step (no preemption possible): seated at once all the same
+    expect(s.admit()).toEqual([live]);
+    expect(s.preempt()).toEqual([]);
+    // a reserve never shuts batches out: at most every seat but one
+    const tight = new Scheduler({ maxNumSeqs: 2, maxBatchedTokens: 100, batchReservedSeats: 5 });
+    tight.add(seq(7, 3, undefined, 1));
+    tight.add(seq(8, 3, undefined, 1));
+    expect(tight.admit()).toHaveLength(1);
+  });
+
   it("a batch line whose prefill is in flight is not preempted; a share of 1 never yields", () => {
     const s = new Scheduler({ maxNumSeqs: 2, maxBatchedTokens: 100, batchSeatShare: 0 });
     const [a, b] = [seq(1, 3, undefined, 1), seq(2, 3, undefined, 1)];

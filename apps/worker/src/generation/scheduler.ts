@@ -20,6 +20,13 @@ export interface SchedulerOptions {
    * seats up. With nothing else waiting they take every seat. @defaultValue 0.5
    */
   batchSeatShare?: number;
+  /**
+   * Seats offline batches' sequences never take, even with nothing else waiting: an
+   * interactive request that arrives mid-step finds one and its prompt starts at once (on the
+   * prefill thread), instead of waiting out the step for a batch line to be preempted.
+   * @defaultValue 0
+   */
+  batchReservedSeats?: number;
 }
 
 /**
@@ -148,9 +155,12 @@ export class Scheduler {
     if (this.options.policy === "static" && !this.staticBatchReady()) return [];
     const prefill: Sequence[] = [];
     let budget = this.options.maxBatchedTokens;
+    // the waiting queue is in band order: a batch line at its head means none other waits
+    const batchSeats = this.options.maxNumSeqs - this.batchReserve();
     while (this.waiting.length > 0 && this.running.length < this.options.maxNumSeqs) {
       const next = this.waiting[0];
       if (!next) break;
+      if (next.band === BATCH_BAND && this.running.length >= batchSeats) break;
       // a prompt longer than the whole budget still runs, alone, rather than never
       const tokens = next.prefillIds().length;
       if (tokens > budget && prefill.length > 0) break;
@@ -160,6 +170,13 @@ export class Scheduler {
       prefill.push(next);
     }
     return prefill;
+  }
+
+  /** Seats kept from batch lines: at most all but one (a batch still runs, a line at a time). */
+  private batchReserve(): number {
+    if (this.options.policy === "static") return 0;
+    const reserve = Math.floor(this.options.batchReservedSeats ?? 0);
+    return Math.max(0, Math.min(reserve, this.options.maxNumSeqs - 1));
   }
 
   /** True while the sequence has not left (finished, failed or cancelled). */

@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
 import {
+  BATCH_BAND,
   bullPriority,
   type CompletionResult,
   type GenerateJob,
   type InferJob,
   type InferReply,
   type JobEvent,
+  priorityBand,
   queueName,
   type RowInputs,
   type TraceCarrierWire,
@@ -359,6 +361,10 @@ export class JobClient {
           removeOnComplete: { age: keepS },
           removeOnFail: { age: keepS },
         }),
+        // sent after the add on the same connection: a worker woken by it finds the job
+        ...(data.kind === "generate" && priorityBand(options.priority) < BATCH_BAND
+          ? [this.redis.spublish(this.keys.interactiveQueued(queue), "")]
+          : []),
       ]);
     });
     await this.replicated({ queue, id }, job.deadline !== undefined);

@@ -84,6 +84,15 @@ export class Keys {
   }
 
   /**
+   * Shard channel on which an API tells a generator queue's workers that an interactive
+   * completion was just queued: a worker whose slots offline batches' lines hold takes it
+   * at once instead of at its next look at the queue (see InteractiveReserve).
+   */
+  interactiveQueued(queue: string): string {
+    return `${this.prefix}:interactive-queued:{${queue}}`;
+  }
+
+  /**
    * Which worker holds a BullMQ job whose work has started and not ended (see Custody); the
    * job's slot.
    */

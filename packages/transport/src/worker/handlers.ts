@@ -27,6 +27,12 @@ export interface ConsumeOptions {
    * hold every slot (see InteractiveReserve). @defaultValue 0
    */
   interactiveReserve?: number;
+  /**
+   * How often the reserve looks at the queue's head while every slot is held, in ms: an
+   * interactive completion an API announced is fetched at once, this only catches what the
+   * announcement missed. @defaultValue 25
+   */
+  interactivePeekMs?: number;
 }
 
 export interface RowContext {

@@ -3,8 +3,12 @@ import { type Job, Worker } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { expireFinished } from "./finished-jobs.js";
 
-/** How often a full worker looks for an interactive job at the head of its queue, in ms. */
-const PEEK_MS = 4;
+/**
+ * How often a full worker looks for an interactive job at the head of its queue, in ms: what
+ * the APIs' word (`queued`) missed (sent while this worker was not subscribed, or before the
+ * job could be seen on a cluster) waits this long at most.
+ */
+const PEEK_MS = 25;
 /** BullMQ's priority of the lowest interactive request: 4, the band above batches' 1-3. */
 const LAST_INTERACTIVE = bullPriority(4);
 
@@ -14,6 +18,8 @@ export interface ReserveOptions {
   /** Jobs it runs at once past the main worker's slots. */
   slots: number;
   lockDurationMs: number;
+  /** How often it looks at the queue's head while the main worker is full. @defaultValue PEEK_MS */
+  peekMs?: number;
   /** Whether the main worker holds every slot it has (only then is the queue's head looked at). */
   full: () => boolean;
   /** Runs a job as the main worker's processor does; throws as it does. */
@@ -27,13 +33,17 @@ export interface ReserveOptions {
  * waits in the queue until a line finishes. While the main worker is full this looks at the
  * head of the queue (one round trip every PEEK_MS) and takes a job waiting there above the
  * batch band with BullMQ's manual fetch, so the engine can seat it at once (it preempts a
- * batch line for it). A line fetched by a race runs here too: it waits in the engine.
+ * batch line for it, or takes a seat batches leave free). An API's word that it queued an
+ * interactive completion (`queued`) makes it fetch at once, so the look every PEEK_MS only
+ * catches what that word missed. A line fetched by a race runs here too: it waits in the engine.
  */
 export class InteractiveReserve {
   private readonly worker: Worker;
   /** The jobs it runs now (closing waits for them, as BullMQ's own close does). */
   private readonly runs = new Set<Promise<void>>();
   private stopped = false;
+  /** An API said it queued an interactive completion since the last fetch. */
+  private told = false;
   private tokens = 0;
   private readonly waitKey: string;
   private readonly prioritizedKey: string;
@@ -57,9 +67,20 @@ export class InteractiveReserve {
 
   /** Looks again now: the main worker's slots changed. */
   changed(): void {
+    clearTimeout(this.timer);
     const wake = this.wake;
     this.wake = undefined;
     wake?.();
+  }
+
+  /**
+   * An API says it just queued an interactive completion: fetched at once, without a look at
+   * the queue's head first (a round trip less; should another worker have taken it, the
+   * line this one takes instead waits in the engine like any other).
+   */
+  queued(): void {
+    this.told = true;
+    this.changed();
   }
 
   start(): void {
@@ -82,24 +103,23 @@ export class InteractiveReserve {
         });
         continue;
       }
-      const taken = await this.takeInteractive().catch(() => false);
+      const told = this.told;
+      this.told = false;
+      const taken = await this.takeInteractive(told).catch(() => false);
       if (!taken)
         await new Promise<void>((resolve) => {
           this.wake = resolve;
-          this.timer = setTimeout(() => this.changed(), PEEK_MS);
+          this.timer = setTimeout(() => this.changed(), this.options.peekMs ?? PEEK_MS);
         });
     }
   }
 
-  /** Takes the head of the queue when an interactive job waits there; whether it took one. */
-  private async takeInteractive(): Promise<boolean> {
-    const [[, waiting], [, interactive]] = (await this.options.connection
-      .pipeline()
-      .llen(this.waitKey)
-      // BullMQ scores a prioritized job priority * 2^32 + its order of arrival
-      .zcount(this.prioritizedKey, "-inf", `(${(LAST_INTERACTIVE + 1) * 0x100000000}`)
-      .exec()) as [[unknown, number], [unknown, number]];
-    if (waiting === 0 && interactive === 0) return false;
+  /**
+   * Takes the head of the queue when an interactive job waits there (or, `told` one was
+   * queued, without looking); whether it took one.
+   */
+  private async takeInteractive(told: boolean): Promise<boolean> {
+    if (!told && !(await this.interactiveWaits())) return false;
     const token = `${this.worker.id}:reserve:${this.tokens++}`;
     const job = (await this.worker.getNextJob(token, { block: false })) as Job | undefined;
     if (!job) return false;
@@ -111,6 +131,16 @@ export class InteractiveReserve {
       });
     this.runs.add(run);
     return true;
+  }
+
+  private async interactiveWaits(): Promise<boolean> {
+    const [[, waiting], [, interactive]] = (await this.options.connection
+      .pipeline()
+      .llen(this.waitKey)
+      // BullMQ scores a prioritized job priority * 2^32 + its order of arrival
+      .zcount(this.prioritizedKey, "-inf", `(${(LAST_INTERACTIVE + 1) * 0x100000000}`)
+      .exec()) as [[unknown, number], [unknown, number]];
+    return waiting > 0 || interactive > 0;
   }
 
   /** What BullMQ's own loop does with a job: renews its lock, completes or fails it. */

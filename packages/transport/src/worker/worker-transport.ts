@@ -88,6 +88,7 @@ export class WorkerTransport {
   private readonly jobTtlS: number;
   private readonly batches: BatchJobConsumer;
   private readonly control: ControlChannel;
+  private readonly mux: ChannelMux;
   private readonly workers = new Map<string, Worker>();
   /** Workers of the batch control queues (not advertised: no request waits on them). */
   private readonly controls: Worker[] = [];
@@ -137,7 +138,8 @@ export class WorkerTransport {
       },
     });
     this.stats = new ExecutionStats(this.redis, this.keys);
-    this.control = new ControlChannel(this.redis, new ChannelMux(this.subscriber), this.keys);
+    this.mux = new ChannelMux(this.subscriber);
+    this.control = new ControlChannel(this.redis, this.mux, this.keys);
     void this.control.onCancel((jobId) => this.running.get(jobId)?.abort()).catch(() => undefined);
     // a cancel broadcast while the subscription was down was missed; its mark was not
     this.control.onResubscribed(() => {
@@ -222,6 +224,9 @@ export class WorkerTransport {
             connection: this.redis,
             prefix: this.keys.prefix,
             slots: options.interactiveReserve ?? 0,
+            ...(options.interactivePeekMs === undefined
+              ? {}
+              : { peekMs: options.interactivePeekMs }),
             lockDurationMs: lock.lockDurationMs,
             full: () => !worker.isPaused() && inFlight >= options.concurrency,
             process: (job, token) => process(job, token),
@@ -246,6 +251,11 @@ export class WorkerTransport {
     if (reserve) {
       reserve.start();
       this.reserves.push(reserve);
+      // an API says when it queued an interactive completion: looked for at once, not at the
+      // reserve's next look
+      void this.mux
+        .listen(this.keys.interactiveQueued(queue), () => reserve.queued(), "shard")
+        .catch(() => undefined);
     }
   }
 
