@@ -2,6 +2,7 @@ import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
   type OpenAiBatchStatus,
+  WriterFencedError,
 } from "@ferry/transport";
 import { fileIdFor, notRun } from "./batch-lines.js";
 import { OutputFile } from "./output-file.js";
@@ -13,9 +14,24 @@ export const FAILED = "0";
 /**
  * Writes the output and error files from the kept answers, in the input file's order (a line
  * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
- * whole if a runner dies midway, under the same file ids.
+ * whole if a runner dies midway, under the same file ids; a runner that lost its batch while
+ * it lived (its lock lapsed, another took over and began the files again) stops writing them
+ * and leaves the batch to the other.
  */
 export async function finalizeBatch(
+  client: InferenceClient,
+  id: string,
+  ttlS: number,
+  fail: (id: string, message: string) => Promise<void>,
+): Promise<void> {
+  try {
+    await writeAndEnd(client, id, ttlS, fail);
+  } catch (err) {
+    if (!(err instanceof WriterFencedError)) throw err;
+  }
+}
+
+async function writeAndEnd(
   client: InferenceClient,
   id: string,
   ttlS: number,
@@ -59,10 +75,7 @@ export async function finalizeBatch(
     index += lines.length;
   }
   if (index < batch.total) {
-    await Promise.all([
-      files.discard(fileIdFor(id, "output")),
-      files.discard(fileIdFor(id, "error")),
-    ]);
+    await Promise.all([output.discard(), errors.discard()]);
     return fail(id, `its input file ${batch.input_file_id} is gone`);
   }
   const outputId = await output.close();

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { FileStore, NewFile } from "@ferry/transport";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
@@ -5,9 +6,12 @@ const CHUNK_BYTES = 256 * 1024;
 
 /**
  * A file a batch writes (its output, its errors), a chunk of lines at a time: whatever its
- * size, only one chunk is held. Nothing is kept of a file that got no line.
+ * size, only one chunk is held. Nothing is kept of a file that got no line. Each is a writer
+ * of its own: once another begins the same file (a runner that took the batch over), this
+ * one's appends and finish are refused (WriterFencedError), so two never interleave.
  */
 export class OutputFile {
+  private readonly writer = randomUUID();
   private pending: string[] = [];
   private pendingBytes = 0;
   private lines = 0;
@@ -19,7 +23,7 @@ export class OutputFile {
 
   /** Starts it afresh (a batch whose finalizing was cut off writes it again, whole). */
   begin(): Promise<void> {
-    return this.store.begin(this.file);
+    return this.store.begin(this.file, this.writer);
   }
 
   async add(line: string): Promise<void> {
@@ -33,10 +37,15 @@ export class OutputFile {
   async close(): Promise<string | undefined> {
     await this.flush();
     if (this.lines === 0) {
-      await this.store.discard(this.file.id);
+      await this.discard();
       return undefined;
     }
-    return (await this.store.finish(this.file.id, this.file.owner, [])).id;
+    return (await this.store.finish(this.file.id, this.file.owner, [], this.writer)).id;
+  }
+
+  /** Nothing of it stays, unless another writer began it since (its file is left alone). */
+  discard(): Promise<void> {
+    return this.store.discard(this.file.id, this.writer);
   }
 
   private async flush(): Promise<void> {
@@ -45,6 +54,6 @@ export class OutputFile {
     const count = this.pending.length;
     this.pending = [];
     this.pendingBytes = 0;
-    await this.store.append(this.file.id, chunk, count);
+    await this.store.append(this.file.id, chunk, count, [], this.writer);
   }
 }

@@ -30,13 +30,15 @@ export type NewFile = Pick<StoredFile, "id" | "owner" | "filename" | "purpose">;
 /**
  * Appends one chunk of whole lines, unless one of its lines' custom_ids was seen before in
  * this file: then nothing is appended, and the index of the first repeated id is returned
- * (-1: appended; -2: the file is gone, discarded or expired meanwhile).
- * KEYS: file, chunks, ids. ARGV: ttl, bytes, lines, chunk, custom_id...
+ * (-1: appended; -2: the file is gone, discarded or expired meanwhile; -3: another writer
+ * began it again since). KEYS: file, chunks, ids. ARGV: ttl, bytes, lines, chunk, writer
+ * ("" for a file with one writer), custom_id...
  */
 const APPEND = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
-for i = 5, #ARGV do
-  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 5 end
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[5] then return -3 end
+for i = 6, #ARGV do
+  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 6 end
 end
 redis.call('RPUSH', KEYS[2], ARGV[4])
 redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[2])
@@ -47,13 +49,26 @@ return -1
 
 /**
  * Marks a file whole, unless it is gone meanwhile (nothing is then written: a key without
- * its TTL would be left). KEYS: file, ids. ARGV: urls (JSON). Returns the file's fields.
+ * its TTL would be left) or another writer began it again. KEYS: file, ids. ARGV: urls
+ * (JSON), writer ("" for any). Returns the file's fields.
  */
 const FINISH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[2] then return false end
 redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1])
 redis.call('DEL', KEYS[2])
 return redis.call('HGETALL', KEYS[1])
+`;
+
+/**
+ * Deletes a file only while `writer` is the one that began it last. KEYS: file, chunks, ids.
+ * ARGV: writer. Returns the file's owner when it was deleted.
+ */
+const DISCARD = `
+if redis.call('HGET', KEYS[1], 'writer') ~= ARGV[1] then return false end
+local owner = redis.call('HGET', KEYS[1], 'owner')
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return owner
 `;
 
 /**
@@ -80,6 +95,7 @@ export class FileStore {
   private readonly appendScript: LuaCommand<number>;
   private readonly keepScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<string[] | null>;
+  private readonly discardScript: LuaCommand<string | null>;
   private readonly index: OwnerIndex;
 
   constructor(
@@ -91,11 +107,17 @@ export class FileStore {
     this.appendScript = new LuaCommand(redis, "ferryAppendFileChunk", 3, APPEND);
     this.keepScript = new LuaCommand(redis, "ferryKeepFile", 2, KEEP);
     this.finishScript = new LuaCommand(redis, "ferryFinishFile", 2, FINISH);
+    this.discardScript = new LuaCommand(redis, "ferryDiscardFile", 3, DISCARD);
     this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
   }
 
-  /** Starts a file (anything an earlier attempt left under its id is dropped). */
-  async begin(file: NewFile): Promise<void> {
+  /**
+   * Starts a file (anything an earlier attempt left under its id is dropped). A `writer`
+   * fences the file: from now on only appends and a finish that name it are taken, so a
+   * writer that began it before (a batch runner that lost its lock, still running) writes
+   * nothing more into it.
+   */
+  async begin(file: NewFile, writer = ""): Promise<void> {
     assertReady(this.redis);
     const now = Math.floor(Date.now() / 1000);
     const { id } = file;
@@ -111,6 +133,7 @@ export class FileStore {
           expires_at: now + this.ttlS,
           status: "uploading",
           urls: "[]",
+          writer,
         })
         .expire(this.keys.file(id), this.ttlS)
         .exec(),
@@ -120,12 +143,14 @@ export class FileStore {
   /**
    * Appends a chunk of whole lines (`lines` of them not blank); `customIds`, when given, are
    * checked unique across the file. Returns the index in `customIds` of the first repeated one.
+   * A `writer` other than the one that began the file last is refused (CONFLICT).
    */
   async append(
     id: string,
     chunk: Uint8Array,
     lines: number,
     customIds: readonly string[] = [],
+    writer = "",
   ): Promise<number | undefined> {
     const ids = [this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id)];
     const at = await guarded(() =>
@@ -136,32 +161,56 @@ export class FileStore {
         chunk.byteLength,
         lines,
         Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+        writer,
         ...customIds,
       ),
     );
     if (at === -2) throw new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    if (at === -3) throw rewritten(id);
     return at >= 0 ? at : undefined;
   }
 
   /** The file is whole: it is listed, and readable by its owner. */
-  async finish(id: string, owner: string, urls: readonly string[]): Promise<StoredFile> {
+  async finish(
+    id: string,
+    owner: string,
+    urls: readonly string[],
+    writer = "",
+  ): Promise<StoredFile> {
     const raw = await guarded(() =>
       this.finishScript.run(
         this.redis,
         this.keys.file(id),
         this.keys.fileIds(id),
         JSON.stringify(urls),
+        writer,
       ),
     );
     const file = raw ? parseFile(pairs(raw)) : undefined;
-    if (!file) throw new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    if (!file) {
+      const now = writer ? await this.get(id) : undefined;
+      throw now ? rewritten(id) : new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    }
     await this.index.add(owner, id, file.created_at * 1000, this.ttlS);
     return file;
   }
 
-  /** A file whose upload or writing failed: nothing of it stays. */
-  async discard(id: string): Promise<void> {
-    await this.delete(id).catch(() => undefined);
+  /**
+   * A file whose upload or writing failed: nothing of it stays. With a `writer`, only while
+   * that writer is the one that began it last (another's file is left alone).
+   */
+  async discard(id: string, writer = ""): Promise<void> {
+    if (!writer) return this.delete(id).catch(() => undefined);
+    const owner = await guarded(() =>
+      this.discardScript.run(
+        this.redis,
+        this.keys.file(id),
+        this.keys.fileChunks(id),
+        this.keys.fileIds(id),
+        writer,
+      ),
+    ).catch(() => null);
+    if (owner !== null) await this.index.remove(owner, id).catch(() => undefined);
   }
 
   async get(id: string): Promise<StoredFile | undefined> {
@@ -223,6 +272,21 @@ export class FileStore {
         .split("\n")
         .filter((line) => line.trim() !== "");
   }
+}
+
+/**
+ * A fenced writer's refusal: another writer began the file since (a batch runner that lost
+ * its lock, still running, while the one that took over writes the batch's files again).
+ */
+export class WriterFencedError extends FerryError {
+  constructor(id: string) {
+    super("UNAVAILABLE", `File '${id}' is being written by another writer`);
+    this.name = "WriterFencedError";
+  }
+}
+
+function rewritten(id: string): WriterFencedError {
+  return new WriterFencedError(id);
 }
 
 /** HGETALL's flat reply as a record. */

@@ -1,0 +1,56 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REDIS_URL } from "../../../../test/helpers/stack.js";
+import { createRedis, deletePrefix } from "../shared/connection.js";
+import { Keys } from "../shared/keys.js";
+import { FileStore, WriterFencedError } from "./file-store.js";
+
+const keys = new Keys(`ferry-test-${randomBytes(4).toString("hex")}`);
+const redis = createRedis(REDIS_URL);
+const store = new FileStore(redis, keys, 600);
+beforeAll(async () => {
+  await redis.ping();
+});
+afterAll(async () => {
+  await deletePrefix(REDIS_URL, keys.prefix);
+  redis.disconnect();
+});
+
+const file = { id: "file-fenced", owner: "t", filename: "out.jsonl", purpose: "batch_output" };
+const lines = async (id: string) => {
+  const all: string[] = [];
+  for await (const chunk of store.lines(id)) all.push(...chunk);
+  return all;
+};
+
+describe("FileStore writers", () => {
+  it("once a second writer begins a file, the first one's appends, finish and discard change nothing", async () => {
+    await store.begin(file, "first");
+    await store.append(file.id, Buffer.from("a1\na2\n"), 2, [], "first");
+    // the first writer's runner lost its batch; the one that took it over starts the file again
+    await store.begin(file, "second");
+    await expect(store.append(file.id, Buffer.from("a3\n"), 1, [], "first")).rejects.toBeInstanceOf(
+      WriterFencedError,
+    );
+    await store.append(file.id, Buffer.from("b1\nb2\n"), 2, [], "second");
+    await expect(store.finish(file.id, file.owner, [], "first")).rejects.toBeInstanceOf(
+      WriterFencedError,
+    );
+    await store.discard(file.id, "first");
+    expect((await store.get(file.id))?.status).toBe("uploading");
+    const done = await store.finish(file.id, file.owner, [], "second");
+    expect(done).toMatchObject({ status: "processed", lines: 2 });
+    expect(await lines(file.id)).toEqual(["b1", "b2"]);
+    // the writer that began it last may discard it
+    await store.discard(file.id, "second");
+    expect(await store.get(file.id)).toBeUndefined();
+  });
+
+  it("a file begun without a writer (an upload) takes appends as before", async () => {
+    const upload = { ...file, id: "file-upload", purpose: "batch" };
+    await store.begin(upload);
+    expect(await store.append(upload.id, Buffer.from("x\n"), 1, ["c1"])).toBeUndefined();
+    expect(await store.append(upload.id, Buffer.from("y\n"), 1, ["c1"])).toBe(0);
+    expect((await store.finish(upload.id, upload.owner, [])).lines).toBe(1);
+  });
+});
