@@ -1,7 +1,5 @@
-import { existsSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { Worker } from "node:worker_threads";
-import { FerryError } from "@ferry/protocol";
+import type { Worker } from "node:worker_threads";
+import { FerryError, spawnThread } from "@ferry/protocol";
 import { byteLevelPiece } from "./byte-level.js";
 import { GrammarGuide, type MatcherHost } from "./grammar-guide.js";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
@@ -267,7 +265,7 @@ export class GrammarEngine implements MatcherHost {
   }
 
   private async startThread(): Promise<void> {
-    const thread = spawnGrammarThread();
+    const thread = spawnThread(new URL("./grammar-thread.js", import.meta.url));
     await new Promise<void>((resolve, reject) => {
       thread.once("error", reject);
       thread.once("message", () => {
@@ -285,17 +283,4 @@ export class GrammarEngine implements MatcherHost {
     for (const vocabulary of this.vocabularies)
       thread.postMessage({ type: "vocabulary", id: 0, vocabulary } satisfies GrammarRequest);
   }
-}
-
-/**
- * The grammar thread's body: built output ships `grammar-thread.js`; from source it needs tsx,
- * which a worker thread on Node 20 does not inherit, so it registers tsx itself first.
- */
-function spawnGrammarThread(): Worker {
-  const js = new URL("./grammar-thread.js", import.meta.url);
-  if (existsSync(fileURLToPath(js))) return new Worker(js);
-  const ts = new URL("./grammar-thread.ts", import.meta.url).href;
-  const tsxApi = import.meta.resolve("tsx/esm/api");
-  const entry = `import(${JSON.stringify(tsxApi)}).then((tsx) => { tsx.register(); return import(${JSON.stringify(ts)}); })`;
-  return new Worker(entry, { eval: true });
 }

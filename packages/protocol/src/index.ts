@@ -10,5 +10,6 @@ export * from "./model-config.js";
 export * from "./parent-watch.js";
 export * from "./pause.js";
 export * from "./queue-names.js";
+export * from "./spawn-thread.js";
 export * from "./tensor-codec.js";
 export * from "./wire.js";

@@ -1,5 +1,5 @@
 import type { Worker } from "node:worker_threads";
-import { spawnThread } from "./spawn-thread.js";
+import { spawnThread } from "@ferry/protocol";
 
 /** What every thread body of this package says first: it loaded, or why it did not. */
 type Handshake = { type: "ready" } | { type: "load-error"; message: string };
@@ -44,7 +44,7 @@ export class ThreadClient<Request extends { type: string }, Reply extends { type
     name: string,
     workerData: unknown,
   ): Promise<{ client: ThreadClient<Req, Rep>; ready: Extract<Rep, { type: "ready" }> }> {
-    const thread = spawnThread(name, workerData);
+    const thread = spawnThread(new URL(`./${name}.js`, import.meta.url), workerData);
     const ready = await new Promise<Extract<Rep, { type: "ready" }>>((resolve, reject) => {
       const onError = (err: Error) => reject(err);
       thread.once("error", onError);
