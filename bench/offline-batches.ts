@@ -11,7 +11,7 @@ import { InProcessSession } from "@ferry/runtime";
 import { classify } from "../apps/api/src/inference/classify.js";
 import { samples } from "../test/helpers/samples.js";
 import { Stack, waitFor } from "../test/helpers/stack.js";
-import { median, round } from "./load.js";
+import { median, quantile, round } from "./load.js";
 
 /** One model's offline batch: its rows and where its ONNX file is. */
 export interface OfflineCase {
@@ -265,4 +265,85 @@ export async function offlineBatches(rounds: number): Promise<{
     rmSync(dir, { recursive: true, force: true });
   }
   return { rows, ratios };
+}
+
+/** Interactive clients beside the NDJSON post, and how long each idle sample lasts. */
+const BESIDE_CLIENTS = 2;
+const BESIDE_IDLE_MS = 2_000;
+
+/**
+ * What a large NDJSON post does to the same API's interactive traffic: digits predicts (a new
+ * input each) from BESIDE_CLIENTS sequential clients, first alone, then while the mnist batch
+ * is posted; their latency and how many were answered in each.
+ */
+export async function predictsBesideIngest(
+  rounds: number,
+): Promise<Array<Record<string, string | number>>> {
+  const c = OFFLINE_CASES.find((x) => x.model === "mnist") as OfflineCase;
+  const dir = mkdtempSync(join(tmpdir(), "ferry-beside-"));
+  const stack = await new Stack({ env: { WORKER_MODELS: "digits,mnist" } }).start();
+  const rows: Array<Record<string, string | number>> = [];
+  let k = 0;
+  const client = async (until: () => boolean, out: number[]) => {
+    while (!until()) {
+      const f = features({ model: "digits", version: "2", rows: 0 }, 1_000_000 + k++);
+      const t0 = performance.now();
+      const res = await fetch(stack.url("/v1/models/digits/predict"), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ features: f }),
+      });
+      if (res.status !== 200) throw new Error(`predict: ${res.status} ${await res.text()}`);
+      out.push(performance.now() - t0);
+    }
+  };
+  const row = (n: number, arm: string, ms: number[], seconds: number) => {
+    const sorted = [...ms].sort((a, b) => a - b);
+    return {
+      round: n,
+      arm,
+      predicts: sorted.length,
+      per_s: round(sorted.length / seconds, 0),
+      p50_ms: round(quantile(sorted, 0.5), 1),
+      p99_ms: round(quantile(sorted, 0.99), 1),
+    };
+  };
+  try {
+    const body = await readFile(writeInputs(c, dir).ndjson);
+    for (let r = 1; r <= rounds; r++) {
+      const idle: number[] = [];
+      const end = performance.now() + BESIDE_IDLE_MS;
+      const clients = (until: () => boolean, out: number[]) =>
+        Promise.all(Array.from({ length: BESIDE_CLIENTS }, () => client(until, out)));
+      await clients(() => performance.now() > end, idle);
+      rows.push(row(r, "digits predicts alone", idle, BESIDE_IDLE_MS / 1000));
+      const during: number[] = [];
+      let posting = true;
+      const started = performance.now();
+      const post = fetch(stack.url(`/v1/batches?model=${c.model}&version=${c.version}`), {
+        method: "POST",
+        headers: { "content-type": "application/x-ndjson" },
+        body,
+      }).then(async (res) => {
+        if (res.status !== 202) throw new Error(`batch: ${res.status} ${await res.text()}`);
+        posting = false;
+      });
+      await Promise.all([post, clients(() => !posting, during)]);
+      const seconds = (performance.now() - started) / 1000;
+      rows.push({
+        ...row(
+          r,
+          `during the ${c.rows.toLocaleString("en")}-row ${c.model} NDJSON post`,
+          during,
+          seconds,
+        ),
+        post_s: round(seconds, 2),
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+    }
+  } finally {
+    await stack.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return rows;
 }

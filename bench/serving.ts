@@ -2,7 +2,7 @@ import { tempRepository } from "../test/helpers/model-repo.js";
 import { samples } from "../test/helpers/samples.js";
 import { Stack } from "../test/helpers/stack.js";
 import { closedLoop, round } from "./load.js";
-import { OFFLINE_CASES, offlineBatches } from "./offline-batches.js";
+import { OFFLINE_CASES, offlineBatches, predictsBesideIngest } from "./offline-batches.js";
 import { printTable } from "./table.js";
 
 const REPEAT = 0.3;
@@ -71,6 +71,11 @@ export async function servingBench(): Promise<Record<string, unknown>> {
   const offline = await offlineBatches(ROUNDS);
   printTable("offline batches (rows/s; phases in s)", offline.rows);
   printTable("offline batches against the in-process pipeline (target >= 0.6)", offline.ratios);
+  const beside = await predictsBesideIngest(ROUNDS);
+  printTable(
+    "interactive digits predicts (2 sequential clients, a new input each) alone, then beside the mnist NDJSON post on the same API",
+    beside,
+  );
   const on = cache.find((r) => r.cache === "on");
   const off = cache.find((r) => r.cache === "off");
   const ratios = { "cache on / off rps": round(Number(on?.rps) / Number(off?.rps), 2) };
@@ -78,5 +83,5 @@ export async function servingBench(): Promise<Record<string, unknown>> {
     "ratios",
     Object.entries(ratios).map(([ratio, value]) => ({ ratio, value })),
   );
-  return { cache, offline, ratios };
+  return { cache, offline, beside, ratios };
 }

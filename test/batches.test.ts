@@ -50,6 +50,14 @@ describe("offline batch prediction", () => {
   it("streams a 100,000-item NDJSON batch through the API in bounded memory", async () => {
     const N = 100_000;
     const pid = stack.api.child.pid ?? 0;
+    // a small batch first: what the API starts for any NDJSON batch (its parse thread) is
+    // not memory in the size of this one
+    const warm = await fetch(stack.url("/v1/batches?model=digits"), {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: JSON.stringify({ key: "warm", features: samples.digits.inputs[0] }),
+    });
+    expect(warm.status).toBe(202);
     const before = rssMb(pid);
     let peak = before;
     const sampler = setInterval(() => {
@@ -152,6 +160,30 @@ describe("offline batch prediction", () => {
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
       /item 2 needs 64 finite features/,
+    );
+  });
+
+  it("numbers a bad line past the first megabytes from the body's start (blank lines counted)", async () => {
+    const good = (k: number) =>
+      JSON.stringify({ key: `g${k}`, features: samples.digits.inputs[k % 64] });
+    // ~3 MB: the bad line is parsed in a later segment than the first
+    const lines = Array.from({ length: 15_000 }, (_, k) => good(k));
+    const res = await fetch(stack.url("/v1/batches?model=digits"), {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: `${lines.join("\n")}\n\n{"key":"bad",\n${good(1)}\n`,
+    });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /^line 15002 is not valid JSON/,
+    );
+    const item = await fetch(stack.url("/v1/batches?model=digits"), {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: `${lines.join("\n")}\n\n{"key":"bad","features":[1]}\n`,
+    });
+    expect(((await item.json()) as { error: { message: string } }).error.message).toMatch(
+      /^item 15001 needs 64 finite features/,
     );
   });
 });

@@ -86,6 +86,27 @@ describe("the built output, alone", () => {
     expect(res.status).toBe(200);
     const [logits] = await referenceLogits("digits", "2", [features]);
     expect(((await res.json()) as { prediction: number }).prediction).toBe(argmax(logits ?? []));
+    // an NDJSON batch: parsed on the API's parse thread, its rows run on the worker's threads,
+    // each thread body loaded from the built output
+    const batch = await fetch(`http://127.0.0.1:${apiPort}/v1/batches?model=digits`, {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: `${JSON.stringify({ key: "a", features })}\n${JSON.stringify({ key: "b", features })}\n`,
+    });
+    expect(batch.status).toBe(202);
+    const { id } = (await batch.json()) as { id: string };
+    await waitFor(async () => {
+      const status = await fetch(`http://127.0.0.1:${apiPort}/v1/batches/${id}`);
+      return ((await status.json()) as { status: string }).status === "completed";
+    }, 30_000);
+    const results = await (
+      await fetch(`http://127.0.0.1:${apiPort}/v1/batches/${id}/results`)
+    ).text();
+    const lines = results
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { prediction: number });
+    expect(lines.map((l) => l.prediction)).toEqual([argmax(logits ?? []), argmax(logits ?? [])]);
     for (const child of [api, worker]) child.kill("SIGTERM");
     expect(
       await Promise.all([api, worker].map((c) => new Promise((r) => c.once("exit", r)))),

@@ -5,6 +5,7 @@ import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
 import { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
+import { NdjsonParser } from "./batches/ndjson-parser.js";
 import { OpenAiBatchRunner } from "./batches/openai-batch-runner.js";
 import { OpenAiBatchService } from "./batches/openai-batch-service.js";
 import { loadEnv } from "./env.js";
@@ -133,7 +134,7 @@ const services: Services = {
   completions,
   embeddings,
   tokenization: new TokenizationService(repository, completions),
-  batchJobs: new BatchJobService(repository, client),
+  batchJobs: new BatchJobService(repository, client, new NdjsonParser()),
   batchJobReader: new BatchJobReader(repository, client, classify),
   files,
   openAiBatches: new OpenAiBatchService(client, files, env.JOB_TTL_S),

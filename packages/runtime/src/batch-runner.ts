@@ -8,6 +8,11 @@ export interface BatchRunner {
   /** The graph's inputs and outputs: what the model's model.json is checked against. */
   readonly graph: GraphSignature;
   run(feeds: TensorMap): Promise<TensorMap>;
+  /**
+   * Several batches one after another on one instance (in one message each way when the
+   * instance is a thread): each batch's outputs, or the error it alone met.
+   */
+  runMany(batches: TensorMap[]): Promise<Array<TensorMap | Error>>;
   close(): Promise<void>;
 }
 
@@ -31,6 +36,16 @@ export async function loadBatchRunner(
   return {
     graph: session.graph,
     run: (feeds) => session.run(feeds),
+    async runMany(batches) {
+      const outcomes: Array<TensorMap | Error> = [];
+      for (const feeds of batches)
+        outcomes.push(await session.run(feeds).catch((err: unknown) => asError(err)));
+      return outcomes;
+    },
     close: () => session.release(),
   };
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }

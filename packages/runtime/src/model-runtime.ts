@@ -8,8 +8,12 @@ export interface ModelRuntimeOptions extends SessionOptions {
   instances: number;
 }
 
+/** One batch (`run`), or several run one after another on one instance (`runMany`). */
+type Work = { feeds: TensorMap } | { batches: TensorMap[] };
+
 interface Pending {
-  resolve: (outputs: TensorMap) => void;
+  /** Each batch's outputs, or the error that batch alone met. */
+  resolve: (outcomes: Array<TensorMap | Error>) => void;
   reject: (err: Error) => void;
 }
 
@@ -27,7 +31,7 @@ interface Instance {
  * const { logits } = await rt.run({ input: { data: new Float32Array(64), dims: [1, 64] } });
  */
 export class ModelRuntime {
-  private readonly backlog: Array<{ feeds: TensorMap } & Pending> = [];
+  private readonly backlog: Array<{ work: Work } & Pending> = [];
   private closed = false;
 
   private constructor(
@@ -57,9 +61,22 @@ export class ModelRuntime {
   }
 
   run(feeds: TensorMap): Promise<TensorMap> {
+    return this.queue({ feeds }).then((outcome) => (outcome as [TensorMap])[0]);
+  }
+
+  /**
+   * Several batches on one instance, one after another, in one message each way: a batch of
+   * a small model costs less than the two thread wake-ups that carry it, so an offline
+   * chunk's batches go together. Each batch's outputs, or its own error.
+   */
+  runMany(batches: TensorMap[]): Promise<Array<TensorMap | Error>> {
+    return this.queue({ batches });
+  }
+
+  private queue(work: Work): Promise<Array<TensorMap | Error>> {
     if (this.closed) return Promise.reject(new Error("model runtime is closed"));
     return new Promise((resolve, reject) => {
-      this.backlog.push({ feeds, resolve, reject });
+      this.backlog.push({ work, resolve, reject });
       this.dispatch();
     });
   }
@@ -78,14 +95,28 @@ export class ModelRuntime {
       const job = this.backlog.shift();
       if (!job) return;
       inst.busy = true;
-      const transfer = Object.values(job.feeds).map((t) => t.data.buffer as ArrayBuffer);
+      const { work } = job;
+      const feeds = "feeds" in work ? [work.feeds] : work.batches;
+      const transfer = feeds.flatMap((f) =>
+        Object.values(f).map((t) => t.data.buffer as ArrayBuffer),
+      );
       inst.client
-        .request((id) => ({ type: "run", id, feeds: job.feeds }), transfer)
+        .request(
+          (id) =>
+            "feeds" in work
+              ? { type: "run", id, feeds: work.feeds }
+              : { type: "runMany", id, batches: work.batches },
+          transfer,
+        )
         .then(
-          (reply) =>
-            reply.type === "result"
-              ? job.resolve(reply.outputs)
-              : job.reject(new Error(`unexpected ${reply.type} reply`)),
+          (reply) => {
+            if (reply.type === "result") job.resolve([reply.outputs]);
+            else if (reply.type === "results")
+              job.resolve(
+                reply.outcomes.map((o) => ("outputs" in o ? o.outputs : new Error(o.error))),
+              );
+            else job.reject(new Error(`unexpected ${reply.type} reply`));
+          },
           (err: Error) => job.reject(err),
         )
         .finally(() => {

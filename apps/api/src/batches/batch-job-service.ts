@@ -10,9 +10,13 @@ import {
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
+import type { NdjsonParser } from "./ndjson-parser.js";
+import type { ParsedRows, RowsSpec } from "./ndjson-rows.js";
 
 /** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
 const CHUNKS_IN_FLIGHT = 4;
+/** Segments sent to the parse thread ahead of the one whose rows are taken: it never idles. */
+const SEGMENTS_IN_FLIGHT = 2;
 
 /** One line of a batch: a key and the model's input row. */
 export interface RawItem {
@@ -29,6 +33,7 @@ export class BatchJobService {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
+    private readonly parser: NdjsonParser,
   ) {}
 
   /** Ingests `items` (an async stream of raw items); returns the batch id and its size. */
@@ -40,32 +45,8 @@ export class BatchJobService {
     /** The batch's id when the request names one (its Idempotency-Key's). */
     createdId?: string,
   ): Promise<{ id: string; total: number }> {
-    const { entry, version: v } = this.repository.resolve(model, version);
-    const spec = entry.config.inputs[0];
-    if (entry.config.kind !== "classifier" || !spec || entry.config.inputs.length !== 1) {
-      throw new FerryError("INVALID_INPUT", `Model '${model}' does not take batch predictions`);
-    }
-    const width = spec.dims.reduce((a, b) => a * b, 1);
-    const batches = this.client.batches;
-    const id = await batches.create(model, v, owner, createdId);
-    const adding = new ChunksInFlight(CHUNKS_IN_FLIGHT);
-    const rowBytes = width * bytesPerElement[spec.datatype];
-    const perChunk = Math.max(
-      1,
-      Math.min(BATCH_CHUNK_SIZE, Math.floor(BATCH_CHUNK_BYTES / rowBytes)),
-    );
-    let keys: string[] = [];
-    let rows: Buffer[] = [];
-    let chunks = 0;
-    const queueChunk = () => {
-      const chunk = { index: chunks++, input: spec.name, keys, rows: Buffer.concat(rows) };
-      keys = [];
-      rows = [];
-      return adding.add(batches.addChunk(id, model, v, owner, chunk));
-    };
-    let total = 0;
-
-    try {
+    return this.intoChunks(model, version, owner, createdId, async (spec, add) => {
+      let total = 0;
       for await (const raw of items) {
         total++;
         const features = raw.features;
@@ -73,15 +54,111 @@ export class BatchJobService {
           throw invalidItem(total, "needs a string key");
         if (
           !Array.isArray(features) ||
-          features.length !== width ||
+          features.length !== spec.width ||
           !features.every((x) => typeof x === "number" && Number.isFinite(x))
         ) {
-          throw invalidItem(total, `needs ${width} finite features`);
+          throw invalidItem(total, `needs ${spec.width} finite features`);
         }
-        keys.push(raw.key);
-        rows.push(tensorToBytes(spec.datatype, features as number[]));
+        await add([raw.key], tensorToBytes(spec.datatype, features as number[]));
+      }
+      return total;
+    });
+  }
+
+  /**
+   * Ingests an NDJSON body cut into segments of whole lines (`ndjsonSegments`), each parsed
+   * on the parse thread while the next arrives; returns the batch id and its size.
+   */
+  async ingestNdjson(
+    model: string,
+    version: string | undefined,
+    segments: AsyncIterable<Uint8Array>,
+    owner: string,
+    createdId?: string,
+  ): Promise<{ id: string; total: number }> {
+    return this.intoChunks(model, version, owner, createdId, async (spec, add) => {
+      const parsing: Array<Promise<ParsedRows>> = [];
+      let lines = 0;
+      let total = 0;
+      const take = async (parsed: ParsedRows) => {
+        if (parsed.keys.length > 0) await add(parsed.keys, parsed.rows);
+        const problem = parsed.problem;
+        if (problem?.kind === "json")
+          throw new FerryError("INVALID_INPUT", `line ${lines + problem.at} is not valid JSON`);
+        if (problem?.kind === "item") throw invalidItem(total + problem.at, problem.message);
+        if (problem) throw new FerryError("INVALID_INPUT", problem.message);
+        lines += parsed.lines;
+        total += parsed.items;
+      };
+      try {
+        for await (const segment of segments) {
+          parsing.push(this.parser.parse(segment, spec));
+          if (parsing.length >= SEGMENTS_IN_FLIGHT)
+            await take(await (parsing.shift() as Promise<ParsedRows>));
+        }
+        while (parsing.length > 0) await take(await (parsing.shift() as Promise<ParsedRows>));
+      } finally {
+        // segments still parsing when the body or a line failed: their rows are not taken
+        for (const left of parsing) left.catch(() => undefined);
+      }
+      return total;
+    });
+  }
+
+  /**
+   * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
+   * their rows packed back to back); seals it whatever happens, with the chunks queued.
+   */
+  private async intoChunks(
+    model: string,
+    version: string | undefined,
+    owner: string,
+    createdId: string | undefined,
+    produce: (
+      spec: RowsSpec,
+      add: (keys: readonly string[], rows: Uint8Array) => Promise<void>,
+    ) => Promise<number>,
+  ): Promise<{ id: string; total: number }> {
+    const { entry, version: v } = this.repository.resolve(model, version);
+    const input = entry.config.inputs[0];
+    if (entry.config.kind !== "classifier" || !input || entry.config.inputs.length !== 1) {
+      throw new FerryError("INVALID_INPUT", `Model '${model}' does not take batch predictions`);
+    }
+    const spec: RowsSpec = {
+      width: input.dims.reduce((a, b) => a * b, 1),
+      datatype: input.datatype,
+    };
+    const batches = this.client.batches;
+    const id = await batches.create(model, v, owner, createdId);
+    const adding = new ChunksInFlight(CHUNKS_IN_FLIGHT);
+    const rowBytes = spec.width * bytesPerElement[spec.datatype];
+    const perChunk = Math.max(
+      1,
+      Math.min(BATCH_CHUNK_SIZE, Math.floor(BATCH_CHUNK_BYTES / rowBytes)),
+    );
+    let keys: string[] = [];
+    let rows: Uint8Array[] = [];
+    let chunks = 0;
+    const queueChunk = () => {
+      const chunk = { index: chunks++, input: input.name, keys, rows: Buffer.concat(rows) };
+      keys = [];
+      rows = [];
+      return adding.add(batches.addChunk(id, model, v, owner, chunk));
+    };
+    // rows arrive a few at a time or a segment's worth at once: cut into chunks of perChunk
+    const add = async (more: readonly string[], packed: Uint8Array) => {
+      let from = 0;
+      while (from < more.length) {
+        const take = Math.min(perChunk - keys.length, more.length - from);
+        for (let k = 0; k < take; k++) keys.push(more[from + k] as string);
+        rows.push(packed.subarray(from * rowBytes, (from + take) * rowBytes));
+        from += take;
         if (keys.length >= perChunk) await queueChunk();
       }
+    };
+    let total = 0;
+    try {
+      total = await produce(spec, add);
       if (keys.length > 0) await queueChunk();
       await adding.drained();
     } finally {
@@ -202,41 +279,30 @@ export interface NdjsonLimits {
 
 const NEWLINE = 0x0a;
 
+/** Bytes of whole lines the parse thread gets at a time. */
+const SEGMENT_BYTES = 1 << 20;
+
 /**
- * Parses an NDJSON byte stream line by line in bounded memory and linear time: each chunk is
- * scanned for newlines once, a partial line is held as the chunks it came in (never re-joined
- * or re-scanned as more arrive), and a body or a line past its limit is refused (413) the
- * moment it crosses it, before it is buffered whole.
+ * Cuts an NDJSON byte stream into segments of whole lines (about SEGMENT_BYTES each) in
+ * bounded memory and linear time: each chunk is scanned for newlines once, and a body or a
+ * line past its limit is refused (413) the moment it crosses it, before it is buffered whole.
+ * Each segment is a buffer of its own, to move to the parse thread without a copy.
  */
-export async function* ndjsonItems(
+export async function* ndjsonSegments(
   body: AsyncIterable<Uint8Array>,
   limits: NdjsonLimits,
-): AsyncGenerator<RawItem> {
-  const decoder = new TextDecoder();
-  let partial: Uint8Array[] = [];
-  let partialBytes = 0;
+): AsyncGenerator<Uint8Array> {
+  /** Pieces since the last cut: whole lines, then the start of the next if any. */
+  let parts: Uint8Array[] = [];
+  let partsBytes = 0;
+  /** Bytes of the line being read, and lines read so far. */
+  let lineBytes = 0;
+  let lines = 0;
   let bodyBytes = 0;
-  let line = 0;
-  const parse = (bytes: Uint8Array): RawItem | undefined => {
-    line++;
-    const text = decoder.decode(bytes).trim();
-    if (!text) return undefined;
-    try {
-      return JSON.parse(text) as RawItem;
-    } catch {
-      throw new FerryError("INVALID_INPUT", `line ${line} is not valid JSON`);
-    }
-  };
-  const take = (piece: Uint8Array): Uint8Array => {
-    const whole = partial.length === 0 ? piece : Buffer.concat([...partial, piece]);
-    partial = [];
-    partialBytes = 0;
-    return whole;
-  };
   const tooLong = () =>
     new FerryError(
       "PAYLOAD_TOO_LARGE",
-      `line ${line + 1} exceeds ${limits.maxLineBytes} bytes; one item per line`,
+      `line ${lines + 1} exceeds ${limits.maxLineBytes} bytes; one item per line`,
     );
   for await (const chunk of body) {
     bodyBytes += chunk.byteLength;
@@ -246,22 +312,41 @@ export async function* ndjsonItems(
         `NDJSON body exceeds ${limits.maxBodyBytes} bytes; split it into several batches`,
       );
     let start = 0;
-    let newline = chunk.indexOf(NEWLINE, start);
-    while (newline >= 0) {
-      if (partialBytes + newline - start > limits.maxLineBytes) throw tooLong();
-      const item = parse(take(chunk.subarray(start, newline)));
-      if (item !== undefined) yield item;
+    let last = -1;
+    for (
+      let newline = chunk.indexOf(NEWLINE);
+      newline >= 0;
+      newline = chunk.indexOf(NEWLINE, start)
+    ) {
+      if (lineBytes + newline - start > limits.maxLineBytes) throw tooLong();
+      lines++;
+      lineBytes = 0;
+      last = newline;
       start = newline + 1;
-      newline = chunk.indexOf(NEWLINE, start);
     }
-    if (start < chunk.byteLength) {
-      partial.push(chunk.subarray(start));
-      partialBytes += chunk.byteLength - start;
-      if (partialBytes > limits.maxLineBytes) throw tooLong();
+    lineBytes += chunk.byteLength - start;
+    if (lineBytes > limits.maxLineBytes) throw tooLong();
+    if (last >= 0 && partsBytes + last + 1 >= SEGMENT_BYTES) {
+      parts.push(chunk.subarray(0, last + 1));
+      yield joined(parts, partsBytes + last + 1);
+      const rest = chunk.subarray(last + 1);
+      parts = rest.byteLength > 0 ? [rest] : [];
+      partsBytes = rest.byteLength;
+    } else {
+      parts.push(chunk);
+      partsBytes += chunk.byteLength;
     }
   }
-  if (partialBytes > 0) {
-    const item = parse(take(new Uint8Array(0)));
-    if (item !== undefined) yield item;
+  if (partsBytes > 0) yield joined(parts, partsBytes);
+}
+
+/** `parts` copied into one buffer of its own. */
+function joined(parts: readonly Uint8Array[], bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes);
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.byteLength;
   }
+  return out;
 }

@@ -5,7 +5,7 @@ import { fingerprintOf, idempotently, streamedFingerprint } from "../http/idempo
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
-import { ndjsonItems, type RawItem } from "./batch-job-service.js";
+import { ndjsonSegments, type RawItem } from "./batch-job-service.js";
 import { openAiBatchSchema } from "./openai-batch-object.js";
 
 const batchBodySchema = z
@@ -142,8 +142,14 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
         return await idempotently(c, streamed, async ({ createdId, takeover }) => {
           const found = await earlier(createdId, takeover);
           if (found) return accepted(found.id, found.total);
-          const items = ndjsonItems(chunks, limits);
-          const result = await batchJobs.ingest(model, version, items, tenant.id, createdId);
+          const segments = ndjsonSegments(chunks, limits);
+          const result = await batchJobs.ingestNdjson(
+            model,
+            version,
+            segments,
+            tenant.id,
+            createdId,
+          );
           return accepted(result.id, result.total);
         });
       } catch (err) {

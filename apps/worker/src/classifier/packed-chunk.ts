@@ -1,5 +1,5 @@
 import { bytesPerElement, FerryError, type ModelConfig, type TensorSpec } from "@ferry/protocol";
-import type { BatchRunner, TensorData } from "@ferry/runtime";
+import type { BatchRunner, TensorData, TensorMap } from "@ferry/runtime";
 import type { ExecutionStats, PackedOutputs, PackedRows } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { allFinite, rowLength, view } from "./tensor-packing.js";
@@ -16,6 +16,9 @@ export interface PackedServing {
 }
 
 type RowErrors = PackedOutputs["errors"];
+
+/** Batches handed to an instance in one message (each still max_batch_size rows at most). */
+const BATCHES_PER_RUN = 8;
 
 /**
  * An offline chunk's rows, packed back to back as ingestion stored them, run max_batch_size
@@ -50,9 +53,18 @@ export async function runPackedChunk(s: PackedServing, chunk: PackedRows): Promi
   const blocks: number[][] = [];
   for (let at = 0; at < runnable.length; at += config.max_batch_size)
     blocks.push(runnable.slice(at, at + config.max_batch_size));
-  const outputs = await Promise.all(
-    blocks.map((block) => s.runWhole(() => runBlock(s, spec, chunk.rows, rowBytes, block, errors))),
-  );
+  // a few batches to an instance at a time, in one message each way, each batch still of
+  // max_batch_size: a live row waits at most that many batches for the instance
+  const groups: number[][][] = [];
+  for (let at = 0; at < blocks.length; at += BATCHES_PER_RUN)
+    groups.push(blocks.slice(at, at + BATCHES_PER_RUN));
+  const outputs = (
+    await Promise.all(
+      groups.map((group) =>
+        s.runWhole(() => runGroup(s, spec, chunk.rows, rowBytes, group, errors)),
+      ),
+    )
+  ).flat();
   const width =
     outputs.find((o) => o.width > 0)?.width ?? rowLength(config.outputs[0]?.dims ?? []) ?? 0;
   const values = new Float32Array(chunk.count * width);
@@ -64,8 +76,41 @@ export async function runPackedChunk(s: PackedServing, chunk: PackedRows): Promi
   return { width, values, errors };
 }
 
-/** One block of rows as one batch; a block that fails is run row by row. */
-async function runBlock(
+/**
+ * Blocks of rows, each one batch, run one after another on one instance; a block that fails
+ * is run again row by row, so that only the rows the model refuses fail.
+ */
+async function runGroup(
+  s: PackedServing,
+  spec: TensorSpec,
+  rows: Buffer,
+  rowBytes: number,
+  group: number[][],
+  errors: RowErrors,
+): Promise<Array<{ width: number; values: Float32Array }>> {
+  const outcomes = await timed(s, group, () =>
+    s.runtime.runMany(group.map((block) => feedOf(spec, rows, rowBytes, block))),
+  );
+  const outputs: Array<{ width: number; values: Float32Array }> = [];
+  for (const [b, block] of group.entries()) {
+    const outcome = outcomes[b];
+    if (outcome && !(outcome instanceof Error)) {
+      outputs.push(valuesOf(s, outcome, block.length));
+      countOk(s, block.length);
+      continue;
+    }
+    if (block.length === 1) {
+      errors[block[0] as number] = modelError(outcome ?? new Error("no outcome"));
+      outputs.push({ width: 0, values: new Float32Array(0) });
+      continue;
+    }
+    outputs.push(await rowByRow(s, spec, rows, rowBytes, block, errors));
+  }
+  return outputs;
+}
+
+/** A failed block's rows run alone: each gets its answer or its own error. */
+async function rowByRow(
   s: PackedServing,
   spec: TensorSpec,
   rows: Buffer,
@@ -73,21 +118,15 @@ async function runBlock(
   block: number[],
   errors: RowErrors,
 ): Promise<{ width: number; values: Float32Array }> {
-  try {
-    return await runRows(s, spec, rows, rowBytes, block);
-  } catch (err) {
-    if (block.length === 1) {
-      errors[block[0] as number] = modelError(err);
-      return { width: 0, values: new Float32Array(0) };
-    }
-  }
   let width = 0;
   const alone: Array<Float32Array | undefined> = [];
   for (const row of block) {
     try {
-      const out = await runRows(s, spec, rows, rowBytes, [row]);
-      width = out.width;
-      alone.push(out.values);
+      const out = await timed(s, [[row]], () => s.runtime.run(feedOf(spec, rows, rowBytes, [row])));
+      const values = valuesOf(s, out, 1);
+      countOk(s, 1);
+      width = values.width;
+      alone.push(values.values);
     } catch (err) {
       errors[row] = modelError(err);
       alone.push(undefined);
@@ -98,18 +137,11 @@ async function runBlock(
   return { width, values };
 }
 
-async function runRows(
-  s: PackedServing,
-  spec: TensorSpec,
-  rows: Buffer,
-  rowBytes: number,
-  block: number[],
-): Promise<{ width: number; values: Float32Array }> {
-  const { config, version, metrics } = s;
-  const labels = { model: config.name, version };
-  // a copy the runtime's thread may take: consecutive rows in one move
+/** The block's rows as the model's input (a copy the runtime's thread may take). */
+function feedOf(spec: TensorSpec, rows: Buffer, rowBytes: number, block: number[]) {
   const bytes = new Uint8Array(block.length * rowBytes);
   const first = block[0] ?? 0;
+  // consecutive rows in one move
   if (block.at(-1) === first + block.length - 1)
     bytes.set(rows.subarray(first * rowBytes, (first + block.length) * rowBytes));
   else
@@ -120,26 +152,49 @@ async function runRows(
     data: view(spec.datatype, bytes.buffer),
     dims: [block.length, ...spec.dims.map((d) => (d < 0 ? width : d))],
   };
-  metrics.batchSize.observe(labels, block.length);
-  const end = metrics.computeSeconds.startTimer(labels);
+  return { [spec.name]: feed };
+}
+
+/** A batch's first output as FP32 rows. */
+function valuesOf(
+  s: PackedServing,
+  outputs: TensorMap,
+  count: number,
+): { width: number; values: Float32Array } {
+  const out = Object.values(outputs)[0];
+  if (!out) throw new Error(`model ${s.config.name} gave no output`);
+  const data = out.data;
+  let values: Float32Array;
+  if (data instanceof Float32Array) values = data;
+  else {
+    values = new Float32Array(data.length);
+    for (let k = 0; k < data.length; k++) values[k] = Number(data[k]);
+  }
+  return { width: values.length / count, values };
+}
+
+/**
+ * Runs `work` (the blocks' batches) under the version's metrics: each block a batch of its
+ * size, the time they took together shared among them.
+ */
+async function timed<R>(s: PackedServing, blocks: number[][], work: () => Promise<R>): Promise<R> {
+  const { config, version, metrics } = s;
+  const labels = { model: config.name, version };
   const started = performance.now();
   try {
-    const outputs = await s.runtime.run({ [spec.name]: feed });
-    const out = Object.values(outputs)[0];
-    if (!out) throw new Error(`model ${config.name} gave no output`);
-    metrics.rows.inc({ ...labels, outcome: "ok" }, block.length);
-    const data = out.data;
-    let values: Float32Array;
-    if (data instanceof Float32Array) values = data;
-    else {
-      values = new Float32Array(data.length);
-      for (let k = 0; k < data.length; k++) values[k] = Number(data[k]);
-    }
-    return { width: values.length / block.length, values };
+    return await work();
   } finally {
-    end();
-    s.stats.execution(config.name, version, block.length, performance.now() - started);
+    const ms = (performance.now() - started) / blocks.length;
+    for (const block of blocks) {
+      metrics.batchSize.observe(labels, block.length);
+      metrics.computeSeconds.observe(labels, ms / 1000);
+      s.stats.execution(config.name, version, block.length, ms);
+    }
   }
+}
+
+function countOk(s: PackedServing, rows: number): void {
+  s.metrics.rows.inc({ model: s.config.name, version: s.version, outcome: "ok" }, rows);
 }
 
 function modelError(err: unknown): { code: string; message: string } {

@@ -1,0 +1,104 @@
+import { bytesPerElement, type Datatype, tensorToBytes } from "@ferry/protocol";
+
+/** What a batch's rows must be: the model's one input, `width` values of `datatype` each. */
+export interface RowsSpec {
+  width: number;
+  datatype: Datatype;
+}
+
+/** Why a segment's parse stopped, counted within the segment (1-based). */
+export interface RowsProblem {
+  /** "json": line `at` is not JSON; "item": item `at` breaks `message`; "value": as said. */
+  kind: "json" | "item" | "value";
+  at: number;
+  message: string;
+}
+
+/** A segment of NDJSON lines as a chunk takes them: keys, and the rows packed back to back. */
+export interface ParsedRows {
+  keys: string[];
+  /** `keys.length` rows of `width * bytesPerElement[datatype]` bytes each. */
+  rows: Uint8Array;
+  /** Lines read (blank ones included), and items among them, up to the problem if any. */
+  lines: number;
+  items: number;
+  problem?: RowsProblem;
+}
+
+const decoder = new TextDecoder();
+/** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
+const FP32_MAX = 3.4028234663852886e38;
+
+/**
+ * Parses whole NDJSON lines of `{"key": "...", "features": [...]}` into packed rows, checking
+ * each item as a batch's items are checked (a non-empty string key, `width` finite numbers
+ * the datatype holds); stops at the first problem, keeping the rows before it. The rows are
+ * written into one buffer of their own (sized by the segment's lines), ready to move to
+ * another thread.
+ */
+export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
+  const text = decoder.decode(bytes);
+  const rowBytes = spec.width * bytesPerElement[spec.datatype];
+  let capacity = 1;
+  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) capacity++;
+  const buffer = new ArrayBuffer(capacity * rowBytes);
+  const out = new Uint8Array(buffer);
+  const fp32 = spec.datatype === "FP32" ? new Float32Array(buffer) : undefined;
+  const keys: string[] = [];
+  let lines = 0;
+  let items = 0;
+  const done = (problem?: RowsProblem): ParsedRows => ({
+    keys,
+    rows: out.subarray(0, keys.length * rowBytes),
+    lines,
+    items,
+    ...(problem ? { problem } : {}),
+  });
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    const line = text.slice(start, end).trim();
+    start = end + 1;
+    lines++;
+    if (!line) continue;
+    let raw: { key?: unknown; features?: unknown };
+    try {
+      raw = JSON.parse(line) as typeof raw;
+    } catch {
+      return done({ kind: "json", at: lines, message: "is not valid JSON" });
+    }
+    items++;
+    const features = raw?.features;
+    if (typeof raw?.key !== "string" || raw.key === "")
+      return done({ kind: "item", at: items, message: "needs a string key" });
+    if (!Array.isArray(features) || features.length !== spec.width)
+      return done({ kind: "item", at: items, message: `needs ${spec.width} finite features` });
+    const row = keys.length;
+    // FP32 (the common case): checked and written in place in one pass; anything it does
+    // not take goes the general way below, which says why
+    if (fp32 && writeFp32(features, fp32, row * spec.width)) {
+      keys.push(raw.key);
+      continue;
+    }
+    if (!features.every((x) => typeof x === "number" && Number.isFinite(x)))
+      return done({ kind: "item", at: items, message: `needs ${spec.width} finite features` });
+    try {
+      out.set(tensorToBytes(spec.datatype, features as number[]), row * rowBytes);
+    } catch (err) {
+      return done({ kind: "value", at: items, message: (err as Error).message });
+    }
+    keys.push(raw.key);
+  }
+  return done();
+}
+
+/** Writes `values` at `at` when every one is a number FP32 holds; false (nothing kept) if not. */
+function writeFp32(values: unknown[], into: Float32Array, at: number): boolean {
+  for (let k = 0; k < values.length; k++) {
+    const v = values[k];
+    if (typeof v !== "number" || !(Math.abs(v) <= FP32_MAX)) return false;
+    into[at + k] = v;
+  }
+  return true;
+}

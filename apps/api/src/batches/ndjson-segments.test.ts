@@ -1,0 +1,119 @@
+import { FerryError } from "@ferry/protocol";
+import { afterAll, describe, expect, it } from "vitest";
+import { ndjsonSegments } from "./batch-job-service.js";
+import { NdjsonParser } from "./ndjson-parser.js";
+import { parseRows } from "./ndjson-rows.js";
+
+const limits = { maxBodyBytes: 64 * 1024 * 1024, maxLineBytes: 4096 };
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+async function* pieces(text: string, sizes: number[]): AsyncGenerator<Uint8Array> {
+  const bytes = encoder.encode(text);
+  for (let at = 0, k = 0; at < bytes.length; k++) {
+    const size = sizes[k % sizes.length] ?? 1;
+    yield bytes.subarray(at, at + size);
+    at += size;
+  }
+}
+
+async function collect(source: AsyncIterable<Uint8Array>): Promise<Uint8Array[]> {
+  const out: Uint8Array[] = [];
+  for await (const segment of source) out.push(segment);
+  return out;
+}
+
+const line = (k: number) => JSON.stringify({ key: `k${k}`, features: [k, k + 0.5, -k] });
+
+describe("ndjsonSegments", () => {
+  it("cuts a body however it arrives into segments of whole lines that join back to it", async () => {
+    // 3 MB of lines: several segments; pieces of odd sizes split lines and characters
+    const text = `${Array.from({ length: 60_000 }, (_, k) => `${line(k)} é`).join("\n")}\nlast`;
+    for (const sizes of [[65_536], [7, 1_000_003, 13]]) {
+      const segments = await collect(ndjsonSegments(pieces(text, sizes), limits));
+      expect(segments.length).toBeGreaterThan(1);
+      for (const s of segments.slice(0, -1)) expect(s.at(-1)).toBe(0x0a);
+      // each segment owns its buffer whole: it can move to another thread
+      for (const s of segments)
+        expect(s.byteOffset === 0 && s.buffer.byteLength === s.byteLength).toBe(true);
+      expect(segments.map((s) => decoder.decode(s)).join("")).toBe(text);
+    }
+    // a byte at a time
+    const small = `${line(1)}\n${line(2)}\n`;
+    expect(
+      (await collect(ndjsonSegments(pieces(small, [1]), limits)))
+        .map((s) => decoder.decode(s))
+        .join(""),
+    ).toBe(small);
+  });
+
+  it("refuses a line past its limit as it crosses it, never reading the rest of the body", async () => {
+    let read = 0;
+    async function* endless(): AsyncGenerator<Uint8Array> {
+      const piece = new Uint8Array(1024).fill(0x61);
+      for (;;) {
+        read += piece.byteLength;
+        yield piece;
+      }
+    }
+    const err = await collect(ndjsonSegments(endless(), limits)).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FerryError);
+    expect((err as FerryError).code).toBe("PAYLOAD_TOO_LARGE");
+    expect((err as FerryError).message).toMatch(/line 1 exceeds 4096 bytes/);
+    expect(read).toBeLessThanOrEqual(5 * 1024);
+    const body = await collect(
+      ndjsonSegments(pieces(`${line(1)}\n`.repeat(100), [50]), { ...limits, maxBodyBytes: 1000 }),
+    ).catch((e: unknown) => e);
+    expect((body as FerryError).message).toMatch(/NDJSON body exceeds 1000 bytes/);
+  });
+});
+
+describe("parseRows", () => {
+  const spec = { width: 3, datatype: "FP32" as const };
+
+  it("packs each item's features after one another and counts blank lines", () => {
+    const parsed = parseRows(encoder.encode(`${line(1)}\n\n${line(2)}\n`), spec);
+    expect(parsed).toMatchObject({ keys: ["k1", "k2"], lines: 3, items: 2 });
+    expect(parsed.problem).toBeUndefined();
+    expect([...new Float32Array(Uint8Array.from(parsed.rows).buffer)]).toEqual([
+      1, 1.5, -1, 2, 2.5, -2,
+    ]);
+  });
+
+  it("stops at the first problem, keeping the rows before it, numbered within the segment", () => {
+    const text = [line(1), "", "{not json", line(3)].join("\n");
+    expect(parseRows(encoder.encode(text), spec)).toMatchObject({
+      keys: ["k1"],
+      problem: { kind: "json", at: 3 },
+    });
+    const items = [line(1), JSON.stringify({ key: "", features: [1, 2, 3] })].join("\n");
+    expect(parseRows(encoder.encode(items), spec).problem).toEqual({
+      kind: "item",
+      at: 2,
+      message: "needs a string key",
+    });
+    const wide = JSON.stringify({ key: "w", features: [1, 2] });
+    expect(parseRows(encoder.encode(wide), spec).problem?.message).toBe("needs 3 finite features");
+    const big = JSON.stringify({ key: "b", features: [1, 2, 1e300] });
+    expect(parseRows(encoder.encode(big), spec).problem).toMatchObject({ kind: "value", at: 1 });
+    expect(parseRows(encoder.encode("null"), spec).problem?.message).toBe("needs a string key");
+  });
+});
+
+describe("NdjsonParser", () => {
+  const parser = new NdjsonParser();
+  afterAll(() => parser.close());
+
+  it("parses on its thread what parseRows parses here, in the order segments were sent", async () => {
+    const spec = { width: 3, datatype: "FP32" as const };
+    const texts = [0, 1, 2].map((s) =>
+      Array.from({ length: 500 }, (_, k) => line(s * 500 + k)).join("\n"),
+    );
+    const parsed = await Promise.all(texts.map((t) => parser.parse(encoder.encode(t), spec)));
+    for (const [s, p] of parsed.entries()) {
+      const here = parseRows(encoder.encode(texts[s] ?? ""), spec);
+      expect(p.keys).toEqual(here.keys);
+      expect(Buffer.from(p.rows).equals(Buffer.from(here.rows))).toBe(true);
+    }
+  });
+});
