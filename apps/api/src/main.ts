@@ -5,7 +5,6 @@ import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
 import { BatchJobReader, BatchJobService } from "./batches/batch-job-service.js";
-import { NdjsonParser } from "./batches/ndjson-parser.js";
 import { OpenAiBatchRunner } from "./batches/openai-batch-runner.js";
 import { OpenAiBatchService } from "./batches/openai-batch-service.js";
 import { loadEnv } from "./env.js";
@@ -35,6 +34,7 @@ import { CompletionService } from "./openai/completion-service.js";
 import { EmbeddingsService } from "./openai/embeddings-service.js";
 import { ResponsesService } from "./openai/responses-service.js";
 import { TokenizationService } from "./openai/tokenization-service.js";
+import { ParseThread } from "./parsing/parse-thread.js";
 import type { Services } from "./services.js";
 
 // a configuration that cannot work ends the process with one line saying what to change
@@ -99,11 +99,17 @@ const jobs = new JobService(client, [
   v2JobKind(v2, inference),
 ]);
 const responses = new ResponsesService(completions, jobs);
-const files = new FileService(client, {
-  maxBytes: env.MAX_FILE_BYTES,
-  maxLines: env.MAX_FILE_LINES,
-  maxLineBytes: env.MAX_BODY_BYTES,
-});
+// uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop
+const parseThread = new ParseThread();
+const files = new FileService(
+  client,
+  {
+    maxBytes: env.MAX_FILE_BYTES,
+    maxLines: env.MAX_FILE_LINES,
+    maxLineBytes: env.MAX_BODY_BYTES,
+  },
+  (bytes, firstLine) => parseThread.inputLines(bytes, firstLine),
+);
 // each protocol's batch lines, run by its own service (the protocols meet here, not in batches/)
 new OpenAiBatchRunner(
   client,
@@ -134,7 +140,7 @@ const services: Services = {
   completions,
   embeddings,
   tokenization: new TokenizationService(repository, completions),
-  batchJobs: new BatchJobService(repository, client, new NdjsonParser()),
+  batchJobs: new BatchJobService(repository, client, parseThread),
   batchJobReader: new BatchJobReader(repository, client, classify),
   files,
   openAiBatches: new OpenAiBatchService(client, files, env.JOB_TTL_S),

@@ -10,7 +10,7 @@ import {
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
-import type { NdjsonParser } from "./ndjson-parser.js";
+import type { ParseThread } from "../parsing/parse-thread.js";
 import type { ParsedRows, RowsSpec } from "./ndjson-rows.js";
 
 /** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
@@ -33,7 +33,7 @@ export class BatchJobService {
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
-    private readonly parser: NdjsonParser,
+    private readonly parser: ParseThread,
   ) {}
 
   /** Ingests `items` (an async stream of raw items); returns the batch id and its size. */
@@ -92,7 +92,7 @@ export class BatchJobService {
       };
       try {
         for await (const segment of segments) {
-          parsing.push(this.parser.parse(segment, spec));
+          parsing.push(this.parser.rows(segment, spec));
           if (parsing.length >= SEGMENTS_IN_FLIGHT)
             await take(await (parsing.shift() as Promise<ParsedRows>));
         }

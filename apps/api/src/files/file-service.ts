@@ -3,7 +3,7 @@ import { FerryError } from "@ferry/protocol";
 import type { InferenceClient, ListPage, StoredFile } from "@ferry/transport";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
-import { InputFileUpload, type UploadLimits } from "./input-file-upload.js";
+import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";
 
 /** A file as OpenAI's Files API shows it. */
 export function fileObject(file: StoredFile) {
@@ -35,6 +35,8 @@ export class FileService {
   constructor(
     private readonly client: InferenceClient,
     private readonly limits: UploadLimits,
+    /** Checks a chunk of an input file's lines (the API's parse thread). */
+    private readonly check?: CheckLines,
   ) {}
 
   /**
@@ -73,7 +75,7 @@ export class FileService {
               filename: event.filename,
               purpose: "batch",
             });
-            upload = new InputFileUpload(this.client.files, id, this.limits);
+            upload = new InputFileUpload(this.client.files, id, this.limits, this.check);
             inFile = true;
           } else field = { name: event.name, bytes: [], size: 0 };
         } else if (event.type === "data") {

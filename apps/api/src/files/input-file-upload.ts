@@ -1,6 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import type { FileStore } from "@ferry/transport";
-import { checkInputLine } from "./input-lines.js";
+import { type CheckedLines, checkInputLines } from "./input-lines.js";
 
 /** Limits on a batch input file, enforced while it streams in. */
 export interface UploadLimits {
@@ -19,25 +19,29 @@ const MAX_URLS = 64;
 
 const NEWLINE = 0x0a;
 
+/** Checks a chunk of whole lines, the first of them line `firstLine` of the file. */
+export type CheckLines = (bytes: Uint8Array, firstLine: number) => Promise<CheckedLines>;
+
 /**
- * A batch input file as it uploads: split into lines as it arrives, each line checked
- * (`checkInputLine`), and stored a chunk of whole lines at a time with the exact bytes sent,
- * custom_ids checked unique by Redis beside the chunk. Limits are checked as the bytes come,
- * so the upload is refused (413) the moment it crosses one, never after buffering it.
+ * A batch input file as it uploads: split into lines as it arrives, stored a chunk of whole
+ * lines at a time with the exact bytes sent, each chunk's lines checked first
+ * (`checkInputLine`, by `check`: the API's parse thread) and its custom_ids checked unique by
+ * Redis beside it. One chunk is checked and stored while the next arrives. Byte limits are
+ * checked as the bytes come, so the upload is refused (413) the moment it crosses one, never
+ * after buffering it; the line count as each chunk is checked, before it is stored.
  */
 export class InputFileUpload {
   /** Bytes received and not yet stored: whole lines, then the start of the next. */
   private pending: Uint8Array[] = [];
   private pendingBytes = 0;
-  private pendingIds: string[] = [];
-  private pendingLineNumbers: number[] = [];
-  /** The line being received, as the pieces it came in. */
-  private partial: Uint8Array[] = [];
+  /** Bytes of the line being received. */
   private partialBytes = 0;
   private bytes = 0;
-  /** Lines seen, blank ones included (what an error's line number counts). */
-  private seen = 0;
-  private readonly decoder = new TextDecoder();
+  /** Lines received, blank ones included, and those of them sent to be checked. */
+  private received = 0;
+  private sent = 0;
+  /** The chunk being checked and stored, if any. */
+  private storing: Promise<void> = Promise.resolve();
   /** Lines that are not blank. */
   lines = 0;
   /** The distinct urls the lines name (a batch checks them against its endpoint). */
@@ -47,6 +51,8 @@ export class InputFileUpload {
     private readonly store: Pick<FileStore, "append">,
     private readonly id: string,
     private readonly limits: UploadLimits,
+    private readonly check: CheckLines = async (bytes, firstLine) =>
+      checkInputLines(bytes, firstLine),
   ) {}
 
   async write(chunk: Uint8Array): Promise<void> {
@@ -59,8 +65,10 @@ export class InputFileUpload {
     let start = 0;
     let newline = chunk.indexOf(NEWLINE, start);
     while (newline >= 0) {
+      if (this.partialBytes + newline - start > this.limits.maxLineBytes) throw this.lineTooLong();
       this.hold(chunk.subarray(start, newline + 1));
-      this.line(this.take(chunk.subarray(start, newline)));
+      this.partialBytes = 0;
+      this.received++;
       start = newline + 1;
       // only here, at the end of a line: a stored chunk holds whole lines
       if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
@@ -69,7 +77,6 @@ export class InputFileUpload {
     if (start < chunk.byteLength) {
       const rest = chunk.subarray(start);
       this.hold(rest);
-      this.partial.push(rest);
       this.partialBytes += rest.byteLength;
       if (this.partialBytes > this.limits.maxLineBytes) throw this.lineTooLong();
     }
@@ -77,8 +84,10 @@ export class InputFileUpload {
 
   /** The file has ended (its last line may lack its newline). */
   async end(): Promise<void> {
-    if (this.partialBytes > 0) this.line(this.take(new Uint8Array(0)));
+    if (this.partialBytes > 0) this.received++;
+    this.partialBytes = 0;
     await this.flush();
+    await this.storing;
     if (this.lines === 0) throw new FerryError("INVALID_INPUT", "the file has no lines");
   }
 
@@ -87,56 +96,53 @@ export class InputFileUpload {
     this.pendingBytes += piece.byteLength;
   }
 
-  /** The line that `tail` ends, as text. */
-  private take(tail: Uint8Array): string {
-    if (this.partialBytes + tail.byteLength > this.limits.maxLineBytes) throw this.lineTooLong();
-    const whole = this.partial.length === 0 ? tail : Buffer.concat([...this.partial, tail]);
-    this.partial = [];
-    this.partialBytes = 0;
-    return this.decoder.decode(whole);
-  }
-
-  private line(text: string): void {
-    this.seen++;
-    if (text.trim() === "") return;
-    this.lines++;
-    if (this.lines > this.limits.maxLines)
-      throw new FerryError(
-        "PAYLOAD_TOO_LARGE",
-        `the file has more than ${this.limits.maxLines} lines; split it into several batches`,
-      );
-    const { customId, url } = checkInputLine(text, this.seen);
-    this.pendingIds.push(customId);
-    this.pendingLineNumbers.push(this.seen);
-    this.urls.add(url);
-    if (this.urls.size > MAX_URLS)
-      throw new FerryError(
-        "INVALID_INPUT",
-        `line ${this.seen}: the file's lines name more than ${MAX_URLS} different urls`,
-      );
-  }
-
+  /**
+   * Sends the whole lines held to be checked and stored, after the chunk before them (one
+   * at a time, in order: custom_ids are unique across the file); throws what that one met.
+   */
   private async flush(): Promise<void> {
+    await this.storing;
     if (this.pendingBytes === 0) return;
     const data = Buffer.concat(this.pending);
-    const ids = this.pendingIds;
-    const numbers = this.pendingLineNumbers;
+    const firstLine = this.sent + 1;
+    this.sent = this.received;
     this.pending = [];
     this.pendingBytes = 0;
-    this.pendingIds = [];
-    this.pendingLineNumbers = [];
+    this.storing = this.checkAndStore(data, firstLine);
+    // a failure is thrown by the next write or end, which wait for it
+    this.storing.catch(() => undefined);
+  }
+
+  private async checkAndStore(data: Buffer, firstLine: number): Promise<void> {
+    const checked = await this.check(data, firstLine);
+    const ids = checked.customIds;
+    for (const [k, url] of checked.urls.entries()) {
+      this.lines++;
+      if (this.lines > this.limits.maxLines)
+        throw new FerryError(
+          "PAYLOAD_TOO_LARGE",
+          `the file has more than ${this.limits.maxLines} lines; split it into several batches`,
+        );
+      this.urls.add(url);
+      if (this.urls.size > MAX_URLS)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `line ${checked.numbers[k]}: the file's lines name more than ${MAX_URLS} different urls`,
+        );
+    }
+    if (checked.problem) throw new FerryError("INVALID_INPUT", checked.problem);
     const repeated = await this.store.append(this.id, data, ids.length, ids);
     if (repeated !== undefined)
       throw new FerryError(
         "INVALID_INPUT",
-        `line ${numbers[repeated]} has custom_id ${JSON.stringify(ids[repeated])}, which an earlier line has; custom_ids must be unique`,
+        `line ${checked.numbers[repeated]} has custom_id ${JSON.stringify(ids[repeated])}, which an earlier line has; custom_ids must be unique`,
       );
   }
 
   private lineTooLong(): FerryError {
     return new FerryError(
       "PAYLOAD_TOO_LARGE",
-      `line ${this.seen + 1} exceeds ${this.limits.maxLineBytes} bytes; one request per line`,
+      `line ${this.received + 1} exceeds ${this.limits.maxLineBytes} bytes; one request per line`,
     );
   }
 }

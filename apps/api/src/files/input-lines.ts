@@ -35,6 +35,46 @@ export function checkInputLine(text: string, line: number): InputLine {
   return { customId: custom_id, url };
 }
 
+/** A chunk of whole lines of an input file, checked: what each line that is not blank says. */
+export interface CheckedLines {
+  customIds: string[];
+  urls: string[];
+  /** Each checked line's number in the file. */
+  numbers: number[];
+  /** Lines read, blank ones included, up to the problem if any. */
+  seen: number;
+  /** Why a line was refused (its number in the message); the lines before it are checked. */
+  problem?: string;
+}
+
+const decoder = new TextDecoder();
+
+/** Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file. */
+export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLines {
+  const text = decoder.decode(bytes);
+  const checked: CheckedLines = { customIds: [], urls: [], numbers: [], seen: 0 };
+  let start = 0;
+  while (start < text.length) {
+    let end = text.indexOf("\n", start);
+    if (end < 0) end = text.length;
+    const line = text.slice(start, end);
+    start = end + 1;
+    const number = firstLine + checked.seen;
+    checked.seen++;
+    if (line.trim() === "") continue;
+    try {
+      const { customId, url } = checkInputLine(line, number);
+      checked.customIds.push(customId);
+      checked.urls.push(url);
+      checked.numbers.push(number);
+    } catch (err) {
+      checked.problem = (err as Error).message;
+      return checked;
+    }
+  }
+  return checked;
+}
+
 function invalid(line: number, problem: string): FerryError {
   return new FerryError("INVALID_INPUT", `line ${line} ${problem}`);
 }

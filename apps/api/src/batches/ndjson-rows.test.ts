@@ -1,7 +1,6 @@
 import { FerryError } from "@ferry/protocol";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ndjsonSegments } from "./batch-job-service.js";
-import { NdjsonParser } from "./ndjson-parser.js";
 import { parseRows } from "./ndjson-rows.js";
 
 const limits = { maxBodyBytes: 64 * 1024 * 1024, maxLineBytes: 4096 };
@@ -97,23 +96,5 @@ describe("parseRows", () => {
     const big = JSON.stringify({ key: "b", features: [1, 2, 1e300] });
     expect(parseRows(encoder.encode(big), spec).problem).toMatchObject({ kind: "value", at: 1 });
     expect(parseRows(encoder.encode("null"), spec).problem?.message).toBe("needs a string key");
-  });
-});
-
-describe("NdjsonParser", () => {
-  const parser = new NdjsonParser();
-  afterAll(() => parser.close());
-
-  it("parses on its thread what parseRows parses here, in the order segments were sent", async () => {
-    const spec = { width: 3, datatype: "FP32" as const };
-    const texts = [0, 1, 2].map((s) =>
-      Array.from({ length: 500 }, (_, k) => line(s * 500 + k)).join("\n"),
-    );
-    const parsed = await Promise.all(texts.map((t) => parser.parse(encoder.encode(t), spec)));
-    for (const [s, p] of parsed.entries()) {
-      const here = parseRows(encoder.encode(texts[s] ?? ""), spec);
-      expect(p.keys).toEqual(here.keys);
-      expect(Buffer.from(p.rows).equals(Buffer.from(here.rows))).toBe(true);
-    }
   });
 });

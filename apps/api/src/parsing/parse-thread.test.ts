@@ -1,0 +1,39 @@
+import { afterAll, describe, expect, it } from "vitest";
+import { parseRows } from "../batches/ndjson-rows.js";
+import { checkInputLines } from "../files/input-lines.js";
+import { ParseThread } from "./parse-thread.js";
+
+const encoder = new TextEncoder();
+
+const line = (k: number) => JSON.stringify({ key: `k${k}`, features: [k, k + 0.5, -k] });
+
+describe("ParseThread", () => {
+  const parser = new ParseThread();
+  afterAll(() => parser.close());
+
+  it("parses on its thread what parseRows parses here, in the order segments were sent", async () => {
+    const spec = { width: 3, datatype: "FP32" as const };
+    const texts = [0, 1, 2].map((s) =>
+      Array.from({ length: 500 }, (_, k) => line(s * 500 + k)).join("\n"),
+    );
+    const parsed = await Promise.all(texts.map((t) => parser.rows(encoder.encode(t), spec)));
+    for (const [s, p] of parsed.entries()) {
+      const here = parseRows(encoder.encode(texts[s] ?? ""), spec);
+      expect(p.keys).toEqual(here.keys);
+      expect(Buffer.from(p.rows).equals(Buffer.from(here.rows))).toBe(true);
+    }
+  });
+
+  it("checks a batch input file's lines as checkInputLines does here, numbered from the first", async () => {
+    const input = (k: number) =>
+      JSON.stringify({ custom_id: `c${k}`, method: "POST", url: "/v1/completions", body: {} });
+    const text = `${input(1)}\n\n${input(2)}\n{"custom_id":"x","method":"GET"}\n${input(4)}\n`;
+    const bytes = encoder.encode(text);
+    const there = await parser.inputLines(bytes, 41);
+    expect(there).toEqual(checkInputLines(bytes, 41));
+    expect(there).toMatchObject({ customIds: ["c1", "c2"], numbers: [41, 43], seen: 4 });
+    expect(there.problem).toMatch(/^line 44 needs method "POST"/);
+    // the caller's bytes are copied, not moved: it stores them once they are checked
+    expect(bytes.byteLength).toBe(text.length);
+  });
+});

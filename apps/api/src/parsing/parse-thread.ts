@@ -1,0 +1,88 @@
+import type { Worker } from "node:worker_threads";
+import { spawnThread } from "@ferry/protocol";
+import type { ParsedRows, RowsSpec } from "../batches/ndjson-rows.js";
+import type { CheckedLines } from "../files/input-lines.js";
+
+/** What the thread is asked: a segment of NDJSON rows, or a chunk of a batch input file. */
+export type ParseRequest = { id: number; bytes: Uint8Array } & (
+  | { kind: "rows"; spec: RowsSpec }
+  | { kind: "input-lines"; firstLine: number }
+);
+
+type Reply = { id: number; result: unknown } | { id: number; failure: string };
+
+/**
+ * Uploads parsed on a thread of their own (NDJSON batch rows, OpenAI batch input lines): the
+ * API's event loop only cuts a body into pieces of whole lines and acts on what comes back,
+ * so an upload's parsing runs beside its receiving (and beside every other request the API
+ * serves) instead of on the same loop. One thread per API process, started on first use;
+ * pieces of every upload take their turn on it in the order they were sent.
+ */
+export class ParseThread {
+  private thread: Worker | undefined;
+  private next = 1;
+  private readonly waiting = new Map<
+    number,
+    { resolve: (result: unknown) => void; reject: (err: Error) => void }
+  >();
+
+  /**
+   * `bytes` (whole lines, a buffer of their own) parsed into rows as `spec` says; the buffer
+   * moves to the thread (the caller no longer holds it).
+   */
+  rows(bytes: Uint8Array, spec: RowsSpec): Promise<ParsedRows> {
+    return this.ask({ kind: "rows", bytes, spec }) as Promise<ParsedRows>;
+  }
+
+  /** Whole lines of a batch input file checked (a copy), the first of them line `firstLine`. */
+  inputLines(bytes: Uint8Array, firstLine: number): Promise<CheckedLines> {
+    return this.ask({ kind: "input-lines", bytes, firstLine }) as Promise<CheckedLines>;
+  }
+
+  async close(): Promise<void> {
+    const thread = this.thread;
+    this.thread = undefined;
+    await thread?.terminate();
+  }
+
+  private ask(request: DistributiveOmit<ParseRequest, "id">): Promise<unknown> {
+    const thread = this.started();
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      // a segment of rows is the caller's to give (it moves); an input file's chunk is stored
+      // once checked (it is copied)
+      const transfer = request.kind === "rows" ? [request.bytes.buffer as ArrayBuffer] : [];
+      thread.postMessage({ ...request, id }, transfer);
+    });
+  }
+
+  private started(): Worker {
+    if (this.thread) return this.thread;
+    // its heap holds two pieces' lines and rows at a time: kept small, as the API's own is
+    const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), undefined, {
+      maxOldGenerationSizeMb: 48,
+      maxYoungGenerationSizeMb: 16,
+    });
+    // an idle parser does not keep the process alive
+    thread.unref();
+    thread.on("message", (reply: Reply) => {
+      const waiter = this.waiting.get(reply.id);
+      this.waiting.delete(reply.id);
+      if (!waiter) return;
+      if ("result" in reply) waiter.resolve(reply.result);
+      else waiter.reject(new Error(`the parse thread failed: ${reply.failure}`));
+    });
+    const lost = (err: Error) => {
+      if (this.thread === thread) this.thread = undefined;
+      for (const waiter of this.waiting.values()) waiter.reject(err);
+      this.waiting.clear();
+    };
+    thread.on("error", lost);
+    thread.on("exit", (code) => lost(new Error(`the parse thread exited (${code})`)));
+    this.thread = thread;
+    return thread;
+  }
+}
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
