@@ -120,3 +120,33 @@ describe("a kill -9 of npm start leaves nothing running", () => {
     await killAndLook(startScript);
   }, 90_000);
 });
+
+describe("a parent that dies while the API still starts", () => {
+  it("takes the API along even while it waits for a Redis that never answers", async () => {
+    const closed = await freePort();
+    // a parent as scripts/start.ts is one: the API its child, with an IPC channel
+    const parent = spawn(
+      process.execPath,
+      [
+        "-e",
+        `const c = require("node:child_process").spawn(process.execPath, ["--conditions=ferry-source", "--import", "tsx", "apps/api/src/main.ts"], { stdio: ["ignore", "ignore", "ignore", "ipc"], env: { ...process.env, REDIS_URL: "redis://127.0.0.1:${closed}", PORT: "0", LOG_LEVEL: "silent" } }); console.log(c.pid); setInterval(() => {}, 1000);`,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let api = 0;
+    parent.stdout?.on("data", (d: Buffer) => {
+      api ||= Number(d.toString().trim());
+    });
+    try {
+      await waitFor(async () => api > 0 && running(api), 10_000);
+      // it has loaded and waits for Redis (nothing listens on that port)
+      await sleep(2_000);
+      expect(running(api)).toBe(true);
+      parent.kill("SIGKILL");
+      await waitFor(async () => !running(api), 5_000);
+    } finally {
+      if (!exited(parent)) parent.kill("SIGKILL");
+      if (api > 0 && running(api)) process.kill(api, "SIGKILL");
+    }
+  }, 30_000);
+});

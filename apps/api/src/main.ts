@@ -42,6 +42,10 @@ const env = configured(loadEnv);
 // before anything makes a span: off unless the OTEL_* variables name an exporter
 const tracing = startTracing("ferry-api");
 const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
+// watched before the first await: a parent (`npm start`) that dies while this process still
+// waits for Redis takes it along; once it serves, it drains first
+let parentGone: () => void = () => process.exit(1);
+exitWithParent(() => parentGone());
 const repository = await ModelRepository.open(env.MODEL_REPOSITORY).catch((err: unknown) =>
   exitForConfig(
     `cannot read the model repository (MODEL_REPOSITORY=${env.MODEL_REPOSITORY}): ${messageOf(err)}`,
@@ -223,4 +227,4 @@ async function shutdown(signal: string): Promise<void> {
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
 process.on("SIGINT", () => void shutdown("SIGINT"));
 // `npm start` killed with -9: this process drains as on SIGTERM, briefly, and exits
-exitWithParent(() => void shutdown("parent gone"));
+parentGone = () => void shutdown("parent gone");
