@@ -51,13 +51,13 @@ async function writeAndEnd(
         ? "expired"
         : "completed";
   const files = client.files;
+  const writer = await store.finalizer(id);
   const outputs = (kind: string, purpose: string) =>
-    new OutputFile(files, {
-      id: fileIdFor(id, kind),
-      owner: batch.owner,
-      filename: `${id}_${kind}.jsonl`,
-      purpose,
-    });
+    new OutputFile(
+      files,
+      { id: fileIdFor(id, kind), owner: batch.owner, filename: `${id}_${kind}.jsonl`, purpose },
+      writer,
+    );
   const output = outputs("output", "batch_output");
   const errors = outputs("error", "batch_output");
   await output.begin();

@@ -92,14 +92,17 @@ export class BatchJobService {
       };
       try {
         for await (const segment of segments) {
-          parsing.push(this.parser.rows(segment, spec));
+          const parsed = this.parser.rows(segment, spec);
+          // handled now: it may fail (the thread lost) while the body is still being read
+          parsed.catch(() => undefined);
+          parsing.push(parsed);
           if (parsing.length >= SEGMENTS_IN_FLIGHT)
             await take(await (parsing.shift() as Promise<ParsedRows>));
         }
         while (parsing.length > 0) await take(await (parsing.shift() as Promise<ParsedRows>));
       } finally {
         // segments still parsing when the body or a line failed: their rows are not taken
-        for (const left of parsing) left.catch(() => undefined);
+        parsing.length = 0;
       }
       return total;
     });

@@ -39,18 +39,21 @@ const FP32_MAX = 3.4028234663852886e38;
 export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
   const text = decoder.decode(bytes);
   const rowBytes = spec.width * bytesPerElement[spec.datatype];
-  let capacity = 1;
-  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) capacity++;
+  // rows the segment can hold at most: one a line, and no item is shorter than its features
+  // written one digit and a comma each (blank lines take no room)
+  let lines = 1;
+  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) lines++;
+  const capacity = Math.min(lines, Math.floor(bytes.byteLength / (2 * spec.width + 20)) + 1);
   const buffer = new ArrayBuffer(capacity * rowBytes);
   const out = new Uint8Array(buffer);
   const fp32 = spec.datatype === "FP32" ? new Float32Array(buffer) : undefined;
   const keys: string[] = [];
-  let lines = 0;
+  let read = 0;
   let items = 0;
   const done = (problem?: RowsProblem): ParsedRows => ({
     keys,
     rows: out.subarray(0, keys.length * rowBytes),
-    lines,
+    lines: read,
     items,
     ...(problem ? { problem } : {}),
   });
@@ -60,13 +63,13 @@ export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
     if (end < 0) end = text.length;
     const line = text.slice(start, end).trim();
     start = end + 1;
-    lines++;
+    read++;
     if (!line) continue;
     let raw: { key?: unknown; features?: unknown };
     try {
       raw = JSON.parse(line) as typeof raw;
     } catch {
-      return done({ kind: "json", at: lines, message: "is not valid JSON" });
+      return done({ kind: "json", at: read, message: "is not valid JSON" });
     }
     items++;
     const features = raw?.features;

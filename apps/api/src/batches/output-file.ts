@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { FileStore, NewFile } from "@ferry/transport";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
@@ -6,12 +5,12 @@ const CHUNK_BYTES = 256 * 1024;
 
 /**
  * A file a batch writes (its output, its errors), a chunk of lines at a time: whatever its
- * size, only one chunk is held. Nothing is kept of a file that got no line. Each is a writer
- * of its own: once another begins the same file (a runner that took the batch over), this
- * one's appends and finish are refused (WriterFencedError), so two never interleave.
+ * size, only one chunk is held. Nothing is kept of a file that got no line. It writes as its
+ * run's writer: once a later run begins the same file (a runner that took the batch over),
+ * this one's appends, finish and begin are refused (WriterFencedError), so two never
+ * interleave, and the later run writes both files whole.
  */
 export class OutputFile {
-  private readonly writer = randomUUID();
   private pending: string[] = [];
   private pendingBytes = 0;
   private lines = 0;
@@ -19,6 +18,8 @@ export class OutputFile {
   constructor(
     private readonly store: Pick<FileStore, "begin" | "append" | "finish" | "discard">,
     private readonly file: NewFile,
+    /** This run's writer number (OpenAiBatchStore.finalizer): a later run's is higher. */
+    private readonly writer: string,
   ) {}
 
   /** Starts it afresh (a batch whose finalizing was cut off writes it again, whole). */

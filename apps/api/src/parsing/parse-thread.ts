@@ -59,9 +59,10 @@ export class ParseThread {
 
   private started(): Worker {
     if (this.thread) return this.thread;
-    // its heap holds two pieces' lines and rows at a time: kept small, as the API's own is
+    // its heap holds two pieces' lines and rows at a time, but one input file line may be
+    // MAX_BODY_BYTES of JSON (numbers take ~8x their text once parsed): room for that
     const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), undefined, {
-      maxOldGenerationSizeMb: 48,
+      maxOldGenerationSizeMb: 256,
       maxYoungGenerationSizeMb: 16,
     });
     // an idle parser does not keep the process alive

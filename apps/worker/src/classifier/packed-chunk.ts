@@ -88,19 +88,29 @@ async function runGroup(
   group: number[][],
   errors: RowErrors,
 ): Promise<Array<{ width: number; values: Float32Array }>> {
+  // a run that fails whole (the instance's thread lost) fails each block, run again alone
   const outcomes = await timed(s, group, () =>
     s.runtime.runMany(group.map((block) => feedOf(spec, rows, rowBytes, block))),
-  );
+  ).catch((err: unknown) => group.map(() => (err instanceof Error ? err : new Error(String(err)))));
   const outputs: Array<{ width: number; values: Float32Array }> = [];
   for (const [b, block] of group.entries()) {
     const outcome = outcomes[b];
+    let values: { width: number; values: Float32Array } | undefined;
+    let failure: unknown = outcome;
     if (outcome && !(outcome instanceof Error)) {
-      outputs.push(valuesOf(s, outcome, block.length));
+      try {
+        values = valuesOf(s, outcome, block.length);
+      } catch (err) {
+        failure = err;
+      }
+    }
+    if (values) {
+      outputs.push(values);
       countOk(s, block.length);
       continue;
     }
     if (block.length === 1) {
-      errors[block[0] as number] = modelError(outcome ?? new Error("no outcome"));
+      errors[block[0] as number] = modelError(failure ?? new Error("no outcome"));
       outputs.push({ width: 0, values: new Float32Array(0) });
       continue;
     }

@@ -241,4 +241,22 @@ describe("Engine, batch lines beside an interactive prompt", () => {
     expect((await live).text).toBe("123");
     await Promise.all(lines);
   });
+
+  it("waits a while at a time only: prompts that keep coming do not stop the lines for good", async () => {
+    const model = new HeldPrefillModel();
+    const e = engine(model, 4, true);
+    const lines = [1, 2].map((k) => run(e, job(`line ${k}`, { max_tokens: 30 }), undefined, 1));
+    while (model.passes.filter((p) => p.length === 2).length < 2)
+      await new Promise((r) => setImmediate(r));
+    model.hold();
+    const live = run(e, job("0", { max_tokens: 3 }));
+    while (!model.held) await new Promise((r) => setImmediate(r));
+    const before = model.passes.length;
+    // past the longest wait, the lines step again though the prompt still runs
+    await new Promise((r) => setTimeout(r, 120));
+    expect(model.passes.length).toBeGreaterThan(before);
+    model.letGo();
+    await live;
+    await Promise.all(lines);
+  });
 });

@@ -24,6 +24,9 @@ import type { Scheduler } from "./scheduler.js";
 import { Sequence } from "./sequence.js";
 
 /** What the engine runs a model through: the KV-cached LM runtime, or a fake in unit tests. */
+/** How long decode steps of batch lines alone wait for interactive prompts at most, in ms. */
+const MAX_YIELD_MS = 50;
+
 export type EngineRuntime = Pick<LmRuntime, "stepScored" | "prefillScored" | "retain" | "release">;
 
 export interface EngineOptions {
@@ -64,6 +67,8 @@ export class Engine {
   private looping = false;
   /** Sequences whose prefill is on the prefill thread now; their caches are not released yet. */
   private readonly prefilling = new Set<Sequence>();
+  /** Since when decode steps of batch lines alone have waited for interactive prompts. */
+  private yieldingSince: number | undefined;
   /** Wakes a loop that has nothing to decode until a prefill returns. */
   private wake: (() => void) | undefined;
   /** A decode step is in flight. */
@@ -354,9 +359,18 @@ export class Engine {
       return true;
     }
     if (this.prefilling.size > 0) {
+      // lines yielding to a prompt step again when it returns, or when their wait runs out
+      const yielding = decode.length > 0 && this.yieldingSince !== undefined;
+      let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
+        if (yielding)
+          timer = setTimeout(
+            resolve,
+            Math.max(0, (this.yieldingSince ?? 0) + MAX_YIELD_MS - performance.now()),
+          );
       });
+      clearTimeout(timer);
       return true;
     }
     return this.idle();
@@ -368,8 +382,19 @@ export class Engine {
    * is the request's first token. The lines lose a step's time per interactive request.
    */
   private batchYields(decode: readonly Sequence[]): boolean {
-    if (!decode.every((s) => s.band === BATCH_BAND)) return false;
-    for (const seq of this.prefilling) if (seq.band < BATCH_BAND) return true;
+    const urgent =
+      decode.every((s) => s.band === BATCH_BAND) &&
+      [...this.prefilling].some((s) => s.band < BATCH_BAND);
+    if (!urgent) {
+      this.yieldingSince = undefined;
+      return false;
+    }
+    // prompts that end at their first token (max_tokens 1) never decode: a steady stream of
+    // them must not stop the lines for good, so they yield for a while at a time
+    const now = performance.now();
+    this.yieldingSince ??= now;
+    if (now - this.yieldingSince < MAX_YIELD_MS) return true;
+    this.yieldingSince = undefined;
     return false;
   }
 

@@ -25,24 +25,27 @@ const lines = async (id: string) => {
 
 describe("FileStore writers", () => {
   it("once a second writer begins a file, the first one's appends, finish and discard change nothing", async () => {
-    await store.begin(file, "first");
-    await store.append(file.id, Buffer.from("a1\na2\n"), 2, [], "first");
+    await store.begin(file, "1");
+    await store.append(file.id, Buffer.from("a1\na2\n"), 2, [], "1");
     // the first writer's runner lost its batch; the one that took it over starts the file again
-    await store.begin(file, "second");
-    await expect(store.append(file.id, Buffer.from("a3\n"), 1, [], "first")).rejects.toBeInstanceOf(
+    await store.begin(file, "2");
+    await expect(store.append(file.id, Buffer.from("a3\n"), 1, [], "1")).rejects.toBeInstanceOf(
       WriterFencedError,
     );
-    await store.append(file.id, Buffer.from("b1\nb2\n"), 2, [], "second");
-    await expect(store.finish(file.id, file.owner, [], "first")).rejects.toBeInstanceOf(
+    await store.append(file.id, Buffer.from("b1\nb2\n"), 2, [], "2");
+    await expect(store.finish(file.id, file.owner, [], "1")).rejects.toBeInstanceOf(
       WriterFencedError,
     );
-    await store.discard(file.id, "first");
+    await store.discard(file.id, "1");
     expect((await store.get(file.id))?.status).toBe("uploading");
-    const done = await store.finish(file.id, file.owner, [], "second");
+    const done = await store.finish(file.id, file.owner, [], "2");
     expect(done).toMatchObject({ status: "processed", lines: 2 });
     expect(await lines(file.id)).toEqual(["b1", "b2"]);
+    // the earlier writer cannot begin it again over the later one's file
+    await expect(store.begin(file, "1")).rejects.toBeInstanceOf(WriterFencedError);
+    expect(await lines(file.id)).toEqual(["b1", "b2"]);
     // the writer that began it last may discard it
-    await store.discard(file.id, "second");
+    await store.discard(file.id, "2");
     expect(await store.get(file.id)).toBeUndefined();
   });
 

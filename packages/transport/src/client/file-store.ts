@@ -61,6 +61,21 @@ return redis.call('HGETALL', KEYS[1])
 `;
 
 /**
+ * Starts a file afresh unless a writer numbered higher than `writer` began it (a runner that
+ * took the batch over began it after this one). KEYS: file, chunks, ids. ARGV: ttl, writer,
+ * then field/value pairs. Returns 1 when it began the file.
+ */
+const BEGIN = `
+local current = tonumber(redis.call('HGET', KEYS[1], 'writer') or '')
+local writer = tonumber(ARGV[2])
+if current and writer and current > writer then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return 1
+`;
+
+/**
  * Deletes a file only while `writer` is the one that began it last. KEYS: file, chunks, ids.
  * ARGV: writer. Returns the file's owner when it was deleted.
  */
@@ -96,6 +111,7 @@ export class FileStore {
   private readonly keepScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<string[] | null>;
   private readonly discardScript: LuaCommand<string | null>;
+  private readonly beginScript: LuaCommand<number>;
   private readonly index: OwnerIndex;
 
   constructor(
@@ -108,42 +124,49 @@ export class FileStore {
     this.keepScript = new LuaCommand(redis, "ferryKeepFile", 2, KEEP);
     this.finishScript = new LuaCommand(redis, "ferryFinishFile", 2, FINISH);
     this.discardScript = new LuaCommand(redis, "ferryDiscardFile", 3, DISCARD);
+    this.beginScript = new LuaCommand(redis, "ferryBeginFile", 3, BEGIN);
     this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
   }
 
   /**
-   * Starts a file (anything an earlier attempt left under its id is dropped). A `writer`
-   * fences the file: from now on only appends and a finish that name it are taken, so a
-   * writer that began it before (a batch runner that lost its lock, still running) writes
-   * nothing more into it.
+   * Starts a file (anything an earlier attempt left under its id is dropped). A `writer` (a
+   * number: FileStore takes the higher as the later) fences the file: from now on only
+   * appends and a finish that name it are taken, so a writer that began it before (a batch
+   * runner that lost its lock, still running) writes nothing more into it, and one numbered
+   * lower cannot begin it again (WriterFencedError).
    */
   async begin(file: NewFile, writer = ""): Promise<void> {
     assertReady(this.redis);
     const now = Math.floor(Date.now() / 1000);
     const { id } = file;
-    await guarded(() =>
-      this.redis
-        .multi()
-        .del(this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id))
-        .hset(this.keys.file(id), {
-          ...file,
-          bytes: 0,
-          lines: 0,
-          created_at: now,
-          expires_at: now + this.ttlS,
-          status: "uploading",
-          urls: "[]",
-          writer,
-        })
-        .expire(this.keys.file(id), this.ttlS)
-        .exec(),
+    const fields: Record<string, string | number> = {
+      ...file,
+      bytes: 0,
+      lines: 0,
+      created_at: now,
+      expires_at: now + this.ttlS,
+      status: "uploading",
+      urls: "[]",
+      writer,
+    };
+    const began = await guarded(() =>
+      this.beginScript.run(
+        this.redis,
+        this.keys.file(id),
+        this.keys.fileChunks(id),
+        this.keys.fileIds(id),
+        this.ttlS,
+        writer,
+        ...Object.entries(fields).flat(),
+      ),
     );
+    if (began !== 1) throw rewritten(id);
   }
 
   /**
    * Appends a chunk of whole lines (`lines` of them not blank); `customIds`, when given, are
    * checked unique across the file. Returns the index in `customIds` of the first repeated one.
-   * A `writer` other than the one that began the file last is refused (CONFLICT).
+   * A `writer` other than the one that began the file last is refused (WriterFencedError).
    */
   async append(
     id: string,

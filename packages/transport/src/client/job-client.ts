@@ -355,16 +355,19 @@ export class JobClient {
           ? []
           : [this.redis.zadd(this.keys.deadlines, job.deadline, id)]),
         this.writer.flush({ queue, id }),
-        this.queue(queue).add(name, data, {
-          jobId: id,
-          priority: bullPriority(options.priority),
-          removeOnComplete: { age: keepS },
-          removeOnFail: { age: keepS },
-        }),
-        // sent after the add on the same connection: a worker woken by it finds the job
-        ...(data.kind === "generate" && priorityBand(options.priority) < BATCH_BAND
-          ? [this.redis.spublish(this.keys.interactiveQueued(queue), "")]
-          : []),
+        this.queue(queue)
+          .add(name, data, {
+            jobId: id,
+            priority: bullPriority(options.priority),
+            removeOnComplete: { age: keepS },
+            removeOnFail: { age: keepS },
+          })
+          .then(() => {
+            // once the job is in its queue, so that a worker woken by the word finds it; a
+            // hint only: not waited for, and its failure fails nothing
+            if (data.kind === "generate" && priorityBand(options.priority) < BATCH_BAND)
+              this.redis.spublish(this.keys.interactiveQueued(queue), "").catch(() => undefined);
+          }),
       ]);
     });
     await this.replicated({ queue, id }, job.deadline !== undefined);

@@ -262,6 +262,15 @@ export class OpenAiBatchStore {
     return (status ?? undefined) as OpenAiBatchStatus | undefined;
   }
 
+  /**
+   * A new writer number for the batch's output and error files, higher than any before (see
+   * FileStore.begin): a runner that finalizes later fences out one that began earlier.
+   */
+  async finalizer(id: string): Promise<string> {
+    const n = await guarded(() => this.redis.hincrby(this.keys.openAiBatch(id), "finalizer", 1));
+    return String(n);
+  }
+
   /** A page of `owner`'s batches, newest first. */
   list(owner: string, page: ListPage) {
     assertReady(this.redis);

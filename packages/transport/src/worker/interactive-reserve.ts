@@ -34,7 +34,7 @@ export interface ReserveOptions {
  * head of the queue (one round trip every PEEK_MS) and takes a job waiting there above the
  * batch band with BullMQ's manual fetch, so the engine can seat it at once (it preempts a
  * batch line for it, or takes a seat batches leave free). An API's word that it queued an
- * interactive completion (`queued`) makes it fetch at once, so the look every PEEK_MS only
+ * interactive completion (`queued`) makes it look at once, so the look every PEEK_MS only
  * catches what that word missed. A line fetched by a race runs here too: it waits in the engine.
  */
 export class InteractiveReserve {
@@ -42,7 +42,7 @@ export class InteractiveReserve {
   /** The jobs it runs now (closing waits for them, as BullMQ's own close does). */
   private readonly runs = new Set<Promise<void>>();
   private stopped = false;
-  /** An API said it queued an interactive completion since the last fetch. */
+  /** An API said it queued an interactive completion since the last look. */
   private told = false;
   private tokens = 0;
   private readonly waitKey: string;
@@ -74,9 +74,9 @@ export class InteractiveReserve {
   }
 
   /**
-   * An API says it just queued an interactive completion: fetched at once, without a look at
-   * the queue's head first (a round trip less; should another worker have taken it, the
-   * line this one takes instead waits in the engine like any other).
+   * An API says it just queued an interactive completion: the queue's head is looked at now,
+   * not at the next look (every worker hears it; the look keeps the others from fetching the
+   * batch line behind it).
    */
   queued(): void {
     this.told = true;
@@ -98,15 +98,17 @@ export class InteractiveReserve {
   private async loop(): Promise<void> {
     while (!this.stopped) {
       if (!this.options.full() || this.runs.size >= this.options.slots) {
+        // a word heard now is for the main worker's free slots (or a full reserve's)
+        this.told = false;
         await new Promise<void>((resolve) => {
           this.wake = resolve;
         });
         continue;
       }
-      const told = this.told;
       this.told = false;
-      const taken = await this.takeInteractive(told).catch(() => false);
-      if (!taken)
+      const taken = await this.takeInteractive().catch(() => false);
+      // a word heard while this look was under way: look again at once
+      if (!taken && !this.told)
         await new Promise<void>((resolve) => {
           this.wake = resolve;
           this.timer = setTimeout(() => this.changed(), this.options.peekMs ?? PEEK_MS);
@@ -114,12 +116,9 @@ export class InteractiveReserve {
     }
   }
 
-  /**
-   * Takes the head of the queue when an interactive job waits there (or, `told` one was
-   * queued, without looking); whether it took one.
-   */
-  private async takeInteractive(told: boolean): Promise<boolean> {
-    if (!told && !(await this.interactiveWaits())) return false;
+  /** Takes the head of the queue when an interactive job waits there; whether it took one. */
+  private async takeInteractive(): Promise<boolean> {
+    if (!(await this.interactiveWaits())) return false;
     const token = `${this.worker.id}:reserve:${this.tokens++}`;
     const job = (await this.worker.getNextJob(token, { block: false })) as Job | undefined;
     if (!job) return false;

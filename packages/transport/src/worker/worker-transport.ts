@@ -108,7 +108,8 @@ export class WorkerTransport {
     this.workerId = options.workerId ?? `${hostname()}-${process.pid}`;
     this.target = { url: options.redisUrl, clusterNodes: options.clusterNodes };
     this.redis = createRedis(this.target);
-    this.subscriber = createRedis(this.target);
+    // shard channels too (a generator queue's interactive-queued word): one subscriber a primary
+    this.subscriber = createRedis(this.target, { shardedSubscribers: true });
     this.redis.on("error", () => {});
     this.subscriber.on("error", () => {});
     this.registry = new WorkerRegistry(this.redis, this.keys);
