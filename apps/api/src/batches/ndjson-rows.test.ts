@@ -79,6 +79,13 @@ describe("parseRows", () => {
     ]);
   });
 
+  it("sizes its rows by what the bytes can hold: a MiB of blank lines for a wide input", () => {
+    const image = { width: 224 * 224 * 3, datatype: "FP32" as const };
+    const parsed = parseRows(new Uint8Array(1 << 20).fill(0x0a), image);
+    expect(parsed).toMatchObject({ keys: [], items: 0, lines: 1 << 20 });
+    expect(parsed.rows.buffer.byteLength).toBeLessThan(16 * 1024 * 1024);
+  });
+
   it("stops at the first problem, keeping the rows before it, numbered within the segment", () => {
     const text = [line(1), "", "{not json", line(3)].join("\n");
     expect(parseRows(encoder.encode(text), spec)).toMatchObject({
