@@ -1,9 +1,9 @@
 // The API's announcement of an interactive completion and the worker's reserve that acts on it:
 // both sides of the transport, so here rather than beside either.
 import { randomBytes } from "node:crypto";
-import { type CompletionResult, type GenerateJob, WIRE_VERSION } from "@ferry/protocol";
 import { deletePrefix, InferenceClient, WorkerTransport } from "@ferry/transport";
 import { afterAll, describe, expect, it } from "vitest";
+import { emptyCompletion, generateJob } from "./helpers/generate-jobs.js";
 import { REDIS_URL, waitFor } from "./helpers/stack.js";
 
 const prefix = `ferry-test-${randomBytes(4).toString("hex")}`;
@@ -11,23 +11,8 @@ afterAll(async () => {
   await deletePrefix(REDIS_URL, prefix);
 });
 
-const job = (prompt: string): GenerateJob => ({
-  v: WIRE_VERSION,
-  kind: "generate",
-  model: "lm",
-  version: "2",
-  prompt,
-  params: { max_tokens: 4, temperature: 0, top_p: 1, top_k: 0, stop: [], ignore_eos: false },
-  deadline: Date.now() + 600_000,
-  accepted_at: Date.now(),
-});
-
-const result: CompletionResult = {
-  text: "",
-  finish_reason: "length",
-  usage: { prompt_tokens: 1, completion_tokens: 4, total_tokens: 5 },
-  ttft_ms: 0,
-};
+const job = (prompt: string) => generateJob(prompt, "2");
+const result = emptyCompletion;
 
 describe("an interactive completion announced on its queue", () => {
   it("fetches an interactive completion an API queued at once, not at its next look; a batch line is not announced", async () => {

@@ -223,17 +223,25 @@ class HeldPrefillModel extends CountingModel {
   }
 }
 
+/**
+ * Two batch lines decoding on an engine with a prefill thread, then an interactive prompt
+ * whose prefill is held: the passes so far, and the completions to await once it is let go.
+ */
+async function linesBesideHeldPrompt() {
+  const model = new HeldPrefillModel();
+  const e = engine(model, 4, true);
+  const lines = [1, 2].map((k) => run(e, job(`line ${k}`, { max_tokens: 30 }), undefined, 1));
+  while (model.passes.filter((p) => p.length === 2).length < 2)
+    await new Promise((r) => setImmediate(r));
+  model.hold();
+  const live = run(e, job("0", { max_tokens: 3 }));
+  while (!model.held) await new Promise((r) => setImmediate(r));
+  return { model, lines, live, before: model.passes.length };
+}
+
 describe("Engine, batch lines beside an interactive prompt", () => {
   it("a step of batch lines alone waits while an interactive prompt runs on the prefill thread", async () => {
-    const model = new HeldPrefillModel();
-    const e = engine(model, 4, true);
-    const lines = [1, 2].map((k) => run(e, job(`line ${k}`, { max_tokens: 30 }), undefined, 1));
-    while (model.passes.filter((p) => p.length === 2).length < 2)
-      await new Promise((r) => setImmediate(r));
-    model.hold();
-    const live = run(e, job("0", { max_tokens: 3 }));
-    while (!model.held) await new Promise((r) => setImmediate(r));
-    const before = model.passes.length;
+    const { model, lines, live, before } = await linesBesideHeldPrompt();
     for (let k = 0; k < 20; k++) await new Promise((r) => setImmediate(r));
     // no decode pass of the lines while the prompt runs: the step would take its core
     expect(model.passes.length).toBe(before);
@@ -243,15 +251,7 @@ describe("Engine, batch lines beside an interactive prompt", () => {
   });
 
   it("waits a while at a time only: prompts that keep coming do not stop the lines for good", async () => {
-    const model = new HeldPrefillModel();
-    const e = engine(model, 4, true);
-    const lines = [1, 2].map((k) => run(e, job(`line ${k}`, { max_tokens: 30 }), undefined, 1));
-    while (model.passes.filter((p) => p.length === 2).length < 2)
-      await new Promise((r) => setImmediate(r));
-    model.hold();
-    const live = run(e, job("0", { max_tokens: 3 }));
-    while (!model.held) await new Promise((r) => setImmediate(r));
-    const before = model.passes.length;
+    const { model, lines, live, before } = await linesBesideHeldPrompt();
     // past the longest wait, the lines step again though the prompt still runs
     await new Promise((r) => setTimeout(r, 120));
     expect(model.passes.length).toBeGreaterThan(before);

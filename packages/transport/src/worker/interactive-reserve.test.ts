@@ -1,12 +1,8 @@
 import { randomBytes } from "node:crypto";
-import {
-  bullPriority,
-  type CompletionResult,
-  type GenerateJob,
-  WIRE_VERSION,
-} from "@ferry/protocol";
+import { bullPriority } from "@ferry/protocol";
 import { Queue } from "bullmq";
 import { afterAll, describe, expect, it } from "vitest";
+import { emptyCompletion, generateJob } from "../../../../test/helpers/generate-jobs.js";
 import { REDIS_URL, waitFor } from "../../../../test/helpers/stack.js";
 import { createRedis, deletePrefix } from "../shared/connection.js";
 import { bullQueueName, Keys } from "../shared/keys.js";
@@ -19,23 +15,8 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-const job = (prompt: string): GenerateJob => ({
-  v: WIRE_VERSION,
-  kind: "generate",
-  model: "lm",
-  version: "1",
-  prompt,
-  params: { max_tokens: 4, temperature: 0, top_p: 1, top_k: 0, stop: [], ignore_eos: false },
-  deadline: Date.now() + 600_000,
-  accepted_at: Date.now(),
-});
-
-const result: CompletionResult = {
-  text: "",
-  finish_reason: "length",
-  usage: { prompt_tokens: 1, completion_tokens: 4, total_tokens: 5 },
-  ttft_ms: 0,
-};
+const job = (prompt: string) => generateJob(prompt, "1");
+const result = emptyCompletion;
 
 describe("InteractiveReserve", () => {
   it("takes an interactive job while batch lines fill every slot, and leaves the next line queued", async () => {
