@@ -90,20 +90,16 @@ export class BatchJobService {
         lines += parsed.lines;
         total += parsed.items;
       };
-      try {
-        for await (const segment of segments) {
-          const parsed = this.parser.rows(segment, spec);
-          // handled now: it may fail (the thread lost) while the body is still being read
-          parsed.catch(() => undefined);
-          parsing.push(parsed);
-          if (parsing.length >= SEGMENTS_IN_FLIGHT)
-            await take(await (parsing.shift() as Promise<ParsedRows>));
-        }
-        while (parsing.length > 0) await take(await (parsing.shift() as Promise<ParsedRows>));
-      } finally {
-        // segments still parsing when the body or a line failed: their rows are not taken
-        parsing.length = 0;
+      // a segment still parsing when the body or a line failed is left: its rows are not taken
+      for await (const segment of segments) {
+        const parsed = this.parser.rows(segment, spec);
+        // handled now: it may fail (the thread lost) while the body is still being read
+        parsed.catch(() => undefined);
+        parsing.push(parsed);
+        if (parsing.length >= SEGMENTS_IN_FLIGHT)
+          await take(await (parsing.shift() as Promise<ParsedRows>));
       }
+      while (parsing.length > 0) await take(await (parsing.shift() as Promise<ParsedRows>));
       return total;
     });
   }
