@@ -54,6 +54,8 @@ const only = (spans: ReceivedSpan[], name: string): ReceivedSpan => {
 const duration = (s: ReceivedSpan) => s.endMs - s.startMs;
 /** Clocks of two processes on one host, and rounding to ms: what "within" tolerates. */
 const SLACK_MS = 5;
+/** An event-loop turn on a loaded machine (CI's read 5.9 ms between two steps of one worker). */
+const TURN_MS = 50;
 
 function expectClassifierRow(spans: ReceivedSpan[], server: ReceivedSpan) {
   const queue = only(spans, "queue");
@@ -80,7 +82,9 @@ function expectClassifierRow(spans: ReceivedSpan[], server: ReceivedSpan) {
   expect(batch?.links.some((l) => l.spanId === server.spanId)).toBe(true);
   const run = receiver.spans.find((s) => s.parentSpanId === batch?.spanId);
   expect(run?.name).toBe("run digits");
-  expect(Math.abs((run?.startMs ?? 0) - queue.endMs)).toBeLessThanOrEqual(SLACK_MS);
+  // one process's clock: the run starts as the queue ends, a busy machine's turn later at most
+  expect(run?.startMs ?? 0).toBeGreaterThanOrEqual(queue.endMs - SLACK_MS);
+  expect(run?.startMs ?? 0).toBeLessThanOrEqual(queue.endMs + TURN_MS);
   expect(duration(queue) + duration(run as ReceivedSpan)).toBeLessThanOrEqual(
     duration(server) + SLACK_MS,
   );
