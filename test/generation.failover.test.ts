@@ -96,4 +96,34 @@ describe("a worker dies mid-stream", () => {
     for (const [i, logprob] of (again.choices[0]?.logprobs?.token_logprobs ?? []).entries())
       expect(logprobs?.token_logprobs?.[i]).toBeCloseTo(logprob, 3);
   });
+
+  it("a stream alone on its worker, killed from outside as it decodes, continues too: a power cut is not the stream's crash", async () => {
+    const body: OpenAI.CompletionCreateParamsStreaming & Extra = {
+      model: "tiny-lm",
+      prompt: "It was a dark and stormy night",
+      max_tokens: MAX_TOKENS,
+      ignore_eos: true,
+      temperature: 0,
+      stream: true,
+    };
+    const seen = { text: "", before: 0, after: 0 };
+    let killed = false;
+    const stream = (async () => {
+      for await (const chunk of await openai.completions.create(body)) {
+        const text = chunk.choices[0]?.text ?? "";
+        seen.text += text;
+        if (text) seen[killed ? "after" : "before"]++;
+      }
+    })();
+    while (seen.before < 3) await new Promise((r) => setTimeout(r, 5));
+    const victim = stack.workers.find((w) => w.child.exitCode === null && !w.child.killed);
+    victim?.child.kill("SIGKILL");
+    killed = true;
+    await victim?.exited;
+    await stack.startWorker();
+    await stream;
+    const reference = await openai.completions.create({ ...body, stream: false });
+    expect(seen.after).toBeGreaterThan(0);
+    expect(seen.text).toBe(reference.choices[0]?.text);
+  });
 });

@@ -29,9 +29,17 @@ function returned(id: string): Job {
   return fields as unknown as Job;
 }
 
-/** What Custody does with a job that was on `holder`, holding `held`, when it stalled. */
-async function outcome(id: string, holder: string, held: string[]) {
-  await redis.set(keys.custody({ queue: "m.v1", id }), `${holder} ${id} 1`);
+/**
+ * What Custody does with a job that was on `holder`, holding `held`, when it stalled; the
+ * record counts `strikes` deaths before, and `progressed` says how far the cut run got.
+ */
+async function outcome(
+  id: string,
+  holder: string,
+  held: string[],
+  { strikes = 0, progressed }: { strikes?: number; progressed?: boolean } = {},
+) {
+  await redis.set(keys.custody({ queue: "m.v1", id }), `${holder} ${id} 1 ${strikes}`);
   await redis.sadd(keys.holding(holder), ...held.map((h) => `m.v1 ${h}`));
   let ran = false;
   const refused = await custody
@@ -43,6 +51,7 @@ async function outcome(id: string, holder: string, held: string[]) {
       async (message) => {
         throw new Error(message);
       },
+      progressed === undefined ? undefined : async () => progressed,
     )
     .then(
       () => undefined,
@@ -54,6 +63,44 @@ async function outcome(id: string, holder: string, held: string[]) {
 describe("a job back from a worker that stopped during its run", () => {
   it("alone on a worker that beats no more: refused as the cause", async () => {
     expect(await outcome("a", "dead-1", ["a"])).toEqual({ ran: false, refused: CRASHED_WORKER });
+  });
+
+  it("alone, but it had got past taking its input in (a stream decoding): run again", async () => {
+    expect(await outcome("g", "dead-4", ["g"], { progressed: true })).toEqual({
+      ran: true,
+      refused: undefined,
+    });
+    expect(await outcome("h", "dead-5", ["h"], { progressed: false })).toEqual({
+      ran: false,
+      refused: CRASHED_WORKER,
+    });
+  });
+
+  it("a second death during its runs: refused, alone or not, however far it got", async () => {
+    expect(await outcome("i", "dead-6", ["i"], { strikes: 1, progressed: true })).toEqual({
+      ran: false,
+      refused: CRASHED_WORKER,
+    });
+    expect(await outcome("j", "dead-7", ["j", "k"], { strikes: 1 })).toEqual({
+      ran: false,
+      refused: CRASHED_WORKER,
+    });
+  });
+
+  it("the run that goes on records the strike: its own death after would be the second", async () => {
+    let seen: string | null = null;
+    await redis.set(keys.custody({ queue: "m.v1", id: "l" }), "dead-8 l 1 0");
+    await redis.sadd(keys.holding("dead-8"), "m.v1 l", "m.v1 m");
+    await custody.run(
+      returned("l"),
+      async () => {
+        seen = await redis.get(keys.custody({ queue: "m.v1", id: "l" }));
+      },
+      async (message) => {
+        throw new Error(message);
+      },
+    );
+    expect(seen).toMatch(/^here l \d+ 1$/);
   });
 
   it("one of several there: run again (alone), not refused", async () => {

@@ -16,21 +16,27 @@ return 0
 /** What a worker does with a job, told by the record of its run before. */
 type Verdict = "run" | "solo" | "culprit";
 
+/** Deaths of its workers a job may have caused before it is failed as their cause. */
+const MAX_STRIKES = 2;
+
 /**
  * Keeps one job from crashing worker after worker. Before a job's work starts, Redis records
  * which worker runs it (`custody`) and, per worker, every job its work is running on
  * (`holding`); both are removed when the work ends, so a job that comes back with its record
  * still there was on a worker that died (or stalled past its lock) during its run:
- * - it was alone there (the worker's record holds it only): it is the cause, and fails with
+ * - it was alone there (the worker's record holds it only) and had not got past taking its
+ *   input in (a generation had logged no token): it is the cause, and fails with
  *   CRASHED_WORKER rather than going on to the next worker;
- * - it was one of several: any of them may be the cause, so each runs again alone on its
- *   worker (`solo`: the worker takes no other job meanwhile), and the culprit, alone then,
- *   is failed when it comes back a second time. Innocent jobs are answered once, as before.
- * A poison job so crashes workers twice at most (once when it ran with others). A job whose
- * worker still beats (it lost the job's lock to a Redis outage, say) was not its cause, and
- * runs again as before; one whose worker's drain timed out reads as a crash. Rows of the
- * sync lane are not recorded (a record per row would cost the lane its round trips); a group
- * of them whose workers keep dying is answered with an error after `maxDeliveries`.
+ * - it was one of several, or alone but well into its work (a stream decoding when its host
+ *   lost power): it may be innocent, so it runs again alone on its worker (`solo`: the worker
+ *   takes no other job meanwhile), its record counting the strike; one that comes back from
+ *   a second death is failed. Innocent jobs are answered once, as before.
+ * A poison job so crashes workers once when it kills its worker as its input is taken in
+ * alone, twice at most otherwise (with others, or later in its work). A job whose worker
+ * still beats (it lost the job's lock to a Redis outage, say) was not its cause, and runs
+ * again as before; one whose worker's drain timed out reads as a death. Rows of the sync
+ * lane are not recorded (a record per row would cost the lane its round trips); a group of
+ * them whose workers keep dying is answered with an error after `maxDeliveries`.
  */
 export class Custody {
   /** Jobs whose work runs in this process now. */
@@ -55,21 +61,28 @@ export class Custody {
   }
 
   /**
-   * Runs `work` for `job` under custody, or, for a job that crashed its worker alone, calls
-   * `refuse` with the error to fail it with (no retry).
+   * Runs `work` for `job` under custody, or, for a job that crashed its worker, calls
+   * `refuse` with the error to fail it with (no retry). `progressed` says whether a run of
+   * the job that a worker's death cut short had got past taking its input in (asked only
+   * then); a job without one never has.
    */
-  async run<T>(job: Job, work: () => Promise<T>, refuse: (message: string) => Promise<never>) {
+  async run<T>(
+    job: Job,
+    work: () => Promise<T>,
+    refuse: (message: string) => Promise<never>,
+    progressed?: () => Promise<boolean>,
+  ) {
     const ref = { queue: queueOfBullName(job.queueName), id: job.id ?? "" };
     const member = `${ref.queue} ${ref.id}`;
     const custody = this.keys.custody(ref);
-    const verdict = await this.verdict(job, custody, member);
+    const { verdict, strikes } = await this.verdict(job, custody, member, progressed);
     if (verdict === "culprit") {
       await this.redis.del(custody).catch(() => undefined);
       return refuse(CRASHED_WORKER);
     }
     const leave = verdict === "solo" ? await this.enterSolo() : await this.afterSolos();
     // on record before the work starts: a crash in its first instruction still finds it
-    const run = `${this.workerId} ${job.id ?? ""} ${Date.now()}`;
+    const run = `${this.workerId} ${job.id ?? ""} ${Date.now()} ${strikes}`;
     await Promise.all([
       this.redis.set(custody, run, "EX", this.ttlS),
       this.redis
@@ -92,15 +105,31 @@ export class Custody {
     }
   }
 
-  private async verdict(job: Job, custody: string, member: string): Promise<Verdict> {
+  private async verdict(
+    job: Job,
+    custody: string,
+    member: string,
+    progressed: (() => Promise<boolean>) | undefined,
+  ): Promise<{ verdict: Verdict; strikes: number }> {
     // a job never started before has no record to read: no round trip for it
-    if (job.attemptsStarted <= 1 && job.stalledCounter === 0) return "run";
+    if (job.attemptsStarted <= 1 && job.stalledCounter === 0) return { verdict: "run", strikes: 0 };
     const record = await this.redis.get(custody).catch(() => null);
-    if (record === null) return job.stalledCounter > 0 ? "solo" : "run";
-    const holder = record.split(" ")[0] ?? "";
-    if (await this.beating(holder)) return "run";
+    if (record === null)
+      return job.stalledCounter > 0
+        ? { verdict: "solo", strikes: 1 }
+        : { verdict: "run", strikes: 0 };
+    const [holder = "", , , counted] = record.split(" ");
+    const before = Number(counted) || 0;
+    if (await this.beating(holder)) return { verdict: "run", strikes: before };
+    const strikes = before + 1;
+    if (strikes >= MAX_STRIKES) return { verdict: "culprit", strikes };
     const held = await this.redis.smembers(this.keys.holding(holder)).catch(() => []);
-    return held.length === 1 && held[0] === member ? "culprit" : "solo";
+    const alone = held.length === 1 && held[0] === member;
+    // alone, yet well into its work when the worker died: a kill from outside (a host's power,
+    // the OOM killer for the whole pod) is as likely a cause as the job, so one more run decides
+    if (alone && !(progressed && (await progressed().catch(() => false))))
+      return { verdict: "culprit", strikes };
+    return { verdict: "solo", strikes };
   }
 
   /**

@@ -217,6 +217,11 @@ export class WorkerTransport {
             lock.lockDurationMs,
             new FerryError("MODEL_ERROR", message),
           ),
+        // a completion that had logged tokens was decoding, past taking its prompt in
+        () =>
+          this.events
+            .history({ queue: queueOfBullName(job.queueName), id: job.id ?? "" })
+            .then((log) => log.some((e) => e.type === "token")),
       );
     let inFlight = 0;
     const reserve =
