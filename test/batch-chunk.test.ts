@@ -10,7 +10,7 @@ import {
 } from "@ferry/transport";
 import { Queue } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REDIS_URL } from "./helpers/stack.js";
+import { REDIS_URL, waitFor } from "./helpers/stack.js";
 
 // A packed chunk run for a caller that holds its rows (an OpenAI batch's predict lines), on
 // the test run's Redis under this file's own prefix, a WorkerTransport answering it.
@@ -46,7 +46,7 @@ const rowsOf = (n: number) =>
       .buffer,
   );
 
-describe("BatchJobStore.runChunk", () => {
+describe("ChunkRun: packed chunks run for a caller that holds their rows", () => {
   it("answers the rows in order, a row's error in its place, and keeps no key's prediction", async () => {
     serve("echo.v1", async ({ rows }) => {
       const values = new Float32Array(
@@ -55,10 +55,10 @@ describe("BatchJobStore.runChunk", () => {
       return { width: 2, values, errors: { 3: { code: "MODEL_ERROR", message: "row 3" } } };
     });
     const keys = Array.from({ length: 5 }, (_, k) => `line-${k}`);
-    const out = await client.batches.runChunk(
+    const run = client.batches.openRun("");
+    const out = await run.run(
       "echo",
       "1",
-      "",
       { input: "x", keys, rows: rowsOf(5) },
       new AbortController().signal,
     );
@@ -66,27 +66,52 @@ describe("BatchJobStore.runChunk", () => {
     expect(Array.from(out?.values ?? [])).toEqual([1, -1, 2, -2, 3, -3, 4, -4, 5, -5]);
     expect(out?.errors).toEqual({ 3: { code: "MODEL_ERROR", message: "row 3" } });
     expect(await client.batches.prediction("echo", "line-0", "")).toBeUndefined();
+    await run.close(false);
+  });
+
+  it("a run's chunks share one batch, answered each in its own order, which completes once the run closes", async () => {
+    const run = client.batches.openRun("");
+    const chunks = [3, 1, 4].map((n, c) => ({
+      input: "x",
+      keys: Array.from({ length: n }, (_, k) => `c${c}-${k}`),
+      rows: rowsOf(n),
+    }));
+    const outs = await Promise.all(
+      chunks.map((chunk) => run.run("echo", "1", chunk, new AbortController().signal)),
+    );
+    outs.forEach((out, c) => {
+      expect(out?.keys).toEqual(chunks[c]?.keys);
+      expect(out?.values.length).toBe(2 * (chunks[c]?.keys.length ?? 0));
+    });
+    const ids = new Set(outs.map((out) => out?.batch));
+    expect(ids.size).toBe(1);
+    const id = [...ids][0] as string;
+    expect((await client.batches.status(id))?.status).not.toBe("completed");
+    await run.close(false);
+    await waitFor(async () => (await client.batches.status(id))?.status === "completed", 10_000);
+    expect((await client.batches.status(id))?.total).toBe(8);
   });
 
   it("a chunk that fails for good (its model takes no chunks) answers every row failed", async () => {
     serve("nobody.v1", undefined);
-    const out = await client.batches.runChunk(
-      "nobody",
-      "1",
-      "",
-      { input: "x", keys: ["a", "b"], rows: rowsOf(2) },
-      new AbortController().signal,
-    );
+    const out = await client.batches
+      .openRun("")
+      .run(
+        "nobody",
+        "1",
+        { input: "x", keys: ["a", "b"], rows: rowsOf(2) },
+        new AbortController().signal,
+      );
     expect(out?.width).toBe(0);
     expect(Object.keys(out?.errors ?? {})).toEqual(["0", "1"]);
     expect(out?.errors[1]?.message).toMatch(/takes no offline batches/);
   }, 30_000);
 
-  it("a chunk not answered by its deadline: DEADLINE_EXCEEDED, and its queued job is removed", async () => {
-    const asked = client.batches.runChunk(
+  it("a chunk not answered by its deadline: DEADLINE_EXCEEDED; a run closed as stopped removes what it queued", async () => {
+    const run = client.batches.openRun("");
+    const asked = run.run(
       "idle",
       "1",
-      "",
       { input: "x", keys: ["a"], rows: rowsOf(1) },
       new AbortController().signal,
       Date.now() + 300,
@@ -95,7 +120,11 @@ describe("BatchJobStore.runChunk", () => {
     await expect(asked).rejects.toThrow(/not answered in time/);
     const redis = createRedis({ url: REDIS_URL });
     const queue = new Queue(bullQueueName("idle.v1"), { connection: redis, prefix });
-    expect(await queue.getWaitingCount()).toBe(0);
+    // a chunk's low priority queues it among BullMQ's prioritized jobs
+    const queued = () => queue.getJobCountByTypes("waiting", "prioritized");
+    expect(await queued()).toBe(1);
+    await run.close(true);
+    expect(await queued()).toBe(0);
     await queue.close();
     redis.disconnect();
   });
@@ -103,13 +132,9 @@ describe("BatchJobStore.runChunk", () => {
   it("stops waiting when its batch is cancelled: undefined, nothing thrown", async () => {
     const stop = new AbortController();
     // no worker serves this queue: the chunk waits in BullMQ
-    const asked = client.batches.runChunk(
-      "idle",
-      "1",
-      "",
-      { input: "x", keys: ["a"], rows: rowsOf(1) },
-      stop.signal,
-    );
+    const asked = client.batches
+      .openRun("")
+      .run("idle", "1", { input: "x", keys: ["a"], rows: rowsOf(1) }, stop.signal);
     setTimeout(() => stop.abort(), 200);
     expect(await asked).toBeUndefined();
   });

@@ -63,8 +63,10 @@ async function writeAndEnd(
   await output.begin();
   await errors.begin();
   let index = 0;
+  let chunk = 0;
   for await (const lines of files.lines(batch.input_file_id)) {
-    const answers = await store.answers(id, index, lines.length);
+    const kept = await store.answers(id, chunk++, index, lines.length);
+    const answers = "whole" in kept ? kept.whole.split("\n") : kept.lines;
     for (let k = 0; k < lines.length; k++) {
       const answer = answers[k];
       if (answer === null || answer === undefined)

@@ -34,6 +34,20 @@ export function fileIdFor(batch: string, kind: string): string {
   return `file-${createHash("sha256").update(`${batch}:${kind}`).digest("hex").slice(0, 32)}`;
 }
 
+/**
+ * An answered line as the output or error file has it: OpenAI's fields in OpenAI's order,
+ * `body` the route's answer (JSON.stringify's text of a whole line, at a part of its cost).
+ */
+export function answerLine(
+  id: string,
+  customId: string,
+  status: number,
+  requestId: string,
+  body: unknown,
+): string {
+  return `{"id":"${id}","custom_id":${JSON.stringify(customId)},"response":{"status_code":${status},"request_id":"${requestId}","body":${JSON.stringify(body) ?? "null"}},"error":null}`;
+}
+
 /** The error file's line for a line the batch never ran (cancelled, or out of its window). */
 export function notRun(
   batch: string,

@@ -7,12 +7,12 @@ import {
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
-import type { BatchLineKind, LineOutcome } from "../http/batch-line.js";
+import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, finalizeBatch, OK } from "./batch-finalizer.js";
-import { lineId, type ParsedLine, parseLine } from "./batch-lines.js";
+import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
 import { Slots } from "./slots.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
@@ -139,8 +139,8 @@ export class OpenAiBatchRunner {
     const kind = this.kinds.get(
       endpointOf(batch.endpoint)?.endpoint ?? (batch.endpoint as BatchEndpoint),
     );
-    const runMany = kind?.runMany?.bind(kind);
-    const slots = new Slots(runMany ? GROUPS_IN_FLIGHT : (kind?.linesInFlight ?? LINES_IN_FLIGHT));
+    const many = kind?.openMany?.(batch.owner);
+    const slots = new Slots(many ? GROUPS_IN_FLIGHT : (kind?.linesInFlight ?? LINES_IN_FLIGHT));
     const recorder = new AnswerRecorder((lines) => store.recordMany(batch.id, lines));
     let failure: { err: unknown } | undefined;
     let index = 0;
@@ -159,15 +159,25 @@ export class OpenAiBatchRunner {
       return true;
     };
     try {
+      let chunk = 0;
       chunks: for await (const lines of this.client.files.lines(batch.input_file_id)) {
-        const answered = await store.answered(batch.id, index, lines.length);
+        const at = chunk++;
+        const first = index;
+        index += lines.length;
+        const answered = await store.answered(batch.id, at, first, lines.length);
+        if (answered.whole) continue;
+        if (many && !answered.lines.includes(true)) {
+          // the chunk at once, its answers kept as one value
+          if (!(await inSlot(() => this.chunk(batch, many, at, first, lines, signal)))) break;
+          continue;
+        }
         const open: Array<{ index: number; raw: string }> = [];
         for (let k = 0; k < lines.length; k++)
-          if (!answered[k]) open.push({ index: index + k, raw: lines[k] ?? "" });
-        index += lines.length;
-        if (runMany) {
-          // a group per url (for predict, per model): one model's lines never wait on
-          // another's (one that no worker serves, say)
+          if (!answered.lines[k]) open.push({ index: first + k, raw: lines[k] ?? "" });
+        if (many) {
+          // a chunk a runner before this one left half answered, a line at a time: the rest so
+          // too, a group per url (for predict, per model), so that one model's lines never
+          // wait on another's (one that no worker serves, say)
           const byUrl = new Map<string, Array<{ index: number; line: ParsedLine }>>();
           for (const { index, raw } of open) {
             const line = parseLine(raw) as ParsedLine;
@@ -178,7 +188,7 @@ export class OpenAiBatchRunner {
           for (const lines of byUrl.values())
             for (let at = 0; at < lines.length; at += GROUP_LINES) {
               const group = lines.slice(at, at + GROUP_LINES);
-              if (!(await inSlot(() => this.lines(batch, runMany, group, signal, recorder))))
+              if (!(await inSlot(() => this.lines(batch, many, group, signal, recorder))))
                 break chunks;
             }
           continue;
@@ -189,30 +199,91 @@ export class OpenAiBatchRunner {
       }
     } finally {
       await slots.drained();
+      await many?.close(signal.aborted || failure !== undefined);
     }
     if (failure) throw failure.err;
   }
 
-  /** Runs many lines through their kind at once and keeps each answer. */
-  private async lines(
+  /**
+   * Runs a chunk of the input file (its lines from `first`) through its kind at once and keeps
+   * its answers as one value, in its lines' order: one record per chunk, not per line.
+   */
+  private async chunk(
     batch: OpenAiBatchState,
-    runMany: NonNullable<BatchLineKind["runMany"]>,
-    group: ReadonlyArray<{ index: number; line: ParsedLine }>,
+    many: ManyLines,
+    chunk: number,
+    first: number,
+    raw: readonly string[],
     signal: AbortSignal,
-    recorder: AnswerRecorder,
   ): Promise<void> {
-    const parsed = group.map((g) => g.line);
+    const parsed = raw.map((line) => parseLine(line) as ParsedLine);
+    const opts = this.manyOptions(batch);
+    if (!opts) return;
+    let outcomes: LineOutcome[] | undefined;
+    try {
+      outcomes = await many.run(parsed, opts, signal);
+    } catch (err) {
+      outcomes = parsed.map(() => ({ error: err }));
+    }
+    if (!outcomes || signal.aborted) return;
+    // a request id per line, as OpenAI's: the chunk's random part, then the line's place
+    const ids = randomUUID().replaceAll("-", "").slice(0, 24);
+    const answers: string[] = new Array(parsed.length);
+    let completed = 0;
+    for (let k = 0; k < parsed.length; k++) {
+      const { custom_id, url } = parsed[k] as ParsedLine;
+      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+      const answer =
+        "value" in outcome
+          ? { status: 200, body: outcome.value }
+          : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+      const ok = answer.status < 400;
+      if (ok) completed++;
+      const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
+      const line = answerLine(
+        lineId(batch.id, first + k),
+        custom_id,
+        answer.status,
+        requestId,
+        answer.body,
+      );
+      answers[k] = `${ok ? OK : FAILED}${line}`;
+    }
+    await this.client.openAiBatches.recordChunk(
+      batch.id,
+      chunk,
+      completed,
+      parsed.length - completed,
+      answers.join("\n"),
+    );
+  }
+
+  /** A group of lines' call options; undefined once the batch's window has passed. */
+  private manyOptions(batch: OpenAiBatchState): CallOptions | undefined {
     const left = batch.expires_at * 1000 - Date.now();
-    if (signal.aborted || left <= 0) return;
-    const opts: CallOptions = {
+    if (left <= 0) return undefined;
+    return {
       requestId: `req_${randomUUID().replaceAll("-", "")}`,
       tenant: { id: batch.owner, admin: false },
       priority: BATCH_PRIORITY,
       timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
     };
+  }
+
+  /** Runs many lines through their kind at once and keeps each answer. */
+  private async lines(
+    batch: OpenAiBatchState,
+    many: ManyLines,
+    group: ReadonlyArray<{ index: number; line: ParsedLine }>,
+    signal: AbortSignal,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
+    const parsed = group.map((g) => g.line);
+    const opts = this.manyOptions(batch);
+    if (signal.aborted || !opts) return;
     let outcomes: LineOutcome[] | undefined;
     try {
-      outcomes = await runMany(parsed, opts, signal);
+      outcomes = await many.run(parsed, opts, signal);
     } catch (err) {
       outcomes = parsed.map(() => ({ error: err }));
     }
@@ -262,12 +333,13 @@ export class OpenAiBatchRunner {
     recorder: AnswerRecorder,
   ): Promise<void> {
     const ok = answer.status < 400;
-    const line = JSON.stringify({
-      id: lineId(batch.id, index),
+    const line = answerLine(
+      lineId(batch.id, index),
       custom_id,
-      response: { status_code: answer.status, request_id: requestId, body: answer.body },
-      error: null,
-    });
+      answer.status,
+      requestId,
+      answer.body,
+    );
     await recorder.record({ index, ok, line: `${ok ? OK : FAILED}${line}` });
   }
 

@@ -22,15 +22,25 @@ export interface BatchLineKind {
    */
   run(url: string, body: unknown, opts: CallOptions, signal: AbortSignal): Promise<unknown>;
   /**
-   * Many lines at once (up to a file chunk's), where a kind answers them better together than
-   * one by one: each line's answer or its error, in order; undefined once `signal` stopped
-   * them (nothing is recorded then).
+   * Where a kind answers many lines better together than one by one: what answers them for one
+   * run of a batch (`owner`'s), closed when the run ends.
    */
-  runMany?(
+  openMany?(owner: string): ManyLines;
+}
+
+/** Many lines at once, for one run of a batch (`BatchLineKind.openMany`). */
+export interface ManyLines {
+  /**
+   * Each line's answer or its error, in order (up to a file chunk's lines at once); undefined
+   * once `signal` stopped them (nothing is recorded then).
+   */
+  run(
     lines: ReadonlyArray<{ url: string; body: unknown }>,
     opts: CallOptions,
     signal: AbortSignal,
   ): Promise<LineOutcome[] | undefined>;
+  /** The run ended; `stopped`: cancelled or out of its window, what is still queued goes. */
+  close(stopped: boolean): Promise<void>;
 }
 
 /** What a line came to: the route's answer, or the error the route fails it with. */

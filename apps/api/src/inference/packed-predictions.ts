@@ -1,5 +1,5 @@
 import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
-import type { InferenceClient } from "@ferry/transport";
+import type { ChunkRun, InferenceClient } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { classify } from "./classify.js";
 import type { InferenceService, Prediction } from "./inference-service.js";
@@ -10,13 +10,33 @@ import type { PredictBody } from "./schemas.js";
  * chunk, run as whole batches on a worker's instances live rows leave, the answers read back
  * in one value. What an OpenAI batch's predict lines take instead of a sync request each: no
  * cache lookup or fallback (a batch's rows are new inputs), one version drawn by the traffic
- * split for the chunk, the batch's window as the deadline.
+ * split for the chunk, the batch's window as the deadline. One `PackedRun` per run of a batch:
+ * its chunks share one offline batch per model version.
  */
 export class PackedPredictions {
   constructor(
     private readonly inference: InferenceService,
     private readonly client: InferenceClient,
   ) {}
+
+  /** A batch run's predictions, for `owner`; close it when the run ends. */
+  open(owner: string): PackedRun {
+    return new PackedRun(this.inference, this.client, this.client.batches.openRun(owner));
+  }
+}
+
+/** The predictions of one run of a batch (`PackedPredictions.open`). */
+export class PackedRun {
+  constructor(
+    private readonly inference: InferenceService,
+    private readonly client: InferenceClient,
+    private readonly chunks: ChunkRun,
+  ) {}
+
+  /** Ends the run; `stopped`: it was cancelled, and what is still queued of it goes. */
+  close(stopped: boolean): Promise<void> {
+    return this.chunks.close(stopped);
+  }
 
   /** Each body's prediction or its error, in order; undefined once `signal` stopped the wait. */
   async run(
@@ -57,8 +77,7 @@ export class PackedPredictions {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
       const chunk = { input: spec.name, keys, rows: Buffer.concat(rows) };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
-      const run = () =>
-        this.client.batches.runChunk(model, version, opts.tenant.id, chunk, signal, deadline);
+      const run = () => this.chunks.run(model, version, chunk, signal, deadline);
       // A chunk failed for good (every row failed with no values) is most often one a worker
       // died holding alone, which custody takes for a poison chunk: run once more, so that
       // one lost worker does not fail 2,048 lines; a chunk that fails twice fails its lines.

@@ -1,8 +1,15 @@
 import { FerryError } from "@ferry/protocol";
 import { endpointOf } from "../http/batch-endpoints.js";
-import { type BatchLineKind, type LineOutcome, lineBody, lineOptions } from "../http/batch-line.js";
+import {
+  type BatchLineKind,
+  type LineOutcome,
+  lineBody,
+  lineOptions,
+  type ManyLines,
+} from "../http/batch-line.js";
+import type { CallOptions } from "../http/call.js";
 import type { InferenceService } from "./inference-service.js";
-import type { PackedPredictions } from "./packed-predictions.js";
+import type { PackedPredictions, PackedRun } from "./packed-predictions.js";
 import { type PredictBody, predictBodySchema } from "./schemas.js";
 
 /**
@@ -24,42 +31,60 @@ export function predictBatchLines(
       const body = lineBody(predictBodySchema, raw);
       return inference.predict(model, undefined, body, lineOptions(opts, body));
     },
-    async runMany(lines, opts, signal) {
-      const outcomes: LineOutcome[] = new Array(lines.length);
-      const byModel = new Map<string, Array<{ at: number; body: PredictBody }>>();
-      for (const [at, line] of lines.entries()) {
-        try {
-          const model = endpointOf(line.url)?.model;
-          if (model === undefined)
-            throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
-          const body = lineBody(predictBodySchema, line.body);
-          const group = byModel.get(model) ?? [];
-          byModel.set(model, group);
-          group.push({ at, body });
-        } catch (error) {
-          outcomes[at] = { error };
-        }
-      }
-      for (const [model, group] of byModel) {
-        let answers: Awaited<ReturnType<PackedPredictions["run"]>>;
-        try {
-          answers = await packed.run(
-            model,
-            group.map((g) => g.body),
-            opts,
-            signal,
-          );
-        } catch (error) {
-          for (const { at } of group) outcomes[at] = { error };
-          continue;
-        }
-        if (!answers) return undefined;
-        for (const [k, { at }] of group.entries()) {
-          const answer = answers[k];
-          outcomes[at] = answer instanceof FerryError ? { error: answer } : { value: answer };
-        }
-      }
-      return outcomes;
+    openMany(owner: string): ManyLines {
+      const run = packed.open(owner);
+      return {
+        run: (lines, opts, signal) => predictMany(run, lines, opts, signal),
+        close: (stopped) => run.close(stopped),
+      };
     },
   };
+}
+
+/** Lines' predictions, packed per model their urls name; undefined once `signal` stopped. */
+async function predictMany(
+  packed: PackedRun,
+  lines: ReadonlyArray<{ url: string; body: unknown }>,
+  opts: CallOptions,
+  signal: AbortSignal,
+): Promise<LineOutcome[] | undefined> {
+  const outcomes: LineOutcome[] = new Array(lines.length);
+  const byModel = new Map<string, Array<{ at: number; body: PredictBody }>>();
+  for (const [at, line] of lines.entries()) {
+    try {
+      const model = endpointOf(line.url)?.model;
+      if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
+      const body = lineBody(predictBodySchema, line.body);
+      const group = byModel.get(model) ?? [];
+      byModel.set(model, group);
+      group.push({ at, body });
+    } catch (error) {
+      outcomes[at] = { error };
+    }
+  }
+  // each model's lines at once: one a worker is slow to serve holds only its own
+  const stopped = await Promise.all(
+    [...byModel].map(async ([model, group]) => {
+      let answers: Awaited<ReturnType<PackedRun["run"]>>;
+      try {
+        answers = await packed.run(
+          model,
+          group.map((g) => g.body),
+          opts,
+          signal,
+        );
+      } catch (error) {
+        for (const { at } of group) outcomes[at] = { error };
+        return false;
+      }
+      if (!answers) return true;
+      for (const [k, { at }] of group.entries()) {
+        const answer = answers[k];
+        outcomes[at] = answer instanceof FerryError ? { error: answer } : { value: answer };
+      }
+      return false;
+    }),
+  );
+  if (stopped.includes(true)) return undefined;
+  return outcomes;
 }

@@ -17,6 +17,7 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
+import { ChunkRun } from "./chunk-run.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
@@ -177,48 +178,31 @@ export class BatchJobStore {
   }
 
   /**
-   * Runs one packed chunk as a batch of its own and waits for its answers, in its rows'
-   * order: the offline path (whole batches on a worker's free instances, answers stored once)
-   * for a caller that holds its rows, as an OpenAI batch's predict lines are. The answers are
-   * not kept as keys' predictions. Stops waiting when `signal` aborts (the batch it belongs to
-   * was cancelled or expired); what was queued runs regardless and expires.
+   * Runs packed chunks for a caller that holds their rows, as an OpenAI batch's predict lines
+   * are: one batch of this store per model version for the whole run (`ChunkRun`).
    */
-  async runChunk(
-    model: string,
-    version: string,
-    owner: string,
-    chunk: Omit<PackedChunk, "index">,
-    signal: AbortSignal,
-    /** Epoch ms past which it is not waited for (DEADLINE_EXCEEDED), and what is queued goes. */
-    deadline = Number.POSITIVE_INFINITY,
-  ): Promise<ChunkOutput | undefined> {
-    const id = await this.create(model, version, owner);
-    await this.addChunk(id, model, version, owner, { ...chunk, index: 0 }, false);
-    await this.seal(id, model, version);
-    const out = this.keys.batchChunkOut(id, 0);
-    try {
-      return await this.awaitChunk(id, out, chunk.keys.length, signal, deadline);
-    } catch (err) {
-      await this.abandon(id, queueName(model, version));
-      throw err;
-    } finally {
-      if (signal.aborted) await this.abandon(id, queueName(model, version));
-    }
+  openRun(owner: string): ChunkRun {
+    return new ChunkRun(this, owner);
   }
 
-  /** Removes a chunk run nobody waits for any more, unless a worker holds it already. */
-  private async abandon(id: string, queue: string): Promise<void> {
-    const parents = this.gateQueue(batchQueueNames(queue).parents);
+  /** Removes a batch nobody waits for any more, its chunks but those a worker holds already. */
+  async discard(id: string, model: string, version: string): Promise<void> {
+    const parents = this.gateQueue(batchQueueNames(queueName(model, version)).parents);
     await parents.remove(id, { removeChildren: true }).catch(() => undefined);
   }
 
-  private async awaitChunk(
+  /**
+   * Waits for one chunk's answers, in its rows' order; undefined once `signal` aborts.
+   * `deadline` (epoch ms): past it, DEADLINE_EXCEEDED.
+   */
+  async chunkOutput(
     id: string,
-    out: string,
+    index: number,
     rows: number,
     signal: AbortSignal,
     deadline: number,
   ): Promise<ChunkOutput | undefined> {
+    const out = this.keys.batchChunkOut(id, index);
     for (let wait = 5; !signal.aborted; wait = Math.min(wait * 2, CHUNK_POLL_MS)) {
       if (Date.now() >= deadline)
         throw new FerryError("DEADLINE_EXCEEDED", `chunk of ${rows} rows not answered in time`);

@@ -3,6 +3,14 @@ import { createRedis, type RedisClient, type RedisTarget } from "../shared/conne
 import { BATCH_RUNS_QUEUE, bullQueueName, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
+import {
+  ANSWERED,
+  CREATE,
+  FINISH,
+  RECORD_CHUNK,
+  RECORD_MANY,
+  TRANSITION,
+} from "./openai-batch-scripts.js";
 import { type ListPage, OwnerIndex } from "./owner-index.js";
 
 export type OpenAiBatchStatus =
@@ -70,92 +78,16 @@ export type NewOpenAiBatch = Pick<
   | "metadata"
 >;
 
-/**
- * Writes a batch unless it exists (a retry of its create finds the first). KEYS: batch.
- * ARGV: ttl, then field/value pairs.
- */
-const CREATE = `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-return 1
-`;
+/** The field that keeps a chunk's answers whole, beside the lines' own (their indexes). */
+const chunkField = (chunk: number) => `c${chunk}`;
 
-/**
- * Moves a batch to a status from one of `from` (a cancel never lands on a batch already
- * finalizing, a start never undoes a cancel), setting its moment once.
- * KEYS: batch. ARGV: to, moment field ("" for none), now, from...
- */
-const TRANSITION = `
-local status = redis.call('HGET', KEYS[1], 'status')
-if not status then return 0 end
-for i = 4, #ARGV do
-  if ARGV[i] == status then
-    redis.call('HSET', KEYS[1], 'status', ARGV[1])
-    if ARGV[2] ~= '' then redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[3]) end
-    return 1
-  end
-end
-return 0
-`;
-
-/**
- * Keeps one line's answer, counted, only the first time that line is answered: a line run
- * again after its runner died counts once and appears once. The answers live as long as their
- * batch. KEYS: batch, lines. ARGV: index, ok ("1"/"0"), answer line.
- */
-const RECORD = `
-if redis.call('HSETNX', KEYS[2], ARGV[1], ARGV[3]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[1], ARGV[2] == '1' and 'completed' or 'failed', 1)
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
-return 1
-`;
-
-/**
- * RECORD for many lines in one round trip: each line kept and counted only the first time it
- * is answered. KEYS: batch, lines. ARGV: (index, ok, answer line) triples. Returns the lines
- * kept now.
- */
-const RECORD_MANY = `
-local completed, failed = 0, 0
-for i = 1, #ARGV, 3 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 2]) == 1 then
-    if ARGV[i + 1] == '1' then completed = completed + 1 else failed = failed + 1 end
-  end
-end
-if completed > 0 then redis.call('HINCRBY', KEYS[1], 'completed', completed) end
-if failed > 0 then redis.call('HINCRBY', KEYS[1], 'failed', failed) end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
-return completed + failed
-`;
-
-/**
- * Ends a batch: its final status and fields, kept `ttl` from now; its per-line answers go (its
- * files hold them). KEYS: batch, lines. ARGV: ttl, then field/value pairs.
- */
-const FINISH = `
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2])
-return 1
-`;
-
-/**
- * Which of a run of lines have their answer, as a string of "0" and "1": a runner taking a
- * batch over skips those, without reading the answers themselves.
- * KEYS: lines. ARGV: first index, count.
- */
-const ANSWERED = `
-local marks = {}
-for i = 0, tonumber(ARGV[2]) - 1 do
-  local field = tostring(tonumber(ARGV[1]) + i)
-  marks[i + 1] = redis.call('HEXISTS', KEYS[1], field) == 1 and '1' or '0'
-end
-return table.concat(marks)
-`;
+/** What is answered of one chunk of a batch's input file. */
+export interface ChunkAnswered {
+  /** Whether each of its lines has an answer of its own. */
+  lines: boolean[];
+  /** Whether its answers are kept whole (`recordChunk`): every line of it is answered. */
+  whole: boolean;
+}
 
 /** One line's answer as `recordMany` keeps it. */
 export interface RecordedLine {
@@ -188,8 +120,8 @@ export type BatchRun = (id: string, signal: AbortSignal) => Promise<void>;
 export class OpenAiBatchStore {
   private readonly createScript: LuaCommand<number>;
   private readonly transitionScript: LuaCommand<number>;
-  private readonly recordScript: LuaCommand<number>;
   private readonly recordManyScript: LuaCommand<number>;
+  private readonly recordChunkScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<number>;
   private readonly answeredScript: LuaCommand<string>;
   private readonly index: OwnerIndex;
@@ -206,8 +138,8 @@ export class OpenAiBatchStore {
   ) {
     this.createScript = new LuaCommand(redis, "ferryCreateOpenAiBatch", 1, CREATE);
     this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
-    this.recordScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLine", 2, RECORD);
     this.recordManyScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLines", 2, RECORD_MANY);
+    this.recordChunkScript = new LuaCommand(redis, "ferryRecordOpenAiBatchChunk", 2, RECORD_CHUNK);
     this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
     this.answeredScript = new LuaCommand(redis, "ferryOpenAiBatchAnswered", 1, ANSWERED);
     this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
@@ -294,26 +226,60 @@ export class OpenAiBatchStore {
     return moved === 1;
   }
 
-  /** Which of the lines `from`..`from + count - 1` have their answer already. */
-  async answered(id: string, from: number, count: number): Promise<boolean[]> {
-    if (count === 0) return [];
+  /**
+   * What is answered of the input file's chunk `chunk`, its lines `from`..`from + count - 1`:
+   * each line's own answer, and the chunk's answers kept whole.
+   */
+  async answered(id: string, chunk: number, from: number, count: number): Promise<ChunkAnswered> {
     const key = this.keys.openAiBatchLines(id);
-    const marks = await guarded(() => this.answeredScript.run(this.redis, key, from, count));
-    return Array.from({ length: count }, (_, k) => marks.charCodeAt(k) === 0x31);
+    const marks = await guarded(() =>
+      this.answeredScript.run(this.redis, key, from, count, chunkField(chunk)),
+    );
+    return {
+      lines: Array.from({ length: count }, (_, k) => marks.charCodeAt(k) === 0x31),
+      whole: marks.charCodeAt(count) === 0x31,
+    };
   }
 
-  /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
-  async answers(id: string, from: number, count: number): Promise<Array<string | null>> {
-    if (count === 0) return [];
+  /**
+   * The answers of chunk `chunk`'s lines `from`..`from + count - 1`: kept whole (`recordChunk`'s
+   * value), or each line's own (null: not answered).
+   */
+  async answers(
+    id: string,
+    chunk: number,
+    from: number,
+    count: number,
+  ): Promise<{ whole: string } | { lines: Array<string | null> }> {
     const fields = Array.from({ length: count }, (_, k) => String(from + k));
-    return guarded(() => this.redis.hmget(this.keys.openAiBatchLines(id), ...fields));
+    const values = await guarded(() =>
+      this.redis.hmget(this.keys.openAiBatchLines(id), chunkField(chunk), ...fields),
+    );
+    const whole = values[0];
+    return whole !== null && whole !== undefined ? { whole } : { lines: values.slice(1) };
   }
 
-  /** Keeps a line's answer and counts it; false when the line had one already. */
-  async record(id: string, index: number, ok: boolean, line: string): Promise<boolean> {
+  /**
+   * Keeps a whole chunk's answers as one value (`answers`), counted: `completed` answered 2xx
+   * and `failed` not; false when the chunk had them already.
+   */
+  async recordChunk(
+    id: string,
+    chunk: number,
+    completed: number,
+    failed: number,
+    answers: string,
+  ): Promise<boolean> {
     const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
     const fresh = await guarded(() =>
-      this.recordScript.run(this.redis, ...keys, index, ok ? "1" : "0", line),
+      this.recordChunkScript.run(
+        this.redis,
+        ...keys,
+        chunkField(chunk),
+        completed,
+        failed,
+        answers,
+      ),
     );
     return fresh === 1;
   }

@@ -1,0 +1,116 @@
+import { randomUUID } from "node:crypto";
+import { deletePrefix, InferenceClient } from "@ferry/transport";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BatchLineKind } from "../http/batch-line.js";
+import { OK } from "./batch-finalizer.js";
+import { answerLine, lineId } from "./batch-lines.js";
+import { OpenAiBatchRunner } from "./openai-batch-runner.js";
+
+// The runner on a real Redis (its own prefix), with a kind that answers many lines at once and
+// notes what it was asked: a batch a runner before this one left partly answered, some chunks
+// whole, one a line at a time.
+const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+const prefix = `ferry-test-runner-${randomUUID().slice(0, 8)}`;
+const client = new InferenceClient({ redisUrl: url, prefix });
+beforeAll(() => client.ready());
+afterAll(async () => {
+  await client.close();
+  await deletePrefix(url, prefix);
+});
+
+const ENDPOINT = "/v1/models/{model}/predict";
+const LINE_URL = "/v1/models/m/predict";
+const CHUNKS = 3;
+const PER_CHUNK = 4;
+
+/** A kind whose answers echo each line's body; `asked` holds each call's custom_ids. */
+function echoKind() {
+  const asked: string[][] = [];
+  const kind: BatchLineKind = {
+    endpoint: ENDPOINT,
+    run: async () => {
+      throw new Error("lines of this kind run many at once");
+    },
+    openMany: () => ({
+      run: async (lines) => {
+        asked.push(lines.map((l) => (l.body as { tag: string }).tag));
+        return lines.map((l) => ({ value: { echo: (l.body as { tag: string }).tag } }));
+      },
+      close: async () => {},
+    }),
+  };
+  return { kind, asked };
+}
+
+/** An input file of CHUNKS stored chunks of PER_CHUNK lines, and a batch over it. */
+async function batchOver(): Promise<{ id: string; customIds: string[] }> {
+  const fileId = `file-${randomUUID()}`;
+  await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
+  const customIds: string[] = [];
+  for (let c = 0; c < CHUNKS; c++) {
+    const lines = Array.from({ length: PER_CHUNK }, (_, k) => {
+      const tag = `c${c}-${k}`;
+      customIds.push(tag);
+      return JSON.stringify({ custom_id: tag, method: "POST", url: LINE_URL, body: { tag } });
+    });
+    await client.files.append(fileId, Buffer.from(`${lines.join("\n")}\n`), PER_CHUNK);
+  }
+  await client.files.finish(fileId, "", [LINE_URL]);
+  const id = `batch_${randomUUID().replaceAll("-", "")}`;
+  const now = Math.floor(Date.now() / 1000);
+  await client.openAiBatches.create(
+    {
+      id,
+      owner: "",
+      endpoint: ENDPOINT,
+      input_file_id: fileId,
+      completion_window: "24h",
+      created_at: now,
+      expires_at: now + 86_400,
+      total: CHUNKS * PER_CHUNK,
+      metadata: null,
+    },
+    600,
+  );
+  return { id, customIds };
+}
+
+/** A line's answer as an earlier runner kept it. */
+const earlier = (id: string, index: number, tag: string) =>
+  `${OK}${answerLine(lineId(id, index), tag, 200, "req_earlier", { echo: tag, earlier: true })}`;
+
+describe("an OpenAI batch's runner, many lines at once", () => {
+  it("answers each chunk whole once; a runner taking over skips what was kept and finishes a half-answered chunk a line at a time", async () => {
+    const { id, customIds } = await batchOver();
+    const store = client.openAiBatches;
+    // the runner before: chunk 0 answered whole, two lines of chunk 1 answered alone
+    const chunk0 = Array.from({ length: PER_CHUNK }, (_, k) => earlier(id, k, `c0-${k}`));
+    expect(await store.recordChunk(id, 0, PER_CHUNK, 0, chunk0.join("\n"))).toBe(true);
+    await store.recordMany(id, [
+      { index: PER_CHUNK, ok: true, line: earlier(id, PER_CHUNK, "c1-0") },
+      { index: PER_CHUNK + 2, ok: true, line: earlier(id, PER_CHUNK + 2, "c1-2") },
+    ]);
+    const { kind, asked } = echoKind();
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }));
+    await runner.run(id, new AbortController().signal);
+
+    // chunk 1's two open lines, then chunk 2 whole; chunk 0 never again
+    expect(asked).toEqual([
+      ["c1-1", "c1-3"],
+      ["c2-0", "c2-1", "c2-2", "c2-3"],
+    ]);
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("completed");
+    expect([batch?.completed, batch?.failed]).toEqual([CHUNKS * PER_CHUNK, 0]);
+    const output: Array<{ id: string; custom_id: string; response: { body: unknown } }> = [];
+    for await (const lines of client.files.lines(batch?.output_file_id ?? ""))
+      for (const line of lines) output.push(JSON.parse(line));
+    expect(output.map((l) => l.custom_id)).toEqual(customIds);
+    expect(output.map((l) => l.id)).toEqual(customIds.map((_, k) => lineId(id, k)));
+    expect(output[0]?.response.body).toEqual({ echo: "c0-0", earlier: true });
+    expect(output[PER_CHUNK + 1]?.response.body).toEqual({ echo: "c1-1" });
+    // a chunk's answers are kept once: a second record of it changes nothing
+    expect(await store.recordChunk(id, 2, PER_CHUNK, 0, "")).toBe(false);
+  });
+});
