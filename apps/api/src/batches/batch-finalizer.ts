@@ -5,6 +5,7 @@ import {
   WriterFencedError,
 } from "@ferry/transport";
 import { fileIdFor, notRun } from "./batch-lines.js";
+import { decodeChunkAnswers } from "./chunk-answers.js";
 import { OutputFile } from "./output-file.js";
 
 /** A kept answer's first character: whether it goes to the output file or the error file. */
@@ -66,9 +67,15 @@ async function writeAndEnd(
   let chunk = 0;
   for await (const lines of files.lines(batch.input_file_id)) {
     const kept = await store.answers(id, chunk++, index, lines.length);
-    const answers = "whole" in kept ? kept.whole.split("\n") : kept.lines;
+    if ("whole" in kept) {
+      const { ok, failed } = decodeChunkAnswers(kept.whole);
+      await output.addBlock(ok);
+      await errors.addBlock(failed);
+      index += lines.length;
+      continue;
+    }
     for (let k = 0; k < lines.length; k++) {
-      const answer = answers[k];
+      const answer = kept.lines[k];
       if (answer === null || answer === undefined)
         await errors.add(notRun(id, index + k, lines[k] ?? "", ending));
       else if (answer.startsWith(OK)) await output.add(answer.slice(1));

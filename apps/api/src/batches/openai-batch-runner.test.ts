@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { FerryError } from "@ferry/protocol";
 import { deletePrefix, InferenceClient } from "@ferry/transport";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { OK } from "./batch-finalizer.js";
 import { answerLine, lineId } from "./batch-lines.js";
+import { encodeChunkAnswers } from "./chunk-answers.js";
 import { OpenAiBatchRunner } from "./openai-batch-runner.js";
 
 // The runner on a real Redis (its own prefix), with a kind that answers many lines at once and
@@ -23,8 +25,12 @@ const ENDPOINT = "/v1/models/{model}/predict";
 const LINE_URL = "/v1/models/m/predict";
 const CHUNKS = 3;
 const PER_CHUNK = 4;
+const FAILING = "c2-1";
 
-/** A kind whose answers echo each line's body; `asked` holds each call's custom_ids. */
+/**
+ * A kind whose answers echo each line's body, but for FAILING's (a 400); `asked` holds each
+ * call's custom_ids.
+ */
 function echoKind() {
   const asked: string[][] = [];
   const kind: BatchLineKind = {
@@ -35,7 +41,12 @@ function echoKind() {
     openMany: () => ({
       run: async (lines) => {
         asked.push(lines.map((l) => (l.body as { tag: string }).tag));
-        return lines.map((l) => ({ value: { echo: (l.body as { tag: string }).tag } }));
+        return lines.map((l) => {
+          const tag = (l.body as { tag: string }).tag;
+          return tag === FAILING
+            ? { error: new FerryError("INVALID_INPUT", `bad ${tag}`) }
+            : { value: { echo: tag } };
+        });
       },
       close: async () => {},
     }),
@@ -76,9 +87,9 @@ async function batchOver(): Promise<{ id: string; customIds: string[] }> {
   return { id, customIds };
 }
 
-/** A line's answer as an earlier runner kept it. */
+/** A line's answer as an earlier runner rendered it. */
 const earlier = (id: string, index: number, tag: string) =>
-  `${OK}${answerLine(lineId(id, index), tag, 200, "req_earlier", { echo: tag, earlier: true })}`;
+  answerLine(lineId(id, index), tag, 200, "req_earlier", { echo: tag, earlier: true });
 
 describe("an OpenAI batch's runner, many lines at once", () => {
   it("answers each chunk whole once; a runner taking over skips what was kept and finishes a half-answered chunk a line at a time", async () => {
@@ -86,10 +97,10 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     const store = client.openAiBatches;
     // the runner before: chunk 0 answered whole, two lines of chunk 1 answered alone
     const chunk0 = Array.from({ length: PER_CHUNK }, (_, k) => earlier(id, k, `c0-${k}`));
-    expect(await store.recordChunk(id, 0, PER_CHUNK, 0, chunk0.join("\n"))).toBe(true);
+    expect(await store.recordChunk(id, 0, PER_CHUNK, 0, encodeChunkAnswers(chunk0, []))).toBe(true);
     await store.recordMany(id, [
-      { index: PER_CHUNK, ok: true, line: earlier(id, PER_CHUNK, "c1-0") },
-      { index: PER_CHUNK + 2, ok: true, line: earlier(id, PER_CHUNK + 2, "c1-2") },
+      { index: PER_CHUNK, ok: true, line: `${OK}${earlier(id, PER_CHUNK, "c1-0")}` },
+      { index: PER_CHUNK + 2, ok: true, line: `${OK}${earlier(id, PER_CHUNK + 2, "c1-2")}` },
     ]);
     const { kind, asked } = echoKind();
     const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }));
@@ -102,12 +113,21 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     ]);
     const batch = await store.get(id);
     expect(batch?.status).toBe("completed");
-    expect([batch?.completed, batch?.failed]).toEqual([CHUNKS * PER_CHUNK, 0]);
-    const output: Array<{ id: string; custom_id: string; response: { body: unknown } }> = [];
-    for await (const lines of client.files.lines(batch?.output_file_id ?? ""))
-      for (const line of lines) output.push(JSON.parse(line));
-    expect(output.map((l) => l.custom_id)).toEqual(customIds);
-    expect(output.map((l) => l.id)).toEqual(customIds.map((_, k) => lineId(id, k)));
+    expect([batch?.completed, batch?.failed]).toEqual([CHUNKS * PER_CHUNK - 1, 1]);
+    type Line = { id: string; custom_id: string; response: { status_code: number; body: unknown } };
+    const read = async (file: string | undefined) => {
+      const lines: Line[] = [];
+      for await (const chunk of client.files.lines(file ?? ""))
+        for (const l of chunk) lines.push(JSON.parse(l));
+      return lines;
+    };
+    const output = await read(batch?.output_file_id);
+    const answered = customIds.filter((c) => c !== FAILING);
+    expect(output.map((l) => l.custom_id)).toEqual(answered);
+    expect(output.map((l) => l.id)).toEqual(answered.map((c) => lineId(id, customIds.indexOf(c))));
+    const errors = await read(batch?.error_file_id);
+    expect(errors.map((l) => [l.custom_id, l.response.status_code])).toEqual([[FAILING, 400]]);
+    expect((await client.files.get(batch?.output_file_id ?? ""))?.lines).toBe(answered.length);
     expect(output[0]?.response.body).toEqual({ echo: "c0-0", earlier: true });
     expect(output[PER_CHUNK + 1]?.response.body).toEqual({ echo: "c1-1" });
     // a chunk's answers are kept once: a second record of it changes nothing

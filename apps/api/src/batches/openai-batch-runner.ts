@@ -13,6 +13,7 @@ import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, finalizeBatch, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
+import { encodeChunkAnswers } from "./chunk-answers.js";
 import { Slots } from "./slots.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
@@ -228,8 +229,8 @@ export class OpenAiBatchRunner {
     if (!outcomes || signal.aborted) return;
     // a request id per line, as OpenAI's: the chunk's random part, then the line's place
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
-    const answers: string[] = new Array(parsed.length);
-    let completed = 0;
+    const ok: string[] = [];
+    const failed: string[] = [];
     for (let k = 0; k < parsed.length; k++) {
       const { custom_id, url } = parsed[k] as ParsedLine;
       const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
@@ -237,8 +238,6 @@ export class OpenAiBatchRunner {
         "value" in outcome
           ? { status: 200, body: outcome.value }
           : this.failed(batch, url, opts.requestId ?? "", outcome.error);
-      const ok = answer.status < 400;
-      if (ok) completed++;
       const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
       const line = answerLine(
         lineId(batch.id, first + k),
@@ -247,14 +246,14 @@ export class OpenAiBatchRunner {
         requestId,
         answer.body,
       );
-      answers[k] = `${ok ? OK : FAILED}${line}`;
+      (answer.status < 400 ? ok : failed).push(line);
     }
     await this.client.openAiBatches.recordChunk(
       batch.id,
       chunk,
-      completed,
-      parsed.length - completed,
-      answers.join("\n"),
+      ok.length,
+      failed.length,
+      encodeChunkAnswers(ok, failed),
     );
   }
 

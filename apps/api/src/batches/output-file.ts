@@ -1,4 +1,5 @@
 import type { FileStore, NewFile } from "@ferry/transport";
+import type { LineBlock } from "./chunk-answers.js";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
 const CHUNK_BYTES = 256 * 1024;
@@ -13,6 +14,7 @@ const CHUNK_BYTES = 256 * 1024;
 export class OutputFile {
   private pending: string[] = [];
   private pendingBytes = 0;
+  private pendingLines = 0;
   private lines = 0;
 
   constructor(
@@ -30,7 +32,18 @@ export class OutputFile {
   async add(line: string): Promise<void> {
     this.pending.push(line);
     this.pendingBytes += line.length;
+    this.pendingLines++;
     this.lines++;
+    if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
+  }
+
+  /** Whole lines at once (no newline after the last), as `add` adds each. */
+  async addBlock(block: LineBlock): Promise<void> {
+    if (block.lines === 0) return;
+    this.pending.push(block.text);
+    this.pendingBytes += block.text.length;
+    this.pendingLines += block.lines;
+    this.lines += block.lines;
     if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
   }
 
@@ -52,9 +65,10 @@ export class OutputFile {
   private async flush(): Promise<void> {
     if (this.pending.length === 0) return;
     const chunk = Buffer.from(`${this.pending.join("\n")}\n`);
-    const count = this.pending.length;
+    const count = this.pendingLines;
     this.pending = [];
     this.pendingBytes = 0;
+    this.pendingLines = 0;
     await this.store.append(this.file.id, chunk, count, [], this.writer);
   }
 }
