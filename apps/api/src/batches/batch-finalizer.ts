@@ -1,6 +1,7 @@
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
+  linesOf,
   type OpenAiBatchStatus,
   WriterFencedError,
 } from "@ferry/transport";
@@ -65,17 +66,20 @@ async function writeAndEnd(
   await errors.begin();
   let index = 0;
   let chunk = 0;
-  for await (const lines of files.lines(batch.input_file_id)) {
-    const kept = await store.answers(id, chunk++, index, lines.length);
-    if ("whole" in kept) {
-      const { ok, failed } = decodeChunkAnswers(kept.whole);
+  for await (const bytes of files.chunks(batch.input_file_id)) {
+    const whole = await store.chunkAnswers(id, chunk++);
+    if (whole !== null) {
+      // the chunk's lines need no reading: its answers hold one for each
+      const { ok, failed } = decodeChunkAnswers(whole);
       await output.addBlock(ok);
       await errors.addBlock(failed);
-      index += lines.length;
+      index += ok.lines + failed.lines;
       continue;
     }
+    const lines = linesOf(bytes);
+    const answers = await store.lineAnswers(id, index, lines.length);
     for (let k = 0; k < lines.length; k++) {
-      const answer = kept.lines[k];
+      const answer = answers[k];
       if (answer === null || answer === undefined)
         await errors.add(notRun(id, index + k, lines[k] ?? "", ending));
       else if (answer.startsWith(OK)) await output.add(answer.slice(1));

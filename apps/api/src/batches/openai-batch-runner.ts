@@ -159,22 +159,27 @@ export class OpenAiBatchRunner {
         .finally(() => slots.give());
       return true;
     };
+    // a first run has nothing to skip: no look per chunk (a runner that lost its lock while it
+    // lived may still record meanwhile; the record keeps one answer per line all the same)
+    const fresh = !(await store.anyAnswered(batch.id));
     try {
       let chunk = 0;
       chunks: for await (const lines of this.client.files.lines(batch.input_file_id)) {
         const at = chunk++;
-        const first = index;
+        const from = index;
         index += lines.length;
-        const answered = await store.answered(batch.id, at, first, lines.length);
+        const answered = fresh
+          ? { lines: new Array<boolean>(lines.length).fill(false), whole: false }
+          : await store.answered(batch.id, at, from, lines.length);
         if (answered.whole) continue;
         if (many && !answered.lines.includes(true)) {
           // the chunk at once, its answers kept as one value
-          if (!(await inSlot(() => this.chunk(batch, many, at, first, lines, signal)))) break;
+          if (!(await inSlot(() => this.chunk(batch, many, at, from, lines, signal)))) break;
           continue;
         }
         const open: Array<{ index: number; raw: string }> = [];
         for (let k = 0; k < lines.length; k++)
-          if (!answered.lines[k]) open.push({ index: first + k, raw: lines[k] ?? "" });
+          if (!answered.lines[k]) open.push({ index: from + k, raw: lines[k] ?? "" });
         if (many) {
           // a chunk a runner before this one left half answered, a line at a time: the rest so
           // too, a group per url (for predict, per model), so that one model's lines never

@@ -289,12 +289,16 @@ export class FileStore {
 
   /** The file's lines that are not blank, a stored chunk at a time. */
   async *lines(id: string): AsyncGenerator<string[]> {
-    for await (const chunk of this.chunks(id))
-      yield chunk
-        .toString("utf8")
-        .split("\n")
-        .filter((line) => line.trim() !== "");
+    for await (const chunk of this.chunks(id)) yield linesOf(chunk);
   }
+}
+
+/** A stored chunk's lines that are not blank. */
+export function linesOf(chunk: Buffer): string[] {
+  return chunk
+    .toString("utf8")
+    .split("\n")
+    .filter((line) => line.trim() !== "");
 }
 
 /**

@@ -241,22 +241,21 @@ export class OpenAiBatchStore {
     };
   }
 
-  /**
-   * The answers of chunk `chunk`'s lines `from`..`from + count - 1`: kept whole (`recordChunk`'s
-   * value), or each line's own (null: not answered).
-   */
-  async answers(
-    id: string,
-    chunk: number,
-    from: number,
-    count: number,
-  ): Promise<{ whole: string } | { lines: Array<string | null> }> {
+  /** Whether any answer of the batch is kept yet (none: its first run, nothing to skip). */
+  async anyAnswered(id: string): Promise<boolean> {
+    return (await guarded(() => this.redis.hlen(this.keys.openAiBatchLines(id)))) > 0;
+  }
+
+  /** Chunk `chunk`'s answers kept whole (`recordChunk`'s value), if they were. */
+  async chunkAnswers(id: string, chunk: number): Promise<string | null> {
+    return guarded(() => this.redis.hget(this.keys.openAiBatchLines(id), chunkField(chunk)));
+  }
+
+  /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
+  async lineAnswers(id: string, from: number, count: number): Promise<Array<string | null>> {
+    if (count === 0) return [];
     const fields = Array.from({ length: count }, (_, k) => String(from + k));
-    const values = await guarded(() =>
-      this.redis.hmget(this.keys.openAiBatchLines(id), chunkField(chunk), ...fields),
-    );
-    const whole = values[0];
-    return whole !== null && whole !== undefined ? { whole } : { lines: values.slice(1) };
+    return guarded(() => this.redis.hmget(this.keys.openAiBatchLines(id), ...fields));
   }
 
   /**
