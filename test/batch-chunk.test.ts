@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { FerryError, type RowResult } from "@ferry/protocol";
 import {
   bullQueueName,
+  ChunkRun,
   createRedis,
   deletePrefix,
   InferenceClient,
@@ -55,7 +56,7 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
       return { width: 2, values, errors: { 3: { code: "MODEL_ERROR", message: "row 3" } } };
     });
     const keys = Array.from({ length: 5 }, (_, k) => `line-${k}`);
-    const run = client.batches.openRun("");
+    const run = new ChunkRun(client.batches, "");
     const out = await run.run(
       "echo",
       "1",
@@ -70,7 +71,7 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
   });
 
   it("a run's chunks share one batch, answered each in its own order, which completes once the run closes", async () => {
-    const run = client.batches.openRun("");
+    const run = new ChunkRun(client.batches, "");
     const chunks = [3, 1, 4].map((n, c) => ({
       input: "x",
       keys: Array.from({ length: n }, (_, k) => `c${c}-${k}`),
@@ -94,21 +95,19 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
 
   it("a chunk that fails for good (its model takes no chunks) answers every row failed", async () => {
     serve("nobody.v1", undefined);
-    const out = await client.batches
-      .openRun("")
-      .run(
-        "nobody",
-        "1",
-        { input: "x", keys: ["a", "b"], rows: rowsOf(2) },
-        new AbortController().signal,
-      );
+    const out = await new ChunkRun(client.batches, "").run(
+      "nobody",
+      "1",
+      { input: "x", keys: ["a", "b"], rows: rowsOf(2) },
+      new AbortController().signal,
+    );
     expect(out?.width).toBe(0);
     expect(Object.keys(out?.errors ?? {})).toEqual(["0", "1"]);
     expect(out?.errors[1]?.message).toMatch(/takes no offline batches/);
   }, 30_000);
 
   it("a chunk not answered by its deadline: DEADLINE_EXCEEDED; a run closed as stopped removes what it queued", async () => {
-    const run = client.batches.openRun("");
+    const run = new ChunkRun(client.batches, "");
     const asked = run.run(
       "idle",
       "1",
@@ -132,9 +131,12 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
   it("stops waiting when its batch is cancelled: undefined, nothing thrown", async () => {
     const stop = new AbortController();
     // no worker serves this queue: the chunk waits in BullMQ
-    const asked = client.batches
-      .openRun("")
-      .run("idle", "1", { input: "x", keys: ["a"], rows: rowsOf(1) }, stop.signal);
+    const asked = new ChunkRun(client.batches, "").run(
+      "idle",
+      "1",
+      { input: "x", keys: ["a"], rows: rowsOf(1) },
+      stop.signal,
+    );
     setTimeout(() => stop.abort(), 200);
     expect(await asked).toBeUndefined();
   });

@@ -1,5 +1,5 @@
 import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
-import type { ChunkRun, InferenceClient } from "@ferry/transport";
+import { ChunkRun, type InferenceClient } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { classify } from "./classify.js";
 import type { InferenceService, Prediction } from "./inference-service.js";
@@ -21,7 +21,7 @@ export class PackedPredictions {
 
   /** A batch run's predictions, for `owner`; close it when the run ends. */
   open(owner: string): PackedRun {
-    return new PackedRun(this.inference, this.client, this.client.batches.openRun(owner));
+    return new PackedRun(this.inference, this.client, new ChunkRun(this.client.batches, owner));
   }
 }
 

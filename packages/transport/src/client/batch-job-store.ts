@@ -17,7 +17,6 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
-import { ChunkRun } from "./chunk-run.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
@@ -175,14 +174,6 @@ export class BatchJobStore {
   private async replicated(id: string, queue: string): Promise<void> {
     const written = [this.keys.batch(id), `${this.keys.prefix}:${bullQueueName(queue)}:meta`];
     await ensureReplicated(this.redis, written, this.accept, `batch ${id}`, `/v1/batches/${id}`);
-  }
-
-  /**
-   * Runs packed chunks for a caller that holds their rows, as an OpenAI batch's predict lines
-   * are: one batch of this store per model version for the whole run (`ChunkRun`).
-   */
-  openRun(owner: string): ChunkRun {
-    return new ChunkRun(this, owner);
   }
 
   /** Removes a batch nobody waits for any more, its chunks but those a worker holds already. */
