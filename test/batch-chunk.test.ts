@@ -106,7 +106,7 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     expect(out?.errors[1]?.message).toMatch(/takes no offline batches/);
   }, 30_000);
 
-  it("a chunk not answered by its deadline: DEADLINE_EXCEEDED; a run closed as stopped removes what it queued", async () => {
+  it("a chunk not answered by its deadline: DEADLINE_EXCEEDED, and its queued job is removed", async () => {
     const run = new ChunkRun(client.batches, "");
     const asked = run.run(
       "idle",
@@ -120,10 +120,8 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     const redis = createRedis({ url: REDIS_URL });
     const queue = new Queue(bullQueueName("idle.v1"), { connection: redis, prefix });
     // a chunk's low priority queues it among BullMQ's prioritized jobs
-    const queued = () => queue.getJobCountByTypes("waiting", "prioritized");
-    expect(await queued()).toBe(1);
+    expect(await queue.getJobCountByTypes("waiting", "prioritized")).toBe(0);
     await run.close(true);
-    expect(await queued()).toBe(0);
     await queue.close();
     redis.disconnect();
   });
@@ -139,5 +137,112 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     );
     setTimeout(() => stop.abort(), 200);
     expect(await asked).toBeUndefined();
+  });
+  it("a run longer than half the time its batches are kept: a new batch takes its chunks, the old one sealed and completed", async () => {
+    // batches kept 2 s: a run's batch takes chunks for 1 s
+    const short = new InferenceClient({ redisUrl: REDIS_URL, prefix, jobTtlS: 2 });
+    await short.ready();
+    try {
+      const run = new ChunkRun(short.batches, "");
+      const chunk = () => ({ input: "x", keys: ["a", "b"], rows: rowsOf(2) });
+      const never = new AbortController().signal;
+      const first = await run.run("echo", "1", chunk(), never);
+      await new Promise((r) => setTimeout(r, 1_200));
+      const second = await run.run("echo", "1", chunk(), never);
+      expect(second?.batch).not.toBe(first?.batch);
+      await waitFor(
+        async () => (await short.batches.status(first?.batch ?? ""))?.status === "completed",
+        10_000,
+      );
+      await run.close(false);
+      await waitFor(
+        async () => (await short.batches.status(second?.batch ?? ""))?.status === "completed",
+        10_000,
+      );
+    } finally {
+      await short.close();
+    }
+  });
+
+  it("a chunk whose job went with no answers stored (failed past its stall limit, removed) fails in seconds, not at its deadline", async () => {
+    const run = new ChunkRun(client.batches, "");
+    const asked = run.run(
+      "idle",
+      "1",
+      { input: "x", keys: ["a"], rows: rowsOf(1) },
+      new AbortController().signal,
+      Date.now() + 60_000,
+    );
+    const redis = createRedis({ url: REDIS_URL });
+    const queue = new Queue(bullQueueName("idle.v1"), { connection: redis, prefix });
+    try {
+      let ids: string[] = [];
+      await waitFor(async () => {
+        ids = (await queue.getJobs(["prioritized", "waiting"])).map((j) => j.id ?? "");
+        return ids.length > 0;
+      }, 5_000);
+      for (const id of ids) await queue.remove(id);
+      const started = Date.now();
+      await expect(asked).rejects.toThrow(/failed on the model/);
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      await run.close(true);
+      await queue.close();
+      redis.disconnect();
+    }
+  });
+
+  it("a run closed as stopped while a worker holds one of its chunks: the queued ones go, the held one ends, its batch completes", async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    let started = 0;
+    serve("slow.v1", async ({ rows }) => {
+      started++;
+      await held;
+      const values = new Float32Array(
+        rows.buffer.slice(rows.byteOffset, rows.byteOffset + rows.length),
+      );
+      return { width: 2, values, errors: {} };
+    });
+    const run = new ChunkRun(client.batches, "");
+    const stop = new AbortController();
+    const asks = [0, 1, 2, 3, 4, 5].map(() =>
+      run.run("slow", "1", { input: "x", keys: ["a"], rows: rowsOf(1) }, stop.signal),
+    );
+    await waitFor(async () => started > 0, 10_000);
+    stop.abort();
+    expect(await Promise.all(asks)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
+    await run.close(true);
+    const redis = createRedis({ url: REDIS_URL });
+    const queue = new Queue(bullQueueName("slow.v1"), { connection: redis, prefix });
+    try {
+      // a chunk's low priority queues it among BullMQ's prioritized jobs
+      expect(await queue.getJobCountByTypes("waiting", "prioritized")).toBe(0);
+      const active = await queue.getJobs(["active"]);
+      const batch = active[0]?.data.batch as string;
+      expect(typeof batch).toBe("string");
+      expect((await client.batches.status(batch))?.status).not.toBe("completed");
+      release();
+      // sealed: it completes once the held chunk ends, no other chunk of it run
+      await waitFor(
+        async () => (await client.batches.status(batch))?.status === "completed",
+        10_000,
+      );
+      expect(active.length).toBeLessThan(6);
+      expect(started).toBe(active.length);
+    } finally {
+      release();
+      await queue.close();
+      redis.disconnect();
+    }
   });
 });

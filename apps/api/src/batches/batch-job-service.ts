@@ -142,7 +142,7 @@ export class BatchJobService {
       const chunk = { index: chunks++, input: input.name, keys, rows: Buffer.concat(rows) };
       keys = [];
       rows = [];
-      return adding.add(batches.addChunk(id, model, v, owner, chunk));
+      return adding.add(batches.addChunk(id, model, v, owner, chunk).then(() => undefined));
     };
     // rows arrive a few at a time or a segment's worth at once: cut into chunks of perChunk
     const add = async (more: readonly string[], packed: Uint8Array) => {

@@ -205,7 +205,8 @@ export class OpenAiBatchRunner {
       }
     } finally {
       await slots.drained();
-      await many?.close(signal.aborted || failure !== undefined);
+      // a batch of its own that could not be sealed opens by itself later: the lines are kept
+      await many?.close(signal.aborted || failure !== undefined).catch(() => undefined);
     }
     if (failure) throw failure.err;
   }

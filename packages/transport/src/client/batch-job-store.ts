@@ -21,6 +21,9 @@ import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
 
+/** How often a chunk awaited looks at its job's state, in ms. */
+const JOB_LOOK_MS = 2_000;
+
 /** Result lines asked of Redis at a time (HSCAN's COUNT). */
 const RESULTS_PAGE = 5_000;
 
@@ -130,7 +133,7 @@ export class BatchJobStore {
     chunk: PackedChunk,
     /** false: the answers are not kept as each key's latest prediction. */
     predictions = true,
-  ): Promise<void> {
+  ): Promise<string> {
     const data: BatchChunkJob = {
       v: WIRE_VERSION,
       kind: "batch",
@@ -144,7 +147,7 @@ export class BatchJobStore {
     const queue = queueName(model, version);
     // the rows first: a job never names rows that are not there
     await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
-    await this.queue(queue).add("batch", data, {
+    const job = await this.queue(queue).add("batch", data, {
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
       priority: bullPriority(1),
       removeOnComplete: true,
@@ -159,6 +162,19 @@ export class BatchJobStore {
       .hincrby(this.keys.batch(id), "total", chunk.keys.length)
       .hincrby(this.keys.batch(id), "chunks", 1)
       .exec();
+    return job.id ?? "";
+  }
+
+  /** How long a batch and what it holds are kept, in s (a batch never sealed lives as long). */
+  get keptForS(): number {
+    return this.ttlS;
+  }
+
+  /** Removes a chunk's job nobody waits for any more, unless a worker holds it already. */
+  async removeChunk(model: string, version: string, job: string): Promise<void> {
+    await this.queue(queueName(model, version))
+      .remove(job)
+      .catch(() => undefined);
   }
 
   /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
@@ -179,12 +195,20 @@ export class BatchJobStore {
   /** Removes a batch nobody waits for any more, its chunks but those a worker holds already. */
   async discard(id: string, model: string, version: string): Promise<void> {
     const parents = this.gateQueue(batchQueueNames(queueName(model, version)).parents);
-    await parents.remove(id, { removeChildren: true }).catch(() => undefined);
+    const removed = await parents.remove(id, { removeChildren: true }).catch(() => 0);
+    if (removed === 1) return;
+    // a chunk a worker holds locks the flow (BullMQ removes none of it): its queued chunks go,
+    // and the batch is sealed, so that it completes once the held ones end
+    const parent = await Job.fromId(parents, id).catch(() => undefined);
+    await parent?.removeUnprocessedChildren().catch(() => undefined);
+    await this.seal(id, model, version).catch(() => undefined);
   }
 
   /**
    * Waits for one chunk's answers, in its rows' order; undefined once `signal` aborts.
-   * `deadline` (epoch ms): past it, DEADLINE_EXCEEDED.
+   * `deadline` (epoch ms): past it, DEADLINE_EXCEEDED. `job`: the chunk's job (`addChunk`),
+   * looked at now and then, so that one BullMQ failed with no answers stored (past its stall
+   * limit) is not waited for until the deadline while its batch is still open.
    */
   async chunkOutput(
     id: string,
@@ -192,18 +216,25 @@ export class BatchJobStore {
     rows: number,
     signal: AbortSignal,
     deadline: number,
+    job?: { model: string; version: string; id: string },
   ): Promise<ChunkOutput | undefined> {
     const out = this.keys.batchChunkOut(id, index);
+    let lookAt = Date.now() + JOB_LOOK_MS;
     for (let wait = 5; !signal.aborted; wait = Math.min(wait * 2, CHUNK_POLL_MS)) {
       if (Date.now() >= deadline)
         throw new FerryError("DEADLINE_EXCEEDED", `chunk of ${rows} rows not answered in time`);
-      const completed = (await this.redis.hget(this.keys.batch(id), "status")) === "completed";
-      // read after the status: a chunk stored is there before its batch completes
+      let gone = (await this.redis.hget(this.keys.batch(id), "status")) === "completed";
+      if (job && !gone && Date.now() >= lookAt) {
+        lookAt = Date.now() + JOB_LOOK_MS;
+        const state = await this.queue(queueName(job.model, job.version)).getJobState(job.id);
+        // a completed chunk's job is removed ("unknown") once its answers are stored
+        gone = state === "failed" || state === "unknown";
+      }
+      // read after the look: a chunk stored is there before its job or batch completes
       const bytes = await this.redis.getBuffer(out);
       if (bytes) return decodeChunkOutput(bytes);
-      // a chunk that failed for good completes its batch with no answers
-      if (completed)
-        throw new FerryError("MODEL_ERROR", `chunk of ${rows} rows failed on the model`);
+      // a chunk that failed for good completes its batch, or fails its job, with no answers
+      if (gone) throw new FerryError("MODEL_ERROR", `chunk of ${rows} rows failed on the model`);
       await pause(wait, signal);
     }
     return undefined;

@@ -31,13 +31,14 @@ return 0
 `;
 
 /**
- * Lua that answers 0 for a batch gone or ended: a runner that lost its batch while it lived
- * (another took it over and finished it) records nothing after the end, its counts stay.
+ * Lua that answers 0 for a batch gone, ending or ended: a runner that lost its batch while it
+ * lived (another took it over) records nothing once the other finalizes it, so the counts stay
+ * what the files hold; a line answered as a cancel lands is left out as cancelled.
  */
 const ENDED = `
 local status = redis.call('HGET', KEYS[1], 'status')
-if not status or status == 'completed' or status == 'failed' or status == 'expired'
-  or status == 'cancelled' then return 0 end
+if not status or status == 'finalizing' or status == 'cancelling' or status == 'completed'
+  or status == 'failed' or status == 'expired' or status == 'cancelled' then return 0 end
 `;
 
 /**

@@ -127,7 +127,8 @@ export class Custody {
     const alone = held.length === 1 && held[0] === member;
     // alone, yet well into its work when the worker died: a kill from outside (a host's power,
     // the OOM killer for the whole pod) is as likely a cause as the job, so one more run decides
-    if (alone && !(progressed && (await progressed().catch(() => false))))
+    // (a look that fails gives the job the benefit of the doubt: one more run, alone)
+    if (alone && !(progressed && (await progressed().catch(() => true))))
       return { verdict: "culprit", strikes };
     return { verdict: "solo", strikes };
   }
