@@ -33,10 +33,10 @@ export class WorkerRegistry {
     await this.redis.hdel(this.keys.workers, id);
   }
 
-  /** When a worker's heartbeat lapses (epoch ms); undefined when it has none. */
-  async expiresAt(id: string): Promise<number | undefined> {
+  /** A worker's latest heartbeat; undefined when it has none. */
+  async entry(id: string): Promise<WorkerHeartbeat | undefined> {
     const raw = await this.redis.hget(this.keys.workers, id);
-    return raw === null ? undefined : (JSON.parse(raw) as WorkerHeartbeat).expires_at;
+    return raw === null ? undefined : (JSON.parse(raw) as WorkerHeartbeat);
   }
 
   /** Live workers; entries past their expiry are dropped from the hash on the way. */

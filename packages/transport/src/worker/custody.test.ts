@@ -21,7 +21,7 @@ afterAll(async () => {
 });
 
 const intake = { pause: async () => {}, resume: () => {} };
-const custody = new Custody(redis, keys, "here", registry, 60, intake);
+const custody = new Custody(redis, keys, { id: "here", startedAt: 1 }, registry, 60, intake);
 
 /** A job as BullMQ hands one back after a stall: the fields Custody reads. */
 function returned(id: string): Job {
@@ -37,9 +37,14 @@ async function outcome(
   id: string,
   holder: string,
   held: string[],
-  { strikes = 0, progressed }: { strikes?: number; progressed?: boolean } = {},
+  {
+    strikes = 0,
+    progressed,
+    started,
+  }: { strikes?: number; progressed?: boolean; started?: number } = {},
 ) {
-  await redis.set(keys.custody({ queue: "m.v1", id }), `${holder} ${id} 1 ${strikes}`);
+  const record = `${holder} ${id} 1 ${strikes}${started === undefined ? "" : ` ${started}`}`;
+  await redis.set(keys.custody({ queue: "m.v1", id }), record);
   await redis.sadd(keys.holding(holder), ...held.map((h) => `m.v1 ${h}`));
   let ran = false;
   const refused = await custody
@@ -100,7 +105,7 @@ describe("a job back from a worker that stopped during its run", () => {
         throw new Error(message);
       },
     );
-    expect(seen).toMatch(/^here l \d+ 1$/);
+    expect(seen).toMatch(/^here l \d+ 1 1$/);
   });
 
   it("one of several there: run again (alone), not refused", async () => {
@@ -117,6 +122,32 @@ describe("a job back from a worker that stopped during its run", () => {
       clearInterval(beating);
     }
   }, 15_000);
+
+  it("alone on a worker whose id beats again from a new process (its container restarted in its pod): refused as the cause", async () => {
+    const beat = () => registry.beat({ id: "restarted", queues: ["m.v1"], started_at: 9 });
+    await beat();
+    const beating = setInterval(() => void beat(), 500);
+    try {
+      expect(await outcome("n", "restarted", ["n"], { started: 5 })).toEqual({
+        ran: false,
+        refused: CRASHED_WORKER,
+      });
+      // the same process still beating: it lost the lock, not its life
+      expect(await outcome("o", "restarted", ["o"], { started: 9 })).toEqual({
+        ran: true,
+        refused: undefined,
+      });
+    } finally {
+      clearInterval(beating);
+    }
+  }, 15_000);
+
+  it("a record of this worker's id from an earlier process of it: that process died", async () => {
+    expect(await outcome("p", "here", ["p"], { started: 0 })).toEqual({
+      ran: false,
+      refused: CRASHED_WORKER,
+    });
+  });
 
   it("its record goes once its run ends here", async () => {
     await outcome("e", "dead-3", ["e", "f"]);

@@ -50,7 +50,8 @@ export class Custody {
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
-    private readonly workerId: string,
+    /** This worker: its id, and when this process of it started (its heartbeat's started_at). */
+    private readonly self: { id: string; startedAt: number },
     private readonly registry: WorkerRegistry,
     /** How long a record outlives a worker that never removed it, in s. */
     private readonly ttlS: number,
@@ -82,13 +83,13 @@ export class Custody {
     }
     const leave = verdict === "solo" ? await this.enterSolo() : await this.afterSolos();
     // on record before the work starts: a crash in its first instruction still finds it
-    const run = `${this.workerId} ${job.id ?? ""} ${Date.now()} ${strikes}`;
+    const run = `${this.self.id} ${job.id ?? ""} ${Date.now()} ${strikes} ${this.self.startedAt}`;
     await Promise.all([
       this.redis.set(custody, run, "EX", this.ttlS),
       this.redis
         .multi()
-        .sadd(this.keys.holding(this.workerId), member)
-        .expire(this.keys.holding(this.workerId), this.ttlS)
+        .sadd(this.keys.holding(this.self.id), member)
+        .expire(this.keys.holding(this.self.id), this.ttlS)
         .exec(),
     ]).catch(() => undefined);
     this.running.add(member);
@@ -99,7 +100,7 @@ export class Custody {
       this.notify();
       await Promise.all([
         this.release.run(this.redis, custody, run),
-        this.redis.srem(this.keys.holding(this.workerId), member),
+        this.redis.srem(this.keys.holding(this.self.id), member),
       ]).catch(() => undefined);
       leave();
     }
@@ -118,9 +119,10 @@ export class Custody {
       return job.stalledCounter > 0
         ? { verdict: "solo", strikes: 1 }
         : { verdict: "run", strikes: 0 };
-    const [holder = "", , , counted] = record.split(" ");
+    const [holder = "", , , counted, started] = record.split(" ");
     const before = Number(counted) || 0;
-    if (await this.beating(holder)) return { verdict: "run", strikes: before };
+    if (await this.beating(holder, started === undefined ? undefined : Number(started)))
+      return { verdict: "run", strikes: before };
     const strikes = before + 1;
     if (strikes >= MAX_STRIKES) return { verdict: "culprit", strikes };
     const held = await this.redis.smembers(this.keys.holding(holder)).catch(() => []);
@@ -134,17 +136,20 @@ export class Custody {
   }
 
   /**
-   * Whether `worker` is alive and answering: its heartbeat moves within one and a half of its
+   * Whether `worker`'s process that ran the job (the one started at `startedAt`, where the
+   * record says) is alive and answering: its heartbeat moves within one and a half of its
    * intervals (a busy worker's beat may come late). One that died, or whose event loop a job
-   * blocks, beats no more.
+   * blocks, beats no more; one that died and came back under the same id (a container
+   * restarted in its pod) beats with another start.
    */
-  private async beating(worker: string): Promise<boolean> {
-    if (worker === this.workerId) return true;
-    const first = await this.registry.expiresAt(worker).catch(() => undefined);
-    if (first === undefined) return false;
+  private async beating(worker: string, startedAt: number | undefined): Promise<boolean> {
+    const same = (start: number) => startedAt === undefined || start === startedAt;
+    if (worker === this.self.id) return same(this.self.startedAt);
+    const first = await this.registry.entry(worker).catch(() => undefined);
+    if (first === undefined || !same(first.started_at)) return false;
     await sleep(HEARTBEAT_INTERVAL_MS * 1.5);
-    const again = await this.registry.expiresAt(worker).catch(() => undefined);
-    return again !== undefined && again > first;
+    const again = await this.registry.entry(worker).catch(() => undefined);
+    return again !== undefined && same(again.started_at) && again.expires_at > first.expires_at;
   }
 
   /** Waits for every other job here to end, with no new one taken; returns its release. */

@@ -130,7 +130,8 @@ export class WorkerTransport {
     );
     this.batches = new BatchJobConsumer(this.redis, this.keys, this.jobTtlS);
     // a job that comes back from a worker that died running it alone is failed, not retried
-    this.custody = new Custody(this.redis, this.keys, this.workerId, this.registry, this.jobTtlS, {
+    const self = { id: this.workerId, startedAt: this.startedAt };
+    this.custody = new Custody(this.redis, this.keys, self, this.registry, this.jobTtlS, {
       pause: async () => {
         await Promise.all([...this.workers.values()].map((w) => w.pause(true)));
       },
