@@ -55,7 +55,7 @@ const about: Record<string, string> = {
   serving: "offline batches and async jobs: rows/s against ONNX Runtime alone",
   soak: "ten minutes of mixed traffic: memory and Redis growth (not run by default)",
   tracing:
-    "OpenTelemetry tracing off vs on (every request traced), side by side on mnist; --baseline=<git ref> adds the code at that commit, --rounds=N, --seconds=N",
+    "OpenTelemetry tracing off vs on (every request traced), side by side on mnist; --baseline=<git ref> adds the code at that commit, --protocol=http/json exports OTLP as JSON (default http/protobuf), --rounds=N, --seconds=N",
 };
 if (process.argv.includes("--help") || process.argv.includes("-h")) {
   console.log("npm run bench [-- section...]   (default: every section but soak)\n");

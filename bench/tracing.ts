@@ -25,6 +25,12 @@ function fresh(n: number): string[] {
 
 /** The `--baseline=<git ref>` flag: the code at that commit becomes a third arm. */
 const BASELINE = process.argv.find((a) => a.startsWith("--baseline="))?.slice("--baseline=".length);
+/** The traced stack's OTLP protocol: http/protobuf (the SDK's default) or http/json. */
+const PROTOCOL =
+  process.argv.find((a) => a.startsWith("--protocol="))?.slice("--protocol=".length) ??
+  "http/protobuf";
+if (PROTOCOL !== "http/protobuf" && PROTOCOL !== "http/json")
+  throw new Error(`--protocol: http/protobuf or http/json, not ${PROTOCOL}`);
 
 /**
  * A worktree of `ref` beside this checkout, with this checkout's node_modules hard-linked in (a
@@ -67,7 +73,7 @@ async function settle(): Promise<void> {
  */
 export async function tracingBench(): Promise<Record<string, unknown>> {
   console.log(
-    `tracing bench: Ferry on mnist with tracing off (no OTEL_* variables) and on (OTEL_EXPORTER_OTLP_ENDPOINT: every request traced, spans of the API and the worker exported as protobuf to a receiver in this process that only counts them)${BASELINE ? `, and the code at ${BASELINE} (tracing off, as it was)` : ""}; every stack up at once on the same copy of mnist, ${ROUNDS} adjacent rounds rotating which goes first, each ${SECONDS} s at ${CLIENTS} closed-loop clients after a 2 s warm-up; every request a new input (no cache hits)`,
+    `tracing bench: Ferry on mnist with tracing off (no OTEL_* variables) and on (OTEL_EXPORTER_OTLP_ENDPOINT: every request traced, spans of the API and the worker exported as ${PROTOCOL} to a receiver in this process that only counts them)${BASELINE ? `, and the code at ${BASELINE} (tracing off, as it was)` : ""}; every stack up at once on the same copy of mnist, ${ROUNDS} adjacent rounds rotating which goes first, each ${SECONDS} s at ${CLIENTS} closed-loop clients after a 2 s warm-up; every request a new input (no cache hits)`,
   );
   const receiver = await new OtlpReceiver(false).start();
   const repository = tempRepository({ mnist: {} });
@@ -81,7 +87,7 @@ export async function tracingBench(): Promise<Record<string, unknown>> {
         env: {
           ...env,
           OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-          OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+          OTEL_EXPORTER_OTLP_PROTOCOL: PROTOCOL,
         },
       }),
     },
