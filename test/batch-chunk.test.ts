@@ -166,15 +166,16 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
 
   it("a chunk whose job went with no answers stored (failed past its stall limit, removed) fails in seconds, not at its deadline", async () => {
     const run = new ChunkRun(client.batches, "");
+    // a queue of its own: no other test's chunk in it
     const asked = run.run(
-      "idle",
+      "gone",
       "1",
       { input: "x", keys: ["a"], rows: rowsOf(1) },
       new AbortController().signal,
       Date.now() + 60_000,
     );
     const redis = createRedis({ url: REDIS_URL });
-    const queue = new Queue(bullQueueName("idle.v1"), { connection: redis, prefix });
+    const queue = new Queue(bullQueueName("gone.v1"), { connection: redis, prefix });
     try {
       let ids: string[] = [];
       await waitFor(async () => {
