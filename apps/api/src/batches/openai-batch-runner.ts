@@ -1,5 +1,4 @@
-import { randomUUID } from "node:crypto";
-import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, messageOf, pause } from "@ferry/protocol";
+import { FerryError, messageOf, pause } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
@@ -7,13 +6,11 @@ import {
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
-import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
-import type { CallOptions } from "../http/call.js";
-import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
+import type { BatchLineKind } from "../http/batch-line.js";
 import { AnswerRecorder } from "./answer-recorder.js";
-import { FAILED, finalizeBatch, OK } from "./batch-finalizer.js";
-import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
-import { encodeChunkAnswers } from "./chunk-answers.js";
+import { finalizeBatch } from "./batch-finalizer.js";
+import { type ParsedLine, parseLine } from "./batch-lines.js";
+import { LineAnswerer } from "./line-answerer.js";
 import { Slots } from "./slots.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
@@ -29,39 +26,32 @@ const BATCHES_AT_ONCE = 16;
 /** A runner's lock on its batch, and how often runners look for a dead one's, in ms. */
 const LOCK_MS = 15_000;
 const STALLED_CHECK_MS = 5_000;
-/** The lowest priority: a batch's lines go after every interactive request. */
-const BATCH_PRIORITY = 1;
 /** How often a running batch looks for its cancel, in ms. */
 const WATCH_MS = 500;
-/** Refusals a line waits out rather than fails on: a batch is not in a hurry, its caller gone. */
-const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
-const MAX_BACKOFF_MS = 5_000;
 /** How long a run waits for its batch's state, written just after the run was queued, in ms. */
 const CREATE_WAIT_MS = 5_000;
 
-interface Answer {
-  status: number;
-  body: unknown;
-}
-
 /**
  * Runs OpenAI-shaped batches on this API process, beside every other replica: a batch's lines
- * stream from its input file, each through its endpoint's own service (so checked and answered
- * as the route answers it) at the lowest priority, a window of them at a time; each answer is
- * kept in Redis once, then the output and error files are written from them in the file's
- * order. A runner that dies leaves its batch to another, which skips the lines answered.
+ * stream from its input file, a window of them at a time, each answered through its
+ * endpoint's own service (`LineAnswerer`: checked and answered as the route answers it, at
+ * the lowest priority) and kept in Redis once; then the output and error files are written
+ * from them in the file's order. A runner that dies leaves its batch to another, which skips
+ * the lines answered.
  */
 export class OpenAiBatchRunner {
   private readonly kinds = new Map<BatchEndpoint, BatchLineKind>();
+  private readonly answerer: LineAnswerer;
 
   constructor(
     private readonly client: InferenceClient,
     kinds: readonly BatchLineKind[],
     /** How long a batch and its files are kept once it ends, in s (JOB_TTL_S). */
     private readonly ttlS: number,
-    private readonly log: Logger,
+    log: Logger,
   ) {
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
+    this.answerer = new LineAnswerer(client, this.kinds, log);
   }
 
   /** Takes batches from the queue on this process, as they come. */
@@ -174,7 +164,8 @@ export class OpenAiBatchRunner {
         if (answered.whole) continue;
         if (many && !answered.lines.includes(true)) {
           // the chunk at once, its answers kept as one value
-          if (!(await inSlot(() => this.chunk(batch, many, at, from, lines, signal)))) break;
+          if (!(await inSlot(() => this.answerer.chunk(batch, many, at, from, lines, signal))))
+            break;
           continue;
         }
         const open: Array<{ index: number; raw: string }> = [];
@@ -194,13 +185,15 @@ export class OpenAiBatchRunner {
           for (const lines of byUrl.values())
             for (let at = 0; at < lines.length; at += GROUP_LINES) {
               const group = lines.slice(at, at + GROUP_LINES);
-              if (!(await inSlot(() => this.lines(batch, many, group, signal, recorder))))
+              if (!(await inSlot(() => this.answerer.group(batch, many, group, signal, recorder))))
                 break chunks;
             }
           continue;
         }
         for (const line of open)
-          if (!(await inSlot(() => this.line(batch, line.index, line.raw, signal, recorder))))
+          if (
+            !(await inSlot(() => this.answerer.line(batch, line.index, line.raw, signal, recorder)))
+          )
             break chunks;
       }
     } finally {
@@ -209,188 +202,6 @@ export class OpenAiBatchRunner {
       await many?.close(signal.aborted || failure !== undefined).catch(() => undefined);
     }
     if (failure) throw failure.err;
-  }
-
-  /**
-   * Runs a chunk of the input file (its lines from `first`) through its kind at once and keeps
-   * its answers as one value, in its lines' order: one record per chunk, not per line.
-   */
-  private async chunk(
-    batch: OpenAiBatchState,
-    many: ManyLines,
-    chunk: number,
-    first: number,
-    raw: readonly string[],
-    signal: AbortSignal,
-  ): Promise<void> {
-    const parsed = raw.map((line) => parseLine(line) as ParsedLine);
-    const opts = this.manyOptions(batch);
-    if (!opts) return;
-    let outcomes: LineOutcome[] | undefined;
-    try {
-      outcomes = await many.run(parsed, opts, signal);
-    } catch (err) {
-      outcomes = parsed.map(() => ({ error: err }));
-    }
-    if (!outcomes || signal.aborted) return;
-    // a request id per line, as OpenAI's: the chunk's random part, then the line's place
-    const ids = randomUUID().replaceAll("-", "").slice(0, 24);
-    const ok: string[] = [];
-    const failed: string[] = [];
-    for (let k = 0; k < parsed.length; k++) {
-      const { custom_id, url } = parsed[k] as ParsedLine;
-      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
-      const answer =
-        "value" in outcome
-          ? { status: 200, body: outcome.value }
-          : this.failed(batch, url, opts.requestId ?? "", outcome.error);
-      const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
-      const line = answerLine(
-        lineId(batch.id, first + k),
-        custom_id,
-        answer.status,
-        requestId,
-        answer.body,
-      );
-      (answer.status < 400 ? ok : failed).push(line);
-    }
-    await this.client.openAiBatches.recordChunk(
-      batch.id,
-      chunk,
-      ok.length,
-      failed.length,
-      encodeChunkAnswers(ok, failed),
-    );
-  }
-
-  /** A group of lines' call options; undefined once the batch's window has passed. */
-  private manyOptions(batch: OpenAiBatchState): CallOptions | undefined {
-    const left = batch.expires_at * 1000 - Date.now();
-    if (left <= 0) return undefined;
-    return {
-      requestId: `req_${randomUUID().replaceAll("-", "")}`,
-      tenant: { id: batch.owner, admin: false },
-      priority: BATCH_PRIORITY,
-      timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
-    };
-  }
-
-  /** Runs many lines through their kind at once and keeps each answer. */
-  private async lines(
-    batch: OpenAiBatchState,
-    many: ManyLines,
-    group: ReadonlyArray<{ index: number; line: ParsedLine }>,
-    signal: AbortSignal,
-    recorder: AnswerRecorder,
-  ): Promise<void> {
-    const parsed = group.map((g) => g.line);
-    const opts = this.manyOptions(batch);
-    if (signal.aborted || !opts) return;
-    let outcomes: LineOutcome[] | undefined;
-    try {
-      outcomes = await many.run(parsed, opts, signal);
-    } catch (err) {
-      outcomes = parsed.map(() => ({ error: err }));
-    }
-    if (!outcomes || signal.aborted) return;
-    await Promise.all(
-      group.map((line, k) => {
-        const { custom_id, url } = parsed[k] as ParsedLine;
-        const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
-        const answer =
-          "value" in outcome
-            ? { status: 200, body: outcome.value }
-            : this.failed(batch, url, opts.requestId ?? "", outcome.error);
-        return this.keep(
-          batch,
-          line.index,
-          custom_id,
-          `req_${randomUUID().replaceAll("-", "")}`,
-          answer,
-          recorder,
-        );
-      }),
-    );
-  }
-
-  /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
-  private async line(
-    batch: OpenAiBatchState,
-    index: number,
-    raw: string,
-    signal: AbortSignal,
-    recorder: AnswerRecorder,
-  ): Promise<void> {
-    const { custom_id, url, body } = parseLine(raw) as ParsedLine;
-    const requestId = `req_${randomUUID().replaceAll("-", "")}`;
-    const answer = await this.answer(batch, url, body, requestId, signal);
-    if (!answer) return;
-    await this.keep(batch, index, custom_id, requestId, answer, recorder);
-  }
-
-  /** Keeps a line's answer as its output (or error) file line. */
-  private async keep(
-    batch: OpenAiBatchState,
-    index: number,
-    custom_id: string,
-    requestId: string,
-    answer: Answer,
-    recorder: AnswerRecorder,
-  ): Promise<void> {
-    const ok = answer.status < 400;
-    const line = answerLine(
-      lineId(batch.id, index),
-      custom_id,
-      answer.status,
-      requestId,
-      answer.body,
-    );
-    await recorder.record({ index, ok, line: `${ok ? OK : FAILED}${line}` });
-  }
-
-  /**
-   * The line's answer as its route would give it, waiting out full queues and a model that is
-   * unavailable for now; undefined once the batch has stopped.
-   */
-  private async answer(
-    batch: OpenAiBatchState,
-    url: string,
-    body: unknown,
-    requestId: string,
-    signal: AbortSignal,
-  ): Promise<Answer | undefined> {
-    const endpoint = endpointOf(url)?.endpoint;
-    const kind = endpoint === undefined ? undefined : this.kinds.get(endpoint);
-    for (let attempt = 0; ; attempt++) {
-      const left = batch.expires_at * 1000 - Date.now();
-      if (signal.aborted || left <= 0) return undefined;
-      const opts: CallOptions = {
-        requestId,
-        tenant: { id: batch.owner, admin: false },
-        priority: BATCH_PRIORITY,
-        timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
-      };
-      try {
-        if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
-        return { status: 200, body: await kind.run(url, body, opts, signal) };
-      } catch (err) {
-        if (signal.aborted) return undefined;
-        const error = toFerryError(err);
-        if (WAITED_OUT.includes(error.code)) {
-          await pause(backoffMs(attempt, error), signal);
-          continue;
-        }
-        return this.failed(batch, url, requestId, error);
-      }
-    }
-  }
-
-  /** A line's error as its route answers it. */
-  private failed(batch: OpenAiBatchState, url: string, requestId: string, err: unknown): Answer {
-    const error = toFerryError(err);
-    if (error.code === "INTERNAL")
-      this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
-    return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
 
   /** Ends a batch that cannot run, saying why. */
@@ -410,10 +221,4 @@ export class OpenAiBatchRunner {
       this.ttlS,
     );
   }
-}
-
-/** How long a line waits before it is sent again after a refusal, in ms. */
-function backoffMs(attempt: number, error: FerryError): number {
-  const asked = (error.retryAfterS ?? 0) * 1000;
-  return Math.max(asked, Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt));
 }

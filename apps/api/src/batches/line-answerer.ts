@@ -1,0 +1,225 @@
+import { randomUUID } from "node:crypto";
+import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, pause } from "@ferry/protocol";
+import type { InferenceClient, OpenAiBatchState } from "@ferry/transport";
+import type { Logger } from "pino";
+import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
+import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
+import type { CallOptions } from "../http/call.js";
+import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
+import type { AnswerRecorder } from "./answer-recorder.js";
+import { FAILED, OK } from "./batch-finalizer.js";
+import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
+import { encodeChunkAnswers } from "./chunk-answers.js";
+
+/** The lowest priority: a batch's lines go after every interactive request. */
+const BATCH_PRIORITY = 1;
+/** Refusals a line waits out rather than fails on: a batch is not in a hurry, its caller gone. */
+const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
+const MAX_BACKOFF_MS = 5_000;
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+/**
+ * Answers an OpenAI batch's lines, each as its route would (through its endpoint's
+ * `BatchLineKind`), at the lowest priority, and keeps each answer once: a whole chunk of the
+ * input at once, a group of lines at once, or a line alone. What runs which lines, and when,
+ * is `OpenAiBatchRunner`'s.
+ */
+export class LineAnswerer {
+  constructor(
+    private readonly client: InferenceClient,
+    private readonly kinds: ReadonlyMap<BatchEndpoint, BatchLineKind>,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Runs a chunk of the input file (its lines from `first`) through its kind at once and keeps
+   * its answers as one value, in its lines' order: one record per chunk, not per line.
+   */
+  async chunk(
+    batch: OpenAiBatchState,
+    many: ManyLines,
+    chunk: number,
+    first: number,
+    raw: readonly string[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const parsed = raw.map((line) => parseLine(line) as ParsedLine);
+    const opts = this.manyOptions(batch);
+    if (!opts) return;
+    let outcomes: LineOutcome[] | undefined;
+    try {
+      outcomes = await many.run(parsed, opts, signal);
+    } catch (err) {
+      outcomes = parsed.map(() => ({ error: err }));
+    }
+    if (!outcomes || signal.aborted) return;
+    // a request id per line, as OpenAI's: the chunk's random part, then the line's place
+    const ids = randomUUID().replaceAll("-", "").slice(0, 24);
+    const ok: string[] = [];
+    const failed: string[] = [];
+    for (let k = 0; k < parsed.length; k++) {
+      const { custom_id, url } = parsed[k] as ParsedLine;
+      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+      const answer =
+        "value" in outcome
+          ? { status: 200, body: outcome.value }
+          : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+      const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
+      const line = answerLine(
+        lineId(batch.id, first + k),
+        custom_id,
+        answer.status,
+        requestId,
+        answer.body,
+      );
+      (answer.status < 400 ? ok : failed).push(line);
+    }
+    await this.client.openAiBatches.recordChunk(
+      batch.id,
+      chunk,
+      ok.length,
+      failed.length,
+      encodeChunkAnswers(ok, failed),
+    );
+  }
+
+  /** A group of lines' call options; undefined once the batch's window has passed. */
+  private manyOptions(batch: OpenAiBatchState): CallOptions | undefined {
+    const left = batch.expires_at * 1000 - Date.now();
+    if (left <= 0) return undefined;
+    return {
+      requestId: `req_${randomUUID().replaceAll("-", "")}`,
+      tenant: { id: batch.owner, admin: false },
+      priority: BATCH_PRIORITY,
+      timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+    };
+  }
+
+  /** Runs many lines through their kind at once and keeps each answer. */
+  async group(
+    batch: OpenAiBatchState,
+    many: ManyLines,
+    group: ReadonlyArray<{ index: number; line: ParsedLine }>,
+    signal: AbortSignal,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
+    const parsed = group.map((g) => g.line);
+    const opts = this.manyOptions(batch);
+    if (signal.aborted || !opts) return;
+    let outcomes: LineOutcome[] | undefined;
+    try {
+      outcomes = await many.run(parsed, opts, signal);
+    } catch (err) {
+      outcomes = parsed.map(() => ({ error: err }));
+    }
+    if (!outcomes || signal.aborted) return;
+    await Promise.all(
+      group.map((line, k) => {
+        const { custom_id, url } = parsed[k] as ParsedLine;
+        const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+        const answer =
+          "value" in outcome
+            ? { status: 200, body: outcome.value }
+            : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+        return this.keep(
+          batch,
+          line.index,
+          custom_id,
+          `req_${randomUUID().replaceAll("-", "")}`,
+          answer,
+          recorder,
+        );
+      }),
+    );
+  }
+
+  /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
+  async line(
+    batch: OpenAiBatchState,
+    index: number,
+    raw: string,
+    signal: AbortSignal,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
+    const { custom_id, url, body } = parseLine(raw) as ParsedLine;
+    const requestId = `req_${randomUUID().replaceAll("-", "")}`;
+    const answer = await this.answer(batch, url, body, requestId, signal);
+    if (!answer) return;
+    await this.keep(batch, index, custom_id, requestId, answer, recorder);
+  }
+
+  /** Keeps a line's answer as its output (or error) file line. */
+  private async keep(
+    batch: OpenAiBatchState,
+    index: number,
+    custom_id: string,
+    requestId: string,
+    answer: Answer,
+    recorder: AnswerRecorder,
+  ): Promise<void> {
+    const ok = answer.status < 400;
+    const line = answerLine(
+      lineId(batch.id, index),
+      custom_id,
+      answer.status,
+      requestId,
+      answer.body,
+    );
+    await recorder.record({ index, ok, line: `${ok ? OK : FAILED}${line}` });
+  }
+
+  /**
+   * The line's answer as its route would give it, waiting out full queues and a model that is
+   * unavailable for now; undefined once the batch has stopped.
+   */
+  private async answer(
+    batch: OpenAiBatchState,
+    url: string,
+    body: unknown,
+    requestId: string,
+    signal: AbortSignal,
+  ): Promise<Answer | undefined> {
+    const endpoint = endpointOf(url)?.endpoint;
+    const kind = endpoint === undefined ? undefined : this.kinds.get(endpoint);
+    for (let attempt = 0; ; attempt++) {
+      const left = batch.expires_at * 1000 - Date.now();
+      if (signal.aborted || left <= 0) return undefined;
+      const opts: CallOptions = {
+        requestId,
+        tenant: { id: batch.owner, admin: false },
+        priority: BATCH_PRIORITY,
+        timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+      };
+      try {
+        if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
+        return { status: 200, body: await kind.run(url, body, opts, signal) };
+      } catch (err) {
+        if (signal.aborted) return undefined;
+        const error = toFerryError(err);
+        if (WAITED_OUT.includes(error.code)) {
+          await pause(backoffMs(attempt, error), signal);
+          continue;
+        }
+        return this.failed(batch, url, requestId, error);
+      }
+    }
+  }
+
+  /** A line's error as its route answers it. */
+  private failed(batch: OpenAiBatchState, url: string, requestId: string, err: unknown): Answer {
+    const error = toFerryError(err);
+    if (error.code === "INTERNAL")
+      this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
+    return { status: httpStatus(error.code), body: errorBody(url, error) };
+  }
+}
+
+/** How long a line waits before it is sent again after a refusal, in ms. */
+function backoffMs(attempt: number, error: FerryError): number {
+  const asked = (error.retryAfterS ?? 0) * 1000;
+  return Math.max(asked, Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt));
+}
