@@ -20,7 +20,14 @@ afterAll(async () => {
   redis.disconnect();
 });
 
-const intake = { pause: async () => {}, resume: () => {} };
+/** The worker's intake: paused only for a solo run (nothing else taken meanwhile). */
+let pauses = 0;
+const intake = {
+  pause: async () => {
+    pauses++;
+  },
+  resume: () => {},
+};
 const custody = new Custody(redis, keys, { id: "here", startedAt: 1 }, registry, 60, intake);
 
 /** A job as BullMQ hands one back after a stall: the fields Custody reads. */
@@ -71,10 +78,13 @@ describe("a job back from a worker that stopped during its run", () => {
   });
 
   it("alone, but it had got past taking its input in (a stream decoding): run again", async () => {
+    const before = pauses;
     expect(await outcome("g", "dead-4", ["g"], { progressed: true })).toEqual({
       ran: true,
       refused: undefined,
     });
+    // beside others: no solo run for it
+    expect(pauses - before).toBe(0);
     expect(await outcome("h", "dead-5", ["h"], { progressed: false })).toEqual({
       ran: false,
       refused: CRASHED_WORKER,
@@ -109,7 +119,9 @@ describe("a job back from a worker that stopped during its run", () => {
   });
 
   it("one of several there: run again (alone), not refused", async () => {
+    const before = pauses;
     expect(await outcome("b", "dead-2", ["b", "c"])).toEqual({ ran: true, refused: undefined });
+    expect(pauses - before).toBe(1);
   });
 
   it("alone on a worker that still beats (it lost the lock, not its life): run again", async () => {

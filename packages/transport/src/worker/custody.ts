@@ -27,10 +27,11 @@ const MAX_STRIKES = 2;
  * - it was alone there (the worker's record holds it only) and had not got past taking its
  *   input in (a generation had logged no token): it is the cause, and fails with
  *   CRASHED_WORKER rather than going on to the next worker;
- * - it was one of several, or alone but well into its work (a stream decoding when its host
- *   lost power): it may be innocent, so it runs again alone on its worker (`solo`: the worker
- *   takes no other job meanwhile), its record counting the strike; one that comes back from
- *   a second death is failed. Innocent jobs are answered once, as before.
+ * - it was one of several: any of them may be the cause, so each runs again alone on its
+ *   worker (`solo`: the worker takes no other job meanwhile), its record counting the strike;
+ * - it was alone but well into its work (a stream decoding when its host lost power): it may
+ *   be innocent, and runs again beside others, its record counting the strike.
+ * One that comes back from a second death is failed. Innocent jobs are answered once.
  * A poison job so crashes workers once when it kills its worker as its input is taken in
  * alone, twice at most otherwise (with others, or later in its work). A job whose worker
  * still beats (it lost the job's lock to a Redis outage, say) was not its cause, and runs
@@ -127,12 +128,13 @@ export class Custody {
     if (strikes >= MAX_STRIKES) return { verdict: "culprit", strikes };
     const held = await this.redis.smembers(this.keys.holding(holder)).catch(() => []);
     const alone = held.length === 1 && held[0] === member;
+    if (!alone) return { verdict: "solo", strikes };
     // alone, yet well into its work when the worker died: a kill from outside (a host's power,
-    // the OOM killer for the whole pod) is as likely a cause as the job, so one more run decides
-    // (a look that fails gives the job the benefit of the doubt: one more run, alone)
-    if (alone && !(progressed && (await progressed().catch(() => true))))
-      return { verdict: "culprit", strikes };
-    return { verdict: "solo", strikes };
+    // the OOM killer for the whole pod) is as likely a cause as the job, so one more run
+    // decides; it need not be alone (its strike fails it at a second death, wherever it runs),
+    // and a look that fails gives the job the benefit of the doubt
+    if (progressed && (await progressed().catch(() => true))) return { verdict: "run", strikes };
+    return { verdict: "culprit", strikes };
   }
 
   /**
