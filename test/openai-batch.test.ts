@@ -221,11 +221,18 @@ describe("the Batch API with the openai client", () => {
         url: "/v1/models/digits/predict",
         body: { features: [1, 2] },
       },
+      // its own deadline holds, as for a predict sent alone: past it, never computed (504)
+      {
+        custom_id: "hurried",
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features: rows[0], timeout_ms: 1 },
+      },
     ];
     const created = await batchOf(lines, "/v1/models/digits/predict");
     const batch = await finished(created.id, 60_000);
     expect(batch.status).toBe("completed");
-    expect(batch.request_counts).toEqual({ total: 41, completed: 40, failed: 1 });
+    expect(batch.request_counts).toEqual({ total: 42, completed: 40, failed: 2 });
     const { output, errors } = await answersOf(
       batch,
       lines.map((line) => line.custom_id),
@@ -251,6 +258,8 @@ describe("the Batch API with the openai client", () => {
     );
     expect(errors[0]?.response?.status_code).toBe(short.status);
     expect(errors[0]?.response?.body).toEqual(await short.json());
+    expect(errors[1]?.custom_id).toBe("hurried");
+    expect(errors[1]?.response?.status_code).toBe(504);
   });
 
   it("runs /v1/completions and /v1/responses batches as their routes answer", async () => {

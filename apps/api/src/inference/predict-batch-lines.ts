@@ -41,7 +41,11 @@ export function predictBatchLines(
   };
 }
 
-/** Lines' predictions, packed per model their urls name; undefined once `signal` stopped. */
+/**
+ * Lines' predictions, packed per model their urls name (and per `timeout_ms` of their own,
+ * which holds where it is shorter than what the batch's window leaves, as for a line sent
+ * alone); undefined once `signal` stopped.
+ */
 async function predictMany(
   packed: PackedRun,
   lines: ReadonlyArray<{ url: string; body: unknown }>,
@@ -49,22 +53,31 @@ async function predictMany(
   signal: AbortSignal,
 ): Promise<LineOutcome[] | undefined> {
   const outcomes: LineOutcome[] = new Array(lines.length);
-  const byModel = new Map<string, Array<{ at: number; body: PredictBody }>>();
+  type Group = {
+    model: string;
+    opts: CallOptions;
+    lines: Array<{ at: number; body: PredictBody }>;
+  };
+  const groups = new Map<string, Group>();
   for (const [at, line] of lines.entries()) {
     try {
       const model = endpointOf(line.url)?.model;
       if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
       const body = lineBody(predictBodySchema, line.body);
-      const group = byModel.get(model) ?? [];
-      byModel.set(model, group);
-      group.push({ at, body });
+      const key = `${model}\u0000${body.timeout_ms ?? ""}`;
+      let group = groups.get(key);
+      if (!group) {
+        group = { model, opts: lineOptions(opts, body), lines: [] };
+        groups.set(key, group);
+      }
+      group.lines.push({ at, body });
     } catch (error) {
       outcomes[at] = { error };
     }
   }
   // each model's lines at once: one a worker is slow to serve holds only its own
   const stopped = await Promise.all(
-    [...byModel].map(async ([model, group]) => {
+    [...groups.values()].map(async ({ model, opts, lines: group }) => {
       let answers: Awaited<ReturnType<PackedRun["run"]>>;
       try {
         answers = await packed.run(
