@@ -1,3 +1,4 @@
+import type { ServerResponse } from "node:http";
 import { ModelRepository } from "@ferry/model-repository";
 import { configured, exitForConfig, exitWithParent, messageOf, queueName } from "@ferry/protocol";
 import { startTracing } from "@ferry/telemetry";
@@ -128,6 +129,8 @@ new OpenAiBatchRunner(
   log,
 ).start();
 let draining = false;
+/** How long a draining API still reads the requests already on their way to it, in ms. */
+const LISTEN_GRACE_MS = 1_000;
 const streams = new StreamSlots(env.MAX_STREAMS, env.MAX_STREAMS_PER_KEY);
 const drain = new AbortController();
 const services: Services = {
@@ -207,16 +210,26 @@ async function shutdown(signal: string): Promise<void> {
     { signal, open: inFlight.size, streams: streams.open },
     "draining: no new connections, finishing open requests",
   );
+  const until = Date.now() + env.DRAIN_TIMEOUT_MS;
+  if (signal !== "parent gone") {
+    // A request already sent on a connection this process accepted but has not read yet (a
+    // busy loop reads it late) counts as idle to Node, and closing the idle connections
+    // resets it: the client sees "fetch failed", not an answer. Read what arrives a moment
+    // longer, within the drain's time (readiness already says 503), each answer closing
+    // its connection.
+    server.prependListener("request", (_req, res: ServerResponse) => {
+      res.shouldKeepAlive = false;
+    });
+    const grace = Math.min(LISTEN_GRACE_MS, env.DRAIN_TIMEOUT_MS);
+    await new Promise((resolve) => setTimeout(resolve, grace));
+  }
   server.close();
   server.closeIdleConnections();
   // Open streams (completions included: their requests returned when their stream began) run
   // to their end within the drain timeout; what is still open then is ended with where to
   // resume, and the jobs behind them go on in the workers.
-  const until = Date.now() + env.DRAIN_TIMEOUT_MS;
-  await Promise.all([
-    inFlight.settled(env.DRAIN_TIMEOUT_MS),
-    streams.settled(env.DRAIN_TIMEOUT_MS),
-  ]);
+  const left = Math.max(0, until - Date.now());
+  await Promise.all([inFlight.settled(left), streams.settled(left)]);
   if (streams.open > 0) log.warn({ open: streams.open }, "drain timeout: ending open streams");
   await streams.closeAll(Math.max(1_000, until - Date.now()));
   await client.close();
