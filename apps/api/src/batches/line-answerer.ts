@@ -48,26 +48,15 @@ export class LineAnswerer {
     signal: AbortSignal,
   ): Promise<void> {
     const parsed = raw.map((line) => parseLine(line) as ParsedLine);
-    const opts = this.manyOptions(batch);
-    if (!opts) return;
-    let outcomes: LineOutcome[] | undefined;
-    try {
-      outcomes = await many.run(parsed, opts, signal);
-    } catch (err) {
-      outcomes = parsed.map(() => ({ error: err }));
-    }
-    if (!outcomes || signal.aborted) return;
+    const answers = await this.many(batch, many, parsed, signal);
+    if (!answers) return;
     // a request id per line, as OpenAI's: the chunk's random part, then the line's place
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
     const ok: string[] = [];
     const failed: string[] = [];
     for (let k = 0; k < parsed.length; k++) {
-      const { custom_id, url } = parsed[k] as ParsedLine;
-      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
-      const answer =
-        "value" in outcome
-          ? { status: 200, body: outcome.value }
-          : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+      const { custom_id } = parsed[k] as ParsedLine;
+      const answer = answers[k] as Answer;
       const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
       const line = answerLine(
         lineId(batch.id, first + k),
@@ -108,33 +97,47 @@ export class LineAnswerer {
     recorder: AnswerRecorder,
   ): Promise<void> {
     const parsed = group.map((g) => g.line);
+    const answers = await this.many(batch, many, parsed, signal);
+    if (!answers) return;
+    await Promise.all(
+      group.map((line, k) =>
+        this.keep(
+          batch,
+          line.index,
+          line.line.custom_id,
+          `req_${randomUUID().replaceAll("-", "")}`,
+          answers[k] as Answer,
+          recorder,
+        ),
+      ),
+    );
+  }
+
+  /**
+   * Lines answered through their kind at once, each as its route answers it (a kind that
+   * throws fails them all); undefined once the batch stopped or its window has passed.
+   */
+  private async many(
+    batch: OpenAiBatchState,
+    many: ManyLines,
+    parsed: readonly ParsedLine[],
+    signal: AbortSignal,
+  ): Promise<Answer[] | undefined> {
     const opts = this.manyOptions(batch);
-    if (signal.aborted || !opts) return;
+    if (signal.aborted || !opts) return undefined;
     let outcomes: LineOutcome[] | undefined;
     try {
       outcomes = await many.run(parsed, opts, signal);
     } catch (err) {
       outcomes = parsed.map(() => ({ error: err }));
     }
-    if (!outcomes || signal.aborted) return;
-    await Promise.all(
-      group.map((line, k) => {
-        const { custom_id, url } = parsed[k] as ParsedLine;
-        const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
-        const answer =
-          "value" in outcome
-            ? { status: 200, body: outcome.value }
-            : this.failed(batch, url, opts.requestId ?? "", outcome.error);
-        return this.keep(
-          batch,
-          line.index,
-          custom_id,
-          `req_${randomUUID().replaceAll("-", "")}`,
-          answer,
-          recorder,
-        );
-      }),
-    );
+    if (!outcomes || signal.aborted) return undefined;
+    return parsed.map(({ url }, k) => {
+      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+      return "value" in outcome
+        ? { status: 200, body: outcome.value }
+        : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+    });
   }
 
   /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
