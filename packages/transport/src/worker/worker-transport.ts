@@ -7,30 +7,27 @@ import {
   type InferJob,
   type InferReply,
   parseQueueName,
-  type RowResult,
   WIRE_VERSION,
-  type WireError,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
 import { ChannelMux } from "../shared/channel-mux.js";
 import { createRedis, type RedisClient, type RedisTarget } from "../shared/connection.js";
 import { ControlChannel } from "../shared/control-channel.js";
-import { EventWriter, fenceOf } from "../shared/event-log.js";
+import { EventWriter } from "../shared/event-log.js";
 import { formatFailure } from "../shared/job-records.js";
 import { bullQueueName, Keys, queueOfBullName } from "../shared/keys.js";
 import { HEARTBEAT_INTERVAL_MS, WorkerRegistry } from "../shared/worker-registry.js";
+import { AsyncRowConsumer } from "./async-row-consumer.js";
 import { BatchJobConsumer } from "./batch-job-consumer.js";
 import { Custody } from "./custody.js";
 import { ExecutionStats } from "./execution-stats.js";
 import { expireFinished } from "./finished-jobs.js";
 import { GenerationConsumer } from "./generation-consumer.js";
-import { giveBack } from "./give-back.js";
 import type {
   ConsumeOptions,
   GenerateHandler,
   PackedHandler,
   ReloadHandler,
-  RowContext,
   RowHandler,
 } from "./handlers.js";
 import { InteractiveReserve } from "./interactive-reserve.js";
@@ -84,6 +81,7 @@ export class WorkerTransport {
   private readonly events: EventWriter;
   private readonly registry: WorkerRegistry;
   private readonly generation: GenerationConsumer;
+  private readonly asyncRows: AsyncRowConsumer;
   private readonly custody: Custody;
   private readonly jobTtlS: number;
   private readonly batches: BatchJobConsumer;
@@ -129,6 +127,13 @@ export class WorkerTransport {
       this.running,
     );
     this.batches = new BatchJobConsumer(this.redis, this.keys, this.jobTtlS);
+    this.asyncRows = new AsyncRowConsumer(
+      this.redis,
+      this.events,
+      this.keys,
+      this.running,
+      this.workerId,
+    );
     // a job that comes back from a worker that died running it alone is failed, not retried
     const self = { id: this.workerId, startedAt: this.startedAt };
     this.custody = new Custody(this.redis, this.keys, self, this.registry, this.jobTtlS, {
@@ -360,78 +365,8 @@ export class WorkerTransport {
     // its event log (status, result or error, done) and cancellable.
     return this.custody.run(
       job,
-      () => this.processAsync(job, data, handler, token, lockDurationMs),
-      (message) => this.refuseAsync(job, token, lockDurationMs, message),
+      () => this.asyncRows.process(job, data, handler, token, lockDurationMs),
+      (message) => this.asyncRows.refuse(job, token, lockDurationMs, message),
     );
-  }
-
-  private async processAsync(
-    job: Job<InferJob | BatchChunkJob>,
-    data: InferJob,
-    handler: RowHandler,
-    token: string | undefined,
-    lockDurationMs: number,
-  ): Promise<InferReply> {
-    const id = job.id ?? "";
-    const ref = { queue: queueOfBullName(job.queueName), id };
-    const fence = fenceOf(this.keys, job, token);
-    // the log must get its end before the job gets one (see giveBack)
-    const logged = () =>
-      this.events.flush(ref, fence).catch(() => giveBack(job, token, lockDurationMs));
-    const fail = async (error: WireError): Promise<never> => {
-      this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
-      await logged();
-      throw new UnrecoverableError(formatFailure(error));
-    };
-    // Found by cancel broadcasts from before the mark is read: the broadcast and the mark's
-    // answer come on two connections, in no set order, so a cancel made after the read ran
-    // may be told first, and would have found no job here to stop.
-    const controller = new AbortController();
-    this.running.set(id, controller);
-    try {
-      const marked = (await this.redis.exists(this.keys.cancelled(id))) === 1;
-      if (marked || controller.signal.aborted)
-        return fail({ code: "CANCELLED", message: "job was cancelled" });
-      this.events.emit(ref, [{ type: "status", status: "running" }], fence);
-      const ctx: RowContext = { jobId: id, signal: controller.signal };
-      const results = await Promise.all(data.rows.map((row) => handler(row, data, ctx)));
-      if (controller.signal.aborted)
-        return fail({ code: "CANCELLED", message: "job was cancelled" });
-      // A bad input or a model error fails this job only, and retrying would fail it again.
-      const failed = results.find((r) => !r.ok);
-      if (failed && !failed.ok) return fail(failed.error);
-      const reply = this.reply(id, data, results);
-      this.events.emit(ref, [{ type: "result", result: reply }, { type: "done" }], fence);
-      await logged();
-      return reply;
-    } finally {
-      if (this.running.get(id) === controller) this.running.delete(id);
-    }
-  }
-
-  /** Fails an async job before its work starts (see Custody): its log says why. */
-  private async refuseAsync(
-    job: Job,
-    token: string | undefined,
-    lockDurationMs: number,
-    message: string,
-  ): Promise<never> {
-    const ref = { queue: queueOfBullName(job.queueName), id: job.id ?? "" };
-    const fence = fenceOf(this.keys, job, token);
-    const error: WireError = { code: "MODEL_ERROR", message };
-    this.events.emit(ref, [{ type: "error", error }, { type: "done" }], fence);
-    await this.events.flush(ref, fence).catch(() => giveBack(job, token, lockDurationMs));
-    throw new UnrecoverableError(formatFailure(error));
-  }
-
-  private reply(id: string, data: InferJob, results: RowResult[]): InferReply {
-    return {
-      v: WIRE_VERSION,
-      job: id,
-      model: data.model,
-      version: data.version,
-      worker: this.workerId,
-      results,
-    };
   }
 }
