@@ -106,14 +106,16 @@ describe("open event streams are capped", () => {
     const queued = await stack.post("/v1/jobs", { model: "tiny-lm", input: { prompt: "Q:" } }, k1);
     expect(queued.status).toBe(202);
     const qid = ((await queued.json()) as { id: string }).id;
-    const open: AbortController[] = [];
+    // each held stream keeps its Response: undici cancels the body of one that is garbage
+    // collected, which closes its connection and gives the slot back mid-test
+    const open: Array<{ abort: AbortController; res: Response }> = [];
     const follow = async (key: Record<string, string>, jobId = qid) => {
       const abort = new AbortController();
       const res = await fetch(stack.url(`/v1/jobs/${jobId}/events`), {
         headers: key,
         signal: abort.signal,
       });
-      if (res.status === 200) open.push(abort);
+      if (res.status === 200) open.push({ abort, res });
       else await res.body?.cancel();
       return res.status;
     };
@@ -132,10 +134,10 @@ describe("open event streams are capped", () => {
     expect(await follow(k2, k2job)).toBe(200);
     expect(await follow(k2, k2job)).toBe(200);
     expect(await follow(k2, k2job)).toBe(503);
-    for (const a of open) a.abort();
+    for (const held of open.splice(0)) held.abort.abort();
     await new Promise((r) => setTimeout(r, 300));
     expect(await follow(k2, k2job)).toBe(200);
-    for (const a of open) a.abort();
+    for (const held of open) held.abort.abort();
   });
 });
 
