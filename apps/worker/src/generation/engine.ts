@@ -1,6 +1,4 @@
-import { randomInt } from "node:crypto";
-import { guidedProblem, guidedSpecOf } from "@ferry/guided";
-import { bitmaskOf, type GrammarEngine, type GrammarGuide } from "@ferry/guided/engine";
+import type { GrammarEngine, GrammarGuide } from "@ferry/guided/engine";
 import type { Tokenizer } from "@ferry/model-repository";
 import {
   BATCH_BAND,
@@ -9,24 +7,19 @@ import {
   type FinishReason,
   type GenerateJob,
   type JobEventBody,
-  outOfVocabulary,
   type ResumePoint,
-  type SamplingParams,
-  unknownSamplingFields,
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
-import { badWordIds, changesLogits, processLogits } from "./logits-processors.js";
-import { promptLogprobs, tokenLogprob } from "./logprobs.js";
-import { OutputProcessor } from "./output-processor.js";
-import { sample, seededRandom } from "./sampler.js";
+import { countPrefixHits, nextToken, type PassContext, takePromptScores } from "./pass-outputs.js";
 import type { Scheduler } from "./scheduler.js";
-import { Sequence } from "./sequence.js";
+import type { Sequence } from "./sequence.js";
+import { type Prompt, type SequenceHooks, SequenceIntake } from "./sequence-intake.js";
 
-/** What the engine runs a model through: the KV-cached LM runtime, or a fake in unit tests. */
 /** How long decode steps of batch lines alone wait for interactive prompts at most, in ms. */
 const MAX_YIELD_MS = 50;
 
+/** What the engine runs a model through: the KV-cached LM runtime, or a fake in unit tests. */
 export type EngineRuntime = Pick<LmRuntime, "stepScored" | "prefillScored" | "retain" | "release">;
 
 export interface EngineOptions {
@@ -63,7 +56,10 @@ export interface SubmitOptions {
  * stop rules, events). Runs while any sequence is waiting or running.
  */
 export class Engine {
-  private nextSeq = 1;
+  /** Jobs become sequences here, or are refused before they take a seat. */
+  private readonly intake: SequenceIntake;
+  /** What a pass's outputs become tokens with. */
+  private readonly pass: PassContext;
   private looping = false;
   /** Sequences whose prefill is on the prefill thread now; their caches are not released yet. */
   private readonly prefilling = new Set<Sequence>();
@@ -84,6 +80,8 @@ export class Engine {
     private readonly options: EngineOptions,
     private readonly grammars?: GrammarEngine,
   ) {
+    this.intake = new SequenceIntake(tokenizer, options, grammars);
+    this.pass = { tokenizer, metrics, contextLength: options.contextLength };
     this.step = options.prefillThread
       ? () => this.stepWithPrefillThread()
       : options.mixedPrefill
@@ -103,39 +101,17 @@ export class Engine {
     emit: (events: JobEventBody[]) => void,
     { resume, onAdmitted, priority }: SubmitOptions = {},
   ): Promise<CompletionResult> {
-    const unknownFields = unknownSamplingFields(job.params);
-    if (unknownFields.length > 0)
-      return Promise.reject(
-        new FerryError(
-          "INVALID_INPUT",
-          `This worker does not know the sampling field(s) ${unknownFields.join(", ")}: is the API newer than its workers?`,
-        ),
-      );
-    const whole =
-      job.prompt_ids ?? this.tokenizer.encode(job.prompt, job.params.add_special_tokens ?? false);
-    // vLLM's truncate_prompt_tokens: the last ones are read
-    const keep = job.params.truncate_prompt_tokens;
-    const promptIds = keep !== undefined && whole.length > keep ? whole.slice(-keep) : whole;
-    if (promptIds.length === 0)
-      return Promise.reject(new FerryError("INVALID_INPUT", "prompt is empty"));
-    const unknown = outOfVocabulary(promptIds, this.options.vocabSize);
-    if (unknown !== undefined)
-      return Promise.reject(
-        new FerryError("INVALID_INPUT", `Token id ${unknown} is out of vocabulary`),
-      );
-    if (promptIds.length >= this.options.contextLength) {
-      const message = `This model's maximum context length is ${this.options.contextLength} tokens; the prompt has ${promptIds.length}`;
-      return Promise.reject(new FerryError("INVALID_INPUT", message));
-    }
-    const guided = this.guideOf(job.params);
+    const prompt = this.intake.prompt(job);
+    if (prompt instanceof FerryError) return Promise.reject(prompt);
+    const guided = this.intake.guided(job.params);
     if (guided instanceof FerryError) return Promise.reject(guided);
-    const started = { emit, resume, onAdmitted, priority };
-    if (!guided) return this.start(job, signal, started, promptIds, whole, undefined);
+    const hooks = { emit, onAdmitted, priority };
+    if (!guided) return this.start(job, signal, hooks, resume, prompt, undefined);
     // the grammar compiles on its own thread; the sequence queues once its first mask is here
     return (
       this.grammars?.open(guided.spec, guided.vocabulary).then(async (guide) => {
         try {
-          return await this.start(job, signal, started, promptIds, whole, guide);
+          return await this.start(job, signal, hooks, resume, prompt, guide);
         } finally {
           guide.close();
         }
@@ -146,43 +122,13 @@ export class Engine {
   private start(
     job: GenerateJob,
     signal: AbortSignal,
-    {
-      emit,
-      resume,
-      onAdmitted,
-      priority,
-    }: SubmitOptions & { emit: (events: JobEventBody[]) => void },
-    promptIds: number[],
-    whole: number[],
+    hooks: Omit<SequenceHooks, "resolve" | "reject">,
+    resume: ResumePoint | undefined,
+    prompt: Prompt,
     guide: GrammarGuide | undefined,
   ): Promise<CompletionResult> {
     return new Promise((resolve, reject) => {
-      const seq = new Sequence({
-        id: this.nextSeq++,
-        promptIds,
-        params: job.params,
-        ...(priority === undefined ? {} : { priority }),
-        deadline: job.deadline,
-        signal,
-        random: seededRandom(job.params.seed ?? randomInt(2 ** 31)),
-        // the prompt as context: a SentencePiece tokenizer's first generated token keeps its
-        // leading space (after "Once upon a", " time", not "time"), as vLLM's detokenizer does
-        decoder: this.tokenizer.decoder(promptIds),
-        output: new OutputProcessor(job.params.stop, job.params.include_stop_str_in_output),
-        badWordIds: badWordIds(job.params.bad_words ?? [], this.tokenizer),
-        ...(job.params.allowed_token_ids
-          ? { allowed: bitmaskOf(job.params.allowed_token_ids, this.vocabularySize()) }
-          : {}),
-        ...(guide ? { guide } : {}),
-        // the client's own text, else the ids the model read as text
-        ...(job.params.echo
-          ? { echo: job.prompt_ids || promptIds !== whole ? this.textOf(promptIds) : job.prompt }
-          : {}),
-        emit,
-        resolve,
-        reject,
-        ...(onAdmitted ? { onAdmitted } : {}),
-      });
+      const seq = this.intake.sequence(job, signal, prompt, guide, { ...hooks, resolve, reject });
       if (resume && resume.ids.length > 0) {
         this.metrics.resumed.inc();
         if (this.replay(seq, resume)) return;
@@ -193,41 +139,6 @@ export class Engine {
         this.kick();
       });
     });
-  }
-
-  /**
-   * What a guided completion must spell, and over which vocabulary; a FerryError where it
-   * cannot be guided here. Guides spell text token by token, so they need every token's
-   * bytes (a tokenizer whose tokens' bytes are known), the vocabulary's size and an end of text. The spec is
-   * checked again (the API checked it before queueing): a job may come from an older API.
-   */
-  private guideOf(
-    params: SamplingParams,
-  ):
-    | { spec: NonNullable<ReturnType<typeof guidedSpecOf>>; vocabulary: number }
-    | FerryError
-    | undefined {
-    const spec = guidedSpecOf(params);
-    if (!spec) return undefined;
-    const size = this.options.vocabSize;
-    if (
-      size === undefined ||
-      !this.tokenizer.exactTokenBytes ||
-      this.tokenizer.eosTokenId === undefined ||
-      !this.grammars
-    )
-      return new FerryError(
-        "INVALID_INPUT",
-        `guided decoding (${spec.kind}) needs a tokenizer whose every token's bytes are known, an end-of-text token and the model's vocab_size in model.json`,
-      );
-    const problem = guidedProblem(spec);
-    if (problem) return new FerryError("INVALID_INPUT", `${spec.kind}: ${problem}`);
-    return { spec, vocabulary: this.grammars.vocabulary(this.tokenizer, size) };
-  }
-
-  /** Logits per position: the model's vocabulary, else the tokenizer's ids below the end of text. */
-  private vocabularySize(): number {
-    return this.options.vocabSize ?? (this.tokenizer.eosTokenId ?? 0) + 1;
   }
 
   /**
@@ -462,67 +373,21 @@ export class Engine {
     for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
   }
 
-  /**
-   * What the prefix cache gave prefills (vLLM's queries and hits, in tokens): every prefill
-   * row asked the cache but a scored one.
-   */
+  /** What the prefix cache gave the prefills, when the runtime keeps prompts' caches. */
   private countPrefixes(prefilled: readonly Sequence[], cached: readonly number[]): void {
-    if (!this.options.prefixCaching) return;
-    prefilled.forEach((seq, i) => {
-      const row = seq.prefillRow();
-      if (row.scorePrompt) return;
-      this.metrics.prefixQueries.inc(row.tokens.length);
-      this.metrics.prefixHits.inc(cached[i] ?? 0);
-      // a resumed sequence's prefill reads its earlier tokens too: only the prompt's count
-      // a preempted sequence's recompute says nothing of what its prompt found first
-      if (seq.preemptions === 0) seq.cachedTokens = Math.min(cached[i] ?? 0, seq.promptIds.length);
-    });
+    if (this.options.prefixCaching) countPrefixHits(prefilled, cached, this.metrics);
   }
 
-  /** Prompt scores of a prefill, as its sequences report them (before their first token). */
   private takeScores(seqs: readonly Sequence[], prompts: readonly PromptScores[]): void {
-    if (prompts.length === 0) return;
-    const bySeq = new Map(prompts.map((scores) => [scores.seq, scores]));
-    for (const seq of seqs) {
-      const scores = bySeq.get(seq.id);
-      if (scores) seq.promptLogprobs = promptLogprobs(seq.promptIds, scores, this.tokenizer);
-    }
-  }
-
-  /** Token ids as text, whole (an echoed prompt). */
-  private textOf(ids: readonly number[]): string {
-    const decoder = this.tokenizer.decoder();
-    return ids.map((id) => decoder.push(id)).join("") + decoder.flush();
+    takePromptScores(seqs, prompts, this.tokenizer);
   }
 
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
-    const guideError = seq.guide?.error;
-    if (guideError) {
-      this.fail(seq, guideError);
-      return;
-    }
-    const { logprobs } = seq.params;
-    const changes = changesLogits(seq.params, seq);
-    // log probabilities are the model's own, before penalties and bias change the logits
-    const raw = logprobs !== undefined && changes ? logits.slice() : logits;
-    if (changes) processLogits(logits, seq.params, seq, this.tokenizer.eosTokenId);
-    const token = sample(logits, seq.params, seq.random);
-    const { ttftS, interTokenS } = seq.timeToken(performance.now());
-    if (ttftS !== undefined) this.metrics.ttft.observe(ttftS);
-    if (interTokenS !== undefined) this.metrics.interToken.observe(interTokenS);
-    if (token === this.tokenizer.eosTokenId && !seq.params.ignore_eos) {
-      this.finish(seq, "stop");
-      return;
-    }
-    seq.accept(
-      token,
-      logprobs === undefined ? undefined : tokenLogprob(raw, token, logprobs, this.tokenizer),
-    );
-    this.metrics.tokens.inc();
-    const reason = seq.finishedBy(this.options.contextLength);
-    if (reason) this.finish(seq, reason);
+    const ends = nextToken(seq, logits, this.pass);
+    if (ends instanceof FerryError) this.fail(seq, ends);
+    else if (ends) this.finish(seq, ends);
   }
 
   private finish(seq: Sequence, reason: FinishReason): void {
