@@ -65,17 +65,27 @@ async function writeAndEnd(
   await output.begin();
   await errors.begin();
   let index = 0;
-  let chunk = 0;
-  for await (const bytes of files.chunks(batch.input_file_id)) {
-    const whole = await store.chunkAnswers(id, chunk++);
+  // a chunk answered whole needs nothing of the input file: only a chunk answered a line at a
+  // time (a runner taken over midway, lines of generation) is read again for its lines
+  const readAhead = (chunk: number) => {
+    const read = store.chunkAnswers(id, chunk);
+    // awaited later: a failure meanwhile is not an unhandled rejection
+    read.catch(() => undefined);
+    return read;
+  };
+  let answered = readAhead(0);
+  for (let chunk = 0; ; chunk++) {
+    const whole = await answered;
+    answered = readAhead(chunk + 1);
     if (whole !== null) {
-      // the chunk's lines need no reading: its answers hold one for each
       const { ok, failed } = decodeChunkAnswers(whole);
       await output.addBlock(ok);
       await errors.addBlock(failed);
       index += ok.lines + failed.lines;
       continue;
     }
+    const bytes = await files.chunk(batch.input_file_id, chunk);
+    if (!bytes) break;
     const lines = linesOf(bytes);
     const answers = await store.lineAnswers(id, index, lines.length);
     for (let k = 0; k < lines.length; k++) {

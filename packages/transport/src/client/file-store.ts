@@ -287,6 +287,14 @@ export class FileStore {
     }
   }
 
+  /** The file's stored chunk `index` (whole lines); undefined past its last. */
+  async chunk(id: string, index: number): Promise<Buffer | undefined> {
+    const [chunk] = await guarded(() =>
+      this.redis.lrangeBuffer(this.keys.fileChunks(id), index, index),
+    );
+    return chunk;
+  }
+
   /** The file's lines that are not blank, a stored chunk at a time. */
   async *lines(id: string): AsyncGenerator<string[]> {
     for await (const chunk of this.chunks(id)) yield linesOf(chunk);
