@@ -42,9 +42,11 @@ export function predictBatchLines(
 }
 
 /**
- * Lines' predictions, packed per model their urls name (and per `timeout_ms` of their own,
- * which holds where it is shorter than what the batch's window leaves, as for a line sent
- * alone); undefined once `signal` stopped.
+ * Lines' predictions, packed per model their urls name; undefined once `signal` stopped. A
+ * line's own `timeout_ms` holds where it is shorter than what the batch's window leaves, as
+ * for a line sent alone: a model's lines run together under the longest of them, and a line
+ * whose answer came after its own deadline is that deadline's 504. Grouping by the timeouts
+ * themselves would let a file of distinct ones (a caller's choice) make a job per line.
  */
 async function predictMany(
   packed: PackedRun,
@@ -55,7 +57,8 @@ async function predictMany(
   const outcomes: LineOutcome[] = new Array(lines.length);
   type Group = {
     model: string;
-    opts: CallOptions;
+    /** The longest of the lines' own timeouts; undefined once a line has none. */
+    longest: number | undefined;
     lines: Array<{ at: number; body: PredictBody }>;
   };
   const groups = new Map<string, Group>();
@@ -64,26 +67,28 @@ async function predictMany(
       const model = endpointOf(line.url)?.model;
       if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
       const body = lineBody(predictBodySchema, line.body);
-      const key = `${model}\u0000${body.timeout_ms ?? ""}`;
-      let group = groups.get(key);
+      const own = body.timeout_ms ?? undefined;
+      let group = groups.get(model);
       if (!group) {
-        group = { model, opts: lineOptions(opts, body), lines: [] };
-        groups.set(key, group);
-      }
+        group = { model, longest: own, lines: [] };
+        groups.set(model, group);
+      } else if (group.longest !== undefined)
+        group.longest = own === undefined ? undefined : Math.max(group.longest, own);
       group.lines.push({ at, body });
     } catch (error) {
       outcomes[at] = { error };
     }
   }
+  const started = Date.now();
   // each model's lines at once: one a worker is slow to serve holds only its own
   const stopped = await Promise.all(
-    [...groups.values()].map(async ({ model, opts, lines: group }) => {
+    [...groups.values()].map(async ({ model, longest, lines: group }) => {
       let answers: Awaited<ReturnType<PackedRun["run"]>>;
       try {
         answers = await packed.run(
           model,
           group.map((g) => g.body),
-          opts,
+          lineOptions(opts, { timeout_ms: longest }),
           signal,
         );
       } catch (error) {
@@ -91,13 +96,27 @@ async function predictMany(
         return false;
       }
       if (!answers) return true;
-      for (const [k, { at }] of group.entries()) {
+      const answeredAfter = Date.now() - started;
+      for (const [k, { at, body }] of group.entries()) {
         const answer = answers[k];
-        outcomes[at] = answer instanceof FerryError ? { error: answer } : { value: answer };
+        const own = body.timeout_ms ?? undefined;
+        outcomes[at] =
+          own !== undefined && answeredAfter > own
+            ? { error: lateLine(own) }
+            : answer instanceof FerryError
+              ? { error: answer }
+              : { value: answer };
       }
       return false;
     }),
   );
   if (stopped.includes(true)) return undefined;
   return outcomes;
+}
+
+function lateLine(timeoutMs: number): FerryError {
+  return new FerryError(
+    "DEADLINE_EXCEEDED",
+    `Deadline exceeded: the line's timeout_ms (${timeoutMs}) passed before its answer`,
+  );
 }
