@@ -17,12 +17,23 @@ export function endpointOf(
 ): { endpoint: BatchEndpoint; model?: string | undefined } | undefined {
   const predict = PREDICT.exec(url);
   if (predict) {
-    const model = decodeURIComponent(predict[1] ?? "");
-    return { endpoint: "/v1/models/{model}/predict", model };
+    return { endpoint: "/v1/models/{model}/predict", model: decoded(predict[1] ?? "") };
   }
   return (BATCH_ENDPOINTS as readonly string[]).includes(url)
     ? { endpoint: url as BatchEndpoint }
     : undefined;
+}
+
+/**
+ * A path segment decoded as the live route's router decodes it: a malformed escape (`%E0`)
+ * stays as it is, a name no model has, rather than an exception.
+ */
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /**
