@@ -57,3 +57,17 @@ describe("FileStore writers", () => {
     expect((await store.finish(upload.id, upload.owner, [])).lines).toBe(1);
   });
 });
+
+describe("FileStore custom_ids", () => {
+  it("tells apart ids that UTF-8 would make one (lone surrogates), and still finds a repeat", async () => {
+    const input = { id: "file-ids", owner: "t", filename: "in.jsonl", purpose: "batch" };
+    await store.begin(input);
+    const appended = await store.append(input.id, Buffer.from("x\ny\nz\n"), 3, [
+      "\ud800",
+      "\ud801",
+      "\ufffd",
+    ]);
+    expect(appended).toBeUndefined();
+    expect(await store.append(input.id, Buffer.from("w\n"), 1, ["\ud801"])).toBe(0);
+  });
+});

@@ -185,7 +185,9 @@ export class FileStore {
         lines,
         Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
         writer,
-        ...customIds,
+        // as JSON: a lone surrogate (JSON allows "\ud800") would reach Redis as UTF-8's U+FFFD,
+        // and two distinct ids as one
+        ...customIds.map((c) => JSON.stringify(c)),
       ),
     );
     if (at === -2) throw new FerryError("NOT_FOUND", `File '${id}' is gone`);
