@@ -9,6 +9,13 @@ import { fileIdFor, notRun } from "./batch-lines.js";
 import { decodeChunkAnswers } from "./chunk-answers.js";
 import { OutputFile } from "./output-file.js";
 
+/** Ends a batch that cannot run, saying why, with the files of what was answered (if any). */
+export type FailBatch = (
+  id: string,
+  message: string,
+  files?: { output_file_id?: string; error_file_id?: string },
+) => Promise<void>;
+
 /** A kept answer's first character: whether it goes to the output file or the error file. */
 export const OK = "1";
 export const FAILED = "0";
@@ -24,7 +31,7 @@ export async function finalizeBatch(
   client: InferenceClient,
   id: string,
   ttlS: number,
-  fail: (id: string, message: string) => Promise<void>,
+  fail: FailBatch,
 ): Promise<void> {
   try {
     await writeAndEnd(client, id, ttlS, fail);
@@ -37,7 +44,7 @@ async function writeAndEnd(
   client: InferenceClient,
   id: string,
   ttlS: number,
-  fail: (id: string, message: string) => Promise<void>,
+  fail: FailBatch,
 ): Promise<void> {
   const store = client.openAiBatches;
   let batch = await store.get(id);
@@ -74,7 +81,10 @@ async function writeAndEnd(
     return read;
   };
   let answered = readAhead(0);
+  /** The chunk the input file ended at (the one past its last, unless it went meanwhile). */
+  let lastChunk = 0;
   for (let chunk = 0; ; chunk++) {
+    lastChunk = chunk;
     const whole = await answered;
     answered = readAhead(chunk + 1);
     if (whole !== null) {
@@ -98,18 +108,36 @@ async function writeAndEnd(
     index += lines.length;
   }
   if (index < batch.total) {
-    await Promise.all([output.discard(), errors.discard()]);
-    return fail(id, `its input file ${batch.input_file_id} is gone`);
+    // the input file went (deleted) before every line was written out: which lines the rest
+    // of its chunks held is not known any more, but every answer kept is, and is counted
+    const rest = await store.answersAfter(id, index, lastChunk);
+    for (const answer of rest.lines)
+      if (answer.startsWith(OK)) await output.add(answer.slice(1));
+      else await errors.add(answer.slice(1));
+    for (const whole of rest.chunks) {
+      const { ok, failed } = decodeChunkAnswers(whole);
+      await output.addBlock(ok);
+      await errors.addBlock(failed);
+    }
+    const files = await closeBoth(output, errors);
+    return fail(
+      id,
+      `its input file ${batch.input_file_id} was deleted before every line had run; the answers kept are in its files`,
+      files,
+    );
   }
+  await store.finish(id, ending, await closeBoth(output, errors), ttlS);
+}
+
+/** Closes both files; the ids of those that got a line. */
+async function closeBoth(
+  output: OutputFile,
+  errors: OutputFile,
+): Promise<{ output_file_id?: string; error_file_id?: string }> {
   const outputId = await output.close();
   const errorId = await errors.close();
-  await store.finish(
-    id,
-    ending,
-    {
-      ...(outputId ? { output_file_id: outputId } : {}),
-      ...(errorId ? { error_file_id: errorId } : {}),
-    },
-    ttlS,
-  );
+  return {
+    ...(outputId ? { output_file_id: outputId } : {}),
+    ...(errorId ? { error_file_id: errorId } : {}),
+  };
 }

@@ -133,4 +133,48 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     // a chunk's answers are kept once: a second record of it changes nothing
     expect(await store.recordChunk(id, 2, PER_CHUNK, 0, "")).toBe(false);
   });
+
+  it("an input file deleted before every line ran: the batch fails with every answer kept in its files, counted as they are", async () => {
+    const { id } = await batchOver();
+    const store = client.openAiBatches;
+    // the runner before: chunks 0 and 2 answered whole (2 with a failed line), two lines of 1
+    const chunk0 = Array.from({ length: PER_CHUNK }, (_, k) => earlier(id, k, `c0-${k}`));
+    await store.recordChunk(id, 0, PER_CHUNK, 0, encodeChunkAnswers(chunk0, []));
+    const chunk2 = [0, 2, 3].map((k) => earlier(id, 2 * PER_CHUNK + k, `c2-${k}`));
+    const bad = answerLine(lineId(id, 2 * PER_CHUNK + 1), FAILING, 400, "req_earlier", {});
+    await store.recordChunk(id, 2, 3, 1, encodeChunkAnswers(chunk2, [bad]));
+    await store.recordMany(id, [
+      { index: PER_CHUNK, ok: true, line: `${OK}${earlier(id, PER_CHUNK, "c1-0")}` },
+      { index: PER_CHUNK + 2, ok: true, line: `${OK}${earlier(id, PER_CHUNK + 2, "c1-2")}` },
+    ]);
+    await client.files.delete((await store.get(id))?.input_file_id ?? "");
+    const { kind, asked } = echoKind();
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }));
+    await runner.run(id, new AbortController().signal);
+
+    expect(asked).toEqual([]);
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("failed");
+    expect(JSON.stringify(batch?.errors)).toMatch(/was deleted before every line had run/);
+    const idsOf = async (file: string | undefined) => {
+      const ids: string[] = [];
+      for await (const chunk of client.files.lines(file ?? ""))
+        for (const l of chunk) ids.push((JSON.parse(l) as { custom_id: string }).custom_id);
+      return ids;
+    };
+    const output = await idsOf(batch?.output_file_id);
+    expect(output).toEqual([
+      "c0-0",
+      "c0-1",
+      "c0-2",
+      "c0-3",
+      "c1-0",
+      "c1-2",
+      "c2-0",
+      "c2-2",
+      "c2-3",
+    ]);
+    expect(await idsOf(batch?.error_file_id)).toEqual([FAILING]);
+    expect([batch?.completed, batch?.failed]).toEqual([output.length, 1]);
+  });
 });

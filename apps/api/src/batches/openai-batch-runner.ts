@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { AnswerRecorder } from "./answer-recorder.js";
-import { finalizeBatch } from "./batch-finalizer.js";
+import { type FailBatch, finalizeBatch } from "./batch-finalizer.js";
 import { type ParsedLine, parseLine } from "./batch-lines.js";
 import { LineAnswerer } from "./line-answerer.js";
 import { Slots } from "./slots.js";
@@ -75,8 +75,9 @@ export class OpenAiBatchRunner {
   async run(id: string, handback: AbortSignal): Promise<void> {
     const batch = await this.created(id);
     if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    // an input file deleted since: the finalizer writes out what was answered, and fails it
     if (!(await this.client.files.get(batch.input_file_id)))
-      return this.fail(id, `its input file ${batch.input_file_id} is gone`);
+      return finalizeBatch(this.client, id, this.ttlS, (...failed) => this.fail(...failed));
     const store = this.client.openAiBatches;
     if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
     const stop = new AbortController();
@@ -89,7 +90,7 @@ export class OpenAiBatchRunner {
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
-    await finalizeBatch(this.client, id, this.ttlS, (batch, message) => this.fail(batch, message));
+    await finalizeBatch(this.client, id, this.ttlS, (...failed) => this.fail(...failed));
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -204,8 +205,12 @@ export class OpenAiBatchRunner {
     if (failure) throw failure.err;
   }
 
-  /** Ends a batch that cannot run, saying why. */
-  private async fail(id: string, message: string): Promise<void> {
+  /** Ends a batch that cannot run, saying why, with the files of what it answered. */
+  private async fail(
+    id: string,
+    message: string,
+    files: Parameters<FailBatch>[2] = {},
+  ): Promise<void> {
     const batch = await this.client.openAiBatches.get(id);
     if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
     const errors = {
@@ -217,7 +222,7 @@ export class OpenAiBatchRunner {
     await this.client.openAiBatches.finish(
       id,
       "failed",
-      { errors: JSON.stringify(errors) },
+      { ...files, errors: JSON.stringify(errors) },
       this.ttlS,
     );
   }

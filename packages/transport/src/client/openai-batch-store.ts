@@ -251,6 +251,37 @@ export class OpenAiBatchStore {
     return guarded(() => this.redis.hget(this.keys.openAiBatchLines(id), chunkField(chunk)));
   }
 
+  /**
+   * Every answer kept past a point, for a batch whose input file went before it was written
+   * out: the lines' own from line `fromLine` on, in their order, and the chunks' whole ones
+   * after chunk `afterChunk`, in theirs (which lines a chunk holds is the input's to say).
+   */
+  async answersAfter(
+    id: string,
+    fromLine: number,
+    afterChunk: number,
+  ): Promise<{ lines: string[]; chunks: string[] }> {
+    const lines: Array<[number, string]> = [];
+    const chunks: Array<[number, string]> = [];
+    const key = this.keys.openAiBatchLines(id);
+    let cursor = "0";
+    do {
+      const [next, flat] = await guarded(() => this.redis.hscan(key, cursor, "COUNT", 1_000));
+      cursor = next;
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        const field = flat[i] ?? "";
+        const value = flat[i + 1] ?? "";
+        if (field.startsWith("c")) {
+          const chunk = Number(field.slice(1));
+          if (chunk > afterChunk) chunks.push([chunk, value]);
+        } else if (Number(field) >= fromLine) lines.push([Number(field), value]);
+      }
+    } while (cursor !== "0");
+    const inOrder = (all: Array<[number, string]>) =>
+      all.sort((a, b) => a[0] - b[0]).map(([, value]) => value);
+    return { lines: inOrder(lines), chunks: inOrder(chunks) };
+  }
+
   /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
   async lineAnswers(id: string, from: number, count: number): Promise<Array<string | null>> {
     if (count === 0) return [];
