@@ -16,10 +16,13 @@ import type { PackedHandler, PackedOutputs } from "./handlers.js";
  * chunk (after a worker died mid-chunk) counts nothing twice. Both keys carry the batch's tag.
  * KEYS: the chunk's output, the batch. ARGV: ttl, the packed output, rows ok, rows failed.
  */
-const STORE_CHUNK = `
+export const STORE_CHUNK = `
 if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then
-  redis.call('HINCRBY', KEYS[2], 'succeeded', ARGV[3])
-  redis.call('HINCRBY', KEYS[2], 'failed', ARGV[4])
+  -- a batch whose record expired meanwhile is not made again, without its TTL
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('HINCRBY', KEYS[2], 'succeeded', ARGV[3])
+    redis.call('HINCRBY', KEYS[2], 'failed', ARGV[4])
+  end
   return tonumber(ARGV[3]) + tonumber(ARGV[4])
 end
 return 0
