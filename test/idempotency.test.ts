@@ -136,10 +136,8 @@ describe("Idempotency-Key on POST /v1/jobs", () => {
     const jobsBefore = (await keys("job-queue:*")).length;
     // what the dead replica leaves: its claim of the key written, its job queued, no answer
     const record = await findRecord(id);
-    await redis.set(
-      record,
-      JSON.stringify({ state: "pending", fp: await fingerprintIn(record), at: 0 }),
-    );
+    const { fp, since } = JSON.parse((await redis.get(record)) ?? "{}") as Record<string, string>;
+    await redis.set(record, JSON.stringify({ state: "pending", fp, at: 0, since }));
     const retry = await post("/v1/jobs", job(), key, { base: replica });
     expect(retry.status).toBe(202);
     expect(await idOf(retry)).toBe(id);
@@ -148,6 +146,22 @@ describe("Idempotency-Key on POST /v1/jobs", () => {
     const again = await post("/v1/jobs", job(), key);
     expect(again.headers.get("idempotent-replayed")).toBe("true");
     expect(await idOf(again)).toBe(id);
+  });
+
+  it("a key used again once it expired is a new request: a new job, not the old one found again", async () => {
+    const key = randomUUID();
+    const first = await idOf(await post("/v1/jobs", job(), key));
+    // IDEMPOTENCY_TTL_S passed: the key's record is gone, the job it made is not
+    await redis.del(await findRecord(first));
+    const later = await post("/v1/jobs", job({ priority: 7 }), key);
+    expect(later.status).toBe(202);
+    expect(later.headers.get("idempotent-replayed")).toBeNull();
+    const second = await idOf(later);
+    expect(second).not.toBe(first);
+    const stored = (await (
+      await fetch(`${stack.baseUrl}/v1/jobs/${second}`, { headers: { authorization: "Bearer k1" } })
+    ).json()) as { id: string };
+    expect(stored.id).toBe(second);
   });
 
   it("a body nested 100,000 deep under a key is the same 400 as without one, never a 500", async () => {

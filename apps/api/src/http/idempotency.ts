@@ -145,9 +145,16 @@ export function parsedFingerprint<T>(
   };
 }
 
-/** The id a keyed request's job or batch takes: the same for every retry, UUID-shaped. */
-function createdIdOf(scope: string, key: string, path: string): string {
-  const h = createHash("sha256").update(`${scope}\u0000${key}\u0000${path}`).digest("hex");
+/**
+ * The id a keyed request's job or batch takes: the same for every retry of that request (a
+ * takeover's too), UUID-shaped; `since`, the first claim's time, makes the key used again
+ * after it expired a new request, not the old job found again.
+ */
+function createdIdOf(scope: string, key: string, path: string, since: string): string {
+  const named = since
+    ? `${scope}\u0000${key}\u0000${path}\u0000${since}`
+    : `${scope}\u0000${key}\u0000${path}`;
+  const h = createHash("sha256").update(named).digest("hex");
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
@@ -222,19 +229,22 @@ export async function idempotently<R extends Response>(
     return replay(claim.answer) as R;
   }
   let res: R;
-  const keyed = { createdId: createdIdOf(scope, key, c.req.path), takeover: claim.takeover };
+  const keyed = {
+    createdId: createdIdOf(scope, key, c.req.path, claim.since),
+    takeover: claim.takeover,
+  };
   try {
     res = await run(keyed);
   } catch (err) {
     const error = toFerryError(err);
     if (!kept(httpStatus(error.code))) {
-      await forgo(c, scope, key, fingerprint, httpStatus(error.code));
+      await forgo(c, scope, key, fingerprint, claim.since, httpStatus(error.code));
       throw err;
     }
     res = errorResponse(c, error) as R;
   }
   if (!kept(res.status)) {
-    await forgo(c, scope, key, fingerprint, res.status);
+    await forgo(c, scope, key, fingerprint, claim.since, res.status);
     return res;
   }
   const final = streamed ? streamed.afterRun() : fingerprint;
@@ -243,7 +253,13 @@ export async function idempotently<R extends Response>(
   // what it created again, from its start
   if (stream && c.env?.outgoing?.headersSent === true) {
     const headers = { [STREAM_MARK]: "1" };
-    await store.answer(scope, key, final, { status: res.status, body: createdId, headers });
+    await store.answer(
+      scope,
+      key,
+      final,
+      { status: res.status, body: createdId, headers },
+      claim.since,
+    );
     return res;
   }
   const headers: Record<string, string> = {};
@@ -251,11 +267,13 @@ export async function idempotently<R extends Response>(
     const value = res.headers.get(name);
     if (value !== null) headers[name] = value;
   }
-  await store.answer(scope, key, final, {
-    status: res.status,
-    body: await res.clone().text(),
-    headers,
-  });
+  await store.answer(
+    scope,
+    key,
+    final,
+    { status: res.status, body: await res.clone().text(), headers },
+    claim.since,
+  );
   return res;
 }
 
@@ -269,10 +287,12 @@ async function forgo(
   scope: string,
   key: string,
   fingerprint: string,
+  since: string,
   status: number,
 ) {
   const store = c.get("services").client.idempotency;
-  const done = status >= 500 ? store.abandon(scope, key, fingerprint) : store.release(scope, key);
+  const done =
+    status >= 500 ? store.abandon(scope, key, fingerprint, since) : store.release(scope, key);
   await done.catch(() => undefined);
 }
 

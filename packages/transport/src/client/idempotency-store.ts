@@ -20,7 +20,16 @@ export type IdempotencyClaim =
    * Run it. `takeover`: an earlier attempt claimed the key and went quiet past the stale
    * time (its API replica died between the accept and the answer): what it made may exist.
    */
-  | { kind: "claimed"; takeover: boolean }
+  | {
+      kind: "claimed";
+      takeover: boolean;
+      /**
+       * When the key's first request claimed it (epoch ms, as text), kept by a takeover: what
+       * it creates is named by it, so the key used again once it expired creates anew. ""
+       * for a claim an older version wrote.
+       */
+      since: string;
+    }
   | { kind: "answered"; answer: StoredAnswer; fingerprint: string }
   | { kind: "in-progress" }
   | { kind: "reused" };
@@ -42,16 +51,19 @@ if raw then
   if now - rec.at < tonumber(ARGV[4]) then return {'in-progress'} end
   rec.at = now
   redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
-  return {'takeover'}
+  return {'takeover', rec.since or ''}
 end
-redis.call('SET', KEYS[1], cjson.encode({state = 'pending', fp = ARGV[1], at = now}), 'EX', ARGV[3])
-return {'claimed'}
+local rec = {state = 'pending', fp = ARGV[1], at = now, since = ARGV[2]}
+redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
+return {'claimed', ARGV[2]}
 `;
 
 interface StoredRecord {
   state: "pending" | "answered";
   fp: string;
   at: number;
+  /** The first claim's time, as text (see `since` of a claim). */
+  since?: string;
   answer?: StoredAnswer;
 }
 
@@ -97,7 +109,7 @@ export class IdempotencyStore {
     }
     if (kind === "reused") return { kind: "reused" };
     if (kind === "in-progress") return { kind: "in-progress" };
-    return { kind: "claimed", takeover: kind === "takeover" };
+    return { kind: "claimed", takeover: kind === "takeover", since: raw ?? "" };
   }
 
   /** Stores the answer of the request that claimed the key, for its retries. */
@@ -106,8 +118,9 @@ export class IdempotencyStore {
     key: string,
     fingerprint: string,
     answer: StoredAnswer,
+    since: string,
   ): Promise<void> {
-    const rec: StoredRecord = { state: "answered", fp: fingerprint, at: Date.now(), answer };
+    const rec: StoredRecord = { state: "answered", fp: fingerprint, at: Date.now(), since, answer };
     await guarded(() =>
       this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
     );
@@ -117,8 +130,8 @@ export class IdempotencyStore {
    * Leaves the claim for the next retry to take over at once: the request failed after it
    * may have written what it creates (a 503 waiting for replicas), so the retry looks first.
    */
-  async abandon(scope: string, key: string, fingerprint: string): Promise<void> {
-    const rec: StoredRecord = { state: "pending", fp: fingerprint, at: 0 };
+  async abandon(scope: string, key: string, fingerprint: string, since: string): Promise<void> {
+    const rec: StoredRecord = { state: "pending", fp: fingerprint, at: 0, since };
     await guarded(() =>
       this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
     );
