@@ -17,7 +17,15 @@ function fakePacked(delayMs: number) {
     close: async () => {},
   };
   const packed = { open: () => run } as unknown as PackedPredictions;
-  return { runs, kind: predictBatchLines({} as InferenceService, packed) };
+  // the repository knows digits and mnist
+  const inference = {
+    resolveClassifier: (model: string) => {
+      if (model !== "digits" && model !== "mnist")
+        throw new FerryError("NOT_FOUND", `Model '${model}' not found`);
+      return {};
+    },
+  } as unknown as InferenceService;
+  return { runs, kind: predictBatchLines(inference, packed) };
 }
 
 const opts: CallOptions = {
@@ -54,5 +62,18 @@ describe("predict lines of an OpenAI batch", () => {
     expect((late as { error: FerryError }).error.code).toBe("DEADLINE_EXCEEDED");
     expect(open).toEqual({ value: { prediction: 1 } });
     expect(roomy).toEqual({ value: { prediction: 2 } });
+  });
+
+  it("an unknown model is the route's 404 whatever the body, as a line sent alone", async () => {
+    const { runs, kind } = fakePacked(0);
+    const lines = [
+      { url: "/v1/models/nope/predict", body: { features: "not numbers" } },
+      { url: "/v1/models/digits/predict", body: { features: "not numbers" } },
+      line("digits", 7),
+    ];
+    const outcomes = await kind.openMany?.("t").run(lines, opts, new AbortController().signal);
+    const codes = outcomes?.map((o) => ("error" in o ? (o.error as FerryError).code : "ok"));
+    expect(codes).toEqual(["NOT_FOUND", "INVALID_INPUT", "ok"]);
+    expect(runs).toHaveLength(1);
   });
 });

@@ -34,7 +34,7 @@ export function predictBatchLines(
     openMany(owner: string): ManyLines {
       const run = packed.open(owner);
       return {
-        run: (lines, opts, signal) => predictMany(run, lines, opts, signal),
+        run: (lines, opts, signal) => predictMany(inference, run, lines, opts, signal),
         close: (stopped) => run.close(stopped),
       };
     },
@@ -49,6 +49,7 @@ export function predictBatchLines(
  * themselves would let a file of distinct ones (a caller's choice) make a job per line.
  */
 async function predictMany(
+  inference: Pick<InferenceService, "resolveClassifier">,
   packed: PackedRun,
   lines: ReadonlyArray<{ url: string; body: unknown }>,
   opts: CallOptions,
@@ -66,6 +67,8 @@ async function predictMany(
     try {
       const model = endpointOf(line.url)?.model;
       if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${line.url}`);
+      // the model before the body, as the route answers: an unknown one is a 404 either way
+      if (!groups.has(model)) inference.resolveClassifier(model, undefined);
       const body = lineBody(predictBodySchema, line.body);
       const own = body.timeout_ms ?? undefined;
       let group = groups.get(model);
