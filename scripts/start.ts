@@ -142,10 +142,33 @@ function onOrphaned(): void {
   }, ORPHAN_GRACE_MS - 500).unref();
 }
 
+/**
+ * One plain line once the API answers (its own logs are JSON): where to point a browser or a
+ * client. Models still loading on the worker are waited for by the requests themselves.
+ */
+async function sayWhenUp(): Promise<void> {
+  // the API's own defaults (apps/api/src/env.ts); a wildcard address is reached on loopback
+  const bound = process.env.HOST || "127.0.0.1";
+  const host = bound === "0.0.0.0" || bound === "::" ? "127.0.0.1" : bound;
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${process.env.PORT || "8000"}`;
+  for (let tries = 0; tries < 300 && stoppingSince === undefined; tries++) {
+    const up = await fetch(`${url}/health`).then(
+      (res) => res.status < 500,
+      () => false,
+    );
+    if (up) {
+      console.error(`ferry: up at ${url} (playground ${url}/, API reference ${url}/docs)`);
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
 process.on("SIGINT", () => onSignal("SIGINT"));
 process.on("SIGTERM", () => onSignal("SIGTERM"));
 watchAncestors(ancestors(), onOrphaned);
 for (const name of names) launch(name);
+if (names.includes("api")) void sayWhenUp();
 await allExited;
 await redis.stop();
 process.exit(exitCode);
