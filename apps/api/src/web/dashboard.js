@@ -110,7 +110,12 @@ function chart(title, series, format, windowS) {
     })
     .join(" · ");
   const caption = el("figcaption");
-  caption.append(el("strong", {}, title), ` ${now} · max ${format(max)}`);
+  // the latest step's figures, then the chart's peak: the overview's p50/p99 are the whole
+  // window's, which a reader otherwise takes these for
+  caption.append(
+    el("strong", {}, title),
+    ` last step: ${now} · peak in ${windowS / 60} min: ${format(max)}`,
+  );
   figure.append(caption);
   const drawing = svg("svg", {
     viewBox: `0 0 ${W} ${H}`,
