@@ -205,7 +205,7 @@ async function shutdown(signal: string): Promise<void> {
   draining = true;
   drain.abort();
   // batches running here go to another replica now, not after the drain
-  void client.openAiBatches.close();
+  void client.openAiBatchRuns.close();
   log.info(
     { signal, open: inFlight.size, streams: streams.open },
     "draining: no new connections, finishing open requests",

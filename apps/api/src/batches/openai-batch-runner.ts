@@ -56,7 +56,7 @@ export class OpenAiBatchRunner {
 
   /** Takes batches from the queue on this process, as they come. */
   start(): void {
-    this.client.openAiBatches.process(
+    this.client.openAiBatchRuns.process(
       (id, signal) => this.run(id, signal),
       {
         concurrency: BATCHES_AT_ONCE,

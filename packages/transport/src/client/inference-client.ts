@@ -15,6 +15,7 @@ import { EventReader } from "./event-reader.js";
 import { FileStore } from "./file-store.js";
 import { IdempotencyStore } from "./idempotency-store.js";
 import { JobClient } from "./job-client.js";
+import { OpenAiBatchRuns } from "./openai-batch-runs.js";
 import { OpenAiBatchStore } from "./openai-batch-store.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
@@ -95,6 +96,8 @@ export class InferenceClient {
   readonly files: FileStore;
   /** OpenAI-shaped batches (the Batch API) and the runner that takes them. */
   readonly openAiBatches: OpenAiBatchStore;
+  /** Where OpenAI-shaped batches run: `process` on every API replica. */
+  readonly openAiBatchRuns: OpenAiBatchRuns;
   private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): its commands never queue behind BullMQ's
@@ -160,12 +163,10 @@ export class InferenceClient {
       options.idempotencyTtlS ?? 86_400,
     );
     this.files = new FileStore(this.redis, this.keys, this.jobTtlS);
-    this.openAiBatches = new OpenAiBatchStore(
-      this.redis,
-      this.keys,
-      () => this.queue(BATCH_RUNS_QUEUE),
-      target,
+    this.openAiBatches = new OpenAiBatchStore(this.redis, this.keys, () =>
+      this.queue(BATCH_RUNS_QUEUE),
     );
+    this.openAiBatchRuns = new OpenAiBatchRuns(this.keys, target);
     this.jobs = new JobClient(
       this.redis,
       this.keys,
@@ -254,7 +255,7 @@ export class InferenceClient {
     clearInterval(this.sweepingRemovals);
     this.stats.stop();
     // batches running here go back to the queue first, for another replica to take over
-    await this.openAiBatches.close();
+    await this.openAiBatchRuns.close();
     await this.batches.close().catch(() => undefined);
     await this.stats.flush().catch(() => undefined);
     await Promise.allSettled([...this.queues.values()].map((q) => q.close()));

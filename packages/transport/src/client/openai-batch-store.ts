@@ -1,8 +1,9 @@
-import { type Queue, WaitingError, Worker } from "bullmq";
-import { createRedis, type RedisClient, type RedisTarget } from "../shared/connection.js";
-import { BATCH_RUNS_QUEUE, bullQueueName, type Keys } from "../shared/keys.js";
+import type { Queue } from "bullmq";
+import type { RedisClient } from "../shared/connection.js";
+import { BATCH_RUNS_QUEUE, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
+import { RUN_ATTEMPTS } from "./openai-batch-runs.js";
 import {
   ANSWERED,
   CREATE,
@@ -96,26 +97,10 @@ export interface RecordedLine {
   line: string;
 }
 
-/** How many times a batch's run is tried (its runner failing, not its lines) before it fails. */
-const RUN_ATTEMPTS = 10;
-
-/** Where batches run: how many at once per API process, and how a dead runner's are found. */
-export interface BatchRunnerOptions {
-  concurrency: number;
-  /** A runner's lock on its batch; a dead runner's batch is taken over once it lapses. */
-  lockDurationMs: number;
-  stalledIntervalMs: number;
-}
-
-/** Runs one batch to its end; `signal` aborts when this process hands its batches back. */
-export type BatchRun = (id: string, signal: AbortSignal) => Promise<void>;
-
 /**
  * OpenAI-shaped batches (the Batch API): each batch's state and counts in a hash, each line's
- * answer in a second hash, written once per line, and a BullMQ job per batch on one queue.
- * Every API process runs a BullMQ worker on that queue (`process`), so a batch outlives the
- * replica that created it: when a runner dies its lock lapses and another takes the batch
- * over, skipping the lines already answered.
+ * answer in a second hash, written once per line, and a BullMQ job per batch on one queue,
+ * which every API process runs (`OpenAiBatchRuns`).
  */
 export class OpenAiBatchStore {
   private readonly createScript: LuaCommand<number>;
@@ -125,16 +110,11 @@ export class OpenAiBatchStore {
   private readonly finishScript: LuaCommand<number>;
   private readonly answeredScript: LuaCommand<string>;
   private readonly index: OwnerIndex;
-  private worker: Worker | undefined;
-  private workerConnection: RedisClient | undefined;
-  private closing: Promise<void> | undefined;
 
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queue: () => Queue,
-    /** The deployment's Redis, for the runner's own (blocking) connection. */
-    private readonly target: RedisTarget,
   ) {
     this.createScript = new LuaCommand(redis, "ferryCreateOpenAiBatch", 1, CREATE);
     this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
@@ -338,65 +318,6 @@ export class OpenAiBatchStore {
     await guarded(() => this.finishScript.run(this.redis, ...keys, ttlS, ...flat));
     const batch = await this.get(id);
     if (batch) await this.index.keep(batch.owner, id, ttlS);
-  }
-
-  /**
-   * Runs batches on this process as they come, `run` each, beside every other replica's
-   * runner; a batch this process stops holding (`close`) goes back to the queue at once.
-   */
-  process(
-    run: BatchRun,
-    options: BatchRunnerOptions,
-    onFailure: (id: string, err: unknown) => Promise<void>,
-  ): void {
-    const connection = createRedis(this.target);
-    connection.on("error", () => {});
-    this.workerConnection = connection;
-    this.worker = new Worker<{ batch: string }>(
-      bullQueueName(BATCH_RUNS_QUEUE),
-      async (job, token, signal) => {
-        const stop = signal ?? new AbortController().signal;
-        try {
-          await run(job.data.batch, stop);
-        } catch (err) {
-          if (stop.aborted && token !== undefined) {
-            // handed back: another runner (or this one, restarted) takes it from its answers
-            await job.moveToWait(token).catch(() => undefined);
-            throw new WaitingError();
-          }
-          if (job.attemptsMade + 1 >= RUN_ATTEMPTS)
-            await onFailure(job.data.batch, err).catch(() => undefined);
-          throw err;
-        }
-      },
-      {
-        connection,
-        prefix: this.keys.prefix,
-        concurrency: options.concurrency,
-        lockDuration: options.lockDurationMs,
-        stalledInterval: options.stalledIntervalMs,
-        // a runner that dies hands its batch on; its lines are never answered twice
-        maxStalledCount: 100,
-      },
-    );
-    this.worker.on("error", () => {});
-  }
-
-  /**
-   * Stops running batches here (at once, and once however often it is called): those running
-   * go back to the queue for another runner.
-   */
-  close(): Promise<void> {
-    this.closing ??= this.stop();
-    return this.closing;
-  }
-
-  private async stop(): Promise<void> {
-    const worker = this.worker;
-    if (!worker) return;
-    worker.cancelAllJobs("this API process is stopping");
-    await worker.close().catch(() => undefined);
-    this.workerConnection?.disconnect();
   }
 }
 
