@@ -33,11 +33,6 @@ export class LineAnswerer {
     private readonly client: InferenceClient,
     private readonly kinds: ReadonlyMap<BatchEndpoint, BatchLineKind>,
     private readonly log: Logger,
-    /**
-     * The longest deadline one call is given (a request's own longest, MAX_TIMEOUT_MS): a line
-     * whose call ran that long without an answer runs again while its batch's window is open.
-     */
-    private readonly capMs = MAX_TIMEOUT_MS,
   ) {}
 
   /**
@@ -89,21 +84,8 @@ export class LineAnswerer {
       requestId: `req_${randomUUID().replaceAll("-", "")}`,
       tenant: { id: batch.owner, admin: false },
       priority: BATCH_PRIORITY,
-      timeoutMs: Math.min(left, this.capMs),
+      timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
     };
-  }
-
-  /**
-   * Whether a call's deadline that passed was the cap on one call rather than the batch's
-   * window or the line's own `timeout_ms`: the line is not late, only its call was long.
-   */
-  private cappedOut(opts: CallOptions, startedAt: number, body: unknown, error: unknown): boolean {
-    return (
-      toFerryError(error).code === "DEADLINE_EXCEEDED" &&
-      opts.timeoutMs === this.capMs &&
-      Date.now() - startedAt >= this.capMs &&
-      !ownTimeout(body)
-    );
   }
 
   /** Runs many lines through their kind at once and keeps each answer. */
@@ -141,33 +123,21 @@ export class LineAnswerer {
     parsed: readonly ParsedLine[],
     signal: AbortSignal,
   ): Promise<Answer[] | undefined> {
-    const answers: Answer[] = new Array(parsed.length);
-    // a backlog longer than one call's cap (a busy model, the batch after live traffic): the
-    // lines it left unanswered run again, inside the window
-    let pending = parsed.map((_, k) => k);
-    while (pending.length > 0) {
-      const opts = this.manyOptions(batch);
-      if (signal.aborted || !opts) return undefined;
-      const startedAt = Date.now();
-      const lines = pending.map((k) => parsed[k] as ParsedLine);
-      let outcomes: LineOutcome[] | undefined;
-      try {
-        outcomes = await many.run(lines, opts, signal);
-      } catch (err) {
-        outcomes = lines.map(() => ({ error: err }));
-      }
-      if (!outcomes || signal.aborted) return undefined;
-      const again: number[] = [];
-      for (const [i, k] of pending.entries()) {
-        const { url, body } = parsed[k] as ParsedLine;
-        const outcome = outcomes[i] ?? { error: new FerryError("INTERNAL", "no answer") };
-        if ("value" in outcome) answers[k] = { status: 200, body: outcome.value };
-        else if (this.cappedOut(opts, startedAt, body, outcome.error)) again.push(k);
-        else answers[k] = this.failed(batch, url, opts.requestId ?? "", outcome.error);
-      }
-      pending = again;
+    const opts = this.manyOptions(batch);
+    if (signal.aborted || !opts) return undefined;
+    let outcomes: LineOutcome[] | undefined;
+    try {
+      outcomes = await many.run(parsed, opts, signal);
+    } catch (err) {
+      outcomes = parsed.map(() => ({ error: err }));
     }
-    return answers;
+    if (!outcomes || signal.aborted) return undefined;
+    return parsed.map(({ url }, k) => {
+      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+      return "value" in outcome
+        ? { status: 200, body: outcome.value }
+        : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+    });
   }
 
   /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
@@ -225,9 +195,8 @@ export class LineAnswerer {
         requestId,
         tenant: { id: batch.owner, admin: false },
         priority: BATCH_PRIORITY,
-        timeoutMs: Math.min(left, this.capMs),
+        timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
       };
-      const startedAt = Date.now();
       try {
         if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
         return { status: 200, body: await kind.run(url, body, opts, signal) };
@@ -238,7 +207,6 @@ export class LineAnswerer {
           await pause(backoffMs(attempt, error), signal);
           continue;
         }
-        if (this.cappedOut(opts, startedAt, body, error)) continue;
         return this.failed(batch, url, requestId, error);
       }
     }
@@ -251,11 +219,6 @@ export class LineAnswerer {
       this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
     return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
-}
-
-/** Whether a line's body sets its own deadline (a predict line's `timeout_ms`). */
-function ownTimeout(body: unknown): boolean {
-  return typeof (body as { timeout_ms?: unknown } | null)?.timeout_ms === "number";
 }
 
 /** How long a line waits before it is sent again after a refusal, in ms. */
