@@ -14,6 +14,8 @@ export type FailBatch = (
   id: string,
   message: string,
   files?: { output_file_id?: string; error_file_id?: string },
+  /** The finalizer failing it (`OpenAiBatchStore.finalizer`), fenced as `finish` is. */
+  writer?: string,
 ) => Promise<void>;
 
 /** A kept answer's first character: whether it goes to the output file or the error file. */
@@ -111,6 +113,7 @@ async function writeAndEnd(
     // the input file went (deleted) before every line was written out: which lines the rest
     // of its chunks held is not known any more, but every answer kept is, and is counted
     const rest = await store.answersAfter(id, index, lastChunk);
+    let kept = rest.lines.length;
     for (const answer of rest.lines)
       if (answer.startsWith(OK)) await output.add(answer.slice(1));
       else await errors.add(answer.slice(1));
@@ -118,15 +121,20 @@ async function writeAndEnd(
       const { ok, failed } = decodeChunkAnswers(whole);
       await output.addBlock(ok);
       await errors.addBlock(failed);
+      kept += ok.lines + failed.lines;
     }
     const files = await closeBoth(output, errors);
+    // every line answered, or a cancel that ended it anyway: the batch ends as it would have
+    if (index + kept >= batch.total || ending === "cancelled")
+      return store.finish(id, ending, files, ttlS, writer);
     return fail(
       id,
       `its input file ${batch.input_file_id} was deleted before every line had run; the answers kept are in its files`,
       files,
+      writer,
     );
   }
-  await store.finish(id, ending, await closeBoth(output, errors), ttlS);
+  await store.finish(id, ending, await closeBoth(output, errors), ttlS, writer);
 }
 
 /** Closes both files; the ids of those that got a line. */

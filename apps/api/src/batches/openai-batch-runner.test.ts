@@ -177,4 +177,36 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(await idsOf(batch?.error_file_id)).toEqual([FAILING]);
     expect([batch?.completed, batch?.failed]).toEqual([output.length, 1]);
   });
+
+  it("a batch answered whole a line at a time, its input deleted before it was written out, completes", async () => {
+    const { id, customIds } = await batchOver();
+    const store = client.openAiBatches;
+    await store.recordMany(
+      id,
+      customIds.map((tag, index) => ({ index, ok: true, line: `${OK}${earlier(id, index, tag)}` })),
+    );
+    await client.files.delete((await store.get(id))?.input_file_id ?? "");
+    const { kind, asked } = echoKind();
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+      id,
+      new AbortController().signal,
+    );
+    expect(asked).toEqual([]);
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("completed");
+    expect(batch?.completed).toBe(customIds.length);
+    expect((await client.files.get(batch?.output_file_id ?? ""))?.lines).toBe(customIds.length);
+  });
+
+  it("a finalizer a later one followed ends nothing: the batch is the later one's to end", async () => {
+    const { id } = await batchOver();
+    const store = client.openAiBatches;
+    await store.transition(id, ["validating", "in_progress"], "finalizing");
+    const first = await store.finalizer(id);
+    const second = await store.finalizer(id);
+    await expect(store.finish(id, "completed", {}, 600, first)).rejects.toThrow(/another writer/);
+    expect((await store.get(id))?.status).toBe("finalizing");
+    await store.finish(id, "completed", {}, 600, second);
+    expect((await store.get(id))?.status).toBe("completed");
+  });
 });

@@ -210,6 +210,7 @@ export class OpenAiBatchRunner {
     id: string,
     message: string,
     files: Parameters<FailBatch>[2] = {},
+    writer = "",
   ): Promise<void> {
     const batch = await this.client.openAiBatches.get(id);
     if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
@@ -224,6 +225,7 @@ export class OpenAiBatchRunner {
       "failed",
       { ...files, errors: JSON.stringify(errors) },
       this.ttlS,
+      writer,
     );
   }
 }

@@ -3,6 +3,7 @@ import type { RedisClient } from "../shared/connection.js";
 import { BATCH_RUNS_QUEUE, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
+import { WriterFencedError } from "./file-store.js";
 import { RUN_ATTEMPTS } from "./openai-batch-runs.js";
 import {
   ANSWERED,
@@ -241,8 +242,9 @@ export class OpenAiBatchStore {
     fromLine: number,
     afterChunk: number,
   ): Promise<{ lines: string[]; chunks: string[] }> {
-    const lines: Array<[number, string]> = [];
-    const chunks: Array<[number, string]> = [];
+    // by field: HSCAN may return a field twice
+    const lines = new Map<number, string>();
+    const chunks = new Map<number, string>();
     const key = this.keys.openAiBatchLines(id);
     let cursor = "0";
     do {
@@ -253,12 +255,12 @@ export class OpenAiBatchStore {
         const value = flat[i + 1] ?? "";
         if (field.startsWith("c")) {
           const chunk = Number(field.slice(1));
-          if (chunk > afterChunk) chunks.push([chunk, value]);
-        } else if (Number(field) >= fromLine) lines.push([Number(field), value]);
+          if (chunk > afterChunk) chunks.set(chunk, value);
+        } else if (Number(field) >= fromLine) lines.set(Number(field), value);
       }
     } while (cursor !== "0");
-    const inOrder = (all: Array<[number, string]>) =>
-      all.sort((a, b) => a[0] - b[0]).map(([, value]) => value);
+    const inOrder = (all: Map<number, string>) =>
+      [...all].sort((a, b) => a[0] - b[0]).map(([, value]) => value);
     return { lines: inOrder(lines), chunks: inOrder(chunks) };
   }
 
@@ -309,13 +311,18 @@ export class OpenAiBatchStore {
     status: OpenAiBatchStatus,
     fields: Record<string, string | number>,
     ttlS: number,
+    /** The finalizer ending it (`finalizer`): refused once a later one has begun. */
+    writer = "",
   ): Promise<void> {
     const now = Math.floor(Date.now() / 1000);
     const all: Record<string, string | number> = { ...fields, status };
     if (MOMENTS.includes(`${status}_at` as Moment)) all[`${status}_at`] = now;
     const flat = Object.entries(all).flat();
     const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
-    await guarded(() => this.finishScript.run(this.redis, ...keys, ttlS, ...flat));
+    const ended = await guarded(() =>
+      this.finishScript.run(this.redis, ...keys, ttlS, writer, ...flat),
+    );
+    if (ended === 0 && writer !== "") throw new WriterFencedError(id);
     const batch = await this.get(id);
     if (batch) await this.index.keep(batch.owner, id, ttlS);
   }
