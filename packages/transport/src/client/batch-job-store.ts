@@ -161,6 +161,8 @@ export class BatchJobStore {
       .multi()
       .hincrby(this.keys.batch(id), "total", chunk.keys.length)
       .hincrby(this.keys.batch(id), "chunks", 1)
+      // a record that expired meanwhile (an open batch past JOB_TTL_S) is not left without one
+      .expire(this.keys.batch(id), this.ttlS, "NX")
       .exec();
     return job.id ?? "";
   }
