@@ -8,6 +8,7 @@ import {
 import { inOneWrite, isCluster, type RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { ENTRY_FIELD, laneKeys, SYNC_GROUP } from "../shared/sync-lane.js";
+import { forgetGoneConsumers } from "./gone-consumers.js";
 import type { RowHandler } from "./handlers.js";
 
 export interface SyncLaneOptions {
@@ -315,7 +316,13 @@ export class SyncLaneConsumer {
     if (this.closing) return;
     if (now - this.forgotAt >= (this.options.goneAfterMs ?? GONE_AFTER_MS) / 10) {
       this.forgotAt = now;
-      await this.forgetGoneConsumers();
+      await forgetGoneConsumers(
+        this.writer,
+        this.streams,
+        SYNC_GROUP,
+        this.consumer,
+        this.options.goneAfterMs ?? GONE_AFTER_MS,
+      );
     }
     for (const stream of this.streams) {
       const free = this.options.capacity - this.rowsHeld;
@@ -345,27 +352,6 @@ export class SyncLaneConsumer {
               }
             : undefined,
         );
-      }
-    }
-  }
-
-  /**
-   * Deletes the group's consumers that hold nothing and have not read for an hour: workers
-   * that died (a clean exit deletes its own), which would otherwise pile up in the group.
-   */
-  private async forgetGoneConsumers(): Promise<void> {
-    for (const stream of this.streams) {
-      const consumers = (await this.writer.xinfo("CONSUMERS", stream, SYNC_GROUP)) as Array<
-        Array<string | number>
-      >;
-      for (const fields of consumers) {
-        const info = new Map<string, string | number>();
-        for (let k = 0; k + 1 < fields.length; k += 2)
-          info.set(String(fields[k]), fields[k + 1] ?? "");
-        const name = String(info.get("name") ?? "");
-        if (name === this.consumer || Number(info.get("pending")) > 0) continue;
-        if (Number(info.get("idle")) < (this.options.goneAfterMs ?? GONE_AFTER_MS)) continue;
-        await this.writer.xgroup("DELCONSUMER", stream, SYNC_GROUP, name);
       }
     }
   }
