@@ -83,10 +83,9 @@ async function writeAndEnd(
     return read;
   };
   let answered = readAhead(0);
-  /** The chunk the input file ended at (the one past its last, unless it went meanwhile). */
-  let lastChunk = 0;
-  for (let chunk = 0; ; chunk++) {
-    lastChunk = chunk;
+  /** At the loop's end, the chunk the input file ended at (past its last, unless it went). */
+  let chunk = 0;
+  for (; ; chunk++) {
     const whole = await answered;
     answered = readAhead(chunk + 1);
     if (whole !== null) {
@@ -112,7 +111,7 @@ async function writeAndEnd(
   if (index < batch.total) {
     // the input file went (deleted) before every line was written out: which lines the rest
     // of its chunks held is not known any more, but every answer kept is, and is counted
-    const rest = await store.answersAfter(id, index, lastChunk);
+    const rest = await store.answersAfter(id, index, chunk);
     let kept = rest.lines.length;
     for (const answer of rest.lines)
       if (answer.startsWith(OK)) await output.add(answer.slice(1));

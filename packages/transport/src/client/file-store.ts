@@ -280,10 +280,8 @@ export class FileStore {
 
   /** The file's bytes, a stored chunk (whole lines) at a time. */
   async *chunks(id: string): AsyncGenerator<Buffer> {
-    const key = this.keys.fileChunks(id);
     for (let k = 0; ; k++) {
-      const at = k;
-      const [chunk] = await guarded(() => this.redis.lrangeBuffer(key, at, at));
+      const chunk = await this.chunk(id, k);
       if (!chunk) return;
       yield chunk;
     }
