@@ -1,27 +1,49 @@
 import { describe, expect, it } from "vitest";
-import { decodeChunkAnswers, encodeChunkAnswers } from "./chunk-answers.js";
+import { ChunkAnswers, decodeChunkAnswers, encodeChunkAnswers } from "./chunk-answers.js";
+
+const text = (block: { bytes: Buffer; lines: number }) => ({
+  text: block.bytes.toString("utf8"),
+  lines: block.lines,
+});
 
 describe("a chunk's answers kept whole", () => {
   it("gives back each file's block as it went in, lines with any characters", () => {
     const ok = ['{"custom_id":"é😀\\n"}', '{"custom_id":"b"}'];
     const failed = ['{"custom_id":"c","response":{"status_code":400}}'];
     const back = decodeChunkAnswers(encodeChunkAnswers(ok, failed));
-    expect(back.ok).toEqual({ text: ok.join("\n"), lines: 2 });
-    expect(back.failed).toEqual({ text: failed[0], lines: 1 });
+    expect(text(back.ok)).toEqual({ text: ok.join("\n"), lines: 2 });
+    expect(text(back.failed)).toEqual({ text: failed[0], lines: 1 });
   });
 
   it("an empty block is empty, on either side", () => {
-    expect(decodeChunkAnswers(encodeChunkAnswers([], ["x"]))).toEqual({
-      ok: { text: "", lines: 0 },
-      failed: { text: "x", lines: 1 },
+    const onlyFailed = decodeChunkAnswers(encodeChunkAnswers([], ["x"]));
+    expect([text(onlyFailed.ok), text(onlyFailed.failed)]).toEqual([
+      { text: "", lines: 0 },
+      { text: "x", lines: 1 },
+    ]);
+    const onlyOk = decodeChunkAnswers(encodeChunkAnswers(["y"], []));
+    expect([text(onlyOk.ok), text(onlyOk.failed)]).toEqual([
+      { text: "y", lines: 1 },
+      { text: "", lines: 0 },
+    ]);
+  });
+
+  it("keeps lines of any length in order as the buffer grows past its first size", () => {
+    const answers = new ChunkAnswers();
+    const lines = Array.from({ length: 300 }, (_, k) => `${k}:${"é".repeat(k * 7)}`);
+    for (const [k, line] of lines.entries()) answers.add(k % 3 !== 0, line);
+    const back = decodeChunkAnswers(answers.encode());
+    expect(text(back.ok)).toEqual({
+      text: lines.filter((_, k) => k % 3 !== 0).join("\n"),
+      lines: 200,
     });
-    expect(decodeChunkAnswers(encodeChunkAnswers(["y"], []))).toEqual({
-      ok: { text: "y", lines: 1 },
-      failed: { text: "", lines: 0 },
+    expect(text(back.failed)).toEqual({
+      text: lines.filter((_, k) => k % 3 === 0).join("\n"),
+      lines: 100,
     });
   });
 
   it("refuses a value with no header", () => {
-    expect(() => decodeChunkAnswers("no header")).toThrow(/no header/);
+    expect(() => decodeChunkAnswers(Buffer.from("no header"))).toThrow(/no header/);
   });
 });

@@ -9,7 +9,7 @@ import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import type { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
-import { encodeChunkAnswers } from "./chunk-answers.js";
+import { ChunkAnswers } from "./chunk-answers.js";
 
 /** The lowest priority: a batch's lines go after every interactive request. */
 const BATCH_PRIORITY = 1;
@@ -52,27 +52,22 @@ export class LineAnswerer {
     if (!answers) return;
     // a request id per line, as OpenAI's: the chunk's random part, then the line's place
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
-    const ok: string[] = [];
-    const failed: string[] = [];
+    const kept = new ChunkAnswers();
     for (let k = 0; k < parsed.length; k++) {
       const { custom_id } = parsed[k] as ParsedLine;
       const answer = answers[k] as Answer;
       const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
-      const line = answerLine(
-        lineId(batch.id, first + k),
-        custom_id,
-        answer.status,
-        requestId,
-        answer.body,
+      kept.add(
+        answer.status < 400,
+        answerLine(lineId(batch.id, first + k), custom_id, answer.status, requestId, answer.body),
       );
-      (answer.status < 400 ? ok : failed).push(line);
     }
     await this.client.openAiBatches.recordChunk(
       batch.id,
       chunk,
-      ok.length,
-      failed.length,
-      encodeChunkAnswers(ok, failed),
+      kept.okLines,
+      kept.failedLines,
+      kept.encode(),
     );
   }
 

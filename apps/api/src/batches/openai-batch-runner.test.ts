@@ -131,7 +131,7 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(output[0]?.response.body).toEqual({ echo: "c0-0", earlier: true });
     expect(output[PER_CHUNK + 1]?.response.body).toEqual({ echo: "c1-1" });
     // a chunk's answers are kept once: a second record of it changes nothing
-    expect(await store.recordChunk(id, 2, PER_CHUNK, 0, "")).toBe(false);
+    expect(await store.recordChunk(id, 2, PER_CHUNK, 0, Buffer.alloc(0))).toBe(false);
   });
 
   it("an input file deleted before every line ran: the batch fails with every answer kept in its files, counted as they are", async () => {

@@ -3,6 +3,7 @@ import type { LineBlock } from "./chunk-answers.js";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
 const CHUNK_BYTES = 256 * 1024;
+const NEWLINE = Buffer.from("\n");
 
 /**
  * A file a batch writes (its output, its errors), a chunk of lines at a time: whatever its
@@ -12,7 +13,8 @@ const CHUNK_BYTES = 256 * 1024;
  * interleave, and the later run writes both files whole.
  */
 export class OutputFile {
-  private pending: string[] = [];
+  /** Lines and blocks of lines not stored yet, each without its last newline. */
+  private pending: Array<string | Buffer> = [];
   private pendingBytes = 0;
   private pendingLines = 0;
   private lines = 0;
@@ -40,8 +42,8 @@ export class OutputFile {
   /** Whole lines at once (no newline after the last), as `add` adds each. */
   async addBlock(block: LineBlock): Promise<void> {
     if (block.lines === 0) return;
-    this.pending.push(block.text);
-    this.pendingBytes += block.text.length;
+    this.pending.push(block.bytes);
+    this.pendingBytes += block.bytes.byteLength;
     this.pendingLines += block.lines;
     this.lines += block.lines;
     if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
@@ -64,7 +66,10 @@ export class OutputFile {
 
   private async flush(): Promise<void> {
     if (this.pending.length === 0) return;
-    const chunk = Buffer.from(`${this.pending.join("\n")}\n`);
+    const parts: Buffer[] = [];
+    for (const part of this.pending)
+      parts.push(typeof part === "string" ? Buffer.from(part) : part, NEWLINE);
+    const chunk = Buffer.concat(parts);
     const count = this.pendingLines;
     this.pending = [];
     this.pendingBytes = 0;

@@ -1,6 +1,6 @@
 import type { Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
-import { BATCH_RUNS_QUEUE, type Keys } from "../shared/keys.js";
+import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import { WriterFencedError } from "./file-store.js";
@@ -228,8 +228,8 @@ export class OpenAiBatchStore {
   }
 
   /** Chunk `chunk`'s answers kept whole (`recordChunk`'s value), if they were. */
-  async chunkAnswers(id: string, chunk: number): Promise<string | null> {
-    return guarded(() => this.redis.hget(this.keys.openAiBatchLines(id), chunkField(chunk)));
+  async chunkAnswers(id: string, chunk: number): Promise<Buffer | null> {
+    return guarded(() => this.redis.hgetBuffer(this.keys.openAiBatchLines(id), chunkField(chunk)));
   }
 
   /**
@@ -241,25 +241,25 @@ export class OpenAiBatchStore {
     id: string,
     fromLine: number,
     afterChunk: number,
-  ): Promise<{ lines: string[]; chunks: string[] }> {
+  ): Promise<{ lines: string[]; chunks: Buffer[] }> {
     // by field: HSCAN may return a field twice
     const lines = new Map<number, string>();
-    const chunks = new Map<number, string>();
+    const chunks = new Map<number, Buffer>();
     const key = this.keys.openAiBatchLines(id);
     let cursor = "0";
     do {
-      const [next, flat] = await guarded(() => this.redis.hscan(key, cursor, "COUNT", 1_000));
-      cursor = next;
+      const [next, flat] = await guarded(() => this.redis.hscanBuffer(key, cursor, "COUNT", 1_000));
+      cursor = next.toString();
       for (let i = 0; i + 1 < flat.length; i += 2) {
-        const field = flat[i] ?? "";
-        const value = flat[i + 1] ?? "";
+        const field = flat[i]?.toString() ?? "";
+        const value = flat[i + 1] ?? Buffer.alloc(0);
         if (field.startsWith("c")) {
           const chunk = Number(field.slice(1));
           if (chunk > afterChunk) chunks.set(chunk, value);
-        } else if (Number(field) >= fromLine) lines.set(Number(field), value);
+        } else if (Number(field) >= fromLine) lines.set(Number(field), value.toString());
       }
     } while (cursor !== "0");
-    const inOrder = (all: Map<number, string>) =>
+    const inOrder = <T>(all: Map<number, T>) =>
       [...all].sort((a, b) => a[0] - b[0]).map(([, value]) => value);
     return { lines: inOrder(lines), chunks: inOrder(chunks) };
   }
@@ -280,7 +280,7 @@ export class OpenAiBatchStore {
     chunk: number,
     completed: number,
     failed: number,
-    answers: string,
+    answers: Buffer,
   ): Promise<boolean> {
     const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
     const fresh = await guarded(() =>
