@@ -40,8 +40,12 @@ export class InputFileUpload {
   /** Lines received, blank ones included, and those of them sent to be checked. */
   private received = 0;
   private sent = 0;
-  /** The chunk being checked and stored, if any. */
+  /**
+   * The last chunk sent to be checked and stored, and the one before it: a chunk is checked
+   * while the one before is stored (Redis checks its custom_ids), and no more are held.
+   */
   private storing: Promise<void> = Promise.resolve();
+  private stored: Promise<void> = Promise.resolve();
   /** Lines that are not blank. */
   lines = 0;
   /** The distinct urls the lines name (a batch checks them against its endpoint). */
@@ -97,25 +101,46 @@ export class InputFileUpload {
   }
 
   /**
-   * Sends the whole lines held to be checked and stored, after the chunk before them (one
-   * at a time, in order: custom_ids are unique across the file); throws what that one met.
+   * Sends the whole lines held to be checked, while the chunk before them is stored, and then
+   * stored after it (in order: custom_ids are unique across the file, and lines are counted
+   * as they come); throws what an earlier chunk met. Two chunks at most are in flight.
    */
   private async flush(): Promise<void> {
-    await this.storing;
+    await this.stored;
     if (this.pendingBytes === 0) return;
     const data = Buffer.concat(this.pending);
     const firstLine = this.sent + 1;
     this.sent = this.received;
     this.pending = [];
     this.pendingBytes = 0;
-    this.storing = this.checkAndStore(data, firstLine);
+    const checking = this.check(data, firstLine);
+    // awaited by the store below, or its failure thrown by the chunk before it
+    checking.catch(() => undefined);
+    this.stored = this.storing;
+    this.storing = this.storeAfter(this.storing, data, checking);
     // a failure is thrown by the next write or end, which wait for it
     this.storing.catch(() => undefined);
   }
 
-  private async checkAndStore(data: Buffer, firstLine: number): Promise<void> {
-    const checked = await this.check(data, firstLine);
+  private async storeAfter(
+    before: Promise<void>,
+    data: Buffer,
+    checking: Promise<CheckedLines>,
+  ): Promise<void> {
+    await before;
+    const checked = await checking;
+    this.count(checked);
     const ids = checked.customIds;
+    const repeated = await this.store.append(this.id, data, ids.length, ids);
+    if (repeated !== undefined)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `line ${checked.numbers[repeated]} has custom_id ${JSON.stringify(ids[repeated])}, which an earlier line has; custom_ids must be unique`,
+      );
+  }
+
+  /** Counts a checked chunk's lines and urls against the limits; throws its problem. */
+  private count(checked: CheckedLines): void {
     for (const [k, url] of checked.urls.entries()) {
       this.lines++;
       if (this.lines > this.limits.maxLines)
@@ -131,12 +156,6 @@ export class InputFileUpload {
         );
     }
     if (checked.problem) throw new FerryError("INVALID_INPUT", checked.problem);
-    const repeated = await this.store.append(this.id, data, ids.length, ids);
-    if (repeated !== undefined)
-      throw new FerryError(
-        "INVALID_INPUT",
-        `line ${checked.numbers[repeated]} has custom_id ${JSON.stringify(ids[repeated])}, which an earlier line has; custom_ids must be unique`,
-      );
   }
 
   private lineTooLong(): FerryError {
