@@ -18,10 +18,17 @@ export function carrierOf(ctx: Context = context.active()): TraceCarrier | undef
   return tracestate ? { traceparent, tracestate } : { traceparent };
 }
 
+/** Contexts read from carriers, by carrier: a row's is read for its batch's link and its own span. */
+const read = new WeakMap<TraceCarrier, Context>();
+
 /** The context a carrier names, to start the worker's spans in; the root one without. */
 export function contextOf(carrier: TraceCarrier | undefined): Context {
   if (!carrier) return ROOT_CONTEXT;
+  const known = read.get(carrier);
+  if (known) return known;
   const fields: Record<string, string> = { traceparent: carrier.traceparent };
   if (carrier.tracestate) fields.tracestate = carrier.tracestate;
-  return propagation.extract(ROOT_CONTEXT, fields);
+  const ctx = propagation.extract(ROOT_CONTEXT, fields);
+  read.set(carrier, ctx);
+  return ctx;
 }

@@ -1,5 +1,6 @@
 import { type Context, type ContextManager, ROOT_CONTEXT } from "@opentelemetry/api";
 import { NodeSDK } from "@opentelemetry/sdk-node";
+import { exportsOtlpProtobuf, OtlpProtobufSpanExporter } from "./otlp-exporter.js";
 
 /** A context manager that keeps none: every span of Ferry's is given its parent outright. */
 class ExplicitContextOnly implements ContextManager {
@@ -65,7 +66,11 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   // No context manager: Ferry hands each span's context down itself (a request's in its call
   // options, a job's in its data). The default, AsyncLocalStorage, turns on promise hooks on
   // Node 20, which cost the API a third of its throughput (`npm run bench -- tracing`).
-  const sdk = new NodeSDK({ instrumentations: [], contextManager: new ExplicitContextOnly() });
+  const sdk = new NodeSDK({
+    instrumentations: [],
+    contextManager: new ExplicitContextOnly(),
+    ...(exportsOtlpProtobuf(env) ? { traceExporter: new OtlpProtobufSpanExporter() } : {}),
+  });
   sdk.start();
   return {
     enabled: true,

@@ -19,12 +19,14 @@ export function startServerSpan(
   path: string,
   header: (name: string) => string | undefined,
 ): { span: Span; ctx: Context } {
-  const carrier: Record<string, string> = {};
   const traceparent = header("traceparent");
-  const tracestate = header("tracestate");
-  if (traceparent) carrier.traceparent = traceparent;
-  if (tracestate) carrier.tracestate = tracestate;
-  const parent = propagation.extract(ROOT_CONTEXT, carrier);
+  let parent = ROOT_CONTEXT;
+  if (traceparent) {
+    const carrier: Record<string, string> = { traceparent };
+    const tracestate = header("tracestate");
+    if (tracestate) carrier.tracestate = tracestate;
+    parent = propagation.extract(ROOT_CONTEXT, carrier);
+  }
   const span = tracer().startSpan(
     `${method} ${path}`,
     {
