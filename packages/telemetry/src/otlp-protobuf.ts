@@ -10,80 +10,57 @@ import type { ReadableSpan } from "@opentelemetry/sdk-trace-base";
  * allocates an array per trace or span id and writes every string a character at a time.
  */
 export function serializeSpans(spans: readonly ReadableSpan[]): Uint8Array {
-  const batch = new SpanBatch();
-  for (const span of spans) batch.add(span);
-  return batch.take();
-}
-
-/**
- * Spans written as they end, grouped by resource and scope in the order first seen (as the
- * library groups a batch), until `take` gives them as one ExportTraceServiceRequest: a span
- * kept as its bytes, not as the SDK's object, dies young.
- */
-export class SpanBatch {
-  private readonly groups = new Map<Resource, Map<Scope, Writer>>();
-  /** Spans added since the last `take`. */
-  size = 0;
-
-  add(span: ReadableSpan): void {
-    let scopes = this.groups.get(span.resource);
-    if (!scopes) {
-      scopes = new Map();
-      this.groups.set(span.resource, scopes);
-    }
-    let w = scopes.get(span.instrumentationScope);
-    if (!w) {
-      w = new Writer(64 * 1024);
-      scopes.set(span.instrumentationScope, w);
-    }
-    w.tag(2, 2);
-    writeSpan(w, span);
-    this.size++;
-  }
-
-  /** The resources of the spans added. */
-  resources(): Resource[] {
-    return [...this.groups.keys()];
-  }
-
-  /** The request of every span added since the last, in bytes of its own; empties the batch. */
-  take(): Uint8Array {
-    const out = new Writer(this.bytes() + 64);
-    for (const [resource, scopes] of this.groups) {
-      out.tag(1, 2);
-      const resourceSpans = out.begin();
-      out.raw(resourceBytes(resource));
-      for (const [scope, spans] of scopes) {
-        out.tag(2, 2);
-        const scopeSpans = out.begin();
-        out.raw(scopeBytes(scope));
-        out.raw(spans.buffer.subarray(0, spans.pos));
-        if (scope.schemaUrl) {
-          out.tag(3, 2);
-          out.string(scope.schemaUrl);
-        }
-        out.end(scopeSpans);
+  const w = writer;
+  w.pos = 0;
+  for (const [resource, scopes] of grouped(spans)) {
+    w.tag(1, 2);
+    const resourceSpans = w.begin();
+    w.raw(resourceBytes(resource));
+    for (const scoped of scopes.values()) {
+      w.tag(2, 2);
+      const scopeSpans = w.begin();
+      const scope = (scoped[0] as ReadableSpan).instrumentationScope;
+      w.raw(scopeBytes(scope));
+      for (const span of scoped) {
+        w.tag(2, 2);
+        writeSpan(w, span);
       }
-      if (resource.schemaUrl) {
-        out.tag(3, 2);
-        out.string(resource.schemaUrl);
+      if (scope.schemaUrl) {
+        w.tag(3, 2);
+        w.string(scope.schemaUrl);
       }
-      out.end(resourceSpans);
+      w.end(scopeSpans);
     }
-    this.groups.clear();
-    this.size = 0;
-    return out.buffer.subarray(0, out.pos);
+    if (resource.schemaUrl) {
+      w.tag(3, 2);
+      w.string(resource.schemaUrl);
+    }
+    w.end(resourceSpans);
   }
-
-  private bytes(): number {
-    let n = 0;
-    for (const scopes of this.groups.values()) for (const w of scopes.values()) n += w.pos + 1024;
-    return n;
-  }
+  return Buffer.from(w.buffer.subarray(0, w.pos));
 }
 
 type Resource = ReadableSpan["resource"];
 type Scope = ReadableSpan["instrumentationScope"];
+
+/** Spans by resource, then by scope, each in the order first seen (as the library groups). */
+function grouped(spans: readonly ReadableSpan[]): Map<Resource, Map<Scope, ReadableSpan[]>> {
+  const byResource = new Map<Resource, Map<Scope, ReadableSpan[]>>();
+  for (const span of spans) {
+    let scopes = byResource.get(span.resource);
+    if (!scopes) {
+      scopes = new Map();
+      byResource.set(span.resource, scopes);
+    }
+    let list = scopes.get(span.instrumentationScope);
+    if (!list) {
+      list = [];
+      scopes.set(span.instrumentationScope, list);
+    }
+    list.push(span);
+  }
+  return byResource;
+}
 
 /**
  * A process's resource and scopes are the same objects on every span: each is written once,
@@ -466,3 +443,5 @@ function varintSize(value: number): number {
   if (value < 0x10000000) return 4;
   return 5;
 }
+
+const writer = new Writer(256 * 1024);

@@ -1,7 +1,6 @@
 import { type Context, type ContextManager, ROOT_CONTEXT } from "@opentelemetry/api";
 import { NodeSDK } from "@opentelemetry/sdk-node";
-import { batchOptionsFrom, EncodingSpanProcessor } from "./encoding-span-processor.js";
-import { exportsOtlpProtobuf, OtlpProtobufRequests } from "./otlp-exporter.js";
+import { exportsOtlpProtobuf, OtlpProtobufSpanExporter } from "./otlp-exporter.js";
 
 /** A context manager that keeps none: every span of Ferry's is given its parent outright. */
 class ExplicitContextOnly implements ContextManager {
@@ -70,17 +69,11 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   const sdk = new NodeSDK({
     instrumentations: [],
     contextManager: new ExplicitContextOnly(),
-    ...(exportsOtlpProtobuf(env) ? { spanProcessors: [protobufProcessor(env)] } : {}),
+    ...(exportsOtlpProtobuf(env) ? { traceExporter: new OtlpProtobufSpanExporter() } : {}),
   });
   sdk.start();
   return {
     enabled: true,
     shutdown: () => sdk.shutdown().catch(() => undefined),
   };
-}
-
-/** OTLP/HTTP protobuf, each span written as it ends (`EncodingSpanProcessor`). */
-function protobufProcessor(env: NodeJS.ProcessEnv): EncodingSpanProcessor {
-  const requests = new OtlpProtobufRequests();
-  return new EncodingSpanProcessor(requests.send, batchOptionsFrom(env), () => requests.shutdown());
 }
