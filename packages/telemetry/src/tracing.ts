@@ -1,6 +1,5 @@
 import { type Context, type ContextManager, ROOT_CONTEXT } from "@opentelemetry/api";
 import { NodeSDK } from "@opentelemetry/sdk-node";
-import { exportsOtlpProtobuf, OtlpProtobufSpanExporter } from "./otlp-exporter.js";
 
 /** A context manager that keeps none: every span of Ferry's is given its parent outright. */
 class ExplicitContextOnly implements ContextManager {
@@ -66,11 +65,7 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   // No context manager: Ferry hands each span's context down itself (a request's in its call
   // options, a job's in its data). The default, AsyncLocalStorage, turns on promise hooks on
   // Node 20, which cost the API a third of its throughput (`npm run bench -- tracing`).
-  const sdk = new NodeSDK({
-    instrumentations: [],
-    contextManager: new ExplicitContextOnly(),
-    ...(exportsOtlpProtobuf(env) ? { traceExporter: new OtlpProtobufSpanExporter() } : {}),
-  });
+  const sdk = new NodeSDK({ instrumentations: [], contextManager: new ExplicitContextOnly() });
   sdk.start();
   return {
     enabled: true,
