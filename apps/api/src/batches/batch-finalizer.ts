@@ -111,13 +111,15 @@ async function writeAndEnd(
   if (index < batch.total) {
     // the input file went (deleted) before every line was written out: which lines the rest
     // of its chunks held is not known any more, but every answer kept is, and is counted
-    const rest = await store.answersAfter(id, index, chunk);
-    let kept = rest.lines.length;
-    for (const answer of rest.lines)
-      if (answer.startsWith(OK)) await output.add(answer.slice(1));
-      else await errors.add(answer.slice(1));
-    for (const whole of rest.chunks) {
-      const { ok, failed } = decodeChunkAnswers(whole);
+    let kept = 0;
+    for await (const answer of store.answersAfter(id, index, chunk)) {
+      if ("line" in answer) {
+        kept++;
+        if (answer.line.startsWith(OK)) await output.add(answer.line.slice(1));
+        else await errors.add(answer.line.slice(1));
+        continue;
+      }
+      const { ok, failed } = decodeChunkAnswers(answer.chunk);
       await output.addBlock(ok);
       await errors.addBlock(failed);
       kept += ok.lines + failed.lines;

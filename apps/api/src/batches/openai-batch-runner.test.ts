@@ -210,3 +210,28 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect((await store.get(id))?.status).toBe("completed");
   });
 });
+
+describe("the answers kept past a point (an input file deleted midway)", () => {
+  it("come a page at a time in order: lines' own by index, then chunks' whole ones by chunk, none twice", async () => {
+    const { id } = await batchOver();
+    const store = client.openAiBatches;
+    // 700 lines' own answers, recorded out of order with gaps, and three chunks whole
+    const indexes = Array.from({ length: 700 }, (_, k) => k * 2).reverse();
+    for (let at = 0; at < indexes.length; at += 100)
+      await store.recordMany(
+        id,
+        indexes
+          .slice(at, at + 100)
+          .map((index) => ({ index, ok: true, line: `${OK}line ${index}` })),
+      );
+    for (const chunk of [5, 1, 3])
+      await store.recordChunk(id, chunk, 1, 0, encodeChunkAnswers([`chunk ${chunk}`], []));
+    const read: string[] = [];
+    for await (const answer of store.answersAfter(id, 101, 1))
+      read.push(
+        "line" in answer ? answer.line.slice(1) : (answer.chunk.toString().split("\n")[1] ?? ""),
+      );
+    const lines = indexes.filter((k) => k >= 101).sort((a, b) => a - b);
+    expect(read).toEqual([...lines.map((k) => `line ${k}`), "chunk 3", "chunk 5"]);
+  });
+});

@@ -98,6 +98,9 @@ export interface RecordedLine {
   line: string;
 }
 
+/** Lines' answers read in one round trip when a batch's answers are read in field order. */
+const ANSWERS_PAGE = 256;
+
 /**
  * OpenAI-shaped batches (the Batch API): each batch's state and counts in a hash, each line's
  * answer in a second hash, written once per line, and a BullMQ job per batch on one queue,
@@ -234,34 +237,42 @@ export class OpenAiBatchStore {
 
   /**
    * Every answer kept past a point, for a batch whose input file went before it was written
-   * out: the lines' own from line `fromLine` on, in their order, and the chunks' whole ones
-   * after chunk `afterChunk`, in theirs (which lines a chunk holds is the input's to say).
+   * out: the lines' own from line `fromLine` on, in their order, then the chunks' whole ones
+   * after chunk `afterChunk`, in theirs (which lines a chunk holds is the input's to say). Read
+   * a page at a time in that order: only the answers' field names are held, not the answers.
    */
-  async answersAfter(
+  async *answersAfter(
     id: string,
     fromLine: number,
     afterChunk: number,
-  ): Promise<{ lines: string[]; chunks: Buffer[] }> {
+  ): AsyncGenerator<{ line: string } | { chunk: Buffer }> {
     // by field: HSCAN may return a field twice
-    const lines = new Map<number, string>();
-    const chunks = new Map<number, Buffer>();
+    const lines = new Set<number>();
+    const chunks = new Set<number>();
     const key = this.keys.openAiBatchLines(id);
     let cursor = "0";
     do {
-      const [next, flat] = await guarded(() => this.redis.hscanBuffer(key, cursor, "COUNT", 1_000));
-      cursor = next.toString();
-      for (let i = 0; i + 1 < flat.length; i += 2) {
-        const field = flat[i]?.toString() ?? "";
-        const value = flat[i + 1] ?? Buffer.alloc(0);
+      const [next, flat] = await guarded(() => this.redis.hscan(key, cursor, "COUNT", 256));
+      cursor = next;
+      for (let i = 0; i < flat.length; i += 2) {
+        const field = flat[i] ?? "";
         if (field.startsWith("c")) {
           const chunk = Number(field.slice(1));
-          if (chunk > afterChunk) chunks.set(chunk, value);
-        } else if (Number(field) >= fromLine) lines.set(Number(field), value.toString());
+          if (chunk > afterChunk) chunks.add(chunk);
+        } else if (Number(field) >= fromLine) lines.add(Number(field));
       }
     } while (cursor !== "0");
-    const inOrder = <T>(all: Map<number, T>) =>
-      [...all].sort((a, b) => a[0] - b[0]).map(([, value]) => value);
-    return { lines: inOrder(lines), chunks: inOrder(chunks) };
+    const inOrder = (all: Set<number>) => [...all].sort((a, b) => a - b);
+    const ordered = inOrder(lines);
+    for (let at = 0; at < ordered.length; at += ANSWERS_PAGE) {
+      const fields = ordered.slice(at, at + ANSWERS_PAGE).map(String);
+      const answers = await guarded(() => this.redis.hmget(key, ...fields));
+      for (const line of answers) if (line !== null) yield { line };
+    }
+    for (const chunk of inOrder(chunks)) {
+      const answers = await guarded(() => this.redis.hgetBuffer(key, chunkField(chunk)));
+      if (answers !== null) yield { chunk: answers };
+    }
   }
 
   /** The answers of the lines `from`..`from + count - 1` (null: not answered). */
