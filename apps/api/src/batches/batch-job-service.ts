@@ -139,7 +139,12 @@ export class BatchJobService {
     let rows: Uint8Array[] = [];
     let chunks = 0;
     const queueChunk = () => {
-      const chunk = { index: chunks++, input: input.name, keys, rows: Buffer.concat(rows) };
+      // a chunk cut from one parsed segment is a view of it, not a copy
+      const one = rows.length === 1 ? (rows[0] as Uint8Array) : undefined;
+      const packed = one
+        ? Buffer.from(one.buffer, one.byteOffset, one.byteLength)
+        : Buffer.concat(rows);
+      const chunk = { index: chunks++, input: input.name, keys, rows: packed };
       keys = [];
       rows = [];
       return adding.add(batches.addChunk(id, model, v, owner, chunk).then(() => undefined));
