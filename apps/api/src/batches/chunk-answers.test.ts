@@ -43,6 +43,16 @@ describe("a chunk's answers kept whole", () => {
     });
   });
 
+  it("reads a value kept before answers were bytes (its ok block sized in UTF-16 units)", () => {
+    const ok = ['{"custom_id":"é😀"}', '{"custom_id":"b"}'];
+    const failed = ['{"custom_id":"ç"}'];
+    const okText = ok.join("\n");
+    const legacy = Buffer.from(`2 1 ${okText.length}\n${okText}${failed.join("\n")}`);
+    const back = decodeChunkAnswers(legacy);
+    expect(text(back.ok)).toEqual({ text: okText, lines: 2 });
+    expect(text(back.failed)).toEqual({ text: failed[0], lines: 1 });
+  });
+
   it("refuses a value with no header", () => {
     expect(() => decodeChunkAnswers(Buffer.from("no header"))).toThrow(/no header/);
   });

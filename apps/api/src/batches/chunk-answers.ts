@@ -28,10 +28,10 @@ export class ChunkAnswers {
     return this.failed.lines;
   }
 
-  /** The value Redis keeps: `<ok lines> <failed lines> <ok bytes>\n`, then both blocks. */
+  /** The value Redis keeps: `b<ok lines> <failed lines> <ok bytes>\n`, then both blocks. */
   encode(): Buffer {
     const ok = this.ok.bytes();
-    const header = Buffer.from(`${this.ok.lines} ${this.failed.lines} ${ok.byteLength}\n`);
+    const header = Buffer.from(`b${this.ok.lines} ${this.failed.lines} ${ok.byteLength}\n`);
     return Buffer.concat([header, ok, this.failed.bytes()]);
   }
 }
@@ -50,19 +50,29 @@ export interface LineBlock {
   lines: number;
 }
 
-/** Both blocks of a kept value, as views of it (nothing is copied). */
+/**
+ * Both blocks of a kept value, as views of it (nothing is copied). A value kept before they
+ * were bytes (no `b`: its ok block's size counted in UTF-16 units, as strings have it) is
+ * read as it was written: a batch kept by one version of Ferry may be finalized by the next.
+ */
 export function decodeChunkAnswers(value: Buffer): { ok: LineBlock; failed: LineBlock } {
   const end = value.indexOf(0x0a);
-  const [ok, failed, okBytes] = value
-    .toString("latin1", 0, Math.max(0, end))
-    .split(" ")
-    .map(Number);
-  if (end < 0 || ok === undefined || failed === undefined || okBytes === undefined)
+  const bytes = value[0] === 0x62;
+  const header = value.toString("latin1", bytes ? 1 : 0, Math.max(0, end));
+  const [ok, failed, okSize] = header.split(" ").map(Number);
+  if (end < 0 || ok === undefined || failed === undefined || okSize === undefined)
     throw new Error("a chunk's kept answers have no header");
   const body = end + 1;
+  if (!bytes) {
+    const text = value.toString("utf8", body);
+    return {
+      ok: { bytes: Buffer.from(text.slice(0, okSize)), lines: ok },
+      failed: { bytes: Buffer.from(text.slice(okSize)), lines: failed },
+    };
+  }
   return {
-    ok: { bytes: value.subarray(body, body + okBytes), lines: ok },
-    failed: { bytes: value.subarray(body + okBytes), lines: failed },
+    ok: { bytes: value.subarray(body, body + okSize), lines: ok },
+    failed: { bytes: value.subarray(body + okSize), lines: failed },
   };
 }
 
