@@ -43,6 +43,19 @@ describe("a chunk's answers kept whole", () => {
     });
   });
 
+  it("writes a header the version before reads: its first three fields, the ok block in UTF-16 units", () => {
+    const ok = ['{"custom_id":"é😀"}', '{"custom_id":"b"}'];
+    const failed = ['{"custom_id":"ç"}'];
+    const value = encodeChunkAnswers(ok, failed).toString("utf8");
+    // the version before's decoder, as it was
+    const end = value.indexOf("\n");
+    const [okLines, failedLines, okChars] = value.slice(0, end).split(" ").map(Number);
+    const body = end + 1;
+    expect([okLines, failedLines]).toEqual([2, 1]);
+    expect(value.slice(body, body + (okChars ?? 0))).toBe(ok.join("\n"));
+    expect(value.slice(body + (okChars ?? 0))).toBe(failed[0]);
+  });
+
   it("reads a value kept before answers were bytes (its ok block sized in UTF-16 units)", () => {
     const ok = ['{"custom_id":"é😀"}', '{"custom_id":"b"}'];
     const failed = ['{"custom_id":"ç"}'];

@@ -28,10 +28,16 @@ export class ChunkAnswers {
     return this.failed.lines;
   }
 
-  /** The value Redis keeps: `b<ok lines> <failed lines> <ok bytes>\n`, then both blocks. */
+  /**
+   * The value Redis keeps: `<ok lines> <failed lines> <ok units> <ok bytes>\n`, then both
+   * blocks. The ok block's size in UTF-16 units is what the version before read (it ignores
+   * the fourth field), so a replica not yet upgraded still finalizes a batch this one kept.
+   */
   encode(): Buffer {
     const ok = this.ok.bytes();
-    const header = Buffer.from(`b${this.ok.lines} ${this.failed.lines} ${ok.byteLength}\n`);
+    const header = Buffer.from(
+      `${this.ok.lines} ${this.failed.lines} ${this.ok.units} ${ok.byteLength}\n`,
+    );
     return Buffer.concat([header, ok, this.failed.bytes()]);
   }
 }
@@ -51,28 +57,28 @@ export interface LineBlock {
 }
 
 /**
- * Both blocks of a kept value, as views of it (nothing is copied). A value kept before they
- * were bytes (no `b`: its ok block's size counted in UTF-16 units, as strings have it) is
- * read as it was written: a batch kept by one version of Ferry may be finalized by the next.
+ * Both blocks of a kept value, as views of it (nothing is copied). A value kept by the version
+ * before (no bytes field: its ok block sized in UTF-16 units only) is read as it was written.
  */
 export function decodeChunkAnswers(value: Buffer): { ok: LineBlock; failed: LineBlock } {
   const end = value.indexOf(0x0a);
-  const bytes = value[0] === 0x62;
-  const header = value.toString("latin1", bytes ? 1 : 0, Math.max(0, end));
-  const [ok, failed, okSize] = header.split(" ").map(Number);
-  if (end < 0 || ok === undefined || failed === undefined || okSize === undefined)
+  const [ok, failed, okUnits, okBytes] = value
+    .toString("latin1", 0, Math.max(0, end))
+    .split(" ")
+    .map(Number);
+  if (end < 0 || ok === undefined || failed === undefined || okUnits === undefined)
     throw new Error("a chunk's kept answers have no header");
   const body = end + 1;
-  if (!bytes) {
+  if (okBytes === undefined) {
     const text = value.toString("utf8", body);
     return {
-      ok: { bytes: Buffer.from(text.slice(0, okSize)), lines: ok },
-      failed: { bytes: Buffer.from(text.slice(okSize)), lines: failed },
+      ok: { bytes: Buffer.from(text.slice(0, okUnits)), lines: ok },
+      failed: { bytes: Buffer.from(text.slice(okUnits)), lines: failed },
     };
   }
   return {
-    ok: { bytes: value.subarray(body, body + okSize), lines: ok },
-    failed: { bytes: value.subarray(body + okSize), lines: failed },
+    ok: { bytes: value.subarray(body, body + okBytes), lines: ok },
+    failed: { bytes: value.subarray(body + okBytes), lines: failed },
   };
 }
 
@@ -81,6 +87,8 @@ class ByteLines {
   private buffer = Buffer.allocUnsafe(64 * 1024);
   private used = 0;
   lines = 0;
+  /** Its size in UTF-16 units, newlines included: what a string of it would measure. */
+  units = 0;
 
   add(line: string): void {
     // UTF-8 takes at most 3 bytes per UTF-16 unit
@@ -90,8 +98,12 @@ class ByteLines {
       this.buffer.copy(grown, 0, 0, this.used);
       this.buffer = grown;
     }
-    if (this.lines > 0) this.buffer[this.used++] = 0x0a;
+    if (this.lines > 0) {
+      this.buffer[this.used++] = 0x0a;
+      this.units++;
+    }
     this.used += this.buffer.write(line, this.used, "utf8");
+    this.units += line.length;
     this.lines++;
   }
 

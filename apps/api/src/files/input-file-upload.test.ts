@@ -76,4 +76,54 @@ describe("a batch input file as it uploads", () => {
     ).rejects.toThrow(/line 1 exceeds 300 bytes/);
     await expect(uploaded("\n \n", 10)).rejects.toThrow(/no lines/);
   });
+
+  it("checks a chunk while the one before is stored, stores one at a time in order, and stores nothing after a chunk that failed", async () => {
+    // a store slow to answer: the upload must not run ahead of it, nor store out of order
+    const stored: number[] = [];
+    let storing = 0;
+    let most = 0;
+    let checks = 0;
+    const store = {
+      async append(_id: string, chunk: Uint8Array) {
+        storing++;
+        most = Math.max(most, storing);
+        await new Promise((r) => setTimeout(r, 5));
+        storing--;
+        const first = JSON.parse(Buffer.from(chunk).toString().split("\n")[0] ?? "") as {
+          custom_id: string;
+        };
+        stored.push(Number(first.custom_id.slice(1)));
+        return undefined;
+      },
+    };
+    const text = (bad?: number) =>
+      `${Array.from({ length: 6_000 }, (_, k) => (k === bad ? '{"custom_id":"x"}' : line(k, 100))).join("\n")}\n`;
+    const counting = async (bytes: Uint8Array, firstLine: number) => {
+      checks++;
+      const { checkInputLines } = await import("./input-lines.js");
+      return checkInputLines(bytes, firstLine);
+    };
+    const upload = new InputFileUpload(store, "f", limits, counting);
+    const body = Buffer.from(text());
+    for (let at = 0; at < body.length; at += 65_536)
+      await upload.write(body.subarray(at, at + 65_536));
+    await upload.end();
+    expect(most).toBe(1);
+    expect(stored.length).toBeGreaterThan(3);
+    expect(stored).toEqual([...stored].sort((a, b) => a - b));
+    expect(stored.length).toBe(checks);
+
+    // a bad line in the second chunk: the first is stored, nothing after it
+    stored.length = 0;
+    const failing = new InputFileUpload(store, "g", limits, counting);
+    const bad = Buffer.from(text(2_000));
+    const sent = (async () => {
+      for (let at = 0; at < bad.length; at += 65_536)
+        await failing.write(bad.subarray(at, at + 65_536));
+      await failing.end();
+    })();
+    await expect(sent).rejects.toThrow(/line 2001 needs method "POST"/);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(stored).toEqual([0]);
+  });
 });

@@ -11,6 +11,7 @@ import {
   FINISH,
   RECORD_CHUNK,
   RECORD_MANY,
+  SCAN_FIELDS,
   TRANSITION,
 } from "./openai-batch-scripts.js";
 import { type ListPage, OwnerIndex } from "./owner-index.js";
@@ -113,6 +114,7 @@ export class OpenAiBatchStore {
   private readonly recordChunkScript: LuaCommand<number>;
   private readonly finishScript: LuaCommand<number>;
   private readonly answeredScript: LuaCommand<string>;
+  private readonly scanFieldsScript: LuaCommand<[string, string[]]>;
   private readonly index: OwnerIndex;
 
   constructor(
@@ -126,6 +128,7 @@ export class OpenAiBatchStore {
     this.recordChunkScript = new LuaCommand(redis, "ferryRecordOpenAiBatchChunk", 2, RECORD_CHUNK);
     this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
     this.answeredScript = new LuaCommand(redis, "ferryOpenAiBatchAnswered", 1, ANSWERED);
+    this.scanFieldsScript = new LuaCommand(redis, "ferryScanHashFields", 1, SCAN_FIELDS);
     this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
   }
 
@@ -252,10 +255,11 @@ export class OpenAiBatchStore {
     const key = this.keys.openAiBatchLines(id);
     let cursor = "0";
     do {
-      const [next, flat] = await guarded(() => this.redis.hscan(key, cursor, "COUNT", 256));
+      const [next, names] = await guarded(() =>
+        this.scanFieldsScript.run(this.redis, key, cursor, 256),
+      );
       cursor = next;
-      for (let i = 0; i < flat.length; i += 2) {
-        const field = flat[i] ?? "";
+      for (const field of names) {
         if (field.startsWith("c")) {
           const chunk = Number(field.slice(1));
           if (chunk > afterChunk) chunks.add(chunk);
