@@ -33,16 +33,23 @@ describe("chat messages are counted and measured before any template renders", (
     expect(await message(refused[0]?.res as Response)).toMatch(/at most 2048 messages/);
     const fastest = (tries: { ms: number }[]) => Math.min(...tries.map((t) => t.ms));
     expect(fastest(refused) - fastest(shape)).toBeLessThan(750);
-    // eight at once do not hold a neighbour's predict for seconds
-    const flood = Array.from({ length: 8 }, () => chat(many));
-    const predictStarted = performance.now();
-    const predict = await stack.post("/v1/models/digits/predict", {
-      features: new Array(64).fill(0),
-    });
-    const predictMs = performance.now() - predictStarted;
-    await Promise.all(flood);
-    expect(predict.status).toBe(200);
-    expect(predictMs).toBeLessThan(3_000);
+    // eight at once hold a neighbour's predict no longer than eight bodies of the same size
+    // that are only parsed (their transfer and JSON.parse are the API's on any machine; eight
+    // renders were 12-14 s more, and the predict beside them took 9.6 s)
+    const beside = async (body: unknown) => {
+      const flood = Array.from({ length: 8 }, () => stack.post("/v1/chat/completions", body));
+      const started = performance.now();
+      const predict = await stack.post("/v1/models/digits/predict", {
+        features: new Array(64).fill(0),
+      });
+      const ms = performance.now() - started;
+      await Promise.all(flood);
+      expect(predict.status).toBe(200);
+      return ms;
+    };
+    const parsedOnly = Math.min(await beside(byShape), await beside(byShape));
+    const counted = Math.min(await beside(byCount), await beside(byCount));
+    expect(counted - parsedOnly).toBeLessThan(2_000);
   });
 
   it("text that cannot fit the context is refused before rendering; a tool message names its call", async () => {
