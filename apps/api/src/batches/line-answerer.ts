@@ -118,20 +118,37 @@ export class LineAnswerer {
     parsed: readonly ParsedLine[],
     signal: AbortSignal,
   ): Promise<Answer[] | undefined> {
-    const opts = this.manyOptions(batch);
-    if (signal.aborted || !opts) return undefined;
+    let opts: CallOptions | undefined;
     let outcomes: LineOutcome[] | undefined;
-    try {
-      outcomes = await many.run(parsed, opts, signal);
-    } catch (err) {
-      outcomes = parsed.map(() => ({ error: err }));
+    for (;;) {
+      opts = this.manyOptions(batch);
+      if (signal.aborted || !opts) return undefined;
+      try {
+        outcomes = await many.run(parsed, opts, signal);
+      } catch (err) {
+        outcomes = parsed.map(() => ({ error: err }));
+      }
+      if (!outcomes || signal.aborted) return undefined;
+      // every line out of the hour one call may wait, none by a deadline of its own, and the
+      // batch's window still open: they run again (nothing of them was answered to keep)
+      const capped = opts;
+      const timedOut = (o: LineOutcome | undefined) =>
+        o !== undefined && "error" in o && toFerryError(o.error).code === "DEADLINE_EXCEEDED";
+      if (
+        !(
+          parsed.length > 0 &&
+          outcomes.every(timedOut) &&
+          parsed.every((line) => onlyCapped(capped, line.body))
+        )
+      )
+        break;
     }
-    if (!outcomes || signal.aborted) return undefined;
+    const answeredAs = opts;
     return parsed.map(({ url }, k) => {
       const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
       return "value" in outcome
         ? { status: 200, body: outcome.value }
-        : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+        : this.failed(batch, url, answeredAs.requestId ?? "", outcome.error);
     });
   }
 
@@ -202,6 +219,9 @@ export class LineAnswerer {
           await pause(backoffMs(attempt, error), signal);
           continue;
         }
+        // it waited out the hour one call may wait, not a deadline of its own, and the batch's
+        // window is still open: it waits on, as a line of OpenAI's waits out its window
+        if (error.code === "DEADLINE_EXCEEDED" && onlyCapped(opts, body)) continue;
         return this.failed(batch, url, requestId, error);
       }
     }
@@ -214,6 +234,16 @@ export class LineAnswerer {
       this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
     return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
+}
+
+/**
+ * Whether a call's deadline was only the hour any one call may wait (MAX_TIMEOUT_MS), with the
+ * batch's window further off, and not the line's own `timeout_ms`: a line past that hour has not
+ * run out its time, only its call's.
+ */
+function onlyCapped(opts: CallOptions, body: unknown): boolean {
+  const own = (body as { timeout_ms?: unknown } | null)?.timeout_ms;
+  return opts.timeoutMs === MAX_TIMEOUT_MS && !(typeof own === "number" && own < MAX_TIMEOUT_MS);
 }
 
 /** How long a line waits before it is sent again after a refusal, in ms. */

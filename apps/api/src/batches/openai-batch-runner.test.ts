@@ -235,3 +235,103 @@ describe("the answers kept past a point (an input file deleted midway)", () => {
     expect(read).toEqual([...lines.map((k) => `line ${k}`), "chunk 3", "chunk 5"]);
   });
 });
+
+describe("a line past the hour one call may wait, its batch's window still open", () => {
+  const late = () => new FerryError("DEADLINE_EXCEEDED", "Deadline exceeded");
+  type Line = { custom_id: string; response: { status_code: number } };
+  const output = async (id: string) => {
+    const batch = await client.openAiBatches.get(id);
+    const read = async (file: string | undefined) => {
+      const lines: Line[] = [];
+      if (file)
+        for await (const chunk of client.files.lines(file))
+          for (const l of chunk) lines.push(JSON.parse(l));
+      return lines;
+    };
+    return {
+      batch,
+      ok: await read(batch?.output_file_id),
+      errors: await read(batch?.error_file_id),
+    };
+  };
+
+  it("many at once: a chunk whose every line ran out of its call's hour runs again, not a 504 each", async () => {
+    const { id, customIds } = await batchOver();
+    let calls = 0;
+    const kind: BatchLineKind = {
+      endpoint: ENDPOINT,
+      run: async () => {
+        throw new Error("many at once");
+      },
+      openMany: () => ({
+        run: async (lines, opts) => {
+          calls++;
+          expect(opts.timeoutMs).toBe(3_600_000);
+          // the first chunk's first call: every line out of its hour
+          if (calls === 1) return lines.map(() => ({ error: late() }));
+          return lines.map((l) => ({ value: { echo: (l.body as { tag: string }).tag } }));
+        },
+        close: async () => {},
+      }),
+    };
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+      id,
+      new AbortController().signal,
+    );
+    const { batch, ok, errors } = await output(id);
+    expect(batch?.status).toBe("completed");
+    expect(ok.map((l) => l.custom_id)).toEqual(customIds);
+    expect(errors).toEqual([]);
+    expect(calls).toBe(CHUNKS + 1);
+  });
+
+  it("a line at a time: sent again after its call's hour; a line whose own timeout_ms ran out is its 504", async () => {
+    const fileId = `file-${randomUUID()}`;
+    await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
+    const lines = [
+      { custom_id: "waits", method: "POST", url: LINE_URL, body: { tag: "waits" } },
+      { custom_id: "own", method: "POST", url: LINE_URL, body: { tag: "own", timeout_ms: 50 } },
+    ];
+    await client.files.append(
+      fileId,
+      Buffer.from(`${lines.map((l) => JSON.stringify(l)).join("\n")}\n`),
+      2,
+    );
+    await client.files.finish(fileId, "", [LINE_URL]);
+    const id = `batch_${randomUUID().replaceAll("-", "")}`;
+    const now = Math.floor(Date.now() / 1000);
+    await client.openAiBatches.create(
+      {
+        id,
+        owner: "",
+        endpoint: ENDPOINT,
+        input_file_id: fileId,
+        completion_window: "24h",
+        created_at: now,
+        expires_at: now + 86_400,
+        total: 2,
+        metadata: null,
+      },
+      600,
+    );
+    const tries = new Map<string, number>();
+    const kind: BatchLineKind = {
+      endpoint: ENDPOINT,
+      run: async (_url, body) => {
+        const tag = (body as { tag: string }).tag;
+        tries.set(tag, (tries.get(tag) ?? 0) + 1);
+        if (tag === "own" || tries.get(tag) === 1) throw late();
+        return { echo: tag };
+      },
+    };
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+      id,
+      new AbortController().signal,
+    );
+    const { batch, ok, errors } = await output(id);
+    expect(batch?.status).toBe("completed");
+    expect(ok.map((l) => [l.custom_id, l.response.status_code])).toEqual([["waits", 200]]);
+    expect(errors.map((l) => [l.custom_id, l.response.status_code])).toEqual([["own", 504]]);
+    expect(Object.fromEntries(tries)).toEqual({ waits: 2, own: 1 });
+  });
+});
