@@ -54,18 +54,29 @@ function echoKind() {
   return { kind, asked };
 }
 
-/** An input file of CHUNKS stored chunks of PER_CHUNK lines, and a batch over it. */
-async function batchOver(): Promise<{ id: string; customIds: string[] }> {
+type InputLine = { custom_id: string; method: string; url: string; body: unknown };
+
+/** CHUNKS chunks of PER_CHUNK lines, each tagged with its place (`c<chunk>-<line>`). */
+function taggedChunks(): InputLine[][] {
+  return Array.from({ length: CHUNKS }, (_, c) =>
+    Array.from({ length: PER_CHUNK }, (_, k) => {
+      const tag = `c${c}-${k}`;
+      return { custom_id: tag, method: "POST", url: LINE_URL, body: { tag } };
+    }),
+  );
+}
+
+/** An input file stored as `chunks` (each a stored chunk of lines), and a batch over it. */
+async function batchOver(
+  chunks: InputLine[][] = taggedChunks(),
+): Promise<{ id: string; customIds: string[] }> {
   const fileId = `file-${randomUUID()}`;
   await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
   const customIds: string[] = [];
-  for (let c = 0; c < CHUNKS; c++) {
-    const lines = Array.from({ length: PER_CHUNK }, (_, k) => {
-      const tag = `c${c}-${k}`;
-      customIds.push(tag);
-      return JSON.stringify({ custom_id: tag, method: "POST", url: LINE_URL, body: { tag } });
-    });
-    await client.files.append(fileId, Buffer.from(`${lines.join("\n")}\n`), PER_CHUNK);
+  for (const lines of chunks) {
+    for (const line of lines) customIds.push(line.custom_id);
+    const text = `${lines.map((line) => JSON.stringify(line)).join("\n")}\n`;
+    await client.files.append(fileId, Buffer.from(text), lines.length);
   }
   await client.files.finish(fileId, "", [LINE_URL]);
   const id = `batch_${randomUUID().replaceAll("-", "")}`;
@@ -79,7 +90,7 @@ async function batchOver(): Promise<{ id: string; customIds: string[] }> {
       completion_window: "24h",
       created_at: now,
       expires_at: now + 86_400,
-      total: CHUNKS * PER_CHUNK,
+      total: customIds.length,
       metadata: null,
     },
     600,
@@ -286,34 +297,12 @@ describe("a line past the hour one call may wait, its batch's window still open"
   });
 
   it("a line at a time: sent again after its call's hour; a line whose own timeout_ms ran out is its 504", async () => {
-    const fileId = `file-${randomUUID()}`;
-    await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
-    const lines = [
-      { custom_id: "waits", method: "POST", url: LINE_URL, body: { tag: "waits" } },
-      { custom_id: "own", method: "POST", url: LINE_URL, body: { tag: "own", timeout_ms: 50 } },
-    ];
-    await client.files.append(
-      fileId,
-      Buffer.from(`${lines.map((l) => JSON.stringify(l)).join("\n")}\n`),
-      2,
-    );
-    await client.files.finish(fileId, "", [LINE_URL]);
-    const id = `batch_${randomUUID().replaceAll("-", "")}`;
-    const now = Math.floor(Date.now() / 1000);
-    await client.openAiBatches.create(
-      {
-        id,
-        owner: "",
-        endpoint: ENDPOINT,
-        input_file_id: fileId,
-        completion_window: "24h",
-        created_at: now,
-        expires_at: now + 86_400,
-        total: 2,
-        metadata: null,
-      },
-      600,
-    );
+    const { id } = await batchOver([
+      [
+        { custom_id: "waits", method: "POST", url: LINE_URL, body: { tag: "waits" } },
+        { custom_id: "own", method: "POST", url: LINE_URL, body: { tag: "own", timeout_ms: 50 } },
+      ],
+    ]);
     const tries = new Map<string, number>();
     const kind: BatchLineKind = {
       endpoint: ENDPOINT,
