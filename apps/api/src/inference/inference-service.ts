@@ -18,21 +18,11 @@ import type {
 import type { CallOptions } from "../http/call.js";
 import { beforeDeadline } from "../http/deadline.js";
 import type { ApiMetrics } from "../metrics.js";
-import { classify } from "./classify.js";
 import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import { HitRate } from "./hit-rate.js";
+import { modelPrediction, type Prediction } from "./prediction.js";
 import type { PredictBody } from "./schemas.js";
 import type { TrafficRouter } from "./traffic-router.js";
-
-export interface Prediction {
-  prediction: number;
-  confidence: number;
-  latency_ms: number;
-  model_version: string;
-  source: AnswerSource;
-  /** Every class's probability (absent from a fallback's default answer). */
-  scores?: number[];
-}
 
 /** A model version resolved for one request, with the rows it will send. */
 export interface Plan {
@@ -365,15 +355,7 @@ export class InferenceService {
 /** The class, and its probability, from the first output's logits. */
 export function toPrediction(plan: Plan, outputs: Record<string, OutputTensor>): Prediction {
   const name = plan.entry.config.outputs[0]?.name ?? "";
-  const { prediction, confidence, scores } = classify(outputs[name]?.data ?? []);
-  return {
-    prediction,
-    confidence,
-    latency_ms: 0,
-    model_version: plan.version,
-    source: "model",
-    scores,
-  };
+  return modelPrediction(outputs[name]?.data ?? [], plan.version, 0);
 }
 
 /** Names an input for the cache: a hash of its encoded tensors, in input order. */

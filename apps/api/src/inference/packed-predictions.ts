@@ -1,8 +1,8 @@
 import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
 import { ChunkRun, type InferenceClient } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
-import { classify } from "./classify.js";
-import type { InferenceService, Prediction } from "./inference-service.js";
+import type { InferenceService } from "./inference-service.js";
+import { modelPrediction, type Prediction } from "./prediction.js";
 import type { PredictBody } from "./schemas.js";
 
 /**
@@ -93,16 +93,7 @@ export class PackedRun {
           continue;
         }
         const logits = Array.from(out.values.subarray(r * out.width, (r + 1) * out.width));
-        const { prediction, confidence, scores } = classify(logits);
-        // as a predict answers (toPrediction's fields, in its order)
-        answers[Number(key)] = {
-          prediction,
-          confidence,
-          latency_ms: latency,
-          model_version: version,
-          source: "model",
-          scores,
-        };
+        answers[Number(key)] = modelPrediction(logits, version, latency);
       }
     }
     return answers as Array<Prediction | FerryError>;
