@@ -118,38 +118,25 @@ export class LineAnswerer {
     parsed: readonly ParsedLine[],
     signal: AbortSignal,
   ): Promise<Answer[] | undefined> {
-    let opts: CallOptions | undefined;
-    let outcomes: LineOutcome[] | undefined;
     for (;;) {
-      opts = this.manyOptions(batch);
+      const opts = this.manyOptions(batch);
       if (signal.aborted || !opts) return undefined;
+      let outcomes: LineOutcome[] | undefined;
       try {
         outcomes = await many.run(parsed, opts, signal);
       } catch (err) {
         outcomes = parsed.map(() => ({ error: err }));
       }
       if (!outcomes || signal.aborted) return undefined;
-      // every line out of the hour one call may wait, none by a deadline of its own, and the
-      // batch's window still open: they run again (nothing of them was answered to keep)
-      const capped = opts;
-      const timedOut = (o: LineOutcome | undefined) =>
-        o !== undefined && "error" in o && toFerryError(o.error).code === "DEADLINE_EXCEEDED";
-      if (
-        !(
-          parsed.length > 0 &&
-          outcomes.every(timedOut) &&
-          parsed.every((line) => onlyCapped(capped, line.body))
-        )
-      )
-        break;
+      if (allOutOfTheirHour(parsed, outcomes, opts)) continue;
+      const answered = outcomes;
+      return parsed.map(({ url }, k) => {
+        const outcome = answered[k] ?? { error: new FerryError("INTERNAL", "no answer") };
+        return "value" in outcome
+          ? { status: 200, body: outcome.value }
+          : this.failed(batch, url, opts.requestId ?? "", outcome.error);
+      });
     }
-    const answeredAs = opts;
-    return parsed.map(({ url }, k) => {
-      const outcome = outcomes[k] ?? { error: new FerryError("INTERNAL", "no answer") };
-      return "value" in outcome
-        ? { status: 200, body: outcome.value }
-        : this.failed(batch, url, answeredAs.requestId ?? "", outcome.error);
-    });
   }
 
   /** Runs one line and keeps its answer; a line the batch stopped first keeps none. */
@@ -244,6 +231,29 @@ export class LineAnswerer {
 function onlyCapped(opts: CallOptions, body: unknown): boolean {
   const own = (body as { timeout_ms?: unknown } | null)?.timeout_ms;
   return opts.timeoutMs === MAX_TIMEOUT_MS && !(typeof own === "number" && own < MAX_TIMEOUT_MS);
+}
+
+/**
+ * Whether every line ran out of the hour one call may wait, none by a deadline of its own,
+ * with the batch's window still open: then they run again (nothing of them was answered).
+ */
+function allOutOfTheirHour(
+  lines: readonly ParsedLine[],
+  outcomes: readonly LineOutcome[],
+  opts: CallOptions,
+): boolean {
+  return (
+    lines.length > 0 &&
+    lines.every((line, k) => {
+      const outcome = outcomes[k];
+      return (
+        outcome !== undefined &&
+        "error" in outcome &&
+        toFerryError(outcome.error).code === "DEADLINE_EXCEEDED" &&
+        onlyCapped(opts, line.body)
+      );
+    })
+  );
 }
 
 /** How long a line waits before it is sent again after a refusal, in ms. */
