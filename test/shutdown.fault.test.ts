@@ -1,6 +1,9 @@
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { deletePrefix, pingRedis, probeRedis } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
@@ -93,6 +96,22 @@ describe("Ctrl-C (SIGINT) drains the API", () => {
     }
     expect(await stack.api.exited).toBe(0);
     await stack.startApi();
+  });
+
+  it("an API that stops leaves nothing of its own in the temp directory (one board template a start had piled up)", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "ferry-tmp-"));
+    try {
+      await stack.startApi({ TMPDIR: tmp });
+      // the board's template, which it renders on every page, is there while it runs
+      expect(readdirSync(tmp).filter((f) => f.startsWith("ferry-board-"))).toHaveLength(1);
+      stack.api.child.kill("SIGTERM");
+      expect(await stack.api.exited).toBe(0);
+      // (tsx keeps its compile cache there too: not the API's)
+      expect(readdirSync(tmp).filter((f) => f.startsWith("ferry-"))).toEqual([]);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+      await stack.startApi();
+    }
   });
 
   it("streams still open when the drain runs out of time end with where to resume, and lose nothing", async () => {

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -11,11 +11,18 @@ import type { HonoEnv, Services } from "../services.js";
 
 const BASE = "/admin/queues";
 
+/** This process's copy of the board's template, once written. */
+let views: string | undefined;
+
 /**
  * bull-board's page template without its link to Google's font service: Ferry's pages load
- * nothing from another host (they work offline; the board falls back to system fonts).
+ * nothing from another host (they work offline; the board falls back to system fonts). The
+ * board renders it from a directory on every page (an EJS template runs as code, so the
+ * directory is this process's own, not a shared name in /tmp): one a process, removed when it
+ * exits (one had been left behind per start).
  */
 function offlineViews(): string {
+  if (views) return views;
   const ui = dirname(createRequire(import.meta.url).resolve("@bull-board/ui/package.json"));
   const template = readFileSync(join(ui, "dist", "index.ejs"), "utf8");
   const dir = mkdtempSync(join(tmpdir(), "ferry-board-"));
@@ -23,6 +30,8 @@ function offlineViews(): string {
     join(dir, "index.ejs"),
     template.replace(/<link[^>]*fonts\.googleapis\.com[^>]*>\s*/g, ""),
   );
+  process.once("exit", () => rmSync(dir, { recursive: true, force: true }));
+  views = dir;
   return dir;
 }
 
