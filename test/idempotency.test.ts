@@ -329,7 +329,3 @@ async function findRecord(id: string): Promise<string> {
   }
   throw new Error(`no idempotency record names ${id}`);
 }
-
-async function fingerprintIn(key: string): Promise<string> {
-  return (JSON.parse((await redis.get(key)) ?? "{}") as { fp: string }).fp;
-}

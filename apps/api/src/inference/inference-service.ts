@@ -18,7 +18,7 @@ import type {
 import type { CallOptions } from "../http/call.js";
 import { beforeDeadline } from "../http/deadline.js";
 import type { ApiMetrics } from "../metrics.js";
-import { type AnswerSource, fallbackEnabled, isModelFailure } from "./fallbacks.js";
+import { fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import { HitRate } from "./hit-rate.js";
 import { modelPrediction, type Prediction } from "./prediction.js";
 import type { PredictBody } from "./schemas.js";
