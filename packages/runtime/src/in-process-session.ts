@@ -1,3 +1,5 @@
+// first: before onnxruntime-node loads
+import "./ort-telemetry.js";
 import * as ort from "onnxruntime-node";
 import { type GraphSignature, signatureOf } from "./graph-signature.js";
 import { ortType, type SessionOptions, type TensorData, type TensorMap } from "./tensor.js";
