@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { createRedis } from "@ferry/transport";
+import { request } from "node:http";
+import { createRedis, IdempotencyStore, Keys } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
@@ -41,7 +42,7 @@ const post = (
       authorization: `Bearer ${apiKey}`,
       ...(key === undefined ? {} : { "Idempotency-Key": key }),
     },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    body: typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body),
   });
 const idOf = async (res: Response) => ((await res.json()) as { id: string }).id;
 
@@ -277,6 +278,88 @@ describe("Idempotency-Key on POST /v1/batches", () => {
       type: "application/x-ndjson",
     });
     expect(replay.headers.get("idempotent-replayed")).toBe("true");
+  });
+});
+
+describe("Idempotency-Key on POST /v1/files", () => {
+  const lines = (n: number) =>
+    Array.from({ length: n }, (_, i) =>
+      JSON.stringify({
+        custom_id: `c${i}`,
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features },
+      }),
+    ).join("\n");
+  /** A multipart upload's bytes and content type, as `fetch` would send them. */
+  async function form(text: string): Promise<{ bytes: Buffer; type: string }> {
+    const data = new FormData();
+    data.append("purpose", "batch");
+    data.append("file", new Blob([text]), "in.jsonl");
+    const res = new Response(data);
+    return {
+      bytes: Buffer.from(await res.arrayBuffer()),
+      type: res.headers.get("content-type") ?? "",
+    };
+  }
+
+  it("an upload its client cut off frees its key: the retry runs (it had been kept as a 500 for 24 h)", async () => {
+    const key = randomUUID();
+    const { bytes, type } = await form(lines(2_000));
+    const url = new URL(stack.url("/v1/files"));
+    // half the body, then the connection closed, as a client timing out does
+    await new Promise<void>((resolve) => {
+      const req = request({
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: "POST",
+        headers: {
+          "content-type": type,
+          "content-length": bytes.length,
+          authorization: "Bearer k1",
+          "Idempotency-Key": key,
+        },
+      });
+      req.on("error", () => resolve());
+      req.write(bytes.subarray(0, bytes.length >> 1), () => {
+        setTimeout(() => {
+          req.destroy();
+          resolve();
+        }, 300);
+      });
+    });
+    let retry: Response | undefined;
+    // the cut upload lets go of its claim once the API has seen the connection close
+    for (let i = 0; i < 50; i++) {
+      retry = await post("/v1/files", bytes, key, { type });
+      if (retry.status !== 409) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(retry?.status).toBe(200);
+    expect(((await retry?.json()) as { object: string }).object).toBe("file");
+  });
+});
+
+describe("a claim still being worked on", () => {
+  it("is not taken over as abandoned while its request runs, and is once it stops", async () => {
+    const keys = new Keys(`${stack.prefix}-claims`);
+    const store = new IdempotencyStore(redis, keys, 60, 300);
+    const key = randomUUID();
+    const first = await store.claim("t", key, "fp");
+    expect(first.kind).toBe("claimed");
+    const since = first.kind === "claimed" ? first.since : "";
+    const unkeep = store.keepClaimed("t", key, since);
+    try {
+      // three stale times: without the renewal, a retry would have taken it over
+      await new Promise((r) => setTimeout(r, 900));
+      expect((await store.claim("t", key, "fp")).kind).toBe("in-progress");
+    } finally {
+      unkeep();
+    }
+    await new Promise((r) => setTimeout(r, 450));
+    expect(await store.claim("t", key, "fp")).toMatchObject({ kind: "claimed", takeover: true });
+    await redis.del(keys.idempotency("t", key));
   });
 });
 

@@ -253,6 +253,8 @@ export async function idempotently<R extends Response>(
     createdId: createdIdOf(scope, key, c.req.path, claim.since),
     takeover: claim.takeover,
   };
+  // a request still running (an upload streaming in) keeps its claim from going stale
+  const unkeep = store.keepClaimed(scope, key, claim.since);
   try {
     res = await run(keyed);
   } catch (err) {
@@ -262,6 +264,8 @@ export async function idempotently<R extends Response>(
       throw err;
     }
     res = errorResponse(c, error) as R;
+  } finally {
+    unkeep();
   }
   if (!kept(res.status)) {
     await forgo(c, scope, key, fingerprint, claim.since, res.status);

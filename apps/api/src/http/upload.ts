@@ -1,4 +1,5 @@
 import type { Readable } from "node:stream";
+import { FerryError } from "@ferry/protocol";
 
 /**
  * A request body's chunks, read in paused mode so that a slow consumer holds the sender back.
@@ -28,7 +29,13 @@ export async function* bodyChunks(body: Readable): AsyncGenerator<Uint8Array> {
         yield chunk;
         continue;
       }
-      if (failure) throw failure;
+      // the client went away mid-body: nothing was accepted, a 4xx (a keyed request's key is
+      // freed for its retry, where a 500 had kept it answered with the cut body's fingerprint)
+      if (failure)
+        throw new FerryError(
+          "INVALID_INPUT",
+          `the request body was cut off before its end (${failure.message})`,
+        );
       if (ended || body.readableEnded) return;
       await new Promise<void>((resolve) => {
         wake = resolve;

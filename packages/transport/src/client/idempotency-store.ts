@@ -58,6 +58,18 @@ redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
 return {'claimed', ARGV[2]}
 `;
 
+// A claim still being worked on says so: its `at` moves on, while it is this claim's (the
+// same first-claim time) and still pending, so no retry takes it over as abandoned.
+const KEEP = `
+local raw = redis.call('GET', KEYS[1])
+if not raw then return 0 end
+local rec = cjson.decode(raw)
+if rec.state ~= 'pending' or (rec.since or '') ~= ARGV[1] or rec.at == 0 then return 0 end
+rec.at = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return 1
+`;
+
 interface StoredRecord {
   state: "pending" | "answered";
   fp: string;
@@ -76,6 +88,7 @@ interface StoredRecord {
  */
 export class IdempotencyStore {
   private readonly claimScript: LuaCommand<string[]>;
+  private readonly keepScript: LuaCommand<number>;
 
   constructor(
     private readonly redis: RedisClient,
@@ -89,6 +102,26 @@ export class IdempotencyStore {
     private readonly staleMs = 30_000,
   ) {
     this.claimScript = new LuaCommand(redis, "ferryIdempotencyClaim", 1, CLAIM);
+    this.keepScript = new LuaCommand(redis, "ferryIdempotencyKeep", 1, KEEP);
+  }
+
+  /**
+   * Keeps a claim from going stale while its request is still running (an upload streaming
+   * for minutes, say): its time is renewed every third of the stale time until the returned
+   * function is called. Without it, a retry 30 s into a long upload took the claim over as
+   * abandoned and wrote the same file beside it. A renewal that fails is left to the next.
+   */
+  keepClaimed(scope: string, key: string, since: string): () => void {
+    const timer = setInterval(
+      () => {
+        void guarded(() =>
+          this.keepScript.run(this.redis, this.keys.idempotency(scope, key), since, Date.now()),
+        ).catch(() => undefined);
+      },
+      Math.max(1, Math.floor(this.staleMs / 3)),
+    );
+    timer.unref();
+    return () => clearInterval(timer);
   }
 
   async claim(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
