@@ -429,6 +429,13 @@ describe("files", () => {
     expect(notJson?.message).toMatch(/line 1 is not valid JSON/);
   });
 
+  it("lists files newest first, those made within one second too", async () => {
+    const made: string[] = [];
+    for (let k = 0; k < 5; k++) made.push((await upload([chatLine(100 + k)])).id);
+    const listed = await openai().files.list({ purpose: "batch", limit: 5 });
+    expect(listed.data.map((f) => f.id)).toEqual(made.reverse());
+  });
+
   it("keeps a file's bytes as sent, lists it, and deletes it", async () => {
     const file = await upload([chatLine(1), chatLine(2)]);
     expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "input.jsonl" });

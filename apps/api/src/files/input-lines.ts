@@ -25,7 +25,11 @@ export function checkInputLine(text: string, line: number): InputLine {
   if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
     throw invalid(line, "is not a JSON object");
   const { custom_id, method, url, body } = parsed as Record<string, unknown>;
-  if (typeof custom_id !== "string" || custom_id === "" || custom_id.length > MAX_CUSTOM_ID_CHARS)
+  if (
+    typeof custom_id !== "string" ||
+    custom_id === "" ||
+    characters(custom_id) > MAX_CUSTOM_ID_CHARS
+  )
     throw invalid(line, `needs a custom_id: a string of 1-${MAX_CUSTOM_ID_CHARS} characters`);
   if (method !== "POST") throw invalid(line, 'needs method "POST"');
   if (typeof url !== "string" || endpointOf(url) === undefined)
@@ -47,17 +51,55 @@ export interface CheckedLines {
   problem?: string;
 }
 
-const decoder = new TextDecoder();
+/** Characters (code points) of `text`, as the limit says: an emoji is one, not two. */
+function characters(text: string): number {
+  if (text.length <= MAX_CUSTOM_ID_CHARS) return text.length;
+  let n = 0;
+  for (const _ of text) n++;
+  return n;
+}
+
+// strict: bytes that are not UTF-8 are refused, not turned into U+FFFD (a custom_id would no
+// longer match the file's bytes, and two that differ only there would be one); a byte order
+// mark is kept for the line loop, which drops one at the start of any line, as a run does
+// (the decoder alone dropped it only at the start of each stored chunk)
+const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/** The number of the first line of `bytes` that is not UTF-8 (the lines are whole). */
+function firstNotUtf8(bytes: Uint8Array, firstLine: number): number {
+  let start = 0;
+  for (let line = firstLine; start < bytes.length; line++) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end < 0) end = bytes.length;
+    try {
+      decoder.decode(bytes.subarray(start, end));
+    } catch {
+      return line;
+    }
+    start = end + 1;
+  }
+  return firstLine;
+}
 
 /** Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file. */
 export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLines {
-  const text = decoder.decode(bytes);
   const checked: CheckedLines = { customIds: [], urls: [], numbers: [], seen: 0 };
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    const line = firstNotUtf8(bytes, firstLine);
+    // the lines before it are counted as seen (and checked by nobody: the upload is refused)
+    checked.seen = line - firstLine;
+    checked.problem = invalid(line, "is not valid UTF-8").message;
+    return checked;
+  }
   let start = 0;
   while (start < text.length) {
     let end = text.indexOf("\n", start);
     if (end < 0) end = text.length;
-    const line = text.slice(start, end);
+    let line = text.slice(start, end);
+    if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
     start = end + 1;
     const number = firstLine + checked.seen;
     checked.seen++;

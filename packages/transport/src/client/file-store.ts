@@ -3,7 +3,7 @@ import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
-import { type ListPage, OwnerIndex } from "./owner-index.js";
+import { type ListPage, OwnerIndex, sortTime } from "./owner-index.js";
 
 /** A file as the Files API keeps it. */
 export interface StoredFile {
@@ -216,7 +216,8 @@ export class FileStore {
       const now = writer ? await this.get(id) : undefined;
       throw now ? rewritten(id) : new FerryError("NOT_FOUND", `File '${id}' is gone`);
     }
-    await this.index.add(owner, id, file.created_at * 1000, this.ttlS);
+    // in ms, not created_at's whole seconds: files made within one second list newest first
+    await this.index.add(owner, id, sortTime(file.created_at), this.ttlS);
     return file;
   }
 

@@ -14,7 +14,7 @@ import {
   SCAN_FIELDS,
   TRANSITION,
 } from "./openai-batch-scripts.js";
-import { type ListPage, OwnerIndex } from "./owner-index.js";
+import { type ListPage, OwnerIndex, sortTime } from "./owner-index.js";
 
 export type OpenAiBatchStatus =
   | "validating"
@@ -164,7 +164,8 @@ export class OpenAiBatchStore {
     await guarded(() =>
       this.createScript.run(this.redis, this.keys.openAiBatch(batch.id), ttlS, ...fields),
     );
-    await this.index.add(batch.owner, batch.id, batch.created_at * 1000, ttlS);
+    // in ms, not created_at's whole seconds: batches made within one second list newest first
+    await this.index.add(batch.owner, batch.id, sortTime(batch.created_at), ttlS);
     const created = await this.get(batch.id);
     if (!created) throw new Error(`batch ${batch.id} was not written`);
     return created;

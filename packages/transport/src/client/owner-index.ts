@@ -96,3 +96,13 @@ export class OwnerIndex {
     return { data: data.slice(0, page.limit), hasMore: data.length > page.limit };
   }
 }
+
+/**
+ * A list's order for something created at `createdS` (OpenAI's whole seconds): now in ms when
+ * that is still its second, so that two made within one second keep their order; its second's
+ * end otherwise (a file whose upload outlasted the second it began in).
+ */
+export function sortTime(createdS: number, now = Date.now()): number {
+  const from = createdS * 1000;
+  return Math.min(Math.max(now, from), from + 999);
+}
