@@ -337,7 +337,7 @@ describe("Idempotency-Key on POST /v1/files", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(retry?.status).toBe(200);
-    expect(((await retry?.json()) as { object: string }).object).toBe("file");
+    expect(((await retry?.json()) as { object?: string } | undefined)?.object).toBe("file");
   });
 });
 
