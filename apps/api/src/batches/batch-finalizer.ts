@@ -18,6 +18,27 @@ export type FailBatch = (
   writer?: string,
 ) => Promise<void>;
 
+/** Ends a batch that cannot run, saying why, with the files of what it answered. */
+export function failBatch(client: InferenceClient, ttlS: number): FailBatch {
+  return async (id, message, files = {}, writer = "") => {
+    const batch = await client.openAiBatches.get(id);
+    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    const errors = {
+      object: "list",
+      data: [
+        { code: "batch_failed", message: `Batch failed: ${message}`, param: null, line: null },
+      ],
+    };
+    await client.openAiBatches.finish(
+      id,
+      "failed",
+      { ...files, errors: JSON.stringify(errors) },
+      ttlS,
+      writer,
+    );
+  };
+}
+
 /** A kept answer's first character: whether it goes to the output file or the error file. */
 export const OK = "1";
 export const FAILED = "0";

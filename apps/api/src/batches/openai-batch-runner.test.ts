@@ -1,13 +1,15 @@
 import { randomUUID } from "node:crypto";
-import { FerryError } from "@ferry/protocol";
+import { FerryError, pause } from "@ferry/protocol";
 import { deletePrefix, InferenceClient } from "@ferry/transport";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FileService } from "../files/file-service.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { OK } from "./batch-finalizer.js";
 import { answerLine, lineId } from "./batch-lines.js";
 import { encodeChunkAnswers } from "./chunk-answers.js";
 import { OpenAiBatchRunner } from "./openai-batch-runner.js";
+import { OpenAiBatchService } from "./openai-batch-service.js";
 
 // The runner on a real Redis (its own prefix), with a kind that answers many lines at once and
 // notes what it was asked: a batch a runner before this one left partly answered, some chunks
@@ -207,6 +209,29 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(batch?.status).toBe("completed");
     expect(batch?.completed).toBe(customIds.length);
     expect((await client.files.get(batch?.output_file_id ?? ""))?.lines).toBe(customIds.length);
+  });
+
+  it("a batch no runner has begun (every runner busy) is ended by its cancel, not left cancelling; a runner that takes it later runs none of it", async () => {
+    const { id, customIds } = await batchOver();
+    const store = client.openAiBatches;
+    const service = new OpenAiBatchService(client, {} as FileService, 600);
+    const tenant = { id: "", admin: false };
+    expect(["cancelling", "cancelled"]).toContain((await service.cancel(id, tenant)).status);
+    for (let i = 0; i < 100 && (await store.status(id)) !== "cancelled"; i++) await pause(50);
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("cancelled");
+    const errors: Array<{ custom_id: string; error: { code: string } }> = [];
+    for await (const chunk of client.files.lines(batch?.error_file_id ?? ""))
+      for (const l of chunk) errors.push(JSON.parse(l));
+    expect(errors.map((l) => l.custom_id)).toEqual(customIds);
+    expect(new Set(errors.map((l) => l.error.code))).toEqual(new Set(["batch_cancelled"]));
+    const { kind, asked } = echoKind();
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+      id,
+      new AbortController().signal,
+    );
+    expect(asked).toEqual([]);
+    expect((await store.get(id))?.status).toBe("cancelled");
   });
 
   it("a finalizer a later one followed ends nothing: the batch is the later one's to end", async () => {

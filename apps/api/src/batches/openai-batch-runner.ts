@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { AnswerRecorder } from "./answer-recorder.js";
-import { type FailBatch, finalizeBatch } from "./batch-finalizer.js";
+import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
 import { type ParsedLine, parseLine } from "./batch-lines.js";
 import { LineAnswerer } from "./line-answerer.js";
 import { Slots } from "./slots.js";
@@ -42,6 +42,7 @@ const CREATE_WAIT_MS = 5_000;
 export class OpenAiBatchRunner {
   private readonly kinds = new Map<BatchEndpoint, BatchLineKind>();
   private readonly answerer: LineAnswerer;
+  private readonly fail: FailBatch;
 
   constructor(
     private readonly client: InferenceClient,
@@ -51,6 +52,7 @@ export class OpenAiBatchRunner {
     log: Logger,
   ) {
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
+    this.fail = failBatch(client, ttlS);
     this.answerer = new LineAnswerer(client, this.kinds, log);
   }
 
@@ -77,7 +79,7 @@ export class OpenAiBatchRunner {
     if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
     // an input file deleted since: the finalizer writes out what was answered, and fails it
     if (!(await this.client.files.get(batch.input_file_id)))
-      return finalizeBatch(this.client, id, this.ttlS, (...failed) => this.fail(...failed));
+      return finalizeBatch(this.client, id, this.ttlS, this.fail);
     const store = this.client.openAiBatches;
     if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
     const stop = new AbortController();
@@ -90,7 +92,7 @@ export class OpenAiBatchRunner {
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
-    await finalizeBatch(this.client, id, this.ttlS, (...failed) => this.fail(...failed));
+    await finalizeBatch(this.client, id, this.ttlS, this.fail);
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -203,29 +205,5 @@ export class OpenAiBatchRunner {
       await many?.close(signal.aborted || failure !== undefined).catch(() => undefined);
     }
     if (failure) throw failure.err;
-  }
-
-  /** Ends a batch that cannot run, saying why, with the files of what it answered. */
-  private async fail(
-    id: string,
-    message: string,
-    files: Parameters<FailBatch>[2] = {},
-    writer = "",
-  ): Promise<void> {
-    const batch = await this.client.openAiBatches.get(id);
-    if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
-    const errors = {
-      object: "list",
-      data: [
-        { code: "batch_failed", message: `Batch failed: ${message}`, param: null, line: null },
-      ],
-    };
-    await this.client.openAiBatches.finish(
-      id,
-      "failed",
-      { ...files, errors: JSON.stringify(errors) },
-      this.ttlS,
-      writer,
-    );
   }
 }

@@ -4,6 +4,7 @@ import type { InferenceClient, ListPage } from "@ferry/transport";
 import type { FileService } from "../files/file-service.js";
 import { endpointOf, urlFits } from "../http/batch-endpoints.js";
 import { canSee, type Tenant } from "../http/tenant.js";
+import { failBatch, finalizeBatch } from "./batch-finalizer.js";
 import { batchObject, type OpenAiBatchRequest } from "./openai-batch-object.js";
 
 /** The longest completion window taken (OpenAI takes "24h" only). */
@@ -104,12 +105,23 @@ export class OpenAiBatchService {
 
   /**
    * Cancels a batch: it is `cancelling` until its runner has stopped its lines (those queued
-   * never run, those running stop) and written what was answered, then `cancelled`.
+   * never run, those running stop) and written what was answered, then `cancelled`; one no
+   * runner has begun is `cancelled` at once (its lines, none run, in its error file).
    */
   async cancel(id: string, tenant: Tenant) {
     const batch = await this.visible(id, tenant);
     const store = this.client.openAiBatches;
-    const moved = await store.transition(id, ["validating", "in_progress"], "cancelling");
+    // one no runner has begun (every runner busy with batches of its own) is ended by this
+    // process, not left until a runner is free: a runner that takes it later finds it ended, or
+    // cancelling and not to be run (two finalizers are fenced apart as a takeover's are); if
+    // this process dies first, that runner ends it
+    if (await store.transition(id, ["validating"], "cancelling")) {
+      void finalizeBatch(this.client, id, this.ttlS, failBatch(this.client, this.ttlS)).catch(
+        () => undefined,
+      );
+      return this.get(id, tenant);
+    }
+    const moved = await store.transition(id, ["in_progress"], "cancelling");
     if (!moved) {
       const now = (await store.get(id)) ?? batch;
       if (now.status !== "cancelling" && now.status !== "cancelled")
