@@ -71,6 +71,7 @@ function taggedChunks(): InputLine[][] {
 /** An input file stored as `chunks` (each a stored chunk of lines), and a batch over it. */
 async function batchOver(
   chunks: InputLine[][] = taggedChunks(),
+  windowS = 86_400,
 ): Promise<{ id: string; customIds: string[] }> {
   const fileId = `file-${randomUUID()}`;
   await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
@@ -91,7 +92,7 @@ async function batchOver(
       input_file_id: fileId,
       completion_window: "24h",
       created_at: now,
-      expires_at: now + 86_400,
+      expires_at: now + windowS,
       total: customIds.length,
       metadata: null,
     },
@@ -232,6 +233,24 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     );
     expect(asked).toEqual([]);
     expect((await store.get(id))?.status).toBe("cancelled");
+  });
+
+  it("a batch still waiting for a runner past its window is expired when it is looked at, not left validating", async () => {
+    const { id, customIds } = await batchOver(taggedChunks(), -1);
+    const service = new OpenAiBatchService(client, {} as FileService, 600);
+    const tenant = { id: "", admin: false };
+    let status = (await service.get(id, tenant)).status;
+    for (let i = 0; i < 100 && status !== "expired"; i++) {
+      await pause(50);
+      status = (await service.get(id, tenant)).status;
+    }
+    expect(status).toBe("expired");
+    const batch = await client.openAiBatches.get(id);
+    const errors: Array<{ custom_id: string; error: { code: string } }> = [];
+    for await (const chunk of client.files.lines(batch?.error_file_id ?? ""))
+      for (const l of chunk) errors.push(JSON.parse(l));
+    expect(errors.map((l) => l.custom_id)).toEqual(customIds);
+    expect(new Set(errors.map((l) => l.error.code))).toEqual(new Set(["batch_expired"]));
   });
 
   it("a finalizer a later one followed ends nothing: the batch is the later one's to end", async () => {

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
-import type { InferenceClient, ListPage } from "@ferry/transport";
+import type { InferenceClient, ListPage, OpenAiBatchState } from "@ferry/transport";
 import type { FileService } from "../files/file-service.js";
 import { endpointOf, urlFits } from "../http/batch-endpoints.js";
 import { canSee, type Tenant } from "../http/tenant.js";
@@ -87,13 +87,28 @@ export class OpenAiBatchService {
   }
 
   async get(id: string, tenant: Tenant) {
-    return batchObject(await this.visible(id, tenant));
+    return batchObject(await this.expiredIfWaiting(await this.visible(id, tenant)));
+  }
+
+  /**
+   * A batch still waiting for a runner past the end of its window is expired by whoever looks
+   * at it (its runner would expire it only once it began): the same claim and fenced finalizer
+   * as a cancel of one not begun.
+   */
+  private async expiredIfWaiting(batch: OpenAiBatchState): Promise<OpenAiBatchState> {
+    if (batch.status !== "validating" || Date.now() < batch.expires_at * 1000) return batch;
+    const store = this.client.openAiBatches;
+    if (await store.transition(batch.id, ["validating"], "finalizing"))
+      void finalizeBatch(this.client, batch.id, this.ttlS, failBatch(this.client, this.ttlS)).catch(
+        () => undefined,
+      );
+    return (await store.get(batch.id)) ?? batch;
   }
 
   /** The tenant's batches, newest first, as OpenAI pages them. */
   async list(tenant: Tenant, page: ListPage) {
     const { data, hasMore } = await this.client.openAiBatches.list(tenant.id, page);
-    const batches = data.map(batchObject);
+    const batches = (await Promise.all(data.map((b) => this.expiredIfWaiting(b)))).map(batchObject);
     return {
       object: "list" as const,
       data: batches,
