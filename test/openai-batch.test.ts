@@ -429,6 +429,22 @@ describe("files", () => {
     expect(notJson?.message).toMatch(/line 1 is not valid JSON/);
   });
 
+  it("a file for another purpose is refused for its purpose, though the openai client sends the file first", async () => {
+    // a fine-tuning file's lines are not batch lines: the purpose, read after them, is the answer
+    const tuning = [{ messages: [{ role: "user", content: "hi" }] }];
+    for (const purpose of ["fine-tune", "assistants"] as const) {
+      const file = await toFile(Buffer.from(jsonl(tuning)), "train.jsonl");
+      const err = await openai()
+        .files.create({ file, purpose })
+        .then(
+          () => undefined,
+          (e: unknown) => e as InstanceType<typeof OpenAI.APIError>,
+        );
+      expect(err?.status).toBe(400);
+      expect(err?.message).toMatch(`purpose "${purpose}" is not supported by this server`);
+    }
+  });
+
   it("lists files newest first, those made within one second too", async () => {
     const made: string[] = [];
     for (let k = 0; k < 5; k++) made.push((await upload([chatLine(100 + k)])).id);

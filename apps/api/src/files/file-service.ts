@@ -63,6 +63,23 @@ export class FileService {
     let inFile = false;
     let field: { name: string; bytes: Uint8Array[]; size: number } | undefined;
     let purpose: string | undefined;
+    /**
+     * A line refused before the purpose was read (the openai client sends the file first):
+     * the rest of the body is read for the purpose, whose refusal is the truer answer for a
+     * file that was never meant for a batch.
+     */
+    let refused: FerryError | undefined;
+    /** Writes to the file, holding a line's refusal while the purpose is unknown. */
+    const intoFile = async (write: () => Promise<void>) => {
+      if (refused) return;
+      try {
+        await write();
+      } catch (err) {
+        if (purpose !== undefined || !(err instanceof FerryError) || err.code !== "INVALID_INPUT")
+          throw err;
+        refused = err;
+      }
+    };
     try {
       for await (const event of events) {
         if (event.type === "part") {
@@ -79,7 +96,7 @@ export class FileService {
             inFile = true;
           } else field = { name: event.name, bytes: [], size: 0 };
         } else if (event.type === "data") {
-          if (inFile) await upload?.write(event.data);
+          if (inFile) await intoFile(async () => upload?.write(event.data));
           else if (field) {
             field.size += event.data.byteLength;
             if (field.size > MAX_FIELD_BYTES)
@@ -87,7 +104,7 @@ export class FileService {
             field.bytes.push(event.data);
           }
         } else if (inFile) {
-          await upload?.end();
+          await intoFile(async () => upload?.end());
           inFile = false;
         } else if (field) {
           if (field.name === "purpose") purpose = Buffer.concat(field.bytes).toString("utf8");
@@ -99,6 +116,7 @@ export class FileService {
       if (purpose === undefined)
         throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
       checkPurpose(purpose);
+      if (refused) throw refused;
       return fileObject(await this.client.files.finish(id, tenant.id, [...upload.urls]));
     } catch (err) {
       if (upload) await this.client.files.discard(id);
