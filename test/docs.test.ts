@@ -33,9 +33,13 @@ function prose(text: string): string[] {
   });
 }
 
-/** Variables read by the install, the model builds and the bench, never by a Ferry process. */
+/**
+ * Variables read by the install, the model builds and the bench, never by a Ferry process's
+ * schemas; and ONNX Runtime's own, which the runtime package only defaults.
+ */
 const OUTSIDE_THE_SERVER = new Set([
   "ONNXRUNTIME_NODE_INSTALL",
+  "ORT_DISABLE_TELEMETRY",
   "GEN_ROUNDS",
   "SOAK_MINUTES",
   "TRAIN_MINUTES",

@@ -10,8 +10,10 @@ function leftBehind(telemetry: string | undefined): string[] {
   dirs.push(dir);
   const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: dir };
   if (telemetry !== undefined) env.ORT_DISABLE_TELEMETRY = telemetry;
+  // the module by its file, as the worker's instance threads load it
+  const session = new URL("./in-process-session.ts", import.meta.url).href;
   const script = `
-    import { InProcessSession } from "@ferry/runtime";
+    import { InProcessSession } from ${JSON.stringify(session)};
     const session = await InProcessSession.load("models/digits/2/model.onnx", { executionProvider: "cpu", intraOpThreads: 1 });
     await session.release();`;
   execFileSync(
