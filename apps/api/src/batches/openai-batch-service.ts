@@ -98,11 +98,22 @@ export class OpenAiBatchService {
   private async expiredIfWaiting(batch: OpenAiBatchState): Promise<OpenAiBatchState> {
     if (batch.status !== "validating" || Date.now() < batch.expires_at * 1000) return batch;
     const store = this.client.openAiBatches;
-    if (await store.transition(batch.id, ["validating"], "finalizing"))
-      void finalizeBatch(this.client, batch.id, this.ttlS, failBatch(this.client, this.ttlS)).catch(
-        () => undefined,
-      );
+    await this.endUnbegun(batch.id, "finalizing");
     return (await store.get(batch.id)) ?? batch;
+  }
+
+  /**
+   * Ends a batch no runner has begun, if it still is one (`validating`), from `to`: its files
+   * written on this process, not left until a runner is free. A runner that takes it later
+   * finds it ended, or in `to` and not to be run (two finalizers are fenced apart as a
+   * takeover's are); if this process dies first, that runner ends it. Whether it was.
+   */
+  private async endUnbegun(id: string, to: "cancelling" | "finalizing"): Promise<boolean> {
+    if (!(await this.client.openAiBatches.transition(id, ["validating"], to))) return false;
+    void finalizeBatch(this.client, id, this.ttlS, failBatch(this.client, this.ttlS)).catch(
+      () => undefined,
+    );
+    return true;
   }
 
   /** The tenant's batches, newest first, as OpenAI pages them. */
@@ -126,16 +137,8 @@ export class OpenAiBatchService {
   async cancel(id: string, tenant: Tenant) {
     const batch = await this.visible(id, tenant);
     const store = this.client.openAiBatches;
-    // one no runner has begun (every runner busy with batches of its own) is ended by this
-    // process, not left until a runner is free: a runner that takes it later finds it ended, or
-    // cancelling and not to be run (two finalizers are fenced apart as a takeover's are); if
-    // this process dies first, that runner ends it
-    if (await store.transition(id, ["validating"], "cancelling")) {
-      void finalizeBatch(this.client, id, this.ttlS, failBatch(this.client, this.ttlS)).catch(
-        () => undefined,
-      );
-      return this.get(id, tenant);
-    }
+    // one no runner has begun (every runner busy with batches of its own) ends now
+    if (await this.endUnbegun(id, "cancelling")) return this.get(id, tenant);
     const moved = await store.transition(id, ["in_progress"], "cancelling");
     if (!moved) {
       const now = (await store.get(id)) ?? batch;
