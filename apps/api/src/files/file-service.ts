@@ -59,6 +59,10 @@ export class FileService {
         return fileObject(earlier);
       }
     }
+    // this attempt's own token on the file: a retry that takes the key over begins the file
+    // again under its own, and an earlier attempt still running (stalled past the key's stale
+    // time, not dead) then writes, finishes and discards nothing of it
+    const writer = randomUUID();
     let upload: InputFileUpload | undefined;
     let inFile = false;
     let field: { name: string; bytes: Uint8Array[]; size: number } | undefined;
@@ -86,13 +90,11 @@ export class FileService {
           if (event.name === "file" && event.filename !== undefined) {
             if (upload) throw new FerryError("INVALID_INPUT", "an upload carries one file");
             if (purpose !== undefined) checkPurpose(purpose);
-            await this.client.files.begin({
-              id,
-              owner: tenant.id,
-              filename: event.filename,
-              purpose: "batch",
-            });
-            upload = new InputFileUpload(this.client.files, id, this.limits, this.check);
+            await this.client.files.begin(
+              { id, owner: tenant.id, filename: event.filename, purpose: "batch" },
+              writer,
+            );
+            upload = new InputFileUpload(this.client.files, id, writer, this.limits, this.check);
             inFile = true;
           } else field = { name: event.name, bytes: [], size: 0 };
         } else if (event.type === "data") {
@@ -117,9 +119,9 @@ export class FileService {
         throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
       checkPurpose(purpose);
       if (refused) throw refused;
-      return fileObject(await this.client.files.finish(id, tenant.id, [...upload.urls]));
+      return fileObject(await this.client.files.finish(id, tenant.id, [...upload.urls], writer));
     } catch (err) {
-      if (upload) await this.client.files.discard(id);
+      if (upload) await this.client.files.discard(id, writer);
       throw err;
     }
   }

@@ -29,7 +29,7 @@ const limits = { maxBytes: 10_000_000, maxLines: 50_000, maxLineBytes: 100_000 }
 
 async function uploaded(text: string, pieceBytes: number, limit = limits) {
   const store = memoryStore();
-  const upload = new InputFileUpload(store, "f", limit);
+  const upload = new InputFileUpload(store, "f", "w", limit);
   const bytes = Buffer.from(text);
   for (let at = 0; at < bytes.length; at += pieceBytes)
     await upload.write(bytes.subarray(at, at + pieceBytes));
@@ -103,7 +103,7 @@ describe("a batch input file as it uploads", () => {
       const { checkInputLines } = await import("./input-lines.js");
       return checkInputLines(bytes, firstLine);
     };
-    const upload = new InputFileUpload(store, "f", limits, counting);
+    const upload = new InputFileUpload(store, "f", "w", limits, counting);
     const body = Buffer.from(text());
     for (let at = 0; at < body.length; at += 65_536)
       await upload.write(body.subarray(at, at + 65_536));
@@ -115,7 +115,7 @@ describe("a batch input file as it uploads", () => {
 
     // a bad line in the second chunk: the first is stored, nothing after it
     stored.length = 0;
-    const failing = new InputFileUpload(store, "g", limits, counting);
+    const failing = new InputFileUpload(store, "g", "w", limits, counting);
     const bad = Buffer.from(text(2_000));
     const sent = (async () => {
       for (let at = 0; at < bad.length; at += 65_536)

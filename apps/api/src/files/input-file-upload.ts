@@ -55,6 +55,8 @@ export class InputFileUpload {
   constructor(
     private readonly store: Pick<FileStore, "append">,
     private readonly id: string,
+    /** The upload's token on the file (FileStore.begin): an append under another is refused. */
+    private readonly writer: string,
     private readonly limits: UploadLimits,
     private readonly check: CheckLines = async (bytes, firstLine) =>
       checkInputLines(bytes, firstLine),
@@ -132,7 +134,7 @@ export class InputFileUpload {
     const checked = await checking;
     this.count(checked);
     const ids = checked.customIds;
-    const repeated = await this.store.append(this.id, data, ids.length, ids);
+    const repeated = await this.store.append(this.id, data, ids.length, ids, this.writer);
     if (repeated !== undefined)
       throw new FerryError(
         "INVALID_INPUT",

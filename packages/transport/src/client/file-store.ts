@@ -129,11 +129,13 @@ export class FileStore {
   }
 
   /**
-   * Starts a file (anything an earlier attempt left under its id is dropped). A `writer` (a
-   * number: FileStore takes the higher as the later) fences the file: from now on only
-   * appends and a finish that name it are taken, so a writer that began it before (a batch
-   * runner that lost its lock, still running) writes nothing more into it, and one numbered
-   * lower cannot begin it again (WriterFencedError).
+   * Starts a file (anything an earlier attempt left under its id is dropped). A `writer` fences
+   * the file: from now on only appends, a finish and a discard that name it are taken, so a
+   * writer that began it before (a batch runner that lost its lock, still running; an upload
+   * whose retry took its key over) writes nothing more into it. A number is ordered (FileStore
+   * takes the higher as the later, and one numbered lower cannot begin it again:
+   * WriterFencedError); any other token (an upload's) only names its writer, the last to begin
+   * the file winning.
    */
   async begin(file: NewFile, writer = ""): Promise<void> {
     assertReady(this.redis);
