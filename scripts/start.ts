@@ -3,7 +3,12 @@
 // that dies on its own is restarted, so one crash never takes the healthy process down with it;
 // one that exits for its configuration (EXIT_CONFIG, having said what to change) stops the stack.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { EXIT_CONFIG, ORPHAN_GRACE_MS, watchAncestors } from "@ferry/protocol";
+import {
+  EXIT_CONFIG,
+  ORPHAN_GRACE_MS,
+  survivesLostTerminal,
+  watchAncestors,
+} from "@ferry/protocol";
 import { ensureRedis } from "./redis-local.js";
 
 /** A child that dies this many times within RESTART_WINDOW_MS is left down, and the stack stops. */
@@ -132,8 +137,14 @@ function ancestors(): number[] {
   return pids;
 }
 
-/** A parent gone without a signal (kill -9, a closed CI job): nothing may outlive it. */
+/**
+ * A parent gone without a signal (kill -9, a closed CI job): nothing may outlive it. One that
+ * went with a signal this process got too (a closed terminal hangs up npm and this script at
+ * once) leaves that signal's drain to run: the children still have this process to answer to,
+ * and their drain is bounded (DRAIN_TIMEOUT_MS).
+ */
 function onOrphaned(): void {
+  if (stoppingSince !== undefined) return;
   console.error("ferry: the process that ran npm start is gone; stopping");
   stopAll("SIGTERM");
   // no one is left to wait for a drain, and the port must be free for the next start
@@ -166,6 +177,11 @@ async function sayWhenUp(): Promise<void> {
 
 process.on("SIGINT", () => onSignal("SIGINT"));
 process.on("SIGTERM", () => onSignal("SIGTERM"));
+// a closed terminal (or a dropped ssh session) hangs up this process group, not the children's:
+// the same ordered drain as Ctrl-C, where Node's default would end this process at once and
+// leave the children to the orphans' two seconds
+process.on("SIGHUP", () => onSignal("SIGTERM"));
+survivesLostTerminal();
 watchAncestors(ancestors(), onOrphaned);
 for (const name of names) launch(name);
 if (names.includes("api")) void sayWhenUp();

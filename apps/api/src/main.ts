@@ -1,7 +1,14 @@
 import type { ServerResponse } from "node:http";
 import { ModelRepository } from "@ferry/model-repository";
-import { configured, exitForConfig, exitWithParent, messageOf, queueName } from "@ferry/protocol";
-import { startTracing } from "@ferry/telemetry";
+import {
+  configured,
+  exitForConfig,
+  exitWithParent,
+  messageOf,
+  queueName,
+  survivesLostTerminal,
+} from "@ferry/protocol";
+import { logDestination, startTracing } from "@ferry/telemetry";
 import { InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
@@ -42,7 +49,9 @@ import type { Services } from "./services.js";
 const env = configured(loadEnv);
 // before anything makes a span: off unless the OTEL_* variables name an exporter
 const tracing = startTracing("ferry-api");
-const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } });
+// a terminal closed under `npm start` must not end the drain it began (SIGHUP)
+survivesLostTerminal();
+const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } }, logDestination());
 // watched before the first await: a parent (`npm start`) that dies while this process still
 // waits for Redis takes it along; once it serves, it drains first
 let parentGone: () => void = () => process.exit(1);

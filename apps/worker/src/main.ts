@@ -1,5 +1,11 @@
-import { configured, exitForConfig, exitWithParent, messageOf } from "@ferry/protocol";
-import { startTracing } from "@ferry/telemetry";
+import {
+  configured,
+  exitForConfig,
+  exitWithParent,
+  messageOf,
+  survivesLostTerminal,
+} from "@ferry/protocol";
+import { logDestination, startTracing } from "@ferry/telemetry";
 import { WorkerTransport } from "@ferry/transport";
 import { pino } from "pino";
 import { loadEnv } from "./env.js";
@@ -11,7 +17,9 @@ import { ModelHost } from "./model-host.js";
 const env = configured(loadEnv);
 // before anything makes a span: off unless the OTEL_* variables name an exporter
 const tracing = startTracing("ferry-worker");
-const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } });
+// a terminal closed under `npm start` must not end the drain it began (SIGHUP)
+survivesLostTerminal();
+const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } }, logDestination());
 const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
   redisUrl: env.REDIS_URL,

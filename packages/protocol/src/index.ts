@@ -12,4 +12,5 @@ export * from "./pause.js";
 export * from "./queue-names.js";
 export * from "./spawn-thread.js";
 export * from "./tensor-codec.js";
+export * from "./terminal.js";
 export * from "./wire.js";

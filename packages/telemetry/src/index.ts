@@ -12,6 +12,7 @@ export {
 } from "@opentelemetry/api";
 export * from "./carrier.js";
 export * from "./genai.js";
+export * from "./log-destination.js";
 export * from "./tracing.js";
 
 import { trace } from "@opentelemetry/api";
