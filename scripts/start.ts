@@ -5,6 +5,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
   EXIT_CONFIG,
+  isListeningMessage,
   ORPHAN_GRACE_MS,
   survivesLostTerminal,
   watchAncestors,
@@ -47,6 +48,10 @@ function launch(name: Name): void {
     { stdio: ["inherit", "inherit", "inherit", "ipc"], env, detached: true },
   );
   running.set(name, child);
+  if (name === "api")
+    child.on("message", (message) => {
+      if (isListeningMessage(message)) void sayUp(message.port);
+    });
   child.on("exit", (code, signal) => {
     running.delete(name);
     if (stoppingSince !== undefined) {
@@ -153,25 +158,56 @@ function onOrphaned(): void {
   }, ORPHAN_GRACE_MS - 500).unref();
 }
 
+/** Whether the stack has said where it listens (a restarted API does not say it again). */
+let announced = false;
+/** The models this stack's worker loads: WORKER_MODELS, or every model when it is unset. */
+const workerModels = (process.env.WORKER_MODELS ?? "")
+  .split(",")
+  .map((name) => name.trim())
+  .filter(Boolean);
+
 /**
- * One plain line once the API answers (its own logs are JSON): where to point a browser or a
- * client. Models still loading on the worker are waited for by the requests themselves.
+ * One plain line once this stack's API has bound its port (its own logs are JSON; it says so
+ * itself, as something else answering on the port does not): where to point a browser or a
+ * client. Then, when the worker's models are still loading, which, and a line once they serve:
+ * requests to them wait meanwhile.
  */
-async function sayWhenUp(): Promise<void> {
-  // the API's own defaults (apps/api/src/env.ts); a wildcard address is reached on loopback
+async function sayUp(port: number): Promise<void> {
+  if (announced) return;
+  announced = true;
+  // the API's own default host (apps/api/src/env.ts); a wildcard address is reached on loopback
   const bound = process.env.HOST || "127.0.0.1";
   const host = bound === "0.0.0.0" || bound === "::" ? "127.0.0.1" : bound;
-  const url = `http://${host.includes(":") ? `[${host}]` : host}:${process.env.PORT || "8000"}`;
-  for (let tries = 0; tries < 300 && stoppingSince === undefined; tries++) {
-    const up = await fetch(`${url}/health`).then(
-      (res) => res.status < 500,
-      () => false,
-    );
-    if (up) {
-      console.error(`ferry: up at ${url} (playground ${url}/, API reference ${url}/docs)`);
+  const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  console.error(`ferry: up at ${url} (playground ${url}/, API reference ${url}/docs)`);
+  if (!names.includes("worker")) return;
+  let said = false;
+  for (let tries = 0; tries < 1_200 && stoppingSince === undefined; tries++) {
+    const loading = await modelsLoading(url);
+    if (loading?.length === 0) {
+      if (said) console.error("ferry: every model is loaded");
       return;
     }
-    await new Promise((r) => setTimeout(r, 200));
+    if (loading && !said) {
+      console.error(`ferry: still loading ${loading.join(", ")}; requests to them wait for it`);
+      said = true;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** The worker's models not serving yet, from the API's /health; undefined when it cannot say. */
+async function modelsLoading(url: string): Promise<string[] | undefined> {
+  try {
+    const health = (await (await fetch(`${url}/health`)).json()) as {
+      models?: Record<string, { ready: boolean }>;
+    };
+    if (!health.models) return undefined;
+    return Object.entries(health.models)
+      .filter(([name, m]) => !m.ready && (workerModels.length === 0 || workerModels.includes(name)))
+      .map(([name]) => name);
+  } catch {
+    return undefined;
   }
 }
 
@@ -184,7 +220,6 @@ process.on("SIGHUP", () => onSignal("SIGTERM"));
 survivesLostTerminal();
 watchAncestors(ancestors(), onOrphaned);
 for (const name of names) launch(name);
-if (names.includes("api")) void sayWhenUp();
 await allExited;
 await redis.stop();
 process.exit(exitCode);

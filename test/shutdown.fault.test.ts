@@ -1,7 +1,8 @@
 import { execFileSync, spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { type AddressInfo, createServer } from "node:net";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { deletePrefix, pingRedis, probeRedis } from "@ferry/transport";
@@ -344,8 +345,10 @@ describe("npm start", () => {
         WORKER_MODELS: "digits",
         ...env,
       });
-    // the API's port held by another server: before, a stack trace and a restart every second
-    const taken = createServer().listen(0, "127.0.0.1");
+    // the API's port held by another server, one that answers /health as a stack already
+    // running does: before, a stack trace and a restart every second, and an "up at" line
+    // read off the other server's answer
+    const taken = createServer((_req, res) => res.end("{}")).listen(0, "127.0.0.1");
     await once(taken, "listening");
     const port = (taken.address() as AddressInfo).port;
     try {
@@ -354,7 +357,7 @@ describe("npm start", () => {
       expect(busy.output).toContain(
         `ferry: 127.0.0.1:${port} is already in use: stop what listens there, or set PORT to a free port`,
       );
-      expect(busy.output).not.toMatch(/restarting it|EADDRINUSE|at Server\./);
+      expect(busy.output).not.toMatch(/restarting it|EADDRINUSE|at Server\.|up at/);
     } finally {
       taken.close();
     }

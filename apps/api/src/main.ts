@@ -7,6 +7,7 @@ import {
   messageOf,
   queueName,
   survivesLostTerminal,
+  tellParentListening,
 } from "@ferry/protocol";
 import { logDestination, startTracing } from "@ferry/telemetry";
 import { InferenceClient } from "@ferry/transport";
@@ -199,6 +200,7 @@ server.listen({ port: env.PORT, host: env.HOST, backlog: LISTEN_BACKLOG }, () =>
     { url: `http://${env.HOST}:${port}`, models: repository.list().map((m) => m.config.name) },
     "api listening",
   );
+  tellParentListening(port);
 });
 // Left open while draining: readiness answers 503 there until the process exits.
 if (env.PROBE_PORT !== undefined) {

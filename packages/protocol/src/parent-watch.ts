@@ -47,3 +47,23 @@ function alive(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
+
+/** What the API tells the process that started it (`npm start`) once its port is bound. */
+export interface ListeningMessage {
+  ferry: "listening";
+  port: number;
+}
+
+/**
+ * Tells the parent watching this process (`npm start`'s scripts/start.ts) that its port is
+ * bound: only then is the stack up, whatever else may answer on that port.
+ */
+export function tellParentListening(port: number): void {
+  const message: ListeningMessage = { ferry: "listening", port };
+  if (typeof process.send === "function" && process.connected) process.send(message);
+}
+
+export function isListeningMessage(message: unknown): message is ListeningMessage {
+  const m = message as Partial<ListeningMessage> | null;
+  return m?.ferry === "listening" && typeof m.port === "number";
+}
