@@ -234,3 +234,25 @@ describe("media types", () => {
     );
   });
 });
+
+describe("methods", () => {
+  it("a route sent the wrong method answers 405 naming the ones it takes; a path no route has, 404", async () => {
+    const get = await fetch(stack.url("/v1/chat/completions"), { headers: key });
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+    expect(await message(get)).toBe("/v1/chat/completions does not take GET; send POST");
+    const put = await fetch(stack.url("/v1/models/digits/predict"), {
+      method: "PUT",
+      headers: key,
+    });
+    expect(put.status).toBe(405);
+    expect(put.headers.get("allow")).toBe("POST");
+    const post = await fetch(stack.url("/health"), { method: "POST" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")?.split(", ").sort()).toEqual(["GET", "HEAD"]);
+    expect((await fetch(stack.url("/v1/chat/complete"), { headers: key })).status).toBe(404);
+    expect((await fetch(stack.url("/v1/models/digits/predict/x"), { headers: key })).status).toBe(
+      404,
+    );
+  });
+});

@@ -13,6 +13,7 @@ import { registerFiles } from "./files/files-routes.js";
 import type { Guards } from "./guards.js";
 import { registerHealth } from "./health/health-routes.js";
 import { registerMetrics } from "./health/metrics-routes.js";
+import { allowedMethods } from "./http/allowed-methods.js";
 import { errorResponse, invalidInput, toFerryError } from "./http/errors.js";
 import { requestId } from "./http/request-id.js";
 import { lingering } from "./http/upload.js";
@@ -154,9 +155,24 @@ export function createApp(
     info: { title: "Ferry", version: "0.1.0", description: "Queue-backed inference server" },
   });
 
-  app.notFound((c) =>
-    errorResponse(c, new FerryError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`)),
-  );
+  const allowed = allowedMethods(app.routes);
+  app.notFound((c) => {
+    const methods = allowed(c.req.path);
+    if (methods.length > 0 && !methods.includes(c.req.method)) {
+      c.header("Allow", methods.join(", "));
+      return errorResponse(
+        c,
+        new FerryError(
+          "METHOD_NOT_ALLOWED",
+          `${c.req.path} does not take ${c.req.method}; send ${methods.filter((m) => m !== "HEAD").join(" or ")}`,
+        ),
+      );
+    }
+    return errorResponse(
+      c,
+      new FerryError("NOT_FOUND", `No route for ${c.req.method} ${c.req.path}`),
+    );
+  });
   app.onError((err, c) => {
     const error = toFerryError(err);
     if (error.code === "INTERNAL")

@@ -8,6 +8,7 @@ export const errorCodes = [
   "VERSION_NOT_FOUND",
   "JOB_NOT_FOUND",
   "NOT_FOUND",
+  "METHOD_NOT_ALLOWED",
   "QUEUE_FULL",
   "DEADLINE_EXCEEDED",
   "CANCELLED",
