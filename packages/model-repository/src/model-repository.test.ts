@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -31,6 +31,24 @@ describe("re-reading one model", () => {
     expect(repo.resolve("digits", "5").entry.dir).toBe(join(root, "digits"));
     expect(repo.get("mnist").versions).toEqual(["1"]);
     await expect(repo.rereadModel("mnist")).rejects.toThrow(/mnist\/model\.json: not valid JSON/);
+  });
+
+  it("dates a model by its default version's file (OpenAI's `created`), a new default by its own", async () => {
+    const root = repositoryOf("digits");
+    const built = new Date("2026-03-01T12:00:00Z");
+    utimesSync(join(root, "digits/2/model.onnx"), built, built);
+    const repo = await ModelRepository.open(root);
+    expect(repo.get("digits").created).toBe(built.getTime() / 1000);
+    cpSync(join(root, "digits/1"), join(root, "digits/3"), { recursive: true });
+    const copied = new Date("2026-04-01T00:00:00Z");
+    utimesSync(join(root, "digits/3/model.onnx"), copied, copied);
+    const config = JSON.parse(readFileSync(join(root, "digits/model.json"), "utf8"));
+    writeFileSync(
+      join(root, "digits/model.json"),
+      JSON.stringify({ ...config, stable_version: "3" }),
+    );
+    repo.adoptModel(await repo.rereadModel("digits"));
+    expect(repo.get("digits").created).toBe(copied.getTime() / 1000);
   });
 
   it("finds a model added since the repository was opened, listed in order", async () => {

@@ -10,6 +10,8 @@ export interface ModelEntry {
   /** Served when a request names no version: `stable_version`, else the highest version. */
   defaultVersion: string;
   dir: string;
+  /** Unix seconds: when its default version's model.onnx was written (OpenAI's `created`). */
+  created: number;
 }
 
 /**
@@ -115,7 +117,9 @@ async function readEntry(dir: string, configPath: string): Promise<ModelEntry> {
   if (stable !== undefined && !versions.includes(stable)) {
     throw new Error(`${configPath}: stable_version '${stable}' has no model.onnx`);
   }
-  return { config, versions, defaultVersion: stable ?? last, dir };
+  const defaultVersion = stable ?? last;
+  const written = await stat(join(dir, defaultVersion, "model.onnx"));
+  return { config, versions, defaultVersion, dir, created: Math.floor(written.mtimeMs / 1000) };
 }
 
 function formatIssue(issue: { path: PropertyKey[]; message: string }): string {

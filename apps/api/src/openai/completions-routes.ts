@@ -31,7 +31,7 @@ function modelCard(entry: ModelEntry) {
   return {
     id: entry.config.name,
     object: "model" as const,
-    created: 0,
+    created: entry.created,
     owned_by: "ferry",
     ...(typeof context === "number" ? { max_model_len: context } : {}),
   };
