@@ -206,4 +206,21 @@ describe("the dashboard shows where time goes", () => {
     // a card replaced meanwhile fails as detached; the page's shows it)
     expect(consoleErrors).toEqual([]);
   });
+
+  it("says so when the server stops answering, dimming what it said last, and recovers", async () => {
+    await page.setViewportSize({ width: 1280, height: 900 });
+    await page.goto(stack.url("/dashboard"));
+    const updated = page.locator("#updated");
+    await expect.poll(() => updated.textContent(), { timeout: 5_000 }).toMatch(/^updated /);
+    // the server gone (a stopped stack, a network that dropped): its polls fail outright
+    await page.route("**/admin/dashboard", (route) => route.abort());
+    await expect
+      .poll(() => updated.textContent(), { timeout: 5_000 })
+      .toMatch(/^the server does not answer since .+; showing \S+/);
+    expect(await page.evaluate(`document.body.classList.contains("stale")`)).toBe(true);
+    expect(await page.getByTestId("dashboard-rows").textContent()).toMatch(/digits/);
+    await page.unroute("**/admin/dashboard");
+    await expect.poll(() => updated.textContent(), { timeout: 5_000 }).toMatch(/^updated /);
+    expect(await page.evaluate(`document.body.classList.contains("stale")`)).toBe(false);
+  });
 });

@@ -242,13 +242,38 @@ function overviewRow(model, v) {
   ]);
 }
 
+/** When the server stopped answering (undefined while it answers), and what it said last. */
+let silentSince;
+let lastAt;
+
+/** The board stays, dimmed, and says since when it is what the server said last. */
+function showStale(why) {
+  silentSince ??= Date.now();
+  const since = new Date(silentSince).toLocaleTimeString();
+  const shown = lastAt ? new Date(lastAt).toLocaleTimeString() : "nothing yet";
+  $("updated").textContent = `${why} since ${since}; showing ${shown}`;
+  $("updated").classList.add("stale-note");
+  document.body.classList.add("stale");
+}
+
 async function refresh() {
-  const res = await fetch("/admin/dashboard", { credentials: "same-origin" });
+  let res;
+  try {
+    res = await fetch("/admin/dashboard", { credentials: "same-origin" });
+  } catch {
+    showStale("the server does not answer");
+    return;
+  }
   if (!res.ok) {
     if (res.status === 401) await signedIn();
+    else showStale(`the server answers ${res.status}`);
     return;
   }
   const data = await res.json();
+  silentSince = undefined;
+  lastAt = data.at;
+  $("updated").classList.remove("stale-note");
+  document.body.classList.remove("stale");
   $("login").hidden = true;
   $("board").hidden = false;
   const rows = [];
