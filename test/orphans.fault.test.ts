@@ -50,27 +50,36 @@ function listening(port: number): Promise<boolean> {
 }
 
 /**
- * `npm start` as a user runs it, on a free port with its private Redis, until the API and the
- * worker serve; then `victim` picks the process to kill -9 (npm itself, or the node process
- * running scripts/start.ts under it), and nothing it started may be left 3 s later.
+ * `command` (npm start, or what runs it) on `port` with a private Redis of its own (nothing
+ * answers at its REDIS_URL) and `models` on its worker, in a process group of its own; its
+ * output as it comes.
  */
-async function killAndLook(victim: (npm: number) => number): Promise<void> {
-  const port = await freePort();
-  const npm = spawn("npm", ["start"], {
+async function startOnPort(command: string, args: string[], port: number, models: string) {
+  const child = spawn(command, args, {
     env: {
       ...process.env,
       REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
       PORT: String(port),
-      WORKER_MODELS: "digits",
+      WORKER_MODELS: models,
       LOG_LEVEL: "info",
     },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   });
   const chunks: string[] = [];
-  npm.stdout?.on("data", (d: Buffer) => chunks.push(d.toString()));
-  npm.stderr?.on("data", (d: Buffer) => chunks.push(d.toString()));
-  const output = () => chunks.join("");
+  child.stdout?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  child.stderr?.on("data", (d: Buffer) => chunks.push(d.toString()));
+  return { child, output: () => chunks.join("") };
+}
+
+/**
+ * `npm start` as a user runs it, on a free port with its private Redis, until the API and the
+ * worker serve; then `victim` picks the process to kill -9 (npm itself, or the node process
+ * running scripts/start.ts under it), and nothing it started may be left 3 s later.
+ */
+async function killAndLook(victim: (npm: number) => number): Promise<void> {
+  const port = await freePort();
+  const { child: npm, output } = await startOnPort("npm", ["start"], port, "digits");
   let left: number[] = [];
   let privateUrl: string | undefined;
   try {
@@ -126,20 +135,12 @@ describe("a terminal closed under npm start", () => {
     const port = await freePort();
     // npm start on a terminal of its own (util-linux `script` holds the pty); ending `script`
     // closes the terminal, and the kernel hangs up its foreground process group
-    const term = spawn("script", ["-qfec", "npm start", "/dev/null"], {
-      env: {
-        ...process.env,
-        REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
-        PORT: String(port),
-        WORKER_MODELS: "tiny-lm",
-        LOG_LEVEL: "info",
-      },
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
-    const chunks: string[] = [];
-    term.stdout?.on("data", (d: Buffer) => chunks.push(d.toString()));
-    const output = () => chunks.join("");
+    const { child: term, output } = await startOnPort(
+      "script",
+      ["-qfec", "npm start", "/dev/null"],
+      port,
+      "tiny-lm",
+    );
     let left: number[] = [];
     try {
       await waitFor(
