@@ -348,8 +348,8 @@ describe("a claim still being worked on", () => {
     const key = randomUUID();
     const first = await store.claim("t", key, "fp");
     expect(first.kind).toBe("claimed");
-    const since = first.kind === "claimed" ? first.since : "";
-    const unkeep = store.keepClaimed("t", key, since);
+    const attempt = first.kind === "claimed" ? first.attempt : "";
+    const unkeep = store.keepClaimed("t", key, attempt);
     try {
       // three stale times: without the renewal, a retry would have taken it over
       await new Promise((r) => setTimeout(r, 900));
@@ -359,6 +359,25 @@ describe("a claim still being worked on", () => {
     }
     await new Promise((r) => setTimeout(r, 450));
     expect(await store.claim("t", key, "fp")).toMatchObject({ kind: "claimed", takeover: true });
+    await redis.del(keys.idempotency("t", key));
+  });
+
+  it("once taken over, its attempt renews, answers, abandons and frees nothing of the key", async () => {
+    const keys = new Keys(`${stack.prefix}-claims`);
+    const store = new IdempotencyStore(redis, keys, 60, 100);
+    const key = randomUUID();
+    const first = await store.claim("t", key, "fp");
+    await new Promise((r) => setTimeout(r, 150));
+    const retry = await store.claim("t", key, "fp");
+    if (first.kind !== "claimed" || retry.kind !== "claimed") throw new Error("not claimed");
+    expect(retry.takeover).toBe(true);
+    const answer = { status: 200, body: '{"id":"b"}', headers: {} };
+    await store.answer("t", key, "fp", answer, retry);
+    // the first attempt wakes (stalled, not dead) and ends as a failure would end it
+    await store.abandon("t", key, "fp", first);
+    await store.release("t", key, first.attempt);
+    await store.answer("t", key, "fp", { ...answer, body: '{"id":"a"}' }, first);
+    expect(await store.claim("t", key, "fp")).toMatchObject({ kind: "answered", answer });
     await redis.del(keys.idempotency("t", key));
   });
 });

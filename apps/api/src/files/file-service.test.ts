@@ -29,19 +29,24 @@ function inputFile(lines: number): Buffer {
   return Buffer.from(`${text.join("\n")}\n`);
 }
 
-/** An upload's events, the file in pieces; `gate` holds the events after the first piece. */
+/**
+ * An upload's events, the file in pieces; `gate` holds the events after the first piece, or
+ * (`gateFirst`) before the file begins.
+ */
 async function* uploadEvents(
   file: Buffer,
   piece: number,
   gate?: Promise<void>,
+  gateFirst = false,
 ): AsyncGenerator<MultipartEvent> {
   yield { type: "part", name: "purpose", filename: undefined };
   yield { type: "data", data: Buffer.from("batch") };
   yield { type: "end" };
+  if (gateFirst) await gate;
   yield { type: "part", name: "file", filename: "in.jsonl" };
   for (let at = 0; at < file.length; at += piece) {
     yield { type: "data", data: file.subarray(at, at + piece) };
-    if (at === 0) await gate;
+    if (at === 0 && !gateFirst) await gate;
   }
   yield { type: "end" };
 }
@@ -74,5 +79,32 @@ describe("an upload whose Idempotency-Key a retry took over", () => {
     for await (const chunk of client.files.chunks(id)) chunks.push(chunk);
     const content = Buffer.concat(chunks);
     expect(content.equals(file)).toBe(true);
+  });
+
+  it("keeps the retry's file when the first attempt wakes before it began its own", async () => {
+    const files = new FileService(client, limits);
+    const createdId = randomUUID();
+    const id = `file-${createdId.replaceAll("-", "")}`;
+    let wake = () => {};
+    const stalled = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    // the first attempt has its claim and its purpose, and stalls before its file part
+    const first = files.upload(
+      uploadEvents(inputFile(2_000), 400_000, stalled, true),
+      tenant,
+      createdId,
+      false,
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    const file = inputFile(3_000);
+    const retry = await files.upload(uploadEvents(file, 64 * 1024), tenant, createdId, true);
+    expect(retry).toMatchObject({ id, bytes: file.length });
+    wake();
+    await expect(first).rejects.toMatchObject({ code: "UNAVAILABLE" });
+    expect(await client.files.get(id)).toMatchObject({ status: "processed", lines: 3_000 });
+    const chunks: Buffer[] = [];
+    for await (const chunk of client.files.chunks(id)) chunks.push(chunk);
+    expect(Buffer.concat(chunks).equals(file)).toBe(true);
   });
 });

@@ -59,10 +59,11 @@ export class FileService {
         return fileObject(earlier);
       }
     }
-    // this attempt's own token on the file: a retry that takes the key over begins the file
-    // again under its own, and an earlier attempt still running (stalled past the key's stale
-    // time, not dead) then writes, finishes and discards nothing of it
-    const writer = randomUUID();
+    // this attempt's own number on the file, its start: a retry that takes the key over
+    // starts later (past the key's stale time) and begins the file again under its own, and an
+    // earlier attempt still running (stalled, not dead) then begins, writes, finishes and
+    // discards nothing of it (FileStore orders numbered writers)
+    const writer = String(Date.now());
     let upload: InputFileUpload | undefined;
     let inFile = false;
     let field: { name: string; bytes: Uint8Array[]; size: number } | undefined;

@@ -254,13 +254,13 @@ export async function idempotently<R extends Response>(
     takeover: claim.takeover,
   };
   // a request still running (an upload streaming in) keeps its claim from going stale
-  const unkeep = store.keepClaimed(scope, key, claim.since);
+  const unkeep = store.keepClaimed(scope, key, claim.attempt);
   try {
     res = await run(keyed);
   } catch (err) {
     const error = toFerryError(err);
     if (!kept(httpStatus(error.code))) {
-      await forgo(c, scope, key, fingerprint, claim.since, httpStatus(error.code));
+      await forgo(c, scope, key, fingerprint, claim, httpStatus(error.code));
       throw err;
     }
     res = errorResponse(c, error) as R;
@@ -268,7 +268,7 @@ export async function idempotently<R extends Response>(
     unkeep();
   }
   if (!kept(res.status)) {
-    await forgo(c, scope, key, fingerprint, claim.since, res.status);
+    await forgo(c, scope, key, fingerprint, claim, res.status);
     return res;
   }
   const final = streamed ? streamed.afterRun() : fingerprint;
@@ -277,13 +277,7 @@ export async function idempotently<R extends Response>(
   // what it created again, from its start
   if (stream && c.env?.outgoing?.headersSent === true) {
     const headers = { [STREAM_MARK]: "1" };
-    await store.answer(
-      scope,
-      key,
-      final,
-      { status: res.status, body: createdId, headers },
-      claim.since,
-    );
+    await store.answer(scope, key, final, { status: res.status, body: createdId, headers }, claim);
     return res;
   }
   const headers: Record<string, string> = {};
@@ -296,7 +290,7 @@ export async function idempotently<R extends Response>(
     key,
     final,
     { status: res.status, body: await res.clone().text(), headers },
-    claim.since,
+    claim,
   );
   return res;
 }
@@ -311,12 +305,14 @@ async function forgo(
   scope: string,
   key: string,
   fingerprint: string,
-  since: string,
+  claim: { since: string; attempt: string },
   status: number,
 ) {
   const store = c.get("services").client.idempotency;
   const done =
-    status >= 500 ? store.abandon(scope, key, fingerprint, since) : store.release(scope, key);
+    status >= 500
+      ? store.abandon(scope, key, fingerprint, claim)
+      : store.release(scope, key, claim.attempt);
   await done.catch(() => undefined);
 }
 

@@ -134,8 +134,7 @@ export class FileStore {
    * writer that began it before (a batch runner that lost its lock, still running; an upload
    * whose retry took its key over) writes nothing more into it. A number is ordered (FileStore
    * takes the higher as the later, and one numbered lower cannot begin it again:
-   * WriterFencedError); any other token (an upload's) only names its writer, the last to begin
-   * the file winning.
+   * WriterFencedError): a runner's is its takeover count, an upload's its start time.
    */
   async begin(file: NewFile, writer = ""): Promise<void> {
     assertReady(this.redis);

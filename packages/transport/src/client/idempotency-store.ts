@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
@@ -29,6 +30,12 @@ export type IdempotencyClaim =
        * for a claim an older version wrote.
        */
       since: string;
+      /**
+       * This attempt's own token on the claim: a takeover gives the key a new one, and only the
+       * attempt holding it renews, answers, abandons or frees the key (one taken over from it,
+       * still running, cannot overwrite the answer of the retry that took it).
+       */
+      attempt: string;
     }
   | { kind: "answered"; answer: StoredAnswer; fingerprint: string }
   | { kind: "in-progress" }
@@ -50,23 +57,36 @@ if raw then
   if rec.state == 'answered' then return {'answered', raw} end
   if now - rec.at < tonumber(ARGV[4]) then return {'in-progress'} end
   rec.at = now
+  rec.attempt = ARGV[5]
   redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
   return {'takeover', rec.since or ''}
 end
-local rec = {state = 'pending', fp = ARGV[1], at = now, since = ARGV[2]}
+local rec = {state = 'pending', fp = ARGV[1], at = now, since = ARGV[2], attempt = ARGV[5]}
 redis.call('SET', KEYS[1], cjson.encode(rec), 'EX', ARGV[3])
 return {'claimed', ARGV[2]}
 `;
 
+// Whether the key is still the claim of attempt ARGV[1], pending: what an attempt writes to
+// the key (its renewal, answer, abandoning or freeing) is taken only then.
+const OWNED = `
+local raw = redis.call('GET', KEYS[1])
+if not raw then return false end
+local rec = cjson.decode(raw)
+if rec.state ~= 'pending' or (rec.attempt or '') ~= ARGV[1] then return false end
+`;
+
 // A claim still being worked on says so: its `at` moves on, while it is this claim's (the
 // same first-claim time) and still pending, so no retry takes it over as abandoned.
-const KEEP = `
-local raw = redis.call('GET', KEYS[1])
-if not raw then return 0 end
-local rec = cjson.decode(raw)
-if rec.state ~= 'pending' or (rec.since or '') ~= ARGV[1] or rec.at == 0 then return 0 end
+const KEEP = `${OWNED}
+if rec.at == 0 then return 0 end
 rec.at = tonumber(ARGV[2])
 redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return 1
+`;
+
+/** Writes ARGV[2] over the key (for ARGV[3] s), or deletes it when ARGV[2] is empty. */
+const SETTLE = `${OWNED}
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
 return 1
 `;
 
@@ -76,6 +96,8 @@ interface StoredRecord {
   at: number;
   /** The first claim's time, as text (see `since` of a claim). */
   since?: string;
+  /** The token of the attempt holding the claim (see `attempt` of a claim). */
+  attempt?: string;
   answer?: StoredAnswer;
 }
 
@@ -89,6 +111,7 @@ interface StoredRecord {
 export class IdempotencyStore {
   private readonly claimScript: LuaCommand<string[]>;
   private readonly keepScript: LuaCommand<number>;
+  private readonly settleScript: LuaCommand<number | null>;
 
   constructor(
     private readonly redis: RedisClient,
@@ -103,6 +126,7 @@ export class IdempotencyStore {
   ) {
     this.claimScript = new LuaCommand(redis, "ferryIdempotencyClaim", 1, CLAIM);
     this.keepScript = new LuaCommand(redis, "ferryIdempotencyKeep", 1, KEEP);
+    this.settleScript = new LuaCommand(redis, "ferryIdempotencySettle", 1, SETTLE);
   }
 
   /**
@@ -111,11 +135,11 @@ export class IdempotencyStore {
    * function is called. Without it, a retry 30 s into a long upload took the claim over as
    * abandoned and wrote the same file beside it. A renewal that fails is left to the next.
    */
-  keepClaimed(scope: string, key: string, since: string): () => void {
+  keepClaimed(scope: string, key: string, attempt: string): () => void {
     const timer = setInterval(
       () => {
         void guarded(() =>
-          this.keepScript.run(this.redis, this.keys.idempotency(scope, key), since, Date.now()),
+          this.keepScript.run(this.redis, this.keys.idempotency(scope, key), attempt, Date.now()),
         ).catch(() => undefined);
       },
       Math.max(1, Math.floor(this.staleMs / 3)),
@@ -126,6 +150,7 @@ export class IdempotencyStore {
 
   async claim(scope: string, key: string, fingerprint: string): Promise<IdempotencyClaim> {
     assertReady(this.redis);
+    const attempt = randomUUID();
     const [kind, raw] = await guarded(() =>
       this.claimScript.run(
         this.redis,
@@ -134,6 +159,7 @@ export class IdempotencyStore {
         Date.now(),
         this.ttlS,
         this.staleMs,
+        attempt,
       ),
     );
     if (kind === "answered" && raw) {
@@ -142,36 +168,62 @@ export class IdempotencyStore {
     }
     if (kind === "reused") return { kind: "reused" };
     if (kind === "in-progress") return { kind: "in-progress" };
-    return { kind: "claimed", takeover: kind === "takeover", since: raw ?? "" };
+    return { kind: "claimed", takeover: kind === "takeover", since: raw ?? "", attempt };
   }
 
-  /** Stores the answer of the request that claimed the key, for its retries. */
+  /** Stores the answer of the attempt holding the claim, for its retries. */
   async answer(
     scope: string,
     key: string,
     fingerprint: string,
     answer: StoredAnswer,
-    since: string,
+    claim: { since: string; attempt: string },
   ): Promise<void> {
-    const rec: StoredRecord = { state: "answered", fp: fingerprint, at: Date.now(), since, answer };
-    await guarded(() =>
-      this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
-    );
+    const rec: StoredRecord = {
+      state: "answered",
+      fp: fingerprint,
+      at: Date.now(),
+      since: claim.since,
+      answer,
+    };
+    await this.settle(scope, key, claim.attempt, JSON.stringify(rec));
   }
 
   /**
    * Leaves the claim for the next retry to take over at once: the request failed after it
    * may have written what it creates (a 503 waiting for replicas), so the retry looks first.
    */
-  async abandon(scope: string, key: string, fingerprint: string, since: string): Promise<void> {
-    const rec: StoredRecord = { state: "pending", fp: fingerprint, at: 0, since };
-    await guarded(() =>
-      this.redis.set(this.keys.idempotency(scope, key), JSON.stringify(rec), "EX", this.ttlS),
-    );
+  async abandon(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    claim: { since: string; attempt: string },
+  ): Promise<void> {
+    const rec: StoredRecord = {
+      state: "pending",
+      fp: fingerprint,
+      at: 0,
+      since: claim.since,
+      attempt: claim.attempt,
+    };
+    await this.settle(scope, key, claim.attempt, JSON.stringify(rec));
   }
 
   /** Frees the key: the request failed before anything was accepted (nothing to replay). */
-  async release(scope: string, key: string): Promise<void> {
-    await guarded(() => this.redis.del(this.keys.idempotency(scope, key)));
+  async release(scope: string, key: string, attempt: string): Promise<void> {
+    await this.settle(scope, key, attempt, "");
+  }
+
+  /** Writes `record` over the key (or deletes it: ""), while `attempt` still holds the claim. */
+  private async settle(scope: string, key: string, attempt: string, record: string) {
+    await guarded(() =>
+      this.settleScript.run(
+        this.redis,
+        this.keys.idempotency(scope, key),
+        attempt,
+        record,
+        this.ttlS,
+      ),
+    );
   }
 }
