@@ -149,7 +149,14 @@ function ancestors(): number[] {
  * and their drain is bounded (DRAIN_TIMEOUT_MS).
  */
 function onOrphaned(): void {
-  if (stoppingSince !== undefined) return;
+  // the hang-up that ended the parent may be this process's next event (timers run before
+  // signals in a turn): it is given that turn to arrive
+  setTimeout(() => {
+    if (stoppingSince === undefined) stopOrphaned();
+  }, 50);
+}
+
+function stopOrphaned(): void {
   console.error("ferry: the process that ran npm start is gone; stopping");
   stopAll("SIGTERM");
   // no one is left to wait for a drain, and the port must be free for the next start
@@ -158,8 +165,8 @@ function onOrphaned(): void {
   }, ORPHAN_GRACE_MS - 500).unref();
 }
 
-/** Whether the stack has said where it listens (a restarted API does not say it again). */
-let announced = false;
+/** The port the stack has said it listens on (a restarted API on the same one says nothing). */
+let announced: number | undefined;
 /** The models this stack's worker loads: WORKER_MODELS, or every model when it is unset. */
 const workerModels = (process.env.WORKER_MODELS ?? "")
   .split(",")
@@ -173,14 +180,16 @@ const workerModels = (process.env.WORKER_MODELS ?? "")
  * requests to them wait meanwhile.
  */
 async function sayUp(port: number): Promise<void> {
-  if (announced) return;
-  announced = true;
+  // PORT=0: a restarted API listens elsewhere, and the line said before is stale
+  if (announced === port) return;
+  const first = announced === undefined;
+  announced = port;
   // the API's own default host (apps/api/src/env.ts); a wildcard address is reached on loopback
   const bound = process.env.HOST || "127.0.0.1";
   const host = bound === "0.0.0.0" || bound === "::" ? "127.0.0.1" : bound;
   const url = `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
   console.error(`ferry: up at ${url} (playground ${url}/, API reference ${url}/docs)`);
-  if (!names.includes("worker")) return;
+  if (!first || !names.includes("worker")) return;
   let said = false;
   for (let tries = 0; tries < 1_200 && stoppingSince === undefined; tries++) {
     const loading = await modelsLoading(url);
@@ -216,7 +225,10 @@ process.on("SIGTERM", () => onSignal("SIGTERM"));
 // a closed terminal (or a dropped ssh session) hangs up this process group, not the children's:
 // the same ordered drain as Ctrl-C, where Node's default would end this process at once and
 // leave the children to the orphans' two seconds
-process.on("SIGHUP", () => onSignal("SIGTERM"));
+process.on("SIGHUP", () => {
+  // never the "press twice" of onSignal: no one is left at a closed terminal to mean it
+  if (stoppingSince === undefined) stopAll("SIGTERM");
+});
 survivesLostTerminal();
 watchAncestors(ancestors(), onOrphaned);
 for (const name of names) launch(name);
