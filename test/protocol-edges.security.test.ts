@@ -251,6 +251,8 @@ describe("methods", () => {
     expect(post.status).toBe(405);
     expect(post.headers.get("allow")?.split(", ").sort()).toEqual(["GET", "HEAD"]);
     expect((await fetch(stack.url("/v1/chat/complete"), { headers: key })).status).toBe(404);
+    // a trailing slash is another path to Hono's router, in every method
+    expect((await fetch(stack.url("/v1/chat/completions/"), { headers: key })).status).toBe(404);
     expect((await fetch(stack.url("/v1/models/digits/predict/x"), { headers: key })).status).toBe(
       404,
     );

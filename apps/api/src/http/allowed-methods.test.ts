@@ -29,5 +29,8 @@ describe("the methods a path is answered with", () => {
     expect(allowed("/v1/files/a/b/c")).toEqual([]);
     expect(allowed("/v2/models/digits/versions/two")).toEqual([]);
     expect(allowed("/v2/models/digits/versions/2")).toEqual(["GET", "HEAD"]);
+    // Hono routes a trailing slash as another path: no route has it
+    expect(allowed("/v1/chat/completions/")).toEqual([]);
+    expect(allowed("/v1/files/file-1/")).toEqual([]);
   });
 });

@@ -33,5 +33,6 @@ function patternOf(path: string): RegExp {
     else if (segment === "*") source += "(?:/.*)?";
     else source += `/${segment.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*")}`;
   }
-  return new RegExp(`^${source || "/"}/?$`);
+  // as strict as Hono's router: a trailing slash is another path
+  return new RegExp(`^${source || "/"}$`);
 }
