@@ -222,5 +222,25 @@ describe("the dashboard shows where time goes", () => {
     await page.unroute("**/admin/dashboard");
     await expect.poll(() => updated.textContent(), { timeout: 5_000 }).toMatch(/^updated /);
     expect(await page.evaluate(`document.body.classList.contains("stale")`)).toBe(false);
+    const errorsBefore = consoleErrors.length;
+    // a server that hangs (stopped, not gone), and a page in place of its answer (a proxy's)
+    await page.route("**/admin/dashboard", () => {});
+    await expect
+      .poll(() => updated.textContent(), { timeout: 8_000 })
+      .toMatch(/^the server does not answer since /);
+    await page.unroute("**/admin/dashboard");
+    await expect.poll(() => updated.textContent(), { timeout: 8_000 }).toMatch(/^updated /);
+    await page.route("**/admin/dashboard", (route) =>
+      route.fulfill({ status: 200, contentType: "text/html", body: "<html>proxy</html>" }),
+    );
+    await expect
+      .poll(() => updated.textContent(), { timeout: 5_000 })
+      .toMatch(/^the server does not answer since /);
+    await page.unroute("**/admin/dashboard");
+    await expect.poll(() => updated.textContent(), { timeout: 5_000 }).toMatch(/^updated /);
+    // no script error on the way: the browser's own lines for failed loads only
+    expect(
+      consoleErrors.slice(errorsBefore).filter((e) => !/Failed to load resource|net::ERR/.test(e)),
+    ).toEqual([]);
   });
 });

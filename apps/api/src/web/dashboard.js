@@ -256,20 +256,40 @@ function showStale(why) {
   document.body.classList.add("stale");
 }
 
+/** How long a poll may wait for the server's answer before the board says it is stale. */
+const POLL_TIMEOUT_MS = 3_000;
+/** A poll is waiting: the next tick does not pile another onto a server that hangs. */
+let polling = false;
+
 async function refresh() {
-  let res;
+  if (polling) return;
+  polling = true;
   try {
-    res = await fetch("/admin/dashboard", { credentials: "same-origin" });
+    await poll();
+  } finally {
+    polling = false;
+  }
+}
+
+async function poll() {
+  let res;
+  let data;
+  try {
+    res = await fetch("/admin/dashboard", {
+      credentials: "same-origin",
+      signal: AbortSignal.timeout(POLL_TIMEOUT_MS),
+    });
+    // a body cut off as the server dies, or a proxy's page, is no answer either
+    if (res.ok) data = await res.json();
   } catch {
     showStale("the server does not answer");
     return;
   }
   if (!res.ok) {
-    if (res.status === 401) await signedIn();
+    if (res.status === 401) await signedIn().catch(() => showStale("the server does not answer"));
     else showStale(`the server answers ${res.status}`);
     return;
   }
-  const data = await res.json();
   silentSince = undefined;
   lastAt = data.at;
   $("updated").classList.remove("stale-note");
