@@ -75,8 +75,8 @@ local rec = cjson.decode(raw)
 if rec.state ~= 'pending' or (rec.attempt or '') ~= ARGV[1] then return false end
 `;
 
-// A claim still being worked on says so: its `at` moves on, while it is this claim's (the
-// same first-claim time) and still pending, so no retry takes it over as abandoned.
+// A claim still being worked on says so: its `at` moves on, while it is this attempt's and
+// still pending (not abandoned), so no retry takes it over as abandoned.
 const KEEP = `${OWNED}
 if rec.at == 0 then return 0 end
 rec.at = tonumber(ARGV[2])
