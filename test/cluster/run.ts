@@ -128,15 +128,20 @@ const workerUrl = (host: Host, path: string) => `http://${host.address}:${WORKER
 const ready = (url: string, host: Host) => link.ready(url, exits.get(host.name));
 const workerMetric = (host: Host, name: string) => link.metric(workerUrl(host, "/metrics"), name);
 /**
- * Waits until the worker is decoding streams, so that a fault lands mid-work: two if that comes
- * within 5 s (a lone stream may finish between this read and the fault), else one, 10 s at most.
+ * Waits until the worker is decoding streams, so that a fault lands mid-work: two, one of them
+ * joining just now, if that comes within 5 s (streams seen running may all finish between this
+ * read and the fault: it happened), else any, 10 s at most.
  */
 async function busy(host: Host): Promise<number> {
   const started = Date.now();
-  let running = 0;
+  let running = await workerMetric(host, "ferry_worker_running_sequences");
   while (Date.now() - started < 10_000) {
+    const before = running;
     running = await workerMetric(host, "ferry_worker_running_sequences");
-    if (running >= 2 || (running === 1 && Date.now() - started > 5_000)) break;
+    // at the moment a stream joins, its whole completion is ahead: a fault now catches it
+    // mid-flight, where streams merely seen running may end before the fault lands
+    if (running >= 2 && running > before) break;
+    if (running >= 1 && Date.now() - started > 5_000) break;
   }
   return running;
 }
