@@ -1,4 +1,4 @@
-import { execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { connect } from "node:net";
 import { pingRedis } from "@ferry/transport";
 import { describe, expect, it } from "vitest";
@@ -47,6 +47,15 @@ function listening(port: number): Promise<boolean> {
     });
     socket.once("error", () => resolve(false));
   });
+}
+
+/** A run's cleanup: what it started, then `child` itself, each killed outright. */
+async function killLeft(child: ChildProcess, left: number[]): Promise<void> {
+  for (const pid of [child.pid as number, ...left])
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {}
+  if (!exited(child)) await new Promise((r) => child.once("exit", r));
 }
 
 /**
@@ -100,11 +109,7 @@ async function killAndLook(victim: (npm: number) => number): Promise<void> {
     expect(left.filter(running)).toEqual([]);
     expect(await pingRedis(privateUrl as string, 500)).toBe(false);
   } finally {
-    for (const pid of [npm.pid as number, ...left])
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
-    if (!exited(npm)) await new Promise((r) => npm.once("exit", r));
+    await killLeft(npm, left);
   }
 }
 
@@ -181,11 +186,7 @@ async function closeTerminalDuringCompletions(completions: number): Promise<void
     );
     expect(await pingRedis(privateUrl as string, 500)).toBe(false);
   } finally {
-    for (const pid of [term.pid as number, ...left])
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
-    if (!exited(term)) await new Promise((r) => term.once("exit", r));
+    await killLeft(term, left);
   }
 }
 
