@@ -1,3 +1,4 @@
+import OpenAI, { PermissionDeniedError, toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { countKeys as countKeysUnder } from "./helpers/redis-keys.js";
@@ -14,6 +15,7 @@ const stack = new Stack({
     MAX_STREAMS: "5",
     MAX_STREAMS_PER_KEY: "3",
     MAX_BATCH_BODY_BYTES: String(4 * 1024 * 1024),
+    FILE_STORAGE_PER_KEY_BYTES: String(3_000_000),
   },
 });
 beforeAll(() => stack.start());
@@ -205,3 +207,63 @@ describe("hostile inputs beside normal load", () => {
     expect([line.status, big.status, nested.status, predict.status]).toEqual([413, 400, 400, 200]);
   });
 });
+
+describe("what one key keeps stored is bounded", () => {
+  const openai = (apiKey: string) =>
+    new OpenAI({ baseURL: stack.url("/v1"), apiKey, maxRetries: 0 });
+  /** A batch input file of ~1.2 MB: digits predict lines. */
+  const inputFile = () =>
+    toFile(
+      Buffer.from(
+        Array.from(
+          { length: 5_000 },
+          (_, k) =>
+            `${JSON.stringify({ custom_id: `c${k}`, method: "POST", url: "/v1/models/digits/predict", body: { features: samples.digits.inputs[k % 10] } })}\n`,
+        ).join(""),
+      ),
+      "in.jsonl",
+    );
+
+  it("uploads past FILE_STORAGE_PER_KEY_BYTES: 403 quota_exceeded through the openai client, another key unaffected, a delete frees room", async () => {
+    const first = await openai("k1").files.create({ file: await inputFile(), purpose: "batch" });
+    const second = await openai("k1").files.create({ file: await inputFile(), purpose: "batch" });
+    expect(first.bytes + second.bytes).toBeGreaterThan(2_000_000);
+    const files = await countKeys("file:*");
+    const refused = await openai("k1")
+      .files.create({ file: await inputFile(), purpose: "batch" })
+      .catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(PermissionDeniedError);
+    expect(refused).toMatchObject({ status: 403, code: "quota_exceeded" });
+    expect((refused as Error).message).toMatch(/file storage is full/);
+    expect(await countKeys("file:*")).toBe(files);
+    // a body of unknown length (chunked) crossing what is left: refused where it crosses
+    const chunked = await fetch(stack.url("/v1/files"), {
+      method: "POST",
+      headers: { ...k1, "content-type": "multipart/form-data; boundary=b" },
+      body: streamOf(
+        '--b\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--b\r\nContent-Disposition: form-data; name="file"; filename="in.jsonl"\r\n\r\n',
+        Buffer.from(await (await inputFile()).arrayBuffer()),
+        "\r\n--b--\r\n",
+      ),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(403);
+    expect(await message(chunked)).toMatch(/file storage is full/);
+    expect(await countKeys("file:*")).toBe(files);
+    // k2 holds its own
+    await openai("k2").files.create({ file: await inputFile(), purpose: "batch" });
+    await openai("k1").files.delete(first.id);
+    const third = await openai("k1").files.create({ file: await inputFile(), purpose: "batch" });
+    expect(third.status).toBe("processed");
+  });
+});
+
+/** A body sent in pieces, with no length: chunked on the wire. */
+function streamOf(...parts: Array<string | Buffer>): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      for (const part of parts) controller.enqueue(Buffer.from(part));
+      controller.close();
+    },
+  });
+}

@@ -64,6 +64,18 @@ export const envSchema = deploymentEnvSchema.extend({
   /** Most lines (requests) of one batch input file (OpenAI's 50,000). */
   MAX_FILE_LINES: z.coerce.number().int().positive().default(50_000),
   /**
+   * Bytes of uploaded files one API key may keep at once (they live in Redis): an upload
+   * reserves what it may take before a byte is stored; past it, 403 until files are deleted
+   * or expire.
+   */
+  FILE_STORAGE_PER_KEY_BYTES: z.coerce
+    .number()
+    .int()
+    .positive()
+    .default(1024 * 1024 * 1024),
+  /** Uploaded files one API key may keep at once (uploads in progress included). */
+  FILES_PER_KEY: z.coerce.number().int().positive().default(1_000),
+  /**
    * "off" sends every predict request through Hono's route instead of the fast path
    * (`predict-fast-path.ts`): the same answers, at a higher cost per request.
    */

@@ -123,6 +123,7 @@ const files = new FileService(
     maxLines: env.MAX_FILE_LINES,
     maxLineBytes: env.MAX_BODY_BYTES,
   },
+  { maxBytes: env.FILE_STORAGE_PER_KEY_BYTES, maxItems: env.FILES_PER_KEY },
   (bytes, firstLine) => parseThread.inputLines(bytes, firstLine),
 );
 // each protocol's batch lines, run by its own service (the protocols meet here, not in batches/)

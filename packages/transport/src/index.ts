@@ -11,6 +11,7 @@ export type { ListPage } from "./client/owner-index.js";
 export * from "./client/prediction-cache.js";
 export * from "./client/serving-state.js";
 export * from "./client/serving-stats.js";
+export * from "./client/storage-quota.js";
 export type { InferRequest, LookedUp, RowCache } from "./client/sync-rows.js";
 export * from "./shared/connection.js";
 export * from "./shared/control-channel.js";

@@ -69,6 +69,7 @@ export class OpenAiBatchService {
     // the batch may run its whole window, then is kept as long as finished jobs are
     const keepS = windowS + this.ttlS;
     await this.client.files.keep(file.id, keepS);
+    await this.client.storage.extend(file.owner, file.id, now + keepS);
     const batch = await this.client.openAiBatches.create(
       {
         id,

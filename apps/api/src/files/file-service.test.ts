@@ -14,6 +14,7 @@ afterAll(async () => {
 });
 
 const limits = { maxBytes: 50_000_000, maxLines: 50_000, maxLineBytes: 100_000 };
+const noQuota = { maxBytes: 0, maxItems: 0 };
 const tenant = { id: "t1", admin: false };
 
 /** A batch input file of `lines` lines, ~300 KiB a thousand: several stored chunks. */
@@ -53,7 +54,7 @@ async function* uploadEvents(
 
 describe("an upload whose Idempotency-Key a retry took over", () => {
   it("keeps the retry's file whole while the first attempt, stalled, wakes and writes on", async () => {
-    const files = new FileService(client, limits);
+    const files = new FileService(client, limits, noQuota);
     const file = inputFile(3_000);
     const createdId = randomUUID();
     let wake = () => {};
@@ -79,10 +80,14 @@ describe("an upload whose Idempotency-Key a retry took over", () => {
     for await (const chunk of client.files.chunks(id)) chunks.push(chunk);
     const content = Buffer.concat(chunks);
     expect(content.equals(file)).toBe(true);
+    // the retry's file is held at its size; the first attempt let go of its own reservation
+    expect(await client.storage.usage(tenant.id)).toEqual({ bytes: file.length, items: 1 });
+    await files.delete(id, tenant);
+    expect(await client.storage.usage(tenant.id)).toEqual({ bytes: 0, items: 0 });
   });
 
   it("keeps the retry's file when the first attempt wakes before it began its own", async () => {
-    const files = new FileService(client, limits);
+    const files = new FileService(client, limits, noQuota);
     const createdId = randomUUID();
     const id = `file-${createdId.replaceAll("-", "")}`;
     let wake = () => {};
@@ -106,5 +111,79 @@ describe("an upload whose Idempotency-Key a retry took over", () => {
     const chunks: Buffer[] = [];
     for await (const chunk of client.files.chunks(id)) chunks.push(chunk);
     expect(Buffer.concat(chunks).equals(file)).toBe(true);
+  });
+});
+
+describe("a tenant's file storage", () => {
+  const quota = { maxBytes: 2_000_000, maxItems: 3 };
+  const files = new FileService(client, limits, quota);
+  const owner = () => ({ id: `q-${randomUUID().slice(0, 8)}`, admin: false });
+  const stored = async (id: string) => (await client.files.get(id))?.status;
+
+  it("holds each key to its bytes: an upload that may not fit is refused before a byte is stored", async () => {
+    const t = owner();
+    const file = inputFile(3_000); // ~900 KB
+    const a = await files.upload(uploadEvents(file, 64 * 1024), t, undefined, false, file.length);
+    const b = await files.upload(uploadEvents(file, 64 * 1024), t, undefined, false, file.length);
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: 2 * file.length, items: 2 });
+    const createdId = randomUUID();
+    const refused = files.upload(uploadEvents(file, 64 * 1024), t, createdId, false, file.length);
+    await expect(refused).rejects.toMatchObject({
+      code: "QUOTA_EXCEEDED",
+      message: expect.stringMatching(/storage is full.*DELETE \/v1\/files/),
+    });
+    expect(await stored(`file-${createdId.replaceAll("-", "")}`)).toBeUndefined();
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: 2 * file.length, items: 2 });
+    // another key is not held to this one's
+    const other = owner();
+    await files.upload(uploadEvents(file, 64 * 1024), other, undefined, false, file.length);
+    // deleting a file frees its bytes
+    await files.delete(a.id, t);
+    const c = await files.upload(uploadEvents(file, 64 * 1024), t, undefined, false, file.length);
+    expect(c.bytes).toBe(file.length);
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: 2 * file.length, items: 2 });
+    for (const id of [b.id, c.id]) await files.delete(id, t);
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: 0, items: 0 });
+  });
+
+  it("reserves an upload of unknown length as it grows, and refuses it where it would cross", async () => {
+    const t = owner();
+    const small = inputFile(1_000);
+    await files.upload(uploadEvents(small, 64 * 1024), t, undefined, false, undefined);
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: small.length, items: 1 });
+    const big = inputFile(8_000); // ~2.4 MB: past the key's 2 MB with the first
+    const createdId = randomUUID();
+    await expect(
+      files.upload(uploadEvents(big, 64 * 1024), t, createdId, false, undefined),
+    ).rejects.toMatchObject({ code: "QUOTA_EXCEEDED" });
+    expect(await stored(`file-${createdId.replaceAll("-", "")}`)).toBeUndefined();
+    expect(await client.storage.usage(t.id)).toEqual({ bytes: small.length, items: 1 });
+  });
+
+  it("holds each key to its number of files, uploads in progress counted", async () => {
+    const t = owner();
+    const file = inputFile(10);
+    let wake = () => {};
+    const stalled = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    // one upload in progress, two whole
+    const open = files.upload(uploadEvents(file, 4, stalled), t, undefined, false, file.length);
+    for (let k = 0; k < 2; k++)
+      await files.upload(uploadEvents(file, 1024), t, undefined, false, file.length);
+    await expect(
+      files.upload(uploadEvents(file, 1024), t, undefined, false, file.length),
+    ).rejects.toMatchObject({ code: "QUOTA_EXCEEDED", message: expect.stringMatching(/3 files/) });
+    wake();
+    await open;
+    expect((await client.storage.usage(t.id)).items).toBe(3);
+  });
+
+  it("does not hold the admin", async () => {
+    const admin = { id: "admin", admin: true };
+    const file = inputFile(8_000);
+    for (let k = 0; k < 2; k++)
+      await files.upload(uploadEvents(file, 64 * 1024), admin, undefined, false, file.length);
+    expect(await client.storage.usage(admin.id)).toEqual({ bytes: 0, items: 0 });
   });
 });

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
-import type { InferenceClient, ListPage, StoredFile } from "@ferry/transport";
+import type { InferenceClient, ListPage, StorageLimits, StoredFile } from "@ferry/transport";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
 import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";
@@ -23,6 +23,11 @@ export type FileObject = ReturnType<typeof fileObject>;
 
 /** The purposes a file is uploaded with: Ferry keeps files for its Batch API only. */
 const UPLOAD_PURPOSES = ["batch"];
+/**
+ * What an upload of unknown length reserves against its tenant's quota at first, and then as
+ * it grows (doubling): a round trip per doubling, not per chunk.
+ */
+const RESERVE_STEP_BYTES = 8 * 1024 * 1024;
 /** Bytes of a form field beside the file (`purpose`, `expires_after[...]`). */
 const MAX_FIELD_BYTES = 1024;
 
@@ -35,6 +40,8 @@ export class FileService {
   constructor(
     private readonly client: InferenceClient,
     private readonly limits: UploadLimits,
+    /** What one tenant's uploads may hold at once (FILE_STORAGE_PER_KEY_BYTES, FILES_PER_KEY). */
+    private readonly quota: StorageLimits,
     /** Checks a chunk of an input file's lines (the API's parse thread). */
     private readonly check?: CheckLines,
   ) {}
@@ -42,13 +49,17 @@ export class FileService {
   /**
    * Stores the file a multipart upload carries (fields `file` and `purpose`, in either
    * order). `createdId` names it for a keyed request; `takeover`: an earlier attempt with that
-   * key went quiet, and the file it stored whole is the answer.
+   * key went quiet, and the file it stored whole is the answer. `declaredBytes`: the body's
+   * length, when it says it: what the file may take at most. That much is reserved against
+   * the tenant's quota before a byte of it is stored (without it, a step at a time as it
+   * grows), and settled at its size once whole.
    */
   async upload(
     events: AsyncIterable<MultipartEvent>,
     tenant: Tenant,
     createdId: string | undefined,
     takeover: boolean,
+    declaredBytes?: number,
   ): Promise<FileObject> {
     const id = `file-${(createdId ?? randomUUID()).replaceAll("-", "")}`;
     if (takeover) {
@@ -64,6 +75,26 @@ export class FileService {
     // earlier attempt still running (stalled, not dead) then begins, writes, finishes and
     // discards nothing of it (FileStore orders numbered writers)
     const writer = String(Date.now());
+    // this attempt's reservation, its own: a retry that took the key over holds its own, and
+    // this one failing lets go of this one's only
+    const reservation = `${id}@${writer}`;
+    const expiresAtS = Math.floor(Date.now() / 1000) + this.client.files.ttlS;
+    /** Bytes reserved (0: none), and the file's bytes received so far. */
+    let reserved = 0;
+    let received = 0;
+    /** Reserves `bytes` (what is left of the quota, if that is less but at least `least`). */
+    const reserve = async (bytes: number, least: number) => {
+      if (tenant.admin) return;
+      reserved = await this.client.storage.reserve(
+        tenant.id,
+        reservation,
+        Math.min(bytes, this.limits.maxBytes),
+        expiresAtS,
+        this.quota,
+        Math.min(least, this.limits.maxBytes),
+      );
+    };
+    let file: StoredFile;
     let upload: InputFileUpload | undefined;
     let inFile = false;
     let field: { name: string; bytes: Uint8Array[]; size: number } | undefined;
@@ -91,6 +122,9 @@ export class FileService {
           if (event.name === "file" && event.filename !== undefined) {
             if (upload) throw new FerryError("INVALID_INPUT", "an upload carries one file");
             if (purpose !== undefined) checkPurpose(purpose);
+            // a declared length is refused at once if the file may not fit; an unknown one
+            // where its bytes cross what is left
+            await reserve(declaredBytes ?? RESERVE_STEP_BYTES, declaredBytes ?? 1);
             await this.client.files.begin(
               { id, owner: tenant.id, filename: event.filename, purpose: "batch" },
               writer,
@@ -99,8 +133,12 @@ export class FileService {
             inFile = true;
           } else field = { name: event.name, bytes: [], size: 0 };
         } else if (event.type === "data") {
-          if (inFile) await intoFile(async () => upload?.write(event.data));
-          else if (field) {
+          if (inFile) {
+            received += event.data.byteLength;
+            if (received > reserved && !tenant.admin)
+              await reserve(Math.max(2 * reserved, received), received);
+            await intoFile(async () => upload?.write(event.data));
+          } else if (field) {
             field.size += event.data.byteLength;
             if (field.size > MAX_FIELD_BYTES)
               throw new FerryError("INVALID_INPUT", `field ${field.name} is too long`);
@@ -120,11 +158,19 @@ export class FileService {
         throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
       checkPurpose(purpose);
       if (refused) throw refused;
-      return fileObject(await this.client.files.finish(id, tenant.id, [...upload.urls], writer));
+      file = await this.client.files.finish(id, tenant.id, [...upload.urls], writer);
     } catch (err) {
       if (upload) await this.client.files.discard(id, writer);
+      if (reserved > 0) await this.client.storage.release(tenant.id, reservation);
       throw err;
     }
+    // the file is whole whatever happens here: a settling that fails leaves the reservation
+    // (what it may have taken, not less) counted until the file expires
+    if (reserved > 0)
+      await this.client.storage
+        .settle(tenant.id, id, file.bytes, file.expires_at, reservation)
+        .catch(() => undefined);
+    return fileObject(file);
   }
 
   async get(id: string, tenant: Tenant): Promise<FileObject> {
@@ -151,8 +197,9 @@ export class FileService {
   }
 
   async delete(id: string, tenant: Tenant) {
-    await this.stored(id, tenant);
+    const file = await this.stored(id, tenant);
     await this.client.files.delete(id);
+    await this.client.storage.release(file.owner, id);
     return { id, object: "file" as const, deleted: true as const };
   }
 

@@ -1,9 +1,11 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
 import { stream } from "hono/streaming";
 import { idempotently, parsedFingerprint } from "../http/idempotency.js";
 import { boundaryOf, type MultipartEvent, multipartEvents } from "../http/multipart.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
+import { openAiErrorSchema } from "../http/schemas.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 
@@ -44,6 +46,10 @@ const uploadRoute = createRoute({
   responses: {
     200: json(fileSchema, "The stored file"),
     ...openAiErrors,
+    403: json(
+      openAiErrorSchema,
+      "The key's file storage is full (FILE_STORAGE_PER_KEY_BYTES, FILES_PER_KEY): quota_exceeded",
+    ),
     413: openAiErrors[400],
     ...idempotencyErrors,
   },
@@ -130,6 +136,12 @@ async function* upTo(chunks: AsyncIterable<Uint8Array>, maxBytes: number) {
   }
 }
 
+/** The body's length when its request says it (the most its file can take), else undefined. */
+function declaredLength(c: Context): number | undefined {
+  const length = Number(c.req.header("Content-Length"));
+  return Number.isSafeInteger(length) && length >= 0 ? length : undefined;
+}
+
 export function registerFiles(app: OpenAPIHono<HonoEnv>): void {
   // documented, not validated: a validator would read the whole form before the route
   app.openAPIRegistry.registerPath(uploadRoute);
@@ -141,7 +153,10 @@ export function registerFiles(app: OpenAPIHono<HonoEnv>): void {
       const body = upTo(bodyChunks(incoming), env.MAX_FILE_BYTES + FORM_OVERHEAD_BYTES);
       const { items, streamed } = parsedFingerprint(c, multipartEvents(body, boundary), digestOf);
       return await idempotently(c, streamed, async ({ createdId, takeover }) =>
-        c.json(await files.upload(items, c.get("tenant"), createdId, takeover), 200),
+        c.json(
+          await files.upload(items, c.get("tenant"), createdId, takeover, declaredLength(c)),
+          200,
+        ),
       );
     } catch (err) {
       linger(incoming, LINGER_BYTES);

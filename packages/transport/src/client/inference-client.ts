@@ -24,6 +24,7 @@ import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
 import { ServingState } from "./serving-state.js";
 import { ServingStats } from "./serving-stats.js";
+import { StorageQuota } from "./storage-quota.js";
 import { SyncLaneProducer } from "./sync-lane-producer.js";
 import { type InferRequest, type LookedUp, type RowCache, SyncRows } from "./sync-rows.js";
 
@@ -94,6 +95,8 @@ export class InferenceClient {
   readonly idempotency: IdempotencyStore;
   /** Uploaded files and the files batches write (the Files API). */
   readonly files: FileStore;
+  /** What each tenant keeps stored (its uploaded files), against its quota. */
+  readonly storage: StorageQuota;
   /** OpenAI-shaped batches (the Batch API) and the runner that takes them. */
   readonly openAiBatches: OpenAiBatchStore;
   /** Where OpenAI-shaped batches run: `process` on every API replica. */
@@ -163,6 +166,7 @@ export class InferenceClient {
       options.idempotencyTtlS ?? 86_400,
     );
     this.files = new FileStore(this.redis, this.keys, this.jobTtlS);
+    this.storage = new StorageQuota(this.redis, this.keys);
     this.openAiBatches = new OpenAiBatchStore(this.redis, this.keys, () =>
       this.queue(BATCH_RUNS_QUEUE),
     );

@@ -198,6 +198,16 @@ export class Keys {
     return `${this.prefix}:files:{owner:${owner}}`;
   }
 
+  /** Hash of what one tenant keeps stored (file id -> bytes, and their total): its quota. */
+  storageHeld(owner: string): string {
+    return `${this.prefix}:storage:{owner:${owner}}`;
+  }
+
+  /** Sorted set of one tenant's stored things by expiry, beside `storageHeld`. */
+  storageExpiry(owner: string): string {
+    return `${this.prefix}:storage-expiry:{owner:${owner}}`;
+  }
+
   /** Hash describing one OpenAI-shaped batch: status, counts, timestamps, files. */
   openAiBatch(id: string): string {
     return `${this.prefix}:openai-batch:{${id}}`;

@@ -1,0 +1,69 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REDIS_URL } from "../../../../test/helpers/stack.js";
+import { createRedis, deletePrefix } from "../shared/connection.js";
+import { Keys } from "../shared/keys.js";
+import { StorageQuota } from "./storage-quota.js";
+
+const keys = new Keys(`ferry-test-${randomBytes(4).toString("hex")}`);
+const redis = createRedis(REDIS_URL);
+const quota = new StorageQuota(redis, keys);
+beforeAll(async () => {
+  await redis.ping();
+});
+afterAll(async () => {
+  await deletePrefix(REDIS_URL, keys.prefix);
+  redis.disconnect();
+});
+
+const now = () => Math.floor(Date.now() / 1000);
+const limits = { maxBytes: 1_000, maxItems: 3 };
+
+describe("StorageQuota", () => {
+  it("drops what has expired before it counts, and lets its keys expire with what they hold", async () => {
+    await quota.reserve("a", "old", 900, now() - 1, limits);
+    // the expired reservation no longer counts: this one fits
+    await quota.reserve("a", "new", 900, now() + 60, limits);
+    expect(await quota.usage("a")).toEqual({ bytes: 900, items: 1 });
+    const ttl = await redis.ttl(keys.storageHeld("a"));
+    expect(ttl).toBeGreaterThan(50);
+    expect(ttl).toBeLessThanOrEqual(60);
+  });
+
+  it("holds a thing again at its new size, settles a reservation in one step, and extends it", async () => {
+    await quota.reserve("b", "f@1", 800, now() + 60, limits);
+    await quota.reserve("b", "f@1", 1_000, now() + 60, limits);
+    await expect(quota.reserve("b", "g@1", 1, now() + 60, limits)).rejects.toMatchObject({
+      code: "QUOTA_EXCEEDED",
+    });
+    await quota.settle("b", "f", 300, now() + 60, "f@1");
+    expect(await quota.usage("b")).toEqual({ bytes: 300, items: 1 });
+    await quota.extend("b", "f", now() + 3_600);
+    expect(await redis.ttl(keys.storageExpiry("b"))).toBeGreaterThan(3_500);
+    // extending what is not held holds nothing
+    await quota.extend("b", "gone", now() + 3_600);
+    expect(await quota.usage("b")).toEqual({ bytes: 300, items: 1 });
+    await quota.release("b", "f");
+    expect(await quota.usage("b")).toEqual({ bytes: 0, items: 0 });
+  });
+
+  it("refuses past the number of things, but not a thing already held", async () => {
+    for (const id of ["x", "y", "z"]) await quota.reserve("c", id, 1, now() + 60, limits);
+    await expect(quota.reserve("c", "w", 1, now() + 60, limits)).rejects.toMatchObject({
+      code: "QUOTA_EXCEEDED",
+      message: expect.stringMatching(/holds 3 files/),
+    });
+    await quota.reserve("c", "x", 2, now() + 60, limits);
+    expect(await quota.usage("c")).toEqual({ bytes: 4, items: 3 });
+  });
+
+  it("counts each of many uploads at once exactly once", async () => {
+    const tries = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, k) =>
+        quota.reserve("d", `u${k}`, 100, now() + 60, { maxBytes: 1_000, maxItems: 0 }),
+      ),
+    );
+    expect(tries.filter((t) => t.status === "fulfilled")).toHaveLength(10);
+    expect(await quota.usage("d")).toEqual({ bytes: 1_000, items: 10 });
+  });
+});

@@ -1,0 +1,218 @@
+import { FerryError } from "@ferry/protocol";
+import type { RedisClient } from "../shared/connection.js";
+import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { guarded } from "../shared/redis-guard.js";
+
+/** The hash field that holds the owner's total, beside one field per thing held. */
+const TOTAL = "=total";
+
+/**
+ * Holds `bytes` for thing `id` of an owner until `expires_at`, first dropping what has expired;
+ * refused (nothing written) when it would take the owner past `max_bytes` or `max_items`
+ * (either 0: no check); an empty id only looks. A thing already held is held again at its new size: a retry, or a
+ * reservation settled at the size the thing turned out to be.
+ * KEYS: held (hash id -> bytes, and the total), expiry (sorted set id -> expires_at).
+ * ARGV: now (s), id, bytes, expires_at (s), max_bytes, max_items, from (a thing let go
+ * first, its bytes now `id`'s: an upload's reservation settled as the file; '' for none),
+ * least (past the budget, `bytes` is cut to what is left, and refused below this).
+ * Returns {1, total, items, bytes held} when held, {0, total, items} when refused.
+ */
+const HOLD = `
+local now = tonumber(ARGV[1])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
+for _, thing in ipairs(gone) do
+  local b = redis.call('HGET', KEYS[1], thing)
+  if b then
+    redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
+    redis.call('HDEL', KEYS[1], thing)
+  end
+  redis.call('ZREM', KEYS[2], thing)
+end
+local id, bytes, expires = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local maxBytes, maxItems = tonumber(ARGV[5]), tonumber(ARGV[6])
+local from = ARGV[7]
+if from ~= '' and from ~= id then
+  local b = redis.call('HGET', KEYS[1], from)
+  if b then
+    redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
+    redis.call('HDEL', KEYS[1], from)
+  end
+  redis.call('ZREM', KEYS[2], from)
+end
+local held = tonumber(redis.call('HGET', KEYS[1], id) or '0')
+local total = tonumber(redis.call('HGET', KEYS[1], '${TOTAL}') or '0')
+local items = redis.call('ZCARD', KEYS[2])
+if id == '' then return {0, total, items} end
+local known = redis.call('ZSCORE', KEYS[2], id)
+if maxItems > 0 and not known and items + 1 > maxItems then return {0, total, items} end
+if maxBytes > 0 and total - held + bytes > maxBytes then
+  bytes = maxBytes - (total - held)
+  if bytes < tonumber(ARGV[8]) then return {0, total, items} end
+end
+redis.call('HSET', KEYS[1], id, bytes)
+total = redis.call('HINCRBY', KEYS[1], '${TOTAL}', bytes - held)
+redis.call('ZADD', KEYS[2], expires, id)
+if not known then items = items + 1 end
+local life = math.max(1, expires - now)
+for _, key in ipairs(KEYS) do
+  if redis.call('TTL', key) < life then redis.call('EXPIRE', key, life) end
+end
+return {1, total, items, bytes}
+`;
+
+/** Lets go of thing `id`. KEYS: held, expiry. ARGV: id. */
+const RELEASE = `
+local b = redis.call('HGET', KEYS[1], ARGV[1])
+if b then
+  redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
+  redis.call('HDEL', KEYS[1], ARGV[1])
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+`;
+
+/**
+ * Holds thing `id` (if held) until `expires_at` at least, as its own keys now live.
+ * KEYS: held, expiry. ARGV: now (s), id, expires_at (s).
+ */
+const EXTEND = `
+if not redis.call('ZSCORE', KEYS[2], ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[2], 'GT', ARGV[3], ARGV[2])
+local life = math.max(1, tonumber(ARGV[3]) - tonumber(ARGV[1]))
+for _, key in ipairs(KEYS) do
+  if redis.call('TTL', key) < life then redis.call('EXPIRE', key, life) end
+end
+return 1
+`;
+
+/** What one owner may hold at once; 0 leaves that side unchecked. */
+export interface StorageLimits {
+  maxBytes: number;
+  maxItems: number;
+}
+
+/**
+ * What each owner keeps stored (their uploaded files), against a budget per owner: a thing is
+ * held (its bytes reserved) before any of it is written, settled at its size once whole, let
+ * go when deleted, and goes by itself when it expires, as the thing's own keys do. Two keys
+ * per owner, in the owner's slot (one script, on a cluster too).
+ */
+export class StorageQuota {
+  private readonly holdScript: LuaCommand<[number, number, number, number?]>;
+  private readonly releaseScript: LuaCommand<number>;
+  private readonly extendScript: LuaCommand<number>;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+  ) {
+    this.holdScript = new LuaCommand(redis, "ferryStorageHold", 2, HOLD);
+    this.releaseScript = new LuaCommand(redis, "ferryStorageRelease", 2, RELEASE);
+    this.extendScript = new LuaCommand(redis, "ferryStorageExtend", 2, EXTEND);
+  }
+
+  /**
+   * Reserves `bytes` for `id` until `expiresAtS` (what is left of the budget, when that is
+   * less but at least `least`), and returns what it reserved; throws QUOTA_EXCEEDED (nothing
+   * reserved) when `owner` would hold more than `limits` allow.
+   */
+  async reserve(
+    owner: string,
+    id: string,
+    bytes: number,
+    expiresAtS: number,
+    limits: StorageLimits,
+    least = bytes,
+  ): Promise<number> {
+    const [held, total, items, granted] = await this.hold(
+      owner,
+      id,
+      bytes,
+      expiresAtS,
+      limits,
+      "",
+      least,
+    );
+    if (held === 1) return granted ?? bytes;
+    const what =
+      limits.maxItems > 0 && items + 1 > limits.maxItems
+        ? `it holds ${items} files, the most one key may keep (${limits.maxItems})`
+        : `it holds ${total} bytes of files, and this upload needs ${least} (the most one key may keep is ${limits.maxBytes})`;
+    throw new FerryError(
+      "QUOTA_EXCEEDED",
+      `This key's file storage is full: ${what}. Delete files it no longer needs (DELETE /v1/files/{id}), or wait for them to expire.`,
+    );
+  }
+
+  /**
+   * Holds `id` at the size it turned out to be, and until when, whatever the budget, in place
+   * of the reservation `from` (one step: nothing is counted twice or not at all meanwhile).
+   */
+  async settle(
+    owner: string,
+    id: string,
+    bytes: number,
+    expiresAtS: number,
+    from = "",
+  ): Promise<void> {
+    await this.hold(owner, id, bytes, expiresAtS, { maxBytes: 0, maxItems: 0 }, from);
+  }
+
+  async release(owner: string, id: string): Promise<void> {
+    await guarded(() =>
+      this.releaseScript.run(
+        this.redis,
+        this.keys.storageHeld(owner),
+        this.keys.storageExpiry(owner),
+        id,
+      ),
+    );
+  }
+
+  /** Holds `id`, if it is held, until `expiresAtS` at least (its file lives longer now). */
+  async extend(owner: string, id: string, expiresAtS: number): Promise<void> {
+    await guarded(() =>
+      this.extendScript.run(
+        this.redis,
+        this.keys.storageHeld(owner),
+        this.keys.storageExpiry(owner),
+        Math.floor(Date.now() / 1000),
+        id,
+        expiresAtS,
+      ),
+    );
+  }
+
+  /** What `owner` holds now (expired things dropped): bytes and things. */
+  async usage(owner: string): Promise<{ bytes: number; items: number }> {
+    const [, bytes, items] = await this.hold(owner, "", 0, 0, { maxBytes: 0, maxItems: 0 });
+    return { bytes, items };
+  }
+
+  private hold(
+    owner: string,
+    id: string,
+    bytes: number,
+    expiresAtS: number,
+    limits: StorageLimits,
+    from = "",
+    least = bytes,
+  ): Promise<[number, number, number, number?]> {
+    return guarded(() =>
+      this.holdScript.run(
+        this.redis,
+        this.keys.storageHeld(owner),
+        this.keys.storageExpiry(owner),
+        Math.floor(Date.now() / 1000),
+        id,
+        bytes,
+        expiresAtS,
+        limits.maxBytes,
+        limits.maxItems,
+        from,
+        least,
+      ),
+    );
+  }
+}
