@@ -506,6 +506,65 @@ describe("tenants", () => {
       status: 404,
     });
   });
+
+  it("one key runs BATCHES_RUNNING_PER_KEY (4) batches at once, the rest wait their turn, and another key's batch runs meanwhile", async () => {
+    // five long chat batches of k1's: four run, the fifth waits (validating) for a seat
+    const file = await upload(
+      Array.from({ length: 200 }, (_, k) => ({
+        ...chatLine(k + 5_000),
+        body: { ...chatBody(k + 5_000, 120), ignore_eos: true },
+      })),
+    );
+    const mine: Batch[] = [];
+    for (let k = 0; k < 5; k++)
+      mine.push(
+        await openai().batches.create({
+          input_file_id: file.id,
+          endpoint: "/v1/chat/completions",
+          completion_window: "24h",
+        }),
+      );
+    const statuses = async () =>
+      Promise.all(mine.map(async (b) => (await openai().batches.retrieve(b.id)).status));
+    await waitFor(
+      async () => (await statuses()).filter((s) => s === "in_progress").length === 4,
+      20_000,
+    );
+    // a batch of k2's is not left behind them: it runs and ends while k1's fifth still waits
+    const theirs = await upload(
+      Array.from({ length: 5 }, (_, k) => ({
+        custom_id: `d${k}`,
+        method: "POST",
+        url: "/v1/models/digits/predict",
+        body: { features: samples.digits.inputs[k] },
+      })),
+      "k2",
+    );
+    const other = await openai("k2").batches.create({
+      input_file_id: theirs.id,
+      endpoint: "/v1/models/digits/predict" as "/v1/chat/completions",
+      completion_window: "24h",
+    });
+    let done = await openai("k2").batches.retrieve(other.id);
+    await waitFor(async () => {
+      done = await openai("k2").batches.retrieve(other.id);
+      return FINAL.includes(done.status);
+    }, 30_000);
+    expect(done.status).toBe("completed");
+    const now = await statuses();
+    expect(now.filter((s) => s === "in_progress")).toHaveLength(4);
+    expect(now.filter((s) => s === "validating")).toHaveLength(1);
+    // a seat freed (one cancelled) goes to the one waiting
+    const waiting = mine[now.indexOf("validating")];
+    const first = mine[now.indexOf("in_progress")];
+    await openai().batches.cancel(first?.id ?? "");
+    await waitFor(
+      async () => (await openai().batches.retrieve(waiting?.id ?? "")).status === "in_progress",
+      20_000,
+    );
+    for (const b of mine) await openai().batches.cancel(b.id);
+    for (const b of mine) expect((await finished(b.id, 60_000)).status).toBe("cancelled");
+  }, 150_000);
 });
 
 describe("Idempotency-Key", () => {

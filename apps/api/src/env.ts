@@ -73,6 +73,11 @@ export const envSchema = deploymentEnvSchema.extend({
     .int()
     .positive()
     .default(1024 * 1024 * 1024),
+  /**
+   * OpenAI-shaped batches one API key runs at once, across every replica: the rest wait their
+   * turn (`validating`), and another key's batch gets a runner meanwhile.
+   */
+  BATCHES_RUNNING_PER_KEY: z.coerce.number().int().positive().default(4),
   /** Uploaded files one API key may keep at once (uploads in progress included). */
   FILES_PER_KEY: z.coerce.number().int().positive().default(1_000),
   /**

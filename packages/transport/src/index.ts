@@ -9,6 +9,7 @@ export * from "./client/openai-batch-runs.js";
 export * from "./client/openai-batch-store.js";
 export type { ListPage } from "./client/owner-index.js";
 export * from "./client/prediction-cache.js";
+export * from "./client/running-batches.js";
 export * from "./client/serving-state.js";
 export * from "./client/serving-stats.js";
 export * from "./client/storage-quota.js";

@@ -117,7 +117,7 @@ describe("an OpenAI batch's runner, many lines at once", () => {
       { index: PER_CHUNK + 2, ok: true, line: `${OK}${earlier(id, PER_CHUNK + 2, "c1-2")}` },
     ]);
     const { kind, asked } = echoKind();
-    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }));
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4);
     await runner.run(id, new AbortController().signal);
 
     // chunk 1's two open lines, then chunk 2 whole; chunk 0 never again
@@ -163,7 +163,7 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     ]);
     await client.files.delete((await store.get(id))?.input_file_id ?? "");
     const { kind, asked } = echoKind();
-    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }));
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4);
     await runner.run(id, new AbortController().signal);
 
     expect(asked).toEqual([]);
@@ -201,7 +201,7 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     );
     await client.files.delete((await store.get(id))?.input_file_id ?? "");
     const { kind, asked } = echoKind();
-    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4).run(
       id,
       new AbortController().signal,
     );
@@ -227,7 +227,7 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(errors.map((l) => l.custom_id)).toEqual(customIds);
     expect(new Set(errors.map((l) => l.error.code))).toEqual(new Set(["batch_cancelled"]));
     const { kind, asked } = echoKind();
-    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4).run(
       id,
       new AbortController().signal,
     );
@@ -329,7 +329,7 @@ describe("a line past the hour one call may wait, its batch's window still open"
         close: async () => {},
       }),
     };
-    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4).run(
       id,
       new AbortController().signal,
     );
@@ -357,7 +357,7 @@ describe("a line past the hour one call may wait, its batch's window still open"
         return { echo: tag };
       },
     };
-    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" })).run(
+    await new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 4).run(
       id,
       new AbortController().signal,
     );

@@ -3,6 +3,7 @@ import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
   type OpenAiBatchState,
+  PostponedRun,
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
@@ -30,6 +31,10 @@ const STALLED_CHECK_MS = 5_000;
 const WATCH_MS = 500;
 /** How long a run waits for its batch's state, written just after the run was queued, in ms. */
 const CREATE_WAIT_MS = 5_000;
+/** A running batch's seat among its tenant's (renewed a third of it at a time), in ms. */
+const SEAT_LEASE_MS = 30_000;
+/** How long a batch whose tenant runs as many as it may waits before it is tried again, in ms. */
+const POSTPONE_MS = 5_000;
 
 /**
  * Runs OpenAI-shaped batches on this API process, beside every other replica: a batch's lines
@@ -50,6 +55,8 @@ export class OpenAiBatchRunner {
     /** How long a batch and its files are kept once it ends, in s (JOB_TTL_S). */
     private readonly ttlS: number,
     log: Logger,
+    /** Batches one tenant runs at once, across every replica (BATCHES_RUNNING_PER_KEY). */
+    private readonly perKey: number,
   ) {
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
     this.fail = failBatch(client, ttlS);
@@ -81,14 +88,30 @@ export class OpenAiBatchRunner {
     if (!(await this.client.files.get(batch.input_file_id)))
       return finalizeBatch(this.client, id, this.ttlS, this.fail);
     const store = this.client.openAiBatches;
-    if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
+    // a batch that will run lines takes a seat among its tenant's first: one tenant's many
+    // batches take turns, and another's is not left behind all of them (one cancelled or out
+    // of its window ends without one)
+    const runsLines =
+      (batch.status === "validating" || batch.status === "in_progress") &&
+      batch.expires_at * 1000 > Date.now();
+    const running = this.client.runningBatches;
+    if (runsLines && !(await running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS)))
+      throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
+    const renewing = runsLines
+      ? setInterval(() => {
+          running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS).catch(() => undefined);
+        }, SEAT_LEASE_MS / 3)
+      : undefined;
     const stop = new AbortController();
     const unwatch = this.watch(batch, stop, handback);
     try {
+      if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
       if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
         await this.dispatch(batch, stop.signal);
     } finally {
       unwatch();
+      clearInterval(renewing);
+      if (runsLines) await running.leave(batch.owner, id).catch(() => undefined);
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");

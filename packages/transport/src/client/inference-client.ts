@@ -22,6 +22,7 @@ import { queueBoardAdapters } from "./queue-board.js";
 import { QueueCounts } from "./queue-counts.js";
 import { QueueDepth } from "./queue-depth.js";
 import { ReplyRouter } from "./reply-router.js";
+import { RunningBatches } from "./running-batches.js";
 import { ServingState } from "./serving-state.js";
 import { ServingStats } from "./serving-stats.js";
 import { StorageQuota } from "./storage-quota.js";
@@ -101,6 +102,8 @@ export class InferenceClient {
   readonly openAiBatches: OpenAiBatchStore;
   /** Where OpenAI-shaped batches run: `process` on every API replica. */
   readonly openAiBatchRuns: OpenAiBatchRuns;
+  /** Each tenant's OpenAI-shaped batches running now, held to a number per tenant. */
+  readonly runningBatches: RunningBatches;
   private readonly redis: RedisClient;
   /**
    * The sync path's own connection (lane, cache): its commands never queue behind BullMQ's
@@ -171,6 +174,7 @@ export class InferenceClient {
       this.queue(BATCH_RUNS_QUEUE),
     );
     this.openAiBatchRuns = new OpenAiBatchRuns(this.keys, target);
+    this.runningBatches = new RunningBatches(this.redis, this.keys);
     this.jobs = new JobClient(
       this.redis,
       this.keys,

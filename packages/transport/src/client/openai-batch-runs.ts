@@ -1,4 +1,4 @@
-import { WaitingError, Worker } from "bullmq";
+import { DelayedError, WaitingError, Worker } from "bullmq";
 import { createRedis, type RedisClient, type RedisTarget } from "../shared/connection.js";
 import { BATCH_RUNS_QUEUE, bullQueueName, type Keys } from "../shared/keys.js";
 
@@ -11,6 +11,17 @@ export interface BatchRunnerOptions {
   /** A runner's lock on its batch; a dead runner's batch is taken over once it lapses. */
   lockDurationMs: number;
   stalledIntervalMs: number;
+}
+
+/**
+ * What a run throws to be taken up again later, not now (its tenant already runs as many
+ * batches as it may): the batch waits `delayMs` in the queue, and no attempt is spent.
+ */
+export class PostponedRun extends Error {
+  constructor(readonly delayMs: number) {
+    super(`postponed ${delayMs} ms`);
+    this.name = "PostponedRun";
+  }
 }
 
 /** Runs one batch to its end; `signal` aborts when this process hands its batches back. */
@@ -52,6 +63,10 @@ export class OpenAiBatchRuns {
         try {
           await run(job.data.batch, stop);
         } catch (err) {
+          if (err instanceof PostponedRun && token !== undefined) {
+            await job.moveToDelayed(Date.now() + err.delayMs, token);
+            throw new DelayedError();
+          }
           if (stop.aborted && token !== undefined) {
             // handed back: another runner (or this one, restarted) takes it from its answers
             await job.moveToWait(token).catch(() => undefined);

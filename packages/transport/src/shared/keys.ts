@@ -218,6 +218,14 @@ export class Keys {
     return `${this.prefix}:openai-batch-lines:{${id}}`;
   }
 
+  /**
+   * Sorted set of one tenant's OpenAI-shaped batches running now, scored by when each runner's
+   * lease lapses (a runner that died stops counting then).
+   */
+  openAiBatchesRunning(owner: string): string {
+    return `${this.prefix}:openai-batches-running:{owner:${owner}}`;
+  }
+
   /** Sorted set of one tenant's OpenAI-shaped batches by creation time. */
   openAiBatches(owner: string): string {
     return `${this.prefix}:openai-batches:{owner:${owner}}`;

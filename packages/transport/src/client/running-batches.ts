@@ -1,0 +1,69 @@
+import type { RedisClient } from "../shared/connection.js";
+import type { Keys } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
+import { guarded } from "../shared/redis-guard.js";
+
+/**
+ * Takes a running seat for batch `id` of an owner, or renews it: first drops seats whose lease
+ * lapsed (their runner died), then refuses when the owner holds `max` others.
+ * KEYS: the owner's running set. ARGV: now (ms), id, lease ends (ms), max, key ttl (s).
+ * Returns 1 when held, 0 when refused.
+ */
+const ENTER = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[5])
+return 1
+`;
+
+/**
+ * The OpenAI-shaped batches each tenant is running, across every API replica, held to a
+ * number per tenant: a tenant's many batches then take turns, and another tenant's batch gets
+ * a runner rather than waiting behind all of them. A seat is a lease its runner renews; a
+ * runner that dies holds its seat until the lease lapses.
+ */
+export class RunningBatches {
+  private readonly enterScript: LuaCommand<number>;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly keys: Keys,
+  ) {
+    this.enterScript = new LuaCommand(redis, "ferryEnterRunningBatch", 1, ENTER);
+  }
+
+  /**
+   * Takes (or renews) batch `id`'s seat among `owner`'s running batches for `leaseMs`; false
+   * when `owner` already runs `max` others.
+   */
+  async enter(owner: string, id: string, max: number, leaseMs: number): Promise<boolean> {
+    const now = Date.now();
+    const held = await guarded(() =>
+      this.enterScript.run(
+        this.redis,
+        this.keys.openAiBatchesRunning(owner),
+        now,
+        id,
+        now + leaseMs,
+        max,
+        Math.ceil(leaseMs / 1000) + 1,
+      ),
+    );
+    return held === 1;
+  }
+
+  /** Gives the seat up (its batch ended, or went back to the queue). */
+  async leave(owner: string, id: string): Promise<void> {
+    await guarded(() => this.redis.zrem(this.keys.openAiBatchesRunning(owner), id));
+  }
+
+  /** The batches `owner` runs now (seats whose lease has not lapsed). */
+  async count(owner: string): Promise<number> {
+    return guarded(() =>
+      this.redis.zcount(this.keys.openAiBatchesRunning(owner), Date.now(), "+inf"),
+    );
+  }
+}
