@@ -187,3 +187,26 @@ describe("a tenant's file storage", () => {
     expect(await client.storage.usage(admin.id)).toEqual({ bytes: 0, items: 0 });
   });
 });
+
+describe("a file's name", () => {
+  it("is at most 255 characters: it is kept and listed with the file", async () => {
+    const files = new FileService(client, limits, noQuota);
+    async function* named(filename: string): AsyncGenerator<MultipartEvent> {
+      yield { type: "part", name: "purpose", filename: undefined };
+      yield { type: "data", data: Buffer.from("batch") };
+      yield { type: "end" };
+      yield { type: "part", name: "file", filename };
+      yield { type: "data", data: inputFile(1) };
+      yield { type: "end" };
+    }
+    const ok = await files.upload(named("n".repeat(255)), tenant, undefined, false);
+    expect(ok.filename).toHaveLength(255);
+    await expect(
+      files.upload(named("n".repeat(16_000)), tenant, undefined, false),
+    ).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(/at most 255/),
+    });
+    await files.delete(ok.id, tenant);
+  });
+});

@@ -28,6 +28,11 @@ const UPLOAD_PURPOSES = ["batch"];
  * it grows (doubling): a round trip per doubling, not per chunk.
  */
 const RESERVE_STEP_BYTES = 8 * 1024 * 1024;
+/**
+ * Characters of a file's name, as most file systems allow: it is kept and listed with the
+ * file (a list of 10,000 files with names of the 16 KB a part's headers may hold was 162 MB).
+ */
+const MAX_FILENAME_CHARS = 255;
 /** Bytes of a form field beside the file (`purpose`, `expires_after[...]`). */
 const MAX_FIELD_BYTES = 1024;
 
@@ -121,6 +126,11 @@ export class FileService {
         if (event.type === "part") {
           if (event.name === "file" && event.filename !== undefined) {
             if (upload) throw new FerryError("INVALID_INPUT", "an upload carries one file");
+            if (event.filename.length > MAX_FILENAME_CHARS)
+              throw new FerryError(
+                "INVALID_INPUT",
+                `the file's name is ${event.filename.length} characters; at most ${MAX_FILENAME_CHARS}`,
+              );
             if (purpose !== undefined) checkPurpose(purpose);
             // a declared length is refused at once if the file may not fit; an unknown one
             // where its bytes cross what is left
