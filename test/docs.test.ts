@@ -88,7 +88,7 @@ describe("docs/configuration.md", () => {
         const cell = rows.get(name)?.[1] ?? "";
         const stated =
           typeof value === "number"
-            ? (cell.match(/\d[\d,_]*/g) ?? []).map((n) => n.replace(/[,_]/g, ""))
+            ? (cell.match(/\d[\d,_]*(?:\.\d+)?/g) ?? []).map((n) => n.replace(/[,_]/g, ""))
             : [...cell.matchAll(/`([^`]*)`/g)].map((m) => m[1]);
         const expected =
           typeof value === "number" || typeof value === "string" ? String(value) : "";

@@ -27,6 +27,11 @@ export const envSchema = deploymentEnvSchema.extend({
    */
   QUEUE_WAIT_BUDGET_MS: z.coerce.number().int().positive().default(5_000),
   /**
+   * The share of a model's `max_queue_size` that batch lines (the lowest priority band) may
+   * fill; the rest is kept for interactive requests, which get 429 only past it.
+   */
+  BATCH_QUEUE_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  /**
    * Replicas that must hold an async job (or batch chunk) before it is accepted: WAIT on the
    * accepting write, so that a primary's failover cannot lose it. 0 (no WAIT) on one Redis
    * without replicas; 1 on a cluster with a replica per primary.

@@ -70,6 +70,7 @@ const client = new InferenceClient({
   jobTtlS: env.JOB_TTL_S,
   idempotencyTtlS: env.IDEMPOTENCY_TTL_S,
   queueWaitBudgetMs: env.QUEUE_WAIT_BUDGET_MS,
+  batchQueueShare: env.BATCH_QUEUE_SHARE,
 });
 await client.ready();
 // A reload the workers accepted (announced with the model's new generation, by whichever

@@ -45,6 +45,11 @@ export interface InferenceClientOptions {
    */
   queueWaitBudgetMs?: number;
   /**
+   * The share of a queue's `max_queue_size` that jobs of the lowest priority band (batch
+   * lines) may fill; the rest is kept for interactive requests. @defaultValue 0.5
+   */
+  batchQueueShare?: number;
+  /**
    * Replicas that must hold an async job before it is accepted (WAIT after the accepting
    * write), and how long to wait for them. @defaultValue { replicas: 0, timeoutMs: 500 }
    */
@@ -153,6 +158,7 @@ export class InferenceClient {
     const lane = new SyncLaneProducer(this.syncConnection, this.keys);
     this.depth = new QueueDepth(new QueueCounts((name) => this.queue(name), lane), {
       waitBudgetMs: options.queueWaitBudgetMs ?? 5_000,
+      lowestBandShare: options.batchQueueShare ?? 0.5,
     });
     this.rows = new SyncRows(
       this.syncConnection,

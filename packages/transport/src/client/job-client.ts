@@ -332,7 +332,12 @@ export class JobClient {
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    await this.depth.admit(queue, options.maxQueueSize, true);
+    await this.depth.admit(
+      queue,
+      options.maxQueueSize,
+      true,
+      priorityBand(options.priority) === BATCH_BAND,
+    );
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;

@@ -134,3 +134,20 @@ describe("QueueDepth.admitRow", () => {
     );
   });
 });
+
+describe("QueueDepth.admit, the lowest band", () => {
+  it("batch lines fill only their share of the queue; interactive requests get the rest", async () => {
+    const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000, lowestBandShare: 0.5 });
+    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true, true);
+    await expect(depth.admit("m.v1", 10, true, true)).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+      message: expect.stringMatching(/fills at most 5 of its 10, the rest is kept for interactive/),
+    });
+    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true);
+    await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+      message: expect.stringMatching(/is full \(10 waiting, limit 10\)/),
+    });
+  });
+});

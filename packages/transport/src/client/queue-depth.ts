@@ -41,6 +41,11 @@ interface ServiceRate {
 export interface Shedding {
   /** Longest a sync row may expect to wait in the queue, in ms (QUEUE_WAIT_BUDGET_MS). */
   waitBudgetMs: number;
+  /**
+   * The share of a queue's limit that jobs of the lowest band (batch lines) may fill
+   * (BATCH_QUEUE_SHARE): the rest is left to interactive requests. @defaultValue 1
+   */
+  lowestBandShare?: number;
 }
 
 /**
@@ -126,9 +131,15 @@ export class QueueDepth {
   /**
    * Admits one request or refuses it with QUEUE_FULL. With `job`, the request becomes a job of
    * its own: it counts from this moment until a sample of the queue includes it, so that a
-   * burst within one sample's age cannot all be admitted against the same count.
+   * burst within one sample's age cannot all be admitted against the same count. `lowest`
+   * (batch lines) fills only `lowestBandShare` of the limit: batches that keep their lines
+   * in flight (16 of 64 each) would otherwise fill the queue and leave interactive requests
+   * nothing but 429s, though those run first once queued.
    */
-  async admit(name: string, limit: number, job = false): Promise<void> {
+  async admit(name: string, queueLimit: number, job = false, lowest = false): Promise<void> {
+    const limit = lowest
+      ? Math.max(1, Math.floor(queueLimit * (this.shedding.lowestBandShare ?? 1)))
+      : queueLimit;
     const sample = this.sample(name);
     const stale = this.now() - sample.at > STALE_MS;
     if (stale) {
@@ -139,7 +150,14 @@ export class QueueDepth {
       if (depth < limit && depth >= limit * 0.8) await refresh;
     }
     const depth = this.depth(name, sample);
-    if (depth >= limit) throw full(name, depth, limit, 1);
+    if (depth >= limit)
+      throw lowest && limit < queueLimit
+        ? FerryError.refusal(
+            "QUEUE_FULL",
+            `Queue for ${name} holds ${depth} waiting; the lowest priority (batch lines) fills at most ${limit} of its ${queueLimit}, the rest is kept for interactive requests`,
+            { retryAfterS: 1 },
+          )
+        : full(name, depth, limit, 1);
     if (job) sample.admitted.push(this.now());
   }
 
