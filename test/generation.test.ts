@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { tempRepository } from "./helpers/model-repo.js";
 import { busyNeighbours } from "./helpers/neighbours.js";
+import { eachKey } from "./helpers/redis-keys.js";
 import {
   referenceGreedy,
   referencePromptDistributions,
@@ -897,6 +898,18 @@ describe("completions through the official openai client", () => {
       return job?.status === "succeeded";
     }, 10_000);
     expect(job?.result?.choices[0]?.prompt_logprobs).toHaveLength(7);
+    // the result is read from the job's log: BullMQ keeps no copy of it, in the job nor in the
+    // queue's events stream (which has no TTL, only a length)
+    const copies: string[] = [];
+    await eachKey(stack.prefix, "*tiny-lm*", async (node, key) => {
+      const type = await node.type(key);
+      if (type === "stream" && key.endsWith(":events"))
+        copies.push(JSON.stringify(await node.xrange(key, "-", "+")));
+      if (type === "hash" && key.endsWith(`:${id}`))
+        copies.push(String(await node.hget(key, "returnvalue")));
+    });
+    expect(copies.length).toBeGreaterThanOrEqual(2);
+    for (const copy of copies) expect(copy).not.toContain("prompt_logprobs");
     const streamed = { model: "tiny-lm", prompt: "a b", max_tokens: 1, stream: true };
     expect(await refusal("/v1/completions", { ...streamed, prompt_logprobs: 2 })).toBe(
       "`prompt_logprobs` are not available when `stream=True`",

@@ -41,6 +41,19 @@ export function bullPriority(priority: number): number {
   return 11 - priority;
 }
 
+/**
+ * What a generator job returns to BullMQ: its result is its log's `result` event, read from
+ * there. BullMQ keeps a job's return value in its hash and again in its queue's events stream,
+ * which has no TTL, only a length (10,000 entries), and one completion's result with logprobs
+ * (n choices of top-20 logprobs a token) is megabytes: ~750 MB a model version, kept.
+ */
+export const RESULT_IN_LOG = { result_in_log: true } as const;
+export type ResultInLog = typeof RESULT_IN_LOG;
+
+export function isResultInLog(value: unknown): value is ResultInLog {
+  return (value as Partial<ResultInLog> | null)?.result_in_log === true;
+}
+
 /** A request's priority from its BullMQ job's (bullPriority's inverse; 0: none was given). */
 export function priorityOfBull(bull: number): number {
   return bull > 0 ? 11 - bull : DEFAULT_PRIORITY;

@@ -6,6 +6,7 @@ import {
   type GenerateJob,
   type InferJob,
   type InferReply,
+  isResultInLog,
   type JobEvent,
   priorityBand,
   queueName,
@@ -289,11 +290,18 @@ export class JobClient {
         };
     }
     const record = emptyRecord(id, index, status);
+    // a completion's result is its log's, not a copy in BullMQ's job (RESULT_IN_LOG)
+    const result =
+      status !== "succeeded"
+        ? null
+        : isResultInLog(job.returnvalue)
+          ? ((await this.endOfLog({ queue: index.queue, id }))?.result ?? null)
+          : (job.returnvalue ?? null);
     return {
       ...record,
       started_at: job.processedOn ?? null,
       finished_at: job.finishedOn ?? null,
-      result: status === "succeeded" ? (job.returnvalue ?? null) : null,
+      result,
       error:
         status !== "cancelled" && state === "failed"
           ? parseFailure(job.failedReason)

@@ -4,6 +4,8 @@ import {
   type GenerateJob,
   type JobEventBody,
   priorityOfBull,
+  RESULT_IN_LOG,
+  type ResultInLog,
   type ResumePoint,
   WIRE_VERSION,
 } from "@ferry/protocol";
@@ -41,11 +43,11 @@ export class GenerationConsumer {
 
   /** Runs one job under the lock `token`, which lapses `lockDurationMs` after its last renewal. */
   async process(
-    job: Job<GenerateJob, CompletionResult>,
+    job: Job<GenerateJob, CompletionResult | ResultInLog>,
     handler: GenerateHandler,
     token: string | undefined,
     lockDurationMs: number,
-  ): Promise<CompletionResult> {
+  ): Promise<CompletionResult | ResultInLog> {
     const id = job.id ?? "";
     const attempt: Attempt = {
       job,
@@ -84,7 +86,7 @@ export class GenerationConsumer {
           return this.fail(attempt, new FerryError("CANCELLED", "job was cancelled"));
         const ended = logged.find((e) => e.type === "result" || e.type === "error");
         // the earlier attempt finished and wrote its answer, but lost its lock before completing
-        if (ended?.type === "result") return ended.result as CompletionResult;
+        if (ended?.type === "result") return RESULT_IN_LOG;
         if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
         const tokens = logged.flatMap((e) => (e.type === "token" ? [e] : []));
         resume.ids = tokens.flatMap((e) => e.ids ?? []);
@@ -104,7 +106,7 @@ export class GenerationConsumer {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);
         await this.events.flush(attempt.ref, attempt.fence);
-        return result;
+        return RESULT_IN_LOG;
       } catch (err) {
         if (this.events.gaveUp(attempt.ref, attempt.fence))
           return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
@@ -119,7 +121,7 @@ export class GenerationConsumer {
 
   /** Fails a job before its work starts (see Custody): its log says why. */
   async refuse(
-    job: Job<GenerateJob, CompletionResult>,
+    job: Job<GenerateJob, CompletionResult | ResultInLog>,
     token: string | undefined,
     lockDurationMs: number,
     error: FerryError,

@@ -7,6 +7,7 @@ import {
   type InferJob,
   type InferReply,
   parseQueueName,
+  type ResultInLog,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError, Worker } from "bullmq";
@@ -212,7 +213,10 @@ export class WorkerTransport {
    */
   consumeGenerate(queue: string, options: ConsumeOptions, handler: GenerateHandler): void {
     const lock = locking(options);
-    const process = (job: Job<GenerateJob, CompletionResult>, token: string | undefined) =>
+    const process = (
+      job: Job<GenerateJob, CompletionResult | ResultInLog>,
+      token: string | undefined,
+    ) =>
       this.custody.run(
         job,
         () => this.generation.process(job, handler, token, lock.lockDurationMs),
@@ -245,7 +249,7 @@ export class WorkerTransport {
             jobTtlS: this.jobTtlS,
           })
         : undefined;
-    const worker = new Worker<GenerateJob, CompletionResult>(
+    const worker = new Worker<GenerateJob, CompletionResult | ResultInLog>(
       bullQueueName(queue),
       async (job, token) => {
         inFlight++;
