@@ -11,7 +11,7 @@ import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
 import type { ParseThread } from "../parsing/parse-thread.js";
-import type { ParsedRows, RowsSpec } from "./ndjson-rows.js";
+import { keyProblem, type ParsedRows, type RowsSpec } from "./ndjson-rows.js";
 
 /** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
 const CHUNKS_IN_FLIGHT = 4;
@@ -50,8 +50,8 @@ export class BatchJobService {
       for await (const raw of items) {
         total++;
         const features = raw.features;
-        if (typeof raw.key !== "string" || raw.key === "")
-          throw invalidItem(total, "needs a string key");
+        const bad = keyProblem(raw.key);
+        if (bad !== undefined) throw invalidItem(total, bad);
         if (
           !Array.isArray(features) ||
           features.length !== spec.width ||
@@ -59,7 +59,7 @@ export class BatchJobService {
         ) {
           throw invalidItem(total, `needs ${spec.width} finite features`);
         }
-        await add([raw.key], tensorToBytes(spec.datatype, features as number[]));
+        await add([raw.key as string], tensorToBytes(spec.datatype, features as number[]));
       }
       return total;
     });

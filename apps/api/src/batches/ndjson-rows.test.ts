@@ -103,5 +103,11 @@ describe("parseRows", () => {
     const big = JSON.stringify({ key: "b", features: [1, 2, 1e300] });
     expect(parseRows(encoder.encode(big), spec).problem).toMatchObject({ kind: "value", at: 1 });
     expect(parseRows(encoder.encode("null"), spec).problem?.message).toBe("needs a string key");
+    const long = JSON.stringify({ key: "k".repeat(100_000), features: [1, 2, 3] });
+    expect(parseRows(encoder.encode(long), spec).problem?.message).toBe(
+      "has a key of 100000 characters; at most 512",
+    );
+    const most = JSON.stringify({ key: "k".repeat(512), features: [1, 2, 3] });
+    expect(parseRows(encoder.encode(most), spec).problem).toBeUndefined();
   });
 });

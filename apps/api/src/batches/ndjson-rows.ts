@@ -6,6 +6,20 @@ export interface RowsSpec {
   datatype: Datatype;
 }
 
+/**
+ * Characters of an item's key (OpenAI's custom_id is as long): a key is stored with its answer
+ * and again in the model's predictions by key, and a 100 KB key made a 500-line batch 100 MB.
+ */
+export const MAX_ITEM_KEY_CHARS = 512;
+
+/** What is wrong with an item's key, or undefined when it is one. */
+export function keyProblem(key: unknown): string | undefined {
+  if (typeof key !== "string" || key === "") return "needs a string key";
+  if (key.length > MAX_ITEM_KEY_CHARS)
+    return `has a key of ${key.length} characters; at most ${MAX_ITEM_KEY_CHARS}`;
+  return undefined;
+}
+
 /** Why a segment's parse stopped, counted within the segment (1-based). */
 export interface RowsProblem {
   /** "json": line `at` is not JSON; "item": item `at` breaks `message`; "value": as said. */
@@ -73,15 +87,16 @@ export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
     }
     items++;
     const features = raw?.features;
-    if (typeof raw?.key !== "string" || raw.key === "")
-      return done({ kind: "item", at: items, message: "needs a string key" });
+    const bad = keyProblem(raw?.key);
+    if (bad !== undefined) return done({ kind: "item", at: items, message: bad });
+    const key = raw.key as string;
     if (!Array.isArray(features) || features.length !== spec.width)
       return done({ kind: "item", at: items, message: `needs ${spec.width} finite features` });
     const row = keys.length;
     // FP32 (the common case): checked and written in place in one pass; anything it does
     // not take goes the general way below, which says why
     if (fp32 && writeFp32(features, fp32, row * spec.width)) {
-      keys.push(raw.key);
+      keys.push(key);
       continue;
     }
     if (!features.every((x) => typeof x === "number" && Number.isFinite(x)))
@@ -91,7 +106,7 @@ export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
     } catch (err) {
       return done({ kind: "value", at: items, message: (err as Error).message });
     }
-    keys.push(raw.key);
+    keys.push(key);
   }
   return done();
 }
