@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
+import { eachKey } from "./helpers/redis-keys.js";
 import { argmax, referenceLogits, samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
@@ -45,6 +46,24 @@ describe("offline batch prediction", () => {
       batch: id,
     });
     expect((await fetch(stack.url("/v1/predictions/digits/nobody"))).status).toBe(404);
+
+    // answers by key are kept in a hash per span of JOB_TTL_S, which a later batch does not
+    // keep alive: it expires two spans after it opened, every key in it with it
+    const expiries = async () => {
+      const at: number[] = [];
+      await eachKey(stack.prefix, "predictions:digits*", async (node, key) => {
+        at.push(await node.pexpiretime(key));
+      });
+      return at;
+    };
+    const before = await expiries();
+    expect(before).toHaveLength(1);
+    const dayMs = 86_400_000;
+    expect(before[0]).toBe((Math.floor(Date.now() / dayMs) + 2) * dayMs);
+    await new Promise((r) => setTimeout(r, 1_100));
+    const again = await stack.post("/v1/batches", { model: "digits", items: items.slice(0, 2) });
+    await stack.batchCompleted(((await again.json()) as { id: string }).id, 30_000);
+    expect(await expiries()).toEqual(before);
   });
 
   it("streams a 100,000-item NDJSON batch through the API in bounded memory", async () => {

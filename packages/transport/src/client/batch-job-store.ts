@@ -16,7 +16,7 @@ import {
 import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
-import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
+import { batchQueueNames, bullQueueName, type Keys, predictionEpoch } from "../shared/keys.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
@@ -300,7 +300,11 @@ export class BatchJobStore {
 
   /** The latest batch answer for `key`: a pointer to its row, then the row's values. */
   async prediction(model: string, key: string, owner: string): Promise<StoredBatchRow | undefined> {
-    const raw = await this.redis.hget(this.keys.predictions(model, owner), key);
+    // this span's hash, then the one before (a key written in both: this span's is the later)
+    const epoch = predictionEpoch(Date.now(), this.ttlS);
+    const raw =
+      (await this.redis.hget(this.keys.predictions(model, owner, epoch), key)) ??
+      (await this.redis.hget(this.keys.predictions(model, owner, epoch - 1), key));
     if (raw === null) return undefined;
     if (raw.startsWith("{")) return JSON.parse(raw) as StoredBatchRow;
     const at = decodeRowPointer(raw);

@@ -233,12 +233,14 @@ export class Keys {
 
   /**
    * Hash of item key -> the latest stored prediction of a model (served without inference),
-   * one per tenant so that no key can read or overwrite another's.
+   * one per tenant so that no key can read or overwrite another's, and one per span of
+   * JOB_TTL_S (`epoch`, predictionEpoch's): a span's hash expires two spans after it opened,
+   * its fields with it (one hash refreshed by every batch kept every key it ever got).
    */
-  predictions(model: string, owner: string): string {
+  predictions(model: string, owner: string, epoch: number): string {
     return owner === ""
-      ? `${this.prefix}:predictions:${model}`
-      : `${this.prefix}:predictions:${model}:${owner}`;
+      ? `${this.prefix}:predictions:${model}:@${epoch}`
+      : `${this.prefix}:predictions:${model}:${owner}:@${epoch}`;
   }
 
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
@@ -260,6 +262,11 @@ export interface JobRef {
  */
 export function bullQueueName(queue: string): string {
   return `{${queue}}`;
+}
+
+/** The span of `ttlS` seconds that `nowMs` falls in: which predictions hash is written now. */
+export function predictionEpoch(nowMs: number, ttlS: number): number {
+  return Math.floor(nowMs / 1000 / ttlS);
 }
 
 /** The model-version queue a BullMQ queue name (bullQueueName's) stands for. */

@@ -7,7 +7,7 @@ import {
 } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
-import { batchQueueNames, type Keys } from "../shared/keys.js";
+import { batchQueueNames, type Keys, predictionEpoch } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import type { PackedHandler, PackedOutputs } from "./handlers.js";
 
@@ -162,12 +162,13 @@ export class BatchJobConsumer {
           encodeRowPointer({ batch: data.batch, chunk, row, width, model_version: data.version }),
         );
     if (pointers.length === 0) return;
-    const predictions = this.keys.predictions(data.model, data.owner ?? "");
+    const epoch = predictionEpoch(Date.now(), this.ttlS);
+    const predictions = this.keys.predictions(data.model, data.owner ?? "", epoch);
     await this.redis
       .multi()
       .hset(predictions, ...pointers)
-      // a model's stored answers are kept JOB_TTL_S from the last batch that wrote one
-      .expire(predictions, this.ttlS)
+      // a span's answers are kept until two spans after it opened: at least JOB_TTL_S each
+      .expireat(predictions, (epoch + 2) * this.ttlS)
       .exec();
   }
 
