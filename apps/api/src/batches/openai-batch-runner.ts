@@ -97,9 +97,10 @@ export class OpenAiBatchRunner {
     const running = this.client.runningBatches;
     if (runsLines && !(await running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS)))
       throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
+    let renewal: Promise<unknown> = Promise.resolve();
     const renewing = runsLines
       ? setInterval(() => {
-          running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS).catch(() => undefined);
+          renewal = running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS).catch(() => false);
         }, SEAT_LEASE_MS / 3)
       : undefined;
     const stop = new AbortController();
@@ -111,6 +112,8 @@ export class OpenAiBatchRunner {
     } finally {
       unwatch();
       clearInterval(renewing);
+      // after a renewal in flight, which would otherwise seat the batch again once it left
+      await renewal;
       if (runsLines) await running.leave(batch.owner, id).catch(() => undefined);
     }
     if (handback.aborted)
