@@ -5,7 +5,14 @@ import { samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 const JOB_TTL_S = 120;
-const stack = new Stack({ env: { WORKER_MODELS: "digits,tiny-lm", JOB_TTL_S: String(JOB_TTL_S) } });
+const SYNC_JOB_TTL_S = 60;
+const stack = new Stack({
+  env: {
+    WORKER_MODELS: "digits,tiny-lm",
+    JOB_TTL_S: String(JOB_TTL_S),
+    SYNC_JOB_TTL_S: String(SYNC_JOB_TTL_S),
+  },
+});
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
@@ -56,6 +63,31 @@ describe("every key a request leaves has a TTL or is removed", () => {
     // the worker's expiry follows BullMQ's own completion by a round trip
     await waitFor(async () => (await keysWithoutTtl()).length === 0, 3_000).catch(() => {});
     expect(await keysWithoutTtl()).toEqual([]);
+  });
+
+  it("a sync completion's job is kept SYNC_JOB_TTL_S, not JOB_TTL_S", async () => {
+    // streamed: its job is named in X-Job-Id
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Once",
+      max_tokens: 2,
+      stream: true,
+    });
+    expect(res.status).toBe(200);
+    await res.text();
+    const id = res.headers.get("x-job-id") ?? "";
+    expect(id).not.toBe("");
+    const ttls: number[] = [];
+    await waitFor(async () => {
+      ttls.length = 0;
+      await eachKey(stack.prefix, `*:${id}*`, async (node, key) => {
+        ttls.push(await node.ttl(key));
+      });
+      return ttls.length >= 2 && ttls.every((t) => t > 0 && t <= SYNC_JOB_TTL_S);
+    }, 3_000).catch(() => {});
+    // its BullMQ hash and its event log
+    expect(ttls.length).toBeGreaterThanOrEqual(2);
+    for (const ttl of ttls) expect(ttl).toBeLessThanOrEqual(SYNC_JOB_TTL_S);
   });
 
   it("after an OpenAI batch ran from an uploaded file, and another was cancelled", async () => {

@@ -5,7 +5,8 @@ import type { RedisClient } from "../shared/connection.js";
 const BESIDE_JOB = ["logs", "processed", "failed", "unsuccessful", "dependencies"];
 
 /**
- * Gives each job `worker` finishes for good, and the keys beside it, a TTL of `ttlS` seconds.
+ * Gives each job `worker` finishes for good, and the keys beside it, a TTL of `ttlS` seconds
+ * (or of the age it was queued to be kept, if shorter).
  * BullMQ's `removeOnComplete: { age }` removes a finished job only when a later job on its
  * queue finishes, so the last jobs of a queue that goes idle were kept forever; with a TTL
  * Redis removes them on time whatever the queue does next. (A hash's TTL survives the HSETs
@@ -14,8 +15,10 @@ const BESIDE_JOB = ["logs", "processed", "failed", "unsuccessful", "dependencies
 export function expireFinished(worker: Worker, redis: RedisClient, ttlS: number): void {
   const expire = (job: Job) => {
     const key = `${job.queueQualifiedName}:${job.id ?? ""}`;
-    const pipeline = redis.pipeline().expire(key, ttlS);
-    for (const beside of BESIDE_JOB) pipeline.expire(`${key}:${beside}`, ttlS);
+    // a job kept less than JOB_TTL_S (a sync completion's SYNC_JOB_TTL_S) is kept that long
+    const ttl = Math.min(ttlS, keptFor(job) ?? ttlS);
+    const pipeline = redis.pipeline().expire(key, ttl);
+    for (const beside of BESIDE_JOB) pipeline.expire(`${key}:${beside}`, ttl);
     void pipeline.exec().catch(() => undefined);
   };
   worker.on("completed", expire);
@@ -27,4 +30,11 @@ export function expireFinished(worker: Worker, redis: RedisClient, ttlS: number)
         () => undefined,
       );
   });
+}
+
+/** How long the job was queued to be kept once finished (`removeOnComplete: { age }`), in s. */
+function keptFor(job: Job): number | undefined {
+  const kept = job.opts.removeOnComplete;
+  const age = typeof kept === "object" && "age" in kept ? kept.age : undefined;
+  return typeof age === "number" && age > 0 ? age : undefined;
 }
