@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { CompletionResult } from "./generation.js";
 import { wireErrorSchema } from "./wire.js";
 
 export const jobStatusSchema = z.enum([
@@ -42,16 +43,30 @@ export function bullPriority(priority: number): number {
 }
 
 /**
- * What a generator job returns to BullMQ: its result is its log's `result` event, read from
- * there. BullMQ keeps a job's return value in its hash and again in its queue's events stream,
- * which has no TTL, only a length (10,000 entries), and one completion's result with logprobs
- * (n choices of top-20 logprobs a token) is megabytes: ~750 MB a model version, kept.
+ * What a generator job returns to BullMQ: its result without its logprobs, flagged: the
+ * whole result is its log's `result` event, read from there. BullMQ keeps a job's return
+ * value in its hash and again in its queue's events stream, which has no TTL, only a length
+ * (10,000 entries), and one completion's logprobs (top-20 alternatives a token) are
+ * megabytes: ~750 MB a model version, kept. An API older than its workers (a rolling upgrade
+ * upgrades the workers first) still reads a result here, without the logprobs it asked for.
  */
-export const RESULT_IN_LOG = { result_in_log: true } as const;
-export type ResultInLog = typeof RESULT_IN_LOG;
+export type ResultInLog = Omit<CompletionResult, "logprobs" | "prompt_logprobs"> & {
+  result_in_log: true;
+};
+
+export function resultInLog(result: CompletionResult): ResultInLog {
+  const { logprobs: _, prompt_logprobs: __, ...rest } = result;
+  return { ...rest, result_in_log: true };
+}
 
 export function isResultInLog(value: unknown): value is ResultInLog {
   return (value as Partial<ResultInLog> | null)?.result_in_log === true;
+}
+
+/** What a ResultInLog holds of its result: all but the logprobs. */
+export function withoutFlag(value: ResultInLog): CompletionResult {
+  const { result_in_log: _, ...result } = value;
+  return result;
 }
 
 /** A request's priority from its BullMQ job's (bullPriority's inverse; 0: none was given). */

@@ -91,14 +91,16 @@ export class OpenAiBatchRunner {
     // a batch that will run lines takes a seat among its tenant's first: one tenant's many
     // batches take turns, and another's is not left behind all of them (one cancelled or out
     // of its window ends without one)
-    const runsLines =
+    // (with API_KEYS unset every caller is one tenant, "": there is no other to make room for)
+    const takesSeat =
+      batch.owner !== "" &&
       (batch.status === "validating" || batch.status === "in_progress") &&
       batch.expires_at * 1000 > Date.now();
     const running = this.client.runningBatches;
-    if (runsLines && !(await running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS)))
+    if (takesSeat && !(await running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS)))
       throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
     let renewal: Promise<unknown> = Promise.resolve();
-    const renewing = runsLines
+    const renewing = takesSeat
       ? setInterval(() => {
           renewal = running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS).catch(() => false);
         }, SEAT_LEASE_MS / 3)
@@ -114,7 +116,7 @@ export class OpenAiBatchRunner {
       clearInterval(renewing);
       // after a renewal in flight, which would otherwise seat the batch again once it left
       await renewal;
-      if (runsLines) await running.leave(batch.owner, id).catch(() => undefined);
+      if (takesSeat) await running.leave(batch.owner, id).catch(() => undefined);
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");

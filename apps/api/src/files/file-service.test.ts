@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { deletePrefix, InferenceClient } from "@ferry/transport";
+import { createRedis, deletePrefix, InferenceClient, Keys } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MultipartEvent } from "../http/multipart.js";
 import { FileService } from "./file-service.js";
@@ -179,6 +179,35 @@ describe("a tenant's file storage", () => {
     expect((await client.storage.usage(t.id)).items).toBe(3);
   });
 
+  it("an upload's reservation is a lease it renews, not the file's day: one whose API died goes in minutes", async () => {
+    const t = owner();
+    const file = inputFile(3_000);
+    let wake = () => {};
+    const stalled = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    const running = files.upload(uploadEvents(file, 64 * 1024, stalled), t, undefined, false);
+    const redis = createRedis(url);
+    try {
+      const held = async () =>
+        Object.fromEntries(
+          chunked(await redis.zrange(new Keys(prefix).storageExpiry(t.id), 0, -1, "WITHSCORES")),
+        );
+      await waitUntil(async () => Object.keys(await held()).length === 1);
+      const [[name, until]] = Object.entries(await held()) as [[string, string]];
+      expect(name).toMatch(/^file-.+@\d+$/);
+      const now = Date.now() / 1000;
+      expect(Number(until)).toBeGreaterThan(now + 200);
+      expect(Number(until)).toBeLessThanOrEqual(now + 301);
+      wake();
+      const done = await running;
+      // once whole, held as the file until it expires
+      expect(await held()).toEqual({ [done.id]: String(done.expires_at) });
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it("does not hold the admin", async () => {
     const admin = { id: "admin", admin: true };
     const file = inputFile(8_000);
@@ -210,3 +239,14 @@ describe("a file's name", () => {
     await files.delete(ok.id, tenant);
   });
 });
+
+/** [a, 1, b, 2] as [[a, 1], [b, 2]]. */
+function chunked(flat: string[]): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  for (let k = 0; k + 1 < flat.length; k += 2) out.push([flat[k] ?? "", flat[k + 1] ?? ""]);
+  return out;
+}
+
+async function waitUntil(check: () => Promise<boolean>): Promise<void> {
+  for (let k = 0; k < 200 && !(await check()); k++) await new Promise((r) => setTimeout(r, 10));
+}

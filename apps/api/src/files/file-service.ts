@@ -1,6 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
-import type { InferenceClient, ListPage, StorageLimits, StoredFile } from "@ferry/transport";
+import {
+  type InferenceClient,
+  type ListPage,
+  type StorageLimits,
+  type StoredFile,
+  WriterFencedError,
+} from "@ferry/transport";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
 import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";
@@ -28,6 +34,8 @@ const UPLOAD_PURPOSES = ["batch"];
  * it grows (doubling): a round trip per doubling, not per chunk.
  */
 const RESERVE_STEP_BYTES = 8 * 1024 * 1024;
+/** How long an upload's reservation lasts unless the upload renews it (a third at a time), in s. */
+const RESERVATION_LEASE_S = 300;
 /**
  * Characters of a file's name, as most file systems allow: it is kept and listed with the
  * file (a list of 10,000 files with names of the 16 KB a part's headers may hold was 162 MB).
@@ -81,9 +89,11 @@ export class FileService {
     // discards nothing of it (FileStore orders numbered writers)
     const writer = String(Date.now());
     // this attempt's reservation, its own: a retry that took the key over holds its own, and
-    // this one failing lets go of this one's only
+    // this one failing lets go of this one's only. It is a lease this upload renews while it
+    // runs: an API that dies mid-upload leaves it a few minutes, not the file's day
     const reservation = `${id}@${writer}`;
     const expiresAtS = Math.floor(Date.now() / 1000) + this.client.files.ttlS;
+    const leaseEnd = () => Math.floor(Date.now() / 1000) + RESERVATION_LEASE_S;
     /** Bytes reserved (0: none), and the file's bytes received so far. */
     let reserved = 0;
     let received = 0;
@@ -94,11 +104,20 @@ export class FileService {
         tenant.id,
         reservation,
         Math.min(bytes, this.limits.maxBytes),
-        expiresAtS,
+        leaseEnd(),
         this.quota,
         Math.min(least, this.limits.maxBytes),
       );
     };
+    const renewing = setInterval(
+      () => {
+        if (reserved > 0)
+          this.client.storage.extend(tenant.id, reservation, leaseEnd()).catch(() => undefined);
+      },
+      (RESERVATION_LEASE_S * 1000) / 3,
+    );
+    /** Whether the reservation is held as the file (`id`) now. */
+    let settled = false;
     let file: StoredFile;
     let upload: InputFileUpload | undefined;
     let inFile = false;
@@ -168,18 +187,23 @@ export class FileService {
         throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
       checkPurpose(purpose);
       if (refused) throw refused;
+      // held as the file before it is whole: from then on a DELETE lets go of what it holds
+      if (reserved > 0) {
+        await this.client.storage.settle(tenant.id, id, received, expiresAtS, reservation);
+        settled = true;
+      }
       file = await this.client.files.finish(id, tenant.id, [...upload.urls], writer);
     } catch (err) {
       if (upload) await this.client.files.discard(id, writer);
-      if (reserved > 0) await this.client.storage.release(tenant.id, reservation);
+      // a retry that took the key over writes the file (this attempt was fenced): its share
+      // is the retry's to keep
+      if (settled && !(err instanceof WriterFencedError))
+        await this.client.storage.release(tenant.id, id);
+      else if (reserved > 0 && !settled) await this.client.storage.release(tenant.id, reservation);
       throw err;
+    } finally {
+      clearInterval(renewing);
     }
-    // the file is whole whatever happens here: a settling that fails leaves the reservation
-    // (what it may have taken, not less) counted until the file expires
-    if (reserved > 0)
-      await this.client.storage
-        .settle(tenant.id, id, file.bytes, file.expires_at, reservation)
-        .catch(() => undefined);
     return fileObject(file);
   }
 

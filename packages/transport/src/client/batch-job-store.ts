@@ -304,7 +304,9 @@ export class BatchJobStore {
     const epoch = predictionEpoch(Date.now(), this.ttlS);
     const raw =
       (await this.redis.hget(this.keys.predictions(model, owner, epoch), key)) ??
-      (await this.redis.hget(this.keys.predictions(model, owner, epoch - 1), key));
+      (await this.redis.hget(this.keys.predictions(model, owner, epoch - 1), key)) ??
+      // the one hash of a Ferry before spans, until it expires
+      (await this.redis.hget(this.keys.legacyPredictions(model, owner), key));
     if (raw === null) return undefined;
     if (raw.startsWith("{")) return JSON.parse(raw) as StoredBatchRow;
     const at = decodeRowPointer(raw);

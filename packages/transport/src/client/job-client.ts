@@ -13,6 +13,7 @@ import {
   type RowInputs,
   type TraceCarrierWire,
   WIRE_VERSION,
+  withoutFlag,
 } from "@ferry/protocol";
 import { Job, type Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
@@ -290,12 +291,14 @@ export class JobClient {
         };
     }
     const record = emptyRecord(id, index, status);
-    // a completion's result is its log's, not a copy in BullMQ's job (RESULT_IN_LOG)
+    // a completion's result is its log's (ResultInLog): BullMQ's copy lacks its logprobs, and
+    // is what is left if the log went first
     const result =
       status !== "succeeded"
         ? null
         : isResultInLog(job.returnvalue)
-          ? ((await this.endOfLog({ queue: index.queue, id }))?.result ?? null)
+          ? ((await this.endOfLog({ queue: index.queue, id }))?.result ??
+            withoutFlag(job.returnvalue))
           : (job.returnvalue ?? null);
     return {
       ...record,

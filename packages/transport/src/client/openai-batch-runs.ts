@@ -64,7 +64,9 @@ export class OpenAiBatchRuns {
           await run(job.data.batch, stop);
         } catch (err) {
           if (err instanceof PostponedRun && token !== undefined) {
-            await job.moveToDelayed(Date.now() + err.delayMs, token);
+            // one that cannot be moved (its lock lost, Redis away) stalls back to the queue
+            // once its lock lapses: no attempt is spent either way
+            await job.moveToDelayed(Date.now() + err.delayMs, token).catch(() => undefined);
             throw new DelayedError();
           }
           if (stop.aborted && token !== undefined) {

@@ -142,7 +142,7 @@ describe("QueueDepth.admit, the lowest band", () => {
     for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true, true);
     await expect(depth.admit("m.v1", 10, true, true)).rejects.toMatchObject({
       code: "QUEUE_FULL",
-      message: expect.stringMatching(/fills at most 5 of its 10, the rest is kept for interactive/),
+      message: expect.stringMatching(/only while fewer than 5 of its 10 wait, the rest is kept/),
     });
     for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true);
     await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({

@@ -154,7 +154,7 @@ export class QueueDepth {
       throw lowest && limit < queueLimit
         ? FerryError.refusal(
             "QUEUE_FULL",
-            `Queue for ${name} holds ${depth} waiting; the lowest priority (batch lines) fills at most ${limit} of its ${queueLimit}, the rest is kept for interactive requests`,
+            `Queue for ${name} holds ${depth} waiting; the lowest priority (batch lines) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for interactive requests`,
             { retryAfterS: 1 },
           )
         : full(name, depth, limit, 1);

@@ -243,6 +243,13 @@ export class Keys {
       : `${this.prefix}:predictions:${model}:${owner}:@${epoch}`;
   }
 
+  /** The predictions hash of a Ferry before spans (read, never written). */
+  legacyPredictions(model: string, owner: string): string {
+    return owner === ""
+      ? `${this.prefix}:predictions:${model}`
+      : `${this.prefix}:predictions:${model}:${owner}`;
+  }
+
   /** Hash of worker id -> heartbeat (models served, expiry); readers skip stale entries. */
   get workers(): string {
     return `${this.prefix}:workers`;

@@ -4,9 +4,9 @@ import {
   type GenerateJob,
   type JobEventBody,
   priorityOfBull,
-  RESULT_IN_LOG,
   type ResultInLog,
   type ResumePoint,
+  resultInLog,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { type Job, UnrecoverableError } from "bullmq";
@@ -86,7 +86,7 @@ export class GenerationConsumer {
           return this.fail(attempt, new FerryError("CANCELLED", "job was cancelled"));
         const ended = logged.find((e) => e.type === "result" || e.type === "error");
         // the earlier attempt finished and wrote its answer, but lost its lock before completing
-        if (ended?.type === "result") return RESULT_IN_LOG;
+        if (ended?.type === "result") return resultInLog(ended.result as CompletionResult);
         if (ended?.type === "error") throw new UnrecoverableError(formatFailure(ended.error));
         const tokens = logged.flatMap((e) => (e.type === "token" ? [e] : []));
         resume.ids = tokens.flatMap((e) => e.ids ?? []);
@@ -106,7 +106,7 @@ export class GenerationConsumer {
         const result = await handler(job.data, ctx);
         emit([{ type: "result", result }, { type: "done" }]);
         await this.events.flush(attempt.ref, attempt.fence);
-        return RESULT_IN_LOG;
+        return resultInLog(result);
       } catch (err) {
         if (this.events.gaveUp(attempt.ref, attempt.fence))
           return giveBack(attempt.job, attempt.token, attempt.lockDurationMs);
