@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { FerryError, messageOf, pause } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
@@ -106,6 +107,9 @@ export class OpenAiBatchRunner {
         }, SEAT_LEASE_MS / 3)
       : undefined;
     const stop = new AbortController();
+    // every line in flight listens on it (its event stream, its back-off): more than the
+    // default 10 is no leak here, and still a bounded number
+    setMaxListeners(8 * LINES_IN_FLIGHT, stop.signal);
     const unwatch = this.watch(batch, stop, handback);
     try {
       if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");

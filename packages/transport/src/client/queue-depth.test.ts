@@ -142,7 +142,9 @@ describe("QueueDepth.admit, the lowest band", () => {
     for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true, true);
     await expect(depth.admit("m.v1", 10, true, true)).rejects.toMatchObject({
       code: "QUEUE_FULL",
-      message: expect.stringMatching(/only while fewer than 5 of its 10 wait, the rest is kept/),
+      message: expect.stringMatching(
+        /priority 1-3 \(batch lines among them\) is queued only while fewer than 5 of its 10 wait/,
+      ),
     });
     for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true);
     await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({

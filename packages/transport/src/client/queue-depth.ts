@@ -154,7 +154,7 @@ export class QueueDepth {
       throw lowest && limit < queueLimit
         ? FerryError.refusal(
             "QUEUE_FULL",
-            `Queue for ${name} holds ${depth} waiting; the lowest priority (batch lines) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for interactive requests`,
+            `Queue for ${name} holds ${depth} waiting; priority 1-3 (batch lines among them) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for priority 4 and up`,
             { retryAfterS: 1 },
           )
         : full(name, depth, limit, 1);

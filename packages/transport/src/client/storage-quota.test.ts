@@ -57,6 +57,21 @@ describe("StorageQuota", () => {
     expect(await quota.usage("c")).toEqual({ bytes: 4, items: 3 });
   });
 
+  it("an upload growing past what is left is refused for its bytes, the key's other files named as they are", async () => {
+    const two = { maxBytes: 1_000, maxItems: 2 };
+    await quota.settle("e", "f", 300, now() + 60);
+    // of unknown length: granted what is left
+    expect(await quota.reserve("e", "u@1", 8_000, now() + 60, two, 1)).toBe(700);
+    await expect(quota.reserve("e", "u@1", 1_400, now() + 60, two, 900)).rejects.toMatchObject({
+      code: "QUOTA_EXCEEDED",
+      message: expect.stringMatching(
+        /holds 300 bytes of files, and this upload needs room for 900 more/,
+      ),
+    });
+    // its own reservation is still held, as it was
+    expect(await quota.usage("e")).toEqual({ bytes: 1_000, items: 2 });
+  });
+
   it("counts each of many uploads at once exactly once", async () => {
     const tries = await Promise.allSettled(
       Array.from({ length: 20 }, (_, k) =>

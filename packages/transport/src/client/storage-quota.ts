@@ -16,7 +16,8 @@ const TOTAL = "=total";
  * ARGV: now (s), id, bytes, expires_at (s), max_bytes, max_items, from (a thing let go
  * first, its bytes now `id`'s: an upload's reservation settled as the file; '' for none),
  * least (past the budget, `bytes` is cut to what is left, and refused below this).
- * Returns {1, total, items, bytes held} when held, {0, total, items} when refused.
+ * Returns {1, total, items, bytes held} when held; when refused {0, total, items, why} of the
+ * owner's other things (1: too many of them, 2: too many bytes).
  */
 const HOLD = `
 local now = tonumber(ARGV[1])
@@ -45,10 +46,12 @@ local total = tonumber(redis.call('HGET', KEYS[1], '${TOTAL}') or '0')
 local items = redis.call('ZCARD', KEYS[2])
 if id == '' then return {0, total, items} end
 local known = redis.call('ZSCORE', KEYS[2], id)
-if maxItems > 0 and not known and items + 1 > maxItems then return {0, total, items} end
+local others = items
+if known then others = items - 1 end
+if maxItems > 0 and not known and items + 1 > maxItems then return {0, total - held, others, 1} end
 if maxBytes > 0 and total - held + bytes > maxBytes then
   bytes = maxBytes - (total - held)
-  if bytes < tonumber(ARGV[8]) then return {0, total, items} end
+  if bytes < tonumber(ARGV[8]) then return {0, total - held, others, 2} end
 end
 redis.call('HSET', KEYS[1], id, bytes)
 total = redis.call('HINCRBY', KEYS[1], '${TOTAL}', bytes - held)
@@ -135,10 +138,11 @@ export class StorageQuota {
       least,
     );
     if (held === 1) return granted ?? bytes;
+    // (refused, the fourth is why: 1 for the number of things)
     const what =
-      limits.maxItems > 0 && items + 1 > limits.maxItems
+      granted === 1
         ? `it holds ${items} files, the most one key may keep (${limits.maxItems})`
-        : `it holds ${total} bytes of files, and this upload needs ${least} (the most one key may keep is ${limits.maxBytes})`;
+        : `it holds ${total} bytes of files, and this upload needs room for ${least} more (the most one key may keep is ${limits.maxBytes} bytes)`;
     throw new FerryError(
       "QUOTA_EXCEEDED",
       `This key's file storage is full: ${what}. Delete files it no longer needs (DELETE /v1/files/{id}), or wait for them to expire.`,
