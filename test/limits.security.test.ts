@@ -16,6 +16,8 @@ const stack = new Stack({
     MAX_STREAMS_PER_KEY: "3",
     MAX_BATCH_BODY_BYTES: String(4 * 1024 * 1024),
     FILE_STORAGE_PER_KEY_BYTES: String(3_000_000),
+    // one key may fill a queue here (the share is test/batch-admission.test.ts's)
+    KEY_QUEUE_SHARE: "1",
   },
 });
 beforeAll(() => stack.start());

@@ -32,6 +32,12 @@ export const envSchema = deploymentEnvSchema.extend({
    */
   BATCH_QUEUE_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /**
+   * The share of a model's `max_queue_size` one API key's waiting jobs (async jobs, completions,
+   * its batches' lines) may hold: another key's requests are not refused because one filled
+   * the queue. 1 holds none (a deployment of one key).
+   */
+  KEY_QUEUE_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
+  /**
    * Replicas that must hold an async job (or batch chunk) before it is accepted: WAIT on the
    * accepting write, so that a primary's failover cannot lose it. 0 (no WAIT) on one Redis
    * without replicas; 1 on a cluster with a replica per primary.

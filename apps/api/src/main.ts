@@ -71,6 +71,7 @@ const client = new InferenceClient({
   idempotencyTtlS: env.IDEMPOTENCY_TTL_S,
   queueWaitBudgetMs: env.QUEUE_WAIT_BUDGET_MS,
   batchQueueShare: env.BATCH_QUEUE_SHARE,
+  keyQueueShare: env.KEY_QUEUE_SHARE,
 });
 await client.ready();
 // A reload the workers accepted (announced with the model's new generation, by whichever

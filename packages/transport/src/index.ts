@@ -8,6 +8,7 @@ export * from "./client/job-client.js";
 export * from "./client/openai-batch-runs.js";
 export * from "./client/openai-batch-store.js";
 export type { ListPage } from "./client/owner-index.js";
+export * from "./client/owner-share.js";
 export * from "./client/prediction-cache.js";
 export * from "./client/running-batches.js";
 export * from "./client/serving-state.js";

@@ -35,3 +35,11 @@ export function assertVisible(
  * is forgotten once answered.
  */
 export const UNLISTED = "unlisted";
+
+/**
+ * Whether `tenant` is one API key among those a deployment serves (not the admin, not the one
+ * tenant of an open API): what it queues is held to its share of a queue (KEY_QUEUE_SHARE).
+ */
+export function oneOfSeveral(tenant: Tenant): boolean {
+  return !tenant.admin && tenant.id !== "";
+}

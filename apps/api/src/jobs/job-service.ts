@@ -10,7 +10,7 @@ import {
 import type { InferenceClient, JobRecord } from "@ferry/transport";
 import type { z } from "@hono/zod-openapi";
 import type { CallOptions } from "../http/call.js";
-import { assertVisible, type Tenant, UNLISTED } from "../http/tenant.js";
+import { assertVisible, oneOfSeveral, type Tenant, UNLISTED } from "../http/tenant.js";
 import type { JobBody, JobKind, JobRows } from "./job-kind.js";
 import type { jobRecordSchema } from "./schemas.js";
 
@@ -57,6 +57,7 @@ export class JobService {
         priority: opts.priority ?? DEFAULT_PRIORITY,
         maxQueueSize: config.max_queue_size,
         owner: opts.tenant.id,
+        shared: oneOfSeveral(opts.tenant),
         meta: { ...meta, request_id: opts.requestId },
         trace: opts.trace,
       },

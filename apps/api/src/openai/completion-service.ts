@@ -10,6 +10,7 @@ import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transpo
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
 import type { ServerTiming } from "../http/server-timing.js";
+import { oneOfSeveral } from "../http/tenant.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
@@ -282,6 +283,7 @@ export class CompletionService {
         priority: opts.priority ?? DEFAULT_PRIORITY,
         maxQueueSize: entry.config.max_queue_size,
         owner: opts.tenant.id,
+        shared: oneOfSeveral(opts.tenant),
       },
     };
   }

@@ -17,6 +17,7 @@ import { IdempotencyStore } from "./idempotency-store.js";
 import { JobClient } from "./job-client.js";
 import { OpenAiBatchRuns } from "./openai-batch-runs.js";
 import { OpenAiBatchStore } from "./openai-batch-store.js";
+import { OwnerShare } from "./owner-share.js";
 import { PredictionCache } from "./prediction-cache.js";
 import { queueBoardAdapters } from "./queue-board.js";
 import { QueueCounts } from "./queue-counts.js";
@@ -49,6 +50,11 @@ export interface InferenceClientOptions {
    * lines) may fill; the rest is kept for interactive requests. @defaultValue 0.5
    */
   batchQueueShare?: number;
+  /**
+   * The share of a queue's `max_queue_size` one tenant's waiting jobs may hold, for jobs
+   * queued `shared` (a tenant among several); 1 holds none. @defaultValue 1
+   */
+  keyQueueShare?: number;
   /**
    * Replicas that must hold an async job before it is accepted (WAIT after the accepting
    * write), and how long to wait for them. @defaultValue { replicas: 0, timeoutMs: 500 }
@@ -192,6 +198,10 @@ export class InferenceClient {
       this.control,
       this.jobTtlS,
       accept,
+      {
+        share: new OwnerShare(this.redis, this.keys, this.jobTtlS),
+        of: options.keyQueueShare ?? 1,
+      },
     );
   }
 

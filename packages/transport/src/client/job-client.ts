@@ -32,6 +32,7 @@ import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
 import { EXPIRED_MARK, JobRemoval, NOT_COMPUTED, WAITING_STATES } from "./job-removal.js";
+import type { OwnerShare } from "./owner-share.js";
 import type { QueueDepth } from "./queue-depth.js";
 
 /** How a job is queued and whose it is. */
@@ -42,6 +43,11 @@ export interface EnqueueOptions {
   maxQueueSize: number;
   /** The tenant the job belongs to ("" when the API is open to all). */
   owner: string;
+  /**
+   * The owner is one tenant among several (an API key, not the admin): its waiting jobs are
+   * held to its share of the queue (the client's keyQueueShare).
+   */
+  shared?: boolean | undefined;
   /**
    * How long the job, its answer and its event log are kept once it ends, in s: less than
    * an async job's for a sync completion, kept only so that its stream can be resumed.
@@ -86,6 +92,8 @@ export class JobClient {
     private readonly ttlS: number,
     /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
     private readonly accept: AcceptReplicas,
+    /** What holds one tenant's waiting jobs to a share of a queue, and that share. */
+    private readonly ownerShare?: { share: OwnerShare; of: number },
   ) {
     this.removal = new JobRemoval(redis, keys, queue, closer, control, ttlS, this);
   }
@@ -349,6 +357,14 @@ export class JobClient {
       true,
       priorityBand(options.priority) === BATCH_BAND,
     );
+    if (options.shared && this.ownerShare && this.ownerShare.of < 1)
+      await this.ownerShare.share
+        .take(queue, options.owner, id, options.maxQueueSize, this.ownerShare.of)
+        .catch((err: unknown) => {
+          // not queued after all: it no longer counts in the queue's depth
+          this.depth.withdraw(queue);
+          throw err;
+        });
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;

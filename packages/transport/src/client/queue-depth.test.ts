@@ -153,3 +153,19 @@ describe("QueueDepth.admit, the lowest band", () => {
     });
   });
 });
+
+describe("QueueDepth.admit after a quiet spell", () => {
+  it("reads the queue again rather than refuse on a count a second old", async () => {
+    let waiting = 10;
+    let now = 1_000_000;
+    const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
+    await expect(depth.admit("m.v1", 10)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    // (the refresh the refusal started lands)
+    await new Promise((r) => setTimeout(r, 0));
+    await expect(depth.admit("m.v1", 10)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    waiting = 0;
+    now += 2_000;
+    await depth.admit("m.v1", 10);
+  });
+});

@@ -12,6 +12,8 @@ interface Sample {
 
 /** How stale a sample of a queue's length may be before it is refreshed, in ms. */
 const STALE_MS = 100;
+/** How stale a sample may be and still refuse a job before its refresh is back, in ms. */
+const UNTRUSTED_MS = 1_000;
 
 /** Answered rows per queue, counted over windows of this length to measure its service rate. */
 const RATE_WINDOW_MS = 1_000;
@@ -141,13 +143,15 @@ export class QueueDepth {
       ? Math.max(1, Math.floor(queueLimit * (this.shedding.lowestBandShare ?? 1)))
       : queueLimit;
     const sample = this.sample(name);
-    const stale = this.now() - sample.at > STALE_MS;
-    if (stale) {
+    const age = this.now() - sample.at;
+    if (age > STALE_MS) {
       const refresh = this.refresh(name, sample);
       const depth = this.depth(name, sample);
       // full already: refuse at once (the refresh goes on for the next request); only a
-      // queue near its limit waits for a fresh count before deciding
-      if (depth < limit && depth >= limit * 0.8) await refresh;
+      // queue near its limit waits for a fresh count before deciding. A count older than
+      // UNTRUSTED_MS (the queue was left alone since) says nothing of now: it is waited for,
+      // or the first request after a quiet spell is refused for jobs long gone
+      if (age > UNTRUSTED_MS || (depth < limit && depth >= limit * 0.8)) await refresh;
     }
     const depth = this.depth(name, sample);
     if (depth >= limit)
@@ -159,6 +163,11 @@ export class QueueDepth {
           )
         : full(name, depth, limit, 1);
     if (job) sample.admitted.push(this.now());
+  }
+
+  /** A job admitted (`admit` with `job`) was refused after all, by what else holds it. */
+  withdraw(name: string): void {
+    this.sample(name).admitted.pop();
   }
 
   /** A queue's work by state, read from Redis (for dashboards, not admission). */

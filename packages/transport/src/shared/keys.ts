@@ -208,6 +208,19 @@ export class Keys {
     return `${this.prefix}:storage-expiry:{owner:${owner}}`;
   }
 
+  /**
+   * Sorted set of one tenant's jobs waiting in a model version's queue (id -> enqueued at ms),
+   * in the queue's slot beside BullMQ's own keys: what holds a key to its share of the queue.
+   */
+  ownerQueued(queue: string, owner: string): string {
+    return `${this.prefix}:queued:{${queue}}:${owner}`;
+  }
+
+  /** BullMQ's sorted set of a queue's waiting jobs that have a priority (Ferry's all do). */
+  bullPrioritized(queue: string): string {
+    return `${this.prefix}:${bullQueueName(queue)}:prioritized`;
+  }
+
   /** Hash describing one OpenAI-shaped batch: status, counts, timestamps, files. */
   openAiBatch(id: string): string {
     return `${this.prefix}:openai-batch:{${id}}`;
