@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
 import type { Context, MiddlewareHandler } from "hono";
 import { getCookie } from "hono/cookie";
-import { OPEN_TENANT, type Tenant } from "../http/tenant.js";
+import { ADMIN_ID, OPEN_TENANT, type Tenant } from "../http/tenant.js";
 
 /** Compares secrets in constant time: both sides are hashed first, so lengths leak nothing. */
 export function secretEquals(given: string, expected: string): boolean {
@@ -56,7 +56,7 @@ export function apiKeyAuthenticator(
     if (given !== undefined) {
       // every key is compared, so the time taken does not say which one nearly matched
       for (const t of tenants) if (secretEquals(given, t.key)) tenant = t.tenant;
-      if (adminToken && secretEquals(given, adminToken)) tenant = { id: "admin", admin: true };
+      if (adminToken && secretEquals(given, adminToken)) tenant = { id: ADMIN_ID, admin: true };
     }
     if (!tenant)
       throw new FerryError(
@@ -108,7 +108,7 @@ export function adminAuth(token: string | undefined): MiddlewareHandler {
         "FORBIDDEN",
         "Cross-site request refused: admin changes by cookie must come from this server's own pages (API clients send Authorization: Bearer)",
       );
-    c.set("tenant", { id: "admin", admin: true });
+    c.set("tenant", { id: ADMIN_ID, admin: true });
     await next();
   };
 }

@@ -351,15 +351,18 @@ export class JobClient {
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    await this.depth.admit(
-      queue,
-      options.maxQueueSize,
-      true,
-      priorityBand(options.priority) === BATCH_BAND,
-    );
+    const lowest = priorityBand(options.priority) === BATCH_BAND;
+    await this.depth.admit(queue, options.maxQueueSize, true, lowest);
     if (options.shared && this.ownerShare && this.ownerShare.of < 1)
       await this.ownerShare.share
-        .take(queue, options.owner, id, options.maxQueueSize, this.ownerShare.of)
+        .take(
+          queue,
+          options.owner,
+          id,
+          options.maxQueueSize,
+          this.ownerShare.of,
+          lowest ? { share: this.depth.lowestBandShare } : undefined,
+        )
         .catch((err: unknown) => {
           // not queued after all: it no longer counts in the queue's depth
           this.depth.withdraw(queue);

@@ -52,6 +52,35 @@ describe("OwnerShare", () => {
     expect(await redis.ttl(set)).toBeGreaterThan(590);
   });
 
+  it("a job a worker took, however young, frees its place at once: the share is of waiting jobs, not a rate", async () => {
+    for (let round = 0; round < 5; round++)
+      for (let k = 0; k < 3; k++) {
+        const id = `e${round}-${k}`;
+        await share.take(queue, "e", id, 10, 0.3);
+        // taken at once: its hash exists, it is in no waiting set
+        await redis.hset(`${keys.bullJobPrefix(queue)}${id}`, "name", "generate");
+      }
+    expect(await redis.zcard(keys.ownerQueued(queue, "e"))).toBeLessThanOrEqual(3);
+  });
+
+  it("a key's lowest-priority jobs fill only BATCH_QUEUE_SHARE of its share: its interactive ones keep room", async () => {
+    const lowest = { share: 0.5 };
+    for (const id of ["f1", "f2"]) {
+      await share.take(queue, "f", id, 10, 0.5, lowest);
+      await waiting(id);
+    }
+    await expect(share.take(queue, "f", "f3", 10, 0.5, lowest)).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+      message: expect.stringMatching(
+        /at priority 1-3 \(batch lines among them\) one key may have 2 there, the rest of its 5 kept/,
+      ),
+    });
+    for (const id of ["f4", "f5", "f6"]) await share.take(queue, "f", id, 10, 0.5);
+    await expect(share.take(queue, "f", "f7", 10, 0.5)).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+    });
+  });
+
   it("counts each of many jobs sent at once exactly once", async () => {
     const tries = await Promise.allSettled(
       Array.from({ length: 20 }, (_, k) => share.take(queue, "d", `d${k}`, 20, 0.5)),

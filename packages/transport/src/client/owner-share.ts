@@ -5,45 +5,60 @@ import { LuaCommand } from "../shared/lua-command.js";
 import { guarded } from "../shared/redis-guard.js";
 
 /**
- * Counts an owner's jobs still waiting in a queue and, under `cap`, takes job `id` in among
- * them. A member no longer in BullMQ's waiting set (taken by a worker, cancelled, expired) is
- * dropped: the oldest `scan` at each call, every one when the count reaches the cap. Members
- * younger than `young` ms are never dropped: their job may not be queued yet.
- * KEYS: the owner's set, BullMQ's prioritized set (one slot: the queue's tag).
- * ARGV: id, now (ms), cap, ttl (s), scan, young (ms).
+ * Counts an owner's jobs still waiting in a queue and, under its cap, takes job `id` in among
+ * them. A member is dropped once its job is no longer waiting: its job's hash exists and it
+ * is not in BullMQ's prioritized set (taken by a worker, finished), or it has no hash and is
+ * older than `young` ms (cancelled, expired, or its add never landed; a younger one's add may
+ * still be on its way). The oldest `scan` members are looked at on each call, every one when
+ * the count reaches the cap, at most once per `every` ms (a key at its cap is refused on the
+ * count meanwhile, not looked through on each try).
+ * KEYS: the owner's set, BullMQ's prioritized set, the owner's last full look (one slot: the
+ * queue's tag). ARGV: id, cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix
+ * of the queue's jobs.
  * Returns -1 when taken in, else the owner's count of waiting jobs.
  */
 const TAKE = `
-local now, young = tonumber(ARGV[2]), tonumber(ARGV[6])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local young, jobs = tonumber(ARGV[5]), ARGV[7]
 local function prune(n)
-  local members = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - young, 'LIMIT', 0, n)
-  for _, m in ipairs(members) do
-    if not redis.call('ZSCORE', KEYS[2], m) then redis.call('ZREM', KEYS[1], m) end
+  local members = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
+  for k = 1, #members, 2 do
+    local m, at = members[k], tonumber(members[k + 1])
+    if not redis.call('ZSCORE', KEYS[2], m) then
+      if redis.call('EXISTS', jobs .. m) == 1 or at < now - young then
+        redis.call('ZREM', KEYS[1], m)
+      end
+    end
   end
 end
-prune(tonumber(ARGV[5]))
-local cap = tonumber(ARGV[3])
+prune(tonumber(ARGV[4]))
+local cap = tonumber(ARGV[2])
 local count = redis.call('ZCARD', KEYS[1])
-if count >= cap then
+if count >= cap and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
   prune(count)
   count = redis.call('ZCARD', KEYS[1])
-  if count >= cap then return count end
 end
+if count >= cap then return count end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
 return -1
 `;
 
 /** Members looked at on each call, oldest first (a queue is taken from mostly in order). */
 const SCAN = 64;
-/** How long a member is kept whatever BullMQ says: its job's own add may not have landed. */
+/** How long a member whose job is not in Redis yet is kept: its add may be on its way. */
 const YOUNG_MS = 2_000;
+/** How often a key at its cap has all its members looked through, at most, in ms. */
+const FULL_LOOK_MS = 250;
 
 /**
  * Holds each tenant to a share of a model version's queue: one key's jobs waiting there may
- * fill at most `share` of its `max_queue_size`, so that one key cannot leave every other
- * key's requests to that model nothing but 429s (KEY_QUEUE_SHARE). Counted in Redis beside
- * BullMQ's own waiting set, across every API replica, with no worker taking part.
+ * fill at most `share` of its `max_queue_size` (its lowest-priority jobs, batch lines, only
+ * `lowestShare` of that, so that its own interactive requests keep room), so that one key
+ * cannot leave every other key's requests to that model nothing but 429s (KEY_QUEUE_SHARE).
+ * Counted in Redis beside BullMQ's own waiting set, across every API replica, with no worker
+ * taking part.
  */
 export class OwnerShare {
   private readonly takeScript: LuaCommand<number>;
@@ -54,35 +69,45 @@ export class OwnerShare {
     /** How long an owner's set lives past its last job, in s (JOB_TTL_S). */
     private readonly ttlS: number,
   ) {
-    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare", 2, TAKE);
+    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare", 3, TAKE);
   }
 
-  /** Counts job `id` among `owner`'s waiting in `queue`, or refuses it (QUEUE_FULL). */
+  /**
+   * Counts job `id` among `owner`'s waiting in `queue`, or refuses it (QUEUE_FULL). `lowest`:
+   * a job of the lowest priority band, held to `lowestShare` of the owner's share.
+   */
   async take(
     queue: string,
     owner: string,
     id: string,
     maxQueueSize: number,
     share: number,
+    lowest?: { share: number },
   ): Promise<void> {
-    const cap = Math.max(1, Math.floor(maxQueueSize * share));
+    const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
+    const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowest.share)) : ownerCap;
+    const set = this.keys.ownerQueued(queue, owner);
     const count = await guarded(() =>
       this.takeScript.run(
         this.redis,
-        this.keys.ownerQueued(queue, owner),
+        set,
         this.keys.bullPrioritized(queue),
+        `${set}:looked`,
         id,
-        Date.now(),
         cap,
         this.ttlS,
         SCAN,
         YOUNG_MS,
+        FULL_LOOK_MS,
+        this.keys.bullJobPrefix(queue),
       ),
     );
     if (count < 0) return;
     throw FerryError.refusal(
       "QUEUE_FULL",
-      `This key has ${count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${cap} of its ${maxQueueSize})`,
+      lowest && cap < ownerCap
+        ? `This key has ${count} requests waiting for ${queue}; at priority 1-3 (batch lines among them) one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
+        : `This key has ${count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${cap} of its ${maxQueueSize})`,
       { retryAfterS: 1 },
     );
   }

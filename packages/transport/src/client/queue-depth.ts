@@ -165,6 +165,11 @@ export class QueueDepth {
     if (job) sample.admitted.push(this.now());
   }
 
+  /** The share of a limit the lowest band may fill (Shedding's lowestBandShare). */
+  get lowestBandShare(): number {
+    return this.shedding.lowestBandShare ?? 1;
+  }
+
   /** A job admitted (`admit` with `job`) was refused after all, by what else holds it. */
   withdraw(name: string): void {
     this.sample(name).admitted.pop();

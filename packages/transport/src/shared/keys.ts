@@ -216,6 +216,11 @@ export class Keys {
     return `${this.prefix}:queued:{${queue}}:${owner}`;
   }
 
+  /** What BullMQ's key of one of a queue's jobs begins with (the job's id follows). */
+  bullJobPrefix(queue: string): string {
+    return `${this.prefix}:${bullQueueName(queue)}:`;
+  }
+
   /** BullMQ's sorted set of a queue's waiting jobs that have a priority (Ferry's all do). */
   bullPrioritized(queue: string): string {
     return `${this.prefix}:${bullQueueName(queue)}:prioritized`;
