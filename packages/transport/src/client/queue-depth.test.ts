@@ -169,3 +169,20 @@ describe("QueueDepth.admit after a quiet spell", () => {
     await depth.admit("m.v1", 10);
   });
 });
+
+describe("QueueDepth.admitRow after a quiet spell", () => {
+  it("does not refuse a sync row on a count a second old that nobody reads again", async () => {
+    let waiting = 10;
+    let now = 1_000_000;
+    const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
+    depth.admitRow("m.v1", 10, now + 30_000);
+    await new Promise((r) => setTimeout(r, 0));
+    now += 200;
+    expect(() => depth.admitRow("m.v1", 10, now + 30_000)).toThrow(/is full/);
+    await new Promise((r) => setTimeout(r, 0));
+    waiting = 0;
+    now += 2_000;
+    expect(() => depth.admitRow("m.v1", 10, now + 30_000)).not.toThrow();
+  });
+});

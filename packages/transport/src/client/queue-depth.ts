@@ -76,8 +76,14 @@ export class QueueDepth {
    */
   admitRow(name: string, limit: number, deadline: number): void {
     const sample = this.sample(name);
-    if (this.now() - sample.at > STALE_MS) void this.refresh(name, sample);
-    const depth = this.depth(name, sample);
+    const age = this.now() - sample.at;
+    // a count of the queue older than UNTRUSTED_MS that nobody is reading again (the queue was
+    // left alone since) says nothing of now: only this process's own rows count until it is
+    // back (a sync row does not wait for it). Under load a read is always on its way, however
+    // slow Redis answers, and the last count stands meanwhile
+    const quiet = age > UNTRUSTED_MS && sample.refreshing === undefined;
+    if (age > STALE_MS) void this.refresh(name, sample);
+    const depth = quiet ? (this.outstanding.get(name) ?? 0) : this.depth(name, sample);
     if (depth >= limit) throw full(name, depth, limit, 1);
     const rate = this.rates.get(name);
     if (!rate || rate.perS <= 0 || this.now() - rate.at > RATE_STALE_MS) return;
