@@ -90,7 +90,9 @@ describe("batch lines, interactive requests and keys share a model's queue", () 
     // room is left for another key
     expect((await submit("k3", 0)).status).toBe(202);
     // one of k2's cancelled: its place is free at once
-    const { id } = (await more.find((r) => r.status === 202)?.json()) as { id: string };
+    const taken = more.find((r) => r.status === 202);
+    if (!taken) throw new Error("none of k2's was taken");
+    const { id } = (await taken.json()) as { id: string };
     await fetch(stack.url(`/v1/jobs/${id}`), {
       method: "DELETE",
       headers: { Authorization: "Bearer k2" },
