@@ -5,6 +5,7 @@ import {
   type OpenAiBatchStatus,
   WriterFencedError,
 } from "@ferry/transport";
+import { ADMIN_ID } from "../http/tenant.js";
 import { fileIdFor, notRun } from "./batch-lines.js";
 import { decodeChunkAnswers } from "./chunk-answers.js";
 import { OutputFile } from "./output-file.js";
@@ -145,7 +146,7 @@ async function writeAndEnd(
       await errors.addBlock(failed);
       kept += ok.lines + failed.lines;
     }
-    const files = await closeBoth(output, errors);
+    const files = await closeBoth(client, output, errors);
     // every line answered, or a cancel that ended it anyway: the batch ends as it would have
     if (index + kept >= batch.total || ending === "cancelled")
       return store.finish(id, ending, files, ttlS, writer);
@@ -156,18 +157,29 @@ async function writeAndEnd(
       writer,
     );
   }
-  await store.finish(id, ending, await closeBoth(output, errors), ttlS, writer);
+  await store.finish(id, ending, await closeBoth(client, output, errors), ttlS, writer);
 }
 
-/** Closes both files; the ids of those that got a line. */
+/**
+ * Closes both files, each counted in its owner's file storage (the quota its uploads are
+ * held to: a batch's output is what it keeps too, until deleted or expired); the ids of those
+ * that got a line.
+ */
 async function closeBoth(
+  client: InferenceClient,
   output: OutputFile,
   errors: OutputFile,
 ): Promise<{ output_file_id?: string; error_file_id?: string }> {
-  const outputId = await output.close();
-  const errorId = await errors.close();
+  const written = { output: await output.close(), errors: await errors.close() };
+  for (const file of [written.output, written.errors])
+    if (file && file.owner !== ADMIN_ID)
+      // never refused (the answers are computed) and never failing the batch: a file not
+      // counted is what a failed count leaves
+      await client.storage
+        .settle(file.owner, file.id, file.bytes, file.expires_at)
+        .catch(() => undefined);
   return {
-    ...(outputId ? { output_file_id: outputId } : {}),
-    ...(errorId ? { error_file_id: errorId } : {}),
+    ...(written.output ? { output_file_id: written.output.id } : {}),
+    ...(written.errors ? { error_file_id: written.errors.id } : {}),
   };
 }

@@ -142,6 +142,11 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     const errors = await read(batch?.error_file_id);
     expect(errors.map((l) => [l.custom_id, l.response.status_code])).toEqual([[FAILING, 400]]);
     expect((await client.files.get(batch?.output_file_id ?? ""))?.lines).toBe(answered.length);
+    // both files count in their owner's file storage, at their size
+    for (const file of [batch?.output_file_id, batch?.error_file_id])
+      expect(await client.storage.held("", file ?? "")).toBe(
+        (await client.files.get(file ?? ""))?.bytes,
+      );
     expect(output[0]?.response.body).toEqual({ echo: "c0-0", earlier: true });
     expect(output[PER_CHUNK + 1]?.response.body).toEqual({ echo: "c1-1" });
     // a chunk's answers are kept once: a second record of it changes nothing

@@ -1,4 +1,4 @@
-import type { FileStore, NewFile } from "@ferry/transport";
+import type { FileStore, NewFile, StoredFile } from "@ferry/transport";
 import type { LineBlock } from "./chunk-answers.js";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
@@ -49,14 +49,14 @@ export class OutputFile {
     if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
   }
 
-  /** Its id once whole, or undefined when it got no line (and is gone). */
-  async close(): Promise<string | undefined> {
+  /** The file once whole, or undefined when it got no line (and is gone). */
+  async close(): Promise<StoredFile | undefined> {
     await this.flush();
     if (this.lines === 0) {
       await this.discard();
       return undefined;
     }
-    return (await this.store.finish(this.file.id, this.file.owner, [], this.writer)).id;
+    return this.store.finish(this.file.id, this.file.owner, [], this.writer);
   }
 
   /** Nothing of it stays, unless another writer began it since (its file is left alone). */

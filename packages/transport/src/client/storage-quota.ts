@@ -188,6 +188,12 @@ export class StorageQuota {
     );
   }
 
+  /** The bytes `owner` holds for thing `id`, or undefined when it holds none for it. */
+  async held(owner: string, id: string): Promise<number | undefined> {
+    const bytes = await guarded(() => this.redis.hget(this.keys.storageHeld(owner), id));
+    return bytes === null ? undefined : Number(bytes);
+  }
+
   /** What `owner` holds now (expired things dropped): bytes and things. */
   async usage(owner: string): Promise<{ bytes: number; items: number }> {
     const [, bytes, items] = await this.hold(owner, "", 0, 0, { maxBytes: 0, maxItems: 0 });
