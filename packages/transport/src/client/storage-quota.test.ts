@@ -72,6 +72,19 @@ describe("StorageQuota", () => {
     expect(await quota.usage("e")).toEqual({ bytes: 1_000, items: 2 });
   });
 
+  it("says whose storage is full: a key's, or the server's when it has no keys", async () => {
+    await expect(
+      quota.reserve("", "big", 2_000, now() + 60, { maxBytes: 1_000, maxItems: 0 }),
+    ).rejects.toMatchObject({
+      message: expect.stringMatching(
+        /^This server's file storage \(one tenant: API_KEYS is unset\) is full/,
+      ),
+    });
+    await expect(
+      quota.reserve("k", "big", 2_000, now() + 60, { maxBytes: 1_000, maxItems: 0 }),
+    ).rejects.toMatchObject({ message: expect.stringMatching(/^This key's file storage is full/) });
+  });
+
   it("counts each of many uploads at once exactly once", async () => {
     const tries = await Promise.allSettled(
       Array.from({ length: 20 }, (_, k) =>

@@ -145,7 +145,7 @@ export class StorageQuota {
         : `it holds ${total} bytes of files, and this upload needs room for ${least} more (the most one key may keep is ${limits.maxBytes} bytes)`;
     throw new FerryError(
       "QUOTA_EXCEEDED",
-      `This key's file storage is full: ${what}. Delete files it no longer needs (DELETE /v1/files/{id}), or wait for them to expire.`,
+      `${owner === "" ? "This server's file storage (one tenant: API_KEYS is unset)" : "This key's file storage"} is full: ${what}. Delete files it no longer needs (DELETE /v1/files/{id}), or wait for them to expire.`,
     );
   }
 
