@@ -24,6 +24,8 @@ describe("API keys", () => {
   it("guard /v1 with 401s in OpenAI's shape, and let a listed key through", async () => {
     const none = await secured.post("/v1/models/digits/predict", { features });
     expect(none.status).toBe(401);
+    // RFC 9110: a 401 says how to authenticate
+    expect(none.headers.get("www-authenticate")).toBe('Bearer realm="ferry"');
     expect(await none.json()).toMatchObject({
       error: { type: "authentication_error", message: "Missing API key" },
     });
@@ -39,6 +41,7 @@ describe("API keys", () => {
     const body = { inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: features }] };
     const res = await secured.post("/v2/models/digits/infer", body);
     expect(res.status).toBe(401);
+    expect(res.headers.get("www-authenticate")).toBe('Bearer realm="ferry"');
     expect(await res.json()).toEqual({ error: "Missing API key" });
     expect((await secured.post("/v2/models/digits/infer", body, auth("key-one"))).status).toBe(200);
     for (const path of ["/v2/health/live", "/v2/health/ready", "/health", "/metrics"]) {

@@ -79,8 +79,15 @@ export function toFerryError(err: unknown): FerryError {
  * The one place errors become HTTP: KServe's `{"error": "..."}` under /v2, OpenAI's
  * `{"error": {message, type, code}}` everywhere else.
  */
+/**
+ * The challenge a 401 carries (RFC 9110: a 401 must say how to authenticate): a bearer token,
+ * an API key or the admin token.
+ */
+export const AUTH_CHALLENGE = 'Bearer realm="ferry"';
+
 export function errorResponse(c: Context, err: FerryError): Response {
   if (err.retryAfterS !== undefined) c.header("Retry-After", String(err.retryAfterS));
+  if (err.code === "UNAUTHORIZED") c.header("WWW-Authenticate", AUTH_CHALLENGE);
   return c.json(errorBody(c.req.path, err), httpStatus(err.code));
 }
 

@@ -8,7 +8,13 @@ import {
   noCache,
   timeoutHeader,
 } from "../http/call-options.js";
-import { errorBody, httpStatus, invalidInput, toFerryError } from "../http/errors.js";
+import {
+  AUTH_CHALLENGE,
+  errorBody,
+  httpStatus,
+  invalidInput,
+  toFerryError,
+} from "../http/errors.js";
 import { requestIdFrom } from "../http/request-id.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import { ServerTiming } from "../http/server-timing.js";
@@ -192,6 +198,7 @@ function send(
     "X-Content-Type-Options": "nosniff",
   };
   if (retryAfterS !== undefined) headers["Retry-After"] = String(retryAfterS);
+  if (status === 401) headers["WWW-Authenticate"] = AUTH_CHALLENGE;
   if (timing?.measured) headers["Server-Timing"] = timing.header();
   res.writeHead(status, headers);
   res.end(text);
