@@ -14,6 +14,7 @@ import { BatchJobStore } from "./batch-job-store.js";
 import { EventReader } from "./event-reader.js";
 import { FileStore } from "./file-store.js";
 import { IdempotencyStore } from "./idempotency-store.js";
+import { JobAdmission } from "./job-admission.js";
 import { JobClient } from "./job-client.js";
 import { OpenAiBatchRuns } from "./openai-batch-runs.js";
 import { OpenAiBatchStore } from "./openai-batch-store.js";
@@ -191,17 +192,16 @@ export class InferenceClient {
       this.redis,
       this.keys,
       (name) => this.queue(name),
-      this.depth,
+      new JobAdmission(this.depth, {
+        share: new OwnerShare(this.redis, this.keys, this.jobTtlS),
+        of: options.keyQueueShare ?? 1,
+      }),
       new EventWriter(this.redis, this.keys, this.jobTtlS),
       new LogCloser(this.redis, this.keys, this.jobTtlS, options.closeRetryMs ?? CLOSE_RETRY_MS),
       new EventReader(this.redis, this.mux, this.keys),
       this.control,
       this.jobTtlS,
       accept,
-      {
-        share: new OwnerShare(this.redis, this.keys, this.jobTtlS),
-        of: options.keyQueueShare ?? 1,
-      },
     );
   }
 

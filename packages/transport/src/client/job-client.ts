@@ -31,9 +31,8 @@ import type { JobRef, Keys } from "../shared/keys.js";
 import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
+import type { JobAdmission } from "./job-admission.js";
 import { EXPIRED_MARK, JobRemoval, NOT_COMPUTED, WAITING_STATES } from "./job-removal.js";
-import type { OwnerShare } from "./owner-share.js";
-import type { QueueDepth } from "./queue-depth.js";
 
 /** How a job is queued and whose it is. */
 export interface EnqueueOptions {
@@ -80,7 +79,8 @@ export class JobClient {
     private readonly redis: RedisClient,
     private readonly keys: Keys,
     private readonly queue: (name: string) => Queue,
-    private readonly depth: QueueDepth,
+    /** Whether a job may be queued: its queue's depth, its owner's share. */
+    private readonly admission: JobAdmission,
     private readonly writer: EventWriter,
     /**
      * Ends the logs of jobs this client removed from their queue (cancelled, expired): retried
@@ -92,8 +92,6 @@ export class JobClient {
     private readonly ttlS: number,
     /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
     private readonly accept: AcceptReplicas,
-    /** What holds one tenant's waiting jobs to a share of a queue, and that share. */
-    private readonly ownerShare?: { share: OwnerShare; of: number },
   ) {
     this.removal = new JobRemoval(redis, keys, queue, closer, control, ttlS, this);
   }
@@ -351,23 +349,7 @@ export class JobClient {
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    const lowest = priorityBand(options.priority) === BATCH_BAND;
-    await this.depth.admit(queue, options.maxQueueSize, true, lowest);
-    if (options.shared && this.ownerShare && this.ownerShare.of < 1)
-      await this.ownerShare.share
-        .take(
-          queue,
-          options.owner,
-          id,
-          options.maxQueueSize,
-          this.ownerShare.of,
-          lowest ? { share: this.depth.lowestBandShare } : undefined,
-        )
-        .catch((err: unknown) => {
-          // not queued after all: it no longer counts in the queue's depth
-          this.depth.withdraw(queue);
-          throw err;
-        });
+    await this.admission.admit(queue, id, options);
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;

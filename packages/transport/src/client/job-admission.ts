@@ -1,0 +1,46 @@
+import { BATCH_BAND, priorityBand } from "@ferry/protocol";
+import type { OwnerShare } from "./owner-share.js";
+import type { QueueDepth } from "./queue-depth.js";
+
+/** What a job's admission reads of how it is queued (EnqueueOptions'). */
+export interface AdmittedJob {
+  priority: number;
+  maxQueueSize: number;
+  owner: string;
+  /** Its owner is one tenant among several: held to its share of the queue. */
+  shared?: boolean | undefined;
+}
+
+/**
+ * Whether a job may be queued, or why not (QUEUE_FULL): the queue's depth against its limit
+ * (the lowest band's share of it for batch lines), then its owner's share of the queue.
+ */
+export class JobAdmission {
+  constructor(
+    private readonly depth: QueueDepth,
+    /** What holds one tenant's waiting jobs to a share of a queue, and that share (1: none). */
+    private readonly owners?: { share: OwnerShare; of: number },
+  ) {}
+
+  /** Admits job `id` to `queue`: from now it counts in the queue's depth. */
+  async admit(queue: string, id: string, job: AdmittedJob): Promise<void> {
+    const lowest = priorityBand(job.priority) === BATCH_BAND;
+    await this.depth.admit(queue, job.maxQueueSize, true, lowest);
+    const owners = this.owners;
+    if (!job.shared || !owners || owners.of >= 1) return;
+    try {
+      await owners.share.take(
+        queue,
+        job.owner,
+        id,
+        job.maxQueueSize,
+        owners.of,
+        lowest ? { share: this.depth.lowestBandShare } : undefined,
+      );
+    } catch (err) {
+      // not queued after all: it no longer counts in the queue's depth
+      this.depth.withdraw(queue);
+      throw err;
+    }
+  }
+}
