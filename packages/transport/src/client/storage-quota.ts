@@ -7,11 +7,22 @@ import { guarded } from "../shared/redis-guard.js";
 /** The hash field that holds the owner's total, beside one field per thing held. */
 const TOTAL = "=total";
 
+/** Lua: drops a thing, its bytes out of the total. KEYS: held, expiry. */
+const LET_GO = `
+local function letGo(thing)
+  local b = redis.call('HGET', KEYS[1], thing)
+  if b then
+    redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
+    redis.call('HDEL', KEYS[1], thing)
+  end
+  redis.call('ZREM', KEYS[2], thing)
+end`;
+
 /**
  * Holds `bytes` for thing `id` of an owner until `expires_at`, first dropping what has expired;
  * refused (nothing written) when it would take the owner past `max_bytes` or `max_items`
- * (either 0: no check); an empty id only looks. A thing already held is held again at its new size: a retry, or a
- * reservation settled at the size the thing turned out to be.
+ * (either 0: no check); an empty id only looks. A thing already held is held again at its
+ * new size: a retry, or a reservation settled at the size the thing turned out to be.
  * KEYS: held (hash id -> bytes, and the total), expiry (sorted set id -> expires_at).
  * ARGV: now (s), id, bytes, expires_at (s), max_bytes, max_items, from (a thing let go
  * first, its bytes now `id`'s: an upload's reservation settled as the file; '' for none),
@@ -19,28 +30,13 @@ const TOTAL = "=total";
  * Returns {1, total, items, bytes held} when held; when refused {0, total, items, why} of the
  * owner's other things (1: too many of them, 2: too many bytes).
  */
-const HOLD = `
+const HOLD = `${LET_GO}
 local now = tonumber(ARGV[1])
-local gone = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)
-for _, thing in ipairs(gone) do
-  local b = redis.call('HGET', KEYS[1], thing)
-  if b then
-    redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
-    redis.call('HDEL', KEYS[1], thing)
-  end
-  redis.call('ZREM', KEYS[2], thing)
-end
+for _, thing in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do letGo(thing) end
 local id, bytes, expires = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxBytes, maxItems = tonumber(ARGV[5]), tonumber(ARGV[6])
 local from = ARGV[7]
-if from ~= '' and from ~= id then
-  local b = redis.call('HGET', KEYS[1], from)
-  if b then
-    redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
-    redis.call('HDEL', KEYS[1], from)
-  end
-  redis.call('ZREM', KEYS[2], from)
-end
+if from ~= '' and from ~= id then letGo(from) end
 local held = tonumber(redis.call('HGET', KEYS[1], id) or '0')
 local total = tonumber(redis.call('HGET', KEYS[1], '${TOTAL}') or '0')
 local items = redis.call('ZCARD', KEYS[2])
@@ -65,13 +61,8 @@ return {1, total, items, bytes}
 `;
 
 /** Lets go of thing `id`. KEYS: held, expiry. ARGV: id. */
-const RELEASE = `
-local b = redis.call('HGET', KEYS[1], ARGV[1])
-if b then
-  redis.call('HINCRBY', KEYS[1], '${TOTAL}', -tonumber(b))
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-redis.call('ZREM', KEYS[2], ARGV[1])
+const RELEASE = `${LET_GO}
+letGo(ARGV[1])
 return 1
 `;
 

@@ -256,9 +256,7 @@ export class Keys {
    * its fields with it (one hash refreshed by every batch kept every key it ever got).
    */
   predictions(model: string, owner: string, epoch: number): string {
-    return owner === ""
-      ? `${this.prefix}:predictions:${model}:@${epoch}`
-      : `${this.prefix}:predictions:${model}:${owner}:@${epoch}`;
+    return `${this.legacyPredictions(model, owner)}:@${epoch}`;
   }
 
   /** The predictions hash of a Ferry before spans (read, never written). */
