@@ -72,22 +72,23 @@ function taggedChunks(): InputLine[][] {
 async function batchOver(
   chunks: InputLine[][] = taggedChunks(),
   windowS = 86_400,
+  owner = "",
 ): Promise<{ id: string; customIds: string[] }> {
   const fileId = `file-${randomUUID()}`;
-  await client.files.begin({ id: fileId, owner: "", filename: "in.jsonl", purpose: "batch" });
+  await client.files.begin({ id: fileId, owner, filename: "in.jsonl", purpose: "batch" });
   const customIds: string[] = [];
   for (const lines of chunks) {
     for (const line of lines) customIds.push(line.custom_id);
     const text = `${lines.map((line) => JSON.stringify(line)).join("\n")}\n`;
     await client.files.append(fileId, Buffer.from(text), lines.length);
   }
-  await client.files.finish(fileId, "", [LINE_URL]);
+  await client.files.finish(fileId, owner, [LINE_URL]);
   const id = `batch_${randomUUID().replaceAll("-", "")}`;
   const now = Math.floor(Date.now() / 1000);
   await client.openAiBatches.create(
     {
       id,
-      owner: "",
+      owner,
       endpoint: ENDPOINT,
       input_file_id: fileId,
       completion_window: "24h",
@@ -371,5 +372,49 @@ describe("a line past the hour one call may wait, its batch's window still open"
     expect(ok.map((l) => [l.custom_id, l.response.status_code])).toEqual([["waits", 200]]);
     expect(errors.map((l) => [l.custom_id, l.response.status_code])).toEqual([["own", 504]]);
     expect(Object.fromEntries(tries)).toEqual({ waits: 2, own: 1 });
+  });
+});
+
+describe("a running batch's seat among its tenant's", () => {
+  it("lost while it ran (its lease lapsed and another of the tenant's batches took it): the batch stops where it is and waits its turn, never one more than the tenant may run", async () => {
+    const owner = `k-${randomUUID().slice(0, 8)}`;
+    const { id } = await batchOver(taggedChunks(), 86_400, owner);
+    let started = 0;
+    // lines that run until their batch stops them
+    const kind: BatchLineKind = {
+      endpoint: ENDPOINT,
+      run: async () => {
+        throw new Error("lines of this kind run many at once");
+      },
+      openMany: () => ({
+        run: async (_lines, _opts, signal) => {
+          started++;
+          await new Promise((resolve) => signal.addEventListener("abort", resolve));
+          return undefined;
+        },
+        close: async () => {},
+      }),
+    };
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 1, 300);
+    const running = client.runningBatches;
+    const run = runner.run(id, new AbortController().signal);
+    for (let i = 0; i < 100 && started === 0; i++) await pause(10);
+    expect(started).toBeGreaterThan(0);
+    expect(await running.count(owner)).toBe(1);
+    // as if this runner stalled past its lease: the seat lapsed and the tenant's next took it
+    await running.leave(owner, id);
+    expect(await running.enter(owner, "batch_next", 1, 60_000)).toBe(true);
+
+    const outcome = await Promise.race([
+      run.then(
+        () => "ended",
+        (err: Error) => err.name,
+      ),
+      pause(3_000),
+    ]);
+    expect(outcome).toBe("PostponedRun");
+    expect(await client.openAiBatches.status(id)).toBe("in_progress");
+    expect(await running.count(owner)).toBe(1);
+    await running.leave(owner, "batch_next");
   });
 });

@@ -58,6 +58,8 @@ export class OpenAiBatchRunner {
     log: Logger,
     /** Batches one tenant runs at once, across every replica (BATCHES_RUNNING_PER_KEY). */
     private readonly perKey: number,
+    /** A running batch's seat lease, in ms (renewed a third of it at a time). */
+    private readonly seatLeaseMs = SEAT_LEASE_MS,
   ) {
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
     this.fail = failBatch(client, ttlS);
@@ -98,15 +100,26 @@ export class OpenAiBatchRunner {
       (batch.status === "validating" || batch.status === "in_progress") &&
       batch.expires_at * 1000 > Date.now();
     const running = this.client.runningBatches;
-    if (takesSeat && !(await running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS)))
+    if (takesSeat && !(await running.enter(batch.owner, id, this.perKey, this.seatLeaseMs)))
       throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
+    const stop = new AbortController();
+    // a seat whose lease lapsed (this process stalled past it) may have gone to another of
+    // the tenant's batches: then this one stops where it is and waits its turn again, rather
+    // than run as one batch more than the tenant may
+    let unseated = false;
     let renewal: Promise<unknown> = Promise.resolve();
     const renewing = takesSeat
       ? setInterval(() => {
-          renewal = running.enter(batch.owner, id, this.perKey, SEAT_LEASE_MS).catch(() => false);
-        }, SEAT_LEASE_MS / 3)
+          renewal = running.enter(batch.owner, id, this.perKey, this.seatLeaseMs).then(
+            (held) => {
+              if (held || stop.signal.aborted) return;
+              unseated = true;
+              stop.abort();
+            },
+            () => undefined,
+          );
+        }, this.seatLeaseMs / 3)
       : undefined;
-    const stop = new AbortController();
     // every line in flight listens on it (its event stream, its back-off): more than the
     // default 10 is no leak here, and still a bounded number
     setMaxListeners(8 * LINES_IN_FLIGHT, stop.signal);
@@ -124,6 +137,7 @@ export class OpenAiBatchRunner {
     }
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
+    if (unseated) throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
     await finalizeBatch(this.client, id, this.ttlS, this.fail);
   }
 
