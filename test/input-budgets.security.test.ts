@@ -70,6 +70,42 @@ describe("chat messages are counted and measured before any template renders", (
   });
 });
 
+describe("logit_bias is counted and each token id read once, before anything is queued", () => {
+  it("61,000 spellings of one id (7.7 MB) are a 400 naming the budget; a neighbour's completion is unaffected", async () => {
+    // "1", "01", "001", ...: one token, once added at every step of every sequence per spelling
+    // (20 tokens took 7.6 s, and another key's completion on the same worker waited 50 s)
+    const spelled: Record<string, number> = {};
+    for (let i = 0; i < 61_000; i++)
+      spelled[`${"0".repeat(i % 250)}${1 + Math.floor(i / 250)}`] = 1;
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Once",
+      max_tokens: 20,
+      n: 4,
+      logit_bias: spelled,
+    });
+    expect(res.status).toBe(400);
+    expect(await message(res)).toBe("logit_bias names 61000 token ids; at most 300");
+    const twice = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Once",
+      max_tokens: 4,
+      logit_bias: { "5": 1, "005": 2 },
+    });
+    expect(twice.status).toBe(400);
+    expect(await message(twice)).toBe('logit_bias names token id 5 twice ("005")');
+    const started = performance.now();
+    const neighbour = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Once",
+      max_tokens: 20,
+      logit_bias: { "5": -100 },
+    });
+    expect(neighbour.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(5_000);
+  });
+});
+
 describe("Triton's binary header length is read strictly", () => {
   it("only plain digits: hex, signed or exponent forms are a 400", async () => {
     const json = JSON.stringify({

@@ -3,6 +3,11 @@ import { traceCarrierSchema, WIRE_VERSION } from "./wire.js";
 
 /** Likeliest alternatives a token's log probability may come with (vLLM's default cap). */
 export const MAX_LOGPROBS = 20;
+/**
+ * Token ids one `logit_bias` may name: a ban list or a handful of boosts. The worker adds each
+ * to every sequence's logits at every step, so the count is a cost per token, not per request.
+ */
+export const MAX_LOGIT_BIAS = 300;
 
 /** Sampling parameters of one completion, as OpenAI's API names them. */
 export const samplingParamsSchema = z.object({
@@ -74,8 +79,16 @@ export const samplingParamsSchema = z.object({
   allowed_token_ids: z.array(z.number().int().min(0)).min(1).optional(),
   /** vLLM's: drops tokens less likely than min_p times the likeliest one (0: none). */
   min_p: z.number().min(0).max(1).optional(),
-  /** OpenAI's: added to a token id's logit before sampling, -100 to 100. */
-  logit_bias: z.record(z.string(), z.number().min(-100).max(100)).optional(),
+  /**
+   * OpenAI's: added to a token id's logit before sampling, -100 to 100; each id once, in its
+   * plain decimal form (the API writes them so), MAX_LOGIT_BIAS at most.
+   */
+  logit_bias: z
+    .record(z.string().regex(/^(0|[1-9]\d*)$/), z.number().min(-100).max(100))
+    .refine((bias) => Object.keys(bias).length <= MAX_LOGIT_BIAS, {
+      message: `at most ${MAX_LOGIT_BIAS} token ids`,
+    })
+    .optional(),
   /** OpenAI's: subtracted per time a token already appears in the completion, -2 to 2. */
   frequency_penalty: z.number().min(-2).max(2).optional(),
   /** OpenAI's: subtracted once a token appears in the completion, -2 to 2. */

@@ -94,6 +94,21 @@ describe("samplingParamsOf (OpenAI to the engine)", () => {
     expect(() => translate({ logit_bias: { "300": 1 } })).toThrow(
       "logit_bias: token id 300 is out of vocabulary (this model has 257 tokens)",
     );
+    // each id once, in its plain form: "1", "01", "001" are one token, named once
+    expect(translate({ logit_bias: { "007": 5, "0": -1 } }).params.logit_bias).toEqual({
+      "7": 5,
+      "0": -1,
+    });
+    expect(() => translate({ logit_bias: { "1": 1, "01": 1 } })).toThrow(
+      'logit_bias names token id 1 twice ("01")',
+    );
+    const spelled = Object.fromEntries(
+      Array.from({ length: 301 }, (_, i) => [`${"0".repeat(i)}1`, 1]),
+    );
+    expect(() => translate({ logit_bias: spelled })).toThrow(
+      "logit_bias names 301 token ids; at most 300",
+    );
+    expect(() => translate({ logit_bias: { ["1".repeat(400)]: 1 } })).toThrow(/is no token id/);
     const ids = Array.from({ length: 1_000 }, (_, i) => i % 3);
     expect(translate({ allowed_token_ids: ids }).params.allowed_token_ids).toEqual([0, 1, 2]);
     expect(() => translate({ min_tokens: 20 })).toThrow(
