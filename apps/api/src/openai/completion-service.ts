@@ -133,10 +133,14 @@ export class CompletionService {
         );
       return followed;
     } catch (err) {
-      for (const one of followed) {
-        this.cancel(one.record.id);
-        one.close();
-      }
+      // the choices queued so far go before the refusal is answered: their places in the
+      // queue (and in the key's share of it) are free for the retry it asks for
+      await Promise.all(
+        followed.map(async (one) => {
+          one.close();
+          await this.client.jobs.cancel(one.record.id).catch(() => undefined);
+        }),
+      );
       throw err;
     }
   }

@@ -66,7 +66,7 @@ export class JobRemoval {
     // only a job still waiting: a finished one keeps its answer, and a running one its worker
     const state = await job?.getState();
     if (!job || !WAITING_STATES.includes(state ?? "")) return false;
-    return this.removeQueued(job, index.queue, "DEADLINE_EXCEEDED", () =>
+    return this.removeQueued(job, index.queue, index.owner ?? "", "DEADLINE_EXCEEDED", () =>
       guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED_MARK, "EX", this.ttlS)),
     );
   }
@@ -82,6 +82,7 @@ export class JobRemoval {
   private async removeQueued(
     job: Job,
     queue: string,
+    owner: string,
     code: RemovalCode,
     marked?: () => Promise<unknown>,
   ): Promise<boolean> {
@@ -95,6 +96,9 @@ export class JobRemoval {
       () => false,
     );
     if (!removed) return false;
+    // its place in its owner's share of the queue is free now, not once the share's next look
+    // finds it gone (a request refused midway gives back the places its first choices took)
+    await guarded(() => this.redis.zrem(this.keys.ownerQueued(queue, owner), id));
     await marked?.();
     // refused past the closer's retries: a 503, and the sweep ends the log later
     await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code]));
@@ -168,7 +172,8 @@ export class JobRemoval {
     const job = await Job.fromId(this.queue(queue), id);
     // A running job is left to its worker, which drops it on the broadcast (BullMQ refuses to
     // remove a job whose lock a worker holds).
-    if (job && record.status === "queued") await this.removeQueued(job, queue, "CANCELLED");
+    if (job && record.status === "queued")
+      await this.removeQueued(job, queue, record.owner, "CANCELLED");
     return this.records.get(id);
   }
 
