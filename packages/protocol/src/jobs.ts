@@ -37,9 +37,20 @@ export const MAX_TIMEOUT_MS = 3_600_000;
 /** A request's deadline from now, in ms: a whole number from 1 to MAX_TIMEOUT_MS. */
 export const timeoutMsSchema = z.number().int().positive().max(MAX_TIMEOUT_MS);
 
-/** BullMQ runs priority 1 first; Ferry's 10 is the most urgent. */
-export function bullPriority(priority: number): number {
-  return 11 - priority;
+/**
+ * Turns within one priority: a job's turn is how many of its key's jobs were already waiting
+ * in its queue when it was queued (0 for a key with none, and for the admin or an open API),
+ * so that within a priority BullMQ runs every key's first waiting job before anyone's second:
+ * one key's hundred waiting completions do not put another key's one behind all of them.
+ */
+export const TURNS = 1024;
+
+/**
+ * BullMQ runs priority 1 first; Ferry's 10 is the most urgent, and within one priority the
+ * lower turn first (then the order of arrival).
+ */
+export function bullPriority(priority: number, turn = 0): number {
+  return (11 - priority) * TURNS + Math.min(TURNS - 1, Math.max(0, Math.floor(turn)));
 }
 
 /**
@@ -69,9 +80,13 @@ export function withoutFlag(value: ResultInLog): CompletionResult {
   return result;
 }
 
-/** A request's priority from its BullMQ job's (bullPriority's inverse; 0: none was given). */
+/**
+ * A request's priority from its BullMQ job's (bullPriority's inverse; 0: none was given; 1-10:
+ * a job queued before turns, by a version that wrote the priority alone).
+ */
 export function priorityOfBull(bull: number): number {
-  return bull > 0 ? 11 - bull : DEFAULT_PRIORITY;
+  if (bull <= 0) return DEFAULT_PRIORITY;
+  return bull <= 10 ? 11 - bull : 11 - Math.floor(bull / TURNS);
 }
 
 export const TERMINAL_STATUSES: readonly JobStatus[] = [

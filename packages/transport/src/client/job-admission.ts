@@ -22,14 +22,18 @@ export class JobAdmission {
     private readonly owners?: { share: OwnerShare; of: number },
   ) {}
 
-  /** Admits job `id` to `queue`: from now it counts in the queue's depth. */
-  async admit(queue: string, id: string, job: AdmittedJob): Promise<void> {
+  /**
+   * Admits job `id` to `queue`: from now it counts in the queue's depth. Returns its turn
+   * within its priority (`bullPriority`): its owner's jobs already waiting there, or 0 for one
+   * not held to a share.
+   */
+  async admit(queue: string, id: string, job: AdmittedJob): Promise<number> {
     const lowest = priorityBand(job.priority) === BATCH_BAND;
     await this.depth.admit(queue, job.maxQueueSize, true, lowest);
     const owners = this.owners;
-    if (!job.shared || !owners || owners.of >= 1) return;
+    if (!job.shared || !owners || owners.of >= 1) return 0;
     try {
-      await owners.share.take(
+      return await owners.share.take(
         queue,
         job.owner,
         id,

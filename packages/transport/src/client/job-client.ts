@@ -349,7 +349,7 @@ export class JobClient {
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    await this.admission.admit(queue, id, options);
+    const turn = await this.admission.admit(queue, id, options);
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;
@@ -375,7 +375,7 @@ export class JobClient {
         this.queue(queue)
           .add(name, data, {
             jobId: id,
-            priority: bullPriority(options.priority),
+            priority: bullPriority(options.priority, turn),
             removeOnComplete: { age: keepS },
             removeOnFail: { age: keepS },
           })

@@ -15,7 +15,8 @@ import { guarded } from "../shared/redis-guard.js";
  * KEYS: the owner's set, BullMQ's prioritized set, the owner's last full look (one slot: the
  * queue's tag). ARGV: id, cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix
  * of the queue's jobs.
- * Returns -1 when taken in, else the owner's count of waiting jobs.
+ * Returns -1 - n when taken in (n: the owner's jobs already waiting there, its turn), else the
+ * owner's count of waiting jobs.
  */
 const TAKE = `
 local time = redis.call('TIME')
@@ -42,7 +43,7 @@ end
 if count >= cap then return count end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return -1
+return -1 - count
 `;
 
 /** Members looked at on each call, oldest first (a queue is taken from mostly in order). */
@@ -74,7 +75,8 @@ export class OwnerShare {
 
   /**
    * Counts job `id` among `owner`'s waiting in `queue`, or refuses it (QUEUE_FULL). `lowest`:
-   * a job of the lowest priority band, held to `lowestShare` of the owner's share.
+   * a job of the lowest priority band, held to `lowestShare` of the owner's share. Returns its
+   * turn: how many of the owner's jobs were waiting there before it.
    */
   async take(
     queue: string,
@@ -83,7 +85,7 @@ export class OwnerShare {
     maxQueueSize: number,
     share: number,
     lowest?: { share: number },
-  ): Promise<void> {
+  ): Promise<number> {
     const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
     const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowest.share)) : ownerCap;
     const set = this.keys.ownerQueued(queue, owner);
@@ -102,7 +104,7 @@ export class OwnerShare {
         this.keys.bullJobPrefix(queue),
       ),
     );
-    if (count < 0) return;
+    if (count < 0) return -1 - count;
     throw FerryError.refusal(
       "QUEUE_FULL",
       lowest && cap < ownerCap

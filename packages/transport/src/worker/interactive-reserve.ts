@@ -1,4 +1,4 @@
-import { bullPriority } from "@ferry/protocol";
+import { bullPriority, TURNS } from "@ferry/protocol";
 import { type Job, Worker } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { expireFinished } from "./finished-jobs.js";
@@ -9,8 +9,8 @@ import { expireFinished } from "./finished-jobs.js";
  * job could be seen on a cluster) waits this long at most.
  */
 const PEEK_MS = 25;
-/** BullMQ's priority of the lowest interactive request: 4, the band above batches' 1-3. */
-const LAST_INTERACTIVE = bullPriority(4);
+/** BullMQ's priority of the lowest interactive request: 4 (its last turn), above batches' 1-3. */
+const LAST_INTERACTIVE = bullPriority(4, TURNS - 1);
 
 export interface ReserveOptions {
   connection: RedisClient;
