@@ -106,6 +106,65 @@ describe("logit_bias is counted and each token id read once, before anything is 
   });
 });
 
+describe("what a stored response keeps is bounded before anything is queued", () => {
+  it("metadata as OpenAI's (16 pairs, 64 and 512 characters), caller tags, tool descriptions and tools' size: a 400 each", async () => {
+    const respond = (extra: Record<string, unknown>) =>
+      stack.post("/v1/responses", {
+        model: "tiny-lm",
+        input: "hi",
+        max_output_tokens: 4,
+        ...extra,
+      });
+    const pairs = (n: number, value = "v") =>
+      Object.fromEntries(Array.from({ length: n }, (_, k) => [`k${k}`, value]));
+    const tool = (description: string, k = 0) => ({
+      type: "function",
+      name: `f${k}`,
+      description,
+      parameters: { type: "object", properties: {} },
+    });
+    const refused: Array<[Record<string, unknown>, RegExp]> = [
+      // 7,000 pairs of 1 KB were 22 MB of Redis for a day, from one request
+      [{ metadata: pairs(7_000, "x".repeat(1_000)) }, /metadata/],
+      [{ metadata: pairs(17) }, /metadata holds at most 16 pairs/],
+      [{ metadata: { k: "x".repeat(513) } }, /metadata/],
+      [{ metadata: { ["k".repeat(65)]: "v" } }, /metadata/],
+      [{ user: "u".repeat(257) }, /user/],
+      [{ safety_identifier: "s".repeat(257) }, /safety_identifier/],
+      [{ prompt_cache_key: "p".repeat(257) }, /prompt_cache_key/],
+      [{ tools: [tool("d".repeat(8_193))], tool_choice: "none" }, /description/],
+      [
+        {
+          tools: Array.from({ length: 40 }, (_, k) => tool("d".repeat(8_000), k)),
+          tool_choice: "none",
+        },
+        /tools hold at most 256 KiB of JSON/,
+      ],
+    ];
+    for (const [extra, why] of refused) {
+      const res = await respond(extra);
+      expect(res.status, JSON.stringify(Object.keys(extra))).toBe(400);
+      expect(await message(res)).toMatch(why);
+    }
+    // within them, taken
+    const ok = await respond({
+      metadata: pairs(16, "x".repeat(512)),
+      user: "u".repeat(256),
+      tools: [tool("d".repeat(8_192))],
+      tool_choice: "none",
+    });
+    expect(ok.status).toBe(200);
+    // the same caps on chat completions' tools and user
+    const chatRefused = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+      user: "u".repeat(257),
+    });
+    expect(chatRefused.status).toBe(400);
+  });
+});
+
 describe("Triton's binary header length is read strictly", () => {
   it("only plain digits: hex, signed or exponent forms are a 400", async () => {
     const json = JSON.stringify({

@@ -1,5 +1,6 @@
 import type { OpenAiBatchState } from "@ferry/transport";
 import { z } from "@hono/zod-openapi";
+import { metadataSchema } from "../http/schemas.js";
 
 /** `POST /v1/batches` in OpenAI's shape (told from Ferry's by its `input_file_id`). */
 export const openAiBatchRequestSchema = z
@@ -12,10 +13,7 @@ export const openAiBatchRequestSchema = z
     completion_window: z
       .string()
       .openapi({ description: 'The deadline, "24h" as OpenAI has it (any "<n>s|m|h" up to 168h)' }),
-    metadata: z
-      .record(z.string().max(64), z.string().max(512))
-      .nullish()
-      .refine((m) => !m || Object.keys(m).length <= 16, "metadata holds at most 16 pairs"),
+    metadata: metadataSchema.nullish(),
   })
   .openapi("OpenAiBatchRequest");
 export type OpenAiBatchRequest = z.infer<typeof openAiBatchRequestSchema>;

@@ -1,6 +1,13 @@
 import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { unsupported } from "../http/schemas.js";
+import {
+  callerTagSchema,
+  metadataSchema,
+  TOOLS_TOO_LARGE,
+  toolDescriptionSchema,
+  toolsWithin,
+  unsupported,
+} from "../http/schemas.js";
 
 /** Content parts of a message Ferry reads: text in, and an earlier answer's text. */
 const TEXT_PARTS = new Set(["input_text", "output_text"]);
@@ -57,7 +64,7 @@ const functionTool = z
   .object({
     type: z.string(),
     name: z.string().optional(),
-    description: z.string().nullish(),
+    description: toolDescriptionSchema.nullish(),
     parameters: z.record(z.string(), z.unknown()).nullish(),
     strict: z.boolean().nullish(),
   })
@@ -112,15 +119,15 @@ export const responsesRequestSchema = z
         verbosity: unsupported("text.verbosity", "medium"),
       })
       .nullish(),
-    metadata: z.record(z.string(), z.string()).nullish(),
-    user: z.string().nullish(),
+    metadata: metadataSchema.nullish(),
+    user: callerTagSchema.nullish(),
     tool_choice: z
       .union([
         z.enum(["none", "auto", "required"]),
         z.object({ type: z.literal("function"), name: z.string() }),
       ])
       .nullish(),
-    tools: z.array(functionTool).max(128).nullish(),
+    tools: z.array(functionTool).max(128).nullish().refine(toolsWithin, TOOLS_TOO_LARGE),
     parallel_tool_calls: z.boolean().nullish(),
     max_tool_calls: z.number().int().nullish(),
     truncation: unsupported("truncation", "disabled"),
@@ -142,8 +149,8 @@ export const responsesRequestSchema = z
     prompt: unsupported("prompt"),
     // routing and accounting hints that do not change the answer
     service_tier: z.string().nullish(),
-    prompt_cache_key: z.string().nullish(),
-    safety_identifier: z.string().nullish(),
+    prompt_cache_key: callerTagSchema.nullish(),
+    safety_identifier: callerTagSchema.nullish(),
     stream_options: z.object({ include_obfuscation: z.boolean().optional() }).nullish(),
     // Ferry's own, as on every route
     priority: prioritySchema.optional(),

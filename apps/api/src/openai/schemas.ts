@@ -1,7 +1,13 @@
 import { MAX_GRAMMAR_LENGTH, MAX_PATTERN_LENGTH } from "@ferry/guided";
 import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { unsupported } from "../http/schemas.js";
+import {
+  callerTagSchema,
+  TOOLS_TOO_LARGE,
+  toolDescriptionSchema,
+  toolsWithin,
+  unsupported,
+} from "../http/schemas.js";
 
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
 export const MAX_CHOICES = 64;
@@ -210,7 +216,7 @@ const toolSchema = z.object({
     name: z
       .string()
       .regex(/^[a-zA-Z0-9_-]{1,64}$/, "a function's name is 1 to 64 of a-z A-Z 0-9 _ -"),
-    description: z.string().optional(),
+    description: toolDescriptionSchema.optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
     strict: z.boolean().nullish(),
   }),
@@ -279,7 +285,7 @@ export const chatCompletionRequestSchema = z
     max_tokens: z.number().int().positive().nullish(),
     max_completion_tokens: z.number().int().positive().nullish(),
     ...sampling,
-    user: z.string().nullish(),
+    user: callerTagSchema.nullish(),
     // each completion token's log probability, with top_logprobs likeliest alternatives
     logprobs: z.boolean().nullish(),
     top_logprobs: z.number().int().min(0).max(MAX_LOGPROBS).nullish(),
@@ -287,7 +293,7 @@ export const chatCompletionRequestSchema = z
      * Functions the model may call: made to (`tool_choice` one by name, or `required`), or as it
      * chooses (`auto`, for a model whose model.json names its call format's parser).
      */
-    tools: z.array(toolSchema).max(128).nullish(),
+    tools: z.array(toolSchema).max(128).nullish().refine(toolsWithin, TOOLS_TOO_LARGE),
     tool_choice: z
       .union([
         z.enum(["none", "auto", "required"]),
@@ -327,7 +333,7 @@ export const tokenizeRequestSchema = z
     model: z.string().nullish(),
     prompt: z.string().optional(),
     messages: chatMessages.optional(),
-    tools: z.array(toolSchema).max(128).nullish(),
+    tools: z.array(toolSchema).max(128).nullish().refine(toolsWithin, TOOLS_TOO_LARGE),
     ...chatTemplateFields,
     /** Special tokens the tokenizer's post-processor adds (a BOS...); vLLM's defaults: a prompt true, a chat false. */
     add_special_tokens: z.boolean().nullish(),
