@@ -47,6 +47,28 @@ const rowsOf = (n: number) =>
       .buffer,
   );
 
+describe("batches take turns", () => {
+  it("a batch's first chunk is queued before the second of a batch queued earlier, whoever's", async () => {
+    const queue = "fair.v1";
+    const big = await client.batches.create("fair", "1", "k1");
+    const small = await client.batches.create("fair", "1", "k2");
+    const chunk = (index: number) => ({ index, input: "x", keys: [`r${index}`], rows: rowsOf(1) });
+    const ids: Record<string, string> = {};
+    for (const index of [0, 1, 2])
+      ids[`big-${index}`] = await client.batches.addChunk(big, "fair", "1", "k1", chunk(index));
+    ids["small-0"] = await client.batches.addChunk(small, "fair", "1", "k2", chunk(0));
+    const redis = createRedis(REDIS_URL);
+    try {
+      const order = await redis.zrange(`${prefix}:${bullQueueName(queue)}:prioritized`, 0, -1);
+      const name = Object.fromEntries(Object.entries(ids).map(([k, v]) => [v, k]));
+      // first come first served, it was big-0, big-1, big-2, small-0
+      expect(order.map((id) => name[id])).toEqual(["big-0", "small-0", "big-1", "big-2"]);
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
+
 describe("ChunkRun: packed chunks run for a caller that holds their rows", () => {
   it("answers the rows in order, a row's error in its place, and keeps no key's prediction", async () => {
     serve("echo.v1", async ({ rows }) => {

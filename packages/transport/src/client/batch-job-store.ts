@@ -149,7 +149,10 @@ export class BatchJobStore {
     await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
     const job = await this.queue(queue).add("batch", data, {
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
-      priority: bullPriority(1),
+      // a chunk's turn is its place in its batch: every batch's first waiting chunk runs
+      // before anyone's second, so a batch of ten rows is not queued behind all of another's
+      // (it waited 18.7 s behind one key's four of 50,000 rows)
+      priority: bullPriority(1, chunk.index),
       removeOnComplete: true,
       removeOnFail: { age: this.ttlS },
       // A chunk that fails for good still lets the batch finish; its items count as failed.
