@@ -143,6 +143,12 @@ describe("budgets, checked before anything is queued", () => {
         { input: "x", truncate_prompt_tokens: 129 },
         "truncate_prompt_tokens value (129) is greater than max_model_len (128). Please, select a smaller truncation size.",
       ],
+      [
+        // 512 words no vocabulary holds, 8,000 characters each: 3 tokens an input ([CLS], [UNK],
+        // [SEP]) and within the token budget, but 4 MB that every tokenizer on the way reads
+        { input: Array(512).fill("q".repeat(8_000)) },
+        "Requested 4096000 characters of text, max 262144 per request (16 a token of the 16384 tokens per request)",
+      ],
       [{ input: [] }, "input must not be empty"],
       [{ input: [[1, 2], []] }, "input 1 has no token ids"],
       [{ input: [5, 8192] }, "Token id 8192 in input 0 is out of vocabulary (8192 tokens)"],

@@ -61,3 +61,10 @@ export const EMBED_OUTPUT = { embedding: "embedding", tokens: "prompt_tokens" } 
 
 /** Characters of text per token of `max_tokens` past which an input cannot fit whatever the tokenizer. */
 export const EMBED_MAX_CHARS_PER_TOKEN = 64;
+/**
+ * Characters of text one request may carry per token of `max_request_tokens`: ordinary text
+ * runs 4-8 characters a token, and a word no vocabulary holds is one token however long (a
+ * WordPiece [UNK]), so a request of such words passed the token budget with megabytes that
+ * every tokenizer on the way still reads.
+ */
+export const EMBED_MAX_REQUEST_CHARS_PER_TOKEN = 16;

@@ -1,6 +1,7 @@
 import { type Tokenizer, withSpecials } from "@ferry/model-repository";
 import {
   EMBED_MAX_CHARS_PER_TOKEN,
+  EMBED_MAX_REQUEST_CHARS_PER_TOKEN,
   EMBED_ROW,
   type EmbeddingConfig,
   encodeTensor,
@@ -53,6 +54,13 @@ export function embeddingRows(
       `Too many inputs: ${inputs.length}. The max number of inputs is ${embedding.max_inputs}.`,
     );
   const { max_tokens: maxTokens } = embedding;
+  const maxChars = embedding.max_request_tokens * EMBED_MAX_REQUEST_CHARS_PER_TOKEN;
+  let chars = 0;
+  for (const input of inputs) if (typeof input === "string") chars += input.length;
+  if (chars > maxChars)
+    throw invalid(
+      `Requested ${chars} characters of text, max ${maxChars} per request (${EMBED_MAX_REQUEST_CHARS_PER_TOKEN} a token of the ${embedding.max_request_tokens} tokens per request)`,
+    );
   let total = 0;
   const rows = inputs.map((input, k) => {
     const count = countOf(input, k, tokenizer, maxTokens, truncate, vocab);
