@@ -138,7 +138,7 @@ describe("what a stored response keeps is bounded before anything is queued", ()
           tools: Array.from({ length: 40 }, (_, k) => tool("d".repeat(8_000), k)),
           tool_choice: "none",
         },
-        /tools hold at most 256 KiB of JSON/,
+        /tools hold at most 262144 characters of JSON/,
       ],
     ];
     for (const [extra, why] of refused) {
@@ -162,6 +162,18 @@ describe("what a stored response keeps is bounded before anything is queued", ()
       user: "u".repeat(257),
     });
     expect(chatRefused.status).toBe(400);
+    const chatTools = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 4,
+      tools: Array.from({ length: 40 }, (_, k) => ({
+        type: "function",
+        function: { name: `f${k}`, description: "d".repeat(8_000), parameters: {} },
+      })),
+      tool_choice: "none",
+    });
+    expect(chatTools.status).toBe(400);
+    expect(await message(chatTools)).toMatch(/tools hold at most 262144 characters of JSON/);
   });
 });
 

@@ -53,6 +53,7 @@ describe("a request of several choices refused midway by its key's share", () =>
   }, 30_000);
 });
 
+// (after the test above: k1's ten jobs it queued wait for tiny-lm still)
 describe("keys take turns within a priority", () => {
   it("another key's one job runs before the second of the ten one key queued first, at the same priority", async () => {
     const res = await submitAs("k2", 0);

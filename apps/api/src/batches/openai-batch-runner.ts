@@ -106,13 +106,15 @@ export class OpenAiBatchRunner {
     // a seat whose lease lapsed (this process stalled past it) may have gone to another of
     // the tenant's batches: then this one stops where it is and waits its turn again, rather
     // than run as one batch more than the tenant may
+    // (once every line has run, the seat no longer matters: the batch is finalized anyway)
     let unseated = false;
+    let dispatching = true;
     let renewal: Promise<unknown> = Promise.resolve();
     const renewing = takesSeat
       ? setInterval(() => {
           renewal = running.enter(batch.owner, id, this.perKey, this.seatLeaseMs).then(
             (held) => {
-              if (held || stop.signal.aborted) return;
+              if (held || stop.signal.aborted || !dispatching) return;
               unseated = true;
               stop.abort();
             },
@@ -129,6 +131,7 @@ export class OpenAiBatchRunner {
       if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
         await this.dispatch(batch, stop.signal);
     } finally {
+      dispatching = false;
       unwatch();
       clearInterval(renewing);
       // after a renewal in flight, which would otherwise seat the batch again once it left

@@ -43,4 +43,4 @@ export const MAX_TOOLS_JSON = 256 * 1024;
 export function toolsWithin<T>(tools: readonly T[] | null | undefined): boolean {
   return !tools || JSON.stringify(tools).length <= MAX_TOOLS_JSON;
 }
-export const TOOLS_TOO_LARGE = `tools hold at most ${MAX_TOOLS_JSON / 1024} KiB of JSON`;
+export const TOOLS_TOO_LARGE = `tools hold at most ${MAX_TOOLS_JSON} characters of JSON`;

@@ -52,6 +52,16 @@ describe("processLogits", () => {
     expect(kept).toEqual([1, 33, 39]);
   });
 
+  it("reads MAX_LOGIT_BIAS entries of logit_bias at most, whoever sent more (an older API)", () => {
+    const logits = new Float32Array(4);
+    // 61,000 spellings of token 1, as an API before the cap passed them on
+    const bias: Record<string, number> = {};
+    for (let k = 0; k < 61_000; k++) bias[`${"0".repeat(k % 300)}${k < 300 ? 1 : 2}`] = 1;
+    processLogits(logits, { logit_bias: bias }, history([]));
+    // 300 entries read (which ones is the object's order), each adding 1
+    expect(logits.reduce((a, b) => a + b, 0)).toBe(300);
+  });
+
   it("adds logit_bias, ignoring ids past the vocabulary", () => {
     const logits = Float32Array.from([1, 2, 3]);
     processLogits(logits, { logit_bias: { "0": 5, "2": -100, "9": 1 } }, history([]));

@@ -1,5 +1,5 @@
 import { keepMasked } from "@ferry/guided/engine";
-import type { SamplingParams } from "@ferry/protocol";
+import { MAX_LOGIT_BIAS, type SamplingParams } from "@ferry/protocol";
 
 type Penalties = Pick<
   SamplingParams,
@@ -66,7 +66,7 @@ export function changesLogits(params: Penalties, history: TokenHistory): boolean
     params.allowed_token_ids !== undefined ||
     history.guide !== undefined ||
     (history.badWordIds?.length ?? 0) > 0 ||
-    (params.logit_bias !== undefined && Object.keys(params.logit_bias).length > 0) ||
+    (params.logit_bias !== undefined && hasKeys(params.logit_bias)) ||
     readsTokenCounts(params)
   );
 }
@@ -94,11 +94,16 @@ export function processLogits(
   if ((params.min_tokens ?? 0) > history.generated.length)
     for (const id of [eosTokenId, ...(params.stop_token_ids ?? [])])
       if (id !== undefined && id < logits.length) logits[id] = Number.NEGATIVE_INFINITY;
-  if (params.logit_bias)
-    for (const [id, bias] of Object.entries(params.logit_bias)) {
+  if (params.logit_bias) {
+    // the API sends each id once and MAX_LOGIT_BIAS at most; a job from elsewhere (an older
+    // API) costs no more than that per step either
+    let left = MAX_LOGIT_BIAS;
+    for (const id in params.logit_bias) {
+      if (left-- === 0) break;
       const i = Number(id);
-      if (i < logits.length) logits[i] = (logits[i] ?? 0) + bias;
+      if (i < logits.length) logits[i] = (logits[i] ?? 0) + (params.logit_bias[id] ?? 0);
     }
+  }
   const repetition = params.repetition_penalty ?? 1;
   if (repetition !== 1) {
     const seen = new Set(history.promptIds);
@@ -134,4 +139,10 @@ function barLastOf(logits: Float32Array, word: readonly number[], generated: rea
   for (let i = 0; i < before; i++) if (generated[generated.length - before + i] !== word[i]) return;
   const last = word[before];
   if (last !== undefined && last < logits.length) logits[last] = Number.NEGATIVE_INFINITY;
+}
+
+/** Whether an object has a key, without listing them all (called at every step). */
+function hasKeys(record: Record<string, unknown>): boolean {
+  for (const _ in record) return true;
+  return false;
 }

@@ -97,8 +97,14 @@ export class JobRemoval {
     );
     if (!removed) return false;
     // its place in its owner's share of the queue is free now, not once the share's next look
-    // finds it gone (a request refused midway gives back the places its first choices took)
-    await guarded(() => this.redis.zrem(this.keys.ownerQueued(queue, owner), id));
+    // finds it gone (a request refused midway gives back the places its first choices took);
+    // a hint only: the share's own look frees it later all the same
+    await this.redis
+      .multi()
+      .zrem(this.keys.ownerQueued(queue, owner), id)
+      .zrem(this.keys.ownerQueuedLowest(queue, owner), id)
+      .exec()
+      .catch(() => undefined);
     await marked?.();
     // refused past the closer's retries: a 503, and the sweep ends the log later
     await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code]));

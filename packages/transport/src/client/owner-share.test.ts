@@ -72,12 +72,32 @@ describe("OwnerShare", () => {
     await expect(share.take(queue, "f", "f3", 10, 0.5, lowest)).rejects.toMatchObject({
       code: "QUEUE_FULL",
       message: expect.stringMatching(
-        /at priority 1-3 \(batch lines among them\) one key may have 2 there, the rest of its 5 kept/,
+        /This key has 2 requests waiting for m.v1 at priority 1-3 \(batch lines among them\); one key may have 2 there, the rest of its 5 kept/,
       ),
     });
     for (const id of ["f4", "f5", "f6"]) await share.take(queue, "f", id, 10, 0.5);
     await expect(share.take(queue, "f", "f7", 10, 0.5)).rejects.toMatchObject({
       code: "QUEUE_FULL",
+    });
+  });
+
+  it("a job's turn counts its key's jobs of its group waiting before it: batch lines apart from the rest", async () => {
+    const lowest = { share: 0.5 };
+    const turns: number[] = [];
+    for (const id of ["g1", "g2", "g3"]) {
+      turns.push(await share.take(queue, "g", id, 20, 0.5, lowest));
+      await waiting(id);
+    }
+    // the key's interactive jobs take turns among themselves, not behind its batch lines
+    for (const id of ["g4", "g5"]) {
+      turns.push(await share.take(queue, "g", id, 20, 0.5));
+      await waiting(id);
+    }
+    expect(turns).toEqual([0, 1, 2, 0, 1]);
+    // both groups count against the key's share together: 5 waiting of its 10
+    for (const id of ["g6", "g7", "g8", "g9", "g10"]) await share.take(queue, "g", id, 20, 0.5);
+    await expect(share.take(queue, "g", "g11", 20, 0.5)).rejects.toMatchObject({
+      message: expect.stringMatching(/This key has 10 requests waiting for m.v1, the most/),
     });
   });
 

@@ -5,45 +5,50 @@ import { LuaCommand } from "../shared/lua-command.js";
 import { guarded } from "../shared/redis-guard.js";
 
 /**
- * Counts an owner's jobs still waiting in a queue and, under its cap, takes job `id` in among
- * them. A member is dropped once its job is no longer waiting: its job's hash exists and it
- * is not in BullMQ's prioritized set (taken by a worker, finished), or it has no hash and is
- * older than `young` ms (cancelled, expired, or its add never landed; a younger one's add may
- * still be on its way). The oldest `scan` members are looked at on each call, every one when
- * the count reaches the cap, at most once per `every` ms (a key at its cap is refused on the
- * count meanwhile, not looked through on each try).
- * KEYS: the owner's set, BullMQ's prioritized set, the owner's last full look (one slot: the
- * queue's tag). ARGV: id, cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix
- * of the queue's jobs.
- * Returns -1 - n when taken in (n: the owner's jobs already waiting there, its turn), else the
- * owner's count of waiting jobs.
+ * Counts an owner's jobs still waiting in a queue, its batch lines (the lowest band) apart
+ * from the rest, and, under both caps, takes job `id` in among its group. A member is dropped
+ * once its job is no longer waiting: its job's hash exists and it is not in BullMQ's
+ * prioritized set (taken by a worker, finished), or it has no hash and is older than `young`
+ * ms (cancelled, expired, or its add never landed; a younger one's add may still be on its
+ * way). The oldest `scan` members of the job's group are looked at on each call, every member
+ * of both when a cap is reached, at most once per `every` ms (a key at its cap is refused on
+ * the count meanwhile, not looked through on each try).
+ * KEYS: the owner's set of the job's group, BullMQ's prioritized set, the owner's last full
+ * look, the owner's set of the other group (one slot: the queue's tag). ARGV: id, the group's
+ * cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix of the queue's jobs, the
+ * cap of both groups together.
+ * Returns {1, n} when taken in (n: the group's jobs already waiting, its turn), else
+ * {0, the group's count, both groups' count}.
  */
 const TAKE = `
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local young, jobs = tonumber(ARGV[5]), ARGV[7]
-local function prune(n)
-  local members = redis.call('ZRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
+local function prune(set, n)
+  local members = redis.call('ZRANGE', set, 0, n - 1, 'WITHSCORES')
   for k = 1, #members, 2 do
     local m, at = members[k], tonumber(members[k + 1])
     if not redis.call('ZSCORE', KEYS[2], m) then
       if redis.call('EXISTS', jobs .. m) == 1 or at < now - young then
-        redis.call('ZREM', KEYS[1], m)
+        redis.call('ZREM', set, m)
       end
     end
   end
 end
-prune(tonumber(ARGV[4]))
-local cap = tonumber(ARGV[2])
+prune(KEYS[1], tonumber(ARGV[4]))
+local cap, total = tonumber(ARGV[2]), tonumber(ARGV[8])
 local count = redis.call('ZCARD', KEYS[1])
-if count >= cap and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
-  prune(count)
+local other = redis.call('ZCARD', KEYS[4])
+if (count >= cap or count + other >= total) and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
+  prune(KEYS[1], count)
+  prune(KEYS[4], other)
   count = redis.call('ZCARD', KEYS[1])
+  other = redis.call('ZCARD', KEYS[4])
 end
-if count >= cap then return count end
+if count >= cap or count + other >= total then return {0, count, count + other} end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return -1 - count
+return {1, count}
 `;
 
 /** Members looked at on each call, oldest first (a queue is taken from mostly in order). */
@@ -62,7 +67,7 @@ const FULL_LOOK_MS = 250;
  * taking part.
  */
 export class OwnerShare {
-  private readonly takeScript: LuaCommand<number>;
+  private readonly takeScript: LuaCommand<[number, number, number?]>;
 
   constructor(
     private readonly redis: RedisClient,
@@ -70,13 +75,14 @@ export class OwnerShare {
     /** How long an owner's set lives past its last job, in s (JOB_TTL_S). */
     private readonly ttlS: number,
   ) {
-    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare", 3, TAKE);
+    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare2", 4, TAKE);
   }
 
   /**
    * Counts job `id` among `owner`'s waiting in `queue`, or refuses it (QUEUE_FULL). `lowest`:
    * a job of the lowest priority band, held to `lowestShare` of the owner's share. Returns its
-   * turn: how many of the owner's jobs were waiting there before it.
+   * turn: how many of the owner's jobs of its group (batch lines, or the rest) were waiting
+   * there before it.
    */
   async take(
     queue: string,
@@ -88,13 +94,15 @@ export class OwnerShare {
   ): Promise<number> {
     const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
     const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowest.share)) : ownerCap;
-    const set = this.keys.ownerQueued(queue, owner);
-    const count = await guarded(() =>
+    const rest = this.keys.ownerQueued(queue, owner);
+    const batchLines = this.keys.ownerQueuedLowest(queue, owner);
+    const [taken, count, total] = await guarded(() =>
       this.takeScript.run(
         this.redis,
-        set,
+        lowest ? batchLines : rest,
         this.keys.bullPrioritized(queue),
-        `${set}:looked`,
+        `${rest}:looked`,
+        lowest ? rest : batchLines,
         id,
         cap,
         this.ttlS,
@@ -102,14 +110,15 @@ export class OwnerShare {
         YOUNG_MS,
         FULL_LOOK_MS,
         this.keys.bullJobPrefix(queue),
+        ownerCap,
       ),
     );
-    if (count < 0) return -1 - count;
+    if (taken === 1) return count;
     throw FerryError.refusal(
       "QUEUE_FULL",
-      lowest && cap < ownerCap
-        ? `This key has ${count} requests waiting for ${queue}; at priority 1-3 (batch lines among them) one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
-        : `This key has ${count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${cap} of its ${maxQueueSize})`,
+      lowest && cap < ownerCap && count >= cap
+        ? `This key has ${count} requests waiting for ${queue} at priority 1-3 (batch lines among them); one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
+        : `This key has ${total ?? count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${ownerCap} of its ${maxQueueSize})`,
       { retryAfterS: 1 },
     );
   }

@@ -216,6 +216,11 @@ export class Keys {
     return `${this.prefix}:queued:{${queue}}:${owner}`;
   }
 
+  /** An owner's batch lines (the lowest band) waiting in a queue: counted apart from the rest. */
+  ownerQueuedLowest(queue: string, owner: string): string {
+    return `${this.prefix}:queued:{${queue}}:${owner}:lowest`;
+  }
+
   /** What BullMQ's key of one of a queue's jobs begins with (the job's id follows). */
   bullJobPrefix(queue: string): string {
     return `${this.prefix}:${bullQueueName(queue)}:`;
