@@ -14,7 +14,7 @@ const repo = tempRepository({
 });
 const stack = new Stack({
   env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
-  apiEnv: { API_KEYS: "k1,k2", KEY_QUEUE_SHARE: "0.5" },
+  apiEnv: { API_KEYS: "k1,k2", ADMIN_TOKEN: "adm", KEY_QUEUE_SHARE: "0.5", KEY_MAX_PRIORITY: "7" },
 });
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
@@ -77,4 +77,40 @@ describe("keys take turns within a priority", () => {
     // first (which has k2's turn, and came first)
     expect(k1At.filter((at) => at < k2At)).toHaveLength(1);
   }, 90_000);
+});
+
+describe("KEY_MAX_PRIORITY", () => {
+  it("a key asking above it is refused, on every way of asking; the admin may ask any", async () => {
+    const features = new Array(64).fill(0);
+    const asks: Array<[string, unknown, Record<string, string>]> = [
+      ["/v1/models/digits/predict", { features, priority: 8 }, {}],
+      ["/v1/models/digits/predict", { features }, { "X-Priority": "10" }],
+      ["/v1/jobs", { model: "digits", input: { features }, priority: 9 }, {}],
+      [
+        "/v2/models/digits/infer",
+        {
+          inputs: [{ name: "input", shape: [1, 64], datatype: "FP32", data: features }],
+          parameters: { priority: 8 },
+        },
+        {},
+      ],
+    ];
+    for (const [path, body, headers] of asks) {
+      const refused = await stack.post(path, body, { Authorization: "Bearer k1", ...headers });
+      expect(refused.status, path).toBe(400);
+      expect(await refused.text()).toMatch(/priority \d+ is above the 7 an API key may ask/);
+    }
+    const within = await stack.post(
+      "/v1/models/digits/predict",
+      { features, priority: 7 },
+      { Authorization: "Bearer k1" },
+    );
+    expect(within.status).toBe(200);
+    const admin = await stack.post(
+      "/v1/models/digits/predict",
+      { features, priority: 10 },
+      { Authorization: "Bearer adm" },
+    );
+    expect(admin.status).toBe(200);
+  });
 });

@@ -38,6 +38,12 @@ export const envSchema = deploymentEnvSchema.extend({
    */
   KEY_QUEUE_SHARE: z.coerce.number().gt(0).max(1).default(0.5),
   /**
+   * The highest priority an API key may ask (1-10); the admin may ask any. Priorities are not
+   * shared out between keys: a key's 10 runs before another's 5, so where keys are parties
+   * that should not outrank each other, 7 keeps 8-10 the admin's.
+   */
+  KEY_MAX_PRIORITY: z.coerce.number().int().min(1).max(10).default(10),
+  /**
    * Replicas that must hold an async job (or batch chunk) before it is accepted: WAIT on the
    * accepting write, so that a primary's failover cannot lose it. 0 (no WAIT) on one Redis
    * without replicas; 1 on a cluster with a replica per primary.

@@ -27,7 +27,7 @@ export function guardsFrom(env: ApiEnv): Guards {
     .map((k) => k.trim())
     .filter(Boolean);
   return {
-    authenticate: apiKeyAuthenticator(keys, env.ADMIN_TOKEN),
+    authenticate: apiKeyAuthenticator(keys, env.ADMIN_TOKEN, env.KEY_MAX_PRIORITY),
     limit: tenantLimiter({
       ratePerS: env.KEY_RATE_LIMIT_RPS,
       burst: env.KEY_RATE_BURST,

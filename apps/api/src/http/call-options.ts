@@ -44,9 +44,16 @@ export function callOptionsFrom(
     trace?: TraceCarrier | undefined;
   },
 ): CallOptions {
+  const priority = body.priority ?? intHeader(header, "X-Priority", 1, 10);
+  const ceiling = from.tenant.maxPriority;
+  if (priority !== undefined && ceiling !== undefined && priority > ceiling)
+    throw new FerryError(
+      "INVALID_INPUT",
+      `priority ${priority} is above the ${ceiling} an API key may ask on this server (KEY_MAX_PRIORITY)`,
+    );
   return {
     ...from,
-    priority: body.priority ?? intHeader(header, "X-Priority", 1, 10),
+    priority,
     timeoutMs: body.timeout_ms ?? timeoutHeader(header),
     cache: body.cache ?? noCache(header),
   };

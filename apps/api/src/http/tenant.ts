@@ -8,6 +8,8 @@ export interface Tenant {
   /** Stored as the owner of jobs, batches and predictions; "" is the open tenant. */
   id: string;
   admin: boolean;
+  /** The highest priority it may ask, when it may not ask every one (KEY_MAX_PRIORITY). */
+  maxPriority?: number | undefined;
 }
 
 export const OPEN_TENANT: Tenant = { id: "", admin: false };

@@ -47,8 +47,14 @@ export type Authenticator = (authorization: string | undefined, path: string) =>
 export function apiKeyAuthenticator(
   keys: readonly string[],
   adminToken: string | undefined,
+  /** The highest priority a key may ask (KEY_MAX_PRIORITY); the admin may ask any. */
+  keyMaxPriority = 10,
 ): Authenticator {
-  const tenants = keys.map((key) => ({ key, tenant: { id: tenantOf(key), admin: false } }));
+  const ceiling = keyMaxPriority < 10 ? { maxPriority: keyMaxPriority } : {};
+  const tenants = keys.map((key) => ({
+    key,
+    tenant: { id: tenantOf(key), admin: false, ...ceiling },
+  }));
   return (authorization, path) => {
     if (keys.length === 0 || path.startsWith("/v2/health/")) return OPEN_TENANT;
     const given = bearerToken(authorization);
