@@ -86,6 +86,8 @@ describe("KEY_MAX_PRIORITY", () => {
       ["/v1/models/digits/predict", { features, priority: 8 }, {}],
       ["/v1/models/digits/predict", { features }, { "X-Priority": "10" }],
       ["/v1/jobs", { model: "digits", input: { features }, priority: 9 }, {}],
+      // a completion job's own input may carry its priority too
+      ["/v1/jobs", { model: "tiny-lm", input: { prompt: "hi", max_tokens: 4, priority: 10 } }, {}],
       [
         "/v2/models/digits/infer",
         {

@@ -44,19 +44,26 @@ export function callOptionsFrom(
     trace?: TraceCarrier | undefined;
   },
 ): CallOptions {
-  const priority = body.priority ?? intHeader(header, "X-Priority", 1, 10);
-  const ceiling = from.tenant.maxPriority;
+  return {
+    ...from,
+    priority: allowedPriority(body.priority ?? intHeader(header, "X-Priority", 1, 10), from.tenant),
+    timeoutMs: body.timeout_ms ?? timeoutHeader(header),
+    cache: body.cache ?? noCache(header),
+  };
+}
+
+/**
+ * The priority a request asked, if its tenant may ask it: a key is held to KEY_MAX_PRIORITY
+ * (its tenant's `maxPriority`), wherever in its request it asked (a job's own input too).
+ */
+export function allowedPriority(priority: number | undefined, tenant: Tenant): number | undefined {
+  const ceiling = tenant.maxPriority;
   if (priority !== undefined && ceiling !== undefined && priority > ceiling)
     throw new FerryError(
       "INVALID_INPUT",
       `priority ${priority} is above the ${ceiling} an API key may ask on this server (KEY_MAX_PRIORITY)`,
     );
-  return {
-    ...from,
-    priority,
-    timeoutMs: body.timeout_ms ?? timeoutHeader(header),
-    cache: body.cache ?? noCache(header),
-  };
+  return priority;
 }
 
 /** X-Timeout-Ms, when sent. */

@@ -1,4 +1,5 @@
 import { type CompletionResult, FerryError } from "@ferry/protocol";
+import { allowedPriority } from "../http/call-options.js";
 import type { JobKind } from "../jobs/job-kind.js";
 import type { CompletionService } from "./completion-service.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
@@ -21,7 +22,7 @@ export function completionJobKind(completions: CompletionService): JobKind {
       const inner = completion.data;
       const queued = completions.submit(inner, {
         ...opts,
-        priority: opts.priority ?? inner.priority,
+        priority: opts.priority ?? allowedPriority(inner.priority, opts.tenant),
         timeoutMs: opts.timeoutMs ?? inner.timeout_ms,
         version: body.version,
       });
