@@ -38,12 +38,14 @@ export const MAX_TIMEOUT_MS = 3_600_000;
 export const timeoutMsSchema = z.number().int().positive().max(MAX_TIMEOUT_MS);
 
 /**
- * Turns within one priority: a job's turn is how many of its key's jobs were already waiting
- * in its queue when it was queued (0 for a key with none, and for the admin or an open API),
- * so that within a priority BullMQ runs every key's first waiting job before anyone's second:
- * one key's hundred waiting completions do not put another key's one behind all of them.
+ * Turns within one priority (start-time fair queuing): a key's job takes the turn after its
+ * key's last job still waiting at that priority, or, with none waiting, the turn of the
+ * priority's first waiting job, so that within a priority BullMQ runs every key's first
+ * waiting job before anyone's second, and one key's jobs in the order they came. The admin's
+ * and an open API's jobs take turn 0. Room for 131,072 turns a priority (BullMQ's priorities
+ * go to 2^21): past that a busy priority's turns share the last, first come first served.
  */
-export const TURNS = 1024;
+export const TURNS = 131_072;
 
 /**
  * BullMQ runs priority 1 first; Ferry's 10 is the most urgent, and within one priority the

@@ -40,6 +40,7 @@ export class JobAdmission {
         job.maxQueueSize,
         owners.of,
         lowest ? { share: this.depth.lowestBandShare } : undefined,
+        job.priority,
       );
     } catch (err) {
       // not queued after all: it no longer counts in the queue's depth

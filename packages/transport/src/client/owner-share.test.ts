@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { bullPriority } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REDIS_URL } from "../../../../test/helpers/stack.js";
 import { createRedis, deletePrefix } from "../shared/connection.js";
@@ -81,22 +82,61 @@ describe("OwnerShare", () => {
     });
   });
 
-  it("a job's turn counts its key's jobs of its group waiting before it: batch lines apart from the rest", async () => {
+  it("a job's turn is the one after its key's last still waiting at its priority, else the priority's first waiting one's", async () => {
+    const q = "turns.v1";
+    let arrival = 0;
+    /** Job `id` as BullMQ keeps it waiting: in the prioritized set, scored by its priority. */
+    const queued = (id: string, priority: number, turn: number) =>
+      redis.zadd(keys.bullPrioritized(q), bullPriority(priority, turn) * 2 ** 32 + arrival++, id);
+    /** Taken by a worker: out of the prioritized set, its hash there. */
+    const taken = async (id: string) => {
+      await redis.zrem(keys.bullPrioritized(q), id);
+      await redis.hset(`${keys.bullJobPrefix(q)}${id}`, "name", "generate");
+    };
+    const take = async (owner: string, id: string, priority: number) => {
+      const turn = await share.take(q, owner, id, 100, 0.5, undefined, priority);
+      await queued(id, priority, turn);
+      return turn;
+    };
+    // one key's three in a row, then another key's first: it goes with the first key's first
+    expect([await take("g", "g1", 5), await take("g", "g2", 5), await take("g", "g3", 5)]).toEqual([
+      0, 1, 2,
+    ]);
+    expect(await take("h", "h1", 5)).toBe(0);
+    // each priority its own turns: g's backlog at 5 does not put its 7 back
+    expect(await take("g", "g4", 7)).toBe(0);
+    // g1 and h1 ran: the priority's first waiting is g2 (turn 1); g's next follows g3, h's
+    // next starts at the head, ahead of g3
+    await taken("g1");
+    await taken("h1");
+    expect(await take("g", "g5", 5)).toBe(3);
+    expect(await take("h", "h2", 5)).toBe(1);
+    // a job whose add has not landed yet (no hash, in its key's set) still counts as waiting
+    const unseen = await share.take(q, "i", "i1", 100, 0.5, undefined, 5);
+    expect(await share.take(q, "i", "i2", 100, 0.5, undefined, 5)).toBe(unseen + 1);
+    // all ran: a key starts again at the head (none waiting: 0), not after its old turns
+    for (const id of ["g2", "g3", "g5", "h2", "g4"]) await taken(id);
+    await redis.zrem(keys.bullPrioritized(q), "i1", "i2");
+    await redis.hset(`${keys.bullJobPrefix(q)}i1`, "name", "generate");
+    await redis.hset(`${keys.bullJobPrefix(q)}i2`, "name", "generate");
+    expect(await take("g", "g6", 5)).toBe(0);
+    expect(await take("i", "i3", 5)).toBe(0);
+    // its last one cancelled while an earlier one waits: the next still goes after that one
+    expect([await take("k", "k1", 5), await take("k", "k2", 5)]).toEqual([0, 1]);
+    await redis.zrem(keys.bullPrioritized(q), "k2");
+    await redis.zrem(keys.ownerQueued(q, "k"), "k2");
+    expect(await take("k", "k3", 5)).toBe(2);
+  });
+
+  it("batch lines count apart from a key's other jobs, and both against its share", async () => {
     const lowest = { share: 0.5 };
-    const turns: number[] = [];
-    for (const id of ["g1", "g2", "g3"]) {
-      turns.push(await share.take(queue, "g", id, 20, 0.5, lowest));
+    for (const id of ["j1", "j2", "j3"]) {
+      await share.take(queue, "j", id, 20, 0.5, lowest, 1);
       await waiting(id);
     }
-    // the key's interactive jobs take turns among themselves, not behind its batch lines
-    for (const id of ["g4", "g5"]) {
-      turns.push(await share.take(queue, "g", id, 20, 0.5));
-      await waiting(id);
-    }
-    expect(turns).toEqual([0, 1, 2, 0, 1]);
-    // both groups count against the key's share together: 5 waiting of its 10
-    for (const id of ["g6", "g7", "g8", "g9", "g10"]) await share.take(queue, "g", id, 20, 0.5);
-    await expect(share.take(queue, "g", "g11", 20, 0.5)).rejects.toMatchObject({
+    for (const id of ["j4", "j5", "j6", "j7", "j8", "j9", "j10"])
+      await share.take(queue, "j", id, 20, 0.5);
+    await expect(share.take(queue, "j", "j11", 20, 0.5)).rejects.toMatchObject({
       message: expect.stringMatching(/This key has 10 requests waiting for m.v1, the most/),
     });
   });

@@ -1,4 +1,4 @@
-import { FerryError } from "@ferry/protocol";
+import { bullPriority, DEFAULT_PRIORITY, FerryError, TURNS } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
@@ -13,12 +13,17 @@ import { guarded } from "../shared/redis-guard.js";
  * way). The oldest `scan` members of the job's group are looked at on each call, every member
  * of both when a cap is reached, at most once per `every` ms (a key at its cap is refused on
  * the count meanwhile, not looked through on each try).
+ * Taken in, the job gets its turn at its priority (`TURNS` in @ferry/protocol): the one after
+ * the owner's last job at that priority while that one still waits (in BullMQ's prioritized
+ * set, or not yet added: no hash, and in the group's set) or any other of the group does, but
+ * never before the turn of the priority's first waiting job (0 with none), which is the turn
+ * of an owner with none waiting.
  * KEYS: the owner's set of the job's group, BullMQ's prioritized set, the owner's last full
- * look, the owner's set of the other group (one slot: the queue's tag). ARGV: id, the group's
- * cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix of the queue's jobs, the
- * cap of both groups together.
- * Returns {1, n} when taken in (n: the group's jobs already waiting, its turn), else
- * {0, the group's count, both groups' count}.
+ * look, the owner's set of the other group, the owner's last turns (one slot: the queue's
+ * tag). ARGV: id, the group's cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix
+ * of the queue's jobs, the cap of both groups together, the priority's first BullMQ priority,
+ * the turns a priority has, the priority.
+ * Returns {1, turn} when taken in, else {0, the group's count, both groups' count}.
  */
 const TAKE = `
 local time = redis.call('TIME')
@@ -46,9 +51,27 @@ if (count >= cap or count + other >= total) and redis.call('SET', KEYS[3], '1', 
   other = redis.call('ZCARD', KEYS[4])
 end
 if count >= cap or count + other >= total then return {0, count, count + other} end
+-- BullMQ scores a prioritized job priority * 2^32 + its order of arrival
+local shift, base, turns = 4294967296, tonumber(ARGV[9]), tonumber(ARGV[10])
+local head = 0
+local first = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('%.0f', base * shift),
+  '(' .. string.format('%.0f', (base + turns) * shift), 'WITHSCORES', 'LIMIT', 0, 1)
+if #first > 0 then head = math.floor(tonumber(first[2]) / shift) - base end
+local last = redis.call('HMGET', KEYS[5], ARGV[11] .. ':id', ARGV[11] .. ':turn')
+local turn = head
+if last[1] and last[2] then
+  local waits = redis.call('ZSCORE', KEYS[2], last[1])
+    or (redis.call('EXISTS', jobs .. last[1]) == 0 and redis.call('ZSCORE', KEYS[1], last[1]))
+  -- its last one gone (taken, cancelled) while others of its wait: after it all the same,
+  -- never ahead of its own earlier ones
+  if waits or count > 0 then turn = math.max(tonumber(last[2]) + 1, head) end
+end
+if turn > turns - 1 then turn = turns - 1 end
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-return {1, count}
+redis.call('HSET', KEYS[5], ARGV[11] .. ':id', ARGV[1], ARGV[11] .. ':turn', turn)
+redis.call('EXPIRE', KEYS[5], ARGV[3])
+return {1, turn}
 `;
 
 /** Members looked at on each call, oldest first (a queue is taken from mostly in order). */
@@ -75,14 +98,13 @@ export class OwnerShare {
     /** How long an owner's set lives past its last job, in s (JOB_TTL_S). */
     private readonly ttlS: number,
   ) {
-    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare2", 4, TAKE);
+    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare3", 5, TAKE);
   }
 
   /**
    * Counts job `id` among `owner`'s waiting in `queue`, or refuses it (QUEUE_FULL). `lowest`:
    * a job of the lowest priority band, held to `lowestShare` of the owner's share. Returns its
-   * turn: how many of the owner's jobs of its group (batch lines, or the rest) were waiting
-   * there before it.
+   * turn at its `priority` (the script's rule above).
    */
   async take(
     queue: string,
@@ -91,6 +113,7 @@ export class OwnerShare {
     maxQueueSize: number,
     share: number,
     lowest?: { share: number },
+    priority = DEFAULT_PRIORITY,
   ): Promise<number> {
     const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
     const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowest.share)) : ownerCap;
@@ -103,6 +126,7 @@ export class OwnerShare {
         this.keys.bullPrioritized(queue),
         `${rest}:looked`,
         lowest ? rest : batchLines,
+        this.keys.ownerTurns(queue, owner),
         id,
         cap,
         this.ttlS,
@@ -111,6 +135,9 @@ export class OwnerShare {
         FULL_LOOK_MS,
         this.keys.bullJobPrefix(queue),
         ownerCap,
+        bullPriority(priority, 0),
+        TURNS,
+        priority,
       ),
     );
     if (taken === 1) return count;

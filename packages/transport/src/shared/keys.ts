@@ -216,6 +216,11 @@ export class Keys {
     return `${this.prefix}:queued:{${queue}}:${owner}`;
   }
 
+  /** Hash of an owner's last job and its turn, per priority, in a queue (`OwnerShare`). */
+  ownerTurns(queue: string, owner: string): string {
+    return `${this.prefix}:turns:{${queue}}:${owner}`;
+  }
+
   /** An owner's batch lines (the lowest band) waiting in a queue: counted apart from the rest. */
   ownerQueuedLowest(queue: string, owner: string): string {
     return `${this.prefix}:queued:{${queue}}:${owner}:lowest`;
