@@ -106,6 +106,48 @@ describe("logit_bias is counted and each token id read once, before anything is 
   });
 });
 
+describe("what one request asks to be scored is bounded before anything is queued", () => {
+  it("64 choices of 200 tokens with 20 alternatives and an echoed prompt: a 400 naming the budget, nothing queued; within it, scored", async () => {
+    // each cap alone allowed it: an 8 MB answer and ~44 MB of event logs from 2 KB
+    const huge = {
+      model: "tiny-lm",
+      prompt: "Once upon a time",
+      max_tokens: 200,
+      n: 64,
+      logprobs: 20,
+      echo: true,
+      prompt_logprobs: 20,
+    };
+    const res = await stack.post("/v1/completions", huge);
+    expect(res.status).toBe(400);
+    expect(await message(res)).toMatch(
+      /asks for up to \d+ log-probability entries .* at most 131072 a request/,
+    );
+    // the streamed chat of as many choices too (its choices are queued together)
+    const streamed = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 200,
+      n: 32,
+      logprobs: true,
+      top_logprobs: 20,
+      stream: true,
+    });
+    expect(streamed.status).toBe(400);
+    expect(await message(streamed)).toMatch(/at most 131072 a request/);
+    // nothing of them was queued: a request within the budget runs at once after them
+    const started = performance.now();
+    const within = await stack.post("/v1/completions", { ...huge, max_tokens: 4, n: 2 });
+    expect(within.status).toBe(200);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    const { choices } = (await within.json()) as {
+      choices: Array<{ logprobs: { top_logprobs: unknown[] } }>;
+    };
+    expect(choices).toHaveLength(2);
+    expect(choices[0]?.logprobs.top_logprobs.length).toBeGreaterThan(4);
+  });
+});
+
 describe("what a stored response keeps is bounded before anything is queued", () => {
   it("metadata as OpenAI's (16 pairs, 64 and 512 characters), caller tags, tool descriptions and tools' size: a 400 each", async () => {
     const respond = (extra: Record<string, unknown>) =>

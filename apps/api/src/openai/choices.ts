@@ -40,11 +40,6 @@ export function severalChoices(
   );
 }
 
-/**
- * What a request asks of its prompt's scores: an echo's log probabilities (OpenAI's `echo` with
- * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
- * that asks for alternatives, and ignores 0).
- */
 /** vLLM's rule: usage in every chunk of a stream that asks for usage and for it to be continuous. */
 export function continuousUsage(body: Pick<CompletionRequest, "stream_options">): boolean {
   return (
@@ -53,12 +48,8 @@ export function continuousUsage(body: Pick<CompletionRequest, "stream_options">)
   );
 }
 
-/**
- * Refuses a text that cannot fit the model's context whatever its tokenizer, before it is
- * tokenized: a huge prompt costs the API no CPU.
- */
-export /** Several choices' answers as one: each choice indexed by its place, usage summed. */
-function joinAnswers<A extends CompletionResponse | ChatCompletionResponse>(
+/** Several choices' answers as one: each choice indexed by its place, usage summed. */
+export function joinAnswers<A extends CompletionResponse | ChatCompletionResponse>(
   answers: readonly A[],
   n: number,
 ): A {

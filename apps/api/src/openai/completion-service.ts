@@ -30,6 +30,7 @@ import {
   type CompletionRequest,
   completionRequestSchema,
 } from "./schemas.js";
+import { checkScoreBudget, scoreEntries } from "./score-budget.js";
 import { toolChoice } from "./tool-calls.js";
 
 /** A completion's job and the events it answers with, subscribed before the job could run. */
@@ -124,6 +125,7 @@ export class CompletionService {
     const prepared = await Promise.all(
       bodies.map(async (body) => this.prepare(await this.asCompletion(body), opts)),
     );
+    checkScoreBudget(prepared.reduce((sum, { scores }) => sum + scores, 0));
     const followed: FollowedCompletion[] = [];
     try {
       const keepS = this.keepSecondsFor(opts);
@@ -264,7 +266,11 @@ export class CompletionService {
       special,
       vocabSize: typeof vocab === "number" ? vocab : undefined,
     });
+    // a prompt not counted (a model with no context length) is at most a token a character
+    const scores = scoreEntries(params, promptTokens ?? prompt.length);
+    checkScoreBudget(scores);
     return {
+      scores,
       job: {
         model: entry.config.name,
         version,

@@ -72,6 +72,10 @@ export class ContextWindow {
   }
 }
 
+/**
+ * Refuses a text that cannot fit the model's context whatever its tokenizer, before it is
+ * tokenized: a huge prompt costs the API no CPU.
+ */
 export function checkPromptChars(entry: ModelEntry, text: string): void {
   const context = entry.config.architecture?.context_length;
   if (typeof context === "number" && text.length > context * MAX_CHARS_PER_TOKEN)

@@ -78,6 +78,11 @@ export function samplingParamsOf(
   return { params, ask };
 }
 
+/**
+ * What a request asks of its prompt's scores: an echo's log probabilities (OpenAI's `echo` with
+ * `logprobs`) and vLLM's `prompt_logprobs`, which a stream does not carry (vLLM refuses one
+ * that asks for alternatives, and ignores 0).
+ */
 function promptAsk(body: CompletionRequest): PromptAsk {
   const vllm = body.prompt_logprobs ?? undefined;
   if (body.stream && (vllm ?? 0) > 0)

@@ -1,0 +1,18 @@
+import { describe, expect, it } from "vitest";
+import { checkScoreBudget, MAX_SCORE_ENTRIES, scoreEntries } from "./score-budget.js";
+
+describe("scoreEntries", () => {
+  it("counts each token with its alternatives, the prompt's only where it is scored", () => {
+    expect(scoreEntries({ max_tokens: 100 }, 50)).toBe(0);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 0 }, 50)).toBe(100);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 20 }, 50)).toBe(2_100);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 5, prompt_logprobs: 1 }, 50)).toBe(700);
+  });
+
+  it("refuses past MAX_SCORE_ENTRIES, naming both numbers", () => {
+    expect(() => checkScoreBudget(MAX_SCORE_ENTRIES)).not.toThrow();
+    expect(() => checkScoreBudget(MAX_SCORE_ENTRIES + 1)).toThrow(
+      `asks for up to ${MAX_SCORE_ENTRIES + 1} log-probability entries`,
+    );
+  });
+});
