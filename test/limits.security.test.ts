@@ -3,11 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { countKeys as countKeysUnder } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
-import { Stack } from "./helpers/stack.js";
+import { Stack, waitFor } from "./helpers/stack.js";
 import { endlessLine } from "./helpers/uploads.js";
 
-// tiny-lm has no worker here (its jobs stay queued) and a small queue; streams are capped low.
-const repo = tempRepository({ digits: {}, "tiny-lm": { max_queue_size: 20 } });
+// tiny-lm and mnist have no worker here (their jobs and batch rows stay queued), tiny-lm a
+// small queue; streams are capped low.
+const repo = tempRepository({ digits: {}, mnist: {}, "tiny-lm": { max_queue_size: 20 } });
 const stack = new Stack({
   env: { MODEL_REPOSITORY: repo, WORKER_MODELS: "digits" },
   apiEnv: {
@@ -16,6 +17,7 @@ const stack = new Stack({
     MAX_STREAMS_PER_KEY: "3",
     MAX_BATCH_BODY_BYTES: String(4 * 1024 * 1024),
     FILE_STORAGE_PER_KEY_BYTES: String(3_000_000),
+    BATCH_ROWS_PER_KEY_BYTES: String(8_000_000),
     // one key may fill a queue here (the share is test/batch-admission.test.ts's)
     KEY_QUEUE_SHARE: "1",
   },
@@ -257,6 +259,52 @@ describe("what one key keeps stored is bounded", () => {
     await openai("k1").files.delete(first.id);
     const third = await openai("k1").files.create({ file: await inputFile(), purpose: "batch" });
     expect(third.status).toBe("processed");
+  });
+});
+
+describe("what one key's batches hold waiting to run is bounded", () => {
+  /** `rows` NDJSON items for `model`, every one a different input. */
+  const rowsOf = (model: "digits" | "mnist", rows: number) =>
+    Array.from({ length: rows }, (_, k) => {
+      const features = [...(samples[model].inputs[k % 10] as number[])];
+      features[0] = k / rows;
+      return `${JSON.stringify({ key: `r${k}`, features })}\n`;
+    }).join("");
+  const post = (key: Record<string, string>, model: string, body: string) =>
+    fetch(stack.url(`/v1/batches?model=${model}`), {
+      method: "POST",
+      headers: { ...key, "content-type": "application/x-ndjson" },
+      body,
+    });
+
+  it("rows no worker has run count against BATCH_ROWS_PER_KEY_BYTES (403 past it, nothing queued), another key unaffected, a completed batch gives its rows back", async () => {
+    // 1,200 mnist rows are 3,763,200 bytes packed (784 FP32 features each, two chunks): two
+    // fit k1's 8,000,000, a third's first chunk does not; no worker serves mnist here
+    const mnist = rowsOf("mnist", 1_200);
+    expect((await post(k1, "mnist", mnist)).status).toBe(202);
+    expect((await post(k1, "mnist", mnist)).status).toBe(202);
+    const chunks = await countKeys("batch-rows:*");
+    const refused = await post(k1, "mnist", mnist);
+    expect(refused.status).toBe(403);
+    expect(await message(refused)).toMatch(
+      /This key's batches hold \d+ bytes of rows still to run.*BATCH_ROWS_PER_KEY_BYTES/,
+    );
+    // refused at its first chunk: nothing of it was stored
+    expect(await countKeys("batch-rows:*")).toBe(chunks);
+    // k2's budget is its own
+    expect((await post(k2, "mnist", mnist)).status).toBe(202);
+    // 1,500 digits rows are 384,000 bytes: k1 has room for one while its mnist rows wait, and
+    // for the next only once the first has run (its worker gives its rows back as it completes)
+    const digits = rowsOf("digits", 1_500);
+    const first = await post(k1, "digits", digits);
+    expect(first.status).toBe(202);
+    const { id } = (await first.json()) as { id: string };
+    await waitFor(async () => {
+      const res = await fetch(stack.url(`/v1/batches/${id}`), { headers: k1 });
+      return ((await res.json()) as { status: string }).status === "completed";
+    }, 30_000);
+    // before it had run there was no room; once it has, the same upload is taken
+    await waitFor(async () => (await post(k1, "digits", digits)).status === 202, 10_000);
   });
 });
 

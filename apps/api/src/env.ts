@@ -91,6 +91,16 @@ export const envSchema = deploymentEnvSchema.extend({
     .positive()
     .default(1024 * 1024 * 1024),
   /**
+   * Bytes of rows one API key's Ferry batches (`POST /v1/batches?model=`) may hold waiting to
+   * run, across every replica: each batch's rows are held as they are queued and given back
+   * when it completes; past it the upload is refused (403 insufficient_quota). 0: no limit.
+   */
+  BATCH_ROWS_PER_KEY_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 * 1024 * 1024),
+  /**
    * OpenAI-shaped batches one API key runs at once, across every replica: the rest wait their
    * turn (`validating`), and another key's batch gets a runner meanwhile.
    */

@@ -161,7 +161,7 @@ const services: Services = {
   completions,
   embeddings,
   tokenization: new TokenizationService(repository, completions),
-  batchJobs: new BatchJobService(repository, client, parseThread),
+  batchJobs: new BatchJobService(repository, client, parseThread, env.BATCH_ROWS_PER_KEY_BYTES),
   batchJobReader: new BatchJobReader(repository, client, classify),
   files,
   openAiBatches: new OpenAiBatchService(client, files, env.JOB_TTL_S),

@@ -34,6 +34,8 @@ export class BatchJobService {
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly parser: ParseThread,
+    /** Bytes of rows one owner's batches may hold waiting to run (0: no limit). */
+    private readonly rowsPerKeyBytes = 0,
   ) {}
 
   /** Ingests `items` (an async stream of raw items); returns the batch id and its size. */
@@ -138,7 +140,12 @@ export class BatchJobService {
     let keys: string[] = [];
     let rows: Uint8Array[] = [];
     let chunks = 0;
-    const queueChunk = () => {
+    // the batch's rows count against its owner's budget of rows waiting to run as they are
+    // queued, until it completes (its worker gives them back) or expires: one key's uploads
+    // cannot fill Redis with rows no worker has run (60 MB a 20,000-row mnist batch)
+    let held = 0;
+    const expiresAtS = Math.floor(Date.now() / 1000) + batches.keptForS;
+    const queueChunk = async () => {
       // a chunk cut from one parsed segment is a view of it, not a copy
       const one = rows.length === 1 ? (rows[0] as Uint8Array) : undefined;
       const packed = one
@@ -147,6 +154,13 @@ export class BatchJobService {
       const chunk = { index: chunks++, input: input.name, keys, rows: packed };
       keys = [];
       rows = [];
+      if (this.rowsPerKeyBytes > 0) {
+        await this.client.batchRows.reserve(owner, id, held + packed.byteLength, expiresAtS, {
+          maxBytes: this.rowsPerKeyBytes,
+          maxItems: 0,
+        });
+        held += packed.byteLength;
+      }
       return adding.add(batches.addChunk(id, model, v, owner, chunk).then(() => undefined));
     };
     // rows arrive a few at a time or a segment's worth at once: cut into chunks of perChunk

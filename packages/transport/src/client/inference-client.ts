@@ -8,6 +8,7 @@ import type { AcceptReplicas } from "../shared/durable-accept.js";
 import { EventWriter } from "../shared/event-log.js";
 import { BATCH_RUNS_QUEUE, bullQueueName, Keys } from "../shared/keys.js";
 import { LogCloser } from "../shared/log-closer.js";
+import { StorageQuota } from "../shared/storage-quota.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { ActivityReader } from "./activity-reader.js";
 import { BatchJobStore } from "./batch-job-store.js";
@@ -27,7 +28,6 @@ import { ReplyRouter } from "./reply-router.js";
 import { RunningBatches } from "./running-batches.js";
 import { ServingState } from "./serving-state.js";
 import { ServingStats } from "./serving-stats.js";
-import { StorageQuota } from "./storage-quota.js";
 import { SyncLaneProducer } from "./sync-lane-producer.js";
 import { type InferRequest, type LookedUp, type RowCache, SyncRows } from "./sync-rows.js";
 
@@ -110,6 +110,8 @@ export class InferenceClient {
   readonly files: FileStore;
   /** What each tenant keeps stored (its uploaded files), against its quota. */
   readonly storage: StorageQuota;
+  /** Each owner's Ferry batches' rows still to run, against BATCH_ROWS_PER_KEY_BYTES. */
+  readonly batchRows: StorageQuota;
   /** OpenAI-shaped batches (the Batch API) and the runner that takes them. */
   readonly openAiBatches: OpenAiBatchStore;
   /** Where OpenAI-shaped batches run: `process` on every API replica. */
@@ -183,6 +185,7 @@ export class InferenceClient {
     );
     this.files = new FileStore(this.redis, this.keys, this.jobTtlS);
     this.storage = new StorageQuota(this.redis, this.keys);
+    this.batchRows = new StorageQuota(this.redis, this.keys, "batch-rows");
     this.openAiBatches = new OpenAiBatchStore(this.redis, this.keys, () =>
       this.queue(BATCH_RUNS_QUEUE),
     );

@@ -203,6 +203,16 @@ export class Keys {
     return `${this.prefix}:storage:{owner:${owner}}`;
   }
 
+  /** Hash of one tenant's Ferry batches' rows still to run (bytes each, and their total). */
+  batchRowsHeld(owner: string): string {
+    return `${this.prefix}:batch-rows-held:{owner:${owner}}`;
+  }
+
+  /** Sorted set of one tenant's batches holding rows, by expiry, beside `batchRowsHeld`. */
+  batchRowsExpiry(owner: string): string {
+    return `${this.prefix}:batch-rows-expiry:{owner:${owner}}`;
+  }
+
   /** Sorted set of one tenant's stored things by expiry, beside `storageHeld`. */
   storageExpiry(owner: string): string {
     return `${this.prefix}:storage-expiry:{owner:${owner}}`;

@@ -9,6 +9,7 @@ import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { batchQueueNames, type Keys, predictionEpoch } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import { StorageQuota } from "../shared/storage-quota.js";
 import type { PackedHandler, PackedOutputs } from "./handlers.js";
 
 /**
@@ -31,6 +32,7 @@ return 0
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
 export class BatchJobConsumer {
   private readonly store: LuaCommand<number>;
+  private readonly batchRows: StorageQuota;
 
   constructor(
     private readonly redis: RedisClient,
@@ -38,6 +40,7 @@ export class BatchJobConsumer {
     private readonly ttlS: number,
   ) {
     this.store = new LuaCommand(redis, "ferryStoreChunk", 2, STORE_CHUNK);
+    this.batchRows = new StorageQuota(redis, keys, "batch-rows");
   }
 
   /**
@@ -53,11 +56,17 @@ export class BatchJobConsumer {
         // kept JOB_TTL_S from its end (for a batch whose ingestion never ended, expired by
         // now, this writes a status with no model, which reads as unknown and expires too)
         const batch = this.keys.batch(job.data.batch);
-        await this.redis
-          .multi()
-          .hset(batch, { status: "completed", finished_at: Date.now() })
-          .expire(batch, this.ttlS)
-          .exec();
+        const [[, owner] = []] =
+          (await this.redis
+            .multi()
+            .hget(batch, "owner")
+            .hset(batch, { status: "completed", finished_at: Date.now() })
+            .expire(batch, this.ttlS)
+            .exec()) ?? [];
+        // its rows have run: its owner's budget of rows waiting (BATCH_ROWS_PER_KEY_BYTES) has
+        // them back (one that is not let go here goes when its batch would have expired)
+        if (typeof owner === "string")
+          await this.batchRows.release(owner, job.data.batch).catch(() => undefined);
       },
       options,
     );

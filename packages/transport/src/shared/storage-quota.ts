@@ -1,8 +1,8 @@
 import { FerryError } from "@ferry/protocol";
-import type { RedisClient } from "../shared/connection.js";
-import type { Keys } from "../shared/keys.js";
-import { LuaCommand } from "../shared/lua-command.js";
-import { guarded } from "../shared/redis-guard.js";
+import type { RedisClient } from "./connection.js";
+import type { Keys } from "./keys.js";
+import { LuaCommand } from "./lua-command.js";
+import { guarded } from "./redis-guard.js";
 
 /** The hash field that holds the owner's total, beside one field per thing held. */
 const TOTAL = "=total";
@@ -80,6 +80,12 @@ end
 return 1
 `;
 
+/**
+ * What is held: uploaded files (and batches' output files), or the rows of Ferry's own batches
+ * still to run (held from their upload until their batch completes). Each its own budget.
+ */
+export type StorageKind = "files" | "batch-rows";
+
 /** What one owner may hold at once; 0 leaves that side unchecked. */
 export interface StorageLimits {
   maxBytes: number;
@@ -87,10 +93,11 @@ export interface StorageLimits {
 }
 
 /**
- * What each owner keeps stored (their uploaded files), against a budget per owner: a thing is
- * held (its bytes reserved) before any of it is written, settled at its size once whole, let
- * go when deleted, and goes by itself when it expires, as the thing's own keys do. Two keys
- * per owner, in the owner's slot (one script, on a cluster too).
+ * What each owner keeps stored (their uploaded files; the rows of their batches waiting to
+ * run), against a budget per owner: a thing is held (its bytes reserved) before any of it is
+ * written, settled at its size once whole, let go when deleted (or run), and goes by itself
+ * when it expires, as the thing's own keys do. Two keys per owner and kind, in the owner's
+ * slot (one script, on a cluster too).
  */
 export class StorageQuota {
   private readonly holdScript: LuaCommand<[number, number, number, number?]>;
@@ -100,6 +107,7 @@ export class StorageQuota {
   constructor(
     private readonly redis: RedisClient,
     private readonly keys: Keys,
+    private readonly kind: StorageKind = "files",
   ) {
     this.holdScript = new LuaCommand(redis, "ferryStorageHold", 2, HOLD);
     this.releaseScript = new LuaCommand(redis, "ferryStorageRelease", 2, RELEASE);
@@ -129,6 +137,11 @@ export class StorageQuota {
       least,
     );
     if (held === 1) return granted ?? bytes;
+    if (this.kind === "batch-rows")
+      throw new FerryError(
+        "QUOTA_EXCEEDED",
+        `${owner === "" ? "This server's batches (one tenant: API_KEYS is unset)" : "This key's batches"} hold ${total} bytes of rows still to run, and this one needs room for ${least} more (the most one key may have waiting is ${limits.maxBytes} bytes, BATCH_ROWS_PER_KEY_BYTES). Wait for its batches to finish, or send smaller ones.`,
+      );
     // (refused, the fourth is why: 1 for the number of things)
     const what =
       granted === 1
@@ -156,12 +169,7 @@ export class StorageQuota {
 
   async release(owner: string, id: string): Promise<void> {
     await guarded(() =>
-      this.releaseScript.run(
-        this.redis,
-        this.keys.storageHeld(owner),
-        this.keys.storageExpiry(owner),
-        id,
-      ),
+      this.releaseScript.run(this.redis, this.heldKey(owner), this.expiryKey(owner), id),
     );
   }
 
@@ -170,8 +178,8 @@ export class StorageQuota {
     await guarded(() =>
       this.extendScript.run(
         this.redis,
-        this.keys.storageHeld(owner),
-        this.keys.storageExpiry(owner),
+        this.heldKey(owner),
+        this.expiryKey(owner),
         Math.floor(Date.now() / 1000),
         id,
         expiresAtS,
@@ -181,7 +189,7 @@ export class StorageQuota {
 
   /** The bytes `owner` holds for thing `id`, or undefined when it holds none for it. */
   async held(owner: string, id: string): Promise<number | undefined> {
-    const bytes = await guarded(() => this.redis.hget(this.keys.storageHeld(owner), id));
+    const bytes = await guarded(() => this.redis.hget(this.heldKey(owner), id));
     return bytes === null ? undefined : Number(bytes);
   }
 
@@ -189,6 +197,16 @@ export class StorageQuota {
   async usage(owner: string): Promise<{ bytes: number; items: number }> {
     const [, bytes, items] = await this.hold(owner, "", 0, 0, { maxBytes: 0, maxItems: 0 });
     return { bytes, items };
+  }
+
+  private heldKey(owner: string): string {
+    return this.kind === "files" ? this.keys.storageHeld(owner) : this.keys.batchRowsHeld(owner);
+  }
+
+  private expiryKey(owner: string): string {
+    return this.kind === "files"
+      ? this.keys.storageExpiry(owner)
+      : this.keys.batchRowsExpiry(owner);
   }
 
   private hold(
@@ -203,8 +221,8 @@ export class StorageQuota {
     return guarded(() =>
       this.holdScript.run(
         this.redis,
-        this.keys.storageHeld(owner),
-        this.keys.storageExpiry(owner),
+        this.heldKey(owner),
+        this.expiryKey(owner),
         Math.floor(Date.now() / 1000),
         id,
         bytes,

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REDIS_URL } from "../../../../test/helpers/stack.js";
-import { createRedis, deletePrefix } from "../shared/connection.js";
-import { Keys } from "../shared/keys.js";
+import { createRedis, deletePrefix } from "./connection.js";
+import { Keys } from "./keys.js";
 import { StorageQuota } from "./storage-quota.js";
 
 const keys = new Keys(`ferry-test-${randomBytes(4).toString("hex")}`);
