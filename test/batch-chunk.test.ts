@@ -69,6 +69,65 @@ describe("batches take turns", () => {
   });
 });
 
+describe("keys take turns, however many batches each has", () => {
+  /** The queue's prioritized chunks in BullMQ's order, named by `ids`. */
+  const orderOf = async (queue: string, ids: Record<string, string>) => {
+    const redis = createRedis(REDIS_URL);
+    try {
+      const order = await redis.zrange(`${prefix}:${bullQueueName(queue)}:prioritized`, 0, -1);
+      const name = Object.fromEntries(Object.entries(ids).map(([k, v]) => [v, k]));
+      return order.map((id) => name[id]);
+    } finally {
+      redis.disconnect();
+    }
+  };
+  const chunk = (index: number) => ({ index, input: "x", keys: [`r${index}`], rows: rowsOf(1) });
+
+  it("a key's four batches of one chunk each: another key's one runs second, not fifth", async () => {
+    const ids: Record<string, string> = {};
+    for (const n of [0, 1, 2, 3]) {
+      const batch = await client.batches.create("many", "1", "k1");
+      ids[`k1-${n}`] = await client.batches.addChunk(batch, "many", "1", "k1", chunk(0));
+    }
+    const other = await client.batches.create("many", "1", "k2");
+    ids["k2-0"] = await client.batches.addChunk(other, "many", "1", "k2", chunk(0));
+    // first come first served (a chunk's turn its place in its batch), k2's was fifth
+    expect(await orderOf("many.v1", ids)).toEqual(["k1-0", "k2-0", "k1-1", "k1-2", "k1-3"]);
+  });
+
+  it("a key whose chunks have all run starts again at the first waiting turn, not after its old ones", async () => {
+    const ids: Record<string, string> = {};
+    const old = await client.batches.create("again", "1", "k1");
+    for (const index of [0, 1, 2])
+      await client.batches.addChunk(old, "again", "1", "k1", chunk(index));
+    // its three chunks run (taken from the queue): none of k1's waits any more
+    const redis = createRedis(REDIS_URL);
+    const queue = new Queue(bullQueueName("again.v1"), { connection: redis, prefix });
+    await queue.drain();
+    // past the 2 s a chunk with no job counts as on its way (its add not landed yet)
+    await new Promise((r) => setTimeout(r, 2_100));
+    const k2 = await client.batches.create("again", "1", "k2");
+    for (const index of [0, 1])
+      ids[`k2-${index}`] = await client.batches.addChunk(k2, "again", "1", "k2", chunk(index));
+    const fresh = await client.batches.create("again", "1", "k1");
+    ids["k1-0"] = await client.batches.addChunk(fresh, "again", "1", "k1", chunk(0));
+    await queue.close();
+    redis.disconnect();
+    // k1's turn 3 (after its old turn 2) would have put it behind k2's second
+    expect(await orderOf("again.v1", ids)).toEqual(["k2-0", "k1-0", "k2-1"]);
+  });
+
+  it("with one tenant (no API keys) each batch's first chunk goes before any batch's second", async () => {
+    const ids: Record<string, string> = {};
+    const big = await client.batches.create("alone", "1", "");
+    for (const index of [0, 1])
+      ids[`big-${index}`] = await client.batches.addChunk(big, "alone", "1", "", chunk(index));
+    const small = await client.batches.create("alone", "1", "");
+    ids["small-0"] = await client.batches.addChunk(small, "alone", "1", "", chunk(0));
+    expect(await orderOf("alone.v1", ids)).toEqual(["big-0", "small-0", "big-1"]);
+  });
+});
+
 describe("ChunkRun: packed chunks run for a caller that holds their rows", () => {
   it("answers the rows in order, a row's error in its place, and keeps no key's prediction", async () => {
     serve("echo.v1", async ({ rows }) => {

@@ -17,6 +17,7 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys, predictionEpoch } from "../shared/keys.js";
+import { ChunkTurns } from "./chunk-turns.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
@@ -62,6 +63,7 @@ export interface BatchJobStatus {
 export class BatchJobStore {
   private readonly flows: FlowProducer;
   private readonly gates = new Map<string, Queue>();
+  private readonly turns: ChunkTurns;
 
   constructor(
     private readonly redis: RedisClient,
@@ -72,6 +74,7 @@ export class BatchJobStore {
     private readonly accept: AcceptReplicas,
   ) {
     this.flows = new FlowProducer({ connection: redis, prefix: keys.prefix });
+    this.turns = new ChunkTurns(redis, keys, ttlS);
     this.flows.on("error", () => {});
   }
 
@@ -147,12 +150,18 @@ export class BatchJobStore {
     const queue = queueName(model, version);
     // the rows first: a job never names rows that are not there
     await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
+    // a key's chunk takes the turn after its last one still waiting: every key's first
+    // waiting chunk runs before anyone's second, so a batch of ten rows is not queued behind
+    // all of another key's (it waited 18.7 s behind one key's four of 50,000 rows), nor
+    // behind its many small ones; with one tenant (API_KEYS unset) a chunk's turn is its
+    // place in its batch, every batch's first before anyone's second
+    const jobId = `${id}-c${chunk.index}`;
+    const priority =
+      owner === "" ? bullPriority(1, chunk.index) : await this.turns.priority(queue, owner, jobId);
     const job = await this.queue(queue).add("batch", data, {
+      jobId,
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },
-      // a chunk's turn is its place in its batch: every batch's first waiting chunk runs
-      // before anyone's second, so a batch of ten rows is not queued behind all of another's
-      // (it waited 18.7 s behind one key's four of 50,000 rows)
-      priority: bullPriority(1, chunk.index),
+      priority,
       removeOnComplete: true,
       removeOnFail: { age: this.ttlS },
       // A chunk that fails for good still lets the batch finish; its items count as failed.
