@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { REDIS_URL } from "../../../../test/helpers/stack.js";
 import { createRedis, deletePrefix } from "../shared/connection.js";
 import { Keys } from "../shared/keys.js";
@@ -36,5 +36,17 @@ describe("RunningBatches", () => {
     await new Promise((r) => setTimeout(r, 150));
     expect(await running.count("c")).toBe(0);
     expect(await running.enter("c", "next", 1, 10_000)).toBe(true);
+  });
+
+  it("leases run on Redis's clock: a replica whose clock is a minute ahead does not unseat another's batch", async () => {
+    expect(await running.enter("d", "held", 1, 10_000)).toBe(true);
+    const ahead = Date.now() + 60_000;
+    const clock = vi.spyOn(Date, "now").mockReturnValue(ahead);
+    try {
+      expect(await running.enter("d", "other", 1, 10_000)).toBe(false);
+      expect(await running.count("d")).toBe(1);
+    } finally {
+      clock.mockRestore();
+    }
   });
 });

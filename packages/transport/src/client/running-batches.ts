@@ -5,17 +5,21 @@ import { guarded } from "../shared/redis-guard.js";
 
 /**
  * Takes a running seat for batch `id` of an owner, or renews it: first drops seats whose lease
- * lapsed (their runner died), then refuses when the owner holds `max` others.
- * KEYS: the owner's running set. ARGV: now (ms), id, lease ends (ms), max, key ttl (s).
+ * lapsed (their runner died), then refuses when the owner holds `max` others. Leases are on
+ * Redis's clock, not a replica's: one whose clock ran 30 s ahead saw every other replica's
+ * seats as lapsed.
+ * KEYS: the owner's running set. ARGV: id, lease (ms), max, key ttl (s).
  * Returns 1 when held, 0 when refused.
  */
 const ENTER = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if not redis.call('ZSCORE', KEYS[1], ARGV[2]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
   return 0
 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
 return 1
 `;
 
@@ -40,14 +44,12 @@ export class RunningBatches {
    * when `owner` already runs `max` others.
    */
   async enter(owner: string, id: string, max: number, leaseMs: number): Promise<boolean> {
-    const now = Date.now();
     const held = await guarded(() =>
       this.enterScript.run(
         this.redis,
         this.keys.openAiBatchesRunning(owner),
-        now,
         id,
-        now + leaseMs,
+        leaseMs,
         max,
         Math.ceil(leaseMs / 1000) + 1,
       ),
@@ -60,10 +62,10 @@ export class RunningBatches {
     await guarded(() => this.redis.zrem(this.keys.openAiBatchesRunning(owner), id));
   }
 
-  /** The batches `owner` runs now (seats whose lease has not lapsed). */
+  /** The batches `owner` runs now (seats whose lease has not lapsed, by Redis's clock). */
   async count(owner: string): Promise<number> {
-    return guarded(() =>
-      this.redis.zcount(this.keys.openAiBatchesRunning(owner), Date.now(), "+inf"),
-    );
+    const [s, us] = await guarded(() => this.redis.time());
+    const now = Number(s) * 1000 + Math.floor(Number(us) / 1000);
+    return guarded(() => this.redis.zcount(this.keys.openAiBatchesRunning(owner), now, "+inf"));
   }
 }
