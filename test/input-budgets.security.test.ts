@@ -121,7 +121,7 @@ describe("what one request asks to be scored is bounded before anything is queue
     const res = await stack.post("/v1/completions", huge);
     expect(res.status).toBe(400);
     expect(await message(res)).toMatch(
-      /asks for up to \d+ log-probability entries .* at most 131072 a request/,
+      /asks for up to \d+ log-probability entries .* at most 65536 a request/,
     );
     // the streamed chat of as many choices too (its choices are queued together)
     const streamed = await stack.post("/v1/chat/completions", {
@@ -134,7 +134,7 @@ describe("what one request asks to be scored is bounded before anything is queue
       stream: true,
     });
     expect(streamed.status).toBe(400);
-    expect(await message(streamed)).toMatch(/at most 131072 a request/);
+    expect(await message(streamed)).toMatch(/at most 65536 a request/);
     // nothing of them was queued: a request within the budget runs at once after them
     const started = performance.now();
     const within = await stack.post("/v1/completions", { ...huge, max_tokens: 4, n: 2 });

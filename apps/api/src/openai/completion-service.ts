@@ -267,7 +267,7 @@ export class CompletionService {
       vocabSize: typeof vocab === "number" ? vocab : undefined,
     });
     // a prompt not counted (a model with no context length) is at most a token a character
-    const scores = scoreEntries(params, promptTokens ?? prompt.length);
+    const scores = scoreEntries(params, ask, promptTokens ?? prompt.length);
     checkScoreBudget(scores);
     return {
       scores,

@@ -2,11 +2,19 @@ import { describe, expect, it } from "vitest";
 import { checkScoreBudget, MAX_SCORE_ENTRIES, scoreEntries } from "./score-budget.js";
 
 describe("scoreEntries", () => {
-  it("counts each token with its alternatives, the prompt's only where it is scored", () => {
-    expect(scoreEntries({ max_tokens: 100 }, 50)).toBe(0);
-    expect(scoreEntries({ max_tokens: 100, logprobs: 0 }, 50)).toBe(100);
-    expect(scoreEntries({ max_tokens: 100, logprobs: 20 }, 50)).toBe(2_100);
-    expect(scoreEntries({ max_tokens: 100, logprobs: 5, prompt_logprobs: 1 }, 50)).toBe(700);
+  it("counts each token with its alternatives, the prompt's as often as the answer renders it", () => {
+    expect(scoreEntries({ max_tokens: 100 }, {}, 50)).toBe(0);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 0 }, {}, 50)).toBe(100);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 20 }, {}, 50)).toBe(2_100);
+    expect(scoreEntries({ max_tokens: 100, logprobs: 5 }, { prompt_logprobs: 1 }, 50)).toBe(700);
+    // an echo's and vLLM's prompt_logprobs: scored once, rendered twice
+    expect(
+      scoreEntries(
+        { max_tokens: 1, logprobs: 20 },
+        { echo_logprobs: 20, prompt_logprobs: 20 },
+        255,
+      ),
+    ).toBe(21 + 255 * 42);
   });
 
   it("refuses past MAX_SCORE_ENTRIES, naming both numbers", () => {

@@ -1,30 +1,34 @@
 import { FerryError, type SamplingParams } from "@ferry/protocol";
+import type { PromptAsk } from "./logprobs-render.js";
 
 /**
  * Log-probability entries one request may ask for, every choice's together: each is a token
- * with its score and text (and bytes) in the answer, in the job's event log (kept for its
- * replay) and in a stored response. n, max_tokens, logprobs and prompt_logprobs each have a
- * cap of their own, but their product had none: 64 choices of 255 tokens with 20
- * alternatives each, an echoed prompt's too, made an 8 MB answer and ~44 MB of event logs in
- * Redis from one 2 KB request. 131,072 still takes one choice of 4,096 tokens with 20
- * alternatives and its 2,048-token prompt's, or 64 choices of 255 tokens with 5.
+ * with its score and text (and bytes), ~85 bytes of JSON in the answer, about twice that in
+ * the job's event log (kept for its replay) and again in a stored response. n, max_tokens,
+ * logprobs and prompt_logprobs each have a cap of their own, but their product had none: 64
+ * choices of 255 tokens with 20 alternatives each, an echoed prompt's too, made an 8 MB answer
+ * and ~44 MB of event logs in Redis from one 2 KB request. 65,536 (an answer of ~5.5 MB at
+ * most) still takes one choice of 3,000 tokens with 20 alternatives, or 64 choices of 255
+ * tokens with 3.
  */
-export const MAX_SCORE_ENTRIES = 131_072;
+export const MAX_SCORE_ENTRIES = 65_536;
 
-/** What one choice asks to be scored: its tokens and its prompt's, each with alternatives. */
+/**
+ * What one choice's answer carries: each completion token with its alternatives, and the
+ * prompt's tokens with theirs once for an echo and once more for vLLM's `prompt_logprobs`
+ * (the prompt is scored once, but an answer that asks for both renders both).
+ */
 export function scoreEntries(
-  params: Pick<SamplingParams, "max_tokens" | "logprobs" | "prompt_logprobs">,
+  params: Pick<SamplingParams, "max_tokens" | "logprobs">,
+  ask: PromptAsk,
   promptTokens: number,
 ): number {
-  const completion =
-    params.logprobs === undefined || params.logprobs === null
-      ? 0
-      : params.max_tokens * (params.logprobs + 1);
-  const prompt =
-    params.prompt_logprobs === undefined || params.prompt_logprobs === null
-      ? 0
-      : promptTokens * (params.prompt_logprobs + 1);
-  return completion + prompt;
+  const per = (alternatives: number | null | undefined) =>
+    alternatives === undefined || alternatives === null ? 0 : alternatives + 1;
+  return (
+    params.max_tokens * per(params.logprobs) +
+    promptTokens * (per(ask.echo_logprobs) + per(ask.prompt_logprobs))
+  );
 }
 
 /** Refuses a request whose choices together ask for more than MAX_SCORE_ENTRIES. */
