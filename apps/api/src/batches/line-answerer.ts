@@ -6,6 +6,7 @@ import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
+import { refusalBackoffMs } from "../http/refusal-backoff.js";
 import type { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
@@ -15,7 +16,6 @@ import { ChunkAnswers } from "./chunk-answers.js";
 const BATCH_PRIORITY = 1;
 /** Refusals a line waits out rather than fails on: a batch is not in a hurry, its caller gone. */
 const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
-const MAX_BACKOFF_MS = 5_000;
 
 interface Answer {
   status: number;
@@ -80,6 +80,7 @@ export class LineAnswerer {
       tenant: { id: batch.owner, admin: false },
       priority: BATCH_PRIORITY,
       timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+      waitsOutFullQueues: true,
     };
   }
 
@@ -195,6 +196,7 @@ export class LineAnswerer {
         tenant: { id: batch.owner, admin: false },
         priority: BATCH_PRIORITY,
         timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+        waitsOutFullQueues: true,
       };
       try {
         if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
@@ -203,7 +205,7 @@ export class LineAnswerer {
         if (signal.aborted) return undefined;
         const error = toFerryError(err);
         if (WAITED_OUT.includes(error.code)) {
-          await pause(backoffMs(attempt, error), signal);
+          await pause(refusalBackoffMs(attempt, error), signal);
           continue;
         }
         // it waited out the hour one call may wait, not a deadline of its own, and the batch's
@@ -254,10 +256,4 @@ function allOutOfTheirHour(
       );
     })
   );
-}
-
-/** How long a line waits before it is sent again after a refusal, in ms. */
-function backoffMs(attempt: number, error: FerryError): number {
-  const asked = (error.retryAfterS ?? 0) * 1000;
-  return Math.max(asked, Math.min(MAX_BACKOFF_MS, 100 * 2 ** attempt));
 }

@@ -38,6 +38,13 @@ export interface CallOptions {
    * throughput (measured: `npm run bench -- tracing`).
    */
   trace?: TraceCarrier | undefined;
+  /**
+   * A batch line's: a choice of several refused by a full queue (its key's share) waits and is
+   * sent again, the choices queued before it kept, rather than failing the call, which the
+   * line would then run again whole (the choices that had run thrown away, their event logs
+   * kept an hour: one 8 KB file of 24-choice lines put 2 GB in Redis).
+   */
+  waitsOutFullQueues?: boolean | undefined;
   /** Where the answer's time went, for its Server-Timing header (filled by the services). */
   timing?: ServerTiming | undefined;
 }

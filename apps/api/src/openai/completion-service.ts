@@ -4,11 +4,13 @@ import {
   DEFAULT_PRIORITY,
   FerryError,
   type JobEvent,
+  pause,
 } from "@ferry/protocol";
 import { genAiOperation } from "@ferry/telemetry";
 import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
+import { refusalBackoffMs } from "../http/refusal-backoff.js";
 import type { ServerTiming } from "../http/server-timing.js";
 import { oneOfSeveral } from "../http/tenant.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
@@ -130,9 +132,23 @@ export class CompletionService {
     try {
       const keepS = this.keepSecondsFor(opts);
       for (const { job, options } of prepared)
-        followed.push(
-          await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
-        );
+        for (let attempt = 0; ; attempt++) {
+          try {
+            followed.push(
+              await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
+            );
+            break;
+          } catch (err) {
+            // a batch line's choice waits for room, the ones before it kept
+            if (
+              !opts.waitsOutFullQueues ||
+              !(err instanceof FerryError && err.code === "QUEUE_FULL") ||
+              signal?.aborted
+            )
+              throw err;
+            await pause(refusalBackoffMs(attempt, err), signal);
+          }
+        }
       return followed;
     } catch (err) {
       // the choices queued so far go before the refusal is answered: their places in the
