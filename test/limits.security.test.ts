@@ -293,6 +293,13 @@ describe("what one key's batches hold waiting to run is bounded", () => {
     expect(await countKeys("batch-rows:*")).toBe(chunks);
     // k2's budget is its own
     expect((await post(k2, "mnist", mnist)).status).toBe(202);
+    // 1,400 rows: three chunks, the third past k2's budget: refused, and the two it had queued
+    // go with it (their rows too), so that k2 has the same room as before
+    const rows = await countKeys("batch-rows:*");
+    const crossing = await post(k2, "mnist", rowsOf("mnist", 1_400));
+    expect(crossing.status).toBe(403);
+    expect(await countKeys("batch-rows:*")).toBe(rows);
+    expect((await post(k2, "mnist", mnist)).status).toBe(202);
     // 1,500 digits rows are 384,000 bytes: k1 has room for one while its mnist rows wait, and
     // for the next only once the first has run (its worker gives its rows back as it completes)
     const digits = rowsOf("digits", 1_500);

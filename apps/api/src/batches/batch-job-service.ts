@@ -108,7 +108,7 @@ export class BatchJobService {
 
   /**
    * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
-   * their rows packed back to back); seals it whatever happens, with the chunks queued.
+   * their rows packed back to back), then seals it; one that fails midway is discarded.
    */
   private async intoChunks(
     model: string,
@@ -179,11 +179,16 @@ export class BatchJobService {
       total = await produce(spec, add);
       if (keys.length > 0) await queueChunk();
       await adding.drained();
-    } finally {
-      // what was queued runs either way; the batch completes with the items it took
+    } catch (err) {
+      // a refused upload (a bad line, past its key's budget, a body cut off) creates nothing:
+      // its caller gets no id to read it by, so what it had queued goes rather than runs
+      // (a chunk a worker holds already ends, its batch sealed), and its rows are given back
       await adding.settled();
-      await batches.seal(id, model, v);
+      await batches.discard(id, model, v).catch(() => undefined);
+      await this.client.batchRows.release(owner, id).catch(() => undefined);
+      throw err;
     }
+    await batches.seal(id, model, v);
     if (total === 0) throw new FerryError("INVALID_INPUT", "a batch needs at least one item");
     return { id, total };
   }

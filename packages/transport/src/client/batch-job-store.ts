@@ -191,6 +191,17 @@ export class BatchJobStore {
       .catch(() => undefined);
   }
 
+  /** Deletes the stored rows of a batch's chunks (one slot: the batch's tag). */
+  private async dropRows(id: string): Promise<void> {
+    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
+    for (let from = 0; from < chunks; from += 1_000) {
+      const rows: string[] = [];
+      for (let k = from; k < Math.min(chunks, from + 1_000); k++)
+        rows.push(this.keys.batchChunkRows(id, k));
+      await this.redis.del(...rows);
+    }
+  }
+
   /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
   async seal(id: string, model: string, version: string): Promise<void> {
     await this.redis.hset(this.keys.batch(id), "status", "running");
@@ -206,10 +217,14 @@ export class BatchJobStore {
     await ensureReplicated(this.redis, written, this.accept, `batch ${id}`, `/v1/batches/${id}`);
   }
 
-  /** Removes a batch nobody waits for any more, its chunks but those a worker holds already. */
+  /**
+   * Removes a batch nobody waits for any more, its chunks but those a worker holds already,
+   * and their rows (BullMQ removes the jobs, not the rows stored beside them).
+   */
   async discard(id: string, model: string, version: string): Promise<void> {
     const parents = this.gateQueue(batchQueueNames(queueName(model, version)).parents);
     const removed = await parents.remove(id, { removeChildren: true }).catch(() => 0);
+    await this.dropRows(id).catch(() => undefined);
     if (removed === 1) return;
     // a chunk a worker holds locks the flow (BullMQ removes none of it): its queued chunks go,
     // and the batch is sealed, so that it completes once the held ones end
