@@ -1,7 +1,7 @@
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
-import { countKeys } from "./helpers/redis-keys.js";
+import { countKeys, eachKey } from "./helpers/redis-keys.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 // tiny-lm's queue holds 8 here: one key may have 4 of it waiting (KEY_QUEUE_SHARE 0.5), its
@@ -51,5 +51,12 @@ describe("a batch line of several choices past its key's share of the queue", ()
     expect(answers.every((a) => a.response.body.choices.length === 6)).toBe(true);
     // one job a choice: 36, not one more
     expect(await countKeys(stack.prefix, "job-queue:*")).toBe(36);
+    // each choice's event log outlives it a minute, not an hour: its runner has read it once
+    const ttls: number[] = [];
+    await eachKey(stack.prefix, "events:*", async (node, key) => {
+      if (!key.endsWith(":applied")) ttls.push(await node.ttl(key));
+    });
+    expect(ttls.length).toBeGreaterThan(0);
+    expect(Math.max(...ttls)).toBeLessThanOrEqual(60);
   });
 });

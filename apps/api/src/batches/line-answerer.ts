@@ -14,6 +14,8 @@ import { ChunkAnswers } from "./chunk-answers.js";
 
 /** The lowest priority: a batch's lines go after every interactive request. */
 const BATCH_PRIORITY = 1;
+/** How long a line's job and event log outlive it, in s: its answer is kept here, once. */
+const LINE_KEEP_S = 60;
 /** Refusals a line waits out rather than fails on: a batch is not in a hurry, its caller gone. */
 const WAITED_OUT: readonly ErrorCode[] = ["QUEUE_FULL", "UNAVAILABLE"];
 
@@ -81,6 +83,7 @@ export class LineAnswerer {
       priority: BATCH_PRIORITY,
       timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
       waitsOutFullQueues: true,
+      keepForS: LINE_KEEP_S,
     };
   }
 
@@ -197,6 +200,7 @@ export class LineAnswerer {
         priority: BATCH_PRIORITY,
         timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
         waitsOutFullQueues: true,
+        keepForS: LINE_KEEP_S,
       };
       try {
         if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);

@@ -39,6 +39,13 @@ export interface CallOptions {
    */
   trace?: TraceCarrier | undefined;
   /**
+   * How long a completion followed to its end keeps its job and event log for a reader that
+   * comes back, in s, where not as long as any sync call's (a batch line's: its runner read
+   * it once, and no client resumes it; an hour of each line's log was most of what a batch
+   * of many-choice lines kept in Redis).
+   */
+  keepForS?: number | undefined;
+  /**
    * A batch line's: a choice of several refused by a full queue (its key's share) waits and is
    * sent again, the choices queued before it kept, rather than failing the call, which the
    * line would then run again whole (the choices that had run thrown away, their event logs

@@ -64,7 +64,7 @@ export class CompletionService {
 
   /** How long a completion followed to its end is kept (undefined: as long as async jobs). */
   private keepSecondsFor(opts: CallOptions): number | undefined {
-    return opts.kept ? undefined : this.resumableForS;
+    return opts.kept ? undefined : (opts.keepForS ?? this.resumableForS);
   }
 
   /** Counts a finished completion's tokens (what the dashboard's tokens/s is made of). */
