@@ -15,7 +15,7 @@ beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
 describe("a batch line of several choices past its key's share of the queue", () => {
-  it("queues each choice once: the ones queued wait for the rest, none is run again", async () => {
+  it("queues each choice once (the ones queued wait for the rest, none is run again), its log kept a minute", async () => {
     // a line refused midway used to run again whole, the choices that had run thrown away
     // (their event logs kept an hour): an 8 KB file of 24-choice lines put 2 GB in Redis
     const openai = new OpenAI({ baseURL: stack.url("/v1"), apiKey: "k1", maxRetries: 0 });
