@@ -6,7 +6,7 @@ import {
   WriterFencedError,
 } from "@ferry/transport";
 import { ADMIN_ID } from "../http/tenant.js";
-import { fileIdFor, notRun } from "./batch-lines.js";
+import { answersHoldId, fileIdFor, notRun } from "./batch-lines.js";
 import { decodeChunkAnswers } from "./chunk-answers.js";
 import { OutputFile } from "./output-file.js";
 
@@ -24,6 +24,8 @@ export function failBatch(client: InferenceClient, ttlS: number): FailBatch {
   return async (id, message, files = {}, writer = "") => {
     const batch = await client.openAiBatches.get(id);
     if (!batch || FINAL_BATCH_STATUSES.includes(batch.status)) return;
+    // its answers no longer count against its owner's storage (its files, if any, do)
+    await client.storage.release(batch.owner, answersHoldId(id)).catch(() => undefined);
     const errors = {
       object: "list",
       data: [
@@ -56,9 +58,11 @@ export async function finalizeBatch(
   id: string,
   ttlS: number,
   fail: FailBatch,
+  /** Why the run stopped short (its owner's storage is full): the batch fails, with its files. */
+  failure?: string,
 ): Promise<void> {
   try {
-    await writeAndEnd(client, id, ttlS, fail);
+    await writeAndEnd(client, id, ttlS, fail, failure);
   } catch (err) {
     if (!(err instanceof WriterFencedError)) throw err;
   }
@@ -69,6 +73,7 @@ async function writeAndEnd(
   id: string,
   ttlS: number,
   fail: FailBatch,
+  failure: string | undefined,
 ): Promise<void> {
   const store = client.openAiBatches;
   let batch = await store.get(id);
@@ -80,9 +85,11 @@ async function writeAndEnd(
   const ending: OpenAiBatchStatus =
     batch.status === "cancelling"
       ? "cancelled"
-      : batch.completed + batch.failed < batch.total
-        ? "expired"
-        : "completed";
+      : failure !== undefined
+        ? "failed"
+        : batch.completed + batch.failed < batch.total
+          ? "expired"
+          : "completed";
   const files = client.files;
   const writer = await store.finalizer(id);
   const outputs = (kind: string, purpose: string) =>
@@ -146,7 +153,7 @@ async function writeAndEnd(
       await errors.addBlock(failed);
       kept += ok.lines + failed.lines;
     }
-    const files = await closeBoth(client, output, errors);
+    const files = await closeBoth(client, batch, output, errors);
     // every line answered, or a cancel that ended it anyway: the batch ends as it would have
     if (index + kept >= batch.total || ending === "cancelled")
       return store.finish(id, ending, files, ttlS, writer);
@@ -157,27 +164,34 @@ async function writeAndEnd(
       writer,
     );
   }
-  await store.finish(id, ending, await closeBoth(client, output, errors), ttlS, writer);
+  const closed = await closeBoth(client, batch, output, errors);
+  if (failure !== undefined && ending === "failed") return fail(id, failure, closed, writer);
+  await store.finish(id, ending, closed, ttlS, writer);
 }
 
 /**
  * Closes both files, each counted in its owner's file storage (the quota its uploads are
- * held to: a batch's output is what it keeps too, until deleted or expired); the ids of those
- * that got a line.
+ * held to: a batch's output is what it keeps too, until deleted or expired), in place of its
+ * answers' hold there; the ids of those that got a line.
  */
 async function closeBoth(
   client: InferenceClient,
+  batch: { id: string; owner: string },
   output: OutputFile,
   errors: OutputFile,
 ): Promise<{ output_file_id?: string; error_file_id?: string }> {
   const written = { output: await output.close(), errors: await errors.close() };
+  let from = answersHoldId(batch.id);
   for (const file of [written.output, written.errors])
-    if (file && file.owner !== ADMIN_ID)
+    if (file && file.owner !== ADMIN_ID) {
       // never refused (the answers are computed) and never failing the batch: a file not
       // counted is what a failed count leaves
       await client.storage
-        .settle(file.owner, file.id, file.bytes, file.expires_at)
+        .settle(file.owner, file.id, file.bytes, file.expires_at, from)
         .catch(() => undefined);
+      from = "";
+    }
+  if (from !== "") await client.storage.release(batch.owner, from).catch(() => undefined);
   return {
     ...(written.output ? { output_file_id: written.output.id } : {}),
     ...(written.errors ? { error_file_id: written.errors.id } : {}),

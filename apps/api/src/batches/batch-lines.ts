@@ -29,6 +29,14 @@ export function lineId(batch: string, index: number): string {
   return `batch_req_${prefix}${index.toString(16).padStart(12, "0")}`;
 }
 
+/**
+ * What a batch's answers are held as in its owner's file storage while it runs (the output
+ * and error files take its place once written): the same whoever runs it.
+ */
+export function answersHoldId(batch: string): string {
+  return `${batch}:answers`;
+}
+
 /** The id of a batch's output or error file: the same however often it is written. */
 export function fileIdFor(batch: string, kind: string): string {
   return `file-${createHash("sha256").update(`${batch}:${kind}`).digest("hex").slice(0, 32)}`;
@@ -59,10 +67,12 @@ export function notRun(
   const error =
     ending === "cancelled"
       ? { code: "batch_cancelled", message: "This request was not run: its batch was cancelled." }
-      : {
-          code: "batch_expired",
-          message: "This request could not be executed before the completion window expired.",
-        };
+      : ending === "failed"
+        ? { code: "batch_failed", message: "This request was not run: its batch failed." }
+        : {
+            code: "batch_expired",
+            message: "This request could not be executed before the completion window expired.",
+          };
   return JSON.stringify({ id: lineId(batch, index), custom_id, response: null, error });
 }
 

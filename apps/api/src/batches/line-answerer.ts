@@ -48,6 +48,8 @@ export class LineAnswerer {
     first: number,
     raw: readonly string[],
     signal: AbortSignal,
+    /** Holds the answers' bytes in the batch owner's storage before they are kept. */
+    hold: (bytes: number) => Promise<void>,
   ): Promise<void> {
     const parsed = raw.map((line) => parseLine(line) as ParsedLine);
     const answers = await this.many(batch, many, parsed, signal);
@@ -64,12 +66,14 @@ export class LineAnswerer {
         answerLine(lineId(batch.id, first + k), custom_id, answer.status, requestId, answer.body),
       );
     }
+    const encoded = kept.encode();
+    await hold(encoded.byteLength);
     await this.client.openAiBatches.recordChunk(
       batch.id,
       chunk,
       kept.okLines,
       kept.failedLines,
-      kept.encode(),
+      encoded,
     );
   }
 

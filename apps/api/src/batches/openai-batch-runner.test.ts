@@ -395,7 +395,9 @@ describe("a running batch's seat among its tenant's", () => {
         close: async () => {},
       }),
     };
-    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 1, 300);
+    const runner = new OpenAiBatchRunner(client, [kind], 600, pino({ level: "silent" }), 1, {
+      seatLeaseMs: 300,
+    });
     const running = client.runningBatches;
     const run = runner.run(id, new AbortController().signal);
     for (let i = 0; i < 100 && started === 0; i++) await pause(10);

@@ -5,13 +5,15 @@ import {
   type InferenceClient,
   type OpenAiBatchState,
   PostponedRun,
+  type StorageLimits,
 } from "@ferry/transport";
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
+import { ADMIN_ID } from "../http/tenant.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
-import { type ParsedLine, parseLine } from "./batch-lines.js";
+import { answersHoldId, type ParsedLine, parseLine } from "./batch-lines.js";
 import { LineAnswerer } from "./line-answerer.js";
 import { Slots } from "./slots.js";
 
@@ -49,6 +51,8 @@ export class OpenAiBatchRunner {
   private readonly kinds = new Map<BatchEndpoint, BatchLineKind>();
   private readonly answerer: LineAnswerer;
   private readonly fail: FailBatch;
+  private readonly seatLeaseMs: number;
+  private readonly storage: StorageLimits | undefined;
 
   constructor(
     private readonly client: InferenceClient,
@@ -58,9 +62,18 @@ export class OpenAiBatchRunner {
     log: Logger,
     /** Batches one tenant runs at once, across every replica (BATCHES_RUNNING_PER_KEY). */
     private readonly perKey: number,
-    /** A running batch's seat lease, in ms (renewed a third of it at a time). */
-    private readonly seatLeaseMs = SEAT_LEASE_MS,
+    options: {
+      /** A running batch's seat lease, in ms (renewed a third of it at a time). */
+      seatLeaseMs?: number;
+      /**
+       * What one owner's files may hold (FILE_STORAGE_PER_KEY_BYTES): a batch's answers count
+       * against it as they are kept, and the batch stops, failed, past it. Unset: not held.
+       */
+      storage?: StorageLimits;
+    } = {},
   ) {
+    this.seatLeaseMs = options.seatLeaseMs ?? SEAT_LEASE_MS;
+    this.storage = options.storage;
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
     this.fail = failBatch(client, ttlS);
     this.answerer = new LineAnswerer(client, this.kinds, log);
@@ -126,10 +139,15 @@ export class OpenAiBatchRunner {
     // default 10 is no leak here, and still a bounded number
     setMaxListeners(8 * LINES_IN_FLIGHT, stop.signal);
     const unwatch = this.watch(batch, stop, handback);
+    /** Why the run stopped short, where its batch fails with the files of what it answered. */
+    let failure: string | undefined;
     try {
       if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
       if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
         await this.dispatch(batch, stop.signal);
+    } catch (err) {
+      if (!(err instanceof FerryError && err.code === "QUOTA_EXCEEDED")) throw err;
+      failure = err.message;
     } finally {
       dispatching = false;
       unwatch();
@@ -141,7 +159,7 @@ export class OpenAiBatchRunner {
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
     if (unseated) throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
-    await finalizeBatch(this.client, id, this.ttlS, this.fail);
+    await finalizeBatch(this.client, id, this.ttlS, this.fail, failure);
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -174,6 +192,24 @@ export class OpenAiBatchRunner {
   }
 
   /**
+   * Holds a batch's answers, as they are kept, in its owner's file storage (what its output
+   * and error files then hold instead): a batch of many-choice lines with log probabilities
+   * could keep hundreds of GB from a 100 MB input file. Nothing is held for the admin, or
+   * without limits.
+   */
+  private answersHold(batch: OpenAiBatchState): (bytes: number) => Promise<void> {
+    const limits = this.storage;
+    if (!limits || batch.owner === ADMIN_ID) return async () => undefined;
+    const expiresAtS = batch.expires_at + this.ttlS;
+    return (bytes) =>
+      this.client.storage.grow(batch.owner, answersHoldId(batch.id), bytes, expiresAtS, {
+        maxBytes: limits.maxBytes,
+        // the hold is not a file: the number of files is theirs alone
+        maxItems: 0,
+      });
+  }
+
+  /**
    * Runs every line not yet answered, LINES_IN_FLIGHT at a time, reading the file a chunk at
    * a time: the process holds one chunk and the lines in flight, whatever the file's size.
    */
@@ -184,7 +220,11 @@ export class OpenAiBatchRunner {
     );
     const many = kind?.openMany?.(batch.owner);
     const slots = new Slots(many ? GROUPS_IN_FLIGHT : (kind?.linesInFlight ?? LINES_IN_FLIGHT));
-    const recorder = new AnswerRecorder((lines) => store.recordMany(batch.id, lines));
+    const hold = this.answersHold(batch);
+    const recorder = new AnswerRecorder(async (lines) => {
+      await hold(lines.reduce((bytes, { line }) => bytes + Buffer.byteLength(line), 0));
+      await store.recordMany(batch.id, lines);
+    });
     let failure: { err: unknown } | undefined;
     let index = 0;
     /** Runs `work` in a slot; false once the batch stopped or a line failed outright. */
@@ -216,7 +256,9 @@ export class OpenAiBatchRunner {
         if (answered.whole) continue;
         if (many && !answered.lines.includes(true)) {
           // the chunk at once, its answers kept as one value
-          if (!(await inSlot(() => this.answerer.chunk(batch, many, at, from, lines, signal))))
+          if (
+            !(await inSlot(() => this.answerer.chunk(batch, many, at, from, lines, signal, hold)))
+          )
             break;
           continue;
         }

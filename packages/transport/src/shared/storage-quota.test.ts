@@ -20,6 +20,24 @@ const now = () => Math.floor(Date.now() / 1000);
 const limits = { maxBytes: 1_000, maxItems: 3 };
 
 describe("StorageQuota", () => {
+  it("grows a thing by what is added, all of it or none, and settles it as a file in one step", async () => {
+    const open = { maxBytes: 1_000, maxItems: 0 };
+    await quota.reserve("g", "upload", 300, now() + 60, limits);
+    await quota.grow("g", "answers", 400, now() + 60, open);
+    await quota.grow("g", "answers", 200, now() + 60, open);
+    expect(await quota.held("g", "answers")).toBe(600);
+    // 200 more would pass 1,000 with the upload's 300: refused whole, nothing more held
+    await expect(quota.grow("g", "answers", 200, now() + 60, open)).rejects.toMatchObject({
+      code: "QUOTA_EXCEEDED",
+      message: expect.stringMatching(/files and its batches' answers hold 900 bytes, and 200 more/),
+    });
+    expect(await quota.usage("g")).toEqual({ bytes: 900, items: 2 });
+    // the batch's output file takes the answers' place
+    await quota.settle("g", "output", 650, now() + 60, "answers");
+    expect(await quota.usage("g")).toEqual({ bytes: 950, items: 2 });
+    expect(await quota.held("g", "answers")).toBeUndefined();
+  });
+
   it("drops what has expired before it counts, and lets its keys expire with what they hold", async () => {
     await quota.reserve("a", "old", 900, now() - 1, limits);
     // the expired reservation no longer counts: this one fits

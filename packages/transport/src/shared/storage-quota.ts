@@ -26,7 +26,8 @@ end`;
  * KEYS: held (hash id -> bytes, and the total), expiry (sorted set id -> expires_at).
  * ARGV: now (s), id, bytes, expires_at (s), max_bytes, max_items, from (a thing let go
  * first, its bytes now `id`'s: an upload's reservation settled as the file; '' for none),
- * least (past the budget, `bytes` is cut to what is left, and refused below this).
+ * least (past the budget, `bytes` is cut to what is left, and refused below this), grow ('1':
+ * `bytes` is added to what the thing holds, all or nothing).
  * Returns {1, total, items, bytes held} when held; when refused {0, total, items, why} of the
  * owner's other things (1: too many of them, 2: too many bytes).
  */
@@ -39,6 +40,12 @@ local from = ARGV[7]
 if from ~= '' and from ~= id then letGo(from) end
 local held = tonumber(redis.call('HGET', KEYS[1], id) or '0')
 local total = tonumber(redis.call('HGET', KEYS[1], '${TOTAL}') or '0')
+local least = tonumber(ARGV[8])
+-- grown: bytes more than it holds now, all of them or none
+if ARGV[9] == '1' then
+  bytes = held + bytes
+  least = bytes
+end
 local items = redis.call('ZCARD', KEYS[2])
 if id == '' then return {0, total, items} end
 local known = redis.call('ZSCORE', KEYS[2], id)
@@ -47,7 +54,11 @@ if known then others = items - 1 end
 if maxItems > 0 and not known and items + 1 > maxItems then return {0, total - held, others, 1} end
 if maxBytes > 0 and total - held + bytes > maxBytes then
   bytes = maxBytes - (total - held)
-  if bytes < tonumber(ARGV[8]) then return {0, total - held, others, 2} end
+  if bytes < least then
+    -- a thing grown is refused with what is held in all, itself included
+    if ARGV[9] == '1' then return {0, total, others, 2} end
+    return {0, total - held, others, 2}
+  end
 end
 redis.call('HSET', KEYS[1], id, bytes)
 total = redis.call('HINCRBY', KEYS[1], '${TOTAL}', bytes - held)
@@ -154,6 +165,26 @@ export class StorageQuota {
   }
 
   /**
+   * Holds `bytes` more for `id` (a batch's answers as they are kept), until `expiresAtS`;
+   * throws QUOTA_EXCEEDED (nothing more held) when `owner` would hold more than `limits`
+   * allow. One step in Redis: answers kept at once by several runners' writes all count.
+   */
+  async grow(
+    owner: string,
+    id: string,
+    bytes: number,
+    expiresAtS: number,
+    limits: StorageLimits,
+  ): Promise<void> {
+    const [held, total] = await this.hold(owner, id, bytes, expiresAtS, limits, "", bytes, true);
+    if (held === 1) return;
+    throw new FerryError(
+      "QUOTA_EXCEEDED",
+      `${owner === "" ? "This server's file storage (one tenant: API_KEYS is unset)" : "This key's file storage"} is full: its files and its batches' answers hold ${total} bytes, and ${bytes} more would pass the most one key may keep (${limits.maxBytes} bytes, FILE_STORAGE_PER_KEY_BYTES).`,
+    );
+  }
+
+  /**
    * Holds `id` at the size it turned out to be, and until when, whatever the budget, in place
    * of the reservation `from` (one step: nothing is counted twice or not at all meanwhile).
    */
@@ -217,6 +248,7 @@ export class StorageQuota {
     limits: StorageLimits,
     from = "",
     least = bytes,
+    grow = false,
   ): Promise<[number, number, number, number?]> {
     return guarded(() =>
       this.holdScript.run(
@@ -231,6 +263,7 @@ export class StorageQuota {
         limits.maxItems,
         from,
         least,
+        grow ? "1" : "",
       ),
     );
   }
