@@ -57,6 +57,6 @@ describe("a batch line of several choices past its key's share of the queue", ()
       if (!key.endsWith(":applied")) ttls.push(await node.ttl(key));
     });
     expect(ttls.length).toBeGreaterThan(0);
-    expect(Math.max(...ttls)).toBeLessThanOrEqual(60);
+    for (const ttl of ttls) expect(ttl > 0 && ttl <= 60).toBe(true);
   });
 });

@@ -287,7 +287,7 @@ describe("what one key's batches hold waiting to run is bounded", () => {
     const refused = await post(k1, "mnist", mnist);
     expect(refused.status).toBe(403);
     expect(await message(refused)).toMatch(
-      /This key's batches hold \d+ bytes of rows still to run.*BATCH_ROWS_PER_KEY_BYTES/,
+      /This key's batches are at their limit of rows still to run: its other batches hold \d+ bytes.*BATCH_ROWS_PER_KEY_BYTES/,
     );
     // refused at its first chunk: nothing of it was stored
     expect(await countKeys("batch-rows:*")).toBe(chunks);

@@ -186,10 +186,14 @@ async function closeBoth(
     if (file && file.owner !== ADMIN_ID) {
       // never refused (the answers are computed) and never failing the batch: a file not
       // counted is what a failed count leaves
-      await client.storage
+      const settled = await client.storage
         .settle(file.owner, file.id, file.bytes, file.expires_at, from)
-        .catch(() => undefined);
-      from = "";
+        .then(
+          () => true,
+          () => false,
+        );
+      // the answers' hold goes with the first file counted (or on its own, below)
+      if (settled) from = "";
     }
   if (from !== "") await client.storage.release(batch.owner, from).catch(() => undefined);
   return {

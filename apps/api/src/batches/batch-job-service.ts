@@ -8,7 +8,7 @@ import {
   tensorToBytes,
 } from "@ferry/protocol";
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
-import { assertVisible, type Tenant } from "../http/tenant.js";
+import { ADMIN_ID, assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
 import type { ParseThread } from "../parsing/parse-thread.js";
 import { keyProblem, type ParsedRows, type RowsSpec } from "./ndjson-rows.js";
@@ -154,7 +154,8 @@ export class BatchJobService {
       const chunk = { index: chunks++, input: input.name, keys, rows: packed };
       keys = [];
       rows = [];
-      if (this.rowsPerKeyBytes > 0) {
+      // the admin is held to no budget, as its files are not
+      if (this.rowsPerKeyBytes > 0 && owner !== ADMIN_ID) {
         await this.client.batchRows.reserve(owner, id, held + packed.byteLength, expiresAtS, {
           maxBytes: this.rowsPerKeyBytes,
           maxItems: 0,
@@ -184,7 +185,8 @@ export class BatchJobService {
       // its caller gets no id to read it by, so what it had queued goes rather than runs
       // (a chunk a worker holds already ends, its batch sealed), and its rows are given back
       await adding.settled();
-      await batches.discard(id, model, v).catch(() => undefined);
+      await batches.discard(id, model, v, chunks).catch(() => undefined);
+      await batches.forget(id).catch(() => undefined);
       await this.client.batchRows.release(owner, id).catch(() => undefined);
       throw err;
     }

@@ -95,8 +95,6 @@ const predictionRoute = createRoute({
 /** Bytes of one NDJSON line (one item): an item of a few thousand features is far below. */
 const MAX_LINE_BYTES = 1024 * 1024;
 
-/** What is read and dropped of a refused upload before its connection is cut. */
-
 async function* fromArray(items: RawItem[]): AsyncGenerator<RawItem> {
   yield* items;
 }

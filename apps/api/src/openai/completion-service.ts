@@ -32,7 +32,7 @@ import {
   type CompletionRequest,
   completionRequestSchema,
 } from "./schemas.js";
-import { checkScoreBudget, scoreEntries } from "./score-budget.js";
+import { checkScoreBudget, defaultMaxTokensWithin, scoreEntries } from "./score-budget.js";
 import { toolChoice } from "./tool-calls.js";
 
 /** A completion's job and the events it answers with, subscribed before the job could run. */
@@ -282,8 +282,11 @@ export class CompletionService {
       special,
       vocabSize: typeof vocab === "number" ? vocab : undefined,
     });
-    // a prompt not counted (a model with no context length) is at most a token a character
-    const scores = scoreEntries(params, ask, promptTokens ?? prompt.length);
+    // a prompt not counted (a model with no context length): its length, in characters or ids
+    const counted = promptTokens ?? prompt.length;
+    if (maxTokensAsked === undefined)
+      params.max_tokens = defaultMaxTokensWithin(params, ask, counted);
+    const scores = scoreEntries(params, ask, counted);
     checkScoreBudget(scores);
     return {
       scores,

@@ -1,5 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { checkScoreBudget, MAX_SCORE_ENTRIES, scoreEntries } from "./score-budget.js";
+import {
+  checkScoreBudget,
+  defaultMaxTokensWithin,
+  MAX_SCORE_ENTRIES,
+  scoreEntries,
+} from "./score-budget.js";
 
 describe("scoreEntries", () => {
   it("counts each token with its alternatives, the prompt's as often as the answer renders it", () => {
@@ -22,5 +27,18 @@ describe("scoreEntries", () => {
     expect(() => checkScoreBudget(MAX_SCORE_ENTRIES + 1)).toThrow(
       `asks for up to ${MAX_SCORE_ENTRIES + 1} log-probability entries`,
     );
+  });
+});
+
+describe("defaultMaxTokensWithin", () => {
+  it("lowers a default max_tokens to what the budget holds beside the prompt's entries", () => {
+    // a chat on a 128k-context model with top_logprobs 20: 131,000 tokens would be 2.75M entries
+    expect(defaultMaxTokensWithin({ max_tokens: 131_000, logprobs: 20 }, {}, 72)).toBe(3_120);
+    expect(
+      defaultMaxTokensWithin({ max_tokens: 131_000, logprobs: 0 }, { prompt_logprobs: 0 }, 1_000),
+    ).toBe(MAX_SCORE_ENTRIES - 1_000);
+    // without log probabilities, or already within: as it was
+    expect(defaultMaxTokensWithin({ max_tokens: 131_000 }, {}, 72)).toBe(131_000);
+    expect(defaultMaxTokensWithin({ max_tokens: 200, logprobs: 20 }, {}, 72)).toBe(200);
   });
 });

@@ -31,6 +31,22 @@ export function scoreEntries(
   );
 }
 
+/**
+ * A choice's max_tokens where the request named none (a chat's default: what the context
+ * leaves) with log probabilities asked: lowered to what the budget holds with its prompt's
+ * entries, rather than a 400 for a limit the caller never set.
+ */
+export function defaultMaxTokensWithin(
+  params: Pick<SamplingParams, "max_tokens" | "logprobs" | "min_tokens">,
+  ask: PromptAsk,
+  promptTokens: number,
+): number {
+  if (params.logprobs === undefined || params.logprobs === null) return params.max_tokens;
+  const left = MAX_SCORE_ENTRIES - scoreEntries({ max_tokens: 0 }, ask, promptTokens);
+  const within = Math.floor(left / (params.logprobs + 1));
+  return Math.max(1, params.min_tokens ?? 1, Math.min(params.max_tokens, within));
+}
+
 /** Refuses a request whose choices together ask for more than MAX_SCORE_ENTRIES. */
 export function checkScoreBudget(entries: number): void {
   if (entries <= MAX_SCORE_ENTRIES) return;

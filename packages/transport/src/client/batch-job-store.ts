@@ -191,9 +191,17 @@ export class BatchJobStore {
       .catch(() => undefined);
   }
 
+  /**
+   * Forgets a discarded batch's record: its id then names nothing (a retry of its request with
+   * the same Idempotency-Key makes it afresh rather than finding it).
+   */
+  async forget(id: string): Promise<void> {
+    await this.redis.del(this.keys.batch(id));
+  }
+
   /** Deletes the stored rows of a batch's chunks (one slot: the batch's tag). */
-  private async dropRows(id: string): Promise<void> {
-    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
+  private async dropRows(id: string, handedOut?: number): Promise<void> {
+    const chunks = handedOut ?? Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
     for (let from = 0; from < chunks; from += 1_000) {
       const rows: string[] = [];
       for (let k = from; k < Math.min(chunks, from + 1_000); k++)
@@ -219,18 +227,22 @@ export class BatchJobStore {
 
   /**
    * Removes a batch nobody waits for any more, its chunks but those a worker holds already,
-   * and their rows (BullMQ removes the jobs, not the rows stored beside them).
+   * and their rows (BullMQ removes the jobs, not the rows stored beside them). `chunks`: the
+   * chunk indices its writer handed out (a chunk whose rows were stored but whose add failed
+   * is not in the batch's count); the batch's count when not given.
    */
-  async discard(id: string, model: string, version: string): Promise<void> {
+  async discard(id: string, model: string, version: string, chunks?: number): Promise<void> {
     const parents = this.gateQueue(batchQueueNames(queueName(model, version)).parents);
     const removed = await parents.remove(id, { removeChildren: true }).catch(() => 0);
-    await this.dropRows(id).catch(() => undefined);
-    if (removed === 1) return;
-    // a chunk a worker holds locks the flow (BullMQ removes none of it): its queued chunks go,
-    // and the batch is sealed, so that it completes once the held ones end
-    const parent = await Job.fromId(parents, id).catch(() => undefined);
-    await parent?.removeUnprocessedChildren().catch(() => undefined);
-    await this.seal(id, model, version).catch(() => undefined);
+    if (removed !== 1) {
+      // a chunk a worker holds locks the flow (BullMQ removes none of it): its queued chunks
+      // go, and the batch is sealed, so that it completes once the held ones end
+      const parent = await Job.fromId(parents, id).catch(() => undefined);
+      await parent?.removeUnprocessedChildren().catch(() => undefined);
+      await this.seal(id, model, version).catch(() => undefined);
+    }
+    // once no queued job names them
+    await this.dropRows(id, chunks).catch(() => undefined);
   }
 
   /**

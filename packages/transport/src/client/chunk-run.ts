@@ -95,7 +95,7 @@ export class ChunkRun {
       this.all.map(async (batch) => {
         const id = await batch.id.catch(() => undefined);
         if (id === undefined) return;
-        if (discard) await this.store.discard(id, batch.model, batch.version);
+        if (discard) await this.store.discard(id, batch.model, batch.version, batch.next);
         else await (batch.sealed ?? this.seal(batch, id));
       }),
     );

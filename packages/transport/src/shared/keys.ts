@@ -213,6 +213,19 @@ export class Keys {
     return `${this.prefix}:batch-rows-expiry:{owner:${owner}}`;
   }
 
+  /**
+   * Sorted set by expiry of what a tenant holds in its storage that is not a file (a running
+   * batch's answers), beside `storageHeld`: counted in its bytes, not among its files.
+   */
+  storageHolds(owner: string): string {
+    return `${this.prefix}:storage-holds:{owner:${owner}}`;
+  }
+
+  /** `storageHolds` for `batchRowsHeld` (the quota's script names one for either kind). */
+  batchRowsHolds(owner: string): string {
+    return `${this.prefix}:batch-rows-holds:{owner:${owner}}`;
+  }
+
   /** Sorted set of one tenant's stored things by expiry, beside `storageHeld`. */
   storageExpiry(owner: string): string {
     return `${this.prefix}:storage-expiry:{owner:${owner}}`;

@@ -31,10 +31,14 @@ describe("StorageQuota", () => {
       code: "QUOTA_EXCEEDED",
       message: expect.stringMatching(/files and its batches' answers hold 900 bytes, and 200 more/),
     });
-    expect(await quota.usage("g")).toEqual({ bytes: 900, items: 2 });
+    // the answers' hold is bytes, not a file: one file is counted
+    expect(await quota.usage("g")).toEqual({ bytes: 900, items: 1 });
+    await quota.reserve("g", "second", 50, now() + 60, { maxBytes: 1_000, maxItems: 2 });
+    await quota.release("g", "second");
     // the batch's output file takes the answers' place
     await quota.settle("g", "output", 650, now() + 60, "answers");
     expect(await quota.usage("g")).toEqual({ bytes: 950, items: 2 });
+    expect(await redis.zcard(keys.storageHolds("g"))).toBe(0);
     expect(await quota.held("g", "answers")).toBeUndefined();
   });
 

@@ -7,7 +7,10 @@ import { guarded } from "./redis-guard.js";
 /** The hash field that holds the owner's total, beside one field per thing held. */
 const TOTAL = "=total";
 
-/** Lua: drops a thing, its bytes out of the total. KEYS: held, expiry. */
+/**
+ * Lua: drops a thing, its bytes out of the total. KEYS: held, expiry of the things counted,
+ * expiry of the holds that are not things (a running batch's answers).
+ */
 const LET_GO = `
 local function letGo(thing)
   local b = redis.call('HGET', KEYS[1], thing)
@@ -16,6 +19,7 @@ local function letGo(thing)
     redis.call('HDEL', KEYS[1], thing)
   end
   redis.call('ZREM', KEYS[2], thing)
+  redis.call('ZREM', KEYS[3], thing)
 end`;
 
 /**
@@ -23,7 +27,9 @@ end`;
  * refused (nothing written) when it would take the owner past `max_bytes` or `max_items`
  * (either 0: no check); an empty id only looks. A thing already held is held again at its
  * new size: a retry, or a reservation settled at the size the thing turned out to be.
- * KEYS: held (hash id -> bytes, and the total), expiry (sorted set id -> expires_at).
+ * KEYS: held (hash id -> bytes, and the total), expiry (sorted set id -> expires_at) of the
+ * things counted, and of the holds that are not things (grown ones: their bytes count, they
+ * do not count as one of `max_items`).
  * ARGV: now (s), id, bytes, expires_at (s), max_bytes, max_items, from (a thing let go
  * first, its bytes now `id`'s: an upload's reservation settled as the file; '' for none),
  * least (past the budget, `bytes` is cut to what is left, and refused below this), grow ('1':
@@ -34,6 +40,7 @@ end`;
 const HOLD = `${LET_GO}
 local now = tonumber(ARGV[1])
 for _, thing in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now)) do letGo(thing) end
+for _, thing in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do letGo(thing) end
 local id, bytes, expires = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local maxBytes, maxItems = tonumber(ARGV[5]), tonumber(ARGV[6])
 local from = ARGV[7]
@@ -41,29 +48,32 @@ if from ~= '' and from ~= id then letGo(from) end
 local held = tonumber(redis.call('HGET', KEYS[1], id) or '0')
 local total = tonumber(redis.call('HGET', KEYS[1], '${TOTAL}') or '0')
 local least = tonumber(ARGV[8])
--- grown: bytes more than it holds now, all of them or none
-if ARGV[9] == '1' then
+-- grown: bytes more than it holds now, all of them or none, a hold and not a thing
+local grown = ARGV[9] == '1'
+local expiry = KEYS[2]
+if grown then
   bytes = held + bytes
   least = bytes
+  expiry = KEYS[3]
 end
 local items = redis.call('ZCARD', KEYS[2])
 if id == '' then return {0, total, items} end
-local known = redis.call('ZSCORE', KEYS[2], id)
+local known = redis.call('ZSCORE', expiry, id)
 local others = items
-if known then others = items - 1 end
-if maxItems > 0 and not known and items + 1 > maxItems then return {0, total - held, others, 1} end
+if known and not grown then others = items - 1 end
+if maxItems > 0 and not known and not grown and items + 1 > maxItems then return {0, total - held, others, 1} end
 if maxBytes > 0 and total - held + bytes > maxBytes then
   bytes = maxBytes - (total - held)
   if bytes < least then
     -- a thing grown is refused with what is held in all, itself included
-    if ARGV[9] == '1' then return {0, total, others, 2} end
+    if grown then return {0, total, others, 2} end
     return {0, total - held, others, 2}
   end
 end
 redis.call('HSET', KEYS[1], id, bytes)
 total = redis.call('HINCRBY', KEYS[1], '${TOTAL}', bytes - held)
-redis.call('ZADD', KEYS[2], expires, id)
-if not known then items = items + 1 end
+redis.call('ZADD', expiry, expires, id)
+if not known and not grown then items = items + 1 end
 local life = math.max(1, expires - now)
 for _, key in ipairs(KEYS) do
   if redis.call('TTL', key) < life then redis.call('EXPIRE', key, life) end
@@ -71,7 +81,7 @@ end
 return {1, total, items, bytes}
 `;
 
-/** Lets go of thing `id`. KEYS: held, expiry. ARGV: id. */
+/** Lets go of thing `id`. KEYS: held, both expiries. ARGV: id. */
 const RELEASE = `${LET_GO}
 letGo(ARGV[1])
 return 1
@@ -120,8 +130,8 @@ export class StorageQuota {
     private readonly keys: Keys,
     private readonly kind: StorageKind = "files",
   ) {
-    this.holdScript = new LuaCommand(redis, "ferryStorageHold", 2, HOLD);
-    this.releaseScript = new LuaCommand(redis, "ferryStorageRelease", 2, RELEASE);
+    this.holdScript = new LuaCommand(redis, "ferryStorageHold", 3, HOLD);
+    this.releaseScript = new LuaCommand(redis, "ferryStorageRelease", 3, RELEASE);
     this.extendScript = new LuaCommand(redis, "ferryStorageExtend", 2, EXTEND);
   }
 
@@ -151,7 +161,7 @@ export class StorageQuota {
     if (this.kind === "batch-rows")
       throw new FerryError(
         "QUOTA_EXCEEDED",
-        `${owner === "" ? "This server's batches (one tenant: API_KEYS is unset)" : "This key's batches"} hold ${total} bytes of rows still to run, and this one needs room for ${least} more (the most one key may have waiting is ${limits.maxBytes} bytes, BATCH_ROWS_PER_KEY_BYTES). Wait for its batches to finish, or send smaller ones.`,
+        `${owner === "" ? "This server's batches (one tenant: API_KEYS is unset)" : "This key's batches"} are at their limit of rows still to run: its other batches hold ${total} bytes, and this one would hold ${least} with its next chunk (the most one key may have waiting is ${limits.maxBytes} bytes, BATCH_ROWS_PER_KEY_BYTES). Wait for its batches to finish, or send smaller ones.`,
       );
     // (refused, the fourth is why: 1 for the number of things)
     const what =
@@ -200,7 +210,13 @@ export class StorageQuota {
 
   async release(owner: string, id: string): Promise<void> {
     await guarded(() =>
-      this.releaseScript.run(this.redis, this.heldKey(owner), this.expiryKey(owner), id),
+      this.releaseScript.run(
+        this.redis,
+        this.heldKey(owner),
+        this.expiryKey(owner),
+        this.holdsKey(owner),
+        id,
+      ),
     );
   }
 
@@ -240,6 +256,10 @@ export class StorageQuota {
       : this.keys.batchRowsExpiry(owner);
   }
 
+  private holdsKey(owner: string): string {
+    return this.kind === "files" ? this.keys.storageHolds(owner) : this.keys.batchRowsHolds(owner);
+  }
+
   private hold(
     owner: string,
     id: string,
@@ -255,6 +275,7 @@ export class StorageQuota {
         this.redis,
         this.heldKey(owner),
         this.expiryKey(owner),
+        this.holdsKey(owner),
         Math.floor(Date.now() / 1000),
         id,
         bytes,

@@ -9,6 +9,7 @@ import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { batchQueueNames, type Keys, predictionEpoch } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import { retrying, transient } from "../shared/retrying.js";
 import { StorageQuota } from "../shared/storage-quota.js";
 import type { PackedHandler, PackedOutputs } from "./handlers.js";
 
@@ -28,6 +29,9 @@ if redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[1]) then
 end
 return 0
 `;
+
+/** How long a completed batch's rows are tried to be given back through failures, in ms. */
+const RELEASE_FOR_MS = 10_000;
 
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
 export class BatchJobConsumer {
@@ -64,9 +68,14 @@ export class BatchJobConsumer {
             .expire(batch, this.ttlS)
             .exec()) ?? [];
         // its rows have run: its owner's budget of rows waiting (BATCH_ROWS_PER_KEY_BYTES) has
-        // them back (one that is not let go here goes when its batch would have expired)
+        // them back, tried again through a blip (a hold not let go keeps the key's budget
+        // until its batch would have expired)
         if (typeof owner === "string")
-          await this.batchRows.release(owner, job.data.batch).catch(() => undefined);
+          await retrying(
+            () => this.batchRows.release(owner, job.data.batch),
+            RELEASE_FOR_MS,
+            transient,
+          );
       },
       options,
     );
