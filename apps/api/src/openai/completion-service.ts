@@ -7,7 +7,7 @@ import {
   pause,
 } from "@ferry/protocol";
 import { genAiOperation } from "@ferry/telemetry";
-import type { GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
+import type { EnqueueOptions, GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
@@ -132,23 +132,7 @@ export class CompletionService {
     try {
       const keepS = this.keepSecondsFor(opts);
       for (const { job, options } of prepared)
-        for (let attempt = 0; ; attempt++) {
-          try {
-            followed.push(
-              await this.client.jobs.submitGenerateFollowing(job, { ...options, keepS }, signal),
-            );
-            break;
-          } catch (err) {
-            // a batch line's choice waits for room, the ones before it kept
-            if (
-              !opts.waitsOutFullQueues ||
-              !(err instanceof FerryError && err.code === "QUEUE_FULL") ||
-              signal?.aborted
-            )
-              throw err;
-            await pause(refusalBackoffMs(attempt, err), signal);
-          }
-        }
+        followed.push(await this.submitChoice(job, { ...options, keepS }, opts, signal));
       return followed;
     } catch (err) {
       // the choices queued so far go before the refusal is answered: their places in the
@@ -160,6 +144,28 @@ export class CompletionService {
         }),
       );
       throw err;
+    }
+  }
+
+  /**
+   * Queues one choice of several and follows it; a batch line's choice refused by a full queue
+   * waits for room and is sent again (`CallOptions.waitsOutFullQueues`), the ones before it kept.
+   */
+  private async submitChoice(
+    job: GenerateRequest,
+    options: EnqueueOptions,
+    opts: CallOptions,
+    signal?: AbortSignal,
+  ): Promise<FollowedCompletion> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.client.jobs.submitGenerateFollowing(job, options, signal);
+      } catch (err) {
+        const waits =
+          opts.waitsOutFullQueues && err instanceof FerryError && err.code === "QUEUE_FULL";
+        if (!waits || signal?.aborted) throw err;
+        await pause(refusalBackoffMs(attempt, err), signal);
+      }
     }
   }
 

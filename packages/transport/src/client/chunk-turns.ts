@@ -2,6 +2,7 @@ import { bullPriority, TURNS } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import { FIRST_WAITING_TURN } from "./first-waiting-turn.js";
 
 /** The batch band's priority: chunks run after every interactive request. */
 const CHUNK_PRIORITY = 1;
@@ -21,15 +22,11 @@ const YOUNG_MS = 2_000;
  * (s), BullMQ's key prefix of the queue's jobs, the band's first BullMQ priority, the turns a
  * priority has, the band's field prefix, young (ms). Returns the turn.
  */
-const TURN = `
+const TURN = `${FIRST_WAITING_TURN}
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
--- BullMQ scores a prioritized job priority * 2^32 + its order of arrival
-local shift, base, turns = 4294967296, tonumber(ARGV[4]), tonumber(ARGV[5])
-local head = 0
-local first = redis.call('ZRANGEBYSCORE', KEYS[1], string.format('%.0f', base * shift),
-  '(' .. string.format('%.0f', (base + turns) * shift), 'WITHSCORES', 'LIMIT', 0, 1)
-if #first > 0 then head = math.floor(tonumber(first[2]) / shift) - base end
+local turns = tonumber(ARGV[5])
+local head = firstWaitingTurn(KEYS[1], tonumber(ARGV[4]), turns)
 local p = ARGV[6]
 local last = redis.call('HMGET', KEYS[2], p .. ':id', p .. ':turn', p .. ':at')
 local turn = head

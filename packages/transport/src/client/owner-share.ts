@@ -3,6 +3,7 @@ import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { guarded } from "../shared/redis-guard.js";
+import { FIRST_WAITING_TURN } from "./first-waiting-turn.js";
 
 /**
  * Counts an owner's jobs still waiting in a queue, its batch lines (the lowest band) apart
@@ -25,7 +26,7 @@ import { guarded } from "../shared/redis-guard.js";
  * the turns a priority has, the priority.
  * Returns {1, turn} when taken in, else {0, the group's count, both groups' count}.
  */
-const TAKE = `
+const TAKE = `${FIRST_WAITING_TURN}
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local young, jobs = tonumber(ARGV[5]), ARGV[7]
@@ -51,12 +52,8 @@ if (count >= cap or count + other >= total) and redis.call('SET', KEYS[3], '1', 
   other = redis.call('ZCARD', KEYS[4])
 end
 if count >= cap or count + other >= total then return {0, count, count + other} end
--- BullMQ scores a prioritized job priority * 2^32 + its order of arrival
-local shift, base, turns = 4294967296, tonumber(ARGV[9]), tonumber(ARGV[10])
-local head = 0
-local first = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('%.0f', base * shift),
-  '(' .. string.format('%.0f', (base + turns) * shift), 'WITHSCORES', 'LIMIT', 0, 1)
-if #first > 0 then head = math.floor(tonumber(first[2]) / shift) - base end
+local turns = tonumber(ARGV[10])
+local head = firstWaitingTurn(KEYS[2], tonumber(ARGV[9]), turns)
 local last = redis.call('HMGET', KEYS[5], ARGV[11] .. ':id', ARGV[11] .. ':turn')
 local turn = head
 if last[1] and last[2] then
