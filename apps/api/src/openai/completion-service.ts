@@ -15,14 +15,10 @@ import type { ServerTiming } from "../http/server-timing.js";
 import { oneOfSeveral } from "../http/tenant.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
-import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
+import { ChatPrompts } from "./chat-prompts.js";
+import type { ChatTemplateRequest } from "./chat-template.js";
 import { continuousUsage, joinAnswers, severalChoices } from "./choices.js";
-import {
-  ContextWindow,
-  checkPromptChars,
-  DEFAULT_MAX_TOKENS,
-  messageText,
-} from "./context-window.js";
+import { ContextWindow, DEFAULT_MAX_TOKENS } from "./context-window.js";
 import { chatResponse, completionResponse } from "./openai-render.js";
 import type { ChatCompletionResponse, CompletionResponse } from "./output-schemas.js";
 import { promptsOf } from "./prompts.js";
@@ -33,7 +29,6 @@ import {
   completionRequestSchema,
 } from "./schemas.js";
 import { checkScoreBudget, defaultMaxTokensWithin, scoreEntries } from "./score-budget.js";
-import { toolChoice } from "./tool-calls.js";
 
 /** A completion's job and the events it answers with, subscribed before the job could run. */
 export interface FollowedCompletion {
@@ -49,9 +44,7 @@ export interface FollowedCompletion {
  */
 export class CompletionService {
   private readonly context = new ContextWindow();
-  private readonly templates = new ChatTemplates();
-  /** Rendered chats by their messages (weakly: gone with the request). */
-  private readonly renders = new WeakMap<ChatTemplateRequest["messages"], Promise<string>>();
+  private readonly chats: ChatPrompts;
 
   constructor(
     private readonly repository: ModelRepository,
@@ -60,7 +53,9 @@ export class CompletionService {
     private readonly router: TrafficRouter,
     /** How long a followed completion's job is kept once done, unless `kept` (SYNC_JOB_TTL_S). */
     private readonly resumableForS?: number,
-  ) {}
+  ) {
+    this.chats = new ChatPrompts(repository);
+  }
 
   /** How long a completion followed to its end is kept (undefined: as long as async jobs). */
   private keepSecondsFor(opts: CallOptions): number | undefined {
@@ -93,7 +88,7 @@ export class CompletionService {
     opts: CallOptions,
     meta?: Record<string, unknown>,
   ): Promise<JobRecord> {
-    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
+    const { job, options } = await this.prepare(await this.chats.asCompletion(body), opts, meta);
     return this.client.jobs.submitGenerate(job, options, opts.createdId);
   }
 
@@ -107,7 +102,7 @@ export class CompletionService {
     signal?: AbortSignal,
     meta?: Record<string, unknown>,
   ): Promise<FollowedCompletion> {
-    const { job, options } = await this.prepare(await this.asCompletion(body), opts, meta);
+    const { job, options } = await this.prepare(await this.chats.asCompletion(body), opts, meta);
     return this.client.jobs.submitGenerateFollowing(
       job,
       { ...options, keepS: this.keepSecondsFor(opts) },
@@ -125,7 +120,7 @@ export class CompletionService {
     signal?: AbortSignal,
   ): Promise<FollowedCompletion[]> {
     const prepared = await Promise.all(
-      bodies.map(async (body) => this.prepare(await this.asCompletion(body), opts)),
+      bodies.map(async (body) => this.prepare(await this.chats.asCompletion(body), opts)),
     );
     checkScoreBudget(prepared.reduce((sum, { scores }) => sum + scores, 0));
     const followed: FollowedCompletion[] = [];
@@ -169,66 +164,9 @@ export class CompletionService {
     }
   }
 
-  /**
-   * A chat request as the completion it is: its messages rendered by the model's chat template
-   * into one prompt that ends where the assistant's turn begins. The job remembers it was a
-   * chat, so that its result is rendered as one.
-   */
-  private async asCompletion(body: CompletionRequest | ChatRequest): Promise<AsCompletion> {
-    if (!("messages" in body)) return { ...body, format: "completion" };
-    const {
-      messages: _m,
-      max_completion_tokens,
-      user: _u,
-      logprobs,
-      top_logprobs,
-      tools: _t,
-      tool_choice: _c,
-      parallel_tool_calls: _p,
-      add_generation_prompt: _g,
-      continue_final_message: _f,
-      chat_template_kwargs: _k,
-      add_special_tokens,
-      // refused unless false (vLLM's, which Ferry's chat lacks)
-      echo: _e,
-      chat_template: _ct,
-      documents: _d,
-      ...rest
-    } = body;
-    // OpenAI's rule: alternatives are asked for with the log probabilities, not alone
-    if (!logprobs && (top_logprobs ?? 0) > 0)
-      throw new FerryError("INVALID_INPUT", "top_logprobs needs logprobs: true");
-    // a forced call is guided decoding by its parameters' schema
-    const call = toolChoice(
-      body,
-      this.repository.resolve(body.model).entry.config.tool_call_parser,
-    );
-    return {
-      ...rest,
-      prompt: await this.renderChat(body),
-      max_tokens: max_completion_tokens ?? body.max_tokens,
-      logprobs: logprobs ? (top_logprobs ?? 0) : null,
-      format: "chat",
-      // vLLM's default for a chat: its template writes the special tokens it needs
-      add_special_tokens: add_special_tokens ?? false,
-      ...(call ? { toolCall: call } : {}),
-    };
-  }
-
-  /**
-   * A chat's messages rendered by its model's template, once per request: the `n` choices of
-   * one request share its messages (`severalChoices` copies the reference).
-   */
+  /** A chat's messages rendered by its model's template, once per request (`ChatPrompts`). */
   renderChat(body: ChatTemplateRequest & { model: string }): Promise<string> {
-    let prompt = this.renders.get(body.messages);
-    if (!prompt) {
-      const { entry } = this.repository.resolve(body.model);
-      // measured before any template runs: text that cannot fit costs no rendering
-      checkPromptChars(entry, messageText(body.messages));
-      prompt = this.templates.renderRequest(entry, body);
-      this.renders.set(body.messages, prompt);
-    }
-    return prompt;
+    return this.chats.render(body);
   }
 
   /**
