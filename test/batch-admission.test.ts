@@ -1,8 +1,9 @@
+import { bullQueueName, createRedis } from "@ferry/transport";
 import OpenAI, { toFile } from "openai";
 import type { Batch } from "openai/resources/batches";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
-import { Stack, waitFor } from "./helpers/stack.js";
+import { REDIS_TARGET, Stack, waitFor } from "./helpers/stack.js";
 
 // tiny-lm has no worker here: what is queued for it stays queued, and its queue holds 20. One
 // key may hold 16 of it (KEY_QUEUE_SHARE 0.8), its batch lines 8 of those (BATCH_QUEUE_SHARE
@@ -45,6 +46,16 @@ async function chatBatch(key: string): Promise<Batch> {
   return batch;
 }
 
+/** Jobs waiting in tiny-lm's queue (BullMQ's prioritized set: every Ferry job has a priority). */
+async function waitingJobs(): Promise<number> {
+  const redis = createRedis(REDIS_TARGET, { maxRetriesPerRequest: 1 });
+  try {
+    return await redis.zcard(`${stack.prefix}:${bullQueueName("tiny-lm.v1")}:prioritized`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 const submit = (key: string, k: number) =>
   stack.post(
     "/v1/jobs",
@@ -62,8 +73,10 @@ describe("batch lines, interactive requests and keys share a model's queue", () 
     // two keys' batches: k1's lines may hold 8, but all batch lines together 10
     batches.push(["k1", await chatBatch("k1")], ["k3", await chatBatch("k3")]);
     // their lines are queued (64 in flight a batch; no worker takes them) up to the shares, the
-    // rest waiting out the refusals
-    await new Promise((r) => setTimeout(r, 1_500));
+    // rest waiting out the refusals: waited for (a fixed 1.5 s was too short once on a loaded
+    // CI machine, k3's lines not in yet), then a moment for any line still on its way
+    await waitFor(async () => (await waitingJobs()) >= 10, 20_000);
+    await new Promise((r) => setTimeout(r, 500));
     // k1's own interactive requests are not kept out by its batch lines
     expect(accepted(await Promise.all([submit("k1", 0), submit("k1", 1)]))).toBe(2);
     // another key's take the rest of the queue: 20 - 10 - 2 (on a loaded machine one fewer: the
