@@ -61,5 +61,15 @@ describe("an OpenAI batch's answers count against its key's file storage as they
     // are written whatever is left, as the files of any ended batch are)
     const outputBytes = (await openai.files.retrieve(failed.output_file_id as string)).bytes;
     expect(input.byteLength + outputBytes).toBeLessThanOrEqual(2_000_000);
+    // its storage now full (its files), another batch is refused when it is created, not later
+    const refused = await openai.batches
+      .create({
+        input_file_id: file.id,
+        endpoint: "/v1/models/{model}/predict" as "/v1/chat/completions",
+        completion_window: "24h",
+      })
+      .catch((err: unknown) => err);
+    expect(refused).toMatchObject({ status: 403 });
+    expect((refused as Error).message).toMatch(/is full \(\d+ of 2000000 bytes.*a batch's answers/);
   });
 });

@@ -65,6 +65,7 @@ export class OpenAiBatchService {
         "INVALID_INPUT",
         `input_file_id: the file's lines name url ${stray}, not this batch's endpoint ${endpoint}`,
       );
+    await this.files.assertRoomForAnswers(tenant);
     const now = Math.floor(Date.now() / 1000);
     // the batch may run its whole window, then is kept as long as finished jobs are
     const keepS = windowS + this.ttlS;

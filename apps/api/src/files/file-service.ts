@@ -211,6 +211,21 @@ export class FileService {
     return fileObject(await this.stored(id, tenant));
   }
 
+  /**
+   * Refuses (QUOTA_EXCEEDED) a batch whose answers would have no room: `tenant`'s files already
+   * fill its storage, where the answers are kept as they come (a batch created then would fail
+   * at its first answers).
+   */
+  async assertRoomForAnswers(tenant: Tenant): Promise<void> {
+    if (tenant.admin) return;
+    const { bytes } = await this.client.storage.usage(tenant.id);
+    if (bytes < this.quota.maxBytes) return;
+    throw new FerryError(
+      "QUOTA_EXCEEDED",
+      `${tenant.id === "" ? "This server's file storage (one tenant: API_KEYS is unset)" : "This key's file storage"} is full (${bytes} of ${this.quota.maxBytes} bytes, FILE_STORAGE_PER_KEY_BYTES), and a batch's answers are kept there as they come. Delete files it no longer needs (DELETE /v1/files/{id}), or wait for them to expire.`,
+    );
+  }
+
   /** A whole file `tenant` may see. */
   async stored(id: string, tenant: Tenant): Promise<StoredFile> {
     const file = await this.client.files.get(id);
