@@ -79,16 +79,7 @@ export class LineAnswerer {
 
   /** A group of lines' call options; undefined once the batch's window has passed. */
   private manyOptions(batch: OpenAiBatchState): CallOptions | undefined {
-    const left = batch.expires_at * 1000 - Date.now();
-    if (left <= 0) return undefined;
-    return {
-      requestId: `req_${randomUUID().replaceAll("-", "")}`,
-      tenant: { id: batch.owner, admin: false },
-      priority: BATCH_PRIORITY,
-      timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
-      waitsOutFullQueues: true,
-      keepForS: LINE_KEEP_S,
-    };
+    return lineCallOptions(batch, `req_${randomUUID().replaceAll("-", "")}`);
   }
 
   /** Runs many lines through their kind at once and keeps each answer. */
@@ -196,16 +187,8 @@ export class LineAnswerer {
     const endpoint = endpointOf(url)?.endpoint;
     const kind = endpoint === undefined ? undefined : this.kinds.get(endpoint);
     for (let attempt = 0; ; attempt++) {
-      const left = batch.expires_at * 1000 - Date.now();
-      if (signal.aborted || left <= 0) return undefined;
-      const opts: CallOptions = {
-        requestId,
-        tenant: { id: batch.owner, admin: false },
-        priority: BATCH_PRIORITY,
-        timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
-        waitsOutFullQueues: true,
-        keepForS: LINE_KEEP_S,
-      };
+      const opts = lineCallOptions(batch, requestId);
+      if (signal.aborted || !opts) return undefined;
       try {
         if (!kind) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
         return { status: 200, body: await kind.run(url, body, opts, signal) };
@@ -231,6 +214,24 @@ export class LineAnswerer {
       this.log.error({ err, batch: batch.id, requestId }, "batch line failed");
     return { status: httpStatus(error.code), body: errorBody(url, error) };
   }
+}
+
+/**
+ * A batch line's call options (or a group's): the batch's tenant, the lowest priority, the
+ * deadline its window leaves (an hour at most), choices that wait for room and logs kept a
+ * minute; undefined once the window has passed.
+ */
+function lineCallOptions(batch: OpenAiBatchState, requestId: string): CallOptions | undefined {
+  const left = batch.expires_at * 1000 - Date.now();
+  if (left <= 0) return undefined;
+  return {
+    requestId,
+    tenant: { id: batch.owner, admin: false },
+    priority: BATCH_PRIORITY,
+    timeoutMs: Math.min(left, MAX_TIMEOUT_MS),
+    waitsOutFullQueues: true,
+    keepForS: LINE_KEEP_S,
+  };
 }
 
 /**

@@ -17,7 +17,7 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys, predictionEpoch } from "../shared/keys.js";
-import { ChunkTurns } from "./chunk-turns.js";
+import { CHUNK_PRIORITY, ChunkTurns } from "./chunk-turns.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
 const CHUNK_POLL_MS = 50;
@@ -157,7 +157,9 @@ export class BatchJobStore {
     // place in its batch, every batch's first before anyone's second
     const jobId = `${id}-c${chunk.index}`;
     const priority =
-      owner === "" ? bullPriority(1, chunk.index) : await this.turns.priority(queue, owner, jobId);
+      owner === ""
+        ? bullPriority(CHUNK_PRIORITY, chunk.index)
+        : await this.turns.priority(queue, owner, jobId);
     const job = await this.queue(queue).add("batch", data, {
       jobId,
       parent: { id, queue: `${this.keys.prefix}:${batchQueueNames(queue).parents}` },

@@ -4,8 +4,8 @@ import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { FIRST_WAITING_TURN } from "./first-waiting-turn.js";
 
-/** The batch band's priority: chunks run after every interactive request. */
-const CHUNK_PRIORITY = 1;
+/** Chunks' priority, the lowest: chunks run after every interactive request. */
+export const CHUNK_PRIORITY = 1;
 /**
  * How long an owner's last chunk with no job hash counts as on its way (its add may not have
  * landed yet) rather than run and removed, in ms.
@@ -13,14 +13,14 @@ const CHUNK_PRIORITY = 1;
 const YOUNG_MS = 2_000;
 
 /**
- * Lua: the turn of an owner's next chunk in a queue's batch band (start-time fair queuing, as
+ * Lua: the turn of an owner's next chunk at its priority in a queue (start-time fair queuing, as
  * `OwnerShare` gives jobs theirs): the one after the owner's last chunk while that one still
  * waits (in BullMQ's prioritized set, or not added yet: no job hash and younger than `young`),
- * never before the band's first waiting turn, which is the turn of an owner with none waiting.
- * KEYS: BullMQ's prioritized set, the owner's turns (`OwnerShare`'s hash: one band's turn is
+ * never before the priority's first waiting turn, which is the turn of an owner with none waiting.
+ * KEYS: BullMQ's prioritized set, the owner's turns (`OwnerShare`'s hash: one priority's turn is
  * one turn, whichever of the owner's jobs or chunks took it). ARGV: the chunk's job id, ttl
- * (s), BullMQ's key prefix of the queue's jobs, the band's first BullMQ priority, the turns a
- * priority has, the band's field prefix, young (ms). Returns the turn.
+ * (s), BullMQ's key prefix of the queue's jobs, the priority's first BullMQ priority, the turns a
+ * priority has, its field prefix, young (ms). Returns the turn.
  */
 const TURN = `${FIRST_WAITING_TURN}
 local time = redis.call('TIME')

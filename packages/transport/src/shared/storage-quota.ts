@@ -209,24 +209,17 @@ export class StorageQuota {
   }
 
   async release(owner: string, id: string): Promise<void> {
-    await guarded(() =>
-      this.releaseScript.run(
-        this.redis,
-        this.heldKey(owner),
-        this.expiryKey(owner),
-        this.holdsKey(owner),
-        id,
-      ),
-    );
+    await guarded(() => this.releaseScript.run(this.redis, ...this.scriptKeys(owner), id));
   }
 
   /** Holds `id`, if it is held, until `expiresAtS` at least (its file lives longer now). */
   async extend(owner: string, id: string, expiresAtS: number): Promise<void> {
+    const { held, expiry } = this.keysOf(owner);
     await guarded(() =>
       this.extendScript.run(
         this.redis,
-        this.heldKey(owner),
-        this.expiryKey(owner),
+        held,
+        expiry,
         Math.floor(Date.now() / 1000),
         id,
         expiresAtS,
@@ -236,7 +229,7 @@ export class StorageQuota {
 
   /** The bytes `owner` holds for thing `id`, or undefined when it holds none for it. */
   async held(owner: string, id: string): Promise<number | undefined> {
-    const bytes = await guarded(() => this.redis.hget(this.heldKey(owner), id));
+    const bytes = await guarded(() => this.redis.hget(this.keysOf(owner).held, id));
     return bytes === null ? undefined : Number(bytes);
   }
 
@@ -246,18 +239,22 @@ export class StorageQuota {
     return { bytes, items };
   }
 
-  private heldKey(owner: string): string {
-    return this.kind === "files" ? this.keys.storageHeld(owner) : this.keys.batchRowsHeld(owner);
+  /** The three keys the hold and release scripts take, in their order. */
+  private scriptKeys(owner: string): [string, string, string] {
+    const { held, expiry, holds } = this.keysOf(owner);
+    return [held, expiry, holds];
   }
 
-  private expiryKey(owner: string): string {
+  /** The owner's keys of this kind: held (the hash), expiry (its files), holds (not files). */
+  private keysOf(owner: string): { held: string; expiry: string; holds: string } {
+    const k = this.keys;
     return this.kind === "files"
-      ? this.keys.storageExpiry(owner)
-      : this.keys.batchRowsExpiry(owner);
-  }
-
-  private holdsKey(owner: string): string {
-    return this.kind === "files" ? this.keys.storageHolds(owner) : this.keys.batchRowsHolds(owner);
+      ? { held: k.storageHeld(owner), expiry: k.storageExpiry(owner), holds: k.storageHolds(owner) }
+      : {
+          held: k.batchRowsHeld(owner),
+          expiry: k.batchRowsExpiry(owner),
+          holds: k.batchRowsHolds(owner),
+        };
   }
 
   private hold(
@@ -273,9 +270,7 @@ export class StorageQuota {
     return guarded(() =>
       this.holdScript.run(
         this.redis,
-        this.heldKey(owner),
-        this.expiryKey(owner),
-        this.holdsKey(owner),
+        ...this.scriptKeys(owner),
         Math.floor(Date.now() / 1000),
         id,
         bytes,
