@@ -33,15 +33,12 @@ export class JobAdmission {
     const owners = this.owners;
     if (!job.shared || !owners || owners.of >= 1) return 0;
     try {
-      return await owners.share.take(
-        queue,
-        job.owner,
-        id,
-        job.maxQueueSize,
-        owners.of,
-        lowest ? { share: this.depth.lowestBandShare } : undefined,
-        job.priority,
-      );
+      return await owners.share.take(queue, job.owner, id, {
+        maxQueueSize: job.maxQueueSize,
+        share: owners.of,
+        lowestShare: lowest ? this.depth.lowestBandShare : undefined,
+        priority: job.priority,
+      });
     } catch (err) {
       // not queued after all: it no longer counts in the queue's depth
       this.depth.withdraw(queue);

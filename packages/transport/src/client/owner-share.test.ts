@@ -24,17 +24,19 @@ const waiting = (id: string) => redis.zadd(keys.bullPrioritized(queue), 1, id);
 describe("OwnerShare", () => {
   it("holds a key to its share of the queue; another key has its own", async () => {
     for (const id of ["a1", "a2", "a3"]) {
-      await share.take(queue, "a", id, 10, 0.3);
+      await share.take(queue, "a", id, { maxQueueSize: 10, share: 0.3 });
       await waiting(id);
     }
-    await expect(share.take(queue, "a", "a4", 10, 0.3)).rejects.toMatchObject({
+    await expect(
+      share.take(queue, "a", "a4", { maxQueueSize: 10, share: 0.3 }),
+    ).rejects.toMatchObject({
       code: "QUEUE_FULL",
       retryAfterS: 1,
       message: expect.stringMatching(
         /This key has 3 requests waiting for m.v1, the most one key may have there \(KEY_QUEUE_SHARE: 3 of its 10\)/,
       ),
     });
-    await share.take(queue, "b", "b1", 10, 0.3);
+    await share.take(queue, "b", "b1", { maxQueueSize: 10, share: 0.3 });
   });
 
   it("a job no longer waiting (taken by a worker, cancelled) frees its place; a young one is kept", async () => {
@@ -44,10 +46,12 @@ describe("OwnerShare", () => {
     await redis.zadd(set, old, "c1", old + 1, "c2", old + 2, "c3");
     await waiting("c1");
     await waiting("c3");
-    await share.take(queue, "c", "c4", 10, 0.4);
+    await share.take(queue, "c", "c4", { maxQueueSize: 10, share: 0.4 });
     expect(await redis.zrange(set, 0, -1)).toEqual(["c1", "c3", "c4"]);
     // c4's job is not in BullMQ yet, and young: it counts
-    await expect(share.take(queue, "c", "c5", 10, 0.3)).rejects.toMatchObject({
+    await expect(
+      share.take(queue, "c", "c5", { maxQueueSize: 10, share: 0.3 }),
+    ).rejects.toMatchObject({
       code: "QUEUE_FULL",
     });
     expect(await redis.ttl(set)).toBeGreaterThan(590);
@@ -57,7 +61,7 @@ describe("OwnerShare", () => {
     for (let round = 0; round < 5; round++)
       for (let k = 0; k < 3; k++) {
         const id = `e${round}-${k}`;
-        await share.take(queue, "e", id, 10, 0.3);
+        await share.take(queue, "e", id, { maxQueueSize: 10, share: 0.3 });
         // taken at once: its hash exists, it is in no waiting set
         await redis.hset(`${keys.bullJobPrefix(queue)}${id}`, "name", "generate");
       }
@@ -65,19 +69,24 @@ describe("OwnerShare", () => {
   });
 
   it("a key's lowest-priority jobs fill only BATCH_QUEUE_SHARE of its share: its interactive ones keep room", async () => {
-    const lowest = { share: 0.5 };
+    const lowestShare = 0.5;
     for (const id of ["f1", "f2"]) {
-      await share.take(queue, "f", id, 10, 0.5, lowest);
+      await share.take(queue, "f", id, { maxQueueSize: 10, share: 0.5, lowestShare });
       await waiting(id);
     }
-    await expect(share.take(queue, "f", "f3", 10, 0.5, lowest)).rejects.toMatchObject({
+    await expect(
+      share.take(queue, "f", "f3", { maxQueueSize: 10, share: 0.5, lowestShare }),
+    ).rejects.toMatchObject({
       code: "QUEUE_FULL",
       message: expect.stringMatching(
         /This key has 2 requests waiting for m.v1 at priority 1-3 \(batch lines among them\); one key may have 2 there, the rest of its 5 kept/,
       ),
     });
-    for (const id of ["f4", "f5", "f6"]) await share.take(queue, "f", id, 10, 0.5);
-    await expect(share.take(queue, "f", "f7", 10, 0.5)).rejects.toMatchObject({
+    for (const id of ["f4", "f5", "f6"])
+      await share.take(queue, "f", id, { maxQueueSize: 10, share: 0.5 });
+    await expect(
+      share.take(queue, "f", "f7", { maxQueueSize: 10, share: 0.5 }),
+    ).rejects.toMatchObject({
       code: "QUEUE_FULL",
     });
   });
@@ -94,7 +103,7 @@ describe("OwnerShare", () => {
       await redis.hset(`${keys.bullJobPrefix(q)}${id}`, "name", "generate");
     };
     const take = async (owner: string, id: string, priority: number) => {
-      const turn = await share.take(q, owner, id, 100, 0.5, undefined, priority);
+      const turn = await share.take(q, owner, id, { maxQueueSize: 100, share: 0.5, priority });
       await queued(id, priority, turn);
       return turn;
     };
@@ -112,8 +121,10 @@ describe("OwnerShare", () => {
     expect(await take("g", "g5", 5)).toBe(3);
     expect(await take("h", "h2", 5)).toBe(1);
     // a job whose add has not landed yet (no hash, in its key's set) still counts as waiting
-    const unseen = await share.take(q, "i", "i1", 100, 0.5, undefined, 5);
-    expect(await share.take(q, "i", "i2", 100, 0.5, undefined, 5)).toBe(unseen + 1);
+    const unseen = await share.take(q, "i", "i1", { maxQueueSize: 100, share: 0.5, priority: 5 });
+    expect(await share.take(q, "i", "i2", { maxQueueSize: 100, share: 0.5, priority: 5 })).toBe(
+      unseen + 1,
+    );
     // all ran: a key starts again at the head (none waiting: 0), not after its old turns
     for (const id of ["g2", "g3", "g5", "h2", "g4"]) await taken(id);
     await redis.zrem(keys.bullPrioritized(q), "i1", "i2");
@@ -129,21 +140,25 @@ describe("OwnerShare", () => {
   });
 
   it("batch lines count apart from a key's other jobs, and both against its share", async () => {
-    const lowest = { share: 0.5 };
+    const lowestShare = 0.5;
     for (const id of ["j1", "j2", "j3"]) {
-      await share.take(queue, "j", id, 20, 0.5, lowest, 1);
+      await share.take(queue, "j", id, { maxQueueSize: 20, share: 0.5, lowestShare, priority: 1 });
       await waiting(id);
     }
     for (const id of ["j4", "j5", "j6", "j7", "j8", "j9", "j10"])
-      await share.take(queue, "j", id, 20, 0.5);
-    await expect(share.take(queue, "j", "j11", 20, 0.5)).rejects.toMatchObject({
+      await share.take(queue, "j", id, { maxQueueSize: 20, share: 0.5 });
+    await expect(
+      share.take(queue, "j", "j11", { maxQueueSize: 20, share: 0.5 }),
+    ).rejects.toMatchObject({
       message: expect.stringMatching(/This key has 10 requests waiting for m.v1, the most/),
     });
   });
 
   it("counts each of many jobs sent at once exactly once", async () => {
     const tries = await Promise.allSettled(
-      Array.from({ length: 20 }, (_, k) => share.take(queue, "d", `d${k}`, 20, 0.5)),
+      Array.from({ length: 20 }, (_, k) =>
+        share.take(queue, "d", `d${k}`, { maxQueueSize: 20, share: 0.5 }),
+      ),
     );
     expect(tries.filter((t) => t.status === "fulfilled")).toHaveLength(10);
   });

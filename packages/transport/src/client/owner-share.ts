@@ -78,6 +78,18 @@ const YOUNG_MS = 2_000;
 /** How often a key at its cap has all its members looked through, at most, in ms. */
 const FULL_LOOK_MS = 250;
 
+/** What one job of an owner is held to in its queue. */
+export interface HeldTo {
+  /** The model version's `max_queue_size`. */
+  maxQueueSize: number;
+  /** The share of it one owner's waiting jobs may fill (KEY_QUEUE_SHARE). */
+  share: number;
+  /** Set for a job of the lowest priority band: the share of the owner's it may fill (BATCH_QUEUE_SHARE). */
+  lowestShare?: number | undefined;
+  /** The job's priority, for its turn. @defaultValue DEFAULT_PRIORITY */
+  priority?: number | undefined;
+}
+
 /**
  * Holds each tenant to a share of a model version's queue: one key's jobs waiting there may
  * fill at most `share` of its `max_queue_size` (its lowest-priority jobs, batch lines, only
@@ -103,17 +115,11 @@ export class OwnerShare {
    * a job of the lowest priority band, held to `lowestShare` of the owner's share. Returns its
    * turn at its `priority` (the script's rule above).
    */
-  async take(
-    queue: string,
-    owner: string,
-    id: string,
-    maxQueueSize: number,
-    share: number,
-    lowest?: { share: number },
-    priority = DEFAULT_PRIORITY,
-  ): Promise<number> {
+  async take(queue: string, owner: string, id: string, held: HeldTo): Promise<number> {
+    const { maxQueueSize, share, lowestShare, priority = DEFAULT_PRIORITY } = held;
+    const lowest = lowestShare !== undefined;
     const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
-    const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowest.share)) : ownerCap;
+    const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowestShare)) : ownerCap;
     const rest = this.keys.ownerQueued(queue, owner);
     const batchLines = this.keys.ownerQueuedLowest(queue, owner);
     const [taken, count, total] = await guarded(() =>
