@@ -107,6 +107,32 @@ export class BatchJobService {
   }
 
   /**
+   * Cancels a running batch (`POST /v1/batches/{id}/cancel`): its queued chunks go and their
+   * rows are given back to its owner's budget at once; the rows answered so far stay in its
+   * results. Cancelling one cancelled already answers it as it is; one still being uploaded
+   * (its upload can be aborted instead) or completed is a 400.
+   */
+  async cancel(id: string, tenant: Tenant): Promise<BatchJobStatus> {
+    const batches = this.client.batches;
+    const notFound = () => new FerryError("NOT_FOUND", `Batch '${id}' not found`);
+    const before = await batches.status(id);
+    if (!before) throw notFound();
+    assertVisible(tenant, before.owner, notFound);
+    const found = await batches.cancel(id);
+    if (found === undefined) throw notFound();
+    if (found !== "cancelled")
+      throw new FerryError(
+        "INVALID_INPUT",
+        found === "ingesting"
+          ? `Cannot cancel batch '${id}' while it is still being uploaded: abort its upload instead`
+          : `Cannot cancel a batch with status ${found}: it has finished its rows`,
+      );
+    // its rows left Redis with its chunks (those a worker held are read already)
+    await this.client.batchRows.release(before.owner, id).catch(() => undefined);
+    return (await batches.status(id)) ?? before;
+  }
+
+  /**
    * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
    * their rows packed back to back), then seals it; one that fails midway is discarded.
    */

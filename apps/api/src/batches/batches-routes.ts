@@ -6,6 +6,7 @@ import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../ht
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 import { ndjsonSegments, type RawItem } from "./batch-job-service.js";
+import { batchStatusSchema } from "./batch-status-schema.js";
 import { openAiBatchSchema } from "./openai-batch-object.js";
 
 const batchBodySchema = z
@@ -15,20 +16,6 @@ const batchBodySchema = z
     items: z.array(z.object({ key: z.string(), features: z.array(z.number()) })).min(1),
   })
   .openapi("BatchRequest");
-const statusSchema = z
-  .object({
-    id: z.string(),
-    model: z.string(),
-    version: z.string(),
-    status: z.enum(["ingesting", "running", "completed"]),
-    total: z.number(),
-    succeeded: z.number(),
-    failed: z.number(),
-    created_at: z.number(),
-    finished_at: z.number().nullable(),
-    owner: z.string().openapi({ description: "Tenant id of the key that created it" }),
-  })
-  .openapi("Batch");
 const idParam = z.object({ id: z.string() });
 
 const createBatchRoute = createRoute({
@@ -62,7 +49,7 @@ const statusRoute = createRoute({
     "A batch's status and counts; an OpenAI-shaped batch's id (batch_...) reads as OpenAI's batch object",
   request: { params: idParam },
   responses: {
-    200: json(z.union([statusSchema, openAiBatchSchema]), "The batch"),
+    200: json(z.union([batchStatusSchema, openAiBatchSchema]), "The batch"),
     404: openAiErrors[404],
   },
 });

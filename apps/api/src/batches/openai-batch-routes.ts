@@ -4,6 +4,7 @@ import { invalidInput } from "../http/errors.js";
 import { fingerprintOf, idempotently } from "../http/idempotency.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
+import { batchStatusSchema } from "./batch-status-schema.js";
 import { openAiBatchRequestSchema, openAiBatchSchema } from "./openai-batch-object.js";
 
 const listRoute = createRoute({
@@ -35,10 +36,10 @@ const cancelRoute = createRoute({
   method: "post",
   path: "/v1/batches/{id}/cancel",
   summary:
-    "Cancels an OpenAI-shaped batch: `cancelling` until its queued lines are dropped and its running ones stopped, then `cancelled` with what was answered in its files",
+    "Cancels a batch. An OpenAI-shaped one (batch_...) is `cancelling` until its queued lines are dropped and its running ones stopped, then `cancelled` with what was answered in its files; one of Ferry's own is `cancelled` at once, its queued rows dropped and those answered kept in its results",
   request: { params: z.object({ id: z.string() }) },
   responses: {
-    200: json(openAiBatchSchema, "The batch"),
+    200: json(z.union([openAiBatchSchema, batchStatusSchema]), "The batch"),
     400: openAiErrors[400],
     404: openAiErrors[404],
   },
@@ -76,10 +77,14 @@ export function registerOpenAiBatches(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(listRoute, async (c) =>
     c.json(await c.get("services").openAiBatches.list(c.get("tenant"), c.req.valid("query")), 200),
   );
-  app.openapi(cancelRoute, async (c) =>
-    c.json(
-      await c.get("services").openAiBatches.cancel(c.req.valid("param").id, c.get("tenant")),
+  app.openapi(cancelRoute, async (c) => {
+    const { id } = c.req.valid("param");
+    const services = c.get("services");
+    return c.json(
+      isOpenAiBatchId(id)
+        ? await services.openAiBatches.cancel(id, c.get("tenant"))
+        : await services.batchJobs.cancel(id, c.get("tenant")),
       200,
-    ),
-  );
+    );
+  });
 }

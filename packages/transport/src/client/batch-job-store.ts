@@ -17,6 +17,7 @@ import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
 import { batchQueueNames, bullQueueName, type Keys, predictionEpoch } from "../shared/keys.js";
+import { LuaCommand } from "../shared/lua-command.js";
 import { CHUNK_PRIORITY, ChunkTurns } from "./chunk-turns.js";
 
 /** The longest wait between looks for a chunk's answers, in ms. */
@@ -42,15 +43,30 @@ export interface BatchJobStatus {
   id: string;
   model: string;
   version: string;
-  status: "ingesting" | "running" | "completed";
+  status: "ingesting" | "running" | "completed" | "cancelled";
   total: number;
   succeeded: number;
   failed: number;
   created_at: number;
   finished_at: number | null;
+  /** When it was cancelled (its rows answered by then, or while it stopped, are kept). */
+  cancelled_at: number | null;
   /** The tenant that created the batch ("" when the API is open). */
   owner: string;
 }
+
+/**
+ * Marks a running batch cancelled, once: what it found ("cancelled" when it was already, else
+ * its status), or "cancelling" when this call cancelled it. A batch still being ingested or
+ * already completed is left as it is. KEYS: the batch. ARGV: now (epoch ms).
+ */
+const CANCEL = `
+if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then return 'cancelled' end
+local status = redis.call('HGET', KEYS[1], 'status')
+if status ~= 'running' then return status or '' end
+redis.call('HSET', KEYS[1], 'cancelled_at', ARGV[1])
+return 'cancelling'
+`;
 
 /**
  * Offline batch prediction as a BullMQ flow: a parent job per batch, whose children are the
@@ -64,6 +80,7 @@ export class BatchJobStore {
   private readonly flows: FlowProducer;
   private readonly gates = new Map<string, Queue>();
   private readonly turns: ChunkTurns;
+  private readonly cancelScript: LuaCommand<string>;
 
   constructor(
     private readonly redis: RedisClient,
@@ -75,6 +92,7 @@ export class BatchJobStore {
   ) {
     this.flows = new FlowProducer({ connection: redis, prefix: keys.prefix });
     this.turns = new ChunkTurns(redis, keys, ttlS);
+    this.cancelScript = new LuaCommand(redis, "ferryCancelBatch", 1, CANCEL);
     this.flows.on("error", () => {});
   }
 
@@ -233,10 +251,11 @@ export class BatchJobStore {
    * chunk indices its writer handed out (a chunk whose rows were stored but whose add failed
    * is not in the batch's count); the batch's count when not given.
    */
-  async discard(id: string, model: string, version: string, chunks?: number): Promise<void> {
+  async discard(id: string, model: string, version: string, chunks?: number): Promise<boolean> {
     const parents = this.gateQueue(batchQueueNames(queueName(model, version)).parents);
     const removed = await parents.remove(id, { removeChildren: true }).catch(() => 0);
-    if (removed !== 1) {
+    const whole = removed === 1;
+    if (!whole) {
       // a chunk a worker holds locks the flow (BullMQ removes none of it): its queued chunks
       // go, and the batch is sealed, so that it completes once the held ones end
       const parent = await Job.fromId(parents, id).catch(() => undefined);
@@ -245,6 +264,26 @@ export class BatchJobStore {
     }
     // once no queued job names them
     await this.dropRows(id, chunks).catch(() => undefined);
+    return whole;
+  }
+
+  /**
+   * Cancels a running batch: its chunks still queued go, with their rows; a chunk a worker
+   * holds ends (answered, or failed as not run when its rows went first), and the batch reads
+   * as cancelled from now, with the rows answered so far in its results. Returns the status
+   * that kept a batch from being cancelled (still ingesting, completed), "cancelled" (by this
+   * call or one before), or undefined for no such batch.
+   */
+  async cancel(id: string): Promise<BatchJobStatus["status"] | undefined> {
+    const key = this.keys.batch(id);
+    const [model, version] = await this.redis.hmget(key, "model", "version");
+    if (!model || version === null || version === undefined) return undefined;
+    const found = await this.cancelScript.run(this.redis, key, Date.now());
+    if (found !== "cancelling") return (found || undefined) as BatchJobStatus["status"] | undefined;
+    // no parent is left to complete it (no chunk was held): it ends now, kept as a completed one is
+    if (await this.discard(id, model, version))
+      await this.redis.multi().hset(key, "finished_at", Date.now()).expire(key, this.ttlS).exec();
+    return "cancelled";
   }
 
   /**
@@ -290,12 +329,16 @@ export class BatchJobStore {
       id,
       model: raw.model,
       version: raw.version ?? "",
-      status: (raw.status as BatchJobStatus["status"]) ?? "running",
+      // a cancelled batch's parent may still complete it (the chunks a worker held, ended)
+      status: raw.cancelled_at
+        ? "cancelled"
+        : ((raw.status as BatchJobStatus["status"]) ?? "running"),
       total: Number(raw.total ?? 0),
       succeeded: Number(raw.succeeded ?? 0),
       failed: Number(raw.failed ?? 0),
       created_at: Number(raw.created_at ?? 0),
       finished_at: raw.finished_at ? Number(raw.finished_at) : null,
+      cancelled_at: raw.cancelled_at ? Number(raw.cancelled_at) : null,
       owner: raw.owner ?? "",
     };
   }

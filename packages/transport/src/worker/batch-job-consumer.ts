@@ -91,6 +91,12 @@ export class BatchJobConsumer {
     try {
       return await this.answerChunk(data, packed);
     } catch (err) {
+      // its batch was cancelled while it waited for a worker, its rows dropped: not run, and
+      // not retried
+      if (err instanceof RowsGone && (await this.cancelled(data.batch))) {
+        await this.failChunk(data, "not run: its batch was cancelled");
+        return { stored: 0 };
+      }
       // its last attempt: the rows are answered as failed, not left out
       if (lastAttempt) await this.failChunk(data, messageOf(err)).catch(() => undefined);
       throw err;
@@ -200,6 +206,10 @@ export class BatchJobConsumer {
     return bytes ? decodeChunkOutput(bytes).errors : ours;
   }
 
+  private async cancelled(batch: string): Promise<boolean> {
+    return (await this.redis.hexists(this.keys.batch(batch), "cancelled_at")) === 1;
+  }
+
   /** A chunk's rows, packed: as ingestion stored them, or a job's base64 items put together. */
   private async rows(data: BatchChunkJob) {
     if (!data.packed) {
@@ -214,7 +224,7 @@ export class BatchJobConsumer {
     }
     const { chunk, input, keys } = data.packed;
     const rows = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
-    if (!rows) throw new Error(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
+    if (!rows) throw new RowsGone(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
     if (rows.length % keys.length !== 0)
       throw new Error(
         `chunk ${chunk} of batch ${data.batch} holds ${rows.length} bytes for ${keys.length} rows`,
@@ -222,3 +232,6 @@ export class BatchJobConsumer {
     return { chunk, input, keys, rows };
   }
 }
+
+/** A chunk's stored rows are gone: expired, or dropped when its batch was cancelled. */
+class RowsGone extends Error {}
