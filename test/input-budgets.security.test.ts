@@ -146,6 +146,34 @@ describe("what one request asks to be scored is bounded before anything is queue
     expect(choices).toHaveLength(2);
     expect(choices[0]?.logprobs.top_logprobs.length).toBeGreaterThan(4);
   });
+
+  it("a stream's chunks count: 64 streamed choices of 248 tokens with 3 alternatives (an 8.9 MB answer) are a 400; a chat of 64 choices without max_tokens is lowered to fit, not refused", async () => {
+    const chat = { model: "tiny-lm", messages: [{ role: "user", content: "hi" }], n: 64 };
+    const streamed = await stack.post("/v1/chat/completions", {
+      ...chat,
+      max_tokens: 248,
+      logprobs: true,
+      top_logprobs: 3,
+      stream: true,
+    });
+    expect(streamed.status).toBe(400);
+    expect(await message(streamed)).toMatch(/more for each token's chunk when streamed/);
+    // no max_tokens: each choice's default is its share of the budget (it was the whole
+    // budget each, and the 64 together were refused for a limit the caller never set)
+    const lowered = await stack.post("/v1/chat/completions", {
+      ...chat,
+      logprobs: true,
+      top_logprobs: 20,
+      ignore_eos: true,
+    });
+    expect(lowered.status).toBe(200);
+    const { choices, usage } = (await lowered.json()) as {
+      choices: unknown[];
+      usage: { completion_tokens: number };
+    };
+    expect(choices).toHaveLength(64);
+    expect(usage.completion_tokens * 21).toBeLessThanOrEqual(65_536);
+  }, 60_000);
 });
 
 describe("what a stored response keeps is bounded before anything is queued", () => {

@@ -120,7 +120,9 @@ export class CompletionService {
     signal?: AbortSignal,
   ): Promise<FollowedCompletion[]> {
     const prepared = await Promise.all(
-      bodies.map(async (body) => this.prepare(await this.chats.asCompletion(body), opts)),
+      bodies.map(async (body) =>
+        this.prepare(await this.chats.asCompletion(body), opts, undefined, bodies.length),
+      ),
     );
     checkScoreBudget(prepared.reduce((sum, { scores }) => sum + scores, 0));
     const followed: FollowedCompletion[] = [];
@@ -186,6 +188,8 @@ export class CompletionService {
     body: AsCompletion,
     opts: CallOptions,
     extraMeta?: Record<string, unknown>,
+    /** The request's choices, which share its log-probability budget. */
+    choices = 1,
   ) {
     const { entry, version } = this.repository.resolve(
       body.model,
@@ -228,9 +232,10 @@ export class CompletionService {
     });
     // a prompt not counted (a model with no context length): its length, in characters or ids
     const counted = promptTokens ?? prompt.length;
+    const as = { streamed: body.stream === true };
     if (maxTokensAsked === undefined)
-      params.max_tokens = defaultMaxTokensWithin(params, ask, counted);
-    const scores = scoreEntries(params, ask, counted);
+      params.max_tokens = defaultMaxTokensWithin(params, ask, counted, { ...as, choices });
+    const scores = scoreEntries(params, ask, counted, as);
     checkScoreBudget(scores);
     return {
       scores,

@@ -3,6 +3,7 @@ import {
   checkScoreBudget,
   defaultMaxTokensWithin,
   MAX_SCORE_ENTRIES,
+  STREAMED_TOKEN_ENTRIES,
   scoreEntries,
 } from "./score-budget.js";
 
@@ -20,6 +21,19 @@ describe("scoreEntries", () => {
         255,
       ),
     ).toBe(21 + 255 * 42);
+  });
+
+  it("a streamed token's chunk counts beside its entries when log probabilities are asked", () => {
+    const streamed = { streamed: true };
+    expect(scoreEntries({ max_tokens: 100, logprobs: 3 }, {}, 50, streamed)).toBe(
+      100 * (4 + STREAMED_TOKEN_ENTRIES),
+    );
+    // without log probabilities a stream counts nothing, as an answer that is not streamed
+    expect(scoreEntries({ max_tokens: 100 }, {}, 50, streamed)).toBe(0);
+    // 64 streamed choices of 248 tokens with 3 alternatives (an 8.9 MB answer): past it
+    expect(64 * scoreEntries({ max_tokens: 248, logprobs: 3 }, {}, 5, streamed)).toBeGreaterThan(
+      MAX_SCORE_ENTRIES,
+    );
   });
 
   it("refuses past MAX_SCORE_ENTRIES, naming both numbers", () => {
@@ -40,5 +54,19 @@ describe("defaultMaxTokensWithin", () => {
     // without log probabilities, or already within: as it was
     expect(defaultMaxTokensWithin({ max_tokens: 131_000 }, {}, 72)).toBe(131_000);
     expect(defaultMaxTokensWithin({ max_tokens: 200, logprobs: 20 }, {}, 72)).toBe(200);
+  });
+
+  it("shares the budget among the request's choices, and counts a stream's chunks", () => {
+    // 64 choices with 20 alternatives, no max_tokens: each choice's default is its 64th
+    const each = defaultMaxTokensWithin({ max_tokens: 248, logprobs: 20 }, {}, 5, { choices: 64 });
+    expect(each).toBe(Math.floor(MAX_SCORE_ENTRIES / 64 / 21));
+    expect(64 * scoreEntries({ max_tokens: each, logprobs: 20 }, {}, 5)).toBeLessThanOrEqual(
+      MAX_SCORE_ENTRIES,
+    );
+    const streamed = { choices: 64, streamed: true };
+    const eachStreamed = defaultMaxTokensWithin({ max_tokens: 248, logprobs: 3 }, {}, 5, streamed);
+    expect(
+      64 * scoreEntries({ max_tokens: eachStreamed, logprobs: 3 }, {}, 5, streamed),
+    ).toBeLessThanOrEqual(MAX_SCORE_ENTRIES);
   });
 });
