@@ -106,6 +106,27 @@ describe("POST /v1/batches/{id}/cancel, one of Ferry's own batches", () => {
     expect(((await again.json()) as Status).cancelled_at).toBe(body.cancelled_at);
   });
 
+  it("a row's key counts against the budget beside its row", async () => {
+    // 1,200 mnist rows with keys of 512 characters: 3,763,200 bytes of rows and ~0.6 MB of
+    // keys; two of them are past 8,000,000 by their keys alone
+    const long = rowsOf("mnist", 1_200).replace(
+      /"key":"r(\d+)"/g,
+      (_, k) => `"key":"${k.padStart(512, "0")}"`,
+    );
+    const upload = (body: string) =>
+      fetch(stack.url("/v1/batches?model=mnist"), {
+        method: "POST",
+        headers: { ...k2, "content-type": "application/x-ndjson" },
+        body,
+      });
+    const first = await upload(long);
+    expect(first.status).toBe(202);
+    const second = await upload(long);
+    expect(second.status).toBe(403);
+    // rows with short keys fit beside it
+    expect((await upload(rowsOf("mnist", 1_000))).status).toBe(202);
+  });
+
   it("a completed batch is a 400, an unknown one a 404", async () => {
     const res = await post("digits", rowsOf("digits", 100));
     const { id } = (await res.json()) as { id: string };
