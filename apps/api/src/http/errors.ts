@@ -1,4 +1,5 @@
 import { type ErrorCode, FerryError, type JobEvent } from "@ferry/protocol";
+import { redisUnavailable } from "@ferry/transport";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -72,7 +73,7 @@ export function toFerryError(err: unknown): FerryError {
             : "INTERNAL";
     return new FerryError(code, err.message || "bad request");
   }
-  return new FerryError("INTERNAL", "internal error", { cause: err });
+  return redisUnavailable(err) ?? new FerryError("INTERNAL", "internal error", { cause: err });
 }
 
 /**

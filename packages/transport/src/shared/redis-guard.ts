@@ -23,3 +23,26 @@ export async function guarded<T>(fn: () => Promise<T>): Promise<T> {
     );
   }
 }
+
+/**
+ * ioredis' own failures of a command that may succeed when sent again: its timeout, a
+ * connection lost or closed under it, its retries of a reconnect used up. Raised outside
+ * `guarded` they are still Redis being unavailable (a 503 with Retry-After), not a bug (a
+ * 500): an OpenAI batch line that met one under load was failed for good as "internal error".
+ */
+const UNAVAILABLE_MESSAGES = [
+  /^Command timed out$/,
+  /^Connection is closed\.?$/,
+  /^Stream isn't writeable/,
+  /^Reached the max retries per request limit/,
+];
+
+/** The 503 a raw Redis client failure stands for; undefined for anything else. */
+export function redisUnavailable(err: unknown): FerryError | undefined {
+  if (!(err instanceof Error) || err instanceof FerryError) return undefined;
+  if (!UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(err.message))) return undefined;
+  return new FerryError("UNAVAILABLE", `Redis error: ${err.message}`, {
+    retryAfterS: 1,
+    cause: err,
+  });
+}
