@@ -214,7 +214,9 @@ async function sayUp(port: number): Promise<void> {
 /** The worker's models not serving yet, from the API's /health; undefined when it cannot say. */
 async function modelsLoading(url: string): Promise<string[] | undefined> {
   try {
-    const health = (await (await fetch(`${url}/health`)).json()) as {
+    // no connection of this script's is left open on the API: a stop lets its port go at once
+    const asked = await fetch(`${url}/health`, { headers: { connection: "close" } });
+    const health = (await asked.json()) as {
       models?: Record<string, { ready: boolean }>;
     };
     if (!health.models) return undefined;
