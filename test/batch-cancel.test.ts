@@ -233,8 +233,34 @@ describe("cancelling a batch a worker is running", () => {
     const answered = [];
     for await (const page of client.batches.results(id)) answered.push(...page);
     expect(answered).toEqual([
-      { key: "a", error: { code: "MODEL_ERROR", message: "not run: its batch was cancelled" } },
-      { key: "b", error: { code: "MODEL_ERROR", message: "not run: its batch was cancelled" } },
+      { key: "a", error: { code: "CANCELLED", message: "not run: its batch was cancelled" } },
+      { key: "b", error: { code: "CANCELLED", message: "not run: its batch was cancelled" } },
     ]);
+  }, 20_000);
+
+  it("a chunk a worker already runs is told its batch was cancelled, so that its batches not yet run are not", async () => {
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => (started = resolve));
+    serve("watched.v1", async ({ count, stopped }) => {
+      started();
+      // a chunk's batches wait for instances; each asks before it runs
+      await waitFor(async () => stopped?.() === true, 5_000);
+      const errors: PackedOutputs["errors"] = {};
+      for (let row = 0; row < count; row++)
+        errors[row] = { code: "CANCELLED", message: "not run: its batch was cancelled" };
+      return { width: 0, values: new Float32Array(0), errors };
+    });
+    const id = await client.batches.create("watched", "1", "k1");
+    await client.batches.addChunk(id, "watched", "1", "k1", {
+      index: 0,
+      input: "x",
+      keys: ["a", "b"],
+      rows: rows(2),
+    });
+    await client.batches.seal(id, "watched", "1");
+    await running;
+    expect(await client.batches.cancel(id)).toBe("cancelled");
+    await waitFor(async () => (await client.batches.status(id))?.finished_at != null, 10_000);
+    expect(await client.batches.status(id)).toMatchObject({ status: "cancelled", failed: 2 });
   }, 20_000);
 });

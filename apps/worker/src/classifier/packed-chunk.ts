@@ -1,6 +1,11 @@
 import { bytesPerElement, FerryError, type ModelConfig, type TensorSpec } from "@ferry/protocol";
 import type { BatchRunner, TensorData, TensorMap } from "@ferry/runtime";
-import type { ExecutionStats, PackedOutputs, PackedRows } from "@ferry/transport";
+import {
+  type ExecutionStats,
+  NOT_RUN,
+  type PackedOutputs,
+  type PackedRows,
+} from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { allFinite, rowLength, view } from "./tensor-packing.js";
 
@@ -61,7 +66,12 @@ export async function runPackedChunk(s: PackedServing, chunk: PackedRows): Promi
   const outputs = (
     await Promise.all(
       groups.map((group) =>
-        s.runWhole(() => runGroup(s, spec, chunk.rows, rowBytes, group, errors)),
+        s.runWhole(async () =>
+          // its batch cancelled while this group waited for an instance: not run
+          chunk.stopped?.()
+            ? notRun(group, errors)
+            : runGroup(s, spec, chunk.rows, rowBytes, group, errors),
+        ),
       ),
     )
   ).flat();
@@ -117,6 +127,16 @@ async function runGroup(
     outputs.push(await rowByRow(s, spec, rows, rowBytes, block, errors));
   }
   return outputs;
+}
+
+/** A group's rows answered as not run: their batch was cancelled before the group's turn. */
+function notRun(
+  group: number[][],
+  errors: RowErrors,
+): Array<{ width: number; values: Float32Array }> {
+  for (const block of group)
+    for (const row of block) errors[row] = { code: "CANCELLED", message: NOT_RUN };
+  return group.map(() => ({ width: 0, values: new Float32Array(0) }));
 }
 
 /** A failed block's rows run alone: each gets its answer or its own error. */

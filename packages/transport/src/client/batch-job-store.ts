@@ -56,12 +56,17 @@ export interface BatchJobStatus {
 }
 
 /**
- * Marks a running batch cancelled, once: what it found ("cancelled" when it was already, else
- * its status), or "cancelling" when this call cancelled it. A batch still being ingested or
- * already completed is left as it is. KEYS: the batch. ARGV: now (epoch ms).
+ * Marks a running batch cancelled, once: "cancelling" when its chunks are to be removed (this
+ * call cancelled it, or one before did and it has not finished: a cancel cut short by a
+ * failure is taken up again), "cancelled" when it has finished since, else its status (a
+ * batch still being ingested or already completed is left as it is). KEYS: the batch. ARGV:
+ * now (epoch ms).
  */
 const CANCEL = `
-if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then return 'cancelled' end
+if redis.call('HEXISTS', KEYS[1], 'cancelled_at') == 1 then
+  if redis.call('HEXISTS', KEYS[1], 'finished_at') == 1 then return 'cancelled' end
+  return 'cancelling'
+end
 local status = redis.call('HGET', KEYS[1], 'status')
 if status ~= 'running' then return status or '' end
 redis.call('HSET', KEYS[1], 'cancelled_at', ARGV[1])
@@ -269,8 +274,9 @@ export class BatchJobStore {
 
   /**
    * Cancels a running batch: its chunks still queued go, with their rows; a chunk a worker
-   * holds ends (answered, or failed as not run when its rows went first), and the batch reads
-   * as cancelled from now, with the rows answered so far in its results. Returns the status
+   * holds stops before its next batch of rows (`BatchStops`: those not run are answered as
+   * such), and the batch reads as cancelled from now, with the rows answered so far in its
+   * results. Returns the status
    * that kept a batch from being cancelled (still ingesting, completed), "cancelled" (by this
    * call or one before), or undefined for no such batch.
    */

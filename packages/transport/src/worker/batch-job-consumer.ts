@@ -11,7 +11,8 @@ import { batchQueueNames, type Keys, predictionEpoch } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { retrying, transient } from "../shared/retrying.js";
 import { StorageQuota } from "../shared/storage-quota.js";
-import type { PackedHandler, PackedOutputs } from "./handlers.js";
+import { type BatchStop, BatchStops } from "./batch-stops.js";
+import { NOT_RUN, type PackedHandler, type PackedOutputs } from "./handlers.js";
 
 /**
  * Stores a chunk's answers once and counts its rows only the first time, so that a retried
@@ -37,6 +38,7 @@ const RELEASE_FOR_MS = 10_000;
 export class BatchJobConsumer {
   private readonly store: LuaCommand<number>;
   private readonly batchRows: StorageQuota;
+  private readonly stops: BatchStops;
 
   constructor(
     private readonly redis: RedisClient,
@@ -45,6 +47,7 @@ export class BatchJobConsumer {
   ) {
     this.store = new LuaCommand(redis, "ferryStoreChunk", 2, STORE_CHUNK);
     this.batchRows = new StorageQuota(redis, keys, "batch-rows");
+    this.stops = new BatchStops(redis, keys);
   }
 
   /**
@@ -88,25 +91,48 @@ export class BatchJobConsumer {
    * latest prediction is a pointer into it.
    */
   async processChunk(data: BatchChunkJob, packed: PackedHandler | undefined, lastAttempt: boolean) {
+    const held = await this.stops.hold(data.batch);
     try {
-      return await this.answerChunk(data, packed);
+      const stop = held.stop();
+      if (stop) return await this.notRun(data, stop);
+      return await this.answerChunk(data, packed, held.stop);
     } catch (err) {
-      // its batch was cancelled while it waited for a worker, its rows dropped: not run, and
-      // not retried
-      if (err instanceof RowsGone && (await this.cancelled(data.batch))) {
-        await this.failChunk(data, "not run: its batch was cancelled");
-        return { stored: 0 };
-      }
+      // its batch was cancelled (or forgotten) while it waited for a worker, its rows dropped:
+      // not run, and not retried
+      const stop = err instanceof RowsGone ? await this.stops.read(data.batch) : undefined;
+      if (stop) return await this.notRun(data, stop);
       // its last attempt: the rows are answered as failed, not left out
       if (lastAttempt) await this.failChunk(data, messageOf(err)).catch(() => undefined);
       throw err;
+    } finally {
+      held.release();
     }
   }
 
-  private async answerChunk(data: BatchChunkJob, packed: PackedHandler | undefined) {
+  /**
+   * A chunk its batch no longer wants: answered as not run when cancelled (its results and
+   * counts name every key), nothing stored when the batch is gone (no one reads it); its rows
+   * dropped either way.
+   */
+  private async notRun(data: BatchChunkJob, stop: BatchStop) {
+    if (stop === "cancelled") await this.failChunk(data, NOT_RUN, "CANCELLED");
+    if (data.packed) await this.redis.del(this.keys.batchChunkRows(data.batch, data.packed.chunk));
+    return { stored: 0 };
+  }
+
+  private async answerChunk(
+    data: BatchChunkJob,
+    packed: PackedHandler | undefined,
+    stop: () => BatchStop | undefined,
+  ) {
     if (!packed) throw new Error(`model ${data.model} takes no offline batches`);
     const { chunk, input, keys, rows } = await this.rows(data);
-    const out = await packed({ input, rows, count: keys.length });
+    const out = await packed({ input, rows, count: keys.length, stopped: () => !!stop() });
+    // gone while it ran (an upload refused midway): nothing of it is kept
+    if (stop() === "gone") {
+      await this.redis.del(this.keys.batchChunkRows(data.batch, chunk));
+      return { stored: 0 };
+    }
     const failed = Object.keys(out.errors).length;
     const value = encodeChunkOutput({
       width: out.width,
@@ -141,11 +167,11 @@ export class BatchJobConsumer {
    * each of its rows stored as failed with `message`, so that its batch's counts add up and
    * its results name every key. An attempt that stored the chunk already wins.
    */
-  async failChunk(data: BatchChunkJob, message: string): Promise<void> {
+  async failChunk(data: BatchChunkJob, message: string, code = "MODEL_ERROR"): Promise<void> {
     const keys = data.packed?.keys ?? data.items?.map((i) => i.key) ?? [];
     if (keys.length === 0) return;
     const errors: PackedOutputs["errors"] = {};
-    for (let row = 0; row < keys.length; row++) errors[row] = { code: "MODEL_ERROR", message };
+    for (let row = 0; row < keys.length; row++) errors[row] = { code, message };
     const value = encodeChunkOutput({
       width: 0,
       values: new Float32Array(0),
@@ -204,10 +230,6 @@ export class BatchJobConsumer {
   ): Promise<PackedOutputs["errors"]> {
     const bytes = await this.redis.getBuffer(this.keys.batchChunkOut(batch, chunk));
     return bytes ? decodeChunkOutput(bytes).errors : ours;
-  }
-
-  private async cancelled(batch: string): Promise<boolean> {
-    return (await this.redis.hexists(this.keys.batch(batch), "cancelled_at")) === 1;
   }
 
   /** A chunk's rows, packed: as ingestion stored them, or a job's base64 items put together. */

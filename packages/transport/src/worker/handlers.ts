@@ -60,10 +60,18 @@ export type GenerateHandler = (job: GenerateJob, ctx: GenerateContext) => Promis
 export type RowHandler = (row: InferRow, job: InferJob, ctx: RowContext) => Promise<RowResult>;
 
 /** An offline chunk's rows for one model input, back to back as ingestion packed them. */
+/** What a row of a cancelled batch that never ran is answered (code `CANCELLED`). */
+export const NOT_RUN = "not run: its batch was cancelled";
+
 export interface PackedRows {
   input: string;
   rows: Buffer;
   count: number;
+  /**
+   * True once the chunk's batch no longer wants it (cancelled): batches not yet run are not
+   * run, their rows answered `CANCELLED`.
+   */
+  stopped?: () => boolean;
 }
 
 /** Each row's first output, packed likewise (count x width FP32), and the rows that failed. */
