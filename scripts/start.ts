@@ -157,8 +157,8 @@ function onOrphaned(): void {
 }
 
 function stopOrphaned(): void {
-  console.error("ferry: the process that ran npm start is gone; stopping");
   if (stoppingSince !== undefined) return;
+  console.error("ferry: the process that ran npm start is gone; stopping");
   stoppingSince = performance.now();
   // each child ends as it would had this process died too (exitWithParent): its port closed
   // at once, without the moment a signal's drain gives requests still on their way (a second
@@ -214,9 +214,7 @@ async function sayUp(port: number): Promise<void> {
 /** The worker's models not serving yet, from the API's /health; undefined when it cannot say. */
 async function modelsLoading(url: string): Promise<string[] | undefined> {
   try {
-    // no connection of this script's is left open on the API: a stop lets its port go at once
-    const asked = await fetch(`${url}/health`, { headers: { connection: "close" } });
-    const health = (await asked.json()) as {
+    const health = (await (await fetch(`${url}/health`)).json()) as {
       models?: Record<string, { ready: boolean }>;
     };
     if (!health.models) return undefined;

@@ -236,11 +236,7 @@ async function shutdown(signal: string): Promise<void> {
     server.prependListener("request", (_req, res: ServerResponse) => {
       res.shouldKeepAlive = false;
     });
-    // with no connection open there is nothing on its way: the port is let go at once
-    const open = await new Promise<number>((resolve) =>
-      server.getConnections((err, count) => resolve(err ? 1 : count)),
-    );
-    const grace = open > 0 ? Math.min(LISTEN_GRACE_MS, env.DRAIN_TIMEOUT_MS) : 0;
+    const grace = Math.min(LISTEN_GRACE_MS, env.DRAIN_TIMEOUT_MS);
     await new Promise((resolve) => setTimeout(resolve, grace));
   }
   server.close();
