@@ -46,6 +46,11 @@ export interface CallOptions {
    */
   keepForS?: number | undefined;
   /**
+   * Its events are streamed later though the request is not (a background response, read back
+   * as Responses events): its log-probability budget counts a streamed token's chunk.
+   */
+  streamedLater?: boolean | undefined;
+  /**
    * A batch line's: a choice of several refused by a full queue (its key's share) waits and is
    * sent again, the choices queued before it kept, rather than failing the call, which the
    * line would then run again whole (the choices that had run thrown away, their event logs

@@ -232,7 +232,7 @@ export class CompletionService {
     });
     // a prompt not counted (a model with no context length): its length, in characters or ids
     const counted = promptTokens ?? prompt.length;
-    const as = { streamed: body.stream === true };
+    const as = { streamed: body.stream === true || opts.streamedLater === true };
     if (maxTokensAsked === undefined)
       params.max_tokens = defaultMaxTokensWithin(params, ask, counted, { ...as, choices });
     const scores = scoreEntries(params, ask, counted, as);

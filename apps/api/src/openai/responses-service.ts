@@ -155,7 +155,11 @@ export class ResponsesService {
   async queue(prepared: PreparedResponse, opts: CallOptions): Promise<JobRecord> {
     if (!prepared.meta.echo.store)
       throw new FerryError("INVALID_INPUT", "background mode needs store: true (it is read back)");
-    return this.completions.submit(prepared.chat, opts, { responses: prepared.meta });
+    return this.completions.submit(
+      prepared.chat,
+      { ...opts, streamedLater: true },
+      { responses: prepared.meta },
+    );
   }
 
   /** A stored background response, whose events can be streamed again from its start. */
