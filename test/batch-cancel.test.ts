@@ -10,7 +10,7 @@ import {
 } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { countKeys as countKeysUnder } from "./helpers/redis-keys.js";
-import { samples } from "./helpers/samples.js";
+import { ndjsonRows } from "./helpers/samples.js";
 import { REDIS_URL, Stack, waitFor } from "./helpers/stack.js";
 
 // Cancelling Ferry's own batches (`POST /v1/batches/{id}/cancel` with one of their ids): over
@@ -43,12 +43,6 @@ const k1 = { Authorization: "Bearer k1" };
 const k2 = { Authorization: "Bearer k2" };
 const countKeys = (pattern: string) => countKeysUnder(stack.prefix, pattern);
 
-const rowsOf = (model: "digits" | "mnist", rows: number) =>
-  Array.from({ length: rows }, (_, k) => {
-    const features = [...(samples[model].inputs[k % 10] as number[])];
-    features[0] = k / rows;
-    return `${JSON.stringify({ key: `r${k}`, features })}\n`;
-  }).join("");
 const post = (model: string, body: string) =>
   fetch(stack.url(`/v1/batches?model=${model}`), {
     method: "POST",
@@ -69,7 +63,7 @@ interface Status {
 
 describe("POST /v1/batches/{id}/cancel, one of Ferry's own batches", () => {
   it("one no worker runs: its queued chunks and rows go, its rows are given back, it reads cancelled", async () => {
-    const mnist = rowsOf("mnist", 1_200);
+    const mnist = ndjsonRows("mnist", 1_200);
     const first = await post("mnist", mnist);
     expect(first.status).toBe(202);
     const { id } = (await first.json()) as { id: string };
@@ -109,7 +103,7 @@ describe("POST /v1/batches/{id}/cancel, one of Ferry's own batches", () => {
   it("a row's key counts against the budget beside its row", async () => {
     // 1,200 mnist rows with keys of 512 characters: 3,763,200 bytes of rows and ~0.6 MB of
     // keys; two of them are past 8,000,000 by their keys alone
-    const long = rowsOf("mnist", 1_200).replace(
+    const long = ndjsonRows("mnist", 1_200).replace(
       /"key":"r(\d+)"/g,
       (_, k) => `"key":"${k.padStart(512, "0")}"`,
     );
@@ -124,11 +118,11 @@ describe("POST /v1/batches/{id}/cancel, one of Ferry's own batches", () => {
     const second = await upload(long);
     expect(second.status).toBe(403);
     // rows with short keys fit beside it
-    expect((await upload(rowsOf("mnist", 1_000))).status).toBe(202);
+    expect((await upload(ndjsonRows("mnist", 1_000))).status).toBe(202);
   });
 
   it("a completed batch is a 400, an unknown one a 404", async () => {
-    const res = await post("digits", rowsOf("digits", 100));
+    const res = await post("digits", ndjsonRows("digits", 100));
     const { id } = (await res.json()) as { id: string };
     await waitFor(async () => {
       const got = await fetch(stack.url(`/v1/batches/${id}`), { headers: k1 });
@@ -146,6 +140,19 @@ describe("POST /v1/batches/{id}/cancel, one of Ferry's own batches", () => {
 describe("cancelling a batch a worker is running", () => {
   /** Rows of two FP32 values each. */
   const rows = (n: number) => Buffer.from(new Float32Array(2 * n).fill(1).buffer);
+
+  /** A sealed batch of `model` (version 1) of one chunk of two rows, keys a and b. */
+  async function oneChunkBatch(model: string): Promise<string> {
+    const id = await client.batches.create(model, "1", "k1");
+    await client.batches.addChunk(id, model, "1", "k1", {
+      index: 0,
+      input: "x",
+      keys: ["a", "b"],
+      rows: rows(2),
+    });
+    await client.batches.seal(id, model, "1");
+    return id;
+  }
 
   function serve(queue: string, packed: (rows: PackedRows) => Promise<PackedOutputs>) {
     const worker = new WorkerTransport({ redisUrl: REDIS_URL, prefix });
@@ -206,14 +213,7 @@ describe("cancelling a batch a worker is running", () => {
 
   it("a chunk taken after its rows went with its cancelled batch fails as not run, without retries", async () => {
     let calls = 0;
-    const id = await client.batches.create("gone", "1", "k1");
-    await client.batches.addChunk(id, "gone", "1", "k1", {
-      index: 0,
-      input: "x",
-      keys: ["a", "b"],
-      rows: rows(2),
-    });
-    await client.batches.seal(id, "gone", "1");
+    const id = await oneChunkBatch("gone");
     // what a cancel leaves when a worker took the chunk between the removal of the queued
     // ones and the rows' deletion: the batch marked cancelled, the chunk's rows gone
     const redis = createRedis(REDIS_URL);
@@ -250,14 +250,7 @@ describe("cancelling a batch a worker is running", () => {
         errors[row] = { code: "CANCELLED", message: "not run: its batch was cancelled" };
       return { width: 0, values: new Float32Array(0), errors };
     });
-    const id = await client.batches.create("watched", "1", "k1");
-    await client.batches.addChunk(id, "watched", "1", "k1", {
-      index: 0,
-      input: "x",
-      keys: ["a", "b"],
-      rows: rows(2),
-    });
-    await client.batches.seal(id, "watched", "1");
+    const id = await oneChunkBatch("watched");
     await running;
     expect(await client.batches.cancel(id)).toBe("cancelled");
     await waitFor(async () => (await client.batches.status(id))?.finished_at != null, 10_000);

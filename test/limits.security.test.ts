@@ -2,7 +2,7 @@ import OpenAI, { PermissionDeniedError, toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { countKeys as countKeysUnder } from "./helpers/redis-keys.js";
-import { samples } from "./helpers/samples.js";
+import { ndjsonRows, samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 import { endlessLine } from "./helpers/uploads.js";
 
@@ -264,12 +264,6 @@ describe("what one key keeps stored is bounded", () => {
 
 describe("what one key's batches hold waiting to run is bounded", () => {
   /** `rows` NDJSON items for `model`, every one a different input. */
-  const rowsOf = (model: "digits" | "mnist", rows: number) =>
-    Array.from({ length: rows }, (_, k) => {
-      const features = [...(samples[model].inputs[k % 10] as number[])];
-      features[0] = k / rows;
-      return `${JSON.stringify({ key: `r${k}`, features })}\n`;
-    }).join("");
   const post = (key: Record<string, string>, model: string, body: string) =>
     fetch(stack.url(`/v1/batches?model=${model}`), {
       method: "POST",
@@ -280,7 +274,7 @@ describe("what one key's batches hold waiting to run is bounded", () => {
   it("rows no worker has run count against BATCH_ROWS_PER_KEY_BYTES (403 past it, nothing queued), another key unaffected, a completed batch gives its rows back", async () => {
     // 1,200 mnist rows are 3,763,200 bytes packed (784 FP32 features each, two chunks): two
     // fit k1's 8,000,000, a third's first chunk does not; no worker serves mnist here
-    const mnist = rowsOf("mnist", 1_200);
+    const mnist = ndjsonRows("mnist", 1_200);
     expect((await post(k1, "mnist", mnist)).status).toBe(202);
     expect((await post(k1, "mnist", mnist)).status).toBe(202);
     const chunks = await countKeys("batch-rows:*");
@@ -296,13 +290,13 @@ describe("what one key's batches hold waiting to run is bounded", () => {
     // 1,400 rows: three chunks, the third past k2's budget: refused, and the two it had queued
     // go with it (their rows too), so that k2 has the same room as before
     const rows = await countKeys("batch-rows:*");
-    const crossing = await post(k2, "mnist", rowsOf("mnist", 1_400));
+    const crossing = await post(k2, "mnist", ndjsonRows("mnist", 1_400));
     expect(crossing.status).toBe(403);
     expect(await countKeys("batch-rows:*")).toBe(rows);
     expect((await post(k2, "mnist", mnist)).status).toBe(202);
     // 1,500 digits rows are 384,000 bytes: k1 has room for one while its mnist rows wait, and
     // for the next only once the first has run (its worker gives its rows back as it completes)
-    const digits = rowsOf("digits", 1_500);
+    const digits = ndjsonRows("digits", 1_500);
     const first = await post(k1, "digits", digits);
     expect(first.status).toBe(202);
     const { id } = (await first.json()) as { id: string };

@@ -9,6 +9,18 @@ interface Samples {
 /** Held-out rows written by models/build/build_classifiers.py, with their true labels. */
 export const samples = JSON.parse(readFileSync("models/samples.json", "utf8")) as Samples;
 
+/**
+ * An NDJSON batch body of `rows` items (`{"key":"r<k>","features":[...]}`), every row a
+ * held-out sample with its first feature nudged, so that no two rows are the same input.
+ */
+export function ndjsonRows(model: "digits" | "mnist", rows: number): string {
+  return Array.from({ length: rows }, (_, k) => {
+    const features = [...(samples[model].inputs[k % 10] as number[])];
+    features[0] = k / rows;
+    return `${JSON.stringify({ key: `r${k}`, features })}\n`;
+  }).join("");
+}
+
 /** Logits from ONNX Runtime in this process, without Ferry: the reference answers. */
 export async function referenceLogits(
   model: string,
