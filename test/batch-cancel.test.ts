@@ -207,7 +207,7 @@ describe("cancelling a batch a worker is running", () => {
       failed: 0,
     });
     const answered = [];
-    for await (const page of client.batches.results(id)) answered.push(...page);
+    for await (const page of client.batchResults.results(id)) answered.push(...page);
     expect(answered.map((row) => row.key)).toEqual(["c0-a", "c0-b"]);
   });
 
@@ -231,7 +231,7 @@ describe("cancelling a batch a worker is running", () => {
     expect(calls).toBe(0);
     expect(await client.batches.status(id)).toMatchObject({ status: "cancelled", failed: 2 });
     const answered = [];
-    for await (const page of client.batches.results(id)) answered.push(...page);
+    for await (const page of client.batchResults.results(id)) answered.push(...page);
     expect(answered).toEqual([
       { key: "a", error: { code: "CANCELLED", message: "not run: its batch was cancelled" } },
       { key: "b", error: { code: "CANCELLED", message: "not run: its batch was cancelled" } },

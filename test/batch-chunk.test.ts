@@ -147,7 +147,7 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     expect(out?.keys).toEqual(keys);
     expect(Array.from(out?.values ?? [])).toEqual([1, -1, 2, -2, 3, -3, 4, -4, 5, -5]);
     expect(out?.errors).toEqual({ 3: { code: "MODEL_ERROR", message: "row 3" } });
-    expect(await client.batches.prediction("echo", "line-0", "")).toBeUndefined();
+    expect(await client.batchResults.prediction("echo", "line-0", "")).toBeUndefined();
     await run.close(false);
   });
 

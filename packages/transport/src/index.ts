@@ -1,5 +1,6 @@
 export * from "./client/activity-reader.js";
 export * from "./client/batch-job-store.js";
+export * from "./client/batch-results.js";
 export * from "./client/chunk-run.js";
 export * from "./client/file-store.js";
 export * from "./client/idempotency-store.js";

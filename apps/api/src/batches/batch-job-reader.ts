@@ -26,7 +26,7 @@ export class BatchJobReader {
   /** The batch's result lines (NDJSON, a prediction or an error per key), a page at a time. */
   async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
     await this.status(id, tenant);
-    const pages = this.client.batches.results(id);
+    const pages = this.client.batchResults.results(id);
     const classify = this.classify;
     return (async function* () {
       for await (const rows of pages)
@@ -41,7 +41,7 @@ export class BatchJobReader {
   async prediction(model: string, key: string, tenant: Tenant, owner?: string) {
     this.repository.get(model);
     const scope = tenant.admin ? (owner ?? "") : tenant.id;
-    const stored = await this.client.batches.prediction(model, key, scope);
+    const stored = await this.client.batchResults.prediction(model, key, scope);
     if (!stored)
       throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
     return render(stored, this.classify);

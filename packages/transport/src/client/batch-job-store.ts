@@ -3,20 +3,16 @@ import {
   type BatchChunkJob,
   bullPriority,
   type ChunkOutput,
-  chunkRowOffset,
   decodeChunkOutput,
-  decodeRowPointer,
   FerryError,
   pause,
   queueName,
-  rowValues,
-  type StoredBatchRow,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import { FlowProducer, Job, Queue } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { type AcceptReplicas, ensureReplicated } from "../shared/durable-accept.js";
-import { batchQueueNames, bullQueueName, type Keys, predictionEpoch } from "../shared/keys.js";
+import { batchQueueNames, bullQueueName, type Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
 import { CHUNK_PRIORITY, ChunkTurns } from "./chunk-turns.js";
 
@@ -25,9 +21,6 @@ const CHUNK_POLL_MS = 50;
 
 /** How often a chunk awaited looks at its job's state, in ms. */
 const JOB_LOOK_MS = 2_000;
-
-/** Result lines asked of Redis at a time (HSCAN's COUNT). */
-const RESULTS_PAGE = 5_000;
 
 /** One chunk of a batch's items: their keys, and their rows back to back in binary. */
 export interface PackedChunk {
@@ -349,69 +342,6 @@ export class BatchJobStore {
     };
   }
 
-  /**
-   * The batch's answers in its items' order, a chunk at a time, so that no reader holds them
-   * all; the next chunk is asked for while the caller handles this one. A chunk that failed
-   * for good has no answers.
-   */
-  async *results(id: string): AsyncGenerator<StoredBatchRow[]> {
-    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
-    if (chunks === 0) {
-      yield* this.storedByKey(id);
-      return;
-    }
-    const read = (chunk: number) => {
-      const asked = this.redis.getBuffer(this.keys.batchChunkOut(id, chunk));
-      // a reader that stops early leaves the chunk it prefetched unread
-      asked.catch(() => undefined);
-      return asked;
-    };
-    let next = read(0);
-    for (let chunk = 0; chunk < chunks; chunk++) {
-      const bytes = await next;
-      if (chunk + 1 < chunks) next = read(chunk + 1);
-      if (bytes) yield rowsOf(decodeChunkOutput(bytes));
-    }
-  }
-
-  /** A batch stored a line per key, as batches were before packed answers: in hash order. */
-  private async *storedByKey(id: string): AsyncGenerator<StoredBatchRow[]> {
-    const key = this.keys.batchResults(id);
-    let cursor = "0";
-    do {
-      const [next, flat] = await this.redis.hscan(key, cursor, "COUNT", RESULTS_PAGE);
-      cursor = next;
-      const rows: StoredBatchRow[] = [];
-      for (let k = 1; k < flat.length; k += 2)
-        rows.push(JSON.parse(flat[k] ?? "") as StoredBatchRow);
-      if (rows.length > 0) yield rows;
-    } while (cursor !== "0");
-  }
-
-  /** The latest batch answer for `key`: a pointer to its row, then the row's values. */
-  async prediction(model: string, key: string, owner: string): Promise<StoredBatchRow | undefined> {
-    // this span's hash, then the one before (a key written in both: this span's is the later)
-    const epoch = predictionEpoch(Date.now(), this.ttlS);
-    const raw =
-      (await this.redis.hget(this.keys.predictions(model, owner, epoch), key)) ??
-      (await this.redis.hget(this.keys.predictions(model, owner, epoch - 1), key)) ??
-      // the one hash of a Ferry before spans, until it expires
-      (await this.redis.hget(this.keys.legacyPredictions(model, owner), key));
-    if (raw === null) return undefined;
-    if (raw.startsWith("{")) return JSON.parse(raw) as StoredBatchRow;
-    const at = decodeRowPointer(raw);
-    if (!at) return undefined;
-    const offset = chunkRowOffset(at.width, at.row);
-    const bytes = await this.redis.getrangeBuffer(
-      this.keys.batchChunkOut(at.batch, at.chunk),
-      offset,
-      offset + at.width * 4 - 1,
-    );
-    // its chunk has expired (kept JOB_TTL_S from its batch)
-    if (bytes.length < at.width * 4) return undefined;
-    return { key, logits: rowValues(bytes), model_version: at.model_version, batch: at.batch };
-  }
-
   async close(): Promise<void> {
     await Promise.allSettled([...this.gates.values()].map((q) => q.close()));
     await this.flows.close();
@@ -427,16 +357,4 @@ export class BatchJobStore {
     }
     return queue;
   }
-}
-
-/** A chunk's answers as rows: each key's values, or its error. */
-function rowsOf(out: ChunkOutput): StoredBatchRow[] {
-  const { width, values } = out;
-  return out.keys.map((key, r) => {
-    const error = out.errors[r];
-    if (error) return { key, error };
-    const logits = new Array<number>(width);
-    for (let k = 0; k < width; k++) logits[k] = values[r * width + k] ?? 0;
-    return { key, logits, model_version: out.model_version, batch: out.batch };
-  });
 }

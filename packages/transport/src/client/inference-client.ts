@@ -12,6 +12,7 @@ import { StorageQuota } from "../shared/storage-quota.js";
 import { WorkerRegistry } from "../shared/worker-registry.js";
 import { ActivityReader } from "./activity-reader.js";
 import { BatchJobStore } from "./batch-job-store.js";
+import { BatchResults } from "./batch-results.js";
 import { EventReader } from "./event-reader.js";
 import { FileStore } from "./file-store.js";
 import { IdempotencyStore } from "./idempotency-store.js";
@@ -104,6 +105,8 @@ export class InferenceClient {
   readonly control: ControlChannel;
   /** Offline batch prediction: flows of chunk jobs, results stored by key. */
   readonly batches: BatchJobStore;
+  /** Batches' answers and stored predictions, read. */
+  readonly batchResults: BatchResults;
   /** Idempotency-Keys of the requests that create jobs and batches. */
   readonly idempotency: IdempotencyStore;
   /** Uploaded files and the files batches write (the Files API). */
@@ -164,6 +167,7 @@ export class InferenceClient {
       this.jobTtlS,
       accept,
     );
+    this.batchResults = new BatchResults(this.redis, this.keys, this.jobTtlS);
     const lane = new SyncLaneProducer(this.syncConnection, this.keys);
     this.depth = new QueueDepth(new QueueCounts((name) => this.queue(name), lane), {
       waitBudgetMs: options.queueWaitBudgetMs ?? 5_000,
