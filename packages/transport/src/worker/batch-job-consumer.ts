@@ -129,10 +129,7 @@ export class BatchJobConsumer {
     const { chunk, input, keys, rows } = await this.rows(data);
     const out = await packed({ input, rows, count: keys.length, stopped: () => !!stop() });
     // gone while it ran (an upload refused midway): nothing of it is kept
-    if (stop() === "gone") {
-      await this.redis.del(this.keys.batchChunkRows(data.batch, chunk));
-      return { stored: 0 };
-    }
+    if (stop() === "gone") return this.notRun(data, "gone");
     const failed = Object.keys(out.errors).length;
     const value = encodeChunkOutput({
       width: out.width,

@@ -41,7 +41,9 @@ export class BatchStops {
     }
     const entry = held;
     entry.chunks++;
-    entry.stop ??= await this.read(batch);
+    // read once as its batch's first chunk is held; the look every LOOK_MS serves the rest
+    // (a worker holds 64 of a batch's chunks at once), and their batches ask again later
+    if (entry.chunks === 1) entry.stop ??= await this.read(batch);
     entry.timer ??= setInterval(() => {
       void this.read(batch).then((stop) => {
         entry.stop ??= stop;
