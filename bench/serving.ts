@@ -64,7 +64,7 @@ export async function servingBench(): Promise<Record<string, unknown>> {
     " and ",
   );
   console.log(
-    `serving bench: digits v2; cache off vs on at a ${REPEAT * 100}% repeat rate (32 clients, 8 s). Offline batches of ${cases}, every row a different input, ${ROUNDS} rounds rotating which arm goes first, each arm against its round's in-process pipeline: (1) in-process: one Node process reads the JSONL a MiB at a time, JSON.parses each line, runs ONNX Runtime at batch 32 (1 thread) and writes each answer (softmax) to a file; (2) ferry ndjson: the same rows as Ferry's own NDJSON batch (POST /v1/batches?model=), timed from the POST to its results read back to a file; (3) openai batch: the same JSONL through /v1/files, /v1/batches (endpoint /v1/models/{model}/predict), timed from the upload to the output file read back to a file`,
+    `serving bench: digits v2; cache off vs on at a ${REPEAT * 100}% repeat rate (32 clients, 8 s). Offline batches of ${cases}, every row a different input, each arm once untimed, then ${ROUNDS} rounds rotating which arm goes first, each arm against its round's in-process pipeline: (1) in-process: one Node process reads the JSONL a MiB at a time, JSON.parses each line, runs ONNX Runtime at batch 32 (1 thread) and writes each answer (softmax) to a file; (2) ferry ndjson: the same rows as Ferry's own NDJSON batch (POST /v1/batches?model=), timed from the POST to its results read back to a file; (3) openai batch: the same JSONL through /v1/files, /v1/batches (endpoint /v1/models/{model}/predict), timed from the upload to the output file read back to a file; the clients are node:http, polling for the end every 10 ms`,
   );
   const cache = await cacheOnOff();
   printTable("prediction cache", cache);

@@ -164,7 +164,9 @@ const services: Services = {
   embeddings,
   tokenization: new TokenizationService(repository, completions),
   batchJobs: new BatchJobService(repository, client, parseThread, env.BATCH_ROWS_PER_KEY_BYTES),
-  batchJobReader: new BatchJobReader(repository, client, classify),
+  batchJobReader: new BatchJobReader(repository, client, classify, (bytes) =>
+    parseThread.resultLines(bytes),
+  ),
   files,
   openAiBatches: new OpenAiBatchService(client, files, env.JOB_TTL_S),
   metrics,

@@ -1,18 +1,29 @@
 import type { ModelRepository } from "@ferry/model-repository";
-import { FerryError, type StoredBatchRow } from "@ferry/protocol";
+import { decodeChunkOutput, FerryError } from "@ferry/protocol";
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { assertVisible, type Tenant } from "../http/tenant.js";
 import type { classify } from "../inference/classify.js";
+import { renderRow, resultLines } from "./result-lines.js";
 
 type Classify = typeof classify;
+/** A stored chunk of answers rendered as its result lines (on the API's parse thread). */
+export type RenderChunk = (chunkOutput: Buffer) => Promise<Uint8Array>;
+
+/** Chunks of results rendered ahead of the one being sent: the thread works while the loop sends. */
+const RENDER_AHEAD = 2;
 
 /** Status, results and stored predictions, each visible to the tenant that made them. */
 export class BatchJobReader {
-  /** `classify` reads a stored row's logits as predict's answers read them. */
+  /**
+   * `classify` reads a stored row's logits as predict's answers read them; `renderChunk`, when
+   * given, renders a stored chunk's result lines off the event loop (else they are rendered on
+   * it).
+   */
   constructor(
     private readonly repository: ModelRepository,
     private readonly client: InferenceClient,
     private readonly classify: Classify,
+    private readonly renderChunk?: RenderChunk,
   ) {}
 
   async status(id: string, tenant: Tenant): Promise<BatchJobStatus> {
@@ -23,14 +34,25 @@ export class BatchJobReader {
     return status;
   }
 
-  /** The batch's result lines (NDJSON, a prediction or an error per key), a page at a time. */
-  async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string[]>> {
+  /**
+   * The batch's result lines (NDJSON, a prediction or an error per key), a page of whole lines
+   * at a time, in its items' order.
+   */
+  async results(id: string, tenant: Tenant): Promise<AsyncGenerator<string | Uint8Array>> {
     await this.status(id, tenant);
-    const pages = this.client.batchResults.results(id);
     const classify = this.classify;
+    const packed = await this.client.batchResults.chunkOutputs(id);
+    if (packed) {
+      const render =
+        this.renderChunk ??
+        (async (bytes: Buffer) => Buffer.from(resultLines(decodeChunkOutput(bytes), classify)));
+      return renderedAhead(packed, render);
+    }
+    const pages = this.client.batchResults.results(id);
     return (async function* () {
       for await (const rows of pages)
-        yield rows.map((row) => JSON.stringify(render(row, classify)));
+        if (rows.length > 0)
+          yield `${rows.map((row) => JSON.stringify(renderRow(row, classify))).join("\n")}\n`;
     })();
   }
 
@@ -44,18 +66,26 @@ export class BatchJobReader {
     const stored = await this.client.batchResults.prediction(model, key, scope);
     if (!stored)
       throw new FerryError("NOT_FOUND", `No stored prediction for '${key}' of model '${model}'`);
-    return render(stored, this.classify);
+    return renderRow(stored, this.classify);
   }
 }
 
-/** A stored row as clients read it: the prediction from its logits, or its error. */
-function render(row: StoredBatchRow, classify: Classify): Record<string, unknown> {
-  if (!("logits" in row)) return row;
-  const { logits, ...rest } = row;
-  return {
-    key: rest.key,
-    ...classify(logits),
-    model_version: rest.model_version,
-    batch: rest.batch,
-  };
+/** Each chunk rendered, RENDER_AHEAD of them asked for before the one handed back is sent. */
+async function* renderedAhead(
+  chunks: AsyncGenerator<Buffer>,
+  render: RenderChunk,
+): AsyncGenerator<Uint8Array> {
+  const ahead: Array<Promise<Uint8Array>> = [];
+  try {
+    for await (const bytes of chunks) {
+      const page = render(bytes);
+      // a reader that stops early leaves the renders it asked for ahead unread
+      page.catch(() => undefined);
+      ahead.push(page);
+      if (ahead.length > RENDER_AHEAD) yield await (ahead.shift() as Promise<Uint8Array>);
+    }
+    while (ahead.length > 0) yield await (ahead.shift() as Promise<Uint8Array>);
+  } finally {
+    await chunks.return(undefined);
+  }
 }

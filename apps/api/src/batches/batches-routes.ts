@@ -167,7 +167,7 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
     const pages = await c.get("services").batchJobReader.results(id, c.get("tenant"));
     c.header("Content-Type", "application/x-ndjson");
     const body = stream(c, async (out) => {
-      for await (const lines of pages) await out.write(`${lines.join("\n")}\n`);
+      for await (const page of pages) await out.write(page);
     });
     // a streamed body has no typed-response form in zod-openapi; the route documents it
     return body as unknown as never;

@@ -1,8 +1,12 @@
 // The body of the API's parse thread (see ParseThread): parses each piece of a body it is
-// sent and hands the result back, packed rows without a copy.
+// sent, or renders a chunk of answers, and hands the result back, packed rows and rendered
+// lines without a copy.
 import { parentPort } from "node:worker_threads";
+import { decodeChunkOutput } from "@ferry/protocol";
 import { type ParsedRows, parseRows } from "../batches/ndjson-rows.js";
+import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
+import { classify } from "../inference/classify.js";
 import type { ParseRequest } from "./parse-thread.js";
 
 parentPort?.on("message", (request: ParseRequest) => {
@@ -12,6 +16,16 @@ parentPort?.on("message", (request: ParseRequest) => {
       const parsed: ParsedRows = parseRows(request.bytes, request.spec);
       // the rows' buffer is theirs alone: it moves to the other thread, not copied
       parentPort?.postMessage({ id, result: parsed }, [parsed.rows.buffer as ArrayBuffer]);
+    } else if (request.kind === "result-lines") {
+      const { bytes } = request;
+      const out = decodeChunkOutput(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+      const rendered = Buffer.from(resultLines(out, classify));
+      // a buffer of its own moves; a short one is a slice of Buffer's pool, copied out first
+      const owned =
+        rendered.byteOffset === 0 && rendered.buffer.byteLength === rendered.byteLength
+          ? rendered
+          : new Uint8Array(rendered);
+      parentPort?.postMessage({ id, result: owned }, [owned.buffer as ArrayBuffer]);
     } else {
       const checked: CheckedLines = checkInputLines(request.bytes, request.firstLine);
       parentPort?.postMessage({ id, result: checked });

@@ -1,6 +1,9 @@
+import { encodeChunkOutput } from "@ferry/protocol";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseRows } from "../batches/ndjson-rows.js";
+import { renderRow } from "../batches/result-lines.js";
 import { checkInputLines } from "../files/input-lines.js";
+import { classify } from "../inference/classify.js";
 import { ParseThread } from "./parse-thread.js";
 
 const encoder = new TextEncoder();
@@ -35,5 +38,38 @@ describe("ParseThread", () => {
     expect(there.problem).toMatch(/^line 44 needs method "POST"/);
     // the caller's bytes are copied, not moved: it stores them once they are checked
     expect(bytes.byteLength).toBe(text.length);
+  });
+
+  it("renders a stored chunk of answers as the result lines renderRow gives, its errors kept", async () => {
+    const width = 4;
+    const values = new Float32Array(3 * width);
+    values.set([0.5, -1, 3.25, 2], 0);
+    values.set([1e-7, 40, -40, 0], 2 * width);
+    const stored = encodeChunkOutput({
+      width,
+      values,
+      keys: ["a", 'b "quoted"', "c"],
+      model_version: "7",
+      batch: "b-1",
+      errors: { 1: { code: "INVALID_INPUT", message: "bad row" } },
+    });
+    const text = new TextDecoder().decode(await parser.resultLines(stored));
+    const row = (key: string, at: number) =>
+      JSON.stringify(
+        renderRow(
+          {
+            key,
+            logits: Array.from(values.subarray(at * width, (at + 1) * width)),
+            model_version: "7",
+            batch: "b-1",
+          },
+          classify,
+        ),
+      );
+    expect(text).toBe(
+      `${row("a", 0)}\n${JSON.stringify({ key: 'b "quoted"', error: { code: "INVALID_INPUT", message: "bad row" } })}\n${row("c", 2)}\n`,
+    );
+    // the stored bytes were copied to move, not taken from the caller
+    expect(stored.byteLength).toBeGreaterThan(0);
   });
 });

@@ -3,20 +3,25 @@ import { spawnThread } from "@ferry/protocol";
 import type { ParsedRows, RowsSpec } from "../batches/ndjson-rows.js";
 import type { CheckedLines } from "../files/input-lines.js";
 
-/** What the thread is asked: a segment of NDJSON rows, or a chunk of a batch input file. */
+/**
+ * What the thread is asked: a segment of NDJSON rows, a chunk of a batch input file, or a
+ * batch's stored chunk of answers to render as its result lines.
+ */
 export type ParseRequest = { id: number; bytes: Uint8Array } & (
   | { kind: "rows"; spec: RowsSpec }
   | { kind: "input-lines"; firstLine: number }
+  | { kind: "result-lines" }
 );
 
 type Reply = { id: number; result: unknown } | { id: number; failure: string };
 
 /**
- * Uploads parsed on a thread of their own (NDJSON batch rows, OpenAI batch input lines): the
- * API's event loop only cuts a body into pieces of whole lines and acts on what comes back,
- * so an upload's parsing runs beside its receiving (and beside every other request the API
- * serves) instead of on the same loop. One thread per API process, started on first use;
- * pieces of every upload take their turn on it in the order they were sent.
+ * Uploads parsed on a thread of their own (NDJSON batch rows, OpenAI batch input lines), and
+ * batch results rendered there: the API's event loop only cuts a body into pieces of whole
+ * lines, or reads stored answers, and acts on what comes back, so an upload's parsing runs
+ * beside its receiving and a result file's rendering beside its sending (and beside every
+ * other request the API serves) instead of on the same loop. One thread per API process,
+ * started on first use; pieces take their turn on it in the order they were sent.
  */
 export class ParseThread {
   private thread: Worker | undefined;
@@ -32,6 +37,18 @@ export class ParseThread {
    */
   rows(bytes: Uint8Array, spec: RowsSpec): Promise<ParsedRows> {
     return this.ask({ kind: "rows", bytes, spec }) as Promise<ParsedRows>;
+  }
+
+  /**
+   * A stored chunk of a batch's answers (`encodeChunkOutput`'s bytes, copied) rendered as its
+   * NDJSON result lines, as UTF-8.
+   */
+  resultLines(chunkOutput: Uint8Array): Promise<Uint8Array> {
+    // a copy of its own to move: a Redis reply may be a view of a larger buffer
+    return this.ask({
+      kind: "result-lines",
+      bytes: new Uint8Array(chunkOutput),
+    }) as Promise<Uint8Array>;
   }
 
   /** Whole lines of a batch input file checked (a copy), the first of them line `firstLine`. */
@@ -50,9 +67,9 @@ export class ParseThread {
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      // a segment of rows is the caller's to give (it moves); an input file's chunk is stored
-      // once checked (it is copied)
-      const transfer = request.kind === "rows" ? [request.bytes.buffer as ArrayBuffer] : [];
+      // a segment of rows and a chunk of answers are the caller's to give (they move); an
+      // input file's chunk is stored once checked (it is copied)
+      const transfer = request.kind === "input-lines" ? [] : [request.bytes.buffer as ArrayBuffer];
       thread.postMessage({ ...request, id }, transfer);
     });
   }

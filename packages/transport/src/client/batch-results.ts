@@ -30,11 +30,26 @@ export class BatchResults {
    * for good has no answers.
    */
   async *results(id: string): AsyncGenerator<StoredBatchRow[]> {
-    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
-    if (chunks === 0) {
+    const packed = await this.chunkOutputs(id);
+    if (!packed) {
       yield* this.storedByKey(id);
       return;
     }
+    for await (const bytes of packed) yield rowsOf(decodeChunkOutput(bytes));
+  }
+
+  /**
+   * The batch's chunks of answers as the workers stored them (`encodeChunkOutput`'s bytes), in
+   * its items' order, the next asked for while the caller handles one; undefined for a batch
+   * stored a line per key (read those with `results`). A chunk that failed for good is skipped.
+   */
+  async chunkOutputs(id: string): Promise<AsyncGenerator<Buffer> | undefined> {
+    const chunks = Number((await this.redis.hget(this.keys.batch(id), "chunks")) ?? 0);
+    if (chunks === 0) return undefined;
+    return this.readChunks(id, chunks);
+  }
+
+  private async *readChunks(id: string, chunks: number): AsyncGenerator<Buffer> {
     const read = (chunk: number) => {
       const asked = this.redis.getBuffer(this.keys.batchChunkOut(id, chunk));
       // a reader that stops early leaves the chunk it prefetched unread
@@ -45,7 +60,7 @@ export class BatchResults {
     for (let chunk = 0; chunk < chunks; chunk++) {
       const bytes = await next;
       if (chunk + 1 < chunks) next = read(chunk + 1);
-      if (bytes) yield rowsOf(decodeChunkOutput(bytes));
+      if (bytes) yield bytes;
     }
   }
 
