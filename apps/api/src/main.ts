@@ -142,7 +142,10 @@ new OpenAiBatchRunner(
   env.JOB_TTL_S,
   log,
   env.BATCHES_RUNNING_PER_KEY,
-  { storage: { maxBytes: env.FILE_STORAGE_PER_KEY_BYTES, maxItems: env.FILES_PER_KEY } },
+  {
+    storage: { maxBytes: env.FILE_STORAGE_PER_KEY_BYTES, maxItems: env.FILES_PER_KEY },
+    renderAnswers: (plan) => parseThread.answers(plan),
+  },
 ).start();
 let draining = false;
 /** How long a draining API still reads the requests already on their way to it, in ms. */

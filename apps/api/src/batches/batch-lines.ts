@@ -53,7 +53,18 @@ export function answerLine(
   requestId: string,
   body: unknown,
 ): string {
-  return `{"id":"${id}","custom_id":${JSON.stringify(customId)},"response":{"status_code":${status},"request_id":"${requestId}","body":${JSON.stringify(body) ?? "null"}},"error":null}`;
+  return answerLineOf(id, customId, status, requestId, JSON.stringify(body) ?? "null");
+}
+
+/** `answerLine` of a body already JSON. */
+export function answerLineOf(
+  id: string,
+  customId: string,
+  status: number,
+  requestId: string,
+  bodyJson: string,
+): string {
+  return `{"id":"${id}","custom_id":${JSON.stringify(customId)},"response":{"status_code":${status},"request_id":"${requestId}","body":${bodyJson}},"error":null}`;
 }
 
 /** The error file's line for a line the batch never ran (cancelled, or out of its window). */

@@ -2,15 +2,22 @@ import { randomUUID } from "node:crypto";
 import { type ErrorCode, FerryError, MAX_TIMEOUT_MS, pause } from "@ferry/protocol";
 import type { InferenceClient, OpenAiBatchState } from "@ferry/transport";
 import type { Logger } from "pino";
+import { joinPacked, type PackedLines } from "../files/packed-lines.js";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
+import { type AnswerPlan, answerPlan, type RenderedAnswers, renderAnswers } from "./answer-plan.js";
 import type { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
-import { ChunkAnswers } from "./chunk-answers.js";
+
+/** The body a packed line stands for, as far as its options go: no timeout_ms of its own. */
+const PLAIN_BODY = Object.freeze({});
+
+/** Renders a chunk's answers (`renderAnswers`), where the caller chooses. */
+export type RenderAnswers = (plan: AnswerPlan) => Promise<RenderedAnswers>;
 
 /** The lowest priority: a batch's lines go after every interactive request. */
 const BATCH_PRIORITY = 1;
@@ -35,6 +42,8 @@ export class LineAnswerer {
     private readonly client: InferenceClient,
     private readonly kinds: ReadonlyMap<BatchEndpoint, BatchLineKind>,
     private readonly log: Logger,
+    /** Where a chunk's answers are rendered: the API's parse thread; by default, here. */
+    private readonly render: RenderAnswers = async (plan) => renderAnswers(plan),
   ) {}
 
   /**
@@ -52,29 +61,58 @@ export class LineAnswerer {
     hold: (bytes: number) => Promise<void>,
   ): Promise<void> {
     const parsed = raw.map((line) => parseLine(line) as ParsedLine);
-    const answers = await this.many(batch, many, parsed, signal);
+    const answers = await this.many(batch, parsed, signal, (opts) =>
+      many.run(parsed, opts, signal),
+    );
     if (!answers) return;
+    const customIds = parsed.map((line) => line.custom_id);
+    await this.keepChunk(batch, chunk, first, customIds, answers, hold);
+  }
+
+  /**
+   * Runs consecutive chunks the upload packed (plain predict lines) through their kind at once,
+   * their rows read where they are packed (no line parsed), and keeps each chunk's answers as
+   * one value as `chunk` does: chunks of wide rows hold few lines each (25 of MNIST's in a
+   * chunk), and one run a chunk cost more than its rows.
+   */
+  async packedChunks(
+    batch: OpenAiBatchState,
+    runPacked: NonNullable<ManyLines["runPacked"]>,
+    parts: ReadonlyArray<{ chunk: number; first: number; lines: PackedLines }>,
+    signal: AbortSignal,
+    hold: (bytes: number) => Promise<void>,
+  ): Promise<void> {
+    const lines = joinPacked(parts.map((part) => part.lines));
+    // packed lines are features alone: no body of their own (no timeout_ms) to read
+    const views = lines.urls.map((url) => ({ url, body: PLAIN_BODY }));
+    const answers = await this.many(batch, views, signal, (opts) => runPacked(lines, opts, signal));
+    if (!answers) return;
+    let at = 0;
+    for (const { chunk, first, lines: part } of parts) {
+      const count = part.customIds.length;
+      const own = answers.slice(at, at + count);
+      at += count;
+      await this.keepChunk(batch, chunk, first, part.customIds, own, hold);
+    }
+  }
+
+  /** A chunk's answers rendered (off the loop where it can) and kept as one value. */
+  private async keepChunk(
+    batch: OpenAiBatchState,
+    chunk: number,
+    first: number,
+    customIds: string[],
+    answers: readonly Answer[],
+    hold: (bytes: number) => Promise<void>,
+  ): Promise<void> {
     // a request id per line, as OpenAI's: the chunk's random part, then the line's place
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
-    const kept = new ChunkAnswers();
-    for (let k = 0; k < parsed.length; k++) {
-      const { custom_id } = parsed[k] as ParsedLine;
-      const answer = answers[k] as Answer;
-      const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
-      kept.add(
-        answer.status < 400,
-        answerLine(lineId(batch.id, first + k), custom_id, answer.status, requestId, answer.body),
-      );
-    }
-    const encoded = kept.encode();
-    await hold(encoded.byteLength);
-    await this.client.openAiBatches.recordChunk(
-      batch.id,
-      chunk,
-      kept.okLines,
-      kept.failedLines,
-      encoded,
+    const { encoded, ok, failed } = await this.render(
+      answerPlan(batch.id, first, ids, customIds, answers),
     );
+    await hold(encoded.byteLength);
+    const value = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
+    await this.client.openAiBatches.recordChunk(batch.id, chunk, ok, failed, value);
   }
 
   /** A group of lines' call options; undefined once the batch's window has passed. */
@@ -91,7 +129,9 @@ export class LineAnswerer {
     recorder: AnswerRecorder,
   ): Promise<void> {
     const parsed = group.map((g) => g.line);
-    const answers = await this.many(batch, many, parsed, signal);
+    const answers = await this.many(batch, parsed, signal, (opts) =>
+      many.run(parsed, opts, signal),
+    );
     if (!answers) return;
     await Promise.all(
       group.map((line, k) =>
@@ -113,23 +153,23 @@ export class LineAnswerer {
    */
   private async many(
     batch: OpenAiBatchState,
-    many: ManyLines,
-    parsed: readonly ParsedLine[],
+    lines: ReadonlyArray<{ url: string; body: unknown }>,
     signal: AbortSignal,
+    run: (opts: CallOptions) => Promise<LineOutcome[] | undefined>,
   ): Promise<Answer[] | undefined> {
     for (;;) {
       const opts = this.manyOptions(batch);
       if (signal.aborted || !opts) return undefined;
       let outcomes: LineOutcome[] | undefined;
       try {
-        outcomes = await many.run(parsed, opts, signal);
+        outcomes = await run(opts);
       } catch (err) {
-        outcomes = parsed.map(() => ({ error: err }));
+        outcomes = lines.map(() => ({ error: err }));
       }
       if (!outcomes || signal.aborted) return undefined;
-      if (allOutOfTheirHour(parsed, outcomes, opts)) continue;
+      if (allOutOfTheirHour(lines, outcomes, opts)) continue;
       const answered = outcomes;
-      return parsed.map(({ url }, k) => {
+      return lines.map(({ url }, k) => {
         const outcome = answered[k] ?? { error: new FerryError("INTERNAL", "no answer") };
         return "value" in outcome
           ? { status: 200, body: outcome.value }
@@ -249,7 +289,7 @@ function onlyCapped(opts: CallOptions, body: unknown): boolean {
  * with the batch's window still open: then they run again (nothing of them was answered).
  */
 function allOutOfTheirHour(
-  lines: readonly ParsedLine[],
+  lines: ReadonlyArray<{ body: unknown }>,
   outcomes: readonly LineOutcome[],
   opts: CallOptions,
 ): boolean {

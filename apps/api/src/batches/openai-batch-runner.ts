@@ -3,18 +3,20 @@ import { FerryError, messageOf, pause } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
+  linesOf,
   type OpenAiBatchState,
   PostponedRun,
   type StorageLimits,
 } from "@ferry/transport";
 import type { Logger } from "pino";
+import { type PackedLines, unpackLines } from "../files/packed-lines.js";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { ADMIN_ID } from "../http/tenant.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
 import { answersHoldId, type ParsedLine, parseLine } from "./batch-lines.js";
-import { LineAnswerer } from "./line-answerer.js";
+import { LineAnswerer, type RenderAnswers } from "./line-answerer.js";
 import { Slots } from "./slots.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
@@ -70,13 +72,15 @@ export class OpenAiBatchRunner {
        * against it as they are kept, and the batch stops, failed, past it. Unset: not held.
        */
       storage?: StorageLimits;
+      /** Renders a chunk's answers off the event loop (the API's parse thread); else on it. */
+      renderAnswers?: RenderAnswers;
     } = {},
   ) {
     this.seatLeaseMs = options.seatLeaseMs ?? SEAT_LEASE_MS;
     this.storage = options.storage;
     for (const kind of kinds) this.kinds.set(kind.endpoint, kind);
     this.fail = failBatch(client, ttlS);
-    this.answerer = new LineAnswerer(client, this.kinds, log);
+    this.answerer = new LineAnswerer(client, this.kinds, log, options.renderAnswers);
   }
 
   /** Takes batches from the queue on this process, as they come. */
@@ -245,23 +249,55 @@ export class OpenAiBatchRunner {
     // lived may still record meanwhile; the record keeps one answer per line all the same)
     const fresh = !(await store.anyAnswered(batch.id));
     try {
-      let chunk = 0;
-      chunks: for await (const lines of this.client.files.lines(batch.input_file_id)) {
-        const at = chunk++;
+      const fileId = batch.input_file_id;
+      const runPacked = many?.runPacked;
+      /** Packed chunks gathered to run together, and their lines. */
+      let gathered: Array<{ chunk: number; first: number; lines: PackedLines }> = [];
+      let gatheredLines = 0;
+      const runGathered = async (): Promise<boolean> => {
+        const parts = gathered;
+        gathered = [];
+        gatheredLines = 0;
+        if (parts.length === 0 || !runPacked) return true;
+        return inSlot(() => this.answerer.packedChunks(batch, runPacked, parts, signal, hold));
+      };
+      chunks: for (let at = 0; ; at++) {
+        // a chunk the upload packed (plain predict lines) is read as its rows, not parsed again
+        const packedBytes = runPacked ? await this.client.files.packed(fileId, at) : undefined;
+        const packed = packedBytes ? unpackLines(packedBytes) : undefined;
+        let lines: string[] | undefined;
+        if (!packed) {
+          const raw = await this.client.files.chunk(fileId, at);
+          if (!raw) break;
+          lines = linesOf(raw);
+        }
+        const count = packed ? packed.customIds.length : (lines?.length ?? 0);
         const from = index;
-        index += lines.length;
+        index += count;
         const answered = fresh
-          ? { lines: new Array<boolean>(lines.length).fill(false), whole: false }
-          : await store.answered(batch.id, at, from, lines.length);
+          ? { lines: new Array<boolean>(count).fill(false), whole: false }
+          : await store.answered(batch.id, at, from, count);
         if (answered.whole) continue;
-        if (many && !answered.lines.includes(true)) {
+        if (packed && !answered.lines.includes(true)) {
+          gathered.push({ chunk: at, first: from, lines: packed });
+          gatheredLines += count;
+          if (gatheredLines >= GROUP_LINES && !(await runGathered())) break;
+          continue;
+        }
+        if (!(await runGathered())) break;
+        if (many && lines && !answered.lines.includes(true)) {
           // the chunk at once, its answers kept as one value
+          const chunkLines = lines;
           if (
-            !(await inSlot(() => this.answerer.chunk(batch, many, at, from, lines, signal, hold)))
+            !(await inSlot(() =>
+              this.answerer.chunk(batch, many, at, from, chunkLines, signal, hold),
+            ))
           )
             break;
           continue;
         }
+        // a chunk half answered is taken a line at a time, as stored
+        if (!lines) lines = linesOf((await this.client.files.chunk(fileId, at)) ?? Buffer.alloc(0));
         const open: Array<{ index: number; raw: string }> = [];
         for (let k = 0; k < lines.length; k++)
           if (!answered.lines[k]) open.push({ index: from + k, raw: lines[k] ?? "" });
@@ -290,6 +326,7 @@ export class OpenAiBatchRunner {
           )
             break chunks;
       }
+      await runGathered();
     } finally {
       await slots.drained();
       // a batch of its own that could not be sealed opens by itself later: the lines are kept

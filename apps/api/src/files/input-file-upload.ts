@@ -26,7 +26,8 @@ export type CheckLines = (bytes: Uint8Array, firstLine: number) => Promise<Check
  * A batch input file as it uploads: split into lines as it arrives, stored a chunk of whole
  * lines at a time with the exact bytes sent, each chunk's lines checked first
  * (`checkInputLine`, by `check`: the API's parse thread) and its custom_ids checked unique by
- * Redis beside it. A chunk is checked while the one before it is stored, and both while the
+ * Redis beside it, and a chunk of plain predict lines kept packed beside its bytes too (see
+ * packed-lines.ts). A chunk is checked while the one before it is stored, and both while the
  * next arrives. Byte limits are
  * checked as the bytes come, so the upload is refused (413) the moment it crosses one, never
  * after buffering it; the line count as each chunk is checked, before it is stored.
@@ -134,7 +135,14 @@ export class InputFileUpload {
     const checked = await checking;
     this.count(checked);
     const ids = checked.customIds;
-    const repeated = await this.store.append(this.id, data, ids.length, ids, this.writer);
+    const repeated = await this.store.append(
+      this.id,
+      data,
+      ids.length,
+      ids,
+      this.writer,
+      checked.packed,
+    );
     if (repeated !== undefined)
       throw new FerryError(
         "INVALID_INPUT",

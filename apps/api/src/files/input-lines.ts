@@ -1,5 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import { BATCH_ENDPOINTS, endpointOf } from "../http/batch-endpoints.js";
+import { packLines, plainFeatures } from "./packed-lines.js";
 
 /** OpenAI's bound on a custom_id is not published; this keeps one line's id reasonable. */
 const MAX_CUSTOM_ID_CHARS = 512;
@@ -8,6 +9,7 @@ const MAX_CUSTOM_ID_CHARS = 512;
 export interface InputLine {
   customId: string;
   url: string;
+  body: object;
 }
 
 /**
@@ -36,7 +38,7 @@ export function checkInputLine(text: string, line: number): InputLine {
     throw invalid(line, `has url ${JSON.stringify(url)}; one of ${BATCH_ENDPOINTS.join(", ")}`);
   if (body === null || typeof body !== "object" || Array.isArray(body))
     throw invalid(line, "needs a body: the request's JSON object");
-  return { customId: custom_id, url };
+  return { customId: custom_id, url, body };
 }
 
 /** A chunk of whole lines of an input file, checked: what each line that is not blank says. */
@@ -49,6 +51,8 @@ export interface CheckedLines {
   seen: number;
   /** Why a line was refused (its number in the message); the lines before it are checked. */
   problem?: string;
+  /** The lines packed (`packLines`), when they are all plain predict lines. */
+  packed?: Uint8Array;
 }
 
 /** Characters (code points) of `text`, as the limit says: an emoji is one, not two. */
@@ -94,6 +98,8 @@ export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLi
     checked.problem = invalid(line, "is not valid UTF-8").message;
     return checked;
   }
+  /** The lines' features while every line so far is a plain predict line. */
+  let features: number[][] | undefined = [];
   let start = 0;
   while (start < text.length) {
     let end = text.indexOf("\n", start);
@@ -105,7 +111,12 @@ export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLi
     checked.seen++;
     if (line.trim() === "") continue;
     try {
-      const { customId, url } = checkInputLine(line, number);
+      const { customId, url, body } = checkInputLine(line, number);
+      if (features) {
+        const plain = plainFeatures(url, body);
+        if (plain) features.push(plain);
+        else features = undefined;
+      }
       checked.customIds.push(customId);
       checked.urls.push(url);
       checked.numbers.push(number);
@@ -113,6 +124,10 @@ export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLi
       checked.problem = (err as Error).message;
       return checked;
     }
+  }
+  if (features && features.length > 0) {
+    const packed = packLines(checked.customIds, checked.urls, features, bytes.byteLength);
+    if (packed) checked.packed = packed;
   }
   return checked;
 }

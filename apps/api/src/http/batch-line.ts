@@ -1,4 +1,5 @@
 import type { z } from "@hono/zod-openapi";
+import type { PackedLines } from "../files/packed-lines.js";
 import type { BatchEndpoint } from "./batch-endpoints.js";
 import type { CallOptions } from "./call.js";
 import { invalidInput } from "./errors.js";
@@ -36,6 +37,15 @@ export interface ManyLines {
    */
   run(
     lines: ReadonlyArray<{ url: string; body: unknown }>,
+    opts: CallOptions,
+    signal: AbortSignal,
+  ): Promise<LineOutcome[] | undefined>;
+  /**
+   * `run` for a chunk's lines the upload packed (plain predict lines: their features alone),
+   * read where they are; a kind without it is given the chunk's lines to `run`.
+   */
+  runPacked?(
+    lines: PackedLines,
     opts: CallOptions,
     signal: AbortSignal,
   ): Promise<LineOutcome[] | undefined>;

@@ -25,6 +25,12 @@ export class PackedPredictions {
   }
 }
 
+/** Rows of features, read where they are: `count` of them, row k as `features(k)`. */
+export interface FeatureRows {
+  count: number;
+  features(k: number): readonly number[] | Float32Array;
+}
+
 /** The predictions of one run of a batch (`PackedPredictions.open`). */
 export class PackedRun {
   constructor(
@@ -39,12 +45,26 @@ export class PackedRun {
   }
 
   /** Each body's prediction or its error, in order; undefined once `signal` stopped the wait. */
-  async run(
+  run(
     model: string,
     bodies: readonly PredictBody[],
     opts: CallOptions,
     signal: AbortSignal,
-  ): Promise<Array<Prediction | FerryError> | undefined> {
+  ): Promise<Array<PackedPrediction | FerryError> | undefined> {
+    const rows = { count: bodies.length, features: (k: number) => bodies[k]?.features ?? [] };
+    return this.runRows(model, rows, opts, signal);
+  }
+
+  /**
+   * Each row's prediction or its error, in order, the rows read where they are (a batch input
+   * file's packed lines: no body per line); undefined once `signal` stopped the wait.
+   */
+  async runRows(
+    model: string,
+    rows: FeatureRows,
+    opts: CallOptions,
+    signal: AbortSignal,
+  ): Promise<Array<PackedPrediction | FerryError> | undefined> {
     const started = performance.now();
     const version = await this.inference.routeVersion(model, undefined);
     const { entry } = this.inference.resolveClassifier(model, version);
@@ -55,19 +75,25 @@ export class PackedRun {
         `Model '${model}' takes several inputs; use /v2/models/${model}/infer`,
       );
     const width = spec.dims.reduce((a, b) => a * b, 1);
-    const answers: Array<Prediction | FerryError | undefined> = new Array(bodies.length);
+    const answers: Array<PackedPrediction | FerryError | undefined> = new Array(rows.count);
     const keys: string[] = [];
-    const rows: Buffer[] = [];
-    for (const [k, body] of bodies.entries()) {
-      if (body.features.length !== width) {
+    const packed: Uint8Array[] = [];
+    for (let k = 0; k < rows.count; k++) {
+      const features = rows.features(k);
+      if (features.length !== width) {
         answers[k] = new FerryError(
           "INVALID_INPUT",
-          `Expected ${width} features, got ${body.features.length}`,
+          `Expected ${width} features, got ${features.length}`,
         );
         continue;
       }
       try {
-        rows.push(tensorToBytes(spec.datatype, body.features));
+        // FP32 rows already (packed lines): their bytes as they are
+        packed.push(
+          features instanceof Float32Array && spec.datatype === "FP32"
+            ? new Uint8Array(features.buffer, features.byteOffset, features.byteLength)
+            : tensorToBytes(spec.datatype, Array.isArray(features) ? features : [...features]),
+        );
         keys.push(String(k));
       } catch (err) {
         answers[k] = err as FerryError;
@@ -75,7 +101,7 @@ export class PackedRun {
     }
     if (keys.length > 0) {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
-      const chunk = { input: spec.name, keys, rows: Buffer.concat(rows) };
+      const chunk = { input: spec.name, keys, rows: Buffer.concat(packed) };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
       const run = () => this.chunks.run(model, version, chunk, signal, deadline);
       // A chunk failed for good (every row failed with no values) is most often one a worker
@@ -92,11 +118,10 @@ export class PackedRun {
           answers[Number(key)] = new FerryError(error.code as FerryError["code"], error.message);
           continue;
         }
-        const logits = Array.from(out.values.subarray(r * out.width, (r + 1) * out.width));
-        answers[Number(key)] = modelPrediction(logits, version, latency);
+        answers[Number(key)] = new PackedPrediction(out.values, out.width, r, version, latency);
       }
     }
-    return answers as Array<Prediction | FerryError>;
+    return answers as Array<PackedPrediction | FerryError>;
   }
 
   /**
@@ -123,5 +148,27 @@ export class PackedRun {
         );
       await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, until - Date.now()))));
     }
+  }
+}
+
+/**
+ * One row's prediction as its chunk's values hold it: its softmax not yet taken, so that a
+ * chunk's answers can be rendered together off the API's loop (`AnswerPlan`); JSON of it is
+ * the predict route's answer.
+ */
+export class PackedPrediction {
+  constructor(
+    /** The chunk's values, `width` a row (shared by its rows). */
+    readonly values: Float32Array,
+    readonly width: number,
+    readonly row: number,
+    readonly version: string,
+    readonly latencyMs: number,
+  ) {}
+
+  toJSON(): Prediction {
+    const { values, width, row } = this;
+    const logits = Array.from(values.subarray(row * width, (row + 1) * width));
+    return modelPrediction(logits, this.version, this.latencyMs);
   }
 }

@@ -1,4 +1,5 @@
 import { FerryError } from "@ferry/protocol";
+import type { PackedLines } from "../files/packed-lines.js";
 import { endpointOf } from "../http/batch-endpoints.js";
 import {
   type BatchLineKind,
@@ -35,6 +36,7 @@ export function predictBatchLines(
       const run = packed.open(owner);
       return {
         run: (lines, opts, signal) => predictMany(inference, run, lines, opts, signal),
+        runPacked: (lines, opts, signal) => predictPacked(inference, run, lines, opts, signal),
         close: (stopped) => run.close(stopped),
       };
     },
@@ -109,6 +111,76 @@ async function predictMany(
             : answer instanceof FerryError
               ? { error: answer }
               : { value: answer };
+      }
+      return false;
+    }),
+  );
+  if (stopped.includes(true)) return undefined;
+  return outcomes;
+}
+
+/**
+ * A chunk's packed lines' predictions (features alone, no timeout_ms of their own), each model's
+ * rows read from where they are packed: what `predictMany` answers their lines, without a body
+ * per line. Undefined once `signal` stopped.
+ */
+async function predictPacked(
+  inference: Pick<InferenceService, "resolveClassifier">,
+  packed: PackedRun,
+  lines: PackedLines,
+  opts: CallOptions,
+  signal: AbortSignal,
+): Promise<LineOutcome[] | undefined> {
+  const { widths, values, urls } = lines;
+  const outcomes: LineOutcome[] = new Array(widths.length);
+  const starts = new Uint32Array(widths.length);
+  const groups = new Map<string, number[]>();
+  /** Each url's model, or the error its lines fail with (the route's 404). */
+  const models = new Map<string, { model: string } | { error: unknown }>();
+  for (let r = 0, at = 0; r < widths.length; at += widths[r] ?? 0, r++) {
+    starts[r] = at;
+    const url = urls[r] ?? "";
+    let route = models.get(url);
+    if (!route) {
+      try {
+        const model = endpointOf(url)?.model;
+        if (model === undefined) throw new FerryError("NOT_FOUND", `No route for POST ${url}`);
+        inference.resolveClassifier(model, undefined);
+        route = { model };
+      } catch (error) {
+        route = { error };
+      }
+      models.set(url, route);
+    }
+    if ("error" in route) {
+      outcomes[r] = { error: route.error };
+      continue;
+    }
+    const group = groups.get(route.model) ?? [];
+    groups.set(route.model, group);
+    group.push(r);
+  }
+  const stopped = await Promise.all(
+    [...groups].map(async ([model, group]) => {
+      const rows = {
+        count: group.length,
+        features: (k: number) => {
+          const r = group[k] ?? 0;
+          const start = starts[r] ?? 0;
+          return values.subarray(start, start + (widths[r] ?? 0));
+        },
+      };
+      let answers: Awaited<ReturnType<PackedRun["runRows"]>>;
+      try {
+        answers = await packed.runRows(model, rows, lineOptions(opts, {}), signal);
+      } catch (error) {
+        for (const r of group) outcomes[r] = { error };
+        return false;
+      }
+      if (!answers) return true;
+      for (const [k, r] of group.entries()) {
+        const answer = answers[k];
+        outcomes[r] = answer instanceof FerryError ? { error: answer } : { value: answer };
       }
       return false;
     }),

@@ -3,6 +3,7 @@
 // lines without a copy.
 import { parentPort } from "node:worker_threads";
 import { decodeChunkOutput } from "@ferry/protocol";
+import { renderAnswers } from "../batches/answer-plan.js";
 import { type ParsedRows, parseRows } from "../batches/ndjson-rows.js";
 import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
@@ -26,9 +27,22 @@ parentPort?.on("message", (request: ParseRequest) => {
           ? rendered
           : new Uint8Array(rendered);
       parentPort?.postMessage({ id, result: owned }, [owned.buffer as ArrayBuffer]);
+    } else if (request.kind === "answers") {
+      const rendered = renderAnswers(request.plan);
+      const { encoded } = rendered;
+      // a buffer of its own moves; a short one is a slice of Buffer's pool, copied out first
+      const owned =
+        encoded.byteOffset === 0 && encoded.buffer.byteLength === encoded.byteLength
+          ? encoded
+          : new Uint8Array(encoded);
+      parentPort?.postMessage({ id, result: { ...rendered, encoded: owned } }, [
+        owned.buffer as ArrayBuffer,
+      ]);
     } else {
       const checked: CheckedLines = checkInputLines(request.bytes, request.firstLine);
-      parentPort?.postMessage({ id, result: checked });
+      // packed lines are a buffer of their own: they move
+      const moved = checked.packed ? [checked.packed.buffer as ArrayBuffer] : [];
+      parentPort?.postMessage({ id, result: checked }, moved);
     }
   } catch (err) {
     parentPort?.postMessage({ id, failure: (err as Error).message });

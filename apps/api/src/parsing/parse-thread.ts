@@ -1,5 +1,6 @@
 import type { Worker } from "node:worker_threads";
 import { spawnThread } from "@ferry/protocol";
+import type { AnswerPlan, RenderedAnswers } from "../batches/answer-plan.js";
 import type { ParsedRows, RowsSpec } from "../batches/ndjson-rows.js";
 import type { CheckedLines } from "../files/input-lines.js";
 
@@ -7,11 +8,12 @@ import type { CheckedLines } from "../files/input-lines.js";
  * What the thread is asked: a segment of NDJSON rows, a chunk of a batch input file, or a
  * batch's stored chunk of answers to render as its result lines.
  */
-export type ParseRequest = { id: number; bytes: Uint8Array } & (
-  | { kind: "rows"; spec: RowsSpec }
-  | { kind: "input-lines"; firstLine: number }
-  | { kind: "result-lines" }
-);
+type ParseAsk =
+  | { kind: "rows"; bytes: Uint8Array; spec: RowsSpec }
+  | { kind: "input-lines"; bytes: Uint8Array; firstLine: number }
+  | { kind: "result-lines"; bytes: Uint8Array }
+  | { kind: "answers"; plan: AnswerPlan };
+export type ParseRequest = { id: number } & ParseAsk;
 
 type Reply = { id: number; result: unknown } | { id: number; failure: string };
 
@@ -51,6 +53,11 @@ export class ParseThread {
     }) as Promise<Uint8Array>;
   }
 
+  /** A chunk of an OpenAI batch's answers rendered as its files' lines (the plan is copied). */
+  answers(plan: AnswerPlan): Promise<RenderedAnswers> {
+    return this.ask({ kind: "answers", plan }) as Promise<RenderedAnswers>;
+  }
+
   /** Whole lines of a batch input file checked (a copy), the first of them line `firstLine`. */
   inputLines(bytes: Uint8Array, firstLine: number): Promise<CheckedLines> {
     return this.ask({ kind: "input-lines", bytes, firstLine }) as Promise<CheckedLines>;
@@ -62,14 +69,18 @@ export class ParseThread {
     await thread?.terminate();
   }
 
-  private ask(request: DistributiveOmit<ParseRequest, "id">): Promise<unknown> {
+  private ask(request: ParseAsk): Promise<unknown> {
     const thread = this.started();
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      // a segment of rows and a chunk of answers are the caller's to give (they move); an
-      // input file's chunk is stored once checked (it is copied)
-      const transfer = request.kind === "input-lines" ? [] : [request.bytes.buffer as ArrayBuffer];
+      // a segment of rows and a chunk of stored answers are the caller's to give (they move);
+      // an input file's chunk is stored once checked, and a plan's values may still be read
+      // (they are copied)
+      const transfer =
+        request.kind === "rows" || request.kind === "result-lines"
+          ? [request.bytes.buffer as ArrayBuffer]
+          : [];
       thread.postMessage({ ...request, id }, transfer);
     });
   }
@@ -102,5 +113,3 @@ export class ParseThread {
     return thread;
   }
 }
-
-type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;

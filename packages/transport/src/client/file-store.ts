@@ -31,19 +31,20 @@ export type NewFile = Pick<StoredFile, "id" | "owner" | "filename" | "purpose">;
  * Appends one chunk of whole lines, unless one of its lines' custom_ids was seen before in
  * this file: then nothing is appended, and the index of the first repeated id is returned
  * (-1: appended; -2: the file is gone, discarded or expired meanwhile; -3: another writer
- * began it again since). KEYS: file, chunks, ids. ARGV: ttl, bytes, lines, chunk, writer
- * ("" for a file with one writer), custom_id...
+ * began it again since). KEYS: file, chunks, ids, packed. ARGV: ttl, bytes, lines, chunk,
+ * writer ("" for a file with one writer), the chunk's lines packed ("" for none), custom_id...
  */
 const APPEND = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
 if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[5] then return -3 end
-for i = 6, #ARGV do
-  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 6 end
+for i = 7, #ARGV do
+  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 7 end
 end
-redis.call('RPUSH', KEYS[2], ARGV[4])
+local chunks = redis.call('RPUSH', KEYS[2], ARGV[4])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], chunks - 1, ARGV[6]) end
 redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'lines', ARGV[3])
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[1]) end
+for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[1]) end
 return -1
 `;
 
@@ -62,39 +63,40 @@ return redis.call('HGETALL', KEYS[1])
 
 /**
  * Starts a file afresh unless a writer numbered higher than `writer` began it (a runner that
- * took the batch over began it after this one). KEYS: file, chunks, ids. ARGV: ttl, writer,
- * then field/value pairs. Returns 1 when it began the file.
+ * took the batch over began it after this one). KEYS: file, chunks, ids, packed. ARGV: ttl,
+ * writer, then field/value pairs. Returns 1 when it began the file.
  */
 const BEGIN = `
 local current = tonumber(redis.call('HGET', KEYS[1], 'writer') or '')
 local writer = tonumber(ARGV[2])
 if current and writer and current > writer then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
 `;
 
 /**
- * Deletes a file only while `writer` is the one that began it last. KEYS: file, chunks, ids.
- * ARGV: writer. Returns the file's owner when it was deleted.
+ * Deletes a file only while `writer` is the one that began it last. KEYS: file, chunks, ids,
+ * packed. ARGV: writer. Returns the file's owner when it was deleted.
  */
 const DISCARD = `
 if redis.call('HGET', KEYS[1], 'writer') ~= ARGV[1] then return false end
 local owner = redis.call('HGET', KEYS[1], 'owner')
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return owner
 `;
 
 /**
  * Lets a file live at least `ttl` seconds from now (a batch that reads it may run that long).
- * KEYS: file, chunks. ARGV: ttl, expires_at.
+ * KEYS: file, chunks, packed. ARGV: ttl, expires_at.
  */
 const KEEP = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if redis.call('TTL', KEYS[1]) < tonumber(ARGV[1]) then
   redis.call('EXPIRE', KEYS[1], ARGV[1])
   redis.call('EXPIRE', KEYS[2], ARGV[1])
+  redis.call('EXPIRE', KEYS[3], ARGV[1])
   redis.call('HSET', KEYS[1], 'expires_at', ARGV[2])
 end
 return 1
@@ -120,11 +122,11 @@ export class FileStore {
     /** How long a file is kept from its upload, in s. */
     readonly ttlS: number,
   ) {
-    this.appendScript = new LuaCommand(redis, "ferryAppendFileChunk", 3, APPEND);
-    this.keepScript = new LuaCommand(redis, "ferryKeepFile", 2, KEEP);
+    this.appendScript = new LuaCommand(redis, "ferryAppendFileChunkPacked", 4, APPEND);
+    this.keepScript = new LuaCommand(redis, "ferryKeepFilePacked", 3, KEEP);
     this.finishScript = new LuaCommand(redis, "ferryFinishFile", 2, FINISH);
-    this.discardScript = new LuaCommand(redis, "ferryDiscardFile", 3, DISCARD);
-    this.beginScript = new LuaCommand(redis, "ferryBeginFile", 3, BEGIN);
+    this.discardScript = new LuaCommand(redis, "ferryDiscardFilePacked", 4, DISCARD);
+    this.beginScript = new LuaCommand(redis, "ferryBeginFilePacked", 4, BEGIN);
     this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
   }
 
@@ -156,6 +158,7 @@ export class FileStore {
         this.keys.file(id),
         this.keys.fileChunks(id),
         this.keys.fileIds(id),
+        this.keys.filePacked(id),
         this.ttlS,
         writer,
         ...Object.entries(fields).flat(),
@@ -175,8 +178,15 @@ export class FileStore {
     lines: number,
     customIds: readonly string[] = [],
     writer = "",
+    /** The chunk's lines packed (a batch input file's predict lines), kept beside it. */
+    packed?: Uint8Array,
   ): Promise<number | undefined> {
-    const ids = [this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id)];
+    const ids = [
+      this.keys.file(id),
+      this.keys.fileChunks(id),
+      this.keys.fileIds(id),
+      this.keys.filePacked(id),
+    ];
     const at = await guarded(() =>
       this.appendScript.run(
         this.redis,
@@ -186,6 +196,7 @@ export class FileStore {
         lines,
         Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
         writer,
+        packed ? Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength) : "",
         // as JSON: a lone surrogate (JSON allows "\ud800") would reach Redis as UTF-8's U+FFFD,
         // and two distinct ids as one
         ...customIds.map((c) => JSON.stringify(c)),
@@ -234,6 +245,7 @@ export class FileStore {
         this.keys.file(id),
         this.keys.fileChunks(id),
         this.keys.fileIds(id),
+        this.keys.filePacked(id),
         writer,
       ),
     ).catch(() => null);
@@ -259,7 +271,12 @@ export class FileStore {
   async delete(id: string): Promise<void> {
     const file = await this.get(id);
     await guarded(() =>
-      this.redis.del(this.keys.file(id), this.keys.fileChunks(id), this.keys.fileIds(id)),
+      this.redis.del(
+        this.keys.file(id),
+        this.keys.fileChunks(id),
+        this.keys.fileIds(id),
+        this.keys.filePacked(id),
+      ),
     );
     if (file) await this.index.remove(file.owner, id);
   }
@@ -272,6 +289,7 @@ export class FileStore {
         this.redis,
         this.keys.file(id),
         this.keys.fileChunks(id),
+        this.keys.filePacked(id),
         ttlS,
         expiresAt,
       ),
@@ -295,6 +313,14 @@ export class FileStore {
       this.redis.lrangeBuffer(this.keys.fileChunks(id), index, index),
     );
     return chunk;
+  }
+
+  /** Chunk `index`'s lines packed, when the upload kept them so (`append`'s `packed`). */
+  async packed(id: string, index: number): Promise<Buffer | undefined> {
+    const packed = await guarded(() =>
+      this.redis.hgetBuffer(this.keys.filePacked(id), String(index)),
+    );
+    return packed ?? undefined;
   }
 
   /** The file's lines that are not blank, a stored chunk at a time. */

@@ -188,6 +188,11 @@ export class Keys {
     return `${this.prefix}:file-chunks:{${id}}`;
   }
 
+  /** Hash of a batch input file's chunks (by index) whose predict lines the upload packed. */
+  filePacked(id: string): string {
+    return `${this.prefix}:file-packed:{${id}}`;
+  }
+
   /** Set of the custom_ids a batch input file's upload has seen so far (they must be unique). */
   fileIds(id: string): string {
     return `${this.prefix}:file-ids:{${id}}`;

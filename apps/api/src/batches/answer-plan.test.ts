@@ -1,0 +1,45 @@
+import { FerryError } from "@ferry/protocol";
+import { describe, expect, it } from "vitest";
+import { PackedPrediction } from "../inference/packed-predictions.js";
+import { answerPlan, renderAnswers } from "./answer-plan.js";
+import { answerLine, lineId } from "./batch-lines.js";
+import { decodeChunkAnswers } from "./chunk-answers.js";
+
+describe("a chunk's answer plan", () => {
+  it("renders the lines answerLine gives each answer, predictions from their packed values", () => {
+    const values = new Float32Array([0.5, -1, 2, 7, 0, 0.25]);
+    const other = new Float32Array([1, 2, 3]);
+    const answers = [
+      { status: 200, body: new PackedPrediction(values, 3, 1, "2", 4.5) },
+      { status: 400, body: { error: { message: "Expected 3 features, got 2" } } },
+      { status: 200, body: new PackedPrediction(values, 3, 0, "2", 4.5) },
+      { status: 200, body: new PackedPrediction(other, 3, 0, "3", 1) },
+      { status: 504, body: { error: { code: new FerryError("DEADLINE_EXCEEDED", "late").code } } },
+    ];
+    const customIds = ["a", "b", 'c "q"', "d", "e"];
+    const plan = answerPlan("batch_1", 40, "0123456789abcdef01234567", customIds, answers);
+    // one run's values are carried once, however many lines read them
+    expect(plan.outputs).toHaveLength(2);
+    const { encoded, ok, failed } = renderAnswers(plan);
+    expect([ok, failed]).toEqual([3, 2]);
+    const expected = answers.map(({ status, body }, k) =>
+      answerLine(
+        lineId("batch_1", 40 + k),
+        customIds[k] ?? "",
+        status,
+        `req_0123456789abcdef01234567${k.toString(16).padStart(8, "0")}`,
+        body,
+      ),
+    );
+    const blocks = decodeChunkAnswers(Buffer.from(encoded));
+    expect(blocks.ok.bytes.toString()).toBe([0, 2, 3].map((k) => expected[k]).join("\n"));
+    expect(blocks.failed.bytes.toString()).toBe([1, 4].map((k) => expected[k]).join("\n"));
+    // a packed prediction's JSON is the predict route's answer
+    expect(JSON.parse(expected[0] ?? "").response.body).toMatchObject({
+      prediction: 0,
+      model_version: "2",
+      latency_ms: 4.5,
+      source: "model",
+    });
+  });
+});

@@ -1,0 +1,167 @@
+import { endpointOf } from "../http/batch-endpoints.js";
+
+/**
+ * Predict lines of a batch input file's chunk as the upload's check already parsed them,
+ * packed beside the chunk, so that a batch that runs them reads their rows instead of parsing
+ * every line again (on the offline path a line's second parse cost as much as its row's run).
+ * Only a chunk whose every line is a predict line with a body of `features` alone, each a
+ * number FP32 holds, is packed (anything else a run parses as the route would), and only when
+ * the rows take no more room than the lines they come from: a file's packed rows are at most
+ * its own size again, kept and gone with it. Values that are whole numbers 0-255 (pixels: the
+ * digits and MNIST files people have) take a byte each, the rest listed apart as FP32 (where
+ * they are few), else every value takes FP32's four bytes:
+ *
+ *   u32 lines | u32 encoding (0 f32, 1 u8) | u32 x lines widths | values
+ *   | JSON {customIds, urls (each once), url (each line's, as its place in urls)}
+ *
+ * values, f32: f32 x count; u8: u8 x count, padded to 4 | u32 others | u32 x others places
+ * | f32 x others values.
+ */
+
+/** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
+const FP32_MAX = 3.4028234663852886e38;
+
+/** A predict line's features, when its body is only them, each a number FP32 holds. */
+export function plainFeatures(url: string, body: unknown): number[] | undefined {
+  if (endpointOf(url)?.endpoint !== "/v1/models/{model}/predict") return undefined;
+  if (body === null || typeof body !== "object") return undefined;
+  const keys = Object.keys(body);
+  if (keys.length !== 1 || keys[0] !== "features") return undefined;
+  const features = (body as { features: unknown }).features;
+  if (!Array.isArray(features) || features.length === 0) return undefined;
+  for (let k = 0; k < features.length; k++) {
+    const v: unknown = features[k];
+    if (typeof v !== "number" || !(Math.abs(v) <= FP32_MAX)) return undefined;
+  }
+  return features as number[];
+}
+
+/** Whether a value is a whole number 0-255 (it takes a byte). */
+const isByte = (v: number) => v >= 0 && v <= 255 && Number.isInteger(v);
+
+/** A chunk's lines packed: their ids, urls and features; undefined if larger than `limit`. */
+export function packLines(
+  customIds: readonly string[],
+  urls: readonly string[],
+  features: ReadonlyArray<readonly number[]>,
+  limit: number,
+): Uint8Array | undefined {
+  const n = features.length;
+  let count = 0;
+  let others = 0;
+  for (const row of features) {
+    count += row.length;
+    for (const v of row) if (!isByte(v)) others++;
+  }
+  const padded = Math.ceil(count / 4) * 4;
+  const bytesSize = padded + 4 + 8 * others;
+  const encoding = bytesSize < 4 * count ? 1 : 0;
+  const valueBytes = encoding === 1 ? bytesSize : 4 * count;
+  // urls as a table and an index a line: a file's lines name a few at most
+  const table = [...new Set(urls)];
+  const place = new Map(table.map((url, k) => [url, k]));
+  const meta = Buffer.from(
+    JSON.stringify({ customIds, urls: table, url: urls.map((u) => place.get(u)) }),
+  );
+  const start = 8 + 4 * n;
+  const size = start + valueBytes + meta.byteLength;
+  if (size > limit) return undefined;
+  const buffer = new ArrayBuffer(size);
+  const head = new Uint32Array(buffer, 0, 2 + n);
+  head[0] = n;
+  head[1] = encoding;
+  for (const [r, row] of features.entries()) head[2 + r] = row.length;
+  if (encoding === 0) {
+    const out = new Float32Array(buffer, start, count);
+    let at = 0;
+    for (const row of features) {
+      out.set(row, at);
+      at += row.length;
+    }
+  } else {
+    const out = new Uint8Array(buffer, start, count);
+    new Uint32Array(buffer, start + padded, 1)[0] = others;
+    const places = new Uint32Array(buffer, start + padded + 4, others);
+    const values = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
+    let at = 0;
+    let other = 0;
+    for (const row of features)
+      for (const v of row) {
+        if (isByte(v)) out[at] = v;
+        else {
+          places[other] = at;
+          values[other++] = v;
+        }
+        at++;
+      }
+  }
+  const packed = new Uint8Array(buffer);
+  packed.set(meta, start + valueBytes);
+  return packed;
+}
+
+/** A packed chunk's lines, read back. */
+export interface PackedLines {
+  customIds: string[];
+  urls: string[];
+  /** Each line's number of features; line r's start where the widths before it end. */
+  widths: Uint32Array;
+  values: Float32Array;
+}
+
+export function unpackLines(bytes: Uint8Array): PackedLines {
+  // typed arrays need 4-byte alignment: a reply that lacks it is copied out (a large one
+  // comes in a buffer of its own, aligned)
+  const own = bytes.byteOffset % 4 === 0 ? bytes : new Uint8Array(bytes);
+  const { buffer, byteOffset: base } = own;
+  const [n = 0, encoding = 0] = new Uint32Array(buffer, base, 2);
+  const widths = new Uint32Array(buffer, base + 8, n);
+  let count = 0;
+  for (const w of widths) count += w;
+  const start = base + 8 + 4 * n;
+  let values: Float32Array;
+  let end: number;
+  if (encoding === 1) {
+    const padded = Math.ceil(count / 4) * 4;
+    values = Float32Array.from(new Uint8Array(buffer, start, count));
+    const others = new Uint32Array(buffer, start + padded, 1)[0] ?? 0;
+    const places = new Uint32Array(buffer, start + padded + 4, others);
+    const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
+    for (let k = 0; k < others; k++) values[places[k] ?? 0] = exact[k] ?? 0;
+    end = start + padded + 4 + 8 * others;
+  } else {
+    values = new Float32Array(buffer, start, count);
+    end = start + 4 * count;
+  }
+  const meta = JSON.parse(
+    Buffer.from(buffer, end, base + own.byteLength - end).toString("utf8"),
+  ) as { customIds: string[]; urls: string[]; url: number[] };
+  const urls = meta.url.map((k) => meta.urls[k] ?? "");
+  return { customIds: meta.customIds, urls, widths, values };
+}
+
+/** Packed lines of several chunks as one, in order. */
+export function joinPacked(parts: readonly PackedLines[]): PackedLines {
+  if (parts.length === 1 && parts[0]) return parts[0];
+  let lines = 0;
+  let count = 0;
+  for (const part of parts) {
+    lines += part.widths.length;
+    count += part.values.length;
+  }
+  const widths = new Uint32Array(lines);
+  const values = new Float32Array(count);
+  const customIds: string[] = [];
+  const urls: string[] = [];
+  let line = 0;
+  let value = 0;
+  for (const part of parts) {
+    widths.set(part.widths, line);
+    values.set(part.values, value);
+    line += part.widths.length;
+    value += part.values.length;
+    customIds.push(...part.customIds);
+    urls.push(...part.urls);
+  }
+  return { customIds, urls, widths, values };
+}
