@@ -123,7 +123,9 @@ export function unpackLines(bytes: Uint8Array): PackedLines {
   let end: number;
   if (encoding === 1) {
     const padded = Math.ceil(count / 4) * 4;
-    values = Float32Array.from(new Uint8Array(buffer, start, count));
+    // set, not Float32Array.from: a typed array's set converts natively, from walks an iterator
+    values = new Float32Array(count);
+    values.set(new Uint8Array(buffer, start, count));
     const others = new Uint32Array(buffer, start + padded, 1)[0] ?? 0;
     const places = new Uint32Array(buffer, start + padded + 4, others);
     const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
