@@ -36,9 +36,6 @@ export function plainFeatures(url: string, body: unknown): number[] | undefined 
   return features as number[];
 }
 
-/** Whether a value is a whole number 0-255 (it takes a byte). */
-const isByte = (v: number) => v >= 0 && v <= 255 && Number.isInteger(v);
-
 /** A chunk's lines packed: their ids, urls and features; undefined if larger than `limit`. */
 export function packLines(
   customIds: readonly string[],
@@ -48,15 +45,28 @@ export function packLines(
 ): Uint8Array | undefined {
   const n = features.length;
   let count = 0;
-  let others = 0;
+  for (const row of features) count += row.length;
+  // one pass: each value as a byte where it is one, the places and values of the rest
+  // (given up, for FP32 throughout, once they would take more room than FP32 saves)
+  const bytes = new Uint8Array(count);
+  const most = Math.floor((3 * count - 4) / 8);
+  let places: number[] | undefined = [];
+  const others: number[] = [];
+  let at = 0;
   for (const row of features) {
-    count += row.length;
-    for (const v of row) if (!isByte(v)) others++;
+    for (let k = 0; k < row.length; k++, at++) {
+      const v = row[k] as number;
+      if ((v & 0xff) === v) bytes[at] = v;
+      else if (places) {
+        places.push(at);
+        others.push(v);
+        if (places.length > most) places = undefined;
+      }
+    }
   }
   const padded = Math.ceil(count / 4) * 4;
-  const bytesSize = padded + 4 + 8 * others;
-  const encoding = bytesSize < 4 * count ? 1 : 0;
-  const valueBytes = encoding === 1 ? bytesSize : 4 * count;
+  const encoding = places ? 1 : 0;
+  const valueBytes = places ? padded + 4 + 8 * places.length : 4 * count;
   // urls as a table and an index a line: a file's lines name a few at most
   const table = [...new Set(urls)];
   const place = new Map(table.map((url, k) => [url, k]));
@@ -71,29 +81,18 @@ export function packLines(
   head[0] = n;
   head[1] = encoding;
   for (const [r, row] of features.entries()) head[2 + r] = row.length;
-  if (encoding === 0) {
-    const out = new Float32Array(buffer, start, count);
-    let at = 0;
-    for (const row of features) {
-      out.set(row, at);
-      at += row.length;
-    }
+  if (places) {
+    new Uint8Array(buffer, start, count).set(bytes);
+    new Uint32Array(buffer, start + padded, 1)[0] = places.length;
+    new Uint32Array(buffer, start + padded + 4, places.length).set(places);
+    new Float32Array(buffer, start + padded + 4 + 4 * places.length, places.length).set(others);
   } else {
-    const out = new Uint8Array(buffer, start, count);
-    new Uint32Array(buffer, start + padded, 1)[0] = others;
-    const places = new Uint32Array(buffer, start + padded + 4, others);
-    const values = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
-    let at = 0;
-    let other = 0;
-    for (const row of features)
-      for (const v of row) {
-        if (isByte(v)) out[at] = v;
-        else {
-          places[other] = at;
-          values[other++] = v;
-        }
-        at++;
-      }
+    const out = new Float32Array(buffer, start, count);
+    let offset = 0;
+    for (const row of features) {
+      out.set(row, offset);
+      offset += row.length;
+    }
   }
   const packed = new Uint8Array(buffer);
   packed.set(meta, start + valueBytes);
