@@ -1,6 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { describe, expect, it } from "vitest";
 import { PackedPrediction } from "../inference/packed-predictions.js";
+import { modelPrediction } from "../inference/prediction.js";
 import { answerPlan, renderAnswers } from "./answer-plan.js";
 import { answerLine, lineId } from "./batch-lines.js";
 import { decodeChunkAnswers } from "./chunk-answers.js";
@@ -20,7 +21,7 @@ describe("a chunk's answer plan", () => {
     const plan = answerPlan("batch_1", 40, "0123456789abcdef01234567", customIds, answers);
     // one run's values are carried once, however many lines read them
     expect(plan.outputs).toHaveLength(2);
-    const { encoded, ok, failed } = renderAnswers(plan);
+    const { encoded, ok, failed } = renderAnswers(plan, modelPrediction);
     expect([ok, failed]).toEqual([3, 2]);
     const expected = answers.map(({ status, body }, k) =>
       answerLine(

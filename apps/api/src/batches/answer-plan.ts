@@ -1,5 +1,4 @@
-import { PackedPrediction } from "../inference/packed-predictions.js";
-import { modelPrediction } from "../inference/prediction.js";
+import { isPackedRow } from "../http/batch-line.js";
 import { answerLineOf, lineId } from "./batch-lines.js";
 import { ChunkAnswers } from "./chunk-answers.js";
 
@@ -59,7 +58,7 @@ export function answerPlan(
   const row = new Int32Array(answers.length);
   const fixed: AnswerPlan["fixed"] = {};
   for (const [k, { status, body }] of answers.entries()) {
-    if (status === 200 && body instanceof PackedPrediction) {
+    if (status === 200 && isPackedRow(body)) {
       let at = runs.get(body.values);
       if (at === undefined) {
         at = outputs.length;
@@ -76,12 +75,15 @@ export function answerPlan(
   return { batch, first, requestIds, customIds, outputs, output, row, fixed };
 }
 
+/** A prediction's answer (the route's) from its row's values. */
+export type PredictionOf = (logits: number[], version: string, latencyMs: number) => unknown;
+
 /**
  * Renders a plan's lines as the output and error files have them, in the chunk's order: each
- * prediction's softmax taken and printed here, which is most of a predict line's cost on the
- * offline path (a JSON number of 17 digits prints slower than its row runs).
+ * prediction made (`prediction`: its softmax) and printed here, which is most of a predict
+ * line's cost on the offline path (a JSON number of 17 digits prints slower than its row runs).
  */
-export function renderAnswers(plan: AnswerPlan): RenderedAnswers {
+export function renderAnswers(plan: AnswerPlan, prediction: PredictionOf): RenderedAnswers {
   const kept = new ChunkAnswers();
   const logits: number[] = [];
   for (let k = 0; k < plan.customIds.length; k++) {
@@ -93,7 +95,7 @@ export function renderAnswers(plan: AnswerPlan): RenderedAnswers {
       const at = (plan.row[k] ?? 0) * run.width;
       logits.length = run.width;
       for (let v = 0; v < run.width; v++) logits[v] = run.values[at + v] ?? 0;
-      const body = JSON.stringify(modelPrediction(logits, run.version, run.latencyMs));
+      const body = JSON.stringify(prediction(logits, run.version, run.latencyMs));
       kept.add(true, answerLineOf(id, customId, 200, requestId, body));
       continue;
     }

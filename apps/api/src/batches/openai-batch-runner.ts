@@ -9,9 +9,9 @@ import {
   type StorageLimits,
 } from "@ferry/transport";
 import type { Logger } from "pino";
-import { type PackedLines, unpackLines } from "../files/packed-lines.js";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
+import { type PackedLines, unpackLines } from "../http/packed-lines.js";
 import { ADMIN_ID } from "../http/tenant.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";

@@ -1,6 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import { BATCH_ENDPOINTS, endpointOf } from "../http/batch-endpoints.js";
-import { packLines, plainFeatures } from "./packed-lines.js";
+import { packLines, plainFeatures } from "../http/packed-lines.js";
 
 /** OpenAI's bound on a custom_id is not published; this keeps one line's id reasonable. */
 const MAX_CUSTOM_ID_CHARS = 512;

@@ -1,8 +1,8 @@
 import type { z } from "@hono/zod-openapi";
-import type { PackedLines } from "../files/packed-lines.js";
 import type { BatchEndpoint } from "./batch-endpoints.js";
 import type { CallOptions } from "./call.js";
 import { invalidInput } from "./errors.js";
+import type { PackedLines } from "./packed-lines.js";
 
 /**
  * One endpoint's lines in an OpenAI-shaped batch: each protocol folder supplies its own (chat
@@ -51,6 +51,29 @@ export interface ManyLines {
   ): Promise<LineOutcome[] | undefined>;
   /** The run ended; `stopped`: cancelled or out of its window, what is still queued goes. */
   close(stopped: boolean): Promise<void>;
+}
+
+/**
+ * A prediction a kind answers many lines with, still as its row of a run's values (its
+ * softmax not yet taken): a chunk's answers are then rendered together, off the API's loop.
+ * Its JSON is the route's answer.
+ */
+export interface PackedRow {
+  readonly [PACKED_ROW]: true;
+  /** The run's values, `width` a row. */
+  readonly values: Float32Array;
+  readonly width: number;
+  readonly row: number;
+  readonly version: string;
+  readonly latencyMs: number;
+  toJSON(): unknown;
+}
+
+/** The brand of a `PackedRow`. */
+export const PACKED_ROW: unique symbol = Symbol("packed row");
+
+export function isPackedRow(value: unknown): value is PackedRow {
+  return typeof value === "object" && value !== null && PACKED_ROW in value;
 }
 
 /** What a line came to: the route's answer, or the error the route fails it with. */

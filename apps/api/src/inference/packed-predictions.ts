@@ -1,5 +1,6 @@
 import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
 import { ChunkRun, type InferenceClient } from "@ferry/transport";
+import { PACKED_ROW, type PackedRow } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import type { InferenceService } from "./inference-service.js";
 import { modelPrediction, type Prediction } from "./prediction.js";
@@ -151,12 +152,10 @@ export class PackedRun {
   }
 }
 
-/**
- * One row's prediction as its chunk's values hold it: its softmax not yet taken, so that a
- * chunk's answers can be rendered together off the API's loop (`AnswerPlan`); JSON of it is
- * the predict route's answer.
- */
-export class PackedPrediction {
+/** One row's prediction as its chunk's values hold it (`PackedRow`): the predict route's answer. */
+export class PackedPrediction implements PackedRow {
+  readonly [PACKED_ROW] = true as const;
+
   constructor(
     /** The chunk's values, `width` a row (shared by its rows). */
     readonly values: Float32Array,

@@ -1,5 +1,4 @@
 import { FerryError } from "@ferry/protocol";
-import type { PackedLines } from "../files/packed-lines.js";
 import { endpointOf } from "../http/batch-endpoints.js";
 import {
   type BatchLineKind,
@@ -9,6 +8,7 @@ import {
   type ManyLines,
 } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
+import type { PackedLines } from "../http/packed-lines.js";
 import type { InferenceService } from "./inference-service.js";
 import type { PackedPredictions, PackedRun } from "./packed-predictions.js";
 import { type PredictBody, predictBodySchema } from "./schemas.js";

@@ -8,6 +8,7 @@ import { type ParsedRows, parseRows } from "../batches/ndjson-rows.js";
 import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
 import { classify } from "../inference/classify.js";
+import { modelPrediction } from "../inference/prediction.js";
 import type { ParseRequest } from "./parse-thread.js";
 
 parentPort?.on("message", (request: ParseRequest) => {
@@ -28,7 +29,7 @@ parentPort?.on("message", (request: ParseRequest) => {
           : new Uint8Array(rendered);
       parentPort?.postMessage({ id, result: owned }, [owned.buffer as ArrayBuffer]);
     } else if (request.kind === "answers") {
-      const rendered = renderAnswers(request.plan);
+      const rendered = renderAnswers(request.plan, modelPrediction);
       const { encoded } = rendered;
       // a buffer of its own moves; a short one is a slice of Buffer's pool, copied out first
       const owned =

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkInputLines } from "./input-lines.js";
+import { checkInputLines } from "../files/input-lines.js";
 import { joinPacked, packLines, plainFeatures, unpackLines } from "./packed-lines.js";
 
 const PREDICT = "/v1/models/digits/predict";

@@ -1,4 +1,4 @@
-import { endpointOf } from "../http/batch-endpoints.js";
+import { endpointOf } from "./batch-endpoints.js";
 
 /**
  * Predict lines of a batch input file's chunk as the upload's check already parsed them,
