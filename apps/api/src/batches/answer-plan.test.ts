@@ -35,6 +35,11 @@ describe("a chunk's answer plan", () => {
     const blocks = decodeChunkAnswers(Buffer.from(encoded));
     expect(blocks.ok.bytes.toString()).toBe([0, 2, 3].map((k) => expected[k]).join("\n"));
     expect(blocks.failed.bytes.toString()).toBe([1, 4].map((k) => expected[k]).join("\n"));
+    // carried as JSON instead (rendered where the plan is made, without the thread): the same
+    const here = renderAnswers(
+      answerPlan("batch_1", 40, "0123456789abcdef01234567", customIds, answers, false),
+    );
+    expect(Buffer.from(here.encoded).equals(Buffer.from(encoded))).toBe(true);
     // a packed prediction's JSON is the predict route's answer
     expect(JSON.parse(expected[0] ?? "").response.body).toMatchObject({
       prediction: 0,

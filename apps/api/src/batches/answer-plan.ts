@@ -51,6 +51,8 @@ export function answerPlan(
   requestIds: string,
   customIds: string[],
   answers: readonly LineAnswer[],
+  /** false: predictions too are carried as their JSON (rendered where the plan is made). */
+  packRows = true,
 ): AnswerPlan {
   const outputs: PlannedOutput[] = [];
   const runs = new Map<Float32Array, number>();
@@ -58,7 +60,7 @@ export function answerPlan(
   const row = new Int32Array(answers.length);
   const fixed: AnswerPlan["fixed"] = {};
   for (const [k, { status, body }] of answers.entries()) {
-    if (status === 200 && isPackedRow(body)) {
+    if (packRows && status === 200 && isPackedRow(body)) {
       let at = runs.get(body.values);
       if (at === undefined) {
         at = outputs.length;
@@ -83,7 +85,9 @@ export type PredictionOf = (logits: number[], version: string, latencyMs: number
  * prediction made (`prediction`: its softmax) and printed here, which is most of a predict
  * line's cost on the offline path (a JSON number of 17 digits prints slower than its row runs).
  */
-export function renderAnswers(plan: AnswerPlan, prediction: PredictionOf): RenderedAnswers {
+export function renderAnswers(plan: AnswerPlan, prediction?: PredictionOf): RenderedAnswers {
+  if (plan.outputs.length > 0 && !prediction)
+    throw new Error("a plan of packed predictions needs the function that makes them");
   const kept = new ChunkAnswers();
   const logits: number[] = [];
   for (let k = 0; k < plan.customIds.length; k++) {
@@ -95,7 +99,7 @@ export function renderAnswers(plan: AnswerPlan, prediction: PredictionOf): Rende
       const at = (plan.row[k] ?? 0) * run.width;
       logits.length = run.width;
       for (let v = 0; v < run.width; v++) logits[v] = run.values[at + v] ?? 0;
-      const body = JSON.stringify(prediction(logits, run.version, run.latencyMs));
+      const body = JSON.stringify(prediction?.(logits, run.version, run.latencyMs));
       kept.add(true, answerLineOf(id, customId, 200, requestId, body));
       continue;
     }

@@ -8,11 +8,10 @@ import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
 import { joinPacked, type PackedLines } from "../http/packed-lines.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
-import { type AnswerPlan, answerPlan, type RenderedAnswers } from "./answer-plan.js";
+import { type AnswerPlan, answerPlan, type RenderedAnswers, renderAnswers } from "./answer-plan.js";
 import type { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
-import { ChunkAnswers } from "./chunk-answers.js";
 
 /** The body a packed line stands for, as far as its options go: no timeout_ms of its own. */
 const PLAIN_BODY = Object.freeze({});
@@ -110,7 +109,7 @@ export class LineAnswerer {
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
     const { encoded, ok, failed } = this.render
       ? await this.render(answerPlan(batch.id, first, ids, customIds, answers))
-      : renderHere(batch.id, first, ids, customIds, answers);
+      : renderAnswers(answerPlan(batch.id, first, ids, customIds, answers, false));
     await hold(encoded.byteLength);
     const value = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     await this.client.openAiBatches.recordChunk(batch.id, chunk, ok, failed, value);
@@ -306,23 +305,4 @@ function allOutOfTheirHour(
       );
     })
   );
-}
-
-/** A chunk's answers rendered on this thread (each body's JSON, as the route gives it). */
-function renderHere(
-  batch: string,
-  first: number,
-  ids: string,
-  customIds: readonly string[],
-  answers: readonly Answer[],
-): RenderedAnswers {
-  const kept = new ChunkAnswers();
-  for (const [k, { status, body }] of answers.entries()) {
-    const requestId = `req_${ids}${k.toString(16).padStart(8, "0")}`;
-    kept.add(
-      status < 400,
-      answerLine(lineId(batch, first + k), customIds[k] ?? "", status, requestId, body),
-    );
-  }
-  return { encoded: kept.encode(), ok: kept.okLines, failed: kept.failedLines };
 }
