@@ -250,7 +250,9 @@ export class OpenAiBatchRunner {
     const fresh = !(await store.anyAnswered(batch.id));
     try {
       const fileId = batch.input_file_id;
-      const runPacked = many?.runPacked;
+      // one look for the whole file, not one a chunk, when none of it was packed
+      const runPacked =
+        many?.runPacked && (await this.client.files.anyPacked(fileId)) ? many.runPacked : undefined;
       /** Packed chunks gathered to run together, and their lines. */
       let gathered: Array<{ chunk: number; first: number; lines: PackedLines }> = [];
       let gatheredLines = 0;

@@ -315,6 +315,11 @@ export class FileStore {
     return chunk;
   }
 
+  /** Whether any of the file's chunks was kept with its lines packed (`append`'s `packed`). */
+  async anyPacked(id: string): Promise<boolean> {
+    return (await guarded(() => this.redis.exists(this.keys.filePacked(id)))) === 1;
+  }
+
   /** Chunk `index`'s lines packed, when the upload kept them so (`append`'s `packed`). */
   async packed(id: string, index: number): Promise<Buffer | undefined> {
     const packed = await guarded(() =>
