@@ -1,6 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { BATCH_ENDPOINTS, endpointOf } from "../http/batch-endpoints.js";
 import { packLines, plainFeatures } from "../http/packed-lines.js";
+import { PredictLineScanner, type ScannedValues } from "./predict-line-scan.js";
 
 /** OpenAI's bound on a custom_id is not published; this keeps one line's id reasonable. */
 const MAX_CUSTOM_ID_CHARS = 512;
@@ -66,57 +67,79 @@ function characters(text: string): number {
 // strict: bytes that are not UTF-8 are refused, not turned into U+FFFD (a custom_id would no
 // longer match the file's bytes, and two that differ only there would be one); a byte order
 // mark is kept for the line loop, which drops one at the start of any line, as a run does
-// (the decoder alone dropped it only at the start of each stored chunk)
 const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
-/** The number of the first line of `bytes` that is not UTF-8 (the lines are whole). */
-function firstNotUtf8(bytes: Uint8Array, firstLine: number): number {
-  let start = 0;
-  for (let line = firstLine; start < bytes.length; line++) {
-    let end = bytes.indexOf(0x0a, start);
-    if (end < 0) end = bytes.length;
-    try {
-      decoder.decode(bytes.subarray(start, end));
-    } catch {
-      return line;
-    }
-    start = end + 1;
-  }
-  return firstLine;
-}
+const NEWLINE = 0x0a;
+const PREDICT = "/v1/models/{model}/predict";
 
-/** Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file. */
+const scanner = new PredictLineScanner();
+
+/**
+ * Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file;
+ * the first line that fails is the chunk's problem. A plain predict line is read by the
+ * scanner (predict-line-scan.ts) with the same outcome as JSON.parse and the checks below,
+ * any other line as JSON; a chunk of plain predict lines is packed too (packed-lines.ts).
+ */
 export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLines {
   const checked: CheckedLines = { customIds: [], urls: [], numbers: [], seen: 0 };
-  let text: string;
-  try {
-    text = decoder.decode(bytes);
-  } catch {
-    const line = firstNotUtf8(bytes, firstLine);
-    // the lines before it are counted as seen (and checked by nobody: the upload is refused)
-    checked.seen = line - firstLine;
-    checked.problem = invalid(line, "is not valid UTF-8").message;
-    return checked;
-  }
-  /** The lines' features while every line so far is a plain predict line. */
-  let features: number[][] | undefined = [];
+  // a JSON number takes a byte and its comma another: no line holds more values than this
+  const out: ScannedValues = {
+    values: new Float32Array(Math.ceil(bytes.length / 2) + 1),
+    length: 0,
+  };
+  /** Each line's number of features, while every line so far is a plain predict line. */
+  let widths: number[] | undefined = [];
+  /** Whether a url is predict's, as endpointOf says: a file's lines name a few urls. */
+  const predicts = new Map<string, boolean>();
+  const isPredict = (url: string) => {
+    let predict = predicts.get(url);
+    if (predict === undefined) {
+      predict = endpointOf(url)?.endpoint === PREDICT;
+      predicts.set(url, predict);
+    }
+    return predict;
+  };
   let start = 0;
-  while (start < text.length) {
-    let end = text.indexOf("\n", start);
-    if (end < 0) end = text.length;
-    let line = text.slice(start, end);
-    if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
+  while (start < bytes.length) {
+    let end = bytes.indexOf(NEWLINE, start);
+    if (end < 0) end = bytes.length;
+    const from = start;
     start = end + 1;
     const number = firstLine + checked.seen;
     checked.seen++;
+    const scanned = scanner.scan(bytes, from, end, out);
+    if (
+      scanned &&
+      scanned.customId !== "" &&
+      characters(scanned.customId) <= MAX_CUSTOM_ID_CHARS &&
+      isPredict(scanned.url)
+    ) {
+      checked.customIds.push(scanned.customId);
+      checked.urls.push(scanned.url);
+      checked.numbers.push(number);
+      widths?.push(scanned.width);
+      continue;
+    }
+    if (scanned) out.length -= scanned.width;
+    let line: string;
+    try {
+      line = decoder.decode(bytes.subarray(from, end));
+    } catch {
+      // the lines before it are counted as seen (and checked by nobody: the upload is refused)
+      checked.seen--;
+      checked.problem = invalid(number, "is not valid UTF-8").message;
+      return checked;
+    }
+    if (line.charCodeAt(0) === 0xfeff) line = line.slice(1);
     if (line.trim() === "") continue;
     try {
       const { customId, url, body } = checkInputLine(line, number);
-      if (features) {
-        const plain = plainFeatures(url, body);
-        if (plain) features.push(plain);
-        else features = undefined;
-      }
+      const plain = widths && plainFeatures(url, body);
+      if (plain) {
+        out.values.set(plain, out.length);
+        out.length += plain.length;
+        widths?.push(plain.length);
+      } else widths = undefined;
       checked.customIds.push(customId);
       checked.urls.push(url);
       checked.numbers.push(number);
@@ -125,8 +148,9 @@ export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLi
       return checked;
     }
   }
-  if (features && features.length > 0) {
-    const packed = packLines(checked.customIds, checked.urls, features, bytes.byteLength);
+  if (widths && widths.length > 0) {
+    const values = out.values.subarray(0, out.length);
+    const packed = packLines(checked.customIds, checked.urls, values, widths, bytes.byteLength);
     if (packed) checked.packed = packed;
   }
   return checked;

@@ -1,8 +1,18 @@
 import { describe, expect, it } from "vitest";
 import { checkInputLines } from "../files/input-lines.js";
-import { joinPacked, packLines, plainFeatures, unpackLines } from "./packed-lines.js";
+import { joinPacked, packLines as packValues, plainFeatures, unpackLines } from "./packed-lines.js";
 
 const PREDICT = "/v1/models/digits/predict";
+
+/** packLines of rows as arrays (the upload writes them into one FP32 array as it reads). */
+const packLines = (customIds: string[], urls: string[], rows: number[][], limit: number) =>
+  packValues(
+    customIds,
+    urls,
+    Float32Array.from(rows.flat()),
+    rows.map((row) => row.length),
+    limit,
+  );
 
 describe("packed lines", () => {
   it("takes a predict body of features alone, each a number FP32 holds; nothing else", () => {

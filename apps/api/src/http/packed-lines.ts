@@ -36,37 +36,38 @@ export function plainFeatures(url: string, body: unknown): number[] | undefined 
   return features as number[];
 }
 
-/** A chunk's lines packed: their ids, urls and features; undefined if larger than `limit`. */
+/**
+ * A chunk's lines packed: their ids, urls and features (`values`, rows back to back, row r
+ * `widths[r]` long); undefined if larger than `limit`.
+ */
 export function packLines(
   customIds: readonly string[],
   urls: readonly string[],
-  features: ReadonlyArray<readonly number[]>,
+  values: Float32Array,
+  widths: readonly number[],
   limit: number,
 ): Uint8Array | undefined {
-  const n = features.length;
-  let count = 0;
-  for (const row of features) count += row.length;
+  const n = widths.length;
+  const count = values.length;
   // one pass: each value as a byte where it is one, the places and values of the rest
   // (given up, for FP32 throughout, once they would take more room than FP32 saves)
   const bytes = new Uint8Array(count);
-  const most = Math.floor((3 * count - 4) / 8);
-  let places: number[] | undefined = [];
-  const others: number[] = [];
-  let at = 0;
-  for (const row of features) {
-    for (let k = 0; k < row.length; k++, at++) {
-      const v = row[k] as number;
-      if ((v & 0xff) === v) bytes[at] = v;
-      else if (places) {
-        places.push(at);
-        others.push(v);
-        if (places.length > most) places = undefined;
-      }
+  const most = Math.max(0, Math.floor((3 * count - 4) / 8));
+  const places = new Uint32Array(most);
+  let others = 0;
+  let fits = true;
+  for (let at = 0; at < count; at++) {
+    const v = values[at] as number;
+    if ((v & 0xff) === v) bytes[at] = v;
+    else if (others < most) places[others++] = at;
+    else {
+      fits = false;
+      break;
     }
   }
   const padded = Math.ceil(count / 4) * 4;
-  const encoding = places ? 1 : 0;
-  const valueBytes = places ? padded + 4 + 8 * places.length : 4 * count;
+  const encoding = fits ? 1 : 0;
+  const valueBytes = fits ? padded + 4 + 8 * others : 4 * count;
   // urls as a table and an index a line: a file's lines name a few at most
   const table = [...new Set(urls)];
   const place = new Map(table.map((url, k) => [url, k]));
@@ -80,20 +81,14 @@ export function packLines(
   const head = new Uint32Array(buffer, 0, 2 + n);
   head[0] = n;
   head[1] = encoding;
-  for (const [r, row] of features.entries()) head[2 + r] = row.length;
-  if (places) {
+  head.set(widths, 2);
+  if (fits) {
     new Uint8Array(buffer, start, count).set(bytes);
-    new Uint32Array(buffer, start + padded, 1)[0] = places.length;
-    new Uint32Array(buffer, start + padded + 4, places.length).set(places);
-    new Float32Array(buffer, start + padded + 4 + 4 * places.length, places.length).set(others);
-  } else {
-    const out = new Float32Array(buffer, start, count);
-    let offset = 0;
-    for (const row of features) {
-      out.set(row, offset);
-      offset += row.length;
-    }
-  }
+    new Uint32Array(buffer, start + padded, 1)[0] = others;
+    new Uint32Array(buffer, start + padded + 4, others).set(places.subarray(0, others));
+    const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
+    for (let k = 0; k < others; k++) exact[k] = values[places[k] as number] as number;
+  } else new Float32Array(buffer, start, count).set(values);
   const packed = new Uint8Array(buffer);
   packed.set(meta, start + valueBytes);
   return packed;

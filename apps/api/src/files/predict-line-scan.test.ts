@@ -1,0 +1,129 @@
+import { describe, expect, it } from "vitest";
+import { PredictLineScanner, type ScannedValues } from "./predict-line-scan.js";
+
+const scanner = new PredictLineScanner();
+
+/** The scanner's reading of `text`, or undefined where it leaves the line to JSON.parse. */
+function scan(text: string | Uint8Array) {
+  const bytes = typeof text === "string" ? Buffer.from(text) : text;
+  const out: ScannedValues = { values: new Float32Array(bytes.length + 1), length: 0 };
+  const line = scanner.scan(bytes, 0, bytes.length, out);
+  if (!line) {
+    expect(out.length).toBe(0);
+    return undefined;
+  }
+  return { ...line, features: [...out.values.subarray(0, out.length)] };
+}
+
+/** JSON.parse's reading of the same line, in the scanner's terms; undefined if it is not one. */
+function parsed(text: string | Uint8Array) {
+  let value: unknown;
+  try {
+    const decoded =
+      typeof text === "string" ? text : new TextDecoder("utf-8", { fatal: true }).decode(text);
+    value = JSON.parse(decoded);
+  } catch {
+    return undefined;
+  }
+  const { custom_id, method, url, body } = (value ?? {}) as Record<string, unknown>;
+  const features = (body as { features?: unknown } | undefined)?.features;
+  // the line's keys, and its body's, exactly those of a plain predict line
+  if (
+    Object.keys(value ?? {})
+      .sort()
+      .join() !== "body,custom_id,method,url" ||
+    Object.keys(body ?? {}).join() !== "features"
+  )
+    return undefined;
+  if (
+    typeof custom_id !== "string" ||
+    method !== "POST" ||
+    typeof url !== "string" ||
+    !Array.isArray(features)
+  )
+    return undefined;
+  return { customId: custom_id, url, width: features.length, features: features.map(Math.fround) };
+}
+
+const line = (features: string, extra = "") =>
+  `{"custom_id":"r1","method":"POST","url":"/v1/models/digits/predict","body":{"features":[${features}]}${extra}}`;
+
+describe("PredictLineScanner", () => {
+  it("reads a plain predict line as JSON.parse does, whitespace and key order included", () => {
+    for (const text of [
+      line("0,16,255,3"),
+      line("7 ,10, 255,1000,0,99,12345"),
+      line("0.082,-0,1e3,2.5E-3,-7,123456789012345,1.7976931348623157e-308"),
+      ` { "url" : "/v1/models/mnist/predict" ,"body":{ "features" : [ 1 , 2 ] } ,\t"method":"POST","custom_id":"é😀"}\r`,
+      line("0.1000000000000000055511151231257827,9007199254740993,1e-400,3.4e38"),
+    ]) {
+      expect(scan(text), text).toEqual(parsed(text));
+    }
+  });
+
+  it("leaves to JSON.parse what it does not read exactly as JSON.parse would", () => {
+    for (const text of [
+      // JSON.parse accepts these: an escape, a key twice, another key, a number past FP32, no
+      // features, a byte order mark
+      line("1").replace('"r1"', '"r\\u0031"'),
+      line("1").replace('"method":"POST"', '"method":"POST","method":"POST"'),
+      line("1", ',"x":1'),
+      line("1e39"),
+      line(""),
+      `\ufeff${line("1")}`,
+      // JSON.parse refuses these
+      line("01"),
+      line("00,1"),
+      line("2,"),
+      line("1."),
+      line(".5"),
+      line("-"),
+      line("1e"),
+      line("+1"),
+      line("1,"),
+      line("1 2"),
+      line("1").replace('"r1"', '"r\u00011"'),
+      line("1").slice(0, -1),
+      `${line("1")}x`,
+      line("1").replace('"POST"', '"GET"'),
+      line("1").replace(":", ""),
+    ]) {
+      expect(scan(text), text).toBeUndefined();
+    }
+    // bytes that are not UTF-8 inside a string, or anywhere else
+    const bad = Buffer.from(line("1"));
+    bad[bad.indexOf("r1")] = 0xff;
+    expect(scan(bad)).toBeUndefined();
+  });
+
+  it("never reads a damaged line JSON.parse refuses, nor reads one differently (fuzzed)", () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const alphabet = Buffer.from('{}[],:"\\ -+.eE0123456789abcfPOST\t\r\u00ff');
+    const base = Buffer.from(line("0,1.5,-2e-3,255,16,0.25,1e22,3"));
+    let accepted = 0;
+    for (let k = 0; k < 20_000; k++) {
+      const bytes = Buffer.from(base);
+      const edits = 1 + Math.floor(random() * 3);
+      let text: Buffer = bytes;
+      for (let e = 0; e < edits; e++) {
+        const at = Math.floor(random() * text.length);
+        const byte = alphabet[Math.floor(random() * alphabet.length)] as number;
+        const kind = random();
+        if (kind < 0.4) text[at] = byte;
+        else if (kind < 0.7)
+          text = Buffer.concat([text.subarray(0, at), Buffer.of(byte), text.subarray(at)]);
+        else text = Buffer.concat([text.subarray(0, at), text.subarray(at + 1)]);
+      }
+      const mine = scan(text);
+      if (mine === undefined) continue;
+      accepted++;
+      expect(mine, text.toString("latin1")).toEqual(parsed(text));
+    }
+    // the fuzz reached lines the scanner reads, not only ones it leaves alone
+    expect(accepted).toBeGreaterThan(1_000);
+  });
+});
