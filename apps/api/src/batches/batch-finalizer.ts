@@ -6,9 +6,10 @@ import {
   WriterFencedError,
 } from "@ferry/transport";
 import { ADMIN_ID } from "../http/tenant.js";
-import { answersHoldId, fileIdFor, notRun } from "./batch-lines.js";
+import { answersHoldId, notRun } from "./batch-lines.js";
 import { decodeChunkAnswers } from "./chunk-answers.js";
-import { OutputFile } from "./output-file.js";
+import { batchOutputFile, type OutputFile } from "./output-file.js";
+import type { StreamedOutput } from "./streamed-output.js";
 
 /** Ends a batch that cannot run, saying why, with the files of what was answered (if any). */
 export type FailBatch = (
@@ -51,7 +52,8 @@ export const FAILED = "0";
  * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
  * whole if a runner dies midway, under the same file ids; a runner that lost its batch while
  * it lived (its lock lapsed, another took over and began the files again) stops writing them
- * and leaves the batch to the other.
+ * and leaves the batch to the other. A run that wrote every line into the files as it kept
+ * them (`StreamedOutput`) has them closed as they are.
  */
 export async function finalizeBatch(
   client: InferenceClient,
@@ -60,9 +62,11 @@ export async function finalizeBatch(
   fail: FailBatch,
   /** Why the run stopped short (its owner's storage is full): the batch fails, with its files. */
   failure?: string,
+  /** The files as the run wrote them while it kept its answers, if it did. */
+  streamed?: StreamedOutput,
 ): Promise<void> {
   try {
-    await writeAndEnd(client, id, ttlS, fail, failure);
+    await writeAndEnd(client, id, ttlS, fail, failure, streamed);
   } catch (err) {
     if (!(err instanceof WriterFencedError)) throw err;
   }
@@ -74,6 +78,7 @@ async function writeAndEnd(
   ttlS: number,
   fail: FailBatch,
   failure: string | undefined,
+  streamed: StreamedOutput | undefined,
 ): Promise<void> {
   const store = client.openAiBatches;
   let batch = await store.get(id);
@@ -90,16 +95,18 @@ async function writeAndEnd(
         : batch.completed + batch.failed < batch.total
           ? "expired"
           : "completed";
+  if (streamed && ending === "completed" && failure === undefined) {
+    // the run wrote every line into the files as it kept them: nothing to copy
+    const written = await streamed.whole(batch.total);
+    if (written) {
+      const closed = await closeBoth(client, batch, written.output, written.errors);
+      return store.finish(id, ending, closed, ttlS, streamed.writer);
+    }
+  }
   const files = client.files;
   const writer = await store.finalizer(id);
-  const outputs = (kind: string, purpose: string) =>
-    new OutputFile(
-      files,
-      { id: fileIdFor(id, kind), owner: batch.owner, filename: `${id}_${kind}.jsonl`, purpose },
-      writer,
-    );
-  const output = outputs("output", "batch_output");
-  const errors = outputs("error", "batch_output");
+  const output = batchOutputFile(files, batch, "output", writer);
+  const errors = batchOutputFile(files, batch, "error", writer);
   await output.begin();
   await errors.begin();
   let index = 0;

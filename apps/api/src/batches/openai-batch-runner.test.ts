@@ -154,6 +154,51 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(await store.recordChunk(id, 2, PER_CHUNK, 0, Buffer.alloc(0))).toBe(false);
   });
 
+  it("a first run writes the files as it keeps each chunk, in the input's order however the chunks finish, and the finalizer reads no kept answer back", async () => {
+    const { id, customIds } = await batchOver();
+    const store = client.openAiBatches;
+    // chunk 0 answers last: the files wait for it, then take the others kept meanwhile
+    const { kind } = echoKind();
+    const many = kind.openMany?.("") as NonNullable<ReturnType<NonNullable<typeof kind.openMany>>>;
+    const slowFirst: BatchLineKind = {
+      ...kind,
+      openMany: () => ({
+        ...many,
+        run: async (lines, opts, signal) => {
+          if ((lines[0]?.body as { tag?: string } | undefined)?.tag === "c0-0") await pause(300);
+          return many.run(lines, opts, signal);
+        },
+      }),
+    };
+    const reads = { count: 0 };
+    const chunkAnswers = store.chunkAnswers.bind(store);
+    store.chunkAnswers = (batch, chunk) => {
+      reads.count++;
+      return chunkAnswers(batch, chunk);
+    };
+    try {
+      const runner = new OpenAiBatchRunner(client, [slowFirst], 600, pino({ level: "silent" }), 4);
+      await runner.run(id, new AbortController().signal);
+    } finally {
+      store.chunkAnswers = chunkAnswers;
+    }
+    expect(reads.count).toBe(0);
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("completed");
+    const idsOf = async (file: string | undefined) => {
+      const ids: string[] = [];
+      for await (const chunk of client.files.lines(file ?? ""))
+        for (const l of chunk) ids.push((JSON.parse(l) as { custom_id: string }).custom_id);
+      return ids;
+    };
+    expect(await idsOf(batch?.output_file_id)).toEqual(customIds.filter((c) => c !== FAILING));
+    expect(await idsOf(batch?.error_file_id)).toEqual([FAILING]);
+    for (const file of [batch?.output_file_id, batch?.error_file_id])
+      expect(await client.storage.held("", file ?? "")).toBe(
+        (await client.files.get(file ?? ""))?.bytes,
+      );
+  });
+
   it("an input file deleted before every line ran: the batch fails with every answer kept in its files, counted as they are", async () => {
     const { id } = await batchOver();
     const store = client.openAiBatches;

@@ -18,6 +18,7 @@ import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
 import { answersHoldId, type ParsedLine, parseLine } from "./batch-lines.js";
 import { LineAnswerer, type RenderAnswers } from "./line-answerer.js";
 import { Slots } from "./slots.js";
+import { StreamedOutput } from "./streamed-output.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
@@ -45,9 +46,10 @@ const POSTPONE_MS = 5_000;
  * Runs OpenAI-shaped batches on this API process, beside every other replica: a batch's lines
  * stream from its input file, a window of them at a time, each answered through its
  * endpoint's own service (`LineAnswerer`: checked and answered as the route answers it, at
- * the lowest priority) and kept in Redis once; then the output and error files are written
- * from them in the file's order. A runner that dies leaves its batch to another, which skips
- * the lines answered.
+ * the lowest priority) and kept in Redis once; the output and error files are written in the
+ * file's order, as a first run keeps each chunk's answers (`StreamedOutput`), or else from the
+ * kept answers once every line has run. A runner that dies leaves its batch to another, which
+ * skips the lines answered and writes the files afresh.
  */
 export class OpenAiBatchRunner {
   private readonly kinds = new Map<BatchEndpoint, BatchLineKind>();
@@ -145,10 +147,11 @@ export class OpenAiBatchRunner {
     const unwatch = this.watch(batch, stop, handback);
     /** Why the run stopped short, where its batch fails with the files of what it answered. */
     let failure: string | undefined;
+    let streamed: StreamedOutput | undefined;
     try {
       if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
       if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
-        await this.dispatch(batch, stop.signal);
+        streamed = await this.dispatch(batch, stop.signal);
     } catch (err) {
       if (!(err instanceof FerryError && err.code === "QUOTA_EXCEEDED")) throw err;
       failure = err.message;
@@ -163,7 +166,7 @@ export class OpenAiBatchRunner {
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
     if (unseated) throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
-    await finalizeBatch(this.client, id, this.ttlS, this.fail, failure);
+    await finalizeBatch(this.client, id, this.ttlS, this.fail, failure, streamed);
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -217,7 +220,10 @@ export class OpenAiBatchRunner {
    * Runs every line not yet answered, LINES_IN_FLIGHT at a time, reading the file a chunk at
    * a time: the process holds one chunk and the lines in flight, whatever the file's size.
    */
-  private async dispatch(batch: OpenAiBatchState, signal: AbortSignal): Promise<void> {
+  private async dispatch(
+    batch: OpenAiBatchState,
+    signal: AbortSignal,
+  ): Promise<StreamedOutput | undefined> {
     const store = this.client.openAiBatches;
     const kind = this.kinds.get(
       endpointOf(batch.endpoint)?.endpoint ?? (batch.endpoint as BatchEndpoint),
@@ -248,6 +254,12 @@ export class OpenAiBatchRunner {
     // a first run has nothing to skip: no look per chunk (a runner that lost its lock while it
     // lived may still record meanwhile; the record keeps one answer per line all the same)
     const fresh = !(await store.anyAnswered(batch.id));
+    // a first run of chunks answered whole writes the files as it keeps each chunk's answers
+    // (failing that, the finalizer writes them from the kept answers, as after a takeover)
+    const streamed =
+      fresh && many
+        ? await StreamedOutput.begin(this.client, batch).catch(() => undefined)
+        : undefined;
     try {
       const fileId = batch.input_file_id;
       // one look for the whole file, not one a chunk, when none of it was packed
@@ -261,7 +273,9 @@ export class OpenAiBatchRunner {
         gathered = [];
         gatheredLines = 0;
         if (parts.length === 0 || !runPacked) return true;
-        return inSlot(() => this.answerer.packedChunks(batch, runPacked, parts, signal, hold));
+        return inSlot(() =>
+          this.answerer.packedChunks(batch, runPacked, parts, signal, hold, streamed),
+        );
       };
       chunks: for (let at = 0; ; at++) {
         // a chunk the upload packed (plain predict lines) is read as its rows, not parsed again
@@ -292,13 +306,15 @@ export class OpenAiBatchRunner {
           const chunkLines = lines;
           if (
             !(await inSlot(() =>
-              this.answerer.chunk(batch, many, at, from, chunkLines, signal, hold),
+              this.answerer.chunk(batch, many, at, from, chunkLines, signal, hold, streamed),
             ))
           )
             break;
           continue;
         }
-        // a chunk half answered is taken a line at a time, as stored
+        // a chunk half answered is taken a line at a time, as stored (the files are then the
+        // finalizer's to write)
+        streamed?.giveUp();
         if (!lines) lines = linesOf((await this.client.files.chunk(fileId, at)) ?? Buffer.alloc(0));
         const open: Array<{ index: number; raw: string }> = [];
         for (let k = 0; k < lines.length; k++)
@@ -335,5 +351,6 @@ export class OpenAiBatchRunner {
       await many?.close(signal.aborted || failure !== undefined).catch(() => undefined);
     }
     if (failure) throw failure.err;
+    return streamed;
   }
 }

@@ -1,4 +1,5 @@
 import type { FileStore, NewFile, StoredFile } from "@ferry/transport";
+import { fileIdFor } from "./batch-lines.js";
 import type { LineBlock } from "./chunk-answers.js";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
@@ -76,4 +77,20 @@ export class OutputFile {
     this.pendingLines = 0;
     await this.store.append(this.file.id, chunk, count, [], this.writer);
   }
+}
+
+/** A batch's output or error file, under the id every run and the finalizer write it to. */
+export function batchOutputFile(
+  store: Pick<FileStore, "begin" | "append" | "finish" | "discard">,
+  batch: { id: string; owner: string },
+  kind: "output" | "error",
+  writer: string,
+): OutputFile {
+  const file = {
+    id: fileIdFor(batch.id, kind),
+    owner: batch.owner,
+    filename: `${batch.id}_${kind}.jsonl`,
+    purpose: "batch_output",
+  };
+  return new OutputFile(store, file, writer);
 }

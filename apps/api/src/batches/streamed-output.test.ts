@@ -1,0 +1,94 @@
+import { randomUUID } from "node:crypto";
+import {
+  deletePrefix,
+  InferenceClient,
+  type OpenAiBatchState,
+  WriterFencedError,
+} from "@ferry/transport";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeChunkAnswers } from "./chunk-answers.js";
+import { StreamedOutput } from "./streamed-output.js";
+
+// A run's files written as its chunks are kept, on a real Redis (its own prefix).
+const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
+const prefix = `ferry-test-streamed-${randomUUID().slice(0, 8)}`;
+const client = new InferenceClient({ redisUrl: url, prefix });
+beforeAll(() => client.ready());
+afterAll(async () => {
+  await client.close();
+  await deletePrefix(url, prefix);
+});
+
+async function newBatch(): Promise<OpenAiBatchState> {
+  const id = `batch_${randomUUID().replaceAll("-", "")}`;
+  const now = Math.floor(Date.now() / 1000);
+  await client.openAiBatches.create(
+    {
+      id,
+      owner: "",
+      endpoint: "/v1/models/{model}/predict",
+      input_file_id: "file-none",
+      completion_window: "24h",
+      created_at: now,
+      expires_at: now + 3_600,
+      total: 6,
+      metadata: null,
+    },
+    600,
+  );
+  return (await client.openAiBatches.get(id)) as OpenAiBatchState;
+}
+
+/** Chunk k's kept answers: two lines, the second of chunk 1 failed. */
+const chunk = (k: number) =>
+  k === 1
+    ? encodeChunkAnswers(["ok-1a"], ["err-1b"])
+    : encodeChunkAnswers([`ok-${k}a`, `ok-${k}b`], []);
+
+async function linesOf(id: string): Promise<string[]> {
+  const lines: string[] = [];
+  for await (const part of client.files.lines(id)) lines.push(...part);
+  return lines;
+}
+
+describe("StreamedOutput", () => {
+  it("writes chunks kept out of order in the input's order, and is whole once every line is in", async () => {
+    const batch = await newBatch();
+    const streamed = await StreamedOutput.begin(client, batch);
+    streamed.kept(2, chunk(2));
+    streamed.kept(1, chunk(1));
+    // chunk 0 not kept yet: nothing can be written, and the files are not whole
+    expect(await streamed.whole(6)).toBeUndefined();
+    streamed.kept(0, chunk(0));
+    const written = await streamed.whole(6);
+    expect(written).toBeDefined();
+    const output = await written?.output.close();
+    const errors = await written?.errors.close();
+    expect(await linesOf(output?.id ?? "")).toEqual(["ok-0a", "ok-0b", "ok-1a", "ok-2a", "ok-2b"]);
+    expect(await linesOf(errors?.id ?? "")).toEqual(["err-1b"]);
+  });
+
+  it("leaves the files to the finalizer once it gives up, or once a later run began them", async () => {
+    const given = await StreamedOutput.begin(client, await newBatch());
+    given.kept(0, chunk(0));
+    given.giveUp();
+    given.kept(1, chunk(1));
+    given.kept(2, chunk(2));
+    expect(await given.whole(6)).toBeUndefined();
+
+    // a runner that took the batch over begins both files again: the first run writes nothing more
+    const batch = await newBatch();
+    const first = await StreamedOutput.begin(client, batch);
+    first.kept(0, chunk(0));
+    await first.whole(6);
+    const later = await StreamedOutput.begin(client, batch);
+    first.kept(1, chunk(1));
+    first.kept(2, chunk(2));
+    // its lines are held until a chunk's worth is: it learns on storing them, or on closing
+    const stale = await first.whole(6);
+    await expect(stale?.output.close()).rejects.toBeInstanceOf(WriterFencedError);
+    for (const k of [0, 1, 2]) later.kept(k, chunk(k));
+    const output = await (await later.whole(6))?.output.close();
+    expect(await linesOf(output?.id ?? "")).toEqual(["ok-0a", "ok-0b", "ok-1a", "ok-2a", "ok-2b"]);
+  });
+});
