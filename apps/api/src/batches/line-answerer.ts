@@ -6,7 +6,7 @@ import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind, LineOutcome, ManyLines } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import { errorBody, httpStatus, toFerryError } from "../http/errors.js";
-import { joinPacked, type PackedLines } from "../http/packed-lines.js";
+import { joinPacked, type PackedChunkLines } from "../http/packed-lines.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
 import { type AnswerPlan, answerPlan, type RenderedAnswers, renderAnswers } from "./answer-plan.js";
 import type { AnswerRecorder } from "./answer-recorder.js";
@@ -81,7 +81,7 @@ export class LineAnswerer {
   async packedChunks(
     batch: OpenAiBatchState,
     runPacked: NonNullable<ManyLines["runPacked"]>,
-    parts: ReadonlyArray<{ chunk: number; first: number; lines: PackedLines }>,
+    parts: ReadonlyArray<{ chunk: number; first: number; lines: PackedChunkLines }>,
     signal: AbortSignal,
     hold: (bytes: number) => Promise<void>,
     streamed?: StreamedOutput,

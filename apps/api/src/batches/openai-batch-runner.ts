@@ -11,7 +11,7 @@ import {
 import type { Logger } from "pino";
 import { type BatchEndpoint, endpointOf } from "../http/batch-endpoints.js";
 import type { BatchLineKind } from "../http/batch-line.js";
-import { type PackedLines, unpackLines } from "../http/packed-lines.js";
+import { type PackedChunkLines, readPacked } from "../http/packed-lines.js";
 import { ADMIN_ID } from "../http/tenant.js";
 import { AnswerRecorder } from "./answer-recorder.js";
 import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
@@ -266,7 +266,7 @@ export class OpenAiBatchRunner {
       const runPacked =
         many?.runPacked && (await this.client.files.anyPacked(fileId)) ? many.runPacked : undefined;
       /** Packed chunks gathered to run together, and their lines. */
-      let gathered: Array<{ chunk: number; first: number; lines: PackedLines }> = [];
+      let gathered: Array<{ chunk: number; first: number; lines: PackedChunkLines }> = [];
       let gatheredLines = 0;
       const runGathered = async (): Promise<boolean> => {
         const parts = gathered;
@@ -280,7 +280,7 @@ export class OpenAiBatchRunner {
       chunks: for (let at = 0; ; at++) {
         // a chunk the upload packed (plain predict lines) is read as its rows, not parsed again
         const packedBytes = runPacked ? await this.client.files.packed(fileId, at) : undefined;
-        const packed = packedBytes ? unpackLines(packedBytes) : undefined;
+        const packed = packedBytes ? readPacked(packedBytes) : undefined;
         let lines: string[] | undefined;
         if (!packed) {
           const raw = await this.client.files.chunk(fileId, at);

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { checkInputLines } from "../files/input-lines.js";
-import { joinPacked, packLines as packValues, plainFeatures, unpackLines } from "./packed-lines.js";
+import {
+  joinPacked,
+  packLines as packValues,
+  plainFeatures,
+  readPacked,
+  unpackLines,
+} from "./packed-lines.js";
 
 const PREDICT = "/v1/models/digits/predict";
 
@@ -71,15 +77,16 @@ describe("packed lines", () => {
     expect(packLines(["a"], [PREDICT], [[0.1, 0.2]], 10)).toBeUndefined();
   });
 
-  it("joins chunks' packed lines in order", () => {
-    const one = unpackLines(packLines(["a"], [PREDICT], [[1, 2]], 1 << 20) as Uint8Array);
-    const two = unpackLines(
-      packLines(["b", "c"], [PREDICT, PREDICT], [[3], [4.5, 5]], 1 << 20) as Uint8Array,
+  it("joins chunks' packed lines in order, each chunk's values decoded where they go", () => {
+    // bytes for whole pixels with one value apart, then FP32 throughout
+    const one = readPacked(packLines(["a"], [PREDICT], [[1, 2, 0.5, 7]], 1 << 20) as Uint8Array);
+    const two = readPacked(
+      packLines(["b", "c"], [PREDICT, PREDICT], [[3.25], [4.5, 5]], 1 << 20) as Uint8Array,
     );
-    const joined = joinPacked([one, two]);
-    expect(joined.customIds).toEqual(["a", "b", "c"]);
-    expect([...joined.widths]).toEqual([2, 1, 2]);
-    expect([...joined.values]).toEqual([1, 2, 3, 4.5, 5]);
+    const joined = joinPacked([one, two, one]);
+    expect(joined.customIds).toEqual(["a", "b", "c", "a"]);
+    expect([...joined.widths]).toEqual([4, 1, 2, 4]);
+    expect([...joined.values]).toEqual([1, 2, 0.5, 7, 3.25, 4.5, 5, 1, 2, 0.5, 7]);
   });
 
   it("a checked chunk is packed only when every line is a plain predict line", () => {

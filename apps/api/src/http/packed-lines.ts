@@ -103,7 +103,22 @@ export interface PackedLines {
   values: Float32Array;
 }
 
-export function unpackLines(bytes: Uint8Array): PackedLines {
+/**
+ * A packed chunk's lines read back but for their values, which `joinPacked` decodes straight
+ * into the rows of the chunks run together (each chunk's own FP32 array, then their join,
+ * were two copies of every row on the API's loop).
+ */
+export interface PackedChunkLines {
+  customIds: string[];
+  urls: string[];
+  widths: Uint32Array;
+  /** Values of all its lines. */
+  count: number;
+  /** Writes its values into `out` from `at`. */
+  decodeInto(out: Float32Array, at: number): void;
+}
+
+export function readPacked(bytes: Uint8Array): PackedChunkLines {
   // typed arrays need 4-byte alignment: a reply that lacks it is copied out (a large one
   // comes in a buffer of its own, aligned)
   const own = bytes.byteOffset % 4 === 0 ? bytes : new Uint8Array(bytes);
@@ -113,37 +128,42 @@ export function unpackLines(bytes: Uint8Array): PackedLines {
   let count = 0;
   for (const w of widths) count += w;
   const start = base + 8 + 4 * n;
-  let values: Float32Array;
   let end: number;
+  let decodeInto: PackedChunkLines["decodeInto"];
   if (encoding === 1) {
     const padded = Math.ceil(count / 4) * 4;
-    // set, not Float32Array.from: a typed array's set converts natively, from walks an iterator
-    values = new Float32Array(count);
-    values.set(new Uint8Array(buffer, start, count));
     const others = new Uint32Array(buffer, start + padded, 1)[0] ?? 0;
-    const places = new Uint32Array(buffer, start + padded + 4, others);
-    const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
-    for (let k = 0; k < others; k++) values[places[k] ?? 0] = exact[k] ?? 0;
     end = start + padded + 4 + 8 * others;
+    decodeInto = (out, at) => {
+      // set, not a loop: a typed array's set converts natively
+      out.set(new Uint8Array(buffer, start, count), at);
+      const places = new Uint32Array(buffer, start + padded + 4, others);
+      const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
+      for (let k = 0; k < others; k++) out[at + (places[k] ?? 0)] = exact[k] ?? 0;
+    };
   } else {
-    values = new Float32Array(buffer, start, count);
     end = start + 4 * count;
+    decodeInto = (out, at) => out.set(new Float32Array(buffer, start, count), at);
   }
   const meta = JSON.parse(
     Buffer.from(buffer, end, base + own.byteLength - end).toString("utf8"),
   ) as { customIds: string[]; urls: string[]; url: number[] };
   const urls = meta.url.map((k) => meta.urls[k] ?? "");
-  return { customIds: meta.customIds, urls, widths, values };
+  return { customIds: meta.customIds, urls, widths, count, decodeInto };
 }
 
-/** Packed lines of several chunks as one, in order. */
-export function joinPacked(parts: readonly PackedLines[]): PackedLines {
-  if (parts.length === 1 && parts[0]) return parts[0];
+/** A packed chunk's lines, values and all. */
+export function unpackLines(bytes: Uint8Array): PackedLines {
+  return joinPacked([readPacked(bytes)]);
+}
+
+/** Packed lines of several chunks as one, in order, their values decoded once into one array. */
+export function joinPacked(parts: readonly PackedChunkLines[]): PackedLines {
   let lines = 0;
   let count = 0;
   for (const part of parts) {
     lines += part.widths.length;
-    count += part.values.length;
+    count += part.count;
   }
   const widths = new Uint32Array(lines);
   const values = new Float32Array(count);
@@ -153,11 +173,11 @@ export function joinPacked(parts: readonly PackedLines[]): PackedLines {
   let value = 0;
   for (const part of parts) {
     widths.set(part.widths, line);
-    values.set(part.values, value);
+    part.decodeInto(values, value);
     line += part.widths.length;
-    value += part.values.length;
-    customIds.push(...part.customIds);
-    urls.push(...part.urls);
+    value += part.count;
+    for (const id of part.customIds) customIds.push(id);
+    for (const url of part.urls) urls.push(url);
   }
   return { customIds, urls, widths, values };
 }

@@ -79,6 +79,8 @@ export class PackedRun {
     const answers: Array<PackedPrediction | FerryError | undefined> = new Array(rows.count);
     const keys: string[] = [];
     const packed: Uint8Array[] = [];
+    /** Whether every row so far is FP32 right after the one before, in one buffer. */
+    let adjacent = spec.datatype === "FP32";
     for (let k = 0; k < rows.count; k++) {
       const features = rows.features(k);
       if (features.length !== width) {
@@ -86,23 +88,36 @@ export class PackedRun {
           "INVALID_INPUT",
           `Expected ${width} features, got ${features.length}`,
         );
+        adjacent = false;
         continue;
       }
       try {
         // FP32 rows already (packed lines): their bytes as they are
-        packed.push(
+        const bytes =
           features instanceof Float32Array && spec.datatype === "FP32"
             ? new Uint8Array(features.buffer, features.byteOffset, features.byteLength)
-            : tensorToBytes(spec.datatype, Array.isArray(features) ? features : [...features]),
-        );
+            : tensorToBytes(spec.datatype, Array.isArray(features) ? features : [...features]);
+        const before = packed.at(-1);
+        adjacent &&=
+          before === undefined ||
+          (bytes.buffer === before.buffer &&
+            bytes.byteOffset === before.byteOffset + before.byteLength);
+        packed.push(bytes);
         keys.push(String(k));
       } catch (err) {
         answers[k] = err as FerryError;
+        adjacent = false;
       }
     }
     if (keys.length > 0) {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
-      const chunk = { input: spec.name, keys, rows: Buffer.concat(packed) };
+      // rows back to back in one buffer already (a chunk's packed lines): sent as they lie
+      const first = packed[0] as Uint8Array;
+      const rowBytes =
+        adjacent && packed.length > 1
+          ? Buffer.from(first.buffer, first.byteOffset, first.byteLength * packed.length)
+          : Buffer.concat(packed);
+      const chunk = { input: spec.name, keys, rows: rowBytes };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
       const run = () => this.chunks.run(model, version, chunk, signal, deadline);
       // A chunk failed for good (every row failed with no values) is most often one a worker
