@@ -34,6 +34,11 @@ export const batchChunkJobSchema = z.object({
       chunk: z.number().int().nonnegative(),
       input: z.string(),
       keys: z.array(z.string()).min(1),
+      /**
+       * "blocks": the rows are FP32 values packed as blocks (packed-values.ts: an OpenAI
+       * batch's predict lines as their upload packed them), decoded by the worker.
+       */
+      encoding: z.literal("blocks").optional(),
     })
     .optional(),
 });

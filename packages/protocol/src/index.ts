@@ -7,6 +7,7 @@ export * from "./errors.js";
 export * from "./generation.js";
 export * from "./jobs.js";
 export * from "./model-config.js";
+export * from "./packed-values.js";
 export * from "./parent-watch.js";
 export * from "./pause.js";
 export * from "./queue-names.js";

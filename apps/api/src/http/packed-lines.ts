@@ -1,3 +1,11 @@
+import {
+  BYTE_VALUES,
+  byteValuesLength,
+  byteValuesOthers,
+  decodeValues,
+  FP32_VALUES,
+  type PackedValues,
+} from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
 /**
@@ -66,7 +74,7 @@ export function packLines(
     }
   }
   const padded = Math.ceil(count / 4) * 4;
-  const encoding = fits ? 1 : 0;
+  const encoding = fits ? BYTE_VALUES : FP32_VALUES;
   const valueBytes = fits ? padded + 4 + 8 * others : 4 * count;
   // urls as a table and an index a line: a file's lines name a few at most
   const table = [...new Set(urls)];
@@ -100,22 +108,23 @@ export interface PackedLines {
   urls: string[];
   /** Each line's number of features; line r's start where the widths before it end. */
   widths: Uint32Array;
-  values: Float32Array;
+  /** Every line's values, back to back (decoded when first read). */
+  readonly values: Float32Array;
+  /** The same values as the upload packed them, chunk by chunk. */
+  blocks: readonly PackedValues[];
 }
 
 /**
- * A packed chunk's lines read back but for their values, which `joinPacked` decodes straight
- * into the rows of the chunks run together (each chunk's own FP32 array, then their join,
- * were two copies of every row on the API's loop).
+ * A packed chunk's lines read back but for their values, left packed as they lie (a view of
+ * the reply): `joinPacked` decodes them straight into the rows of the chunks run together
+ * (each chunk's own FP32 array, then their join, were two copies of every row on the API's
+ * loop), or they go to the worker packed (`encodeBlocks`).
  */
 export interface PackedChunkLines {
   customIds: string[];
   urls: string[];
   widths: Uint32Array;
-  /** Values of all its lines. */
-  count: number;
-  /** Writes its values into `out` from `at`. */
-  decodeInto(out: Float32Array, at: number): void;
+  block: PackedValues;
 }
 
 export function readPacked(bytes: Uint8Array): PackedChunkLines {
@@ -128,28 +137,17 @@ export function readPacked(bytes: Uint8Array): PackedChunkLines {
   let count = 0;
   for (const w of widths) count += w;
   const start = base + 8 + 4 * n;
-  let end: number;
-  let decodeInto: PackedChunkLines["decodeInto"];
-  if (encoding === 1) {
-    const padded = Math.ceil(count / 4) * 4;
-    const others = new Uint32Array(buffer, start + padded, 1)[0] ?? 0;
-    end = start + padded + 4 + 8 * others;
-    decodeInto = (out, at) => {
-      // set, not a loop: a typed array's set converts natively
-      out.set(new Uint8Array(buffer, start, count), at);
-      const places = new Uint32Array(buffer, start + padded + 4, others);
-      const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
-      for (let k = 0; k < others; k++) out[at + (places[k] ?? 0)] = exact[k] ?? 0;
-    };
-  } else {
-    end = start + 4 * count;
-    decodeInto = (out, at) => out.set(new Float32Array(buffer, start, count), at);
-  }
+  const length =
+    encoding === BYTE_VALUES
+      ? byteValuesLength(count, byteValuesOthers(new Uint8Array(buffer, start), count))
+      : 4 * count;
+  const block = { encoding, count, bytes: new Uint8Array(buffer, start, length) };
+  const end = start + length;
   const meta = JSON.parse(
     Buffer.from(buffer, end, base + own.byteLength - end).toString("utf8"),
   ) as { customIds: string[]; urls: string[]; url: number[] };
   const urls = meta.url.map((k) => meta.urls[k] ?? "");
-  return { customIds: meta.customIds, urls, widths, count, decodeInto };
+  return { customIds: meta.customIds, urls, widths, block };
 }
 
 /** A packed chunk's lines, values and all. */
@@ -157,27 +155,44 @@ export function unpackLines(bytes: Uint8Array): PackedLines {
   return joinPacked([readPacked(bytes)]);
 }
 
-/** Packed lines of several chunks as one, in order, their values decoded once into one array. */
+/**
+ * Packed lines of several chunks as one, in order: their values decoded once, into one array,
+ * when first asked for (`values`); until then, as the chunks' blocks.
+ */
 export function joinPacked(parts: readonly PackedChunkLines[]): PackedLines {
   let lines = 0;
   let count = 0;
   for (const part of parts) {
     lines += part.widths.length;
-    count += part.count;
+    count += part.block.count;
   }
   const widths = new Uint32Array(lines);
-  const values = new Float32Array(count);
   const customIds: string[] = [];
   const urls: string[] = [];
   let line = 0;
-  let value = 0;
   for (const part of parts) {
     widths.set(part.widths, line);
-    part.decodeInto(values, value);
     line += part.widths.length;
-    value += part.count;
     for (const id of part.customIds) customIds.push(id);
     for (const url of part.urls) urls.push(url);
   }
-  return { customIds, urls, widths, values };
+  const blocks = parts.map((part) => part.block);
+  let decoded: Float32Array | undefined;
+  return {
+    customIds,
+    urls,
+    widths,
+    blocks,
+    get values() {
+      if (!decoded) {
+        decoded = new Float32Array(count);
+        let at = 0;
+        for (const block of blocks) {
+          decodeValues(block, decoded, at);
+          at += block.count;
+        }
+      }
+      return decoded;
+    },
+  };
 }

@@ -1,5 +1,11 @@
-import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
-import { ChunkRun, type InferenceClient } from "@ferry/transport";
+import {
+  encodeBlocks,
+  FerryError,
+  type PackedValues,
+  queueName,
+  tensorToBytes,
+} from "@ferry/protocol";
+import { ChunkRun, type InferenceClient, type PackedChunk } from "@ferry/transport";
 import { PACKED_ROW, type PackedRow } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
 import type { InferenceService } from "./inference-service.js";
@@ -29,7 +35,14 @@ export class PackedPredictions {
 /** Rows of features, read where they are: `count` of them, row k as `features(k)`. */
 export interface FeatureRows {
   count: number;
+  /** Row k's number of features (without reading them). */
+  width(k: number): number;
   features(k: number): readonly number[] | Float32Array;
+  /**
+   * Every row, in order, as packed FP32 blocks (a batch input file's lines as its upload
+   * packed them): sent to the worker so, where every row fits the model, rather than as FP32.
+   */
+  blocks?: readonly PackedValues[];
 }
 
 /** The predictions of one run of a batch (`PackedPredictions.open`). */
@@ -52,7 +65,11 @@ export class PackedRun {
     opts: CallOptions,
     signal: AbortSignal,
   ): Promise<Array<PackedPrediction | FerryError> | undefined> {
-    const rows = { count: bodies.length, features: (k: number) => bodies[k]?.features ?? [] };
+    const rows = {
+      count: bodies.length,
+      width: (k: number) => bodies[k]?.features.length ?? 0,
+      features: (k: number) => bodies[k]?.features ?? [],
+    };
     return this.runRows(model, rows, opts, signal);
   }
 
@@ -81,16 +98,26 @@ export class PackedRun {
     const packed: Uint8Array[] = [];
     /** Whether every row so far is FP32 right after the one before, in one buffer. */
     let adjacent = spec.datatype === "FP32";
+    let wrong = 0;
     for (let k = 0; k < rows.count; k++) {
-      const features = rows.features(k);
-      if (features.length !== width) {
-        answers[k] = new FerryError(
-          "INVALID_INPUT",
-          `Expected ${width} features, got ${features.length}`,
-        );
+      const given = rows.width(k);
+      if (given !== width) {
+        answers[k] = new FerryError("INVALID_INPUT", `Expected ${width} features, got ${given}`);
+        wrong++;
+      }
+    }
+    // every row fits an FP32 input: the blocks go as they were packed, the worker decodes them
+    const blocks = wrong === 0 && spec.datatype === "FP32" ? rows.blocks : undefined;
+    for (let k = 0; k < rows.count; k++) {
+      if (blocks) {
+        keys.push(String(k));
+        continue;
+      }
+      if (answers[k] !== undefined) {
         adjacent = false;
         continue;
       }
+      const features = rows.features(k);
       try {
         // FP32 rows already (packed lines): their bytes as they are
         const bytes =
@@ -113,11 +140,16 @@ export class PackedRun {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
       // rows back to back in one buffer already (a chunk's packed lines): sent as they lie
       const first = packed[0] as Uint8Array;
-      const rowBytes =
-        adjacent && packed.length > 1
-          ? Buffer.from(first.buffer, first.byteOffset, first.byteLength * packed.length)
-          : Buffer.concat(packed);
-      const chunk = { input: spec.name, keys, rows: rowBytes };
+      const chunk: Omit<PackedChunk, "index"> = blocks
+        ? { input: spec.name, keys, rows: encodeBlocks(blocks), encoding: "blocks" }
+        : {
+            input: spec.name,
+            keys,
+            rows:
+              adjacent && packed.length > 1
+                ? Buffer.from(first.buffer, first.byteOffset, first.byteLength * packed.length)
+                : Buffer.concat(packed),
+          };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
       const run = () => this.chunks.run(model, version, chunk, signal, deadline);
       // A chunk failed for good (every row failed with no values) is most often one a worker

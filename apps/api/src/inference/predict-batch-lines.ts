@@ -131,7 +131,7 @@ async function predictPacked(
   opts: CallOptions,
   signal: AbortSignal,
 ): Promise<LineOutcome[] | undefined> {
-  const { widths, values, urls } = lines;
+  const { widths, urls } = lines;
   const outcomes: LineOutcome[] = new Array(widths.length);
   const starts = new Uint32Array(widths.length);
   const groups = new Map<string, number[]>();
@@ -164,11 +164,14 @@ async function predictPacked(
     [...groups].map(async ([model, group]) => {
       const rows = {
         count: group.length,
+        width: (k: number) => widths[group[k] ?? 0] ?? 0,
         features: (k: number) => {
           const r = group[k] ?? 0;
           const start = starts[r] ?? 0;
-          return values.subarray(start, start + (widths[r] ?? 0));
+          return lines.values.subarray(start, start + (widths[r] ?? 0));
         },
+        // every line this model's: its rows are the packed blocks as they are
+        ...(group.length === widths.length ? { blocks: lines.blocks } : {}),
       };
       let answers: Awaited<ReturnType<PackedRun["runRows"]>>;
       try {

@@ -30,6 +30,8 @@ export interface PackedChunk {
   input: string;
   keys: string[];
   rows: Buffer;
+  /** "blocks": `rows` are packed FP32 blocks (`encodeBlocks`), not the input's bytes. */
+  encoding?: "blocks";
 }
 
 export interface BatchJobStatus {
@@ -160,7 +162,12 @@ export class BatchJobStore {
       model,
       version,
       owner,
-      packed: { chunk: chunk.index, input: chunk.input, keys: chunk.keys },
+      packed: {
+        chunk: chunk.index,
+        input: chunk.input,
+        keys: chunk.keys,
+        ...(chunk.encoding ? { encoding: chunk.encoding } : {}),
+      },
       ...(predictions ? {} : { predictions: false }),
     };
     const queue = queueName(model, version);

@@ -1,5 +1,6 @@
 import {
   type BatchChunkJob,
+  decodeBlocks,
   decodeChunkOutput,
   encodeChunkOutput,
   encodeRowPointer,
@@ -241,9 +242,14 @@ export class BatchJobConsumer {
         rows: Buffer.concat(items.map((i) => Buffer.from(i.inputs[input] ?? "", "base64"))),
       };
     }
-    const { chunk, input, keys } = data.packed;
-    const rows = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
-    if (!rows) throw new RowsGone(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
+    const { chunk, input, keys, encoding } = data.packed;
+    const stored = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
+    if (!stored) throw new RowsGone(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
+    let rows = stored;
+    if (encoding === "blocks") {
+      const values = decodeBlocks(stored);
+      rows = Buffer.from(values.buffer, values.byteOffset, values.byteLength);
+    }
     if (rows.length % keys.length !== 0)
       throw new Error(
         `chunk ${chunk} of batch ${data.batch} holds ${rows.length} bytes for ${keys.length} rows`,
