@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { pause } from "@ferry/protocol";
 import {
   deletePrefix,
   InferenceClient,
@@ -68,6 +69,27 @@ describe("StreamedOutput", () => {
     expect(await linesOf(errors?.id ?? "")).toEqual(["err-1b"]);
   });
 
+  it("begins a file with its first line, and keeps it the TTL from when it is whole", async () => {
+    // files kept 3 s: a run whose first answers come later than that still closes its files
+    const shortLived = new InferenceClient({ redisUrl: url, prefix, jobTtlS: 3 });
+    await shortLived.ready();
+    try {
+      const batch = await newBatch();
+      const streamed = await StreamedOutput.begin(shortLived, batch);
+      await pause(3_500);
+      for (const k of [0, 1, 2]) streamed.kept(k, encodeChunkAnswers([`ok-${k}a`, `ok-${k}b`], []));
+      const written = await streamed.whole(6);
+      // no failed line: no error file was begun, and closing it leaves nothing
+      expect(await written?.errors.close()).toBeUndefined();
+      const closedAt = Math.floor(Date.now() / 1000);
+      const output = await written?.output.close();
+      expect(output?.expires_at).toBeGreaterThanOrEqual(closedAt + 3);
+      expect(await linesOf(output?.id ?? "")).toHaveLength(6);
+    } finally {
+      await shortLived.close();
+    }
+  });
+
   it("leaves the files to the finalizer once it gives up, or once a later run began them", async () => {
     const given = await StreamedOutput.begin(client, await newBatch());
     given.kept(0, chunk(0));
@@ -81,14 +103,17 @@ describe("StreamedOutput", () => {
     const first = await StreamedOutput.begin(client, batch);
     first.kept(0, chunk(0));
     await first.whole(6);
-    const later = await StreamedOutput.begin(client, batch);
     first.kept(1, chunk(1));
     first.kept(2, chunk(2));
-    // its lines are held until a chunk's worth is: it learns on storing them, or on closing
     const stale = await first.whole(6);
-    await expect(stale?.output.close()).rejects.toBeInstanceOf(WriterFencedError);
+    const later = await StreamedOutput.begin(client, batch);
     for (const k of [0, 1, 2]) later.kept(k, chunk(k));
-    const output = await (await later.whole(6))?.output.close();
+    const written = await later.whole(6);
+    // the first run's lines are held until a chunk's worth is: it learns on storing them, or
+    // on closing, that a later run began the files again
+    await expect(stale?.output.close()).rejects.toBeInstanceOf(WriterFencedError);
+    await expect(stale?.errors.close()).rejects.toBeInstanceOf(WriterFencedError);
+    const output = await written?.output.close();
     expect(await linesOf(output?.id ?? "")).toEqual(["ok-0a", "ok-0b", "ok-1a", "ok-2a", "ok-2b"]);
   });
 });

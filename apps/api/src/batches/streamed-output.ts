@@ -26,6 +26,7 @@ export class StreamedOutput {
   private waitingBytes = 0;
   private writing: Promise<void> = Promise.resolve();
   private given = false;
+  private readonly begun = new Set<OutputFile>();
 
   private constructor(
     /** The run's writer on both files (`OpenAiBatchStore.finalizer`). */
@@ -34,17 +35,18 @@ export class StreamedOutput {
     readonly errors: OutputFile,
   ) {}
 
-  /** Begins both files for a run that has kept no answer yet. */
+  /**
+   * The files of a run that has kept no answer yet, under a writer of its own; each begun
+   * with its first line (a file begun and left without one would lose its key's TTL's worth
+   * of time before it is closed, and with it the key).
+   */
   static async begin(client: InferenceClient, batch: OpenAiBatchState): Promise<StreamedOutput> {
     const writer = await client.openAiBatches.finalizer(batch.id);
-    const streamed = new StreamedOutput(
+    return new StreamedOutput(
       writer,
       batchOutputFile(client.files, batch, "output", writer),
       batchOutputFile(client.files, batch, "error", writer),
     );
-    await streamed.output.begin();
-    await streamed.errors.begin();
-    return streamed;
   }
 
   /** Chunk `chunk`'s answers as this run kept them (`ChunkAnswers`' value). */
@@ -80,6 +82,11 @@ export class StreamedOutput {
     return { output: this.output, errors: this.errors };
   }
 
+  private async beginFile(file: OutputFile): Promise<void> {
+    await file.begin();
+    this.begun.add(file);
+  }
+
   /** Writes every chunk waiting whose turn it is. */
   private async writeReady(): Promise<void> {
     for (;;) {
@@ -88,7 +95,9 @@ export class StreamedOutput {
       this.waiting.delete(this.next);
       this.waitingBytes -= value.byteLength;
       const { ok, failed } = decodeChunkAnswers(value);
+      if (ok.lines > 0 && !this.begun.has(this.output)) await this.beginFile(this.output);
       await this.output.addBlock(ok);
+      if (failed.lines > 0 && !this.begun.has(this.errors)) await this.beginFile(this.errors);
       await this.errors.addBlock(failed);
       this.lines += ok.lines + failed.lines;
       this.next++;

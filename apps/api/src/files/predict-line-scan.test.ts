@@ -20,7 +20,9 @@ function parsed(text: string | Uint8Array) {
   let value: unknown;
   try {
     const decoded =
-      typeof text === "string" ? text : new TextDecoder("utf-8", { fatal: true }).decode(text);
+      typeof text === "string"
+        ? text
+        : new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(text);
     value = JSON.parse(decoded);
   } catch {
     return undefined;
@@ -55,6 +57,8 @@ describe("PredictLineScanner", () => {
       line("7 ,10, 255,1000,0,99,12345"),
       line("0.082,-0,1e3,2.5E-3,-7,123456789012345,1.7976931348623157e-308"),
       ` { "url" : "/v1/models/mnist/predict" ,"body":{ "features" : [ 1 , 2 ] } ,\t"method":"POST","custom_id":"é😀"}\r`,
+      // a byte order mark opening a string is the string's (the decoder would drop it)
+      line("1").replace('"r1"', '"\ufeffr1"').replace('"/v1', '"\ufeff/v1'),
       line("0.1000000000000000055511151231257827,9007199254740993,1e-400,3.4e38"),
     ]) {
       expect(scan(text), text).toEqual(parsed(text));

@@ -47,7 +47,8 @@ const KEYS = ["custom_id", "method", "url", "body"].map((k) => Buffer.from(k));
 const FEATURES = Buffer.from("features");
 const POST = Buffer.from("POST");
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// a byte order mark inside a string is a character of it, as JSON.parse keeps it
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** A line's reader; `scan` returns undefined for any line it leaves to JSON.parse. */
 export class PredictLineScanner {

@@ -58,6 +58,20 @@ describe("FileStore writers", () => {
   });
 });
 
+describe("FileStore expiry", () => {
+  it("keeps a file the TTL from when it is whole, not from when it was begun", async () => {
+    const shortLived = new FileStore(redis, keys, 3);
+    const slow = { id: "file-slow", owner: "t", filename: "out.jsonl", purpose: "batch_output" };
+    await shortLived.begin(slow, "1");
+    await new Promise((r) => setTimeout(r, 2_100));
+    await shortLived.append(slow.id, Buffer.from("a\n"), 1, [], "1");
+    const finishedAt = Math.floor(Date.now() / 1000);
+    const done = await shortLived.finish(slow.id, slow.owner, [], "1");
+    expect(done.expires_at).toBeGreaterThanOrEqual(finishedAt + 3);
+    expect(await redis.ttl(keys.file(slow.id))).toBeGreaterThan(1);
+  });
+});
+
 describe("FileStore custom_ids", () => {
   it("tells apart ids that UTF-8 would make one (lone surrogates), and still finds a repeat", async () => {
     const input = { id: "file-ids", owner: "t", filename: "in.jsonl", purpose: "batch" };

@@ -50,14 +50,19 @@ return -1
 
 /**
  * Marks a file whole, unless it is gone meanwhile (nothing is then written: a key without
- * its TTL would be left) or another writer began it again. KEYS: file, ids. ARGV: urls
- * (JSON), writer ("" for any). Returns the file's fields.
+ * its TTL would be left) or another writer began it again; it is kept the TTL from now (a
+ * batch's output file is begun when its run starts, hours before it may be whole). KEYS:
+ * file, ids, chunks, packed. ARGV: urls (JSON), writer ("" for any), ttl, expires_at.
+ * Returns the file's fields.
  */
 const FINISH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[2] then return false end
-redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1])
+redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1], 'expires_at', ARGV[4])
 redis.call('DEL', KEYS[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[3], ARGV[3])
+redis.call('EXPIRE', KEYS[4], ARGV[3])
 return redis.call('HGETALL', KEYS[1])
 `;
 
@@ -124,7 +129,7 @@ export class FileStore {
   ) {
     this.appendScript = new LuaCommand(redis, "ferryAppendFileChunkPacked", 4, APPEND);
     this.keepScript = new LuaCommand(redis, "ferryKeepFilePacked", 3, KEEP);
-    this.finishScript = new LuaCommand(redis, "ferryFinishFile", 2, FINISH);
+    this.finishScript = new LuaCommand(redis, "ferryFinishFileKept", 4, FINISH);
     this.discardScript = new LuaCommand(redis, "ferryDiscardFilePacked", 4, DISCARD);
     this.beginScript = new LuaCommand(redis, "ferryBeginFilePacked", 4, BEGIN);
     this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
@@ -219,8 +224,12 @@ export class FileStore {
         this.redis,
         this.keys.file(id),
         this.keys.fileIds(id),
+        this.keys.fileChunks(id),
+        this.keys.filePacked(id),
         JSON.stringify(urls),
         writer,
+        this.ttlS,
+        Math.floor(Date.now() / 1000) + this.ttlS,
       ),
     );
     const file = raw ? parseFile(pairs(raw)) : undefined;
