@@ -1,14 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { checkInputLines } from "../files/input-lines.js";
-import {
-  joinPacked,
-  packLines as packValues,
-  plainFeatures,
-  readPacked,
-  unpackLines,
-} from "./packed-lines.js";
+import { joinPacked, packLines as packValues, plainFeatures, readPacked } from "./packed-lines.js";
 
 const PREDICT = "/v1/models/digits/predict";
+
+/** A packed chunk's lines read back, values and all. */
+const unpackLines = (bytes: Uint8Array) => joinPacked([readPacked(bytes)]);
 
 /** packLines of rows as arrays (the upload writes them into one FP32 array as it reads). */
 const packLines = (customIds: string[], urls: string[], rows: number[][], limit: number) =>

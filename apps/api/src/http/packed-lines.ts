@@ -150,11 +150,6 @@ export function readPacked(bytes: Uint8Array): PackedChunkLines {
   return { customIds: meta.customIds, urls, widths, block };
 }
 
-/** A packed chunk's lines, values and all. */
-export function unpackLines(bytes: Uint8Array): PackedLines {
-  return joinPacked([readPacked(bytes)]);
-}
-
 /**
  * Packed lines of several chunks as one, in order: their values decoded once, into one array,
  * when first asked for (`values`); until then, as the chunks' blocks.
