@@ -1,29 +1,18 @@
 import { describe, expect, it } from "vitest";
 import {
   BYTE_VALUES,
-  byteValuesLength,
   decodeBlocks,
   encodeBlocks,
   FP32_VALUES,
   type PackedValues,
+  packValues,
 } from "./packed-values.js";
 
-/** A BYTE_VALUES block of `values`: those not a whole 0-255 listed apart. */
+/** A BYTE_VALUES block of `values` (whole 0-255 but for a few). */
 function bytesBlock(values: number[]): PackedValues {
-  const listed = values.flatMap((v, k) => ((v & 0xff) === v ? [] : [k]));
-  const count = values.length;
-  const bytes = new Uint8Array(byteValuesLength(count, listed.length));
-  const padded = Math.ceil(count / 4) * 4;
-  values.forEach((v, k) => {
-    if ((v & 0xff) === v) bytes[k] = v;
-  });
-  const view = new DataView(bytes.buffer);
-  view.setUint32(padded, listed.length, true);
-  listed.forEach((place, k) => {
-    view.setUint32(padded + 4 + 4 * k, place, true);
-    view.setFloat32(padded + 4 + 4 * listed.length + 4 * k, values[place] as number, true);
-  });
-  return { encoding: BYTE_VALUES, count, bytes };
+  const block = packValues(Float32Array.from(values));
+  expect(block.encoding).toBe(BYTE_VALUES);
+  return block;
 }
 
 const fp32Block = (values: number[]): PackedValues => ({
@@ -36,7 +25,7 @@ describe("packed values", () => {
   it("decode, block after block, to the FP32 values they were packed from", () => {
     const a = [0, 16, 255, 0.5, 3];
     const b = [1.25, -2, 1e-7];
-    const c = [7, 8, 9.75];
+    const c = [7, 8, 9.75, 1, 2, 3, 4, 5];
     const value = encodeBlocks([bytesBlock(a), fp32Block(b), bytesBlock(c)]);
     expect([...decodeBlocks(value)]).toEqual([...a, ...b, ...c].map(Math.fround));
     // a reply's view that is not 4-byte aligned reads the same
@@ -46,13 +35,25 @@ describe("packed values", () => {
     expect(decodeBlocks(encodeBlocks([]))).toEqual(new Float32Array(0));
   });
 
+  it("pack bytes while the values apart are few, FP32 throughout past that", () => {
+    const pixels = Float32Array.from({ length: 64 }, (_, k) => (k === 9 ? 7.25 : k % 17));
+    const block = packValues(pixels);
+    expect([block.encoding, block.bytes.byteLength]).toEqual([BYTE_VALUES, 64 + 4 + 8]);
+    const fractions = Float32Array.from({ length: 64 }, (_, k) => k + 0.5);
+    const fp32 = packValues(fractions);
+    expect([fp32.encoding, fp32.bytes.byteLength]).toEqual([FP32_VALUES, 256]);
+    expect(decodeBlocks(encodeBlocks([block, fp32]))).toEqual(
+      Float32Array.from([...pixels, ...fractions]),
+    );
+  });
+
   it("refuse blocks whose sizes do not add up, or whose listed places lie past them", () => {
     const value = encodeBlocks([fp32Block([1, 2, 3])]);
     value.writeUInt32LE(4, 8); // four values said, three held
     expect(() => decodeBlocks(value)).toThrow(/holds 12 bytes/);
     expect(() => decodeBlocks(encodeBlocks([fp32Block([1])]).subarray(0, 10))).toThrow();
-    const bad = bytesBlock([0.5, 1]);
-    new DataView(bad.bytes.buffer).setUint32(8, 9, true); // the listed value's place: 9 of 2
-    expect(() => decodeBlocks(encodeBlocks([bad]))).toThrow(/past its 2/);
+    const bad = bytesBlock([0.5, 1, 2, 3, 4, 5, 6, 7]);
+    new DataView(bad.bytes.buffer).setUint32(12, 9, true); // the listed value's place: 9 of 8
+    expect(() => decodeBlocks(encodeBlocks([bad]))).toThrow(/past its 8/);
   });
 });

@@ -27,6 +27,33 @@ export function byteValuesOthers(bytes: Uint8Array, count: number): number {
   return new Uint32Array(bytes.buffer, bytes.byteOffset + Math.ceil(count / 4) * 4, 1)[0] ?? 0;
 }
 
+/**
+ * `values` as one block: a byte each where every value but a few is a whole 0-255 (the others
+ * listed with their places), else FP32 throughout once listing them would take more room than
+ * bytes save.
+ */
+export function packValues(values: Float32Array): PackedValues {
+  const count = values.length;
+  const bytes = new Uint8Array(count);
+  const most = Math.max(0, Math.floor((3 * count - 4) / 8));
+  const places = new Uint32Array(most);
+  let others = 0;
+  for (let at = 0; at < count; at++) {
+    const v = values[at] as number;
+    if ((v & 0xff) === v) bytes[at] = v;
+    else if (others < most) places[others++] = at;
+    else return { encoding: FP32_VALUES, count, bytes: new Uint8Array(values.slice().buffer) };
+  }
+  const block = new Uint8Array(byteValuesLength(count, others));
+  block.set(bytes);
+  const listed = Math.ceil(count / 4) * 4;
+  new Uint32Array(block.buffer, listed, 1)[0] = others;
+  new Uint32Array(block.buffer, listed + 4, others).set(places.subarray(0, others));
+  const exact = new Float32Array(block.buffer, listed + 4 + 4 * others, others);
+  for (let k = 0; k < others; k++) exact[k] = values[places[k] as number] as number;
+  return { encoding: BYTE_VALUES, count, bytes: block };
+}
+
 /** Writes a block's values into `out` from `at`; its bytes must be 4-byte aligned. */
 export function decodeValues(block: PackedValues, out: Float32Array, at: number): void {
   const { buffer, byteOffset } = block.bytes;

@@ -3,8 +3,8 @@ import {
   byteValuesLength,
   byteValuesOthers,
   decodeValues,
-  FP32_VALUES,
   type PackedValues,
+  packValues,
 } from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
@@ -17,13 +17,10 @@ import { endpointOf } from "./batch-endpoints.js";
  * the rows take no more room than the lines they come from: a file's packed rows are at most
  * its own size again, kept and gone with it. Values that are whole numbers 0-255 (pixels: the
  * digits and MNIST files people have) take a byte each, the rest listed apart as FP32 (where
- * they are few), else every value takes FP32's four bytes:
+ * they are few), else every value takes FP32's four bytes (`packValues`' block):
  *
- *   u32 lines | u32 encoding (0 f32, 1 u8) | u32 x lines widths | values
+ *   u32 lines | u32 encoding | u32 x lines widths | the values' block
  *   | JSON {customIds, urls (each once), url (each line's, as its place in urls)}
- *
- * values, f32: f32 x count; u8: u8 x count, padded to 4 | u32 others | u32 x others places
- * | f32 x others values.
  */
 
 /** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
@@ -56,26 +53,7 @@ export function packLines(
   limit: number,
 ): Uint8Array | undefined {
   const n = widths.length;
-  const count = values.length;
-  // one pass: each value as a byte where it is one, the places and values of the rest
-  // (given up, for FP32 throughout, once they would take more room than FP32 saves)
-  const bytes = new Uint8Array(count);
-  const most = Math.max(0, Math.floor((3 * count - 4) / 8));
-  const places = new Uint32Array(most);
-  let others = 0;
-  let fits = true;
-  for (let at = 0; at < count; at++) {
-    const v = values[at] as number;
-    if ((v & 0xff) === v) bytes[at] = v;
-    else if (others < most) places[others++] = at;
-    else {
-      fits = false;
-      break;
-    }
-  }
-  const padded = Math.ceil(count / 4) * 4;
-  const encoding = fits ? BYTE_VALUES : FP32_VALUES;
-  const valueBytes = fits ? padded + 4 + 8 * others : 4 * count;
+  const block = packValues(values);
   // urls as a table and an index a line: a file's lines name a few at most
   const table = [...new Set(urls)];
   const place = new Map(table.map((url, k) => [url, k]));
@@ -83,22 +61,15 @@ export function packLines(
     JSON.stringify({ customIds, urls: table, url: urls.map((u) => place.get(u)) }),
   );
   const start = 8 + 4 * n;
-  const size = start + valueBytes + meta.byteLength;
+  const size = start + block.bytes.byteLength + meta.byteLength;
   if (size > limit) return undefined;
-  const buffer = new ArrayBuffer(size);
-  const head = new Uint32Array(buffer, 0, 2 + n);
+  const packed = new Uint8Array(size);
+  const head = new Uint32Array(packed.buffer, 0, 2 + n);
   head[0] = n;
-  head[1] = encoding;
+  head[1] = block.encoding;
   head.set(widths, 2);
-  if (fits) {
-    new Uint8Array(buffer, start, count).set(bytes);
-    new Uint32Array(buffer, start + padded, 1)[0] = others;
-    new Uint32Array(buffer, start + padded + 4, others).set(places.subarray(0, others));
-    const exact = new Float32Array(buffer, start + padded + 4 + 4 * others, others);
-    for (let k = 0; k < others; k++) exact[k] = values[places[k] as number] as number;
-  } else new Float32Array(buffer, start, count).set(values);
-  const packed = new Uint8Array(buffer);
-  packed.set(meta, start + valueBytes);
+  packed.set(block.bytes, start);
+  packed.set(meta, start + block.bytes.byteLength);
   return packed;
 }
 
