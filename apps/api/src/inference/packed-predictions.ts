@@ -96,15 +96,12 @@ export class PackedRun {
     const answers: Array<PackedPrediction | FerryError | undefined> = new Array(rows.count);
     const keys: string[] = [];
     const packed: Uint8Array[] = [];
-    /** Whether every row so far is FP32 right after the one before, in one buffer. */
-    let adjacent = spec.datatype === "FP32";
     let wrong = 0;
     for (let k = 0; k < rows.count; k++) {
       const given = rows.width(k);
-      if (given !== width) {
-        answers[k] = new FerryError("INVALID_INPUT", `Expected ${width} features, got ${given}`);
-        wrong++;
-      }
+      if (given === width) continue;
+      answers[k] = new FerryError("INVALID_INPUT", `Expected ${width} features, got ${given}`);
+      wrong++;
     }
     // every row fits an FP32 input: the blocks go as they were packed, the worker decodes them
     const blocks = wrong === 0 && spec.datatype === "FP32" ? rows.blocks : undefined;
@@ -113,43 +110,25 @@ export class PackedRun {
         keys.push(String(k));
         continue;
       }
-      if (answers[k] !== undefined) {
-        adjacent = false;
-        continue;
-      }
+      if (answers[k] !== undefined) continue;
       const features = rows.features(k);
       try {
         // FP32 rows already (packed lines): their bytes as they are
-        const bytes =
+        packed.push(
           features instanceof Float32Array && spec.datatype === "FP32"
             ? new Uint8Array(features.buffer, features.byteOffset, features.byteLength)
-            : tensorToBytes(spec.datatype, Array.isArray(features) ? features : [...features]);
-        const before = packed.at(-1);
-        adjacent &&=
-          before === undefined ||
-          (bytes.buffer === before.buffer &&
-            bytes.byteOffset === before.byteOffset + before.byteLength);
-        packed.push(bytes);
+            : tensorToBytes(spec.datatype, Array.isArray(features) ? features : [...features]),
+        );
         keys.push(String(k));
       } catch (err) {
         answers[k] = err as FerryError;
-        adjacent = false;
       }
     }
     if (keys.length > 0) {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
-      // rows back to back in one buffer already (a chunk's packed lines): sent as they lie
-      const first = packed[0] as Uint8Array;
       const chunk: Omit<PackedChunk, "index"> = blocks
         ? { input: spec.name, keys, rows: encodeBlocks(blocks), encoding: "blocks" }
-        : {
-            input: spec.name,
-            keys,
-            rows:
-              adjacent && packed.length > 1
-                ? Buffer.from(first.buffer, first.byteOffset, first.byteLength * packed.length)
-                : Buffer.concat(packed),
-          };
+        : { input: spec.name, keys, rows: Buffer.concat(packed) };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
       const run = () => this.chunks.run(model, version, chunk, signal, deadline);
       // A chunk failed for good (every row failed with no values) is most often one a worker
