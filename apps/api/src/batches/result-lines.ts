@@ -6,13 +6,18 @@ type Classify = typeof classify;
 /** A stored row as clients read it: the prediction from its logits, or its error. */
 export function renderRow(row: StoredBatchRow, classify: Classify): Record<string, unknown> {
   if (!("logits" in row)) return row;
-  const { logits, ...rest } = row;
-  return {
-    key: rest.key,
-    ...classify(logits),
-    model_version: rest.model_version,
-    batch: rest.batch,
-  };
+  return predictionRow(row.key, row.logits, row.model_version, row.batch, classify);
+}
+
+/** An answered row as clients read it. */
+function predictionRow(
+  key: string,
+  logits: readonly number[],
+  modelVersion: string,
+  batch: string,
+  classify: Classify,
+): Record<string, unknown> {
+  return { key, ...classify(logits), model_version: modelVersion, batch };
 }
 
 /**
@@ -33,12 +38,7 @@ export function resultLines(out: ChunkOutput, classify: Classify): string {
       continue;
     }
     for (let k = 0; k < width; k++) logits[k] = values[r * width + k] ?? 0;
-    lines[r] = JSON.stringify({
-      key,
-      ...classify(logits),
-      model_version: out.model_version,
-      batch: out.batch,
-    });
+    lines[r] = JSON.stringify(predictionRow(key, logits, out.model_version, out.batch, classify));
   }
   return lines.length === 0 ? "" : `${lines.join("\n")}\n`;
 }
