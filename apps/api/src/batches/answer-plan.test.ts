@@ -48,4 +48,24 @@ describe("a chunk's answer plan", () => {
       source: "model",
     });
   });
+
+  it("carries only the rows its lines read of a larger run, and renders them the same", () => {
+    // a group's run of 2,048 rows, of which a chunk reads rows 100-102 (out of order)
+    const width = 10;
+    const values = Float32Array.from({ length: 2_048 * width }, (_, k) => Math.sin(k));
+    const rows = [101, 100, 102];
+    const answers = rows.map((r) => ({
+      status: 200,
+      body: new PackedPrediction(values, width, r, "1", 2),
+    }));
+    const customIds = ["x", "y", "z"];
+    const plan = answerPlan("batch_2", 7, "0123456789abcdef01234567", customIds, answers);
+    // what crosses to the thread: three rows, not the run's whole buffer
+    expect(plan.outputs[0]?.values.buffer.byteLength).toBe(3 * width * 4);
+    const carried = renderAnswers(plan, modelPrediction);
+    const asJson = renderAnswers(
+      answerPlan("batch_2", 7, "0123456789abcdef01234567", customIds, answers, false),
+    );
+    expect(Buffer.from(carried.encoded).equals(Buffer.from(asJson.encoded))).toBe(true);
+  });
 });

@@ -56,6 +56,8 @@ export function answerPlan(
 ): AnswerPlan {
   const outputs: PlannedOutput[] = [];
   const runs = new Map<Float32Array, number>();
+  /** The first and last row each run's lines read. */
+  const spans: Array<{ from: number; to: number }> = [];
   const output = new Int32Array(answers.length).fill(-1);
   const row = new Int32Array(answers.length);
   const fixed: AnswerPlan["fixed"] = {};
@@ -67,12 +69,24 @@ export function answerPlan(
         runs.set(body.values, at);
         const { values, width, version, latencyMs } = body;
         outputs.push({ values, width, version, latencyMs });
+        spans.push({ from: body.row, to: body.row });
       }
+      const span = spans[at] as { from: number; to: number };
+      span.from = Math.min(span.from, body.row);
+      span.to = Math.max(span.to, body.row);
       output[k] = at;
       row[k] = body.row;
       continue;
     }
     fixed[k] = { status, body: JSON.stringify(body) ?? "null" };
+  }
+  // each run cut to the rows this chunk reads: a run is a whole group's output (2,048 lines),
+  // read by each of its chunks (25 lines each for MNIST), and a typed array crosses to a
+  // thread with all of its buffer
+  for (const [at, run] of outputs.entries()) {
+    const { from, to } = spans[at] as { from: number; to: number };
+    run.values = run.values.slice(from * run.width, (to + 1) * run.width);
+    for (let k = 0; k < row.length; k++) if (output[k] === at) row[k] = (row[k] as number) - from;
   }
   return { batch, first, requestIds, customIds, outputs, output, row, fixed };
 }
