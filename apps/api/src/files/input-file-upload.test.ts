@@ -50,6 +50,25 @@ describe("a batch input file as it uploads", () => {
     }
   });
 
+  it("closes a chunk at 256 KiB once it holds 256 lines, and at 1 MiB whatever it holds", async () => {
+    const linesOf = (chunk: Buffer) => chunk.toString().split("\n").length - 1;
+    // ~4 KB lines (MNIST's width): 256 of them to a chunk, not 64
+    const wide = `${Array.from({ length: 1_000 }, (_, k) => line(k, 4_000)).join("\n")}\n`;
+    const { store: wideStore } = await uploaded(wide, 65_536);
+    expect(wideStore.chunks.slice(0, -1).map(linesOf)).toEqual([256, 256, 256]);
+    // ~300 KB lines: a chunk at 1 MiB, four lines
+    const huge = `${Array.from({ length: 10 }, (_, k) => line(k, 300_000)).join("\n")}\n`;
+    const { store: hugeStore } = await uploaded(huge, 65_536, { ...limits, maxLineBytes: 400_000 });
+    expect(hugeStore.chunks.slice(0, -1).map(linesOf)).toEqual([4, 4]);
+    // ~200-byte lines: at 256 KiB
+    const narrow = `${Array.from({ length: 3_000 }, (_, k) => line(k, 100)).join("\n")}\n`;
+    const { store: narrowStore } = await uploaded(narrow, 65_536);
+    for (const chunk of narrowStore.chunks.slice(0, -1)) {
+      expect(chunk.byteLength).toBeGreaterThanOrEqual(256 * 1024);
+      expect(chunk.byteLength).toBeLessThan(256 * 1024 + 300);
+    }
+  });
+
   it("takes a last line without its newline, and a byte order mark before the first", async () => {
     const text = `\ufeff${line(1)}\n${line(2)}`;
     const { store, upload } = await uploaded(text, 7);

@@ -12,8 +12,17 @@ export interface UploadLimits {
   maxLineBytes: number;
 }
 
-/** Bytes of a stored chunk (whole lines): large enough that a file costs few round trips. */
+/**
+ * A stored chunk (whole lines) closes at CHUNK_BYTES once it holds CHUNK_LINES lines, and at
+ * MAX_CHUNK_BYTES whatever it holds: few round trips a file, and a chunk of wide rows (MNIST's
+ * lines, ~2.3 KB, ~110 to a 256 KiB chunk) does not cost its upload and its run a Redis write,
+ * a check, a render, a record and an output write per hundred lines (a 20,000-row MNIST batch
+ * through the Batch API took ~10% less end to end; 100,000 digits rows, ~770 lines to 256 KiB,
+ * as before, and 1 MiB for them read ~5% slower).
+ */
 const CHUNK_BYTES = 256 * 1024;
+const CHUNK_LINES = 256;
+const MAX_CHUNK_BYTES = 1024 * 1024;
 /** Distinct urls of one file: predict lines may name a model each, but not without end. */
 const MAX_URLS = 64;
 
@@ -79,7 +88,11 @@ export class InputFileUpload {
       this.received++;
       start = newline + 1;
       // only here, at the end of a line: a stored chunk holds whole lines
-      if (this.pendingBytes >= CHUNK_BYTES) await this.flush();
+      if (
+        this.pendingBytes >= MAX_CHUNK_BYTES ||
+        (this.pendingBytes >= CHUNK_BYTES && this.received - this.sent >= CHUNK_LINES)
+      )
+        await this.flush();
       newline = chunk.indexOf(NEWLINE, start);
     }
     if (start < chunk.byteLength) {
