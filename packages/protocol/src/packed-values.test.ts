@@ -35,6 +35,14 @@ describe("packed values", () => {
     expect(decodeBlocks(encodeBlocks([]))).toEqual(new Float32Array(0));
   });
 
+  it("keep -0 as -0 (the byte test alone would bring it back +0)", () => {
+    const values = Float32Array.from([0, -0, 3, 0, 255]);
+    const block = packValues(values);
+    expect(block.encoding).toBe(BYTE_VALUES);
+    const back = decodeBlocks(encodeBlocks([block]));
+    expect([...back].map((v) => Object.is(v, -0))).toEqual([false, true, false, false, false]);
+  });
+
   it("pack bytes while the values apart are few, FP32 throughout past that", () => {
     const pixels = Float32Array.from({ length: 64 }, (_, k) => (k === 9 ? 7.25 : k % 17));
     const block = packValues(pixels);

@@ -40,7 +40,8 @@ export function packValues(values: Float32Array): PackedValues {
   let others = 0;
   for (let at = 0; at < count; at++) {
     const v = values[at] as number;
-    if ((v & 0xff) === v) bytes[at] = v;
+    // -0 passes the byte test but would come back +0: listed apart, exact
+    if ((v & 0xff) === v && (v !== 0 || 1 / v > 0)) bytes[at] = v;
     else if (others < most) places[others++] = at;
     else return { encoding: FP32_VALUES, count, bytes: new Uint8Array(values.slice().buffer) };
   }
