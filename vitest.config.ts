@@ -15,6 +15,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     maxWorkers: 2,
+    globalSetup: ["test/helpers/global-setup.ts"],
     fileParallelism: true,
     projects: [
       {

@@ -1,14 +1,29 @@
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { failingClassifierGraph } from "./failing-onnx.js";
+
+/** The temp repositories this process made outside a test run (a bench's): removed at exit. */
+const made: string[] = [];
+process.once("exit", () => {
+  for (const dir of made) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new temp directory, in the test run's own (global-setup.ts), else removed at exit. */
+function tempDir(prefix: string): string {
+  const runDir = process.env.FERRY_TEST_TMP;
+  if (runDir) return mkdtempSync(join(runDir, prefix));
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  made.push(dir);
+  return dir;
+}
 
 /**
  * A copy of some shipped models in a temp dir, with model.json fields overridden, for tests
  * that need a small queue or a slow delay without touching models/.
  */
 export function tempRepository(overrides: Record<string, Record<string, unknown>>): string {
-  const root = mkdtempSync(join(tmpdir(), "ferry-models-"));
+  const root = tempDir("ferry-models-");
   for (const [name, patch] of Object.entries(overrides)) {
     cpSync(join("models", name), join(root, name), { recursive: true });
     const path = join(root, name, "model.json");
@@ -26,7 +41,7 @@ export function tempRepository(overrides: Record<string, Record<string, unknown>
  * no longer describes it).
  */
 export function brokenRepository(repo: string, model: string): string {
-  const root = mkdtempSync(join(tmpdir(), "ferry-broken-"));
+  const root = tempDir("ferry-broken-");
   cpSync(repo, root, { recursive: true });
   const config = JSON.parse(readFileSync(join(root, model, "model.json"), "utf8")) as {
     versions: Record<string, unknown>;

@@ -1,0 +1,14 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/**
+ * One temp directory for the whole test run, where the helpers make theirs (model
+ * repositories, say), removed when the run ends: a worker process that vitest ends does not
+ * run its own exit handlers, and every run had left its repositories in /tmp.
+ */
+export default function setup(): () => void {
+  const dir = mkdtempSync(join(tmpdir(), "ferry-test-run-"));
+  process.env.FERRY_TEST_TMP = dir;
+  return () => rmSync(dir, { recursive: true, force: true });
+}
