@@ -68,4 +68,27 @@ describe("a chunk's answer plan", () => {
     );
     expect(Buffer.from(carried.encoded).equals(Buffer.from(asJson.encoded))).toBe(true);
   });
+
+  it("cuts each of several runs at its own first row, lines of other answers between", () => {
+    const width = 4;
+    const a = Float32Array.from({ length: 500 * width }, (_, k) => Math.cos(k));
+    const b = Float32Array.from({ length: 300 * width }, (_, k) => Math.sin(k) * 3);
+    const answers = [
+      { status: 200, body: new PackedPrediction(a, width, 410, "1", 2) },
+      { status: 400, body: { error: { message: "Expected 4 features, got 2" } } },
+      { status: 200, body: new PackedPrediction(b, width, 120, "2", 3) },
+      { status: 200, body: new PackedPrediction(a, width, 412, "1", 2) },
+      { status: 504, body: { error: { message: "late" } } },
+      { status: 200, body: new PackedPrediction(b, width, 121, "2", 3) },
+    ];
+    const customIds = answers.map((_, k) => `id${k}`);
+    const plan = answerPlan("batch_3", 0, "0123456789abcdef01234567", customIds, answers);
+    expect(plan.outputs.map((o) => o.values.length)).toEqual([3 * width, 2 * width]);
+    expect([...plan.row]).toEqual([0, 0, 0, 2, 0, 1]);
+    const carried = renderAnswers(plan, modelPrediction);
+    const asJson = renderAnswers(
+      answerPlan("batch_3", 0, "0123456789abcdef01234567", customIds, answers, false),
+    );
+    expect(Buffer.from(carried.encoded).equals(Buffer.from(asJson.encoded))).toBe(true);
+  });
 });

@@ -81,8 +81,8 @@ export function answerPlan(
     fixed[k] = { status, body: JSON.stringify(body) ?? "null" };
   }
   // each run cut to the rows this chunk reads: a run is a whole group's output (2,048 lines),
-  // read by each of its chunks (25 lines each for MNIST), and a typed array crosses to a
-  // thread with all of its buffer
+  // read by each of its chunks (8 of MNIST's, 256 lines each), and a typed array crosses to a
+  // thread with all of its buffer (the cut values are the plan's own: they move to it)
   for (const [at, run] of outputs.entries()) {
     const { from, to } = spans[at] as { from: number; to: number };
     run.values = run.values.slice(from * run.width, (to + 1) * run.width);

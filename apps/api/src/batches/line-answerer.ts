@@ -75,8 +75,8 @@ export class LineAnswerer {
   /**
    * Runs consecutive chunks the upload packed (plain predict lines) through their kind at once,
    * their rows read where they are packed (no line parsed), and keeps each chunk's answers as
-   * one value as `chunk` does: chunks of wide rows hold few lines each (25 of MNIST's in a
-   * chunk), and one run a chunk cost more than its rows.
+   * one value as `chunk` does: a chunk holds 256 of MNIST's wide rows, and one run a chunk
+   * cost more than its rows.
    */
   async packedChunks(
     batch: OpenAiBatchState,

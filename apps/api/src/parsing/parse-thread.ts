@@ -74,13 +74,15 @@ export class ParseThread {
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      // a segment of rows and a chunk of stored answers are the caller's to give (they move);
-      // an input file's chunk is stored once checked, and a plan's values may still be read
-      // (they are copied)
+      // a segment of rows, a chunk of stored answers and a plan's values (cut for it by
+      // `answerPlan`) are the caller's to give (they move); an input file's chunk is stored
+      // once checked (it is copied)
       const transfer =
         request.kind === "rows" || request.kind === "result-lines"
           ? [request.bytes.buffer as ArrayBuffer]
-          : [];
+          : request.kind === "answers"
+            ? request.plan.outputs.map(({ values }) => values.buffer as ArrayBuffer)
+            : [];
       thread.postMessage({ ...request, id }, transfer);
     });
   }
