@@ -124,8 +124,9 @@ function onSignal(signal: NodeJS.Signals): void {
 }
 
 /**
- * The processes whose end is this stack's end: its parent, and npm's own process when npm ran
- * this script under a shell (`sh -c`), which a `kill -9` of npm leaves running.
+ * The processes whose end is this stack's end: its parent (npm, whose scripts `exec` this
+ * one), and npm's own process when something runs this script under a shell of npm's
+ * (`sh -c` without `exec`), which a `kill -9` of npm leaves running.
  */
 function ancestors(): number[] {
   const pids = [process.ppid];

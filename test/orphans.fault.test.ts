@@ -101,7 +101,8 @@ async function killAndLook(victim: (npm: number) => number): Promise<void> {
     privateUrl = /started a private redis-server at (redis:\/\/[\d.:]+)/.exec(output())?.[1];
     expect(privateUrl).toBeDefined();
     left = descendants(npm.pid as number);
-    // npm, its shell, start.ts, the API, the worker, the Redis watch and its server
+    // below npm: start.ts (its script `exec`s), the API, the worker, the Redis watch and its
+    // server
     expect(left.length).toBeGreaterThanOrEqual(5);
     process.kill(victim(npm.pid as number), "SIGKILL");
     await sleep(3_000);
@@ -143,6 +144,9 @@ async function stopDuringCompletions(
   command: string,
   args: string[],
   completions: number,
+  signal: NodeJS.Signals = "SIGTERM",
+  /** `command` outlives the drain (npm waits for its script), rather than ending at once. */
+  waitsForDrain = false,
 ): Promise<void> {
   const port = await freePort();
   const { child: top, output } = await startOnPort(command, args, port, "tiny-lm");
@@ -173,8 +177,13 @@ async function stopDuringCompletions(
     );
     // accepted by then, the most of them waiting for one of tiny-lm's 16 seats
     await sleep(1_000);
-    process.kill(top.pid as number, "SIGTERM");
+    let topExited: number | undefined;
+    top.once("exit", () => {
+      topExited = performance.now();
+    });
+    process.kill(top.pid as number, signal);
     const ends = await Promise.all(answers);
+    const answered = performance.now();
     expect(ends.map((a) => a.status)).toEqual(ends.map(() => 200));
     for (const { body } of ends) expect(body.usage?.completion_tokens).toBe(200);
     await waitFor(
@@ -182,6 +191,10 @@ async function stopDuringCompletions(
       20_000,
     );
     expect(await pingRedis(privateUrl as string, 500)).toBe(false);
+    if (waitsForDrain) {
+      await waitFor(async () => topExited !== undefined, 10_000);
+      expect(topExited as number).toBeGreaterThanOrEqual(answered);
+    }
   } finally {
     await killLeft(top, left);
   }
@@ -197,12 +210,13 @@ describe("a terminal closed under npm start", () => {
   }, 120_000);
 });
 
-describe("SIGTERM to npm start's pid (a script's or a supervisor's stop)", () => {
+describe("a signal to npm start's pid alone (a script's or a supervisor's stop)", () => {
   // npm forwards it to the script's shell, which died of it without passing it on: start.ts,
   // orphaned, stopped its children in two seconds, and 11-14 of 16 streams were cut
-  it("drains as Ctrl-C does: every accepted completion answered whole, then nothing left running", async () => {
-    await stopDuringCompletions("npm", ["start"], 32);
-  }, 120_000);
+  for (const signal of ["SIGTERM", "SIGINT"] as const)
+    it(`${signal}: drains as Ctrl-C does, every accepted completion answered whole, npm exits after, nothing left running`, async () => {
+      await stopDuringCompletions("npm", ["start"], 32, signal, true);
+    }, 120_000);
 });
 
 interface CompletionBody {

@@ -27,7 +27,8 @@ export function exitWithParent(stop: () => void): void {
 
 /**
  * Calls `stop` once any of `pids` is gone, looked for every `everyMs`: for a parent that gives
- * no channel to watch (npm runs its script under `sh -c`, which outlives a `kill -9` of npm).
+ * no channel to watch (npm, or the `sh -c` npm runs a script under, which outlives a `kill -9`
+ * of npm unless the script `exec`s).
  */
 export function watchAncestors(pids: number[], stop: () => void, everyMs = 500): void {
   const timer = setInterval(() => {
