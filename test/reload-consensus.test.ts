@@ -1,15 +1,14 @@
-import { copyFileSync, cpSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, cpSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { tempRepository } from "./helpers/model-repo.js";
+import { tempDir, tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 // Two workers, each reading a repository of its own (as two nodes whose volumes differ): the
 // first finds new weights it loads, the second a file it cannot load.
 const loads = tempRepository({ digits: {} });
-const refuses = mkdtempSync(join(tmpdir(), "ferry-models-"));
+const refuses = tempDir("ferry-models-");
 cpSync(loads, refuses, { recursive: true });
 const stack = new Stack({
   env: { MODEL_REPOSITORY: loads, WORKER_MODELS: "digits" },
@@ -54,7 +53,7 @@ describe("a reload one worker refuses", () => {
     const before = await infer();
     // a third worker, killed once up: listed live for up to its heartbeat's TTL (6 s), never
     // to answer; the reload waited the whole 60 s for its answer, then 60 s for its swap
-    const copy = mkdtempSync(join(tmpdir(), "ferry-models-"));
+    const copy = tempDir("ferry-models-");
     cpSync(loads, copy, { recursive: true });
     const dying = await stack.startWorker({ MODEL_REPOSITORY: copy });
     dying.child.kill("SIGKILL");

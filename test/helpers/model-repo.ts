@@ -10,7 +10,7 @@ process.once("exit", () => {
 });
 
 /** A new temp directory, in the test run's own (global-setup.ts), else removed at exit. */
-function tempDir(prefix: string): string {
+export function tempDir(prefix: string): string {
   const runDir = process.env.FERRY_TEST_TMP;
   if (runDir) return mkdtempSync(join(runDir, prefix));
   const dir = mkdtempSync(join(tmpdir(), prefix));
