@@ -86,7 +86,10 @@ export function answerPlan(
   for (const [at, run] of outputs.entries()) {
     const { from, to } = spans[at] as { from: number; to: number };
     run.values = run.values.slice(from * run.width, (to + 1) * run.width);
-    for (let k = 0; k < row.length; k++) if (output[k] === at) row[k] = (row[k] as number) - from;
+  }
+  for (let k = 0; k < row.length; k++) {
+    const span = spans[output[k] as number];
+    if (span) row[k] = (row[k] as number) - span.from;
   }
   return { batch, first, requestIds, customIds, outputs, output, row, fixed };
 }
