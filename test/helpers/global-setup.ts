@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 /**
- * One temp directory for the whole test run, where the helpers make theirs (model
+ * One temp directory for the whole test run, where tests and helpers make theirs (model
  * repositories, say), removed when the run ends: a worker process that vitest ends does not
  * run its own exit handlers, and every run had left its repositories in /tmp.
  */

@@ -11,7 +11,7 @@ function writeTokenizerJson({
   config = undefined as object | undefined,
 } = {}): string {
   const merges = ["h e", "l l", "he ll", "hell o", "Ġ w", "o r"];
-  const dir = mkdtempSync(join(tmpdir(), "ferry-tok-"));
+  const dir = mkdtempSync(join(process.env.FERRY_TEST_TMP ?? tmpdir(), "ferry-tok-"));
   const path = join(dir, "tokenizer.json");
   writeFileSync(path, JSON.stringify(byteLevelTokenizerJson({ merges, bos })));
   if (config) writeFileSync(join(dir, "tokenizer_config.json"), JSON.stringify(config));

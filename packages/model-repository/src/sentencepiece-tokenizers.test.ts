@@ -13,7 +13,10 @@ import { HfTokenizer } from "./hf-tokenizer.js";
 const TEXT = { skip_special_tokens: true, clean_up_tokenization_spaces: false };
 
 async function loadJson(json: object): Promise<HfTokenizer> {
-  const path = join(mkdtempSync(join(tmpdir(), "ferry-sp-")), "tokenizer.json");
+  const path = join(
+    mkdtempSync(join(process.env.FERRY_TEST_TMP ?? tmpdir(), "ferry-sp-")),
+    "tokenizer.json",
+  );
   writeFileSync(path, JSON.stringify(json));
   return HfTokenizer.load(path);
 }

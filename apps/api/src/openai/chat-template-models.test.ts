@@ -126,7 +126,7 @@ describe("what transformers gives a template", () => {
   });
 
   it("named templates: tool_use where tools are given, default otherwise; chat_template.jinja beside the tokenizer", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "ferry-tpl-"));
+    const dir = mkdtempSync(join(process.env.FERRY_TEST_TMP ?? tmpdir(), "ferry-tpl-"));
     writeFileSync(
       join(dir, "tokenizer_config.json"),
       JSON.stringify({
@@ -143,7 +143,7 @@ describe("what transformers gives a template", () => {
     expect(await new ChatTemplates().render(entry, messages, { tools: [{}, {}] })).toBe(
       "<s>tools: 2",
     );
-    const jinjaDir = mkdtempSync(join(tmpdir(), "ferry-tpl-"));
+    const jinjaDir = mkdtempSync(join(process.env.FERRY_TEST_TMP ?? tmpdir(), "ferry-tpl-"));
     writeFileSync(join(jinjaDir, "chat_template.jinja"), "{{ messages[0].content }}!");
     expect(
       await new ChatTemplates().render(model(join(jinjaDir, "tokenizer.json")), messages),

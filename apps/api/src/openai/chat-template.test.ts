@@ -31,7 +31,7 @@ describe("ChatTemplates", () => {
   });
 
   it("reads tokenizer_config.json beside the model, with its bos and eos tokens", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "ferry-tpl-"));
+    const dir = mkdtempSync(join(process.env.FERRY_TEST_TMP ?? tmpdir(), "ferry-tpl-"));
     writeFileSync(
       join(dir, "tokenizer_config.json"),
       JSON.stringify({
