@@ -32,14 +32,15 @@ export function exitWithParent(stop: () => void): void {
  */
 export function watchAncestors(pids: number[], stop: () => void, everyMs = 500): void {
   const timer = setInterval(() => {
-    if (pids.every(alive)) return;
+    if (pids.every(processAlive)) return;
     clearInterval(timer);
     stop();
   }, everyMs);
   timer.unref();
 }
 
-function alive(pid: number): boolean {
+/** Whether process `pid` runs (signal 0 reaches it, or would but for permission). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
