@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { FerryError, pause } from "@ferry/protocol";
-import { deletePrefix, InferenceClient } from "@ferry/transport";
 import pino from "pino";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
+import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
 import type { FileService } from "../files/file-service.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { OK } from "./batch-finalizer.js";
@@ -14,14 +14,8 @@ import { OpenAiBatchService } from "./openai-batch-service.js";
 // The runner on a real Redis (its own prefix), with a kind that answers many lines at once and
 // notes what it was asked: a batch a runner before this one left partly answered, some chunks
 // whole, one a line at a time.
-const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const prefix = `ferry-test-runner-${randomUUID().slice(0, 8)}`;
-const client = new InferenceClient({ redisUrl: url, prefix });
+const client = testInferenceClient();
 beforeAll(() => client.ready());
-afterAll(async () => {
-  await client.close();
-  await deletePrefix(url, prefix);
-});
 
 const ENDPOINT = "/v1/models/{model}/predict";
 const LINE_URL = "/v1/models/m/predict";

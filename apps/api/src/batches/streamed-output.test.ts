@@ -1,24 +1,15 @@
 import { randomUUID } from "node:crypto";
 import { pause } from "@ferry/protocol";
-import {
-  deletePrefix,
-  InferenceClient,
-  type OpenAiBatchState,
-  WriterFencedError,
-} from "@ferry/transport";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InferenceClient, type OpenAiBatchState, WriterFencedError } from "@ferry/transport";
+import { beforeAll, describe, expect, it } from "vitest";
+import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
+import { REDIS_URL } from "../../../../test/helpers/stack.js";
 import { encodeChunkAnswers } from "./chunk-answers.js";
 import { StreamedOutput } from "./streamed-output.js";
 
 // A run's files written as its chunks are kept, on a real Redis (its own prefix).
-const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const prefix = `ferry-test-streamed-${randomUUID().slice(0, 8)}`;
-const client = new InferenceClient({ redisUrl: url, prefix });
+const client = testInferenceClient();
 beforeAll(() => client.ready());
-afterAll(async () => {
-  await client.close();
-  await deletePrefix(url, prefix);
-});
 
 async function newBatch(): Promise<OpenAiBatchState> {
   const id = `batch_${randomUUID().replaceAll("-", "")}`;
@@ -71,7 +62,11 @@ describe("StreamedOutput", () => {
 
   it("begins a file with its first line, and keeps it the TTL from when it is whole", async () => {
     // files kept 3 s: a run whose first answers come later than that still closes its files
-    const shortLived = new InferenceClient({ redisUrl: url, prefix, jobTtlS: 3 });
+    const shortLived = new InferenceClient({
+      redisUrl: REDIS_URL,
+      prefix: client.keys.prefix,
+      jobTtlS: 3,
+    });
     await shortLived.ready();
     try {
       const batch = await newBatch();

@@ -1,17 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { createRedis, deletePrefix, InferenceClient, Keys } from "@ferry/transport";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedis } from "@ferry/transport";
+import { beforeAll, describe, expect, it } from "vitest";
+import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
+import { REDIS_URL } from "../../../../test/helpers/stack.js";
 import type { MultipartEvent } from "../http/multipart.js";
 import { FileService } from "./file-service.js";
 
-const url = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
-const prefix = `ferry-test-files-${randomUUID().slice(0, 8)}`;
-const client = new InferenceClient({ redisUrl: url, prefix });
+const client = testInferenceClient();
 beforeAll(() => client.ready());
-afterAll(async () => {
-  await deletePrefix(url, prefix);
-  await client.close();
-});
 
 const limits = { maxBytes: 50_000_000, maxLines: 50_000, maxLineBytes: 100_000 };
 const noQuota = { maxBytes: 0, maxItems: 0 };
@@ -187,11 +183,11 @@ describe("a tenant's file storage", () => {
       wake = resolve;
     });
     const running = files.upload(uploadEvents(file, 64 * 1024, stalled), t, undefined, false);
-    const redis = createRedis(url);
+    const redis = createRedis(REDIS_URL);
     try {
       const held = async () =>
         Object.fromEntries(
-          chunked(await redis.zrange(new Keys(prefix).storageExpiry(t.id), 0, -1, "WITHSCORES")),
+          chunked(await redis.zrange(client.keys.storageExpiry(t.id), 0, -1, "WITHSCORES")),
         );
       await waitUntil(async () => Object.keys(await held()).length === 1);
       const [[name, until]] = Object.entries(await held()) as [[string, string]];
