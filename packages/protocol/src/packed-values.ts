@@ -22,9 +22,19 @@ export function byteValuesLength(count: number, others: number): number {
   return Math.ceil(count / 4) * 4 + 4 + 8 * others;
 }
 
-/** How many values a BYTE_VALUES block lists apart (its bytes 4-byte aligned). */
-export function byteValuesOthers(bytes: Uint8Array, count: number): number {
-  return new Uint32Array(bytes.buffer, bytes.byteOffset + Math.ceil(count / 4) * 4, 1)[0] ?? 0;
+/**
+ * Bytes of the block of `count` values `encoding` that starts `bytes` (4-byte aligned; what
+ * follows it may be there too): a BYTE_VALUES block says how many values it lists apart.
+ * Throws on an encoding this version does not know, rather than read it as another.
+ */
+export function packedLength(encoding: number, count: number, bytes: Uint8Array): number {
+  if (encoding === FP32_VALUES) return 4 * count;
+  if (encoding !== BYTE_VALUES) throw new Error(`unknown packed values ${encoding}`);
+  const listed = Math.ceil(count / 4) * 4;
+  // too short to say: the length with none listed, which its bytes then fall short of
+  if (bytes.byteLength < listed + 4) return byteValuesLength(count, 0);
+  const others = new Uint32Array(bytes.buffer, bytes.byteOffset + listed, 1)[0] ?? 0;
+  return byteValuesLength(count, others);
 }
 
 /**
@@ -111,14 +121,7 @@ export function decodeBlocks(value: Uint8Array): Float32Array {
     const length = view.getUint32(at + 8, true);
     if (at + 12 + length > own.byteLength) throw new Error("packed blocks end early");
     const bytes = new Uint8Array(own.buffer, own.byteOffset + at + 12, length);
-    const needs =
-      encoding === FP32_VALUES
-        ? 4 * count
-        : byteValuesLength(
-            count,
-            length >= byteValuesLength(count, 0) ? byteValuesOthers(bytes, count) : 0,
-          );
-    if (length !== needs)
+    if (length !== packedLength(encoding, count, bytes))
       throw new Error(`a packed block of ${count} values holds ${length} bytes`);
     blocks.push({ encoding, count, bytes });
     total += count;

@@ -99,4 +99,12 @@ describe("packed lines", () => {
     const chat = line(1, { messages: [] }, "/v1/chat/completions");
     expect(checkInputLines(new TextEncoder().encode(chat), 1).packed).toBeUndefined();
   });
+
+  it("refuses a chunk packed in an encoding it does not know, rather than read it as FP32", () => {
+    const packed = packLines(["a"], [PREDICT], [[0, 16, 255]], 1_000_000) as Uint8Array;
+    const unknown = new Uint8Array(packed);
+    new Uint32Array(unknown.buffer, 4, 1)[0] = 7;
+    expect(() => readPacked(unknown)).toThrow(/unknown packed values 7/);
+    expect(readPacked(packed).customIds).toEqual(["a"]);
+  });
 });

@@ -1,11 +1,4 @@
-import {
-  BYTE_VALUES,
-  byteValuesLength,
-  byteValuesOthers,
-  decodeValues,
-  type PackedValues,
-  packValues,
-} from "@ferry/protocol";
+import { decodeValues, type PackedValues, packedLength, packValues } from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
 /**
@@ -108,10 +101,11 @@ export function readPacked(bytes: Uint8Array): PackedChunkLines {
   let count = 0;
   for (const w of widths) count += w;
   const start = base + 8 + 4 * n;
-  const length =
-    encoding === BYTE_VALUES
-      ? byteValuesLength(count, byteValuesOthers(new Uint8Array(buffer, start), count))
-      : 4 * count;
+  const length = packedLength(
+    encoding,
+    count,
+    new Uint8Array(buffer, start, base + own.byteLength - start),
+  );
   const block = { encoding, count, bytes: new Uint8Array(buffer, start, length) };
   const end = start + length;
   const meta = JSON.parse(
