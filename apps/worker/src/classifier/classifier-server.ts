@@ -6,21 +6,17 @@ import {
   GraphMismatchError,
   loadBatchRunner,
 } from "@ferry/runtime";
-import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats, PackedOutputs, PackedRows, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
-import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
 import { answerBatched, type RowServing } from "./batched-row.js";
 import { Batcher } from "./batcher.js";
 import { runPackedChunk } from "./packed-chunk.js";
+import { recordedBatchRun, type TracedRow } from "./recorded-batch.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
 
 /** A row in the batcher: its tensors, and its trace (to link from the batch's span). */
-interface BatchedRow {
+interface BatchedRow extends TracedRow {
   tensors: DecodedRow;
-  trace?: InferRow["trace"];
-  /** The span of the batch that ran it, once it ran. */
-  batch?: SpanContext;
 }
 
 /**
@@ -73,29 +69,20 @@ export class ClassifierServer {
       throw new GraphMismatchError(mismatch);
     }
     const labels = { model: config.name, version };
-    const batcher = new Batcher<BatchedRow, Record<string, OutputTensor>>(
-      async (rows) => {
-        metrics.batchSize.observe(labels, rows.length);
-        // sampled once per batch, not twice per row: rows still waiting behind this one
-        metrics.pending.set(labels, batcher.pending);
-        const end = metrics.computeSeconds.startTimer(labels);
-        const started = performance.now();
-        const span = startBatchSpan(config.name, version, rows);
-        const run = span && startModelRunSpan(span, config.name);
-        if (span) for (const row of rows) row.batch = span.spanContext();
-        try {
+    const batcher: Batcher<BatchedRow, Record<string, OutputTensor>> = new Batcher<
+      BatchedRow,
+      Record<string, OutputTensor>
+    >(
+      recordedBatchRun(
+        labels,
+        metrics,
+        stats,
+        () => batcher.pending,
+        async (rows) => {
           const tensors = rows.map((r) => r.tensors);
           return splitRows(await runtime.run(packRows(config.inputs, tensors)), rows.length);
-        } catch (err) {
-          run?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
-          throw err;
-        } finally {
-          end();
-          run?.end();
-          span?.end();
-          stats.execution(config.name, version, rows.length, performance.now() - started);
-        }
-      },
+        },
+      ),
       {
         maxBatchSize: config.max_batch_size,
         preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,

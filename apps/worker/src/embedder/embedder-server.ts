@@ -16,20 +16,17 @@ import {
   GraphMismatchError,
   loadBatchRunner,
 } from "@ferry/runtime";
-import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
 import { answerBatched, type RowServing } from "../classifier/batched-row.js";
 import { Batcher } from "../classifier/batcher.js";
+import { recordedBatchRun, type TracedRow } from "../classifier/recorded-batch.js";
 import type { WorkerMetrics } from "../metrics.js";
-import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
 import { padBatch, poolRows } from "./pooling.js";
 import { rowTokens } from "./row-tokens.js";
 
 /** A row in the batcher: its token ids, and its trace (to link from the batch's span). */
-interface EmbedRow {
+interface EmbedRow extends TracedRow {
   ids: number[];
-  trace?: InferRow["trace"];
-  batch?: SpanContext;
 }
 
 /**
@@ -92,16 +89,16 @@ export class EmbedderServer {
     const typeIds = runtime.graph.inputs.some((t) => t.name === "token_type_ids");
     const output = config.outputs[0]?.name ?? "";
     const labels = { model: config.name, version };
-    const batcher = new Batcher<EmbedRow, Record<string, OutputTensor>>(
-      async (rows) => {
-        metrics.batchSize.observe(labels, rows.length);
-        metrics.pending.set(labels, batcher.pending);
-        const end = metrics.computeSeconds.startTimer(labels);
-        const started = performance.now();
-        const span = startBatchSpan(config.name, version, rows);
-        const run = span && startModelRunSpan(span, config.name);
-        if (span) for (const row of rows) row.batch = span.spanContext();
-        try {
+    const batcher: Batcher<EmbedRow, Record<string, OutputTensor>> = new Batcher<
+      EmbedRow,
+      Record<string, OutputTensor>
+    >(
+      recordedBatchRun(
+        labels,
+        metrics,
+        stats,
+        () => batcher.pending,
+        async (rows) => {
           const ids = rows.map((r) => r.ids);
           const outputs = await runtime.run(padBatch(ids, typeIds));
           const hidden = outputs[output];
@@ -112,16 +109,8 @@ export class EmbedderServer {
             [EMBED_OUTPUT.embedding]: { dims: [vector.length], data: Array.from(vector) },
             [EMBED_OUTPUT.tokens]: { dims: [1], data: [lengths[r] as number] },
           }));
-        } catch (err) {
-          run?.setStatus({ code: SpanStatusCode.ERROR, message: String(err) });
-          throw err;
-        } finally {
-          end();
-          run?.end();
-          span?.end();
-          stats.execution(config.name, version, rows.length, performance.now() - started);
-        }
-      },
+        },
+      ),
       {
         maxBatchSize: config.max_batch_size,
         preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
