@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { WorkerMetrics } from "../metrics.js";
-import { recordedBatchRun } from "./recorded-batch.js";
+import { recordedBatchRun, type TracedRow } from "./recorded-batch.js";
+
+/** A row the tests batch: a number, and no trace. */
+type Row = TracedRow & { x: number };
 
 const labels = { model: "digits", version: "2" };
 
@@ -18,7 +21,7 @@ describe("recordedBatchRun", () => {
   it("records each batch's size, the rows waiting, its compute time and its statistics", async () => {
     const metrics = new WorkerMetrics();
     const executions: Array<[string, string, number]> = [];
-    const run = recordedBatchRun<{ x: number }, number>(
+    const run = recordedBatchRun<Row, number>(
       labels,
       metrics,
       { execution: (model, version, rows) => executions.push([model, version, rows]) },
@@ -42,7 +45,7 @@ describe("recordedBatchRun", () => {
   it("a failed run still counts its time and statistics, and its error reaches the batcher", async () => {
     const metrics = new WorkerMetrics();
     let executions = 0;
-    const run = recordedBatchRun<{ x: number }, number>(
+    const run = recordedBatchRun<Row, number>(
       labels,
       metrics,
       { execution: () => executions++ },
