@@ -77,6 +77,20 @@ describe("Idempotency-Key on POST /v1/jobs", () => {
     expect(retry.headers.get("idempotent-replayed")).toBe("true");
     expect(retry.headers.get("location")).toBe(`/v1/jobs/${id}`);
     expect(await idOf(retry)).toBe(id);
+    // a replay is this request's answer too: it names this request, as every answer does
+    const named = await fetch(`${stack.baseUrl}/v1/jobs`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        authorization: "Bearer k1",
+        "Idempotency-Key": key,
+        "X-Request-Id": "retry-7",
+      },
+      body: JSON.stringify(job()),
+    });
+    expect(named.headers.get("idempotent-replayed")).toBe("true");
+    expect(named.headers.get("x-request-id")).toBe("retry-7");
+    expect(await idOf(named)).toBe(id);
     // the same body with its keys in another order is the same request; a quoted key the same key
     const reordered = { input: { features }, model: "digits" };
     expect(await idOf(await post("/v1/jobs", reordered, `"${key}"`))).toBe(id);
@@ -403,9 +417,11 @@ describe("Idempotency-Key on a background POST /v1/responses", () => {
 
   it("a streamed one retried streams that same response again from its start", async () => {
     const key = randomUUID();
-    const created = async () => {
+    const created = async (replayed: boolean) => {
       const res = await post("/v1/responses", response({ stream: true }), key);
       expect(res.status).toBe(200);
+      expect(res.headers.get("idempotent-replayed")).toBe(replayed ? "true" : null);
+      expect(res.headers.get("x-request-id")).toBeTruthy();
       let id = "";
       await readSse(res, (event) => {
         const data = JSON.parse(event.data) as { type: string; response?: { id: string } };
@@ -417,9 +433,9 @@ describe("Idempotency-Key on a background POST /v1/responses", () => {
       });
       return id;
     };
-    const first = await created();
+    const first = await created(false);
     expect(first).toMatch(/^resp_/);
-    expect(await created()).toBe(first);
+    expect(await created(true)).toBe(first);
   });
 });
 

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { FerryError } from "@ferry/protocol";
 import { type StoredAnswer, UNKNOWN_FINGERPRINT } from "@ferry/transport";
 import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { HonoEnv } from "../services.js";
 import { errorResponse, httpStatus, toFerryError } from "./errors.js";
 
@@ -199,6 +200,9 @@ export interface StreamedAnswer<R> {
   replay(createdId: string): Promise<R>;
 }
 
+/** What a replayed answer carries (the draft's name for it). */
+const REPLAYED_HEADER = "Idempotent-Replayed";
+
 /** Marks a kept answer that was an event stream (not kept: `StreamedAnswer.replay`). */
 const STREAM_MARK = "x-ferry-replay-stream";
 
@@ -243,10 +247,12 @@ export async function idempotently<R extends Response>(
       const read = await streamed.readAll();
       if (claim.fingerprint !== UNKNOWN_FINGERPRINT && read !== claim.fingerprint) throw reused();
     }
+    // on the context, so that the stream's head (`sse`) carries it as the kept answer's does
+    c.header(REPLAYED_HEADER, "true");
     if (stream && claim.answer.headers[STREAM_MARK] !== undefined)
       return stream.replay(claim.answer.body);
     // typed as the route's own answer: it is one, sent before (or its 500)
-    return replay(claim.answer) as R;
+    return replay(c, claim.answer) as R;
   }
   let res: R;
   const keyed = {
@@ -323,9 +329,9 @@ function reused(): FerryError {
   );
 }
 
-function replay(answer: StoredAnswer): Response {
-  return new Response(answer.body, {
-    status: answer.status,
-    headers: { ...answer.headers, "Idempotent-Replayed": "true" },
-  });
+/** The kept answer, with the headers this request's context has (its X-Request-Id, say). */
+function replay(c: Context<HonoEnv>, answer: StoredAnswer): Response {
+  const res = c.newResponse(answer.body, answer.status as ContentfulStatusCode);
+  for (const [name, value] of Object.entries(answer.headers)) res.headers.set(name, value);
+  return res;
 }
