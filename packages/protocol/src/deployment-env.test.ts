@@ -21,4 +21,12 @@ describe("parseEnv", () => {
   it("names the variable that is wrong", () => {
     expect(() => parseEnv(schema, { JOB_TTL_S: "-5" })).toThrow(/invalid environment: JOB_TTL_S/);
   });
+
+  it("takes pino's log levels in any case and refuses any other, before a logger is built", () => {
+    expect(parseEnv(schema, { LOG_LEVEL: "DEBUG" }).LOG_LEVEL).toBe("debug");
+    expect(parseEnv(schema, { LOG_LEVEL: "silent" }).LOG_LEVEL).toBe("silent");
+    expect(() => parseEnv(schema, { LOG_LEVEL: "verbose" })).toThrow(
+      /invalid environment: LOG_LEVEL/,
+    );
+  });
 });

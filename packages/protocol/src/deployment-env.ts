@@ -15,7 +15,15 @@ export const deploymentEnvSchema = z.object({
   /** Prefix of every Redis key; API and workers of one deployment share it. */
   FERRY_PREFIX: z.string().default("ferry"),
   MODEL_REPOSITORY: z.string().default("./models"),
-  LOG_LEVEL: z.string().default("info"),
+  /**
+   * pino's level names, in any case: checked here, because pino throws on an unknown one only
+   * once the process builds its logger, and `npm start` restarted that crash again and again.
+   */
+  LOG_LEVEL: z
+    .string()
+    .default("info")
+    .transform((level) => level.trim().toLowerCase())
+    .pipe(z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"])),
   /** How long finished async jobs, their event logs and batch results stay readable, in s. */
   JOB_TTL_S: z.coerce.number().int().positive().default(86_400),
   /**
