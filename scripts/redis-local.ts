@@ -15,9 +15,12 @@ export interface LocalRedis {
 /**
  * The contract's rule: use Redis at `url` when it answers; else, when nothing is there, start
  * a private redis-server on a free port in a temp dir and say so; else (a server that refuses
- * Ferry, or no redis-server to start) exit 1 with one actionable line.
+ * Ferry, or no redis-server to start) exit 1 with one actionable line. `alone` names a process
+ * started as one part of a deployment (`npm run api`, `npm run worker`): it never starts a
+ * private Redis, which no other part would find (an API and a worker each on its own had
+ * served nothing: every predict 504).
  */
-export async function ensureRedis(url: string): Promise<LocalRedis> {
+export async function ensureRedis(url: string, alone?: string): Promise<LocalRedis> {
   // a Redis Cluster is the user's to run: it must answer, and is never replaced by a server
   const clusterNodes = parseClusterNodes(process.env.REDIS_CLUSTER_NODES);
   if (clusterNodes.length > 0) {
@@ -37,6 +40,12 @@ export async function ensureRedis(url: string): Promise<LocalRedis> {
       : "fix what it says";
     console.error(
       `ferry: the Redis at ${shown(url)} refused: ${reason}; ${fix}, or point REDIS_URL at another Redis.`,
+    );
+    process.exit(1);
+  }
+  if (alone !== undefined) {
+    console.error(
+      `ferry: no Redis answers at ${shown(url)}; ${alone} is one part of a deployment, and every part must use the same Redis: start one there or set REDIS_URL (npm start runs the whole stack on a private one).`,
     );
     process.exit(1);
   }

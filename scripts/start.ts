@@ -22,7 +22,10 @@ if (only !== undefined && only !== "api" && only !== "worker") {
   console.error("usage: node --import tsx scripts/start.ts [--only api|worker]");
   process.exit(2);
 }
-const redis = await ensureRedis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
+const redis = await ensureRedis(
+  process.env.REDIS_URL ?? "redis://127.0.0.1:6379",
+  only && `npm run ${only}`,
+);
 const env = { ...process.env, REDIS_URL: redis.url };
 const entries = { api: "apps/api/src/main.ts", worker: "apps/worker/src/main.ts" };
 type Name = keyof typeof entries;

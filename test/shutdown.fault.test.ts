@@ -246,10 +246,10 @@ describe("a client that goes away frees its seat", () => {
  * gives it a process group of its own, as a terminal's foreground job has (Ctrl-C signals
  * the whole group).
  */
-function npmStart(env: Record<string, string>, detached = false) {
+function npmStart(env: Record<string, string>, detached = false, args: string[] = []) {
   const child = spawn(
     process.execPath,
-    ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts"],
+    ["--conditions=ferry-source", "--import", "tsx", "scripts/start.ts", ...args],
     { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached },
   );
   const chunks: string[] = [];
@@ -260,8 +260,8 @@ function npmStart(env: Record<string, string>, detached = false) {
 }
 
 /** Runs it to its exit; one still running after `limitMs` (it served) gets SIGINT. */
-async function npmStartToExit(env: Record<string, string>, limitMs = 30_000) {
-  const start = npmStart(env);
+async function npmStartToExit(env: Record<string, string>, limitMs = 30_000, args: string[] = []) {
+  const start = npmStart(env, false, args);
   const timer = setTimeout(() => start.child.kill("SIGINT"), limitMs);
   const code = await start.exit;
   clearTimeout(timer);
@@ -371,7 +371,24 @@ describe("npm start", () => {
     expect(invalid.code).toBe(1);
     expect(invalid.output).toMatch(/ferry: invalid environment: PORT: /);
     expect(invalid.output).not.toMatch(/restarting it|\n\s+at /);
+    // pino's own check came as each process built its logger: a stack trace, six restarts
+    const level = await run({ PORT: String(await freePort()), LOG_LEVEL: "verbose" });
+    expect(level.code).toBe(1);
+    expect(level.output).toMatch(/ferry: invalid environment: LOG_LEVEL: /);
+    expect(level.output).not.toMatch(/restarting it|\n\s+at /);
   }, 90_000);
+
+  it("npm run api or npm run worker alone never starts a private Redis (the other part would not find it): no Redis is one line, exit 1", async () => {
+    const url = `redis://127.0.0.1:${await freePort()}`;
+    for (const part of ["api", "worker"]) {
+      const alone = await npmStartToExit({ REDIS_URL: url }, 30_000, ["--only", part]);
+      expect(alone.code).toBe(1);
+      expect(alone.output).toContain(
+        `ferry: no Redis answers at ${url}; npm run ${part} is one part of a deployment`,
+      );
+      expect(alone.output).not.toMatch(/private redis-server/);
+    }
+  }, 60_000);
 
   it("with the private Redis it starts when none answers, Ctrl-C (SIGINT to the whole process group) still drains: the stream ends whole, the stack exits, Redis last", async () => {
     const port = await freePort();
