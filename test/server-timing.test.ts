@@ -85,6 +85,60 @@ describe("Server-Timing on every synchronous answer", () => {
     expectBreakdown(timings(res));
   });
 
+  it("a response that is not streamed (the Responses API)", async () => {
+    const res = await stack.post("/v1/responses", {
+      model: "tiny-lm",
+      input: "Once upon a time",
+      max_output_tokens: 8,
+    });
+    expect(res.status).toBe(200);
+    expectBreakdown(timings(res));
+  });
+
+  it("every synchronous generation names its jobs in X-Job-Id, whose events stay readable", async () => {
+    const named = async (path: string, body: unknown, jobs = 1) => {
+      const res = await stack.post(path, body);
+      expect(res.status, path).toBe(200);
+      const ids = (res.headers.get("x-job-id") ?? "").split(", ").filter(Boolean);
+      expect(ids, path).toHaveLength(jobs);
+      for (const id of ids) {
+        const events = await fetch(stack.url(`/v1/jobs/${id}/events`));
+        expect(events.status, path).toBe(200);
+        expect(await events.text(), path).toContain("event: done");
+      }
+      return { ids, answer: (await res.json()) as { id?: string } };
+    };
+    const completion = await named(
+      "/v1/completions",
+      {
+        model: "tiny-lm",
+        prompt: ["Once", "Twice"],
+        max_tokens: 4,
+      },
+      2,
+    );
+    expect(completion.answer.id).toBe(`cmpl-${completion.ids[0]}`);
+    await named("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 4,
+    });
+    // Triton's generate answer carries no id of Ferry's: the header is the only way to its job
+    await named("/v2/models/tiny-lm/generate", {
+      text_input: "Hello",
+      parameters: { max_tokens: 4 },
+    });
+    await named("/v1/responses", { model: "tiny-lm", input: "Hi", max_output_tokens: 4 });
+    // a refusal ran nothing
+    const refused = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Hi",
+      max_tokens: 99_999,
+    });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get("x-job-id")).toBeNull();
+  });
+
   it("an async job's result carries the same timings", async () => {
     for (const input of [
       { features: samples.digits.inputs[7] },

@@ -26,12 +26,12 @@ import { registerV2Models } from "./kserve-v2/models-routes.js";
 import { registerV2Repository } from "./kserve-v2/repository-routes.js";
 import { registerV2Stats } from "./kserve-v2/stats-routes.js";
 import { admitBeforeBody } from "./middleware/admission.js";
+import { answerHeaders } from "./middleware/answer-headers.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
 import { securityHeaders } from "./middleware/security-headers.js";
-import { serverTiming } from "./middleware/server-timing.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { tracing } from "./middleware/tracing.js";
 import { registerChatCompletions } from "./openai/chat-completions-routes.js";
@@ -56,7 +56,7 @@ export function createApp(
   });
   if (services.tracing) app.use(tracing());
   app.use(requestId());
-  app.use(serverTiming());
+  app.use(answerHeaders());
   app.use(securityHeaders());
   app.use(async (c, next) => {
     c.set("services", services);

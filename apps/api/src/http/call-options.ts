@@ -3,6 +3,7 @@ import type { TraceCarrier } from "@ferry/telemetry";
 import type { Context } from "hono";
 import type { HonoEnv } from "../services.js";
 import type { CallOptions } from "./call.js";
+import type { NamedJobs } from "./named-jobs.js";
 import type { ServerTiming } from "./server-timing.js";
 import { OPEN_TENANT, type Tenant } from "./tenant.js";
 
@@ -27,6 +28,7 @@ export function callOptions(c: Context<HonoEnv>, body: CallBody): CallOptions {
     releaseAdmission: c.get("releaseAdmission"),
     waitedMs: c.get("waitedMs"),
     timing: c.get("serverTiming"),
+    jobs: c.get("namedJobs"),
     trace: c.get("trace"),
   });
 }
@@ -41,6 +43,7 @@ export function callOptionsFrom(
     releaseAdmission?: (() => void) | undefined;
     waitedMs?: number | undefined;
     timing?: ServerTiming | undefined;
+    jobs?: NamedJobs | undefined;
     trace?: TraceCarrier | undefined;
   },
 ): CallOptions {

@@ -1,4 +1,5 @@
 import type { TraceCarrier } from "@ferry/telemetry";
+import type { NamedJobs } from "./named-jobs.js";
 import type { ServerTiming } from "./server-timing.js";
 import type { Tenant } from "./tenant.js";
 
@@ -59,4 +60,6 @@ export interface CallOptions {
   waitsOutFullQueues?: boolean | undefined;
   /** Where the answer's time went, for its Server-Timing header (filled by the services). */
   timing?: ServerTiming | undefined;
+  /** The jobs a synchronous answer ran, for its X-Job-Id header (filled by the services). */
+  jobs?: NamedJobs | undefined;
 }

@@ -11,7 +11,6 @@ import type { EnqueueOptions, GenerateRequest, InferenceClient, JobRecord } from
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
-import type { ServerTiming } from "../http/server-timing.js";
 import { oneOfSeveral } from "../http/tenant.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
 import type { ApiMetrics } from "../metrics.js";
@@ -282,7 +281,7 @@ export class CompletionService {
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const several = severalChoices(body);
     if (several) return this.completeEach(body, several, opts, signal);
-    return this.answer(body, await this.follow(body, opts, signal), signal, opts.timing);
+    return this.answer(body, await this.follow(body, opts, signal), signal, opts);
   }
 
   /**
@@ -303,7 +302,7 @@ export class CompletionService {
     try {
       const followed = await this.followEach(choices, opts, stop.signal);
       const answers = await Promise.all(
-        followed.map((one) => this.answer(body, one, stop.signal, opts.timing)),
+        followed.map((one) => this.answer(body, one, stop.signal, opts)),
       );
       return joinAnswers(answers, body.n ?? 1);
     } catch (err) {
@@ -320,11 +319,12 @@ export class CompletionService {
     body: CompletionRequest | ChatRequest,
     { record: job, events, close }: FollowedCompletion,
     signal?: AbortSignal,
-    timing?: ServerTiming,
+    { timing, jobs }: Pick<CallOptions, "timing" | "jobs"> = {},
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const render = "messages" in body ? chatResponse : completionResponse;
     const result = await this.result({ record: job, events, close }, signal);
     timing?.generation(result.timing);
+    jobs?.add(job.id);
     return render(job, result);
   }
 

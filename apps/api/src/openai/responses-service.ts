@@ -145,6 +145,8 @@ export class ResponsesService {
     const followed = await this.follow(prepared, opts, signal);
     try {
       const result = await this.completions.result(followed, signal);
+      opts.timing?.generation(result.timing);
+      opts.jobs?.add(followed.record.id);
       return responseObject(followed.record, prepared.meta, result);
     } finally {
       await this.forget(prepared, followed.record.id);
