@@ -157,6 +157,29 @@ describe("completions through the official openai client", () => {
     expect(tokenCounts(usage)).toEqual(tokenCounts(whole.usage));
   });
 
+  it("no two chunks share an event id: a result's finish and usage chunks carry it on the last alone", async () => {
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: prompts[1] ?? "",
+      max_tokens: 6,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks: Array<{ id: string | undefined; data: string }> = [];
+    await readSse(res, (event) => {
+      chunks.push({ id: event.id, data: event.data });
+      return undefined;
+    });
+    const ids = chunks.map((c) => c.id).filter((id) => id !== undefined);
+    expect(new Set(ids).size).toBe(ids.length);
+    const usage = chunks.at(-2);
+    expect(JSON.parse(usage?.data ?? "{}").usage).toBeTruthy();
+    // the last event's id: a client that saw it has seen everything the job said
+    expect(usage?.id).toBe(ids.at(-1));
+    expect(chunks.at(-3)?.id).toBeUndefined();
+    expect(chunks.at(-1)?.data).toBe("[DONE]");
+  });
+
   it("vLLM's continuous_usage_stats: with include_usage, every chunk carries the usage so far", async () => {
     const prompt = prompts[1] ?? "";
     const stream = await openai.completions.create({

@@ -50,30 +50,41 @@ async function follow(
   const { job, first, events, reading, close } = await openStream(c, body, opts, gone, slot);
   const includeUsage = body.stream_options?.include_usage === true;
   const continuous = continuousUsage(body);
+  /** The last job event whose chunks were all sent: where a resume continues from. */
   let lastId: string | undefined;
   const state = new ChoiceState();
   return sse(c, async (stream) => {
-    const send = (payload: unknown) =>
-      stream.send({ ...(lastId ? { id: lastId } : {}), data: JSON.stringify(payload) });
+    const send = (payload: unknown, id?: string) =>
+      stream.send({ ...(id ? { id } : {}), data: JSON.stringify(payload) });
     // vLLM's continuous usage: every chunk with a choice carries the usage so far
-    const sendChunk = (chunk: StreamChunk) =>
-      send(continuous && chunk.choices.length > 0 ? state.withUsage(job, chunk) : chunk);
+    const chunkOf = (chunk: StreamChunk) =>
+      continuous && chunk.choices.length > 0 ? state.withUsage(job, chunk) : chunk;
+    // an event's chunks (a result's finish and its usage, say) carry its id on the last alone:
+    // two chunks with one id, a client cut off between them resumed past the second unseen
+    const sendEvent = async (chunks: Iterable<StreamChunk>, id: string) => {
+      const all = [...chunks];
+      for (let k = 0; k < all.length; k++)
+        await send(chunkOf(all[k] as StreamChunk), k === all.length - 1 ? id : undefined);
+      lastId = id;
+    };
     const write = async (event: JobEvent) => {
       const e = event.body;
-      lastId = event.id;
       if (e.type === "token") {
         state.completionTokens += e.ids?.length ?? 0;
-        for (const chunk of render.token(job, e, state)) await sendChunk(chunk);
+        await sendEvent(render.token(job, e, state), event.id);
       } else if (e.type === "result") {
         const result = completions.countTokens(job, e.result as CompletionResult);
         state.completionTokens = result.usage.completion_tokens;
-        for (const chunk of render.end(job, result, includeUsage, state)) await sendChunk(chunk);
-      } else if (e.type === "error") await send(streamError(errorOf(event)));
+        await sendEvent(render.end(job, result, includeUsage, state), event.id);
+      } else if (e.type === "error") {
+        await send(streamError(errorOf(event)), event.id);
+        lastId = event.id;
+      }
     };
     // the slot comes back however the stream ends, a log that fails to read (Redis) included
     try {
       try {
-        for (const chunk of render.start(job, state)) await sendChunk(chunk);
+        for (const chunk of render.start(job, state)) await send(chunkOf(chunk));
         if (!first.done) await write(first.value);
         for await (const event of events) await write(event);
       } finally {
