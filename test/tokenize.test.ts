@@ -6,8 +6,9 @@ import { tempRepository } from "./helpers/model-repo.js";
 import { referenceGreedy } from "./helpers/reference-lm.js";
 import { Stack } from "./helpers/stack.js";
 
-// tiny-lm (the one text model, served) beside mnist (a classifier, not served)
-const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm" } });
+// tiny-lm (the one text model, served) and bert-fortunes (an embedder) beside mnist (a
+// classifier, not served)
+const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,bert-fortunes" } });
 // tiny-lm read by a Hugging Face tokenizer.json whose post-processor adds a BOS (id 256)
 const bosRepo = tempRepository({
   "tiny-lm": { tokenizer: { type: "huggingface", eos_token_id: 256 } },
@@ -111,6 +112,38 @@ describe("vLLM's /tokenize and /detokenize", () => {
       temperature: 0,
     });
     expect(fresh.usage?.prompt_tokens).not.toBe(rendered.count);
+  });
+
+  it("an embedder's tokens are the ones /v1/embeddings counts, its window its max_model_len", async () => {
+    const text = "The fortune you seek is in another cookie.";
+    const counted = await tokenize({ model: "bert-fortunes", prompt: text });
+    expect(counted.max_model_len).toBe(128);
+    const res = await stack.post("/v1/embeddings", { model: "bert-fortunes", input: text });
+    expect(res.status).toBe(200);
+    const { usage } = (await res.json()) as { usage: { prompt_tokens: number } };
+    expect(counted.count).toBe(usage.prompt_tokens);
+    expect(counted.tokens).toHaveLength(counted.count);
+    // its special tokens open and close it; without them, the text's own alone
+    const bare = await tokenize({
+      model: "bert-fortunes",
+      prompt: text,
+      add_special_tokens: false,
+    });
+    expect(bare.count).toBe(counted.count - 2);
+    expect(counted.tokens.slice(1, -1)).toEqual(bare.tokens);
+    expect((await detokenize(bare.tokens, "bert-fortunes")).toLowerCase()).toContain("fortune");
+    const refused = async (body: unknown, message: RegExp) => {
+      const answer = await stack.post("/tokenize", body);
+      expect(answer.status).toBe(400);
+      expect(((await answer.json()) as { error: { message: string } }).error.message).toMatch(
+        message,
+      );
+    };
+    await refused({ model: "bert-fortunes", messages }, /embedder, which has no chat template/);
+    await refused(
+      { model: "bert-fortunes", prompt: "x".repeat(128 * 64 + 1) },
+      /maximum context length is 128 tokens; .* far more than fit/,
+    );
   });
 
   it("refuses what it cannot answer, naming the problem", async () => {

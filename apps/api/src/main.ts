@@ -165,7 +165,7 @@ const services: Services = {
   responses,
   completions,
   embeddings,
-  tokenization: new TokenizationService(repository, completions),
+  tokenization: new TokenizationService(repository, completions, embeddings),
   batchJobs: new BatchJobService(repository, client, parseThread, env.BATCH_ROWS_PER_KEY_BYTES),
   batchJobReader: new BatchJobReader(repository, client, classify, (bytes) =>
     parseThread.resultLines(bytes),

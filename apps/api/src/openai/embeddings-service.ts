@@ -116,7 +116,7 @@ export class EmbeddingsService {
   }
 
   /** The model's tokenizer, loaded once per model.json (a reload's new entry loads it again). */
-  private tokenizer(entry: ModelEntry): Promise<Tokenizer> {
+  tokenizer(entry: ModelEntry): Promise<Tokenizer> {
     let tokenizer = this.tokenizers.get(entry);
     if (!tokenizer) {
       tokenizer = loadTokenizer(entry.dir, tokenizerConfigSchema.parse(entry.config.tokenizer));
