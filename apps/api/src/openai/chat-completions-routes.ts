@@ -13,7 +13,7 @@ const route = createRoute({
   method: "post",
   path: "/v1/chat/completions",
   summary:
-    "OpenAI-compatible chat: the model's chat template renders the messages; `stream: true` answers with `chat.completion.chunk` SSE and `data: [DONE]`, and names the job in X-Job-Id (resumable through /v1/jobs/{id}/events)",
+    "OpenAI-compatible chat: the model's chat template renders the messages; `stream: true` answers with `chat.completion.chunk` SSE and `data: [DONE]`; streamed or not, X-Job-Id names the job (its events readable through /v1/jobs/{id}/events)",
   request: {
     body: {
       content: { "application/json": { schema: chatCompletionRequestSchema } },
