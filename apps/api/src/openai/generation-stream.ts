@@ -61,10 +61,9 @@ async function follow(
       continuous && chunk.choices.length > 0 ? state.withUsage(job, chunk) : chunk;
     // an event's chunks (a result's finish and its usage, say) carry its id on the last alone:
     // two chunks with one id, a client cut off between them resumed past the second unseen
-    const sendEvent = async (chunks: Iterable<StreamChunk>, id: string) => {
-      const all = [...chunks];
-      for (let k = 0; k < all.length; k++)
-        await send(chunkOf(all[k] as StreamChunk), k === all.length - 1 ? id : undefined);
+    const sendEvent = async (chunks: readonly StreamChunk[], id: string) => {
+      for (let k = 0; k < chunks.length; k++)
+        await send(chunkOf(chunks[k] as StreamChunk), k === chunks.length - 1 ? id : undefined);
       lastId = id;
     };
     const write = async (event: JobEvent) => {
