@@ -72,6 +72,34 @@ describe("guided decoding cannot stall or crash the worker", () => {
     expect(typeof JSON.parse(job.result?.choices[0]?.text ?? "")).toBe("string");
   });
 
+  it("the deepest schemas the budget takes compile, and every guided request after them is served", async () => {
+    // 56 nested objects, or 32 arrays of objects, ran XGrammar off its WebAssembly stack; the
+    // budget had let 64 levels through, and the grammar thread then failed every request
+    const objects = (n: number): Record<string, unknown> =>
+      n === 0
+        ? { type: "boolean" }
+        : { type: "object", properties: { a: objects(n - 1) }, required: ["a"] };
+    const arraysOfObjects = (n: number): Record<string, unknown> =>
+      n === 0
+        ? { type: "boolean" }
+        : {
+            type: "array",
+            minItems: 1,
+            maxItems: 1,
+            items: { type: "object", properties: { b: arraysOfObjects(n - 1) }, required: ["b"] },
+          };
+    for (const schema of [objects(32), arraysOfObjects(16)]) {
+      const res = await complete({ guided_json: schema, max_tokens: 4 });
+      expect(res.status, await res.clone().text()).toBe(200);
+    }
+    for (let k = 0; k < 3; k++) {
+      const probe = await complete({ guided_json: { type: "boolean" }, max_tokens: 8, seed: k });
+      expect(probe.status).toBe(200);
+      const text = ((await probe.json()) as { choices: Array<{ text: string }> }).choices[0]?.text;
+      expect(["true", "false"]).toContain(text);
+    }
+  });
+
   it("budgets: subschemas, depth, counts and a pattern's expansion are 400s naming the budget", async () => {
     const many = {
       type: "object",
@@ -81,9 +109,9 @@ describe("guided decoding cannot stall or crash the worker", () => {
       /^guided_json: at .*: the schema has more than 10000 subschemas$/,
     );
     let deep: Record<string, unknown> = { type: "string" };
-    for (let i = 0; i < 70; i++) deep = { type: "array", items: deep };
+    for (let i = 0; i < 33; i++) deep = { type: "array", items: deep };
     expect(await message(await complete({ guided_json: deep }))).toMatch(
-      /the schema nests deeper than 64 levels/,
+      /the schema nests deeper than 32 levels/,
     );
     expect(
       await message(await complete({ guided_json: { type: "string", maxLength: 1_000_000 } })),

@@ -368,4 +368,32 @@ describe("GrammarEngine", () => {
     regex.close();
     await tight.shutdown();
   });
+
+  it("a schema whose compiling traps XGrammar's WebAssembly fails alone: the thread is replaced, and the sequences and specs after it are served", async () => {
+    const fresh = new GrammarEngine({ compileBudgetMs: 5_000, maskBudgetMs: 1_000 });
+    const v = fresh.vocabulary(bytes, 257);
+    const regex = await fresh.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    await spell(regex, "abc1");
+    // 60 nested objects run XGrammar's converter off its stack, into its heap: on the same
+    // thread, every request after it had failed "memory access out of bounds"
+    const deep = (n: number): Record<string, unknown> =>
+      n === 0
+        ? { type: "string" }
+        : { type: "object", properties: { a: deep(n - 1) }, required: ["a"] };
+    await expect(fresh.open({ kind: "json_schema", schema: deep(60) }, v)).rejects.toThrow(
+      /^json_schema: XGrammar failed compiling it \(memory access out of bounds\)/,
+    );
+    expect(fresh.restarts).toBe(1);
+    const after = await spell(regex, "23");
+    expect(after[256]).toBe(0);
+    regex.close();
+    for (const schema of [{ type: "boolean" }, deep(20)]) {
+      const guide = await fresh.open({ kind: "json_schema", schema }, v);
+      guide.close();
+    }
+    const choice = await fresh.open({ kind: "choice", choices: ["yes", "no"] }, v);
+    expect((await spell(choice, "no"))[256]).toBe(0);
+    choice.close();
+    await fresh.shutdown();
+  });
 });

@@ -212,6 +212,11 @@ export class GrammarEngine implements MatcherHost {
       guide.fail(new FerryError(reply.invalid ? "INVALID_INPUT" : "MODEL_ERROR", what));
     }
     entry.resolve(reply);
+    // XGrammar's memory may be corrupt: every other sequence moves to a fresh thread
+    if (reply.type === "error" && reply.broken) {
+      if (guide) this.guides.delete(guide.seq);
+      this.replaceThread(undefined, "XGrammar failed");
+    }
   }
 
   /**

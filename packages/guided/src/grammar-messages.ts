@@ -31,4 +31,8 @@ export type GrammarReply =
   | { type: "done"; id: number }
   /** The next token's bitmask (bit set: allowed), as a transferred buffer. */
   | { type: "mask"; id: number; words: ArrayBuffer; memoryBytes: number }
-  | { type: "error"; id: number; message: string; invalid: boolean };
+  /**
+   * A request that failed: `invalid` when its spec is at fault; `broken` when XGrammar's
+   * WebAssembly failed under it (a stack run into its heap), after which the thread is unsound.
+   */
+  | { type: "error"; id: number; message: string; invalid: boolean; broken?: boolean };

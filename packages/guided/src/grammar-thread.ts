@@ -208,12 +208,18 @@ async function handle(msg: GrammarRequest): Promise<GrammarReply> {
       let grammar: CompiledGrammar;
       try {
         grammar = await compiled(vocab, msg.key, msg.spec);
-      } catch {
+      } catch (err) {
+        const broken = brokeWebAssembly(err);
         return {
           type: "error",
           id: msg.id,
-          message: lastError || "the grammar was refused",
+          message:
+            lastError ||
+            (broken
+              ? `XGrammar failed compiling it (${(err as Error).message}); nest it less deeply or make it smaller`
+              : "the grammar was refused"),
           invalid: true,
+          ...(broken ? { broken } : {}),
         };
       }
       const matcher = await xgrammar().GrammarMatcher.createGrammarMatcher(grammar);
@@ -235,6 +241,17 @@ async function handle(msg: GrammarRequest): Promise<GrammarReply> {
   }
 }
 
+/**
+ * Whether `err` came from XGrammar's WebAssembly itself failing (a trap: its stack, in the
+ * module's memory, run into its heap by a deeply nested schema), not from XGrammar refusing a
+ * spec (its own errors, said on stderr first). After a trap its memory may be corrupt: later
+ * calls failed "memory access out of bounds" for every request, so the thread must go.
+ */
+function brokeWebAssembly(err: unknown): boolean {
+  // WebAssembly.RuntimeError, by its name: this project's types leave the WebAssembly namespace out
+  return (err instanceof Error && err.name === "RuntimeError") || err instanceof RangeError;
+}
+
 // one request at a time, in order: a sequence's advance never overtakes its open
 let queue = Promise.resolve();
 port.on("message", (msg: GrammarRequest) => {
@@ -246,6 +263,7 @@ port.on("message", (msg: GrammarRequest) => {
     } catch (err) {
       const message = lastError || (err instanceof Error ? err.message : String(err));
       reply = { type: "error", id: msg.id, message, invalid: false };
+      if (brokeWebAssembly(err)) reply.broken = true;
     }
     port.postMessage(reply, reply.type === "mask" ? [reply.words] : []);
   });

@@ -3,8 +3,11 @@ import { regexProblem } from "./regex-budget.js";
 
 /** Most schema objects one schema may hold (each `$def` counted once: references are not expanded). */
 export const MAX_SCHEMA_NODES = 10_000;
-/** Deepest nesting of schema objects (references not followed). */
-export const MAX_SCHEMA_DEPTH = 64;
+/**
+ * Deepest nesting of schema objects (references not followed). XGrammar's converter recurses
+ * on its WebAssembly stack, which 56 nested objects, or 32 arrays of objects, overran.
+ */
+export const MAX_SCHEMA_DEPTH = 32;
 /** Largest count a length or item bound may name: XGrammar writes bounded repetition out. */
 export const MAX_SCHEMA_COUNT = 10_000;
 /** Most values one `enum` may list. */
