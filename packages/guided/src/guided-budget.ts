@@ -7,6 +7,11 @@ export const MAX_TOOLS = 128;
 
 /** Longest EBNF grammar taken, in characters. */
 export const MAX_GRAMMAR_LENGTH = 65_536;
+/**
+ * Deepest nesting of an EBNF grammar's groups: XGrammar's parser recurses on its WebAssembly
+ * stack, and 200 nested parentheses trapped it (150 compiled).
+ */
+export const MAX_GRAMMAR_NESTING = 64;
 
 /**
  * Why `spec` cannot be guided by, as one line naming the budget, the keyword and where it
@@ -22,9 +27,7 @@ export function guidedProblem(spec: GuidedSpec): string | undefined {
     case "regex":
       return regexProblem(spec.pattern);
     case "grammar":
-      return spec.ebnf.length > MAX_GRAMMAR_LENGTH
-        ? `the grammar has ${spec.ebnf.length} characters, more than ${MAX_GRAMMAR_LENGTH}`
-        : undefined;
+      return grammarProblem(spec.ebnf);
     case "tool_calls": {
       if (spec.tools.length > MAX_TOOLS)
         return `${spec.tools.length} tools, more than ${MAX_TOOLS}`;
@@ -39,4 +42,29 @@ export function guidedProblem(spec: GuidedSpec): string | undefined {
     case "json_object":
       return undefined;
   }
+}
+
+/** An EBNF grammar's length, then how deep its groups nest (outside strings and classes). */
+function grammarProblem(ebnf: string): string | undefined {
+  if (ebnf.length > MAX_GRAMMAR_LENGTH)
+    return `the grammar has ${ebnf.length} characters, more than ${MAX_GRAMMAR_LENGTH}`;
+  let depth = 0;
+  // the quote or bracket that closes what is open, or "#" in a comment
+  let inside: string | undefined;
+  for (let k = 0; k < ebnf.length; k++) {
+    const c = ebnf[k];
+    if (inside === "#") {
+      if (c === "\n") inside = undefined;
+    } else if (inside !== undefined) {
+      if (c === "\\") k++;
+      else if (c === inside) inside = undefined;
+    } else if (c === '"') inside = '"';
+    else if (c === "[") inside = "]";
+    else if (c === "#") inside = "#";
+    else if (c === "(") {
+      if (++depth > MAX_GRAMMAR_NESTING)
+        return `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${k})`;
+    } else if (c === ")") depth--;
+  }
+  return undefined;
 }

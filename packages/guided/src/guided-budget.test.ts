@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { GrammarEngine } from "./grammar-engine.js";
+import { guidedProblem, MAX_GRAMMAR_NESTING } from "./guided-budget.js";
+
+const nested = (levels: number, inner = '"a"') =>
+  `root ::= ${"(".repeat(levels)}${inner}${")".repeat(levels)}`;
+
+describe("an EBNF grammar's budgets", () => {
+  it("refuses groups nested deeper than the budget, counting none in strings, classes or comments", () => {
+    expect(guidedProblem({ kind: "grammar", ebnf: nested(MAX_GRAMMAR_NESTING) })).toBeUndefined();
+    expect(guidedProblem({ kind: "grammar", ebnf: nested(MAX_GRAMMAR_NESTING + 1) })).toMatch(
+      /^the grammar nests groups deeper than 64 levels \(at character \d+\)$/,
+    );
+    const quoted = `root ::= "${"(".repeat(500)}" [(\\]${"(".repeat(500)}] "\\"((("\n# ${"(".repeat(500)}\n`;
+    expect(guidedProblem({ kind: "grammar", ebnf: quoted })).toBeUndefined();
+    expect(guidedProblem({ kind: "grammar", ebnf: "x".repeat(65_537) })).toMatch(
+      /65537 characters, more than 65536/,
+    );
+  });
+
+  it("what the budget takes XGrammar compiles (200 nested groups had trapped its WebAssembly)", async () => {
+    const engine = new GrammarEngine();
+    const vocab = engine.vocabulary(
+      { eosTokenId: 256, tokenBytes: (id: number) => (id < 256 ? [id] : []) },
+      257,
+    );
+    try {
+      const guide = await engine.open(
+        { kind: "grammar", ebnf: nested(MAX_GRAMMAR_NESTING) },
+        vocab,
+      );
+      guide.close();
+      expect(engine.restarts).toBe(0);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+});
