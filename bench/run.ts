@@ -28,7 +28,10 @@ const sections: Record<string, () => Promise<Record<string, unknown>>> = {
   soak: soakBench,
   tracing: tracingBench,
 };
-/** Run when no section is named: all but the soak, which takes ten minutes on its own. */
+/**
+ * Run when no section is named: all but the soak (ten minutes on its own), the cluster (root
+ * and network namespaces) and batch-yield (a 2,000-line batch's minutes).
+ */
 const defaults = [
   "classifier",
   "tracing",
@@ -58,7 +61,7 @@ const about: Record<string, string> = {
     "OpenTelemetry tracing off vs on (every request traced), side by side on mnist; --baseline=<git ref> adds the code at that commit, --protocol=http/json exports OTLP as JSON (default http/protobuf), --rounds=N, --seconds=N",
 };
 if (process.argv.includes("--help") || process.argv.includes("-h")) {
-  console.log("npm run bench [-- section...]   (default: every section but soak)\n");
+  console.log(`npm run bench [-- section...]   (default: ${defaults.join(", ")})\n`);
   for (const name of Object.keys(sections))
     console.log(`  ${name.padEnd(11)} ${about[name] ?? ""}`);
   process.exit(0);
