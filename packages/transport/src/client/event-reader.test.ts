@@ -37,4 +37,24 @@ describe("EventReader", () => {
     expect(seen.map((e) => e.body.type)).toEqual(["status", "done"]);
     expect(Date.now() - started).toBeLessThan(5_000);
   });
+
+  it("a follow whose log is gone (its job expired or was removed) ends rather than waits forever", async () => {
+    const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 300);
+    const writer = new EventWriter(redis, keys, 60);
+    const job = { queue: "q", id: "job-2" };
+    writer.emit(job, [{ type: "status", status: "running" }]);
+    await writer.flush();
+    const seen: JobEvent[] = [];
+    const follow = await reader.open(job);
+    const reading = (async () => {
+      for await (const event of follow.events(undefined)) seen.push(event);
+    })();
+    await new Promise((r) => setTimeout(r, 100));
+    const started = Date.now();
+    // what its TTL does once the job kept its time
+    await redis.del(keys.events(job));
+    await reading;
+    expect(seen.map((e) => e.body.type)).toEqual(["status"]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
 });

@@ -15,7 +15,8 @@ const RECHECK_MS = 5_000;
  *
  * The log, not the channel, is what a reader is owed: a follow that has heard nothing for
  * `recheckMs` reads the log again, so that a message lost without a resubscription to say so
- * (a shard subscriber replaced mid-failover) costs a delay, never a stream that waits forever.
+ * (a shard subscriber replaced mid-failover) costs a delay, never a stream that waits forever;
+ * and a log found gone then (expired, removed) ends the read.
  */
 export class EventReader {
   /** Open follows, told when the subscriber lost its link and events may have been missed. */
@@ -81,12 +82,16 @@ export class EventReader {
             if (stale) {
               // read the log again after the last event passed on: the live ones missed are there
               stale = false;
-              for (const entry of await redis.xrange(key, `(${last}`, "+")) {
+              const missedEntries = await redis.xrange(key, `(${last}`, "+");
+              for (const entry of missedEntries) {
                 const event = parseEntry(entry);
                 last = event.id;
                 yield event;
                 if (event.body.type === "done") return;
               }
+              // a log that is gone (its job kept its time and expired, or was removed) will say
+              // nothing more: its follow had waited on keep-alives forever
+              if (missedEntries.length === 0 && (await redis.exists(key)) === 0) return;
               continue;
             }
             const event = live.shift();

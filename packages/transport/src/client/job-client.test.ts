@@ -191,3 +191,27 @@ describe("a poll right after a job's log ended", () => {
     await worker.close();
   });
 });
+
+describe("a job BullMQ removed once it kept its time, its index still there", () => {
+  it("answers as its log ended while the log stands, then unknown: never a 'failed' for a job that succeeded", async () => {
+    const record = await queuedJob("kept");
+    const worker = new Worker(bullQueueName("kept.v1"), null, {
+      connection: createRedis(server.url),
+      prefix,
+    });
+    const job = await worker.getNextJob("token-2");
+    const answer = { v: 1, rows: [{ rid: "r", ok: true, outputs: {} }] };
+    const log = keys.events({ queue: "kept.v1", id: record.id });
+    await admin.xadd(log, "*", "e", JSON.stringify({ type: "result", result: answer }));
+    await admin.xadd(log, "*", "e", JSON.stringify({ type: "done" }));
+    await job?.moveToCompleted(answer, "token-2", false);
+    await worker.close();
+    // BullMQ's removeOnComplete age, ahead of the index (kept to its deadline's slack too)
+    await job?.remove();
+    expect(await admin.exists(keys.jobQueue(record.id))).toBe(1);
+    expect(await other.jobs.get(record.id)).toMatchObject({ status: "succeeded", result: answer });
+    // the log's TTL too: nothing of the job is left to answer from
+    await admin.del(log);
+    expect(await other.jobs.get(record.id)).toBeUndefined();
+  });
+});

@@ -263,14 +263,20 @@ export class JobClient {
       Job.fromId<InferJob | GenerateJob, InferReply | CompletionResult>(queue, id),
     );
     if (!job) {
-      // Removed while queued by a cancel or at its deadline, or lost between writing the
-      // index and the job.
+      // Removed while queued by a cancel or at its deadline; or kept its time once ended and
+      // removed by BullMQ (the index outlives it by the slack its deadline gave it); or lost
+      // between writing the index and the job.
       if (cancelled === EXPIRED_MARK)
         return {
           ...emptyRecord(id, index, "expired"),
           error: { code: "DEADLINE_EXCEEDED", message: NOT_COMPUTED },
         };
       if (cancelled) return emptyRecord(id, index, "cancelled");
+      const ref = { queue: index.queue, id };
+      const ended = await this.endOfLog(ref);
+      if (ended) return { ...emptyRecord(id, index, ended.status), ...ended };
+      // nothing of it left but its index: it expired (a succeeded job had read "failed")
+      if ((await guarded(() => this.redis.exists(this.keys.events(ref)))) === 0) return undefined;
       return {
         ...emptyRecord(id, index, "failed"),
         error: { code: "UNAVAILABLE", message: "job was not stored" },
