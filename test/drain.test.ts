@@ -1,4 +1,7 @@
+import { once } from "node:events";
 import { writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { EXIT_CONFIG } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -165,6 +168,24 @@ describe("graceful drain", () => {
       // heartbeat expired
       expect(await digitsWorkers()).toBe(0);
     } finally {
+      if (!exited(worker.child)) worker.child.kill("SIGKILL");
+    }
+  });
+
+  it("a worker whose WORKER_PORT is taken exits before it joins the list or takes a job", async () => {
+    const taken = createServer().listen(0, "0.0.0.0");
+    await once(taken, "listening");
+    const port = (taken.address() as AddressInfo).port;
+    const worker = stack.launchWorker({ WORKER_MODELS: "digits", WORKER_PORT: String(port) });
+    try {
+      expect(await worker.exited).toBe(EXIT_CONFIG);
+      const output = worker.output.join("");
+      expect(output).toContain(`ferry: WORKER_PORT ${port} is already in use`);
+      // before, it loaded its models, served, said so, and only then found the port taken
+      expect(output).not.toMatch(/"worker ready"|"serving"/);
+      expect(await digitsWorkers()).toBe(0);
+    } finally {
+      taken.close();
       if (!exited(worker.child)) worker.child.kill("SIGKILL");
     }
   });

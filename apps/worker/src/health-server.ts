@@ -2,12 +2,15 @@ import { createServer, type Server } from "node:http";
 import { exitForConfig } from "@ferry/protocol";
 import type { WorkerMetrics } from "./metrics.js";
 
-/** The worker's small HTTP port: /metrics for Prometheus, /health for Kubernetes probes. */
-export function startHealthServer(
+/**
+ * The worker's small HTTP port: /metrics for Prometheus, /health for Kubernetes probes. Resolves
+ * once it listens; a port already taken exits the process (one line, exit 78).
+ */
+export async function startHealthServer(
   port: number,
   metrics: WorkerMetrics,
   isReady: () => boolean,
-): Server {
+): Promise<Server> {
   const server = createServer((req, res) => {
     if (req.url === "/metrics") {
       void metrics.registry.metrics().then((text) => {
@@ -40,6 +43,6 @@ export function startHealthServer(
       );
     throw err;
   });
-  server.listen(port, "0.0.0.0");
+  await new Promise<void>((resolve) => server.listen(port, "0.0.0.0", resolve));
   return server;
 }

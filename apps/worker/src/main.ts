@@ -44,7 +44,15 @@ const host = new ModelHost(transport, metrics, log, {
 let draining = false;
 /** How long a start that failed gives what its loaded models took before it exits, in ms. */
 const CLOSE_ON_FAILED_START_MS = 10_000;
-let health: ReturnType<typeof startHealthServer> | undefined;
+/** Set once every model of this worker serves: its readiness. */
+let loaded = false;
+// The port before anything else: a worker that cannot have it exits before it joins the
+// worker list or takes a job (it had said "worker ready" with its queues, then exited).
+// Listening while the models load, its liveness answers then and its readiness says not yet.
+const health =
+  env.WORKER_PORT > 0
+    ? await startHealthServer(env.WORKER_PORT, metrics, () => loaded && !draining)
+    : undefined;
 // Before the models load: a model serves (takes jobs) as soon as it has loaded, so a signal
 // during the rest of the load must drain what it took, not kill the process holding it.
 process.on("SIGTERM", () => void shutdown("SIGTERM"));
@@ -77,8 +85,7 @@ const started = host.start().catch(async (err: unknown) => {
 });
 await started;
 if (!draining) {
-  health =
-    env.WORKER_PORT > 0 ? startHealthServer(env.WORKER_PORT, metrics, () => !draining) : undefined;
+  loaded = true;
   log.info(
     { worker: transport.workerId, queues: host.servedQueues, provider: env.EXECUTION_PROVIDER },
     "worker ready",
