@@ -9,9 +9,9 @@ import {
 import type { ExecutionStats, PackedOutputs, PackedRows, RowContext } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { answerBatched, type RowServing } from "./batched-row.js";
-import { Batcher } from "./batcher.js";
+import type { Batcher } from "./batcher.js";
 import { runPackedChunk } from "./packed-chunk.js";
-import { recordedBatchRun, type TracedRow } from "./recorded-batch.js";
+import { recordedBatcher, type TracedRow } from "./recorded-batch.js";
 import { type DecodedRow, decodeInputRow, packRows, splitRows } from "./tensor-packing.js";
 
 /** A row in the batcher: its tensors, and its trace (to link from the batch's span). */
@@ -69,20 +69,14 @@ export class ClassifierServer {
       throw new GraphMismatchError(mismatch);
     }
     const labels = { model: config.name, version };
-    const batcher: Batcher<BatchedRow, Record<string, OutputTensor>> = new Batcher<
-      BatchedRow,
-      Record<string, OutputTensor>
-    >(
-      recordedBatchRun(
-        labels,
-        metrics,
-        stats,
-        () => batcher.pending,
-        async (rows) => {
-          const tensors = rows.map((r) => r.tensors);
-          return splitRows(await runtime.run(packRows(config.inputs, tensors)), rows.length);
-        },
-      ),
+    const batcher = recordedBatcher<BatchedRow, Record<string, OutputTensor>>(
+      labels,
+      metrics,
+      stats,
+      async (rows) => {
+        const tensors = rows.map((r) => r.tensors);
+        return splitRows(await runtime.run(packRows(config.inputs, tensors)), rows.length);
+      },
       {
         maxBatchSize: config.max_batch_size,
         preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,

@@ -3,7 +3,7 @@ import { type SpanContext, SpanStatusCode } from "@ferry/telemetry";
 import type { ExecutionStats } from "@ferry/transport";
 import type { WorkerMetrics } from "../metrics.js";
 import { startBatchSpan, startModelRunSpan } from "../tracing/row-spans.js";
-import type { BatchExecutor } from "./batcher.js";
+import { type BatchExecutor, Batcher, type BatcherOptions } from "./batcher.js";
 
 /** A row a batcher holds: its trace, to link from its batch's span, and that span once run. */
 export interface TracedRow {
@@ -46,4 +46,19 @@ export function recordedBatchRun<R extends TracedRow, O>(
       stats.execution(model, version, rows.length, performance.now() - started);
     }
   };
+}
+
+/** A version's batcher, each batch it runs recorded as `recordedBatchRun` says. */
+export function recordedBatcher<R extends TracedRow, O>(
+  labels: { model: string; version: string },
+  metrics: WorkerMetrics,
+  stats: Pick<ExecutionStats, "execution">,
+  run: BatchExecutor<R, O>,
+  options: BatcherOptions<R>,
+): Batcher<R, O> {
+  const batcher: Batcher<R, O> = new Batcher(
+    recordedBatchRun(labels, metrics, stats, () => batcher.pending, run),
+    options,
+  );
+  return batcher;
 }

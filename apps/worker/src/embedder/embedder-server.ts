@@ -18,8 +18,8 @@ import {
 } from "@ferry/runtime";
 import type { ExecutionStats, RowContext } from "@ferry/transport";
 import { answerBatched, type RowServing } from "../classifier/batched-row.js";
-import { Batcher } from "../classifier/batcher.js";
-import { recordedBatchRun, type TracedRow } from "../classifier/recorded-batch.js";
+import type { Batcher } from "../classifier/batcher.js";
+import { recordedBatcher, type TracedRow } from "../classifier/recorded-batch.js";
 import type { WorkerMetrics } from "../metrics.js";
 import { padBatch, poolRows } from "./pooling.js";
 import { rowTokens } from "./row-tokens.js";
@@ -89,28 +89,22 @@ export class EmbedderServer {
     const typeIds = runtime.graph.inputs.some((t) => t.name === "token_type_ids");
     const output = config.outputs[0]?.name ?? "";
     const labels = { model: config.name, version };
-    const batcher: Batcher<EmbedRow, Record<string, OutputTensor>> = new Batcher<
-      EmbedRow,
-      Record<string, OutputTensor>
-    >(
-      recordedBatchRun(
-        labels,
-        metrics,
-        stats,
-        () => batcher.pending,
-        async (rows) => {
-          const ids = rows.map((r) => r.ids);
-          const outputs = await runtime.run(padBatch(ids, typeIds));
-          const hidden = outputs[output];
-          if (!hidden) throw new FerryError("MODEL_ERROR", `the model gave no output '${output}'`);
-          const lengths = ids.map((r) => r.length);
-          const vectors = poolRows(hidden, lengths, embedding.pooling, embedding.normalize);
-          return vectors.map((vector, r) => ({
-            [EMBED_OUTPUT.embedding]: { dims: [vector.length], data: Array.from(vector) },
-            [EMBED_OUTPUT.tokens]: { dims: [1], data: [lengths[r] as number] },
-          }));
-        },
-      ),
+    const batcher = recordedBatcher<EmbedRow, Record<string, OutputTensor>>(
+      labels,
+      metrics,
+      stats,
+      async (rows) => {
+        const ids = rows.map((r) => r.ids);
+        const outputs = await runtime.run(padBatch(ids, typeIds));
+        const hidden = outputs[output];
+        if (!hidden) throw new FerryError("MODEL_ERROR", `the model gave no output '${output}'`);
+        const lengths = ids.map((r) => r.length);
+        const vectors = poolRows(hidden, lengths, embedding.pooling, embedding.normalize);
+        return vectors.map((vector, r) => ({
+          [EMBED_OUTPUT.embedding]: { dims: [vector.length], data: Array.from(vector) },
+          [EMBED_OUTPUT.tokens]: { dims: [1], data: [lengths[r] as number] },
+        }));
+      },
       {
         maxBatchSize: config.max_batch_size,
         preferredBatchSizes: config.dynamic_batching.preferred_batch_sizes,
