@@ -18,18 +18,29 @@ afterAll(async () => {
   await deletePrefix(url, keys.prefix);
 });
 
+/**
+ * A job whose log says it is running, followed by a reader that rechecks its log every 300 ms:
+ * the events it passes on, and the read (it ends with the follow).
+ */
+async function followRunning(
+  id: string,
+): Promise<{ job: { queue: string; id: string }; seen: JobEvent[]; reading: Promise<void> }> {
+  const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 300);
+  const writer = new EventWriter(redis, keys, 60);
+  const job = { queue: "q", id };
+  writer.emit(job, [{ type: "status", status: "running" }]);
+  await writer.flush();
+  const seen: JobEvent[] = [];
+  const follow = await reader.open(job);
+  const reading = (async () => {
+    for await (const event of follow.events(undefined)) seen.push(event);
+  })();
+  return { job, seen, reading };
+}
+
 describe("EventReader", () => {
   it("a follow that heard nothing reads the log again: an event whose message was lost still arrives", async () => {
-    const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 300);
-    const writer = new EventWriter(redis, keys, 60);
-    const job = { queue: "q", id: "job-1" };
-    writer.emit(job, [{ type: "status", status: "running" }]);
-    await writer.flush();
-    const seen: JobEvent[] = [];
-    const follow = await reader.open(job);
-    const reading = (async () => {
-      for await (const event of follow.events(undefined)) seen.push(event);
-    })();
+    const { job, seen, reading } = await followRunning("job-1");
     // appended to the log without its message, as when a shard subscriber was being replaced
     const started = Date.now();
     await redis.xadd(keys.events(job), "*", "e", JSON.stringify({ type: "done" }));
@@ -39,16 +50,7 @@ describe("EventReader", () => {
   });
 
   it("a follow whose log is gone (its job expired or was removed) ends rather than waits forever", async () => {
-    const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 300);
-    const writer = new EventWriter(redis, keys, 60);
-    const job = { queue: "q", id: "job-2" };
-    writer.emit(job, [{ type: "status", status: "running" }]);
-    await writer.flush();
-    const seen: JobEvent[] = [];
-    const follow = await reader.open(job);
-    const reading = (async () => {
-      for await (const event of follow.events(undefined)) seen.push(event);
-    })();
+    const { job, seen, reading } = await followRunning("job-2");
     await new Promise((r) => setTimeout(r, 100));
     const started = Date.now();
     // what its TTL does once the job kept its time
