@@ -316,10 +316,16 @@ describe("GrammarEngine", () => {
     guide.close();
   });
 
-  it("a spec XGrammar refuses is INVALID_INPUT with its reason; the engine goes on", async () => {
+  it("a spec XGrammar refuses is INVALID_INPUT with its reason; the engine goes on, on the same thread", async () => {
+    const restarts = engine.restarts;
     await expect(engine.open({ kind: "grammar", ebnf: 'root ::= "a" |' }, vocab)).rejects.toThrow(
       /^grammar: EBNF parser error/,
     );
+    for (const ebnf of ["root ::= foo", 'root ::= "a', 'x ::= "a"'])
+      await expect(engine.open({ kind: "grammar", ebnf }, vocab)).rejects.toThrow(/^grammar: /);
+    // a refusal aborts XGrammar's call too, but says why first and leaves the module sound:
+    // taken for a trap, each had replaced the thread (anyone's malformed grammar, a restart)
+    expect(engine.restarts).toBe(restarts);
     const guide = await engine.open({ kind: "choice", choices: ["yes", "no"] }, vocab);
     expect((await spell(guide, "yes"))[256]).toBe(0);
     guide.close();

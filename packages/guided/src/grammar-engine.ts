@@ -30,6 +30,8 @@ class ThreadReplaced extends FerryError {}
 interface Pending {
   request: GrammarRequest;
   guide: GrammarGuide | undefined;
+  /** How many of its guide's tokens the matcher will have taken when it answers. */
+  upTo: number;
   timer: NodeJS.Timeout | undefined;
   resolve: (reply: GrammarReply) => void;
   reject: (err: Error) => void;
@@ -119,7 +121,8 @@ export class GrammarEngine implements MatcherHost {
 
   advance(guide: GrammarGuide, tokens: number[]): void {
     // a replaced thread rejects it: the guide is rebuilt from all its tokens meanwhile
-    this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide).catch((err) =>
+    const upTo = guide.tokens.length;
+    this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide, upTo).catch((err) =>
       this.unanswered(guide, err),
     );
   }
@@ -143,6 +146,7 @@ export class GrammarEngine implements MatcherHost {
 
   private async reopen(guide: GrammarGuide): Promise<void> {
     guide.rebuilding();
+    const tokens = [...guide.tokens];
     await this.request(
       {
         type: "open",
@@ -151,9 +155,10 @@ export class GrammarEngine implements MatcherHost {
         vocabulary: guide.vocabulary,
         key: guide.key,
         spec: guide.spec,
-        tokens: [...guide.tokens],
+        tokens,
       },
       guide,
+      tokens.length,
     ).catch((err) => this.unanswered(guide, err));
   }
 
@@ -176,6 +181,7 @@ export class GrammarEngine implements MatcherHost {
   private async request(
     request: GrammarRequest,
     guide: GrammarGuide | undefined,
+    upTo = 0,
   ): Promise<GrammarReply> {
     if (this.closed) throw new FerryError("UNAVAILABLE", "the grammar engine is shut down");
     await this.ensureThread();
@@ -185,7 +191,7 @@ export class GrammarEngine implements MatcherHost {
     const sent = { ...request, id };
     const budget = request.type === "open" ? this.compileBudgetMs : this.maskBudgetMs;
     return new Promise<GrammarReply>((resolve, reject) => {
-      const entry: Pending = { request: sent, guide, timer: undefined, resolve, reject };
+      const entry: Pending = { request: sent, guide, upTo, timer: undefined, resolve, reject };
       if (request.type === "open" || request.type === "advance")
         entry.timer = setTimeout(() => this.overBudget(), budget);
       this.pending.set(id, entry);
@@ -201,7 +207,7 @@ export class GrammarEngine implements MatcherHost {
     clearTimeout(entry.timer);
     const guide = entry.guide;
     if (reply.type === "mask") {
-      if (guide && !guide.isClosed) guide.masked(reply.words);
+      if (guide && !guide.isClosed) guide.masked(reply.words, entry.upTo);
       this.memoryBytes = reply.memoryBytes;
       if (reply.memoryBytes > this.memoryCapBytes) this.replaceThread(undefined, "memory cap");
     } else if (reply.type === "error" && guide) {

@@ -69,16 +69,24 @@ export class GrammarGuide {
     keepMasked(words, logits);
   }
 
-  /** The thread's answer: the next token's mask. */
-  masked(words: ArrayBuffer): void {
-    if (this.unsent.length > 0) return; // a newer token is on its way; its mask will follow
+  /**
+   * The thread's answer: the mask after the first `upTo` tokens drawn. One for fewer than
+   * were drawn is stale (a newer token is on its way, or was sent while a rebuilt matcher
+   * answered for the tokens it was rebuilt from): the mask it waits for will follow.
+   */
+  masked(words: ArrayBuffer, upTo: number): void {
+    if (upTo !== this.tokens.length) return;
     this.words = new Uint32Array(words);
     this.wake();
   }
 
-  /** The matcher is being rebuilt (a new thread): no mask until it is. */
+  /**
+   * The matcher is being rebuilt on a new thread from every token drawn (those not yet sent
+   * too). A mask already here stays: the rebuilt matcher answers the same one, and a step in
+   * flight masks its logits with it (cleared, the step's mask threw, and the engine spun on a
+   * sequence it could neither advance nor drop).
+   */
   rebuilding(): void {
-    this.words = undefined;
     this.unsent = [];
   }
 

@@ -209,7 +209,7 @@ async function handle(msg: GrammarRequest): Promise<GrammarReply> {
       try {
         grammar = await compiled(vocab, msg.key, msg.spec);
       } catch (err) {
-        const broken = brokeWebAssembly(err);
+        const broken = brokeWebAssembly(err, lastError);
         return {
           type: "error",
           id: msg.id,
@@ -244,10 +244,12 @@ async function handle(msg: GrammarRequest): Promise<GrammarReply> {
 /**
  * Whether `err` came from XGrammar's WebAssembly itself failing (a trap: its stack, in the
  * module's memory, run into its heap by a deeply nested schema), not from XGrammar refusing a
- * spec (its own errors, said on stderr first). After a trap its memory may be corrupt: later
- * calls failed "memory access out of bounds" for every request, so the thread must go.
+ * spec: a refusal aborts too, but says why on stderr first (`said`), and the module goes on.
+ * After a trap its memory may be corrupt: later calls failed "memory access out of bounds"
+ * for every request, so the thread must go.
  */
-function brokeWebAssembly(err: unknown): boolean {
+function brokeWebAssembly(err: unknown, said: string): boolean {
+  if (said !== "") return false;
   // WebAssembly.RuntimeError, by its name: this project's types leave the WebAssembly namespace out
   return (err instanceof Error && err.name === "RuntimeError") || err instanceof RangeError;
 }
@@ -263,7 +265,7 @@ port.on("message", (msg: GrammarRequest) => {
     } catch (err) {
       const message = lastError || (err instanceof Error ? err.message : String(err));
       reply = { type: "error", id: msg.id, message, invalid: false };
-      if (brokeWebAssembly(err)) reply.broken = true;
+      if (brokeWebAssembly(err, lastError)) reply.broken = true;
     }
     port.postMessage(reply, reply.type === "mask" ? [reply.words] : []);
   });

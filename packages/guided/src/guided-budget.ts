@@ -44,27 +44,40 @@ export function guidedProblem(spec: GuidedSpec): string | undefined {
   }
 }
 
-/** An EBNF grammar's length, then how deep its groups nest (outside strings and classes). */
+/**
+ * An EBNF grammar's length, then how deep its groups nest, parentheses in its strings and
+ * character classes aside. Where a comment ends is XGrammar's lexer's to say (a `\r` ended one
+ * this scan had read on, and 300 nested groups went past), so the grammar is read both with
+ * `#` comments (to a `\n` or `\r`) and without, and the deeper reading counts: a quote in a
+ * comment cannot hide groups from the one, nor a comment from the other.
+ */
 function grammarProblem(ebnf: string): string | undefined {
   if (ebnf.length > MAX_GRAMMAR_LENGTH)
     return `the grammar has ${ebnf.length} characters, more than ${MAX_GRAMMAR_LENGTH}`;
+  const at = deepGroup(ebnf, true) ?? deepGroup(ebnf, false);
+  return at === undefined
+    ? undefined
+    : `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${at})`;
+}
+
+/** Where the grammar's groups first nest past the budget, reading `#` as a comment or not. */
+function deepGroup(ebnf: string, comments: boolean): number | undefined {
   let depth = 0;
-  // the quote or bracket that closes what is open, or "#" in a comment
+  // what closes the string, class or comment open: its quote or bracket, or the line's end
   let inside: string | undefined;
   for (let k = 0; k < ebnf.length; k++) {
     const c = ebnf[k];
     if (inside === "#") {
-      if (c === "\n") inside = undefined;
+      if (c === "\n" || c === "\r") inside = undefined;
     } else if (inside !== undefined) {
       if (c === "\\") k++;
       else if (c === inside) inside = undefined;
     } else if (c === '"') inside = '"';
     else if (c === "[") inside = "]";
-    else if (c === "#") inside = "#";
+    else if (c === "#" && comments) inside = "#";
     else if (c === "(") {
-      if (++depth > MAX_GRAMMAR_NESTING)
-        return `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${k})`;
-    } else if (c === ")") depth--;
+      if (++depth > MAX_GRAMMAR_NESTING) return k;
+    } else if (c === ")") depth = Math.max(0, depth - 1);
   }
   return undefined;
 }

@@ -150,6 +150,41 @@ describe("Engine", () => {
     expect(result.finish_reason).toBe("stop");
   });
 
+  it("a guided sequence whose grammar thread is replaced while its step runs finishes as it would have", async () => {
+    let entered: () => void = () => {};
+    const stepping = new Promise<void>((r) => {
+      entered = r;
+    });
+    let release: () => void = () => {};
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    class HeldModel extends CountingModel {
+      override async stepScored(rows: StepRow[]): Promise<LmOutput> {
+        entered();
+        await held;
+        return super.stepScored(rows);
+      }
+    }
+    const e = engine(new HeldModel());
+    const done = run(e, job("a", { guided_choice: ["no", "maybe"], max_tokens: 10 }));
+    await stepping;
+    // a spec that traps XGrammar's WebAssembly, from anyone: the thread is replaced, and every
+    // guide rebuilt, while this sequence's step is in flight
+    const restarts = grammars.restarts;
+    const trap = `root ::= ${"(".repeat(300)}"a"${")".repeat(300)}`;
+    const other = grammars.vocabulary(new ByteTokenizer(EOS), VOCAB);
+    await expect(grammars.open({ kind: "grammar", ebnf: trap }, other)).rejects.toThrow(
+      /XGrammar failed compiling it/,
+    );
+    expect(grammars.restarts).toBe(restarts + 1);
+    release();
+    // before, its mask was gone when the step's logits came: the mask threw, and the engine
+    // spun on a sequence it could neither advance nor drop
+    const result = await done;
+    expect(["no", "maybe"]).toContain(result.text);
+  });
+
   it("a spec the grammar engine refuses fails that completion alone, as INVALID_INPUT", async () => {
     const e = engine();
     const [bad, good] = await Promise.allSettled([
