@@ -215,3 +215,24 @@ describe("a job BullMQ removed once it kept its time, its index still there", ()
     expect(await other.jobs.get(record.id)).toBeUndefined();
   });
 });
+
+describe("a job queued longer than it is kept once it ends", () => {
+  it("keeps its log and its index until its deadline has passed too: its readers never lose it while it waits", async () => {
+    const record = await remover.jobs.submit({
+      model: "waits",
+      version: "1",
+      rows: [{ input: "AAAAAA==" }],
+      deadline: Date.now() + 60_000,
+      priority: 5,
+      maxQueueSize: 100,
+      owner: "",
+      meta: {},
+      keepS: 2,
+    });
+    // before, the log took 2 s alone: it expired while the job still waited, and a follow
+    // ended with no result
+    const log = await admin.pttl(keys.events({ queue: "waits.v1", id: record.id }));
+    const index = await admin.pttl(keys.jobQueue(record.id));
+    for (const ttl of [log, index]) expect(ttl).toBeGreaterThan(55_000);
+  });
+});

@@ -359,21 +359,18 @@ export class JobClient {
     const now = Date.now();
     const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;
+    // the index and the log outlive the wait too: a job may sit queued to its deadline, and a
+    // log that expired first had ended its readers with no result while the job still waited
+    const holdS = keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000);
     await guarded(async () => {
       const { name, data } = build(now);
       // a reader that connects before any worker takes the job sees it queued
-      this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }], undefined, keepS);
+      this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }], undefined, holdS);
       // One round trip, not three: one connection runs commands in the order they were sent,
       // so the index and the first event are stored before any worker can see the job (on a
       // cluster the event and the job share their queue's slot, so its node's connection).
       await Promise.all([
-        // (counted from now: the job may wait to its deadline before it starts)
-        this.redis.set(
-          this.keys.jobQueue(id),
-          JSON.stringify(index),
-          "EX",
-          keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000),
-        ),
+        this.redis.set(this.keys.jobQueue(id), JSON.stringify(index), "EX", holdS),
         ...(job.deadline === undefined
           ? []
           : [this.redis.zadd(this.keys.deadlines, job.deadline, id)]),
