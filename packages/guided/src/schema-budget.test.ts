@@ -22,14 +22,40 @@ describe("the schema check", () => {
     );
   });
 
-  it("resolves references without expanding them: 40 doubling levels are 42 subschemas", () => {
+  it("resolves references without expanding them: 30 doubling levels are 32 subschemas", () => {
     const defs: Record<string, unknown> = { d0: { type: "string" } };
-    for (let i = 1; i <= 40; i++)
+    for (let i = 1; i <= 30; i++)
       defs[`d${i}`] = { anyOf: [{ $ref: `#/$defs/d${i - 1}` }, { $ref: `#/$defs/d${i - 1}` }] };
-    expect(problem({ $defs: defs, $ref: "#/$defs/d40" })).toBeUndefined();
+    expect(problem({ $defs: defs, $ref: "#/$defs/d30" })).toBeUndefined();
     expect(problem({ $ref: "#/$defs/missing" })).toBe(
       "/$ref: $ref #/$defs/missing points at nothing in this schema",
     );
+  });
+
+  it("follows references for depth: a chain of definitions is as deep as the nesting it writes", () => {
+    const chain = (levels: number, link: (ref: string) => unknown) => {
+      const defs: Record<string, unknown> = { d0: { type: "string" } };
+      for (let i = 1; i <= levels; i++) defs[`d${i}`] = link(`#/$defs/d${i - 1}`);
+      return { $defs: defs, $ref: `#/$defs/d${levels}` };
+    };
+    const object = (ref: string) => ({
+      type: "object",
+      properties: { a: { $ref: ref } },
+      required: ["a"],
+    });
+    const alias = (ref: string) => ({ $ref: ref });
+    // each of these had passed and trapped XGrammar: 40 objects, 200 and 3,000 aliases
+    expect(problem(chain(31, object))).toBeUndefined();
+    expect(problem(chain(40, object))).toMatch(/nests deeper than 64 levels through its \$refs/);
+    expect(problem(chain(63, alias))).toBeUndefined();
+    for (const levels of [200, 3_000])
+      expect(problem(chain(levels, alias))).toMatch(/through its \$refs/);
+    // recursion (a reference back into its own path) is a rule XGrammar takes as it is
+    const tree = {
+      type: "object",
+      properties: { value: { type: "integer" }, children: { type: "array", items: { $ref: "#" } } },
+    };
+    expect(problem(tree)).toBeUndefined();
   });
 
   it("holds subschemas, depth and counts to their budgets", () => {

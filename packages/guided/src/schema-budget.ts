@@ -8,6 +8,12 @@ export const MAX_SCHEMA_NODES = 10_000;
  * on its WebAssembly stack, which 56 nested objects, or 32 arrays of objects, overran.
  */
 export const MAX_SCHEMA_DEPTH = 32;
+/**
+ * Deepest nesting with every `$ref` followed, each reference a level: 40 definitions each an
+ * object whose property refers to the next overran XGrammar's stack (32 compiled), 200 aliases
+ * of aliases (64 compiled), 80 levels of anyOf over references (40 compiled).
+ */
+export const MAX_REFERENCED_DEPTH = 64;
 /** Largest count a length or item bound may name: XGrammar writes bounded repetition out. */
 export const MAX_SCHEMA_COUNT = 10_000;
 /** Most values one `enum` may list. */
@@ -146,7 +152,64 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     }
     return undefined;
   };
-  return visit(schema, "", 0);
+  return visit(schema, "", 0) ?? referencedDepthProblem(schema);
+}
+
+/**
+ * The schema's depth as XGrammar's converter recurses through it, every `$ref` followed into
+ * its target (not `$defs` themselves: a definition is converted where it is referenced). A
+ * reference back into the path it is on is recursion, a rule already being written, and adds
+ * nothing; each node's depth below it is worked out once, so references that fan out cost no
+ * more than the schema's size. Read apart from the nesting budget, a chain of 2,000
+ * definitions, each holding a reference to the next, had passed it and trapped XGrammar.
+ */
+function referencedDepthProblem(schema: unknown): SchemaProblem | undefined {
+  const below = new Map<object, number>();
+  const onPath = new Set<object>();
+  // past the budget the answer is known: the walk stops there (a chain of 10,000 would
+  // otherwise take this thread's own stack as deep)
+  let past = false;
+  const depthBelow = (node: unknown): number => {
+    if (past || !isObject(node) || onPath.has(node)) return 0;
+    if (onPath.size > MAX_REFERENCED_DEPTH) {
+      past = true;
+      return 0;
+    }
+    const known = below.get(node);
+    if (known !== undefined) return known;
+    onPath.add(node);
+    let deepest = 0;
+    const child = (sub: unknown) => {
+      deepest = Math.max(deepest, 1 + depthBelow(sub));
+    };
+    for (const [key, value] of Object.entries(node)) {
+      if (key === "properties" && isObject(value))
+        for (const sub of Object.values(value)) child(sub);
+      else if (SCHEMA_LISTS.has(key) && Array.isArray(value)) for (const sub of value) child(sub);
+      else if (SCHEMA_VALUES.has(key)) child(value);
+      else if (key === "$ref" && typeof value === "string") child(resolveRef(schema, value));
+    }
+    onPath.delete(node);
+    below.set(node, deepest);
+    return deepest;
+  };
+  const depth = depthBelow(schema);
+  return past || depth > MAX_REFERENCED_DEPTH
+    ? {
+        pointer: "/",
+        message: `the schema nests deeper than ${MAX_REFERENCED_DEPTH} levels through its $refs`,
+      }
+    : undefined;
+}
+
+/** The node a `$ref` (checked already by `refProblem`) points at. */
+function resolveRef(root: unknown, ref: string): unknown {
+  let node: unknown = root;
+  for (const part of ref.slice(2).split("/").filter(Boolean)) {
+    if (!isObject(node)) return undefined;
+    node = node[part];
+  }
+  return node;
 }
 
 type Visit = (
