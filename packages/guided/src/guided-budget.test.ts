@@ -41,3 +41,17 @@ describe("an EBNF grammar's budgets", () => {
     }
   });
 });
+
+describe("a pattern's budgets", () => {
+  it("refuses groups nested deeper than 64 (2,000 had trapped XGrammar's regex parser)", () => {
+    const nested = (levels: number) => `${"(".repeat(levels)}a${")".repeat(levels)}`;
+    expect(guidedProblem({ kind: "regex", pattern: nested(64) })).toBeUndefined();
+    expect(guidedProblem({ kind: "regex", pattern: nested(2_000) })).toBe(
+      "the pattern nests groups deeper than 64 levels",
+    );
+    // escaped and classed parentheses are characters
+    expect(
+      guidedProblem({ kind: "regex", pattern: `${"\\(".repeat(100)}[${"(".repeat(100)}]` }),
+    ).toBeUndefined();
+  });
+});

@@ -5,6 +5,11 @@ export const MAX_PATTERN_LENGTH = 4_096;
  * expands `x{n,m}` into copies of `x`, so `(a{1000}){1000}` would be a million-element grammar.
  */
 export const MAX_PATTERN_EXPANSION = 100_000;
+/**
+ * Deepest nesting of a pattern's groups: XGrammar's regex parser recurses on its WebAssembly
+ * stack, and 2,000 nested groups (4,001 characters) trapped it.
+ */
+export const MAX_PATTERN_NESTING = 64;
 
 /**
  * Why XGrammar's regular expressions cannot take `pattern`, or undefined when they can: its
@@ -25,6 +30,8 @@ export function regexProblem(pattern: string): string | undefined {
   }
   if (/\(\?<?[=!]/.test(pattern)) return "lookaround ((?=, (?!, (?<=, (?<!) is not supported";
   if (/\\[1-9]|\\k</.test(pattern)) return "backreferences are not supported";
+  if (groupDepth(pattern) > MAX_PATTERN_NESTING)
+    return `the pattern nests groups deeper than ${MAX_PATTERN_NESTING} levels`;
   const size = expandedSize(pattern);
   if (size > MAX_PATTERN_EXPANSION)
     return `the pattern writes out to ${size > 1e15 ? "more than 10^15" : size} characters once its counted repetitions are expanded, more than ${MAX_PATTERN_EXPANSION}`;
@@ -84,4 +91,19 @@ function expandedSize(pattern: string): number {
   }
   const root = stack[0];
   return root ? Math.max(root.best, root.branch) : 0;
+}
+
+/** How deep `pattern`'s groups nest (escapes and character classes read past). */
+function groupDepth(pattern: string): number {
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < pattern.length; i++) {
+    const ch = pattern[i];
+    if (ch === "\\") i++;
+    else if (ch === "[") {
+      for (i++; i < pattern.length && pattern[i] !== "]"; i++) if (pattern[i] === "\\") i++;
+    } else if (ch === "(") deepest = Math.max(deepest, ++depth);
+    else if (ch === ")") depth = Math.max(0, depth - 1);
+  }
+  return deepest;
 }

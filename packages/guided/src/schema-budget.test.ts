@@ -50,6 +50,17 @@ describe("the schema check", () => {
     expect(problem(chain(63, alias))).toBeUndefined();
     for (const levels of [200, 3_000])
       expect(problem(chain(levels, alias))).toMatch(/through its \$refs/);
+    // a list of types is an anyOf XGrammar recurses through: 28 of these had trapped it
+    const nullable = (ref: string) => ({
+      type: ["object", "null"],
+      properties: { a: { $ref: ref } },
+      required: ["a"],
+    });
+    expect(problem(chain(21, nullable))).toBeUndefined();
+    expect(problem(chain(28, nullable))).toMatch(/through its \$refs/);
+    let nested: unknown = { type: "string" };
+    for (let i = 0; i < 17; i++) nested = { type: ["array", "null"], items: nested };
+    expect(problem(nested)).toMatch(/nests deeper than 32 levels$/);
     // recursion (a reference back into its own path) is a rule XGrammar takes as it is
     const tree = {
       type: "object",

@@ -123,9 +123,11 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
       return problem(pointer, "a schema must be an object or a boolean");
     if (++nodes > MAX_SCHEMA_NODES)
       return problem(pointer, `the schema has more than ${MAX_SCHEMA_NODES} subschemas`);
+    const own = node as Record<string, unknown>;
+    // a list of types is written as an anyOf of one branch a type: a level of its own
+    depth += splitLevel(own);
     if (depth > MAX_SCHEMA_DEPTH)
       return problem(pointer, `the schema nests deeper than ${MAX_SCHEMA_DEPTH} levels`);
-    const own = node as Record<string, unknown>;
     const type = own.type ?? parentType;
     const typed = type !== undefined || "enum" in own || "const" in own;
     const bounds = typed ? boundsPlan(own, type) : undefined;
@@ -178,9 +180,10 @@ function referencedDepthProblem(schema: unknown): SchemaProblem | undefined {
     const known = below.get(node);
     if (known !== undefined) return known;
     onPath.add(node);
-    let deepest = 0;
+    let deepest = splitLevel(node);
+    const split = deepest;
     const child = (sub: unknown) => {
-      deepest = Math.max(deepest, 1 + depthBelow(sub));
+      deepest = Math.max(deepest, split + 1 + depthBelow(sub));
     };
     for (const [key, value] of Object.entries(node)) {
       if (key === "properties" && isObject(value))
@@ -200,6 +203,15 @@ function referencedDepthProblem(schema: unknown): SchemaProblem | undefined {
         message: `the schema nests deeper than ${MAX_REFERENCED_DEPTH} levels through its $refs`,
       }
     : undefined;
+}
+
+/**
+ * The level a node's list of types adds: `xgrammarSchema` writes it as an anyOf with a branch
+ * a type, which XGrammar's converter recurses through (a chain of 28 definitions of
+ * `type: ["object", "null"]` trapped it where 31 plain objects compiled).
+ */
+function splitLevel(node: Record<string, unknown>): number {
+  return Array.isArray(node.type) && node.type.length > 1 ? 1 : 0;
 }
 
 /** The node a `$ref` (checked already by `refProblem`) points at. */
