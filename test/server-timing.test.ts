@@ -75,24 +75,15 @@ describe("Server-Timing on every synchronous answer", () => {
     expectBreakdown(timings(res));
   });
 
-  it("a completion that is not streamed: queue, waiting for a seat, inference", async () => {
-    const res = await stack.post("/v1/completions", {
-      model: "tiny-lm",
-      prompt: "Once upon a time",
-      max_tokens: 8,
-    });
-    expect(res.status).toBe(200);
-    expectBreakdown(timings(res));
-  });
-
-  it("a response that is not streamed (the Responses API)", async () => {
-    const res = await stack.post("/v1/responses", {
-      model: "tiny-lm",
-      input: "Once upon a time",
-      max_output_tokens: 8,
-    });
-    expect(res.status).toBe(200);
-    expectBreakdown(timings(res));
+  it("a completion and a response that are not streamed: queue, waiting for a seat, inference", async () => {
+    for (const [path, body] of [
+      ["/v1/completions", { prompt: "Once upon a time", max_tokens: 8 }],
+      ["/v1/responses", { input: "Once upon a time", max_output_tokens: 8 }],
+    ] as const) {
+      const res = await stack.post(path, { model: "tiny-lm", ...body });
+      expect(res.status, path).toBe(200);
+      expectBreakdown(timings(res));
+    }
   });
 
   it("every synchronous generation names its jobs in X-Job-Id, whose events stay readable", async () => {

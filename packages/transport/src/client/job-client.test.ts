@@ -42,7 +42,8 @@ const withoutEventLogs = () =>
   admin.acl("SETUSER", "api", "resetkeys", `~${prefix}:[^e]*`, `~${prefix}:e[^v]*`);
 const withEverything = () => admin.acl("SETUSER", "api", "resetkeys", "~*");
 
-async function queuedJob(model = "m"): Promise<JobRecord> {
+/** A job queued on `model`'s version 1, its deadline a minute ahead (`keepS`: kept once it ends). */
+async function queuedJob(model = "m", keepS?: number): Promise<JobRecord> {
   return remover.jobs.submit({
     model,
     version: "1",
@@ -52,6 +53,7 @@ async function queuedJob(model = "m"): Promise<JobRecord> {
     maxQueueSize: 100,
     owner: "",
     meta: {},
+    ...(keepS === undefined ? {} : { keepS }),
   });
 }
 
@@ -166,19 +168,27 @@ describe("a deleted job is gone for every replica", () => {
   });
 });
 
+/**
+ * A job on a queue of its own (the tests above leave jobs queued on m.v1), taken by a bare
+ * BullMQ worker (active, locked); its log's key, and the answer a test ends it with.
+ */
+async function taken(model: string, token: string) {
+  const record = await queuedJob(model);
+  const worker = new Worker(bullQueueName(`${model}.v1`), null, {
+    connection: createRedis(server.url),
+    prefix,
+  });
+  const job = await worker.getNextJob(token);
+  const log = keys.events({ queue: `${model}.v1`, id: record.id });
+  const answer = { v: 1, rows: [{ rid: "r", ok: true, outputs: {} }] };
+  return { record, worker, job, log, answer };
+}
+
 describe("a poll right after a job's log ended", () => {
   it("answers as the log ended while BullMQ still holds the job active (the worker ends the log first)", async () => {
-    // a queue of its own: the tests above leave jobs queued on m.v1
-    const record = await queuedJob("ended");
-    // a worker takes the job (active, locked) and ends its log, not yet its BullMQ job
-    const worker = new Worker(bullQueueName("ended.v1"), null, {
-      connection: createRedis(server.url),
-      prefix,
-    });
-    const job = await worker.getNextJob("token-1");
+    // the worker ends the job's log, not yet its BullMQ job
+    const { record, worker, job, log, answer } = await taken("ended", "token-1");
     expect(job?.id).toBe(record.id);
-    const log = keys.events({ queue: "ended.v1", id: record.id });
-    const answer = { v: 1, rows: [{ rid: "r", ok: true, outputs: {} }] };
     await admin.xadd(log, "*", "e", JSON.stringify({ type: "status", status: "running" }));
     expect((await other.jobs.get(record.id))?.status).toBe("running");
     await admin.xadd(log, "*", "e", JSON.stringify({ type: "result", result: answer }));
@@ -194,14 +204,7 @@ describe("a poll right after a job's log ended", () => {
 
 describe("a job BullMQ removed once it kept its time, its index still there", () => {
   it("answers as its log ended while the log stands, then unknown: never a 'failed' for a job that succeeded", async () => {
-    const record = await queuedJob("kept");
-    const worker = new Worker(bullQueueName("kept.v1"), null, {
-      connection: createRedis(server.url),
-      prefix,
-    });
-    const job = await worker.getNextJob("token-2");
-    const answer = { v: 1, rows: [{ rid: "r", ok: true, outputs: {} }] };
-    const log = keys.events({ queue: "kept.v1", id: record.id });
+    const { record, worker, job, log, answer } = await taken("kept", "token-2");
     await admin.xadd(log, "*", "e", JSON.stringify({ type: "result", result: answer }));
     await admin.xadd(log, "*", "e", JSON.stringify({ type: "done" }));
     await job?.moveToCompleted(answer, "token-2", false);
@@ -218,17 +221,7 @@ describe("a job BullMQ removed once it kept its time, its index still there", ()
 
 describe("a job queued longer than it is kept once it ends", () => {
   it("keeps its log and its index until its deadline has passed too: its readers never lose it while it waits", async () => {
-    const record = await remover.jobs.submit({
-      model: "waits",
-      version: "1",
-      rows: [{ input: "AAAAAA==" }],
-      deadline: Date.now() + 60_000,
-      priority: 5,
-      maxQueueSize: 100,
-      owner: "",
-      meta: {},
-      keepS: 2,
-    });
+    const record = await queuedJob("waits", 2);
     // before, the log took 2 s alone: it expired while the job still waited, and a follow
     // ended with no result
     const log = await admin.pttl(keys.events({ queue: "waits.v1", id: record.id }));
