@@ -42,6 +42,33 @@ describe("an EBNF grammar's budgets", () => {
   });
 });
 
+describe("an EBNF grammar's counted repetitions", () => {
+  const problem = (ebnf: string) => guidedProblem({ kind: "grammar", ebnf });
+
+  it("refuses what writes out past 100,000 items: nested counts, through rules too, comments read both ways", () => {
+    // three nested {0,999} had run the grammar thread past its 5 s compile budget
+    expect(problem('root ::= ((("a"){0,999}){0,999}){0,999}')).toMatch(
+      /writes out to more than 100000 items/,
+    );
+    expect(problem(`root ::= ${"(".repeat(20)}"a"${"){2}".repeat(20)}`)).toMatch(/writes out/);
+    // the same nesting spread over rules
+    expect(problem('root ::= a{0,999}\na ::= b{0,999}\nb ::= "x"{0,999}')).toMatch(/writes out/);
+    // a comment that is one only by the lexer's reading of \r cannot hide a count
+    expect(problem('root ::= a # c\ra ::= ("x"{999}){999}')).toMatch(/writes out/);
+  });
+
+  it("takes ordinary grammars, a single long count, recursion and many rules", () => {
+    for (const ebnf of [
+      'root ::= ("ab"){0,60000}',
+      'root ::= [0-9]{4} "-" [0-9]{2} "-" [0-9]{2}',
+      'root ::= value\nvalue ::= object | array | "1"\nobject ::= "{" (value ("," value)*)? "}"\narray ::= "[" value{0,10} "]"',
+      `root ::= r0\n${Array.from({ length: 2_000 }, (_, i) => `r${i} ::= "a" r${i + 1} | "b"`).join("\n")}`,
+      `root ::= ${"(".repeat(64)}"a"${")*".repeat(64)}`,
+    ])
+      expect(problem(ebnf), ebnf.slice(0, 60)).toBeUndefined();
+  });
+});
+
 describe("a pattern's budgets", () => {
   it("refuses groups nested deeper than 64 (2,000 had trapped XGrammar's regex parser)", () => {
     const nested = (levels: number) => `${"(".repeat(levels)}a${")".repeat(levels)}`;

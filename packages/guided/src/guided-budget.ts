@@ -1,3 +1,4 @@
+import { grammarExpansion } from "./grammar-expansion.js";
 import type { GuidedSpec } from "./guided-spec.js";
 import { regexProblem } from "./regex-budget.js";
 import { schemaProblem } from "./schema-budget.js";
@@ -12,6 +13,12 @@ export const MAX_GRAMMAR_LENGTH = 65_536;
  * stack, and 200 nested parentheses trapped it (150 compiled).
  */
 export const MAX_GRAMMAR_NESTING = 64;
+/**
+ * Most items an EBNF grammar may stand for once its counted repetitions are written out
+ * (`grammarExpansion`), as a pattern's: nested counts multiply, and XGrammar's compile time
+ * with them (three nested `{0,999}` ran past the worker's compile budget).
+ */
+export const MAX_GRAMMAR_EXPANSION = 100_000;
 
 /**
  * Why `spec` cannot be guided by, as one line naming the budget, the keyword and where it
@@ -55,9 +62,15 @@ function grammarProblem(ebnf: string): string | undefined {
   if (ebnf.length > MAX_GRAMMAR_LENGTH)
     return `the grammar has ${ebnf.length} characters, more than ${MAX_GRAMMAR_LENGTH}`;
   const at = deepGroup(ebnf, true) ?? deepGroup(ebnf, false);
-  return at === undefined
-    ? undefined
-    : `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${at})`;
+  if (at !== undefined)
+    return `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${at})`;
+  const size = Math.max(
+    grammarExpansion(ebnf, true, MAX_GRAMMAR_EXPANSION),
+    grammarExpansion(ebnf, false, MAX_GRAMMAR_EXPANSION),
+  );
+  return size > MAX_GRAMMAR_EXPANSION
+    ? `the grammar writes out to more than ${MAX_GRAMMAR_EXPANSION} items once its counted repetitions are expanded`
+    : undefined;
 }
 
 /** Where the grammar's groups first nest past the budget, reading `#` as a comment or not. */
