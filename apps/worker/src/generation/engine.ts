@@ -385,15 +385,7 @@ export class Engine {
   /** Samples the sequence's next token and applies the stop rules. */
   private advance(seq: Sequence, logits: Float32Array | undefined): void {
     if (!logits) return;
-    let ends: ReturnType<typeof nextToken>;
-    try {
-      ends = nextToken(seq, logits, this.pass);
-    } catch (err) {
-      // a sampler that throws (a guide's mask it cannot give) fails its sequence alone: thrown
-      // out of a step's callback, it left the sequence running with nothing to run
-      this.fail(seq, modelError(err));
-      return;
-    }
+    const ends = nextToken(seq, logits, this.pass);
     if (ends instanceof FerryError) this.fail(seq, ends);
     else if (ends) this.finish(seq, ends);
   }

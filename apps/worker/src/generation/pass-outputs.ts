@@ -1,5 +1,5 @@
 import type { Tokenizer } from "@ferry/model-repository";
-import type { FerryError, FinishReason } from "@ferry/protocol";
+import { FerryError, type FinishReason } from "@ferry/protocol";
 import type { PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
 import { changesLogits, processLogits } from "./logits-processors.js";
@@ -32,8 +32,15 @@ export function nextToken(
   const changes = changesLogits(seq.params, seq);
   // log probabilities are the model's own, before penalties and bias change the logits
   const raw = logprobs !== undefined && changes ? logits.slice() : logits;
-  if (changes) processLogits(logits, seq.params, seq, tokenizer.eosTokenId);
-  const token = sample(logits, seq.params, seq.random);
+  let token: number;
+  try {
+    if (changes) processLogits(logits, seq.params, seq, tokenizer.eosTokenId);
+    token = sample(logits, seq.params, seq.random);
+  } catch (err) {
+    // the error it ends with, this sequence alone (a guide's mask it cannot give, say): thrown,
+    // it left a step's callback, and the engine spun on a sequence it could not advance
+    return new FerryError("MODEL_ERROR", err instanceof Error ? err.message : String(err));
+  }
   const { ttftS, interTokenS } = seq.timeToken(performance.now());
   if (ttftS !== undefined) metrics.ttft.observe(ttftS);
   if (interTokenS !== undefined) metrics.interToken.observe(interTokenS);
