@@ -9,7 +9,6 @@ import type { BatchJobService } from "./batches/batch-job-service.js";
 import type { OpenAiBatchService } from "./batches/openai-batch-service.js";
 import type { ApiEnv } from "./env.js";
 import type { FileService } from "./files/file-service.js";
-import type { NamedJobs } from "./http/named-jobs.js";
 import type { ServerTiming } from "./http/server-timing.js";
 import type { StreamSlots } from "./http/stream-slots.js";
 import type { Tenant } from "./http/tenant.js";
@@ -73,7 +72,7 @@ export type HonoEnv = {
     waitedMs?: number;
     /** Where the answer's time went (`middleware/server-timing.ts`). */
     serverTiming?: ServerTiming;
-    namedJobs?: NamedJobs;
+    namedJobs?: string[];
     /** The request's trace context, when traced (`middleware/tracing.ts`). */
     trace?: TraceCarrier;
   };

@@ -3,7 +3,6 @@ import type { TraceCarrier } from "@ferry/telemetry";
 import type { Context } from "hono";
 import type { HonoEnv } from "../services.js";
 import type { CallOptions } from "./call.js";
-import type { NamedJobs } from "./named-jobs.js";
 import type { ServerTiming } from "./server-timing.js";
 import { OPEN_TENANT, type Tenant } from "./tenant.js";
 
@@ -43,7 +42,7 @@ export function callOptionsFrom(
     releaseAdmission?: (() => void) | undefined;
     waitedMs?: number | undefined;
     timing?: ServerTiming | undefined;
-    jobs?: NamedJobs | undefined;
+    jobs?: string[] | undefined;
     trace?: TraceCarrier | undefined;
   },
 ): CallOptions {

@@ -1,5 +1,4 @@
 import type { TraceCarrier } from "@ferry/telemetry";
-import type { NamedJobs } from "./named-jobs.js";
 import type { ServerTiming } from "./server-timing.js";
 import type { Tenant } from "./tenant.js";
 
@@ -60,6 +59,10 @@ export interface CallOptions {
   waitsOutFullQueues?: boolean | undefined;
   /** Where the answer's time went, for its Server-Timing header (filled by the services). */
   timing?: ServerTiming | undefined;
-  /** The jobs a synchronous answer ran, for its X-Job-Id header (filled by the services). */
-  jobs?: NamedJobs | undefined;
+  /**
+   * The ids of the jobs a synchronous answer ran, for its X-Job-Id header (filled by the
+   * services): a completion's job and log outlive its request for SYNC_JOB_TTL_S, and this is
+   * how a caller with only the answer (Triton's generate carries no id of Ferry's) finds it.
+   */
+  jobs?: string[] | undefined;
 }

@@ -1,6 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
-import { NamedJobs } from "../http/named-jobs.js";
 import { ServerTiming } from "../http/server-timing.js";
 import type { HonoEnv } from "../services.js";
 
@@ -13,14 +12,14 @@ import type { HonoEnv } from "../services.js";
 export function answerHeaders(): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const timing = new ServerTiming();
-    const jobs = new NamedJobs();
+    const jobs: string[] = [];
     c.set("serverTiming", timing);
     c.set("namedJobs", jobs);
     await next();
     const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
     if (outgoing?.headersSent) return;
     if (timing.measured) c.res.headers.set("Server-Timing", timing.header());
-    if (jobs.ids.length > 0 && c.res.ok && !c.res.headers.has("X-Job-Id"))
-      c.res.headers.set("X-Job-Id", jobs.ids.join(", "));
+    if (jobs.length > 0 && c.res.ok && !c.res.headers.has("X-Job-Id"))
+      c.res.headers.set("X-Job-Id", jobs.join(", "));
   };
 }

@@ -324,7 +324,7 @@ export class CompletionService {
     const render = "messages" in body ? chatResponse : completionResponse;
     const result = await this.result({ record: job, events, close }, signal);
     timing?.generation(result.timing);
-    jobs?.add(job.id);
+    jobs?.push(job.id);
     return render(job, result);
   }
 

@@ -146,7 +146,7 @@ export class ResponsesService {
     try {
       const result = await this.completions.result(followed, signal);
       opts.timing?.generation(result.timing);
-      opts.jobs?.add(followed.record.id);
+      opts.jobs?.push(followed.record.id);
       return responseObject(followed.record, prepared.meta, result);
     } finally {
       await this.forget(prepared, followed.record.id);
