@@ -1,4 +1,4 @@
-import { grammarExpansion } from "./grammar-expansion.js";
+import { readGrammar } from "./grammar-reading.js";
 import type { GuidedSpec } from "./guided-spec.js";
 import { regexProblem } from "./regex-budget.js";
 import { schemaProblem } from "./schema-budget.js";
@@ -52,45 +52,20 @@ export function guidedProblem(spec: GuidedSpec): string | undefined {
 }
 
 /**
- * An EBNF grammar's length, then how deep its groups nest, parentheses in its strings and
- * character classes aside. Where a comment ends is XGrammar's lexer's to say (a `\r` ended one
- * this scan had read on, and 300 nested groups went past), so the grammar is read both with
- * `#` comments (to a `\n` or `\r`) and without, and the deeper reading counts: a quote in a
- * comment cannot hide groups from the one, nor a comment from the other.
+ * An EBNF grammar's length, then how deep its groups nest and how large it is written out,
+ * read both with `#` comments and without, the worse reading counting: a quote in a comment
+ * cannot hide groups from the one, nor a comment ended where XGrammar ends it (a `\r` had
+ * hidden 300 nested groups) from the other.
  */
 function grammarProblem(ebnf: string): string | undefined {
   if (ebnf.length > MAX_GRAMMAR_LENGTH)
     return `the grammar has ${ebnf.length} characters, more than ${MAX_GRAMMAR_LENGTH}`;
-  const at = deepGroup(ebnf, true) ?? deepGroup(ebnf, false);
+  const budgets = { maxNesting: MAX_GRAMMAR_NESTING, cap: MAX_GRAMMAR_EXPANSION };
+  const readings = [readGrammar(ebnf, true, budgets), readGrammar(ebnf, false, budgets)];
+  const at = readings.find((r) => r.nestedPastAt !== undefined)?.nestedPastAt;
   if (at !== undefined)
     return `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${at})`;
-  const size = Math.max(
-    grammarExpansion(ebnf, true, MAX_GRAMMAR_EXPANSION),
-    grammarExpansion(ebnf, false, MAX_GRAMMAR_EXPANSION),
-  );
-  return size > MAX_GRAMMAR_EXPANSION
+  return readings.some((r) => r.size > MAX_GRAMMAR_EXPANSION)
     ? `the grammar writes out to more than ${MAX_GRAMMAR_EXPANSION} items once its counted repetitions are expanded`
     : undefined;
-}
-
-/** Where the grammar's groups first nest past the budget, reading `#` as a comment or not. */
-function deepGroup(ebnf: string, comments: boolean): number | undefined {
-  let depth = 0;
-  // what closes the string, class or comment open: its quote or bracket, or the line's end
-  let inside: string | undefined;
-  for (let k = 0; k < ebnf.length; k++) {
-    const c = ebnf[k];
-    if (inside === "#") {
-      if (c === "\n" || c === "\r") inside = undefined;
-    } else if (inside !== undefined) {
-      if (c === "\\") k++;
-      else if (c === inside) inside = undefined;
-    } else if (c === '"') inside = '"';
-    else if (c === "[") inside = "]";
-    else if (c === "#" && comments) inside = "#";
-    else if (c === "(") {
-      if (++depth > MAX_GRAMMAR_NESTING) return k;
-    } else if (c === ")") depth = Math.max(0, depth - 1);
-  }
-  return undefined;
 }

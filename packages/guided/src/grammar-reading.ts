@@ -1,14 +1,36 @@
+/** What the API's budgets read of an EBNF grammar, in one pass over its text. */
+export interface GrammarReading {
+  /** Where its groups first nest deeper than the reader was asked about, if they do. */
+  nestedPastAt: number | undefined;
+  /** Items it stands for written out (`grammarExpansion`), capped just past the cap asked. */
+  size: number;
+}
+
+/**
+ * Reads `ebnf` once for how deep its groups nest (parentheses in strings and character
+ * classes aside) and how large it is written out. `comments` says whether `#` opens one (to a
+ * `\n` or `\r`): the budget reads a grammar both ways, as where a comment ends is XGrammar's
+ * lexer's to say.
+ */
+export function readGrammar(
+  ebnf: string,
+  comments: boolean,
+  { maxNesting, cap }: { maxNesting: number; cap: number },
+): GrammarReading {
+  const read = tokens(ebnf, comments, maxNesting);
+  return { nestedPastAt: read.nestedPastAt, size: grammarExpansion(read.tokens, cap) };
+}
+
 /**
  * How many items an EBNF grammar stands for once its counted repetitions are written out, as
  * the regex budget counts a pattern: `x{n}` and `x{m,n}` are `x` n times, a group the sum of
  * its items (its largest alternative), a rule reference the size of that rule (a reference
  * back into a rule still being sized, recursion, counts one). XGrammar's compile time grows
  * with it: three nested `{0,999}` ran past the compile budget, twenty nested `{2}` took 3.5 s,
- * while one `{0,60000}` compiled at once. Read as `grammarProblem` reads comments: `comments`
- * says whether `#` opens one (to a `\n` or `\r`). Values are capped just past `cap`.
+ * while one `{0,60000}` compiled at once. Values are capped just past `cap`.
  */
-export function grammarExpansion(ebnf: string, comments: boolean, cap: number): number {
-  const rules = ruleBodies(tokens(ebnf, comments));
+function grammarExpansion(all: Token[], cap: number): number {
+  const rules = ruleBodies(all);
   const size = new Map<string, number>();
   const sizing = new Set<string>();
   const limit = (n: number) => Math.min(n, cap + 1);
@@ -50,8 +72,14 @@ type Token =
   | { kind: "bar" }
   | { kind: "count"; times: number };
 
-function tokens(ebnf: string, comments: boolean): Token[] {
+function tokens(
+  ebnf: string,
+  comments: boolean,
+  maxNesting: number,
+): { tokens: Token[]; nestedPastAt: number | undefined } {
   const out: Token[] = [];
+  let depth = 0;
+  let nestedPastAt: number | undefined;
   for (let k = 0; k < ebnf.length; k++) {
     const c = ebnf[k] as string;
     if (c === "#" && comments) {
@@ -60,9 +88,13 @@ function tokens(ebnf: string, comments: boolean): Token[] {
       const close = c === '"' ? '"' : "]";
       for (k++; k < ebnf.length && ebnf[k] !== close; k++) if (ebnf[k] === "\\") k++;
       out.push({ kind: "atom" });
-    } else if (c === "(") out.push({ kind: "open" });
-    else if (c === ")") out.push({ kind: "close" });
-    else if (c === "|") out.push({ kind: "bar" });
+    } else if (c === "(") {
+      out.push({ kind: "open" });
+      if (++depth > maxNesting) nestedPastAt ??= k;
+    } else if (c === ")") {
+      out.push({ kind: "close" });
+      depth = Math.max(0, depth - 1);
+    } else if (c === "|") out.push({ kind: "bar" });
     else if (c === ":" && ebnf.startsWith("::=", k)) {
       out.push({ kind: "assign" });
       k += 2;
@@ -79,7 +111,7 @@ function tokens(ebnf: string, comments: boolean): Token[] {
       k = end - 1;
     }
   }
-  return out;
+  return { tokens: out, nestedPastAt };
 }
 
 /** The grammar's rules by name, each its body's tokens (a name before `::=` starts one). */
