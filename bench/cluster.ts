@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startLocalCluster } from "../scripts/redis-cluster.js";
@@ -129,12 +129,13 @@ export async function clusterBench(): Promise<Record<string, unknown>> {
     env: { MODEL_REPOSITORY: repo },
     apiEnv: { ACCEPT_REPLICAS: "1" },
   });
+  let plain: ReturnType<typeof launch> | undefined;
   try {
     await stack.start();
     const durable = stack.baseUrl;
     // a second API on the same cluster and workers, accepting without WAIT
     const plainPort = Number(new URL(durable).port) + 1;
-    const plain = launch(
+    plain = launch(
       "apps/api/src/main.ts",
       {
         ...process.env,
@@ -249,7 +250,6 @@ export async function clusterBench(): Promise<Record<string, unknown>> {
       "POST /v1/jobs latency, 4 clients, 5 s each, one after the other, same cluster and workers",
       accepts,
     );
-    plain.child.kill("SIGKILL");
     return {
       loads: rows,
       sync: syncReport,
@@ -259,8 +259,10 @@ export async function clusterBench(): Promise<Record<string, unknown>> {
       accept: accepts,
     };
   } finally {
+    plain?.child.kill("SIGKILL");
     await stack.stop();
     cluster.stop();
+    rmSync(repo, { recursive: true, force: true });
   }
 }
 
