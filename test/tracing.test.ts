@@ -215,16 +215,22 @@ describe("OpenTelemetry traces across the queue", () => {
     expect(only(spans, "queue").parentSpanId).toBe(server?.spanId);
   });
 
-  it("a caller's unsampled trace is honoured: nothing is recorded", async () => {
+  it("a caller's unsampled trace is honoured: nothing is recorded, nor the batch that ran it", async () => {
     const { traceId, spanId } = traceparent();
+    const before = receiver.spans.length;
+    // an input no other test sends: a cache hit would reach no worker, and no batch
     const res = await stack.post(
       "/v1/models/digits/predict",
-      { features },
+      { features: samples.digits.inputs[2] },
       { traceparent: `00-${traceId}-${spanId}-00` },
     );
     expect(res.status).toBe(200);
+    expect(((await res.json()) as { source: string }).source).toBe("model");
     await new Promise((r) => setTimeout(r, 1_000));
     expect(receiver.trace(traceId)).toEqual([]);
+    const fresh = receiver.spans.slice(before);
+    expect(fresh.filter((s) => s.links.some((l) => l.traceId === traceId))).toEqual([]);
+    expect(fresh.map((s) => s.name)).not.toContain("batch digits");
   });
 
   it("a worker killed mid-completion: the job's takeover appears in the same trace as attempt 2", async () => {

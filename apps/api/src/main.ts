@@ -49,11 +49,11 @@ import type { Services } from "./services.js";
 
 // a configuration that cannot work ends the process with one line saying what to change
 const env = configured(loadEnv);
+const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } }, logDestination());
 // before anything makes a span: off unless the OTEL_* variables name an exporter
-const tracing = startTracing("ferry-api");
+const tracing = startTracing("ferry-api", { warn: (message) => log.warn(message) });
 // a terminal closed under `npm start` must not end the drain it began (SIGHUP)
 survivesLostTerminal();
-const log = pino({ level: env.LOG_LEVEL, base: { process: "api" } }, logDestination());
 // watched before the first await: a parent (`npm start`) that dies while this process still
 // waits for Redis takes it along; once it serves, it drains first
 let parentGone: () => void = () => process.exit(1);

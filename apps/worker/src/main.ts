@@ -15,11 +15,11 @@ import { ModelHost } from "./model-host.js";
 
 // a configuration that cannot work ends the process with one line saying what to change
 const env = configured(loadEnv);
+const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } }, logDestination());
 // before anything makes a span: off unless the OTEL_* variables name an exporter
-const tracing = startTracing("ferry-worker");
+const tracing = startTracing("ferry-worker", { warn: (message) => log.warn(message) });
 // a terminal closed under `npm start` must not end the drain it began (SIGHUP)
 survivesLostTerminal();
-const log = pino({ level: env.LOG_LEVEL, base: { process: "worker" } }, logDestination());
 const metrics = new WorkerMetrics();
 const transport = new WorkerTransport({
   redisUrl: env.REDIS_URL,

@@ -1,5 +1,12 @@
-import { type Context, type ContextManager, ROOT_CONTEXT } from "@opentelemetry/api";
+import {
+  type Context,
+  type ContextManager,
+  DiagLogLevel,
+  diag,
+  ROOT_CONTEXT,
+} from "@opentelemetry/api";
 import { NodeSDK } from "@opentelemetry/sdk-node";
+import { LinksDecideRoots, samplerFromEnv } from "./sampler.js";
 
 /** A context manager that keeps none: every span of Ferry's is given its parent outright. */
 class ExplicitContextOnly implements ContextManager {
@@ -48,15 +55,81 @@ export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean
   );
 }
 
+/** Where OpenTelemetry's own warnings go: the process's log. */
+export interface TracingLog {
+  warn(message: string): void;
+}
+
+/** How often one of OpenTelemetry's warnings is said again (an export failing every batch). */
+const REPEAT_MS = 60_000;
+
+/** An exception's message where the SDK's error handler wrote the whole of it as JSON. */
+function readable(message: string): string {
+  if (!message.startsWith("{")) return message;
+  try {
+    const error = JSON.parse(message) as { message?: unknown };
+    return typeof error.message === "string" ? error.message : message;
+  } catch {
+    return message;
+  }
+}
+
+/**
+ * OpenTelemetry's diagnostics at WARN into `log`, each message at most once a minute (with
+ * how many times it came meanwhile): an endpoint that refuses every export, or a variable the
+ * SDK cannot read, was otherwise silent. OTEL_LOG_LEVEL, when set, keeps the SDK's console.
+ */
+function sayDiagnostics(log: TracingLog, env: NodeJS.ProcessEnv): void {
+  if (env.OTEL_LOG_LEVEL) return;
+  const said = new Map<string, { at: number; since: number }>();
+  const say = (message: string, args: unknown[]) => {
+    const text = [
+      readable(message),
+      ...args.map((a) => (typeof a === "string" ? a : JSON.stringify(a))),
+    ]
+      .join(" ")
+      .slice(0, 1_000);
+    const key = text.slice(0, 80);
+    const now = Date.now();
+    const last = said.get(key);
+    if (last && now - last.at < REPEAT_MS) {
+      last.since++;
+      return;
+    }
+    if (said.size >= 100) said.clear();
+    said.set(key, { at: now, since: 0 });
+    log.warn(
+      `OpenTelemetry: ${text}${last?.since ? ` (${last.since} more in the last minute)` : ""}`,
+    );
+  };
+  const quiet = () => {};
+  diag.setLogger(
+    {
+      error: (m, ...a) => say(m, a),
+      warn: (m, ...a) => say(m, a),
+      info: quiet,
+      debug: quiet,
+      verbose: quiet,
+    },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
+}
+
 /**
  * Starts OpenTelemetry's Node SDK for traces, configured only by the standard variables
  * (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf or http/json,
  * OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER[_ARG], OTEL_SDK_DISABLED): W3C trace context,
- * parent-based sampling, batched export. `service` names the process when OTEL_SERVICE_NAME
- * does not. No automatic instrumentation: Ferry makes its own spans where its work is.
+ * parent-based sampling (a batch's span by the requests it links), batched export; its
+ * warnings in `log`. `service` names the process when OTEL_SERVICE_NAME does not. No
+ * automatic instrumentation: Ferry makes its own spans where its work is.
  */
-export function startTracing(service: string, env: NodeJS.ProcessEnv = process.env): Tracing {
+export function startTracing(
+  service: string,
+  log: TracingLog,
+  env: NodeJS.ProcessEnv = process.env,
+): Tracing {
   if (!tracingConfigured(env)) return OFF;
+  sayDiagnostics(log, env);
   // Ferry's metrics are Prometheus' (/metrics) and its logs pino's: the SDK sends traces only,
   // unless the variables ask for more
   env.OTEL_METRICS_EXPORTER ??= "none";
@@ -65,7 +138,11 @@ export function startTracing(service: string, env: NodeJS.ProcessEnv = process.e
   // No context manager: Ferry hands each span's context down itself (a request's in its call
   // options, a job's in its data). The default, AsyncLocalStorage, turns on promise hooks on
   // Node 20, which cost the API a third of its throughput (`npm run bench -- tracing`).
-  const sdk = new NodeSDK({ instrumentations: [], contextManager: new ExplicitContextOnly() });
+  const sdk = new NodeSDK({
+    instrumentations: [],
+    contextManager: new ExplicitContextOnly(),
+    sampler: new LinksDecideRoots(samplerFromEnv(env, (message) => log.warn(message))),
+  });
   sdk.start();
   return {
     enabled: true,

@@ -31,7 +31,9 @@ export function recordedBatchRun<R extends TracedRow, O>(
     metrics.pending.set(labels, pending());
     const end = metrics.computeSeconds.startTimer(labels);
     const started = performance.now();
-    const span = startBatchSpan(model, version, rows);
+    // a batch of unsampled requests is not recorded, and its rows link to nothing
+    const batch = startBatchSpan(model, version, rows);
+    const span = batch?.isRecording() ? batch : undefined;
     const modelRun = span && startModelRunSpan(span, model);
     if (span) for (const row of rows) row.batch = span.spanContext();
     try {

@@ -61,8 +61,10 @@ export function recordRowSpans(
 
 /**
  * One batch run's span: a trace of its own, linked to the trace of every request it carried
- * (OpenTelemetry's batch-processing pattern), with its size and model version; the model
- * run is its child. Undefined when no row of it is traced.
+ * (OpenTelemetry's batch-processing pattern; a request of several rows linked once), with
+ * its size and model version; the model run is its child. Sampled as its links are
+ * (`LinksDecideRoots`): recorded when a request it carried is. Undefined when no row of it
+ * is traced.
  */
 export function startBatchSpan(
   model: string,
@@ -70,9 +72,12 @@ export function startBatchSpan(
   rows: ReadonlyArray<{ trace?: InferRow["trace"] }>,
 ): Span | undefined {
   const links: Link[] = [];
+  const linked = new Set<string>();
   for (const row of rows) {
     const context = row.trace ? trace.getSpanContext(contextOf(row.trace)) : undefined;
-    if (context) links.push({ context });
+    if (context === undefined || linked.has(context.spanId)) continue;
+    linked.add(context.spanId);
+    links.push({ context });
   }
   if (links.length === 0) return undefined;
   return tracer().startSpan(`batch ${model}`, {
