@@ -724,6 +724,12 @@ describe("completions through the official openai client", () => {
     expect(await refusal("/v1/completions", { ...long, truncate_prompt_tokens: 300 })).toBe(
       "truncate_prompt_tokens value (300) is greater than max_model_len (256). Please, select a smaller truncation size.",
     );
+    // truncated, a prompt is still tokenized whole: past 64 characters a token of the window
+    // it is refused before that, as any prompt is
+    const huge = { ...greedy, prompt: "x".repeat(256 * 64 + 1), truncate_prompt_tokens: 8 };
+    expect(await refusal("/v1/completions", huge)).toMatch(
+      /maximum context length is 256 tokens; the prompt has 16385 characters/,
+    );
   });
 
   it("logprobs: each token's log probability under the model and its likeliest alternatives, streamed or not", async () => {

@@ -289,6 +289,18 @@ describe("OpenAI's Responses API, through the openai client", () => {
       { input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] },
       /content of type input_image is not supported/,
     );
+    // a conversation's ids have budgets, and count against the window as its text does: a
+    // continued response stores the whole conversation again
+    const output = (callId: string) => ({
+      type: "function_call_output",
+      call_id: callId,
+      output: "x",
+    });
+    await refused({ input: [output("c".repeat(257))] }, /call_id: Too big/i);
+    await refused(
+      { input: Array.from({ length: 70 }, (_, k) => output(`${k}`.padEnd(256, "c"))) },
+      /maximum context length is 256 tokens/,
+    );
     // their no-op values pass
     const fine = await stack.post("/v1/responses", {
       model: "tiny-lm",

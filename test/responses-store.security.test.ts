@@ -21,6 +21,15 @@ async function keysHolding(marker: string): Promise<string[]> {
   return found;
 }
 
+/** Keys under the stack's prefix whose name holds `id`. */
+async function keysNaming(id: string): Promise<string[]> {
+  const found: string[] = [];
+  await eachKey(stack.prefix, `*${id}*`, async (_node, key) => {
+    found.push(key);
+  });
+  return found;
+}
+
 const respond = (marker: string, extra: Record<string, unknown>) =>
   stack.post("/v1/responses", {
     model: "tiny-lm",
@@ -60,6 +69,30 @@ describe("store: false leaves nothing readable", () => {
     expect(id).not.toBe("");
     expect(await jobsRoutes(id)).toEqual([404, 404]);
     await waitFor(async () => (await keysHolding(marker)).length === 0, 5_000).catch(() => {});
+    expect(await keysHolding(marker)).toEqual([]);
+  });
+
+  it("a streamed one whose deadline passes before its first token: the same", async () => {
+    // the model's seats busy with long completions, so that the response waits past its deadline
+    const busy = Array.from({ length: 24 }, () =>
+      stack.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt: "Once",
+        max_tokens: 240,
+        ignore_eos: true,
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    const marker = `m${Date.now()}d`;
+    const res = await respond(marker, { store: false, stream: true, timeout_ms: 50 });
+    expect(res.status).toBe(504);
+    const job = res.headers.get("x-job-id") ?? "";
+    expect(job).not.toBe("");
+    await res.text();
+    await Promise.all((await Promise.all(busy)).map((r) => r.text()));
+    // its job, its log and its index go, as once answered
+    await waitFor(async () => (await keysNaming(job)).length === 0, 5_000).catch(() => {});
+    expect(await keysNaming(job)).toEqual([]);
     expect(await keysHolding(marker)).toEqual([]);
   });
 

@@ -34,11 +34,17 @@ export async function openStream(
   opts: CallOptions,
   gone: AbortSignal,
   slot: StreamSlot,
-  meta?: Record<string, unknown>,
+  followed: { meta?: Record<string, unknown>; onJob?: (jobId: string) => void } = {},
 ): Promise<OpenedStream> {
   const { completions } = c.get("services");
   const reading = new AbortController();
-  const { record: job, events, close } = await completions.follow(body, opts, reading.signal, meta);
+  const {
+    record: job,
+    events,
+    close,
+  } = await completions.follow(body, opts, reading.signal, followed.meta);
+  // the job is known from here, though its stream may still fail before it opens
+  followed.onJob?.(job.id);
   // A client that goes away frees its batch slot: the job is cancelled on every worker.
   const onGone = () => {
     reading.abort();

@@ -33,6 +33,12 @@ export const metadataSchema = z
 /** An identifier a caller tags its requests with (`user`, `safety_identifier`...): kept, not read. */
 export const callerTagSchema = z.string().max(256);
 
+/**
+ * An identifier inside a conversation (a call's id, a message's `name`): a template may write
+ * it, and a stored conversation keeps it in every response that continues it.
+ */
+export const conversationIdSchema = z.string().max(256);
+
 /** A function tool's description: what the model reads of it (and a stored response keeps). */
 export const toolDescriptionSchema = z.string().max(8_192);
 

@@ -25,6 +25,7 @@ export interface ChatTemplateRequest {
     content?: string | ReadonlyArray<{ text: string }> | null | undefined;
     tool_calls?: unknown[] | undefined;
     tool_call_id?: string | undefined;
+    name?: string | undefined;
   }>;
   tools?: unknown[] | null | undefined;
   add_generation_prompt?: boolean | null | undefined;

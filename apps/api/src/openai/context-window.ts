@@ -45,7 +45,8 @@ export class ContextWindow {
         "INVALID_INPUT",
         `truncate_prompt_tokens value (${truncate}) is greater than max_model_len (${context}). Please, select a smaller truncation size.`,
       );
-    if (typeof prompt === "string" && truncate === undefined) checkPromptChars(entry, prompt);
+    // truncated or not, a prompt is tokenized whole, here and on the worker: the same budget
+    if (typeof prompt === "string") checkPromptChars(entry, prompt);
     const whole =
       typeof prompt === "string"
         ? (await this.tokenizer(entry)).count(prompt, addSpecialTokens)
@@ -85,7 +86,10 @@ export function checkPromptChars(entry: ModelEntry, text: string): void {
     );
 }
 
-/** Every character a chat's messages send (their text and their calls, as JSON). */
+/**
+ * Every character a chat's messages send (their text, their calls as JSON, the ids and names
+ * a template may write): what a stored conversation keeps, so each counts against the window.
+ */
 export function messageText(messages: ChatTemplateRequest["messages"]): string {
   let text = "";
   for (const m of messages) {
@@ -93,6 +97,8 @@ export function messageText(messages: ChatTemplateRequest["messages"]): string {
     if (typeof content === "string") text += content;
     else if (content) for (const part of content) text += part.text;
     if (m.tool_calls) text += JSON.stringify(m.tool_calls);
+    if (m.tool_call_id) text += m.tool_call_id;
+    if (m.name) text += m.name;
   }
   return text;
 }

@@ -2,6 +2,7 @@ import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
+  conversationIdSchema,
   metadataSchema,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
@@ -40,8 +41,8 @@ const inputItem = z
     type: z.string().optional(),
     role: z.enum(["user", "assistant", "system", "developer"]).optional(),
     content: z.union([z.string(), z.array(contentPart)]).optional(),
-    call_id: z.string().optional(),
-    name: z.string().optional(),
+    call_id: conversationIdSchema.optional(),
+    name: conversationIdSchema.optional(),
     arguments: z.string().optional(),
     output: z.string().optional(),
   })

@@ -26,12 +26,21 @@ export async function streamResponse(
   const prepared = await responses.prepare(body, opts.tenant);
   const slot = streams.acquire(opts.tenant);
   let opened: Awaited<ReturnType<typeof openStream>>;
+  let queued: string | undefined;
   try {
     // a stored response is read back and continued for as long as jobs are kept
     const kept = { ...opts, kept: prepared.meta.echo.store };
-    opened = await openStream(c, prepared.chat, kept, gone, slot, jobMeta(prepared));
+    opened = await openStream(c, prepared.chat, kept, gone, slot, {
+      meta: jobMeta(prepared),
+      onJob: (id) => {
+        queued = id;
+      },
+    });
   } catch (err) {
     slot.release();
+    // failed before its first token (a deadline, the job's error): a `store: false` response
+    // leaves nothing behind, as once answered
+    if (queued !== undefined) await responses.forget(prepared, queued);
     throw err;
   }
   const { job, first, events, close } = opened;

@@ -3,6 +3,7 @@ import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
+  conversationIdSchema,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
   toolsWithin,
@@ -225,9 +226,9 @@ export type Tool = z.infer<typeof toolSchema>;
 
 /** A call an answer made: the function's name and its arguments' JSON text. */
 export const toolCallSchema = z.object({
-  id: z.string(),
+  id: conversationIdSchema,
   type: z.literal("function"),
-  function: z.object({ name: z.string(), arguments: z.string() }),
+  function: z.object({ name: conversationIdSchema, arguments: z.string() }),
 });
 
 /**
@@ -248,11 +249,11 @@ const chatMessages = z
       role: z.enum(["system", "developer", "user", "assistant", "tool"]),
       // an assistant's turn that called tools may have no text
       content: chatContent.nullish(),
-      name: z.string().optional(),
+      name: conversationIdSchema.optional(),
       /** An assistant's calls, as an earlier answer gave them. */
       tool_calls: z.array(toolCallSchema).optional(),
       /** A tool's answer: the call it answers. */
-      tool_call_id: z.string().optional(),
+      tool_call_id: conversationIdSchema.optional(),
     }),
   )
   .min(1, "messages must hold at least one message")
