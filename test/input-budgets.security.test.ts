@@ -244,6 +244,26 @@ describe("what a stored response keeps is bounded before anything is queued", ()
     });
     expect(chatTools.status).toBe(400);
     expect(await message(chatTools)).toMatch(/tools hold at most 262144 characters of JSON/);
+    // 5,000 levels in a 30 KB body overflowed JSON.stringify's stack: a 500, now a 400 (the
+    // bodies written out here: this process's own stringify would overflow too)
+    const raw = (text: string) =>
+      fetch(stack.url("/v1/chat/completions"), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: `{"model":"tiny-lm","messages":[{"role":"user","content":"hi"}],"max_tokens":4,${text}}`,
+      });
+    const levels = 5_000;
+    const deepSchema = `${'{"type":"object","properties":{"a":'.repeat(levels)}{"type":"string"}${"}}".repeat(levels)}`;
+    const deepTools = await raw(
+      `"tools":[{"type":"function","function":{"name":"f","parameters":${deepSchema}}}]`,
+    );
+    expect(deepTools.status).toBe(400);
+    expect(await message(deepTools)).toMatch(/nested at most 64 levels/);
+    const deepKwargs = await raw(
+      `"chat_template_kwargs":{"x":${"[".repeat(levels)}1${"]".repeat(levels)}}`,
+    );
+    expect(deepKwargs.status).toBe(400);
+    expect(await message(deepKwargs)).toMatch(/nested at most 64 levels/);
   });
 });
 

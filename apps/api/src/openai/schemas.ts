@@ -4,6 +4,8 @@ import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
   conversationIdSchema,
+  MAX_JSON_DEPTH,
+  nestsWithin,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
   toolsWithin,
@@ -276,7 +278,10 @@ const chatTemplateFields = {
   /** Leaves the last message open, for the model to continue it (needs add_generation_prompt false). */
   continue_final_message: z.boolean().nullish(),
   /** More variables for the template (e.g. Qwen 3's `enable_thinking`). */
-  chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+  chat_template_kwargs: z
+    .record(z.string(), z.unknown())
+    .nullish()
+    .refine((kwargs) => nestsWithin(kwargs), `nested at most ${MAX_JSON_DEPTH} levels`),
 };
 
 export const chatCompletionRequestSchema = z
