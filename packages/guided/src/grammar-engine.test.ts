@@ -375,6 +375,30 @@ describe("GrammarEngine", () => {
     await tight.shutdown();
   });
 
+  it("a budget runs from when the thread takes its request up: grammars and masks queued behind others are not charged their wait", async () => {
+    // what one grammar takes to compile on this machine, alone
+    const probe = new GrammarEngine();
+    const pv = probe.vocabulary(bytes, 257);
+    await (await probe.open({ kind: "regex", pattern: "x" }, pv)).close();
+    const started = performance.now();
+    (await probe.open({ kind: "json_schema", schema: wide(1_500) }, pv)).close();
+    const one = Math.max(100, performance.now() - started);
+    await probe.shutdown();
+    // each within its budget alone; four queued together, and a mask behind them, are not
+    const engine = new GrammarEngine({ compileBudgetMs: 2.5 * one, maskBudgetMs: 0.5 * one });
+    const v = engine.vocabulary(bytes, 257);
+    const regex = await engine.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    // distinct schemas (nothing from the cache), compiled one after another on one thread
+    const schemas = [1_500, 1_501, 1_502, 1_503].map(wide);
+    const opening = schemas.map((schema) => engine.open({ kind: "json_schema", schema }, v));
+    const masked = spell(regex, "abc12");
+    const guides = await Promise.all(opening);
+    expect((await masked)["3".charCodeAt(0)]).toBe(0);
+    expect(engine.restarts).toBe(0);
+    for (const guide of [...guides, regex]) guide.close();
+    await engine.shutdown();
+  });
+
   it("a schema whose compiling traps XGrammar's WebAssembly fails alone: the thread is replaced, and the sequences and specs after it are served", async () => {
     const fresh = new GrammarEngine({ compileBudgetMs: 5_000, maskBudgetMs: 1_000 });
     const v = fresh.vocabulary(bytes, 257);

@@ -32,6 +32,9 @@ interface Pending {
   guide: GrammarGuide | undefined;
   /** How many of its guide's tokens the matcher will have taken when it answers. */
   upTo: number;
+  /** How long the thread may work on it (none for a vocabulary, which takes what it takes). */
+  budgetMs: number | undefined;
+  /** Its budget's timer, running from when the thread takes it up. */
   timer: NodeJS.Timeout | undefined;
   resolve: (reply: GrammarReply) => void;
   reject: (err: Error) => void;
@@ -187,16 +190,48 @@ export class GrammarEngine implements MatcherHost {
     await this.ensureThread();
     const thread = this.thread;
     if (!thread) throw new FerryError("UNAVAILABLE", "the grammar thread is not running");
+    return this.post(thread, request, guide, upTo);
+  }
+
+  private post(
+    thread: Worker,
+    request: GrammarRequest,
+    guide: GrammarGuide | undefined,
+    upTo: number,
+  ): Promise<GrammarReply> {
     const id = ++this.nextId;
     const sent = { ...request, id };
-    const budget = request.type === "open" ? this.compileBudgetMs : this.maskBudgetMs;
+    const budgetMs =
+      request.type === "open"
+        ? this.compileBudgetMs
+        : request.type === "advance"
+          ? this.maskBudgetMs
+          : undefined;
     return new Promise<GrammarReply>((resolve, reject) => {
-      const entry: Pending = { request: sent, guide, upTo, timer: undefined, resolve, reject };
-      if (request.type === "open" || request.type === "advance")
-        entry.timer = setTimeout(() => this.overBudget(), budget);
-      this.pending.set(id, entry);
+      this.pending.set(id, {
+        request: sent,
+        guide,
+        upTo,
+        budgetMs,
+        timer: undefined,
+        resolve,
+        reject,
+      });
       thread.postMessage(sent);
+      this.timeHead();
     });
+  }
+
+  /**
+   * Starts the budget of the request the thread works on: it answers in order, so the oldest
+   * one pending. A budget that ran from the post counted the requests queued before it: beside
+   * one grammar of 0.9 s a neighbour's mask spent its second waiting, and the grammar was
+   * blamed for a compile budget it had not spent.
+   */
+  private timeHead(): void {
+    const head: Pending | undefined = this.pending.values().next().value;
+    if (!head || head.timer !== undefined || head.budgetMs === undefined) return;
+    head.timer = setTimeout(() => this.overBudget(head), head.budgetMs);
   }
 
   private onReply(reply: GrammarReply): void {
@@ -223,27 +258,20 @@ export class GrammarEngine implements MatcherHost {
       if (guide) this.guides.delete(guide.seq);
       this.replaceThread(undefined, "XGrammar failed");
     }
+    this.timeHead();
   }
 
   /**
-   * The oldest request is past its budget: the thread works on it still (requests are
-   * answered in order), and WebAssembly cannot be interrupted, so the thread goes.
+   * The request the thread works on is past its budget, and WebAssembly cannot be interrupted:
+   * the thread goes, and that request's guide with it.
    */
-  private overBudget(): void {
-    const oldest = this.pending.values().next().value;
-    if (!oldest) return;
-    // a vocabulary still being indexed (a large one takes seconds) is no request's fault: the
-    // budget runs from when the thread can take the request
-    if (oldest.timer === undefined) {
-      setTimeout(() => this.overBudget(), this.maskBudgetMs).unref();
-      return;
-    }
-    const { request } = oldest;
+  private overBudget(entry: Pending): void {
+    if (this.pending.get(entry.request.id) !== entry) return;
     const message =
-      request.type === "open"
+      entry.request.type === "open"
         ? `guided decoding: the grammar took longer than ${this.compileBudgetMs} ms to compile; simplify the schema or pattern`
         : `guided decoding: one token's mask took longer than ${this.maskBudgetMs} ms`;
-    this.replaceThread(oldest, message);
+    this.replaceThread(entry, message);
   }
 
   /** Ends the thread; `culprit`'s guide fails, every other guide is rebuilt on a fresh one. */
@@ -291,7 +319,8 @@ export class GrammarEngine implements MatcherHost {
     });
     thread.unref();
     this.thread = thread;
+    // pending like any request: the budgets of those after them start once they are indexed
     for (const vocabulary of this.vocabularies)
-      thread.postMessage({ type: "vocabulary", id: 0, vocabulary } satisfies GrammarRequest);
+      this.post(thread, { type: "vocabulary", id: 0, vocabulary }, undefined, 0).catch(() => {});
   }
 }
