@@ -41,6 +41,9 @@ export async function* multipartEvents(
   let buf: Buffer = Buffer.alloc(0);
   let state: State = "preamble";
   for await (const chunk of body) {
+    // what follows the closing boundary (RFC 2046's epilogue) is read and dropped: kept, each
+    // chunk had copied all of it again, 80 MB taking the API's loop 28 s
+    if (state === "done") continue;
     const piece = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
     buf = buf.length === 0 ? piece : Buffer.concat([buf, piece]);
     for (;;) {
@@ -57,6 +60,7 @@ export async function* multipartEvents(
         if (buf.length < 2) break;
         if (buf[0] === 0x2d && buf[1] === 0x2d) {
           state = "done";
+          buf = Buffer.alloc(0);
           break;
         }
         const eol = buf.indexOf("\r\n");
