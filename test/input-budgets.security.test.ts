@@ -264,6 +264,13 @@ describe("what a stored response keeps is bounded before anything is queued", ()
     );
     expect(deepKwargs.status).toBe(400);
     expect(await message(deepKwargs)).toMatch(/nested at most 64 levels/);
+    // in a schema's enum: it passed the guided budgets, then overflowed writing the job (a 503
+    // "Redis error" that clients and batch runners retried)
+    const deepEnum = await raw(
+      `"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"enum":[${"[".repeat(levels)}1${"]".repeat(levels)}]}}}`,
+    );
+    expect(deepEnum.status).toBe(400);
+    expect(await message(deepEnum)).toMatch(/deeper than 128 levels of JSON/);
   });
 });
 

@@ -82,6 +82,18 @@ describe("the schema check", () => {
     };
     expect(problem(nested(32))).toBeUndefined();
     expect(problem(nested(33))).toMatch(/nests deeper than 32 levels/);
+    // the deepest schema it takes, as JSON, is within the JSON budget
+    let objects: unknown = { type: "string" };
+    for (let i = 0; i < 32; i++) objects = { type: "object", properties: { a: objects } };
+    expect(problem(objects)).toBeUndefined();
+    // an enum's or const's value is data the budgets above do not walk: 5,000 levels in 30 KB
+    // overflowed every JSON.stringify after them
+    let value: unknown = 1;
+    for (let i = 0; i < 5_000; i++) value = [value];
+    expect(problem({ enum: [value] })).toMatch(/deeper than 128 levels of JSON/);
+    expect(problem({ type: "object", properties: { a: { const: value } } })).toMatch(
+      /deeper than 128 levels of JSON/,
+    );
     expect(problem({ type: "string", maxLength: 10_001 })).toBe(
       "/maxLength: maxLength 10001 is more than 10000",
     );

@@ -1,3 +1,4 @@
+import { nestsWithin } from "@ferry/protocol";
 import { boundsPlan } from "./number-bounds.js";
 import { regexProblem } from "./regex-budget.js";
 
@@ -16,6 +17,12 @@ export const MAX_SCHEMA_DEPTH = 32;
 export const MAX_REFERENCED_DEPTH = 64;
 /** Largest count a length or item bound may name: XGrammar writes bounded repetition out. */
 export const MAX_SCHEMA_COUNT = 10_000;
+/**
+ * Deepest nesting of the schema as JSON, `enum` and `const` values included (data, which the
+ * budgets above do not walk): a value nested 5,000 levels overflowed the stack of every
+ * JSON.stringify after it. Twice the JSON levels MAX_SCHEMA_DEPTH's schemas take, and more.
+ */
+export const MAX_SCHEMA_JSON_DEPTH = 128;
 /** Most values one `enum` may list. */
 export const MAX_ENUM_VALUES = 1_024;
 /** Most bounded numbers one schema may hold: each is spelled as an automaton of its own. */
@@ -104,6 +111,11 @@ export interface SchemaProblem {
  * pointer (never silently ignored), every `pattern` held to the regular-expression budget.
  */
 export function schemaProblem(schema: unknown): SchemaProblem | undefined {
+  if (!nestsWithin(schema, MAX_SCHEMA_JSON_DEPTH))
+    return {
+      pointer: "/",
+      message: `the schema nests deeper than ${MAX_SCHEMA_JSON_DEPTH} levels of JSON (enum and const values included)`,
+    };
   let nodes = 0;
   let bounded = 0;
   let spelled = 0;

@@ -6,6 +6,7 @@ export * from "./embedder-config.js";
 export * from "./errors.js";
 export * from "./generation.js";
 export * from "./jobs.js";
+export * from "./json-depth.js";
 export * from "./model-config.js";
 export * from "./packed-values.js";
 export * from "./parent-watch.js";

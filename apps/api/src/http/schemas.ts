@@ -1,3 +1,4 @@
+import { MAX_JSON_DEPTH, nestsWithin } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 
 export const v2ErrorSchema = z.object({ error: z.string() }).openapi("KServeError");
@@ -44,25 +45,6 @@ export const toolDescriptionSchema = z.string().max(8_192);
 
 /** The tools of one request, as JSON: 128 tools' worth of ordinary schemas, not megabytes. */
 export const MAX_TOOLS_JSON = 256 * 1024;
-
-/**
- * Deepest nesting of a free-form JSON value a request carries (a tool's parameters, a chat
- * template's arguments): a template renders it and JSON.stringify writes it, both recursively,
- * and 5,000 levels in a 30 KB body overflowed the stack (a 500). Ordinary schemas nest a few.
- */
-export const MAX_JSON_DEPTH = 64;
-
-/** Whether `value` nests at most `max` levels of arrays and objects, walked without recursion. */
-export function nestsWithin(value: unknown, max = MAX_JSON_DEPTH): boolean {
-  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
-  for (let top = stack.pop(); top; top = stack.pop()) {
-    if (typeof top.value !== "object" || top.value === null) continue;
-    if (top.depth >= max) return false;
-    for (const inner of Object.values(top.value))
-      stack.push({ value: inner, depth: top.depth + 1 });
-  }
-  return true;
-}
 
 /** `tools` no deeper than MAX_JSON_DEPTH, and no larger than MAX_TOOLS_JSON as JSON. */
 export function toolsWithin<T>(tools: readonly T[] | null | undefined): boolean {

@@ -1,11 +1,15 @@
 import { MAX_GRAMMAR_LENGTH, MAX_PATTERN_LENGTH } from "@ferry/guided";
-import { MAX_LOGPROBS, prioritySchema, timeoutMsSchema } from "@ferry/protocol";
+import {
+  MAX_JSON_DEPTH,
+  MAX_LOGPROBS,
+  nestsWithin,
+  prioritySchema,
+  timeoutMsSchema,
+} from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
   conversationIdSchema,
-  MAX_JSON_DEPTH,
-  nestsWithin,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
   toolsWithin,

@@ -7,12 +7,27 @@ export function assertReady(redis: RedisClient): void {
     throw new FerryError("UNAVAILABLE", "Redis is unreachable", { retryAfterS: 1 });
 }
 
-/** Runs a Redis call; any failure of it is a 503 the client may retry. */
+/**
+ * A failure of this process's own code around a call (a stack overflowed writing a value, a
+ * wrong type), not of Redis: sending it again fails the same way, so it is no 503 to retry.
+ */
+function ownFailure(err: unknown): boolean {
+  return (
+    err instanceof RangeError ||
+    err instanceof TypeError ||
+    err instanceof SyntaxError ||
+    err instanceof ReferenceError
+  );
+}
+
+/** Runs a Redis call; a failure of Redis is a 503 the client may retry. */
 export async function guarded<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof FerryError) throw err;
+    // a value too deeply nested to write had been "Redis error: Maximum call stack size
+    // exceeded", a 503 that clients and batch runners retried until their deadline
+    if (err instanceof FerryError || ownFailure(err)) throw err;
     throw new FerryError(
       "UNAVAILABLE",
       `Redis error: ${err instanceof Error ? err.message : String(err)}`,
