@@ -149,12 +149,22 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
         `batch: ${body.error.issues[0]?.path.join(".")}: ${body.error.issues[0]?.message}`,
       );
     const { model, version, items } = body.data;
-    return idempotently(c, fingerprintOf(c, body.data), async ({ createdId, takeover }) => {
-      const found = await earlier(createdId, takeover);
-      if (found) return accepted(found.id, found.total);
-      const result = await batchJobs.ingest(model, version, fromArray(items), tenant.id, createdId);
-      return accepted(result.id, result.total);
-    });
+    return idempotently(
+      c,
+      fingerprintOf(c, await c.req.json()),
+      async ({ createdId, takeover }) => {
+        const found = await earlier(createdId, takeover);
+        if (found) return accepted(found.id, found.total);
+        const result = await batchJobs.ingest(
+          model,
+          version,
+          fromArray(items),
+          tenant.id,
+          createdId,
+        );
+        return accepted(result.id, result.total);
+      },
+    );
   });
 
   app.openapi(statusRoute, async (c) => {

@@ -61,7 +61,7 @@ async function createOpenAiBatch(c: Context<HonoEnv>, next: Next) {
   const body = openAiBatchRequestSchema.safeParse(raw);
   if (!body.success) throw invalidInput(body.error.issues);
   const { openAiBatches } = c.get("services");
-  return idempotently(c, fingerprintOf(c, body.data), async ({ createdId }) =>
+  return idempotently(c, fingerprintOf(c, raw), async ({ createdId }) =>
     c.json(await openAiBatches.create(body.data, c.get("tenant"), createdId), 200),
   );
 }

@@ -48,7 +48,7 @@ export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
     const { jobs } = c.get("services");
     const answer = await idempotently(
       c,
-      fingerprintOf(c, body),
+      fingerprintOf(c, await c.req.json()),
       async ({ createdId, takeover }) => {
         // a retry whose first try's replica died after queueing it finds that job
         const found =

@@ -135,7 +135,7 @@ export function registerResponses(app: OpenAPIHono<HonoEnv>): void {
     const again = (jobId: string) => responses.streamable(responseId(jobId), tenant);
     return idempotently(
       c,
-      fingerprintOf(c, body),
+      fingerprintOf(c, await c.req.json()),
       async ({ createdId, takeover }) => {
         const keyed = { ...opts, createdId };
         const found =
