@@ -375,6 +375,35 @@ describe("the openai client, unchanged", () => {
     const pickedName = pickedCall?.type === "function" ? pickedCall.function.name : "";
     expect(["get_weather", "get_time"]).toContain(pickedName);
     expect(picked.choices[0]?.finish_reason).toBe("tool_calls");
+    // its arguments as the model wrote them: the parameters of the tool it named
+    const pickedArgs = pickedCall?.type === "function" ? pickedCall.function.arguments : "";
+    expect(typeof JSON.parse(pickedArgs)).toBe("object");
+    // streamed (it had been a 400, and the openai client, the AI SDK and LangChain failed
+    // with it): the call opens named, its arguments come in pieces, the same call in the end
+    const pickedStream = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      tools: [weather, time],
+      tool_choice: "required",
+      seed: 5,
+      stream: true,
+    });
+    const parts: Array<{
+      id: string | undefined;
+      name: string | undefined;
+      arguments: string | undefined;
+    }> = [];
+    let pickedFinish: string | null | undefined;
+    for await (const chunk of pickedStream) {
+      for (const part of chunk.choices[0]?.delta?.tool_calls ?? [])
+        parts.push({ id: part.id, name: part.function?.name, arguments: part.function?.arguments });
+      pickedFinish = chunk.choices[0]?.finish_reason ?? pickedFinish;
+    }
+    expect(parts[0]?.id).toMatch(/^call_/);
+    expect(parts[0]?.name).toBe(pickedName);
+    expect(parts.length).toBeGreaterThan(2);
+    expect(parts.map((p) => p.arguments ?? "").join("")).toBe(pickedArgs);
+    expect(pickedFinish).toBe("tool_calls");
     // the conversation goes on with the call and the tool's answer in it
     const next = await openai().chat.completions.create({
       model: "tiny-lm",

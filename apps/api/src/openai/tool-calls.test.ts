@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chatAnswerOf, toolChoice } from "./tool-calls.js";
+import { chatAnswerOf, streamedCallsOf, toolChoice } from "./tool-calls.js";
 
 describe("tool_choice", () => {
   const tools = [{ type: "function" as const, function: { name: "get_time" } }];
@@ -34,5 +34,65 @@ describe("tool_choice", () => {
     expect(chatAnswerOf({ ...ask, single: undefined }, "j1", `${call}${call}`).calls).toHaveLength(
       2,
     );
+  });
+});
+
+describe('tool_choice "required" over several tools, streamed', () => {
+  const meta = { tool_call: "required" };
+  /** What a stream of `text` in pieces of `size` gives: the name, the arguments, whether called. */
+  const streamed = (text: string, size: number) => {
+    const reader = streamedCallsOf(meta, "job").reader;
+    if (!reader) throw new Error("no reader");
+    const parts = [];
+    for (let at = 0; at < text.length; at += size)
+      parts.push(...reader.push(text.slice(at, at + size)).parts);
+    parts.push(...reader.end().parts);
+    return {
+      id: parts[0]?.id,
+      name: parts.map((p) => p.name ?? "").join(""),
+      arguments: parts.map((p) => p.arguments).join(""),
+      called: reader.called,
+    };
+  };
+
+  it("gives, in any pieces, the call the whole answer has: its tool's name first, its parameters as written", () => {
+    for (const text of [
+      '{"name": "get_weather", "parameters": {"city": "Oslo", "unit": {"a": [1, {}]}}}',
+      '{"name":"get_time","parameters":{}}',
+      '{ "name" : "f" , "parameters" : { "x" : "}}" } }',
+      // cut short (length) before the object closed: the text that came
+      '{"name": "f", "parameters": {"x": {"y": 1}',
+      // before a tool was named: the text, as the whole answer has it
+      '{"name": "get_w',
+    ]) {
+      const [whole] = chatAnswerOf(meta, "job", text).calls;
+      for (const size of [1, 2, 3, 7, 1_000]) {
+        const got = streamed(text, size);
+        expect(got, `${text} in pieces of ${size}`).toEqual({
+          id: whole?.id,
+          name: whole?.function.name,
+          arguments: whole?.function.arguments,
+          called: true,
+        });
+      }
+    }
+    expect(
+      chatAnswerOf(meta, "job", '{"name":"g","parameters":{"a":1}}').calls[0]?.function,
+    ).toEqual({
+      name: "g",
+      arguments: '{"a":1}',
+    });
+  });
+
+  it("names the call in its first piece and holds only what may close the object", () => {
+    const reader = streamedCallsOf(meta, "job").reader;
+    expect(reader?.push('{"name": "f", "par').parts).toEqual([]);
+    expect(reader?.called).toBe(false);
+    expect(reader?.push('ameters": {"x": 1').parts).toEqual([
+      { index: 0, id: "call_job", name: "f", arguments: '{"x": 1' },
+    ]);
+    expect(reader?.push("}").parts).toEqual([]);
+    expect(reader?.push("}").parts).toEqual([]);
+    expect(reader?.end().parts).toEqual([{ index: 0, arguments: "}", done: true }]);
   });
 });

@@ -1,6 +1,7 @@
 import { FerryError, type SamplingParams } from "@ferry/protocol";
 import type { ChatCompletionRequest, Tool } from "./schemas.js";
 import {
+  type CallPart,
   type ChatAnswer,
   type StreamedAnswer,
   type ToolCall,
@@ -88,11 +89,6 @@ export function toolChoice(
       schema: named.function.parameters ?? NO_PARAMETERS,
       ask: { tool_call: "named", name: named.function.name },
     };
-  if (body.stream)
-    throw new FerryError(
-      "INVALID_INPUT",
-      'tool_choice "required" over several tools is answered whole, not streamed: name one tool, or stream: false',
-    );
   return {
     schema: {
       anyOf: tools.map((tool) => ({
@@ -133,6 +129,7 @@ export function streamedCallsOf(
     const [forced] = chatAnswerOf(meta, jobId, "").calls;
     return forced ? { forced } : {};
   }
+  if (ask?.tool_call === "required") return { reader: requiredCallStream(jobId) };
   if (ask?.tool_call !== "auto") return {};
   const reader = toolCallReader(ask.parser ?? "hermes").stream(jobId);
   return { reader: ask.single ? firstCallOnly(reader) : reader };
@@ -175,22 +172,95 @@ export function chatAnswerOf(meta: unknown, jobId: string, text: string): ChatAn
     return ask.single ? { ...answer, calls: answer.calls.slice(0, 1) } : answer;
   }
   if (ask?.tool_call !== "required") return { content: text, calls: [] };
+  const call = requiredCallOf(text);
+  return {
+    content: null,
+    calls: [
+      {
+        id: toolCallId(jobId),
+        type: "function",
+        function: call ?? { name: "", arguments: text },
+      },
+    ],
+  };
+}
+
+/**
+ * What `tool_choice: "required"` over several tools writes, guided by an anyOf of
+ * `{"name": <a tool's>, "parameters": <its schema>}` (names first: XGrammar keeps the schema's
+ * order): up to the parameters' value, with the tool it names.
+ */
+const REQUIRED_HEAD = /^\s*\{\s*"name"\s*:\s*"([A-Za-z0-9_-]*)"\s*,\s*"parameters"\s*:\s*(?=\S)/;
+
+/**
+ * A "required" answer's call: its name, and its arguments as the model wrote them (the
+ * parameters' text, the object around them taken off once it closed; cut short, the text
+ * that came). Undefined when the text ends before it names a tool.
+ */
+function requiredCallOf(text: string): { name: string; arguments: string } | undefined {
+  const head = REQUIRED_HEAD.exec(text);
+  if (!head) return undefined;
+  const rest = text.slice(head[0].length);
+  return { name: head[1] ?? "", arguments: closed(text) ? argumentsOf(rest) : rest };
+}
+
+/** Whether the answer's object closed (the guide ends it there; `length` cuts it before). */
+function closed(text: string): boolean {
   try {
-    const { name, parameters } = JSON.parse(text) as { name: string; parameters: unknown };
-    return {
-      content: null,
-      calls: [
-        {
-          id: toolCallId(jobId),
-          type: "function",
-          function: { name, arguments: JSON.stringify(parameters) },
-        },
-      ],
-    };
+    JSON.parse(text);
+    return true;
   } catch {
-    return {
-      content: null,
-      calls: [{ id: toolCallId(jobId), type: "function", function: { name: "", arguments: text } }],
-    };
+    return false;
   }
+}
+
+/** The parameters' text: the object's own closing brace, and the space around it, taken off. */
+const argumentsOf = (rest: string) => rest.replace(/\s*\}\s*$/, "");
+
+/**
+ * A "required" answer read as it streams: the call opens (its id and name) once the tool is
+ * named, then its arguments come as they are written, all but what may be the object's own
+ * closing brace, held until the end says whether it was.
+ */
+function requiredCallStream(jobId: string): ToolCallStream {
+  let text = "";
+  let named: { name: string; from: number } | undefined;
+  let sent = 0;
+  const part = (fields: Partial<CallPart>): StreamedAnswer => ({
+    content: null,
+    parts: [{ index: 0, arguments: "", ...fields }],
+  });
+  const none: StreamedAnswer = { content: null, parts: [] };
+  return {
+    push(piece) {
+      text += piece;
+      const open = named === undefined;
+      if (!named) {
+        const head = REQUIRED_HEAD.exec(text);
+        if (!head) return none;
+        named = { name: head[1] ?? "", from: head[0].length };
+        sent = named.from;
+      }
+      // what could still be the closing of the object is held
+      const upTo = text.length - (/[\s}]*$/.exec(text)?.[0].length ?? 0);
+      const delta = upTo > sent ? text.slice(sent, upTo) : "";
+      sent = Math.max(sent, upTo);
+      if (open) return part({ id: toolCallId(jobId), name: named.name, arguments: delta });
+      return delta ? part({ arguments: delta }) : none;
+    },
+    end() {
+      const call = requiredCallOf(text);
+      if (!named) {
+        // cut short before a tool was named: the text as the call, as the whole answer has it
+        named = { name: "", from: 0 };
+        return part({ id: toolCallId(jobId), name: "", arguments: text, done: true });
+      }
+      const whole = call?.arguments ?? text.slice(named.from);
+      const rest = whole.slice(sent - named.from);
+      return part({ arguments: rest, done: true });
+    },
+    get called() {
+      return named !== undefined;
+    },
+  };
 }
