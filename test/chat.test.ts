@@ -229,6 +229,18 @@ describe("the openai client, unchanged", () => {
     expect(texts).toEqual(res.choices.map((c) => c.message.content));
     expect(finishes.sort()).toEqual([0, 1, 2]);
     expect(tokenCounts(usage)).toEqual(tokenCounts(res.usage));
+    // past the largest exact integer seed + j would round, two choices drawing alike: a 400
+    const top = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 2,
+      n: 4,
+      seed: Number.MAX_SAFE_INTEGER - 1,
+    });
+    expect(top.status).toBe(400);
+    expect(((await top.json()) as { error: { message: string } }).error.message).toMatch(
+      /^seed \+ n - 1/,
+    );
   });
 
   it("JSON mode (response_format json_object): every answer that ends is one JSON object, streamed or not", async () => {

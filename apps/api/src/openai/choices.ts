@@ -30,6 +30,12 @@ export function severalChoices(
       `A request may ask for at most ${MAX_CHOICES} choices (prompts times n); this one asks for ${prompts.length} x ${n}`,
     );
   const seed = body.seed;
+  // past the largest exact integer, seed + j rounds: two choices would draw alike
+  if (typeof seed === "number" && !Number.isSafeInteger(seed + n - 1))
+    throw new FerryError(
+      "INVALID_INPUT",
+      `seed + n - 1 (the last choice's seed) must be at most ${Number.MAX_SAFE_INTEGER}`,
+    );
   return prompts.flatMap((prompt) =>
     Array.from({ length: n }, (_, j) => ({
       ...body,

@@ -17,6 +17,11 @@ describe("sample", () => {
     };
     expect(draw(7)).toEqual(draw(7));
     expect(draw(7)).not.toEqual(draw(8));
+    // seeds equal in their low 32 bits are other seeds
+    expect(draw(0)).not.toEqual(draw(2 ** 32));
+    expect(draw(123)).not.toEqual(draw(2 ** 40 + 123));
+    expect(draw(-1)).not.toEqual(draw(2 ** 32 - 1));
+    expect(draw(2 ** 40 + 123)).toEqual(draw(2 ** 40 + 123));
   });
 
   it("never leaves the top-k or the top-p nucleus", () => {

@@ -1,9 +1,14 @@
 import type { SamplingParams } from "@ferry/protocol";
 import { topIndices } from "@ferry/runtime";
 
-/** mulberry32: a small seeded PRNG, so one sequence's draws depend on its seed alone. */
+/**
+ * mulberry32: a small seeded PRNG, so one sequence's draws depend on its seed alone. A seed
+ * past 32 bits has its high bits mixed into the state (0 and 2^32, or -1 and 2^32 - 1, drew
+ * the same text); one within them draws as it always has.
+ */
 export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
+  const high = Math.floor(seed / 4_294_967_296) >>> 0;
+  let a = (seed >>> 0) ^ (high === 0 ? 0 : Math.imul(high ^ (high >>> 16), 0x45d9f3b) | 1);
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
