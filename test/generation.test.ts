@@ -372,6 +372,23 @@ describe("completions through the official openai client", () => {
     );
   });
 
+  it("vLLM's rules: no empty stop string (it stopped at once, empty), stream_options only with a stream", async () => {
+    const refused = (body: Record<string, unknown>) =>
+      refusal("/v1/completions", { model: "tiny-lm", prompt: "Hi", max_tokens: 4, ...body });
+    expect(await refused({ stop: "" })).toMatch(/stop cannot contain an empty string/);
+    expect(await refused({ stop: ["x", ""] })).toMatch(/stop cannot contain an empty string/);
+    expect(await refused({ stream_options: { include_usage: true } })).toMatch(
+      /Stream options can only be defined when `stream=True`/,
+    );
+    const chat = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: "Hi" }],
+      stream: false,
+      stream_options: { include_usage: true },
+    });
+    expect(chat.status).toBe(400);
+  });
+
   it("a worker refuses token ids past its vocabulary before they join a batch; its neighbours finish", async () => {
     // the API checks them first: these jobs come straight through the transport, as from an
     // API that does not (an older one, or another client of the queue); sent together, so

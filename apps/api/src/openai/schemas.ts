@@ -22,8 +22,21 @@ export const MAX_CHOICES = 64;
 /** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
 const tokenIds = z.array(z.number().int().min(0)).min(1);
 
-/** A stop sequence: matched against every token's text, so it is kept short. */
-const stopString = z.string().max(256);
+/** A stop sequence: matched against every token's text, so it is kept short; never empty (vLLM's rule: it would stop at once). */
+const stopString = z.string().min(1, "stop cannot contain an empty string").max(256);
+
+/** vLLM's rule: `stream_options` say how a stream streams, so they come with one. */
+function streamOptionsStreamed(
+  body: { stream?: boolean | null | undefined; stream_options?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  if (body.stream_options != null && body.stream !== true)
+    ctx.addIssue({
+      code: "custom",
+      path: ["stream_options"],
+      message: "Stream options can only be defined when `stream=True`.",
+    });
+}
 
 /** vLLM's `guided_choice`: the strings a completion may be. */
 const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
@@ -213,6 +226,7 @@ export const completionRequestSchema = z
     priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
+  .superRefine(streamOptionsStreamed)
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 
@@ -330,6 +344,7 @@ export const chatCompletionRequestSchema = z
     priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
+  .superRefine(streamOptionsStreamed)
   .openapi("ChatCompletionRequest");
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
 
