@@ -108,6 +108,15 @@ describe("the openai client, unchanged", () => {
       frequency_penalty: 0.5,
     });
     expect(banned.choices[0]?.message.content).not.toMatch(/e/);
+    // a part this text model cannot read is refused by name
+    const image = await stack.post("/v1/chat/completions", {
+      model: "tiny-lm",
+      messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }],
+    });
+    expect(image.status).toBe(400);
+    expect(((await image.json()) as { error: { message: string } }).error.message).toBe(
+      "messages.0.content.0: content of type image_url is not supported by this server (text is)",
+    );
   });
 
   it("logprobs with top_logprobs: a token, its bytes and its alternatives per token of the answer, streamed or not", async () => {

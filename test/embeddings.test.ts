@@ -155,7 +155,7 @@ describe("budgets, checked before anything is queued", () => {
       [{ input: [1, "a"] }, /^input: input must be a string, an array of strings/],
       [
         { input: "x", dimensions: 64, model: "digits" },
-        "Model 'digits' is a classifier, not an embedding model",
+        "Model 'digits' is a classifier; use /v1/models/digits/predict",
       ],
     ];
     for (const [body, message] of cases) {
@@ -164,6 +164,18 @@ describe("budgets, checked before anything is queued", () => {
       expect(answer.error.type).toBe("invalid_request_error");
       if (typeof message === "string") expect(answer.error.message).toBe(message);
       else expect(answer.error.message).toMatch(message);
+    }
+    // the generation routes send an embedder here, not to another route that refuses it too
+    for (const [path, body] of [
+      ["/v1/completions", { prompt: "hi" }],
+      ["/v1/chat/completions", { messages: [{ role: "user", content: "hi" }] }],
+      ["/v1/models/bert-fortunes/predict", { features: [1] }],
+    ] as const) {
+      const res = await stack.post(path, { model: "bert-fortunes", ...body });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { message: string } }).error.message).toBe(
+        "Model 'bert-fortunes' is an embedder; use /v1/embeddings",
+      );
     }
     expect(await workerRows()).toBe(before);
   });

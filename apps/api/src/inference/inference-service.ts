@@ -17,6 +17,7 @@ import type {
 } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { beforeDeadline } from "../http/deadline.js";
+import { wrongKind } from "../http/kind-routes.js";
 import type { ApiMetrics } from "../metrics.js";
 import { fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import { HitRate } from "./hit-rate.js";
@@ -335,10 +336,7 @@ export class InferenceService {
     const resolved = this.repository.resolve(model, version);
     const kind = resolved.entry.config.kind;
     if (kind !== "classifier") {
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Model '${model}' is a ${kind}; use ${kind === "embedder" ? "/v1/embeddings" : "/v1/completions"}`,
-      );
+      throw new FerryError("INVALID_INPUT", wrongKind(model, kind));
     }
     return resolved;
   }
@@ -347,7 +345,7 @@ export class InferenceService {
   resolveRows(model: string, version: string | undefined) {
     const resolved = this.repository.resolve(model, version);
     if (resolved.entry.config.kind === "generator")
-      throw new FerryError("INVALID_INPUT", `Model '${model}' is a generator; use /v1/completions`);
+      throw new FerryError("INVALID_INPUT", wrongKind(model, "generator"));
     return resolved;
   }
 }

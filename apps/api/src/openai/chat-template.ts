@@ -8,6 +8,7 @@ import {
 } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
 import { Template } from "@huggingface/jinja";
+import { wrongKind } from "../http/kind-routes.js";
 import { renderTemplate } from "./jinja-render.js";
 
 /** One chat message as the template sees it: a role and its text (and calls, Hugging Face's names). */
@@ -77,7 +78,9 @@ export class ChatTemplates {
     if (!loaded)
       throw new FerryError(
         "INVALID_INPUT",
-        `Model '${entry.config.name}' has no chat template (chat_template in model.json or in tokenizer_config.json beside it); use /v1/completions`,
+        entry.config.kind === "generator"
+          ? `Model '${entry.config.name}' has no chat template (chat_template in model.json or in tokenizer_config.json beside it); use /v1/completions`
+          : wrongKind(entry.config.name, entry.config.kind),
       );
     const { tools, addGenerationPrompt = true, continueFinalMessage = false } = options;
     if (addGenerationPrompt && continueFinalMessage)

@@ -10,6 +10,7 @@ import { genAiOperation } from "@ferry/telemetry";
 import type { EnqueueOptions, GenerateRequest, InferenceClient, JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { errorOf, invalidInput } from "../http/errors.js";
+import { wrongKind } from "../http/kind-routes.js";
 import { refusalBackoffMs } from "../http/refusal-backoff.js";
 import { oneOfSeveral } from "../http/tenant.js";
 import type { TrafficRouter } from "../inference/traffic-router.js";
@@ -195,10 +196,7 @@ export class CompletionService {
       await this.versionFor(body.model, opts.version),
     );
     if (entry.config.kind !== "generator") {
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Model '${body.model}' is a ${entry.config.kind}; use /v1/models/${body.model}/predict`,
-      );
+      throw new FerryError("INVALID_INPUT", wrongKind(body.model, entry.config.kind));
     }
     const [prompt = ""] = promptsOf(body.prompt);
     if (severalChoices(body))

@@ -7,6 +7,7 @@ import {
 } from "@ferry/model-repository";
 import { EMBED_OUTPUT, type EmbeddingConfig, FerryError, type OutputTensor } from "@ferry/protocol";
 import type { CallOptions } from "../http/call.js";
+import { wrongKind } from "../http/kind-routes.js";
 import type { InferenceService } from "../inference/inference-service.js";
 import { type EmbedInput, embeddingRows, inputsOf, truncationOf } from "./embedding-budgets.js";
 import type { EmbeddingsRequest, EmbeddingsResponse } from "./embeddings-schemas.js";
@@ -108,10 +109,7 @@ export class EmbeddingsService {
   private embedder(model: string): ModelEntry {
     const entry = this.repository.get(model);
     if (entry.config.kind !== "embedder")
-      throw new FerryError(
-        "INVALID_INPUT",
-        `Model '${model}' is a ${entry.config.kind}, not an embedding model`,
-      );
+      throw new FerryError("INVALID_INPUT", wrongKind(model, entry.config.kind));
     return entry;
   }
 

@@ -257,11 +257,22 @@ export const toolCallSchema = z.object({
  */
 export const MAX_MESSAGES = 2_048;
 
+/** A part of a chat message's content: text (an image's, audio's or file's is refused by name). */
+const chatContentPart = z
+  .object({ type: z.string(), text: z.string().optional() })
+  .superRefine((part, ctx) => {
+    if (part.type !== "text")
+      ctx.addIssue({
+        code: "custom",
+        message: `content of type ${part.type} is not supported by this server (text is)`,
+      });
+    else if (part.text === undefined)
+      ctx.addIssue({ code: "custom", message: "a text part needs its text" });
+  })
+  .transform((part) => ({ type: "text" as const, text: part.text ?? "" }));
+
 /** A chat message's content: a string, or OpenAI's array of text parts. */
-const chatContent = z.union([
-  z.string(),
-  z.array(z.object({ type: z.literal("text"), text: z.string() })),
-]);
+const chatContent = z.union([z.string(), z.array(chatContentPart)]);
 
 const chatMessages = z
   .array(
