@@ -233,6 +233,25 @@ describe("OpenTelemetry traces across the queue", () => {
     expect(fresh.map((s) => s.name)).not.toContain("batch digits");
   });
 
+  it("probes and scrapes are not traced, a caller's traceparent or not", async () => {
+    const { header, traceId } = traceparent();
+    const before = receiver.spans.length;
+    for (const path of ["/health", "/metrics", "/v2/health/live", "/v2/health/ready"]) {
+      const res = await fetch(stack.url(path), { headers: { traceparent: header } });
+      await res.text();
+    }
+    // a request after them is, and its span arrives: the probes' would have come before it
+    const res = await stack.post(
+      "/v1/models/digits/predict",
+      { features },
+      { traceparent: header },
+    );
+    expect(res.status).toBe(200);
+    await spansOf(traceId, (s) => s.length >= 1);
+    const names = receiver.spans.slice(before).map((s) => s.name);
+    expect(names.filter((n) => n.startsWith("GET "))).toEqual([]);
+  });
+
   it("a worker killed mid-completion: the job's takeover appears in the same trace as attempt 2", async () => {
     const { header, traceId } = traceparent();
     const body = (prompt: string) => ({

@@ -1,9 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { FerryError } from "@ferry/protocol";
 import { errorBody, httpStatus } from "../http/errors.js";
-
-/** What the probe port answers: the probes, the health summary and the metrics, read-only. */
-const PROBE_PATHS = new Set(["/v2/health/live", "/v2/health/ready", "/health", "/metrics"]);
+import { PROBE_PATHS } from "../http/probe-paths.js";
 
 /**
  * A listener of its own for Kubernetes' probes, served by the API's own handler. libuv accepts

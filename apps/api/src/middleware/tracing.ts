@@ -1,6 +1,7 @@
 import { carrierOf } from "@ferry/telemetry";
 import type { HttpBindings } from "@hono/node-server";
 import type { MiddlewareHandler } from "hono";
+import { PROBE_PATHS } from "../http/probe-paths.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import type { HonoEnv } from "../services.js";
 
@@ -12,6 +13,9 @@ import type { HonoEnv } from "../services.js";
 export function tracing(): MiddlewareHandler<HonoEnv> {
   return async (c, next) => {
     const method = c.req.method;
+    // probes and scrapes are not requests anyone traces: every few seconds a trace each, on
+    // every replica, would bury the requests in Jaeger
+    if (method === "GET" && PROBE_PATHS.has(c.req.path)) return next();
     const { span, ctx } = startServerSpan(method, c.req.path, (name) => c.req.header(name));
     const carrier = carrierOf(ctx);
     if (carrier) c.set("trace", carrier);
