@@ -298,5 +298,16 @@ describe("OpenTelemetry traces across the queue", () => {
     );
     expect(retried?.parentSpanId).toBe(server.spanId);
     expect(retried?.attributes["gen_ai.usage.output_tokens"]).toBe(200);
+    // its decode counts the tokens drawn on this worker, not those drawn before the kill (its
+    // time per token had divided this attempt's time by all 200)
+    await spansOf(traceId, (s) =>
+      s.some((x) => x.name === "decode" && x.parentSpanId === retried?.spanId),
+    );
+    const decode = receiver
+      .trace(traceId)
+      .find((s) => s.name === "decode" && s.parentSpanId === retried?.spanId);
+    const drawnHere = decode?.attributes["ferry.gen_ai.decode.tokens"] as number;
+    expect(drawnHere).toBeLessThan(199 - 2);
+    expect(drawnHere).toBeGreaterThan(0);
   });
 });

@@ -10,6 +10,8 @@ export class GenerationClock {
   readonly pickedAt = Date.now();
   admittedAt: number | undefined;
   firstTokenAt: number | undefined;
+  /** Tokens drawn here (a job taken over had some drawn by the worker before). */
+  tokens = 0;
 
   constructor(readonly acceptedAt: number) {}
 
@@ -18,8 +20,11 @@ export class GenerationClock {
   }
 
   saw(events: readonly JobEventBody[]): void {
-    if (this.firstTokenAt !== undefined) return;
-    if (events.some((e) => e.type === "token")) this.firstTokenAt = Date.now();
+    for (const e of events) {
+      if (e.type !== "token") continue;
+      this.tokens += e.ids?.length ?? 1;
+      this.firstTokenAt ??= Date.now();
+    }
   }
 
   /** Where its time went (the result's `timing`): queue, waiting for a seat, inference. */
@@ -40,7 +45,8 @@ export class GenAiMetrics {
     private readonly responseModel: string,
   ) {}
 
-  observe(job: GenerateJob, clock: GenerationClock, outputTokens: number, error?: unknown): void {
+  /** A completion's end: its duration, and for one that ended well its TTFT and TPOT here. */
+  observe(job: GenerateJob, clock: GenerationClock, error?: unknown): void {
     const now = Date.now();
     const labels = {
       gen_ai_operation_name: genAiOperation(job.meta?.format),
@@ -58,7 +64,7 @@ export class GenAiMetrics {
     const first = clock.firstTokenAt;
     if (error !== undefined || first === undefined) return;
     this.metrics.genAiTtft.observe(labels, Math.max(0, first - clock.acceptedAt) / 1000);
-    if (outputTokens > 1)
-      this.metrics.genAiTpot.observe(labels, (now - first) / 1000 / (outputTokens - 1));
+    if (clock.tokens > 1)
+      this.metrics.genAiTpot.observe(labels, (now - first) / 1000 / (clock.tokens - 1));
   }
 }

@@ -131,12 +131,12 @@ export class GeneratorServer {
         priority: ctx.priority,
       });
       spans?.succeeded(result);
-      this.genAi.observe(job, clock, result.usage.completion_tokens);
+      this.genAi.observe(job, clock);
       this.count(ctx.jobId, clock, result.usage.completion_tokens);
       return { ...result, timing: clock.timing() };
     } catch (err) {
       spans?.failed(err);
-      this.genAi.observe(job, clock, 0, err);
+      this.genAi.observe(job, clock, err);
       this.count(ctx.jobId, clock, 0, err);
       throw err;
     }

@@ -92,7 +92,10 @@ export class GenerationSpans {
     const now = Date.now();
     const first = this.firstTokenAt;
     const out = result.usage.completion_tokens;
-    this.decode?.setAttribute("ferry.gen_ai.decode.tokens", Math.max(0, out - 1));
+    // the tokens drawn here: a job taken over from a worker that died had drawn some before,
+    // in time this attempt did not measure
+    const here = this.tokens;
+    this.decode?.setAttribute("ferry.gen_ai.decode.tokens", Math.max(0, here - 1));
     this.root.setAttributes({
       [GEN_AI.responseFinishReasons]: [result.finish_reason],
       [GEN_AI.usageInputTokens]: result.usage.prompt_tokens,
@@ -101,7 +104,9 @@ export class GenerationSpans {
         ? {}
         : {
             [GEN_AI.timeToFirstTokenS]: (first - this.job.accepted_at) / 1000,
-            ...(out > 1 ? { [GEN_AI.timePerOutputTokenS]: (now - first) / 1000 / (out - 1) } : {}),
+            ...(here > 1
+              ? { [GEN_AI.timePerOutputTokenS]: (now - first) / 1000 / (here - 1) }
+              : {}),
           }),
     });
     this.end(now);
