@@ -206,5 +206,19 @@ describe("offline batch prediction", () => {
     expect(((await item.json()) as { error: { message: string } }).error.message).toMatch(
       /^item 15001 needs 64 finite features/,
     );
+    // a key whose bytes are not UTF-8: refused, as an input file's are, not read as U+FFFD
+    const notUtf8 = await fetch(stack.url("/v1/batches?model=digits"), {
+      method: "POST",
+      headers: { "content-type": "application/x-ndjson" },
+      body: Buffer.concat([
+        Buffer.from(`${lines.join("\n")}\n{"key":"k`),
+        Buffer.from([0xff]),
+        Buffer.from(`","features":${JSON.stringify(samples.digits.inputs[0])}}\n`),
+      ]),
+    });
+    expect(notUtf8.status).toBe(400);
+    expect(((await notUtf8.json()) as { error: { message: string } }).error.message).toMatch(
+      /^line 15001 is not UTF-8/,
+    );
   });
 });

@@ -84,7 +84,7 @@ export class BatchJobService {
         if (parsed.keys.length > 0) await add(parsed.keys, parsed.rows);
         const problem = parsed.problem;
         if (problem?.kind === "json")
-          throw new FerryError("INVALID_INPUT", `line ${lines + problem.at} is not valid JSON`);
+          throw new FerryError("INVALID_INPUT", `line ${lines + problem.at} ${problem.message}`);
         if (problem?.kind === "item") throw invalidItem(total + problem.at, problem.message);
         if (problem) throw new FerryError("INVALID_INPUT", problem.message);
         lines += parsed.lines;

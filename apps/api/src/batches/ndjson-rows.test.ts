@@ -109,5 +109,25 @@ describe("parseRows", () => {
     );
     const most = JSON.stringify({ key: "k".repeat(512), features: [1, 2, 3] });
     expect(parseRows(encoder.encode(most), spec).problem).toBeUndefined();
+    // characters, as a custom_id's: 512 emoji (1,024 UTF-16 units) are 512
+    const emoji = JSON.stringify({ key: "😀".repeat(512), features: [1, 2, 3] });
+    expect(parseRows(encoder.encode(emoji), spec).problem).toBeUndefined();
+    const more = JSON.stringify({ key: "😀".repeat(513), features: [1, 2, 3] });
+    expect(parseRows(encoder.encode(more), spec).problem?.message).toBe(
+      "has a key of 513 characters; at most 512",
+    );
+    // bytes that are not UTF-8 are that line's problem (read as U+FFFD, "k\xff" and "k\xfe"
+    // had been one key), the rows before it kept
+    const bad = (byte: number) =>
+      Buffer.concat([
+        encoder.encode(`${line(1)}\n{"key":"k`),
+        Buffer.from([byte]),
+        encoder.encode(`","features":[1,2,3]}\n${line(3)}`),
+      ]);
+    expect(parseRows(bad(0xff), spec)).toMatchObject({
+      keys: ["k1"],
+      lines: 2,
+      problem: { kind: "json", at: 2, message: "is not UTF-8" },
+    });
   });
 });

@@ -1,4 +1,5 @@
 import { bytesPerElement, type Datatype, tensorToBytes } from "@ferry/protocol";
+import { characters } from "../http/characters.js";
 
 /** What a batch's rows must be: the model's one input, `width` values of `datatype` each. */
 export interface RowsSpec {
@@ -15,8 +16,10 @@ export const MAX_ITEM_KEY_CHARS = 512;
 /** What is wrong with an item's key, or undefined when it is one. */
 export function keyProblem(key: unknown): string | undefined {
   if (typeof key !== "string" || key === "") return "needs a string key";
-  if (key.length > MAX_ITEM_KEY_CHARS)
-    return `has a key of ${key.length} characters; at most ${MAX_ITEM_KEY_CHARS}`;
+  // characters as a custom_id's are counted (code points), not UTF-16 units
+  const chars = characters(key, MAX_ITEM_KEY_CHARS);
+  if (chars > MAX_ITEM_KEY_CHARS)
+    return `has a key of ${chars} characters; at most ${MAX_ITEM_KEY_CHARS}`;
   return undefined;
 }
 
@@ -39,7 +42,9 @@ export interface ParsedRows {
   problem?: RowsProblem;
 }
 
-const decoder = new TextDecoder();
+// strict: bytes that are not UTF-8 are refused, as an input file's are (turned into U+FFFD,
+// two keys that differ only there were one, their answers under one key twice)
+const decoder = new TextDecoder("utf-8", { fatal: true });
 /** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
 const FP32_MAX = 3.4028234663852886e38;
 
@@ -51,7 +56,12 @@ const FP32_MAX = 3.4028234663852886e38;
  * another thread.
  */
 export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
-  const text = decoder.decode(bytes);
+  let text: string;
+  try {
+    text = decoder.decode(bytes);
+  } catch {
+    return upToBadBytes(bytes, spec);
+  }
   const rowBytes = spec.width * bytesPerElement[spec.datatype];
   // rows the segment can hold at most: one a line, and no item is shorter than its features
   // written one digit and a comma each (blank lines take no room)
@@ -119,4 +129,28 @@ function writeFp32(values: unknown[], into: Float32Array, at: number): boolean {
     into[at + k] = v;
   }
   return true;
+}
+
+/** A segment that is not all UTF-8: the rows of its lines before the first that is not, then that line's problem. */
+function upToBadBytes(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
+  let start = 0;
+  for (let line = 1; ; line++) {
+    const newline = bytes.indexOf(0x0a, start);
+    const end = newline < 0 ? bytes.length : newline;
+    try {
+      decoder.decode(bytes.subarray(start, end));
+    } catch {
+      const before = start === 0 ? undefined : parseRows(bytes.subarray(0, start - 1), spec);
+      if (before?.problem) return before;
+      return {
+        keys: before?.keys ?? [],
+        rows: before?.rows ?? new Uint8Array(0),
+        lines: line,
+        items: before?.items ?? 0,
+        problem: { kind: "json", at: line, message: "is not UTF-8" },
+      };
+    }
+    if (newline < 0) throw new Error("a segment that is not UTF-8 has every line UTF-8");
+    start = newline + 1;
+  }
 }

@@ -7,6 +7,7 @@ import {
   type StoredFile,
   WriterFencedError,
 } from "@ferry/transport";
+import { characters } from "../http/characters.js";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
 import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";
@@ -145,10 +146,11 @@ export class FileService {
         if (event.type === "part") {
           if (event.name === "file" && event.filename !== undefined) {
             if (upload) throw new FerryError("INVALID_INPUT", "an upload carries one file");
-            if (event.filename.length > MAX_FILENAME_CHARS)
+            const nameChars = characters(event.filename, MAX_FILENAME_CHARS);
+            if (nameChars > MAX_FILENAME_CHARS)
               throw new FerryError(
                 "INVALID_INPUT",
-                `the file's name is ${event.filename.length} characters; at most ${MAX_FILENAME_CHARS}`,
+                `the file's name is ${nameChars} characters; at most ${MAX_FILENAME_CHARS}`,
               );
             if (purpose !== undefined) checkPurpose(purpose);
             // a declared length is refused at once if the file may not fit; an unknown one

@@ -1,5 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import { BATCH_ENDPOINTS, endpointOf } from "../http/batch-endpoints.js";
+import { characters } from "../http/characters.js";
 import { packLines, plainFeatures } from "../http/packed-lines.js";
 import { PredictLineScanner, type ScannedValues } from "./predict-line-scan.js";
 
@@ -31,7 +32,7 @@ export function checkInputLine(text: string, line: number): InputLine {
   if (
     typeof custom_id !== "string" ||
     custom_id === "" ||
-    characters(custom_id) > MAX_CUSTOM_ID_CHARS
+    characters(custom_id, MAX_CUSTOM_ID_CHARS) > MAX_CUSTOM_ID_CHARS
   )
     throw invalid(line, `needs a custom_id: a string of 1-${MAX_CUSTOM_ID_CHARS} characters`);
   if (method !== "POST") throw invalid(line, 'needs method "POST"');
@@ -54,14 +55,6 @@ export interface CheckedLines {
   problem?: string;
   /** The lines packed (`packLines`), when they are all plain predict lines. */
   packed?: Uint8Array;
-}
-
-/** Characters (code points) of `text`, as the limit says: an emoji is one, not two. */
-function characters(text: string): number {
-  if (text.length <= MAX_CUSTOM_ID_CHARS) return text.length;
-  let n = 0;
-  for (const _ of text) n++;
-  return n;
 }
 
 // strict: bytes that are not UTF-8 are refused, not turned into U+FFFD (a custom_id would no
