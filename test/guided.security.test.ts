@@ -1,3 +1,5 @@
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { samples } from "./helpers/samples.js";
@@ -156,5 +158,49 @@ describe("guided decoding cannot stall or crash the worker", () => {
     const text = ((await res.json()) as { choices: Array<{ text: string }> }).choices[0]?.text;
     expect(text).toMatch(/^[a-z]{20}$/);
     expect(performance.now() - started).toBeLessThan(3_000);
+  });
+});
+
+describe("one model's costly grammars do not hold another's", () => {
+  // two generators on one worker: tiny-lm, and a copy of it under another name
+  const twoRepo = tempRepository({ "tiny-lm": {} });
+  cpSync(join(twoRepo, "tiny-lm"), join(twoRepo, "tiny-lm-b"), { recursive: true });
+  const config = join(twoRepo, "tiny-lm-b", "model.json");
+  writeFileSync(
+    config,
+    JSON.stringify({ ...JSON.parse(readFileSync(config, "utf8")), name: "tiny-lm-b" }),
+  );
+  const two = new Stack({ env: { MODEL_REPOSITORY: twoRepo, WORKER_MODELS: "tiny-lm,tiny-lm-b" } });
+  beforeAll(() => two.start());
+  afterAll(() => two.stop());
+
+  it("a model's guided request is answered while another model's grammars, each within its budget, compile one after another", async () => {
+    // 256 choices of 1,024 characters: about a second each to compile, distinct (no cache)
+    const choices = (k: number) =>
+      Array.from({ length: 256 }, (_, i) => `${k}-${i}-`.padEnd(1_024, "abcdefgh"[(i + k) % 8]));
+    const finished: string[] = [];
+    const heavy = [1, 2, 3].map(async (k) => {
+      const res = await two.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt: "Q:",
+        max_tokens: 2,
+        guided_choice: choices(k),
+      });
+      await res.text();
+      finished.push(`heavy ${k}`);
+      return res.status;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const light = await two.post("/v1/completions", {
+      model: "tiny-lm-b",
+      prompt: "Q:",
+      max_tokens: 4,
+      guided_choice: ["yes", "no"],
+    });
+    expect(light.status).toBe(200);
+    finished.push("light");
+    // on a grammar thread the worker's models shared, it waited for all three
+    expect(await Promise.all(heavy)).toEqual([200, 200, 200]);
+    expect(finished.indexOf("light")).toBeLessThan(2);
   });
 });

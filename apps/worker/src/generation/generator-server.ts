@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { GrammarEngine } from "@ferry/guided/engine";
 import { loadTokenizer } from "@ferry/model-repository";
 import type { CompletionResult, GenerateJob, JobEventBody, ModelConfig } from "@ferry/protocol";
 import {
@@ -14,7 +15,6 @@ import { Engine } from "./engine.js";
 import { GenAiMetrics, GenerationClock } from "./generation-clock.js";
 import { generationMetrics } from "./generation-metrics.js";
 import { type GeneratorConfig, generatorConfigSchema, lmShape } from "./generator-config.js";
-import { grammarEngine } from "./grammars.js";
 import { Scheduler } from "./scheduler.js";
 
 /** Serves one generator version: tokenizer, KV-cached runtime, scheduler and engine. */
@@ -25,6 +25,7 @@ export class GeneratorServer {
     private readonly runtime: LmRuntime,
     private readonly engine: Engine,
     private readonly genAi: GenAiMetrics,
+    private readonly grammars: GrammarEngine | undefined,
     private readonly version: string,
     private readonly stats?: Pick<ExecutionStats, "completion">,
   ) {}
@@ -71,9 +72,14 @@ export class GeneratorServer {
       batchSeatShare: generator.scheduler.batch_seat_share,
       batchReservedSeats: generator.scheduler.batch_reserved_seats,
     });
-    // guided decoding spells text token by token: only a vocabulary of known bytes can be guided
+    // guided decoding spells text token by token: only a vocabulary of known bytes can be
+    // guided. A grammar thread per model version: XGrammar works on one request at a time,
+    // and on a thread shared by the worker's models, one model's costly grammars (each within
+    // its budget) had kept another model's guided requests waiting for seconds
     const grammars =
-      tokenizer.exactTokenBytes && tokenizer.eosTokenId !== undefined ? grammarEngine() : undefined;
+      tokenizer.exactTokenBytes && tokenizer.eosTokenId !== undefined
+        ? new GrammarEngine()
+        : undefined;
     grammars?.vocabulary(tokenizer, arch.vocab_size);
     const engine = new Engine(
       runtime,
@@ -92,7 +98,7 @@ export class GeneratorServer {
       grammars,
     );
     const genAi = new GenAiMetrics(metrics, `${config.name}:${version}`);
-    return new GeneratorServer(config, generator, runtime, engine, genAi, version, stats);
+    return new GeneratorServer(config, generator, runtime, engine, genAi, grammars, version, stats);
   }
 
   /** Seats: how many completions one worker runs at once. */
@@ -165,6 +171,6 @@ export class GeneratorServer {
   /** Lets every sequence it holds finish, then stops the runtime. */
   async close(): Promise<void> {
     await this.engine.whenIdle();
-    await this.runtime.close();
+    await Promise.all([this.runtime.close(), this.grammars?.shutdown()]);
   }
 }
