@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Tokenizer as HfTokenizerImpl } from "@huggingface/tokenizers";
+import { boundWordPiece, isWordPiece } from "./bounded-wordpiece.js";
 import { DecodeStream } from "./decode-stream.js";
 import { TokenSpelling } from "./token-spelling.js";
 import { type Tokenizer, tokenFromBytes } from "./tokenizer.js";
@@ -62,6 +63,8 @@ export class HfTokenizer implements Tokenizer {
     const config =
       (await readTokenizerConfig(join(dirname(tokenizerJson), "tokenizer_config.json"))) ?? {};
     const impl = new HfTokenizerImpl(json, config);
+    const model = (impl as unknown as { model?: unknown }).model;
+    if (isWordPiece(model)) boundWordPiece(model);
     const eos =
       typeof config.eos_token === "string" ? impl.token_to_id(config.eos_token) : undefined;
     const additional = Array.isArray(config.additional_special_tokens)
