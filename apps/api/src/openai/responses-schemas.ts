@@ -9,6 +9,7 @@ import {
   toolsWithin,
   unsupported,
 } from "../http/schemas.js";
+import { functionParametersSchema } from "./schemas.js";
 
 /** Content parts of a message Ferry reads: text in, and an earlier answer's text. */
 const TEXT_PARTS = new Set(["input_text", "output_text"]);
@@ -66,7 +67,7 @@ const functionTool = z
     type: z.string(),
     name: z.string().optional(),
     description: toolDescriptionSchema.nullish(),
-    parameters: z.record(z.string(), z.unknown()).nullish(),
+    parameters: functionParametersSchema.nullish(),
     strict: z.boolean().nullish(),
   })
   .superRefine((tool, ctx) => {

@@ -230,6 +230,16 @@ export const completionRequestSchema = z
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 
+/**
+ * A function's parameters: a JSON schema of an object, as OpenAI requires (a call's arguments
+ * are an object); one that names no type is read as an object's.
+ */
+export const functionParametersSchema = z
+  .record(z.string(), z.unknown())
+  .refine((schema) => schema.type === undefined || schema.type === "object", {
+    message: 'a function\'s parameters are a JSON schema of an object (type "object")',
+  });
+
 /** A function the model may be made to call: its name and its parameters' JSON schema. */
 const toolSchema = z.object({
   type: z.literal("function"),
@@ -238,7 +248,7 @@ const toolSchema = z.object({
       .string()
       .regex(/^[a-zA-Z0-9_-]{1,64}$/, "a function's name is 1 to 64 of a-z A-Z 0-9 _ -"),
     description: toolDescriptionSchema.optional(),
-    parameters: z.record(z.string(), z.unknown()).optional(),
+    parameters: functionParametersSchema.optional(),
     strict: z.boolean().nullish(),
   }),
 });

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { functionParametersSchema } from "./schemas.js";
 import { chatAnswerOf, streamedCallsOf, toolChoice } from "./tool-calls.js";
 
 describe("tool_choice", () => {
@@ -24,6 +25,25 @@ describe("tool_choice", () => {
       name: "get_time",
     });
     expect(toolChoice({ tools, tool_choice: "none" }, "hermes")).toBeUndefined();
+  });
+
+  it("a call's arguments are an object, whatever the parameters' schema leaves out", () => {
+    const withParameters = (parameters: Record<string, unknown>) => [
+      { type: "function" as const, function: { name: "f", parameters } },
+    ];
+    // `{}` had let the model answer a string or a number as the arguments
+    expect(
+      toolChoice({ tools: withParameters({}), tool_choice: "required" }, "hermes")?.schema,
+    ).toEqual({ type: "object" });
+    const properties = { a: { type: "integer" } };
+    expect(
+      toolChoice({ tools: withParameters({ properties }), tool_choice: "required" }, "hermes")
+        ?.schema,
+    ).toEqual({ properties, type: "object" });
+    expect(
+      functionParametersSchema.safeParse({ type: "string" }).error?.issues[0]?.message,
+    ).toMatch(/JSON schema of an object/);
+    expect(functionParametersSchema.safeParse({ type: "object" }).success).toBe(true);
   });
 
   it("parallel_tool_calls: false keeps the first call the model wrote", () => {

@@ -36,6 +36,15 @@ export interface ToolChoice {
 const NO_PARAMETERS = { type: "object", properties: {} };
 
 /**
+ * The schema a call's arguments are guided by: its parameters', always an object's (`{}`, or
+ * properties with no type, had let the model answer a string or a number as the arguments).
+ */
+function argumentsSchema(parameters: Record<string, unknown> | undefined) {
+  if (parameters === undefined) return NO_PARAMETERS;
+  return parameters.type === undefined ? { ...parameters, type: "object" } : parameters;
+}
+
+/**
  * A chat's tool choice: for a forced call, the JSON schema its answer is guided by and how the
  * answer is read back as a call; for `auto`, where the model chooses between text and calls,
  * the parser of the model's own call format (no guide: the model writes what it likes), which
@@ -66,7 +75,7 @@ export function toolChoice(
                 format: "hermes" as const,
                 tools: tools.map((t) => ({
                   name: t.function.name,
-                  parameters: t.function.parameters ?? NO_PARAMETERS,
+                  parameters: argumentsSchema(t.function.parameters),
                 })),
                 ...(body.parallel_tool_calls === false ? { single: true } : {}),
               },
@@ -86,7 +95,7 @@ export function toolChoice(
       : find(tools, choice.function.name);
   if (named)
     return {
-      schema: named.function.parameters ?? NO_PARAMETERS,
+      schema: argumentsSchema(named.function.parameters),
       ask: { tool_call: "named", name: named.function.name },
     };
   return {
@@ -95,7 +104,7 @@ export function toolChoice(
         type: "object",
         properties: {
           name: { const: tool.function.name },
-          parameters: tool.function.parameters ?? NO_PARAMETERS,
+          parameters: argumentsSchema(tool.function.parameters),
         },
         required: ["name", "parameters"],
       })),
