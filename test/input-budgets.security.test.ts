@@ -271,6 +271,13 @@ describe("what a stored response keeps is bounded before anything is queued", ()
     );
     expect(deepEnum.status).toBe(400);
     expect(await message(deepEnum)).toMatch(/deeper than 128 levels of JSON/);
+    // in a field Ferry refuses unless it is its no-op: compared by value, it had been
+    // written out first (a 500)
+    const deepUnsupported = await raw(
+      `"web_search_options":${"[".repeat(levels)}1${"]".repeat(levels)}`,
+    );
+    expect(deepUnsupported.status).toBe(400);
+    expect(await message(deepUnsupported)).toMatch(/web_search_options is not supported/);
   });
 });
 

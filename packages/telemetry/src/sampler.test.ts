@@ -1,7 +1,7 @@
 import { ROOT_CONTEXT, SpanKind, TraceFlags, trace } from "@opentelemetry/api";
 import { SamplingDecision } from "@opentelemetry/sdk-trace-base";
 import { describe, expect, it } from "vitest";
-import { LinksDecideRoots, samplerFromEnv } from "./sampler.js";
+import { tracesSampler } from "./sampler.js";
 
 const TRACE = "0af7651916cd43dd8448eb211c80319c";
 const link = (flags: number, spanId = "b7ad6b7169203331") => ({
@@ -17,7 +17,7 @@ const NONE = TraceFlags.NONE;
 
 function decide(env: NodeJS.ProcessEnv, links: ReturnType<typeof link>[], parent = false) {
   const warned: string[] = [];
-  const sampler = new LinksDecideRoots(samplerFromEnv(env, (m) => warned.push(m)));
+  const sampler = tracesSampler(env, (m) => warned.push(m));
   const context = parent
     ? trace.setSpanContext(ROOT_CONTEXT, { ...link(SAMPLED).context, isRemote: false })
     : ROOT_CONTEXT;
@@ -54,10 +54,14 @@ describe("LinksDecideRoots: a root span with links sampled as their child", () =
     ).toBe(false);
   });
 
-  it("a sampler that ignores parents keeps ignoring them", () => {
+  it("a sampler that ignores parents ignores links too: always_off records nothing", () => {
     expect(decide({ OTEL_TRACES_SAMPLER: "always_on" }, [link(NONE)]).sampled).toBe(true);
-    expect(decide({ OTEL_TRACES_SAMPLER: "always_off" }, [link(SAMPLED)]).sampled).toBe(true);
+    expect(decide({ OTEL_TRACES_SAMPLER: "always_off" }, [link(SAMPLED)]).sampled).toBe(false);
     expect(decide({ OTEL_TRACES_SAMPLER: "always_off" }, [link(NONE)]).sampled).toBe(false);
+    expect(
+      decide({ OTEL_TRACES_SAMPLER: "traceidratio", OTEL_TRACES_SAMPLER_ARG: "0" }, [link(SAMPLED)])
+        .sampled,
+    ).toBe(false);
   });
 
   it("spans without links, or with a parent, are the configured sampler's alone", () => {

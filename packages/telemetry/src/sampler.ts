@@ -17,14 +17,19 @@ import {
 } from "@opentelemetry/sdk-trace-base";
 
 /**
- * A root span with links is sampled as a span whose parent they are: when any linked span is
- * sampled it is recorded, else the configured sampler decides as if its first link were its
- * parent. A batch run is such a span (a trace of its own, linked to each request it carried):
- * sampled by the root sampler alone, it was recorded for batches of unsampled callers, and
- * missing for some sampled ones under a ratio, their rows linking to a span never exported.
+ * Under a parent-based sampler, a root span with links is sampled as a span whose parent they
+ * are: when any linked span is sampled it is recorded, else the configured sampler decides as
+ * if its first link were its parent. A batch run is such a span (a trace of its own, linked
+ * to each request it carried): sampled by the root sampler alone, it was recorded for batches
+ * of unsampled callers, and missing for some sampled ones under a ratio, their rows linking
+ * to a span never exported. A sampler that ignores parents (always_off, traceidratio...)
+ * ignores links too: `always_off` records nothing.
  */
 export class LinksDecideRoots implements Sampler {
-  constructor(private readonly configured: Sampler) {}
+  constructor(
+    private readonly configured: Sampler,
+    private readonly parentBased: boolean,
+  ) {}
 
   shouldSample(
     context: Context,
@@ -35,7 +40,7 @@ export class LinksDecideRoots implements Sampler {
     links: Link[],
   ): SamplingResult {
     const first = links[0];
-    if (first === undefined || trace.getSpanContext(context) !== undefined)
+    if (!this.parentBased || first === undefined || trace.getSpanContext(context) !== undefined)
       return this.configured.shouldSample(context, traceId, name, kind, attributes, links);
     if (links.some((link) => (link.context.traceFlags & TraceFlags.SAMPLED) !== 0))
       return { decision: SamplingDecision.RECORD_AND_SAMPLED };
@@ -59,7 +64,7 @@ export class LinksDecideRoots implements Sampler {
  * unset), with what it cannot read said through `warn` rather than lost.
  */
 export function samplerFromEnv(env: NodeJS.ProcessEnv, warn: (message: string) => void): Sampler {
-  const name = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || "parentbased_always_on";
+  const name = samplerName(env);
   const ratio = () => {
     const text = env.OTEL_TRACES_SAMPLER_ARG?.trim() ?? "";
     const value = Number(text);
@@ -87,3 +92,27 @@ export function samplerFromEnv(env: NodeJS.ProcessEnv, warn: (message: string) =
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
   }
 }
+
+/** The sampler OTEL_TRACES_SAMPLER names, as `samplerFromEnv` reads it. */
+function samplerName(env: NodeJS.ProcessEnv): string {
+  return env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || "parentbased_always_on";
+}
+
+/**
+ * The sampler the variables name, batch spans sampled by their links where it follows parents;
+ * an unknown name is parentbased_always_on, as `samplerFromEnv` falls back.
+ */
+export function tracesSampler(env: NodeJS.ProcessEnv, warn: (message: string) => void): Sampler {
+  const name = samplerName(env);
+  const parentBased = name.startsWith("parentbased_") || !KNOWN.has(name);
+  return new LinksDecideRoots(samplerFromEnv(env, warn), parentBased);
+}
+
+const KNOWN = new Set([
+  "always_on",
+  "always_off",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "traceidratio",
+  "parentbased_traceidratio",
+]);

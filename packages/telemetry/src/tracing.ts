@@ -6,7 +6,7 @@ import {
   ROOT_CONTEXT,
 } from "@opentelemetry/api";
 import { NodeSDK } from "@opentelemetry/sdk-node";
-import { LinksDecideRoots, samplerFromEnv } from "./sampler.js";
+import { tracesSampler } from "./sampler.js";
 
 /** A context manager that keeps none: every span of Ferry's is given its parent outright. */
 class ExplicitContextOnly implements ContextManager {
@@ -62,6 +62,8 @@ export interface TracingLog {
 
 /** How often one of OpenTelemetry's warnings is said again (an export failing every batch). */
 const REPEAT_MS = 60_000;
+/** Most of OpenTelemetry's warnings said in a minute, whatever they say. */
+const LINES_A_MINUTE = 10;
 
 /** An exception's message where the SDK's error handler wrote the whole of it as JSON. */
 function readable(message: string): string {
@@ -82,6 +84,9 @@ function readable(message: string): string {
 function sayDiagnostics(log: TracingLog, env: NodeJS.ProcessEnv): void {
   if (env.OTEL_LOG_LEVEL) return;
   const said = new Map<string, { at: number; since: number }>();
+  // and at most LINES_A_MINUTE in all: messages that differ each time (an id, a reason phrase)
+  // are not one message
+  let minute = { from: 0, lines: 0, dropped: 0 };
   const say = (message: string, args: unknown[]) => {
     const text = [
       readable(message),
@@ -96,6 +101,16 @@ function sayDiagnostics(log: TracingLog, env: NodeJS.ProcessEnv): void {
       last.since++;
       return;
     }
+    if (now - minute.from >= REPEAT_MS) {
+      if (minute.dropped > 0)
+        log.warn(`OpenTelemetry: ${minute.dropped} more warnings in the last minute, not shown`);
+      minute = { from: now, lines: 0, dropped: 0 };
+    }
+    if (minute.lines >= LINES_A_MINUTE) {
+      minute.dropped++;
+      return;
+    }
+    minute.lines++;
     if (said.size >= 100) said.clear();
     said.set(key, { at: now, since: 0 });
     log.warn(
@@ -141,7 +156,7 @@ export function startTracing(
   const sdk = new NodeSDK({
     instrumentations: [],
     contextManager: new ExplicitContextOnly(),
-    sampler: new LinksDecideRoots(samplerFromEnv(env, (message) => log.warn(message))),
+    sampler: tracesSampler(env, (message) => log.warn(message)),
   });
   sdk.start();
   return {

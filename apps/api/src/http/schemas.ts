@@ -14,10 +14,12 @@ export function unsupported(field: string, ...noop: unknown[]) {
     .unknown()
     .optional()
     .superRefine((value, ctx) => {
-      // structured no-ops (response_format {type: "text"}, modalities ["text"]) by value
-      const json = JSON.stringify(value);
-      if (value === undefined || value === null || noop.some((n) => JSON.stringify(n) === json))
-        return;
+      if (value === undefined || value === null) return;
+      // structured no-ops (response_format {type: "text"}, modalities ["text"]) by value; a
+      // value nested past any no-op's depth is none, and is not written out (5,000 levels
+      // overflowed JSON.stringify's stack: a 500)
+      const json = nestsWithin(value, 4) ? JSON.stringify(value) : undefined;
+      if (json !== undefined && noop.some((n) => JSON.stringify(n) === json)) return;
       ctx.addIssue({ code: "custom", message: `${field} is not supported by this server` });
     });
 }

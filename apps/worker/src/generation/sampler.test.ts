@@ -21,6 +21,8 @@ describe("sample", () => {
     expect(draw(0)).not.toEqual(draw(2 ** 32));
     expect(draw(123)).not.toEqual(draw(2 ** 40 + 123));
     expect(draw(-1)).not.toEqual(draw(2 ** 32 - 1));
+    // (and none mixed down to 32 bits of state: 2^32 + 0x45d9f3b had drawn as 0)
+    expect(draw(0)).not.toEqual(draw(4_368_211_771));
     expect(draw(2 ** 40 + 123)).toEqual(draw(2 ** 40 + 123));
   });
 

@@ -2,20 +2,27 @@ import type { SamplingParams } from "@ferry/protocol";
 import { topIndices } from "@ferry/runtime";
 
 /**
- * mulberry32: a small seeded PRNG, so one sequence's draws depend on its seed alone. A seed
- * past 32 bits has its high bits mixed into the state (0 and 2^32, or -1 and 2^32 - 1, drew
- * the same text); one within them draws as it always has.
+ * sfc32, a small seeded PRNG with 128 bits of state, so one sequence's draws depend on its
+ * seed alone: both halves of a 64-bit seed are state of their own (with 32 bits of state,
+ * seeds equal in their low 32 bits, or mixed to the same 32, drew the same text).
  */
 export function seededRandom(seed: number): () => number {
-  const high = Math.floor(seed / 4_294_967_296) >>> 0;
-  let a = (seed >>> 0) ^ (high === 0 ? 0 : Math.imul(high ^ (high >>> 16), 0x45d9f3b) | 1);
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  let a = 0x9e3779b9;
+  let b = seed >>> 0;
+  let c = Math.floor(seed / 4_294_967_296) >>> 0;
+  let d = 1;
+  const next = () => {
+    const t = (((a + b) | 0) + d) | 0;
+    d = (d + 1) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    c = (c + t) | 0;
+    return (t >>> 0) / 4_294_967_296;
   };
+  // the first draws of nearby seeds are alike: they are left out
+  for (let k = 0; k < 15; k++) next();
+  return next;
 }
 
 /**
