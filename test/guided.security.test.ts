@@ -203,4 +203,30 @@ describe("one model's costly grammars do not hold another's", () => {
     expect(await Promise.all(heavy)).toEqual([200, 200, 200]);
     expect(finished.indexOf("light")).toBeLessThan(2);
   });
+
+  it("a guided request's deadline holds while its grammar waits its turn behind its own model's", async () => {
+    const choices = (k: number) =>
+      Array.from({ length: 256 }, (_, i) => `${k}-${i}-`.padEnd(1_024, "stuvwxyz"[(i + k) % 8]));
+    const heavy = [4, 5, 6, 7, 8].map((k) =>
+      two.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt: "Q:",
+        max_tokens: 2,
+        guided_choice: choices(k),
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    const started = performance.now();
+    const late = await two.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Q:",
+      max_tokens: 4,
+      guided_regex: "[a-z]{3}",
+      timeout_ms: 500,
+    });
+    // answered at its deadline, not once the five grammars before it had compiled
+    expect(late.status).toBe(504);
+    expect(performance.now() - started).toBeLessThan(1_500);
+    for (const res of await Promise.all(heavy)) expect(res.status).toBe(200);
+  });
 });

@@ -399,6 +399,36 @@ describe("GrammarEngine", () => {
     await engine.shutdown();
   });
 
+  it("one grammar at a time is on the thread: a mask waits behind one at most, and an open given up while it waits is never compiled", async () => {
+    const probe = new GrammarEngine();
+    const pv = probe.vocabulary(bytes, 257);
+    (await probe.open({ kind: "regex", pattern: "x" }, pv)).close();
+    const started = performance.now();
+    (await probe.open({ kind: "json_schema", schema: wide(1_500) }, pv)).close();
+    const one = Math.max(100, performance.now() - started);
+    await probe.shutdown();
+    const engine = new GrammarEngine({ compileBudgetMs: 10 * one, maskBudgetMs: 10 * one });
+    const v = engine.vocabulary(bytes, 257);
+    const regex = await engine.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    // three grammars queued, the second given up while it waits
+    const first = engine.open({ kind: "json_schema", schema: wide(1_510) }, v);
+    const abandon = new AbortController();
+    const second = engine.open({ kind: "json_schema", schema: wide(1_511) }, v, [], abandon.signal);
+    const third = engine.open({ kind: "json_schema", schema: wide(1_512) }, v);
+    const from = performance.now();
+    // the regex's masks come between them: each token waits for one grammar at most
+    const masked = spell(regex, "abc1").then(() => performance.now() - from);
+    abandon.abort();
+    await expect(second).rejects.toMatchObject({ code: "CANCELLED" });
+    expect(performance.now() - from).toBeLessThan(0.5 * one);
+    expect(await masked).toBeLessThan(2.5 * one);
+    // the first and the third alone were compiled: two grammars' time, not three
+    const guides = await Promise.all([first, third]);
+    expect(performance.now() - from).toBeLessThan(2.7 * one);
+    for (const guide of [...guides, regex]) guide.close();
+    await engine.shutdown();
+  });
+
   it("a schema whose compiling traps XGrammar's WebAssembly fails alone: the thread is replaced, and the sequences and specs after it are served", async () => {
     const fresh = new GrammarEngine({ compileBudgetMs: 5_000, maskBudgetMs: 1_000 });
     const v = fresh.vocabulary(bytes, 257);

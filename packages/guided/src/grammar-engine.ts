@@ -56,6 +56,13 @@ export class GrammarEngine implements MatcherHost {
   private readonly vocabularies: VocabularyData[] = [];
   private readonly vocabularyIds = new WeakMap<object, Map<number, number>>();
   private readonly guides = new Map<number, GrammarGuide>();
+  /**
+   * Guides whose (re)open waits its turn: one compile is on the thread at a time, so a mask
+   * waits behind one grammar at most, and a request given up while it waits is never compiled.
+   */
+  private readonly held: Array<{ guide: GrammarGuide; settled: () => void }> = [];
+  private readonly heldSeqs = new Set<number>();
+  private compiling = false;
   private nextId = 0;
   private nextSeq = 0;
   private closed = false;
@@ -109,20 +116,37 @@ export class GrammarEngine implements MatcherHost {
     spec: GuidedSpec,
     vocabulary: number,
     tokens: readonly number[] = [],
+    signal?: AbortSignal,
   ): Promise<GrammarGuide> {
     const guide = new GrammarGuide(this.nextSeq++, vocabulary, specKey(spec), spec, this);
     guide.tokens.push(...tokens);
     this.guides.set(guide.seq, guide);
-    await this.reopen(guide);
+    // given up while it waits (its request cancelled, or past its deadline): it fails at once,
+    // and a grammar not yet on the thread is never compiled
+    const givenUp = () =>
+      guide.fail(
+        signal?.reason instanceof FerryError
+          ? signal.reason
+          : new FerryError("CANCELLED", "guided decoding: given up before its grammar compiled"),
+      );
+    if (signal?.aborted) givenUp();
+    else signal?.addEventListener("abort", givenUp, { once: true });
+    try {
+      await Promise.race([this.reopen(guide), guide.whenReady()]);
+    } finally {
+      signal?.removeEventListener("abort", givenUp);
+    }
     const error = guide.error;
     if (error) {
-      this.guides.delete(guide.seq);
+      this.close(guide);
       throw error;
     }
     return guide;
   }
 
   advance(guide: GrammarGuide, tokens: number[]): void {
+    // a guide whose open waits its turn takes every token drawn when it is sent
+    if (this.heldSeqs.has(guide.seq)) return;
     // a replaced thread rejects it: the guide is rebuilt from all its tokens meanwhile
     const upTo = guide.tokens.length;
     this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide, upTo).catch((err) =>
@@ -132,6 +156,8 @@ export class GrammarEngine implements MatcherHost {
 
   close(guide: GrammarGuide): void {
     if (!this.guides.delete(guide.seq)) return;
+    // still held: it is skipped when its turn comes, and has no matcher to free
+    if (this.heldSeqs.has(guide.seq)) return;
     if (this.thread)
       this.request({ type: "close", id: 0, seq: guide.seq }, undefined).catch(() => {});
   }
@@ -144,25 +170,55 @@ export class GrammarEngine implements MatcherHost {
     for (const guide of this.guides.values())
       guide.fail(new FerryError("UNAVAILABLE", "the worker is shutting down"));
     this.guides.clear();
+    for (const { settled } of this.held.splice(0)) settled();
+    this.heldSeqs.clear();
     await thread?.terminate();
   }
 
-  private async reopen(guide: GrammarGuide): Promise<void> {
+  /** Queues the guide's (re)open; resolves once it was answered, or given up. */
+  private reopen(guide: GrammarGuide): Promise<void> {
     guide.rebuilding();
+    return new Promise<void>((settled) => {
+      if (!this.heldSeqs.has(guide.seq)) {
+        this.held.push({ guide, settled });
+        this.heldSeqs.add(guide.seq);
+      } else settled();
+      void this.openNext();
+    });
+  }
+
+  /** Sends the next held open once none is on the thread, with every token its guide drew. */
+  private async openNext(): Promise<void> {
+    if (this.compiling || this.closed) return;
+    const next = this.held.shift();
+    if (!next) return;
+    const { guide, settled } = next;
+    this.heldSeqs.delete(guide.seq);
+    if (guide.isClosed || guide.error) {
+      settled();
+      return this.openNext();
+    }
+    this.compiling = true;
     const tokens = [...guide.tokens];
-    await this.request(
-      {
-        type: "open",
-        id: 0,
-        seq: guide.seq,
-        vocabulary: guide.vocabulary,
-        key: guide.key,
-        spec: guide.spec,
-        tokens,
-      },
-      guide,
-      tokens.length,
-    ).catch((err) => this.unanswered(guide, err));
+    try {
+      await this.request(
+        {
+          type: "open",
+          id: 0,
+          seq: guide.seq,
+          vocabulary: guide.vocabulary,
+          key: guide.key,
+          spec: guide.spec,
+          tokens,
+        },
+        guide,
+        tokens.length,
+      ).catch((err) => this.unanswered(guide, err));
+    } finally {
+      this.compiling = false;
+      settled();
+      void this.openNext();
+    }
   }
 
   /**

@@ -11,6 +11,7 @@ import {
 } from "@ferry/protocol";
 import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
 import type { GenerationMetrics } from "./generation-metrics.js";
+import { givenUpBy } from "./given-up.js";
 import { countPrefixHits, nextToken, type PassContext, takePromptScores } from "./pass-outputs.js";
 import type { Scheduler } from "./scheduler.js";
 import type { Sequence } from "./sequence.js";
@@ -107,15 +108,21 @@ export class Engine {
     if (guided instanceof FerryError) return Promise.reject(guided);
     const hooks = { emit, onAdmitted, priority };
     if (!guided) return this.start(job, signal, hooks, resume, prompt, undefined);
-    // the grammar compiles on its own thread; the sequence queues once its first mask is here
+    // the grammar compiles on its own thread; the sequence queues once its first mask is here,
+    // or gives up its turn there when cancelled or past its deadline
+    const waiting = givenUpBy(signal, job.deadline);
     return (
-      this.grammars?.open(guided.spec, guided.vocabulary).then(async (guide) => {
-        try {
-          return await this.start(job, signal, hooks, resume, prompt, guide);
-        } finally {
-          guide.close();
-        }
-      }) ?? Promise.reject(new FerryError("INVALID_INPUT", "guided decoding is off on this worker"))
+      this.grammars
+        ?.open(guided.spec, guided.vocabulary, [], waiting.signal)
+        .finally(waiting.done)
+        .then(async (guide) => {
+          try {
+            return await this.start(job, signal, hooks, resume, prompt, guide);
+          } finally {
+            guide.close();
+          }
+        }) ??
+      Promise.reject(new FerryError("INVALID_INPUT", "guided decoding is off on this worker"))
     );
   }
 
