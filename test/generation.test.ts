@@ -370,6 +370,13 @@ describe("completions through the official openai client", () => {
     expect(await refused({ prompt: Array(250).fill(65), max_tokens: 16 })).toMatch(
       /requested 266 tokens \(250 in the prompt, 16 for the completion\)/,
     );
+    // a list past 262,144 ids is refused before any is read (3.9 million held the API's loop
+    // 1.8 s, tried first as texts), truncated or not
+    const many = Array(262_145).fill(65);
+    for (const extra of [{}, { truncate_prompt_tokens: 8 }])
+      expect(await refused({ prompt: many, ...extra })).toMatch(
+        /^prompt: a list of at most 262144 elements; this one has 262145/,
+      );
   });
 
   it("vLLM's rules: no empty stop string (it stopped at once, empty), stream_options only with a stream", async () => {

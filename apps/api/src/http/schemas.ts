@@ -48,6 +48,27 @@ export const toolDescriptionSchema = z.string().max(8_192);
 /** The tools of one request, as JSON: 128 tools' worth of ordinary schemas, not megabytes. */
 export const MAX_TOOLS_JSON = 256 * 1024;
 
+/** Most elements a list of token ids (or of a prompt's or an input's parts) may hold. */
+export const MAX_LIST_LENGTH = 262_144;
+
+/**
+ * `schema`, behind a cap on a list's length checked before any element is read: a schema
+ * reads every element first (3.9 million token ids, 7.8 MB, held the API's loop 1.8 s in a
+ * union that tried them as strings), and a list past the cap is refused at once.
+ */
+export function capped<T extends z.ZodType>(schema: T, max = MAX_LIST_LENGTH) {
+  return z.preprocess((value, ctx) => {
+    if (Array.isArray(value) && value.length > max) {
+      ctx.addIssue({
+        code: "custom",
+        message: `a list of at most ${max} elements; this one has ${value.length}`,
+      });
+      return z.NEVER;
+    }
+    return value;
+  }, schema);
+}
+
 /** `tools` no deeper than MAX_JSON_DEPTH, and no larger than MAX_TOOLS_JSON as JSON. */
 export function toolsWithin<T>(tools: readonly T[] | null | undefined): boolean {
   return !tools || (nestsWithin(tools) && JSON.stringify(tools).length <= MAX_TOOLS_JSON);

@@ -239,7 +239,10 @@ export class CompletionService {
       job: {
         model: entry.config.name,
         version,
-        ...(typeof prompt === "string" ? { prompt } : { prompt: "", prompt_ids: prompt }),
+        // ids past the truncation are never read: not queued (the worker cuts them too)
+        ...(typeof prompt === "string"
+          ? { prompt }
+          : { prompt: "", prompt_ids: truncated(prompt, body.truncate_prompt_tokens) }),
         params,
         deadline: Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms),
         // the worker's generation spans join the request's trace (nothing when tracing is off)
@@ -348,4 +351,9 @@ export class CompletionService {
     if (signal?.aborted) throw new FerryError("CANCELLED", "the client went away");
     throw new FerryError("UNAVAILABLE", "the job's event log ended without a result");
   }
+}
+
+/** A prompt's ids as `truncate_prompt_tokens` reads them: the last that many. */
+function truncated(ids: number[], keep: number | null | undefined): number[] {
+  return keep == null || ids.length <= keep ? ids : ids.slice(-keep);
 }

@@ -106,7 +106,13 @@ function rowOf(input: EmbedInput, truncate: number | undefined): RowInputs {
   const row: RowInputs =
     typeof input === "string"
       ? { [EMBED_ROW.text]: Buffer.from(input, "utf8").toString("base64") }
-      : { [EMBED_ROW.ids]: encodeTensor("INT64", input) };
+      : // ids past the truncation are never read: not sent (the worker cuts them too)
+        {
+          [EMBED_ROW.ids]: encodeTensor(
+            "INT64",
+            truncate === undefined ? input : input.slice(-truncate),
+          ),
+        };
   if (truncate !== undefined) row[EMBED_ROW.truncate] = encodeTensor("INT64", [truncate]);
   return row;
 }

@@ -1,5 +1,6 @@
 import { prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
+import { capped } from "../http/schemas.js";
 
 /** A token id as an input carries it (checked against the model's vocabulary later). */
 const tokenId = z.number().int().min(0);
@@ -12,10 +13,17 @@ const tokenId = z.number().int().min(0);
 export const embeddingsRequestSchema = z
   .object({
     model: z.string(),
-    input: z.union([z.string(), z.array(z.string()), z.array(tokenId), z.array(z.array(tokenId))], {
-      error:
-        "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids",
-    }),
+    // token ids tried before texts: a long list is ids, and each element a schema tries as
+    // what it is not costs an issue
+    input: capped(
+      z.union(
+        [z.string(), z.array(tokenId), z.array(z.string()), z.array(capped(z.array(tokenId)))],
+        {
+          error:
+            "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids",
+        },
+      ),
+    ),
     /** `base64`: each vector as the base64 of its little-endian float32 values (the openai client's default). */
     encoding_format: z.enum(["float", "base64"]).default("float"),
     /** The first that many values of each vector, normalized again (Matryoshka models only). */

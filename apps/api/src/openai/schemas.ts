@@ -9,6 +9,7 @@ import {
 import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
+  capped,
   conversationIdSchema,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
@@ -20,7 +21,7 @@ import {
 export const MAX_CHOICES = 64;
 
 /** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
-const tokenIds = z.array(z.number().int().min(0)).min(1);
+const tokenIds = capped(z.array(z.number().int().min(0)).min(1));
 
 /** A stop sequence: matched against every token's text, so it is kept short; never empty (vLLM's rule: it would stop at once). */
 const stopString = z.string().min(1, "stop cannot contain an empty string").max(256);
@@ -147,7 +148,7 @@ const sampling = {
   /** vLLM's: words the completion may not contain. */
   bad_words: z.array(z.string().min(1).max(256)).max(64).nullish(),
   /** vLLM's: only these token ids can be drawn (no vocabulary has more than 262,144: Gemma's). */
-  allowed_token_ids: z.array(z.number().int().min(0)).min(1).max(262_144).nullish(),
+  allowed_token_ids: capped(z.array(z.number().int().min(0)).min(1)).nullish(),
   /**
    * vLLM's: every prompt token's log probability (the first's null), its rank and this many
    * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).
@@ -201,16 +202,20 @@ export const completionRequestSchema = z
     model: z.string(),
     // several prompts are several completions, answered together (OpenAI, vLLM; LangChain's
     // completion model always sends a list); a prompt may come as its token ids
-    prompt: z.union(
-      [
-        z.string(),
-        z.array(z.string()).min(1).max(MAX_CHOICES),
-        tokenIds,
-        z.array(tokenIds).min(1).max(MAX_CHOICES),
-      ],
-      {
-        error: `prompt must be a string, a list of token ids, or a list of 1 to ${MAX_CHOICES} of either`,
-      },
+    // token ids tried before texts: a long list is ids, and each element a schema tries as
+    // what it is not costs an issue
+    prompt: capped(
+      z.union(
+        [
+          z.string(),
+          tokenIds,
+          z.array(z.string()).min(1).max(MAX_CHOICES),
+          z.array(tokenIds).min(1).max(MAX_CHOICES),
+        ],
+        {
+          error: `prompt must be a string, a list of token ids, or a list of 1 to ${MAX_CHOICES} of either`,
+        },
+      ),
     ),
     max_tokens: z.number().int().positive().nullish(),
     ...sampling,
@@ -421,7 +426,7 @@ export const tokenizeResponseSchema = z
   .openapi("TokenizeResponse");
 
 export const detokenizeRequestSchema = z
-  .object({ model: z.string().nullish(), tokens: z.array(z.number().int().min(0)) })
+  .object({ model: z.string().nullish(), tokens: capped(z.array(z.number().int().min(0))) })
   .openapi("DetokenizeRequest");
 export type DetokenizeRequest = z.infer<typeof detokenizeRequestSchema>;
 
