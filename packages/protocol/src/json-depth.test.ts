@@ -16,6 +16,11 @@ describe("nestsWithin", () => {
     expect(nestsWithin({ a: 1, b: [1, 2, { c: [] }] }, 3)).toBe(false);
   });
 
+  it("counts entries in all where asked", () => {
+    expect(nestsWithin({ a: [1, 2], b: { c: 3 } }, 64, 5)).toBe(true);
+    expect(nestsWithin({ a: [1, 2], b: { c: 3 } }, 64, 4)).toBe(false);
+  });
+
   it("walks a million levels without a stack of its own", () => {
     expect(nestsWithin(nested(1_000_000))).toBe(false);
     expect(nestsWithin(nested(64))).toBe(true);

@@ -5,15 +5,26 @@
  */
 export const MAX_JSON_DEPTH = 64;
 
-/** Whether `value` nests at most `max` levels of arrays and objects, walked without recursion. */
-export function nestsWithin(value: unknown, max = MAX_JSON_DEPTH): boolean {
+/**
+ * Whether `value` nests at most `max` levels of arrays and objects, walked without recursion;
+ * and, given `maxEntries`, holds at most that many entries (array elements and object values)
+ * in all, the walk stopping once past it.
+ */
+export function nestsWithin(
+  value: unknown,
+  max = MAX_JSON_DEPTH,
+  maxEntries = Number.POSITIVE_INFINITY,
+): boolean {
+  let entries = 0;
   const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
   for (let top = stack.pop(); top; top = stack.pop()) {
     if (typeof top.value !== "object" || top.value === null) continue;
     if (top.depth >= max) return false;
-    for (const inner of Object.values(top.value))
-      if (typeof inner === "object" && inner !== null)
-        stack.push({ value: inner, depth: top.depth + 1 });
+    const inner = Object.values(top.value);
+    entries += inner.length;
+    if (entries > maxEntries) return false;
+    for (const v of inner)
+      if (typeof v === "object" && v !== null) stack.push({ value: v, depth: top.depth + 1 });
   }
   return true;
 }

@@ -94,6 +94,14 @@ describe("ChatTemplates", () => {
         templateKwargs: { enable_thinking: true, messages: [{ role: "user", content: "other" }] },
       }),
     ).toContain("Hi");
+    // nor give tools where the request gives none: they would pass no tools' budget
+    const withTools = entry({
+      chat_template: `{% if tools %}TOOLS {{ tools | length }}{% endif %}${CHATML}`,
+    });
+    const kwargsTools = { tools: [{ type: "function", function: { name: "f" } }] };
+    expect(
+      await templates.render(withTools, messages, { templateKwargs: kwargsTools }),
+    ).not.toContain("TOOLS");
   });
 
   it("a model without a template refuses chat, naming what is missing", async () => {

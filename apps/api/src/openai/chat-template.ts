@@ -78,9 +78,9 @@ export class ChatTemplates {
     if (!loaded)
       throw new FerryError(
         "INVALID_INPUT",
-        entry.config.kind === "generator"
-          ? `Model '${entry.config.name}' has no chat template (chat_template in model.json or in tokenizer_config.json beside it); use /v1/completions`
-          : wrongKind(entry.config.name, entry.config.kind),
+        entry.config.kind === "classifier" || entry.config.kind === "embedder"
+          ? wrongKind(entry.config.name, entry.config.kind)
+          : `Model '${entry.config.name}' has no chat template (chat_template in model.json or in tokenizer_config.json beside it); use /v1/completions`,
       );
     const { tools, addGenerationPrompt = true, continueFinalMessage = false } = options;
     if (addGenerationPrompt && continueFinalMessage)
@@ -98,8 +98,10 @@ export class ChatTemplates {
       );
     let rendered: string;
     try {
+      // the request's own tools or none: kwargs cannot slip tools past their budgets
+      const { tools: _kwargsTools, ...kwargs } = options.templateKwargs ?? {};
       rendered = renderTemplate(template, {
-        ...options.templateKwargs,
+        ...kwargs,
         messages,
         // Hugging Face's: a template that knows tools writes them into the prompt
         ...(tools ? { tools } : {}),
