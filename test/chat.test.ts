@@ -422,7 +422,8 @@ describe("the openai client, unchanged", () => {
     }
     expect(parts[0]?.id).toMatch(/^call_/);
     expect(parts[0]?.name).toBe(pickedName);
-    expect(parts.length).toBeGreaterThan(2);
+    // the call opens named, and the arguments follow (in pieces: tool-calls.test.ts)
+    expect(parts.length).toBeGreaterThanOrEqual(2);
     expect(parts.map((p) => p.arguments ?? "").join("")).toBe(pickedArgs);
     expect(pickedFinish).toBe("tool_calls");
     // the conversation goes on with the call and the tool's answer in it
