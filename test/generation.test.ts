@@ -387,6 +387,14 @@ describe("completions through the official openai client", () => {
     expect(await refused({ stream_options: { include_usage: true } })).toMatch(
       /Stream options can only be defined when `stream=True`/,
     );
+    // `{}`, as vLLM reads it, is no options
+    const none = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Hi",
+      max_tokens: 2,
+      stream_options: {},
+    });
+    expect(none.status).toBe(200);
     const chat = await stack.post("/v1/chat/completions", {
       model: "tiny-lm",
       messages: [{ role: "user", content: "Hi" }],

@@ -309,5 +309,8 @@ describe("OpenTelemetry traces across the queue", () => {
     const drawnHere = decode?.attributes["ferry.gen_ai.decode.tokens"] as number;
     expect(drawnHere).toBeLessThan(199 - 2);
     expect(drawnHere).toBeGreaterThan(0);
+    // and no time to first token: the first came from the worker that died
+    expect(retried?.attributes["ferry.gen_ai.time_to_first_token_s"]).toBeUndefined();
+    expect(retried?.attributes["ferry.gen_ai.time_per_output_token_s"]).toBeGreaterThan(0);
   });
 });

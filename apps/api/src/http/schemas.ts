@@ -48,6 +48,14 @@ export const toolDescriptionSchema = z.string().max(8_192);
 /** The tools of one request, as JSON: 128 tools' worth of ordinary schemas, not megabytes. */
 export const MAX_TOOLS_JSON = 256 * 1024;
 
+/**
+ * A caller's own name for a thing (a part's `type`, an unknown field), as an error repeats
+ * it: its first 64 characters (a 7 MB `type` had made a 7 MB 400).
+ */
+export function named(text: string): string {
+  return text.length > 64 ? `${text.slice(0, 64)}…` : text;
+}
+
 /** Most elements a list of token ids (or of a prompt's or an input's parts) may hold. */
 export const MAX_LIST_LENGTH = 262_144;
 

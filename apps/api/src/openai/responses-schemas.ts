@@ -4,6 +4,7 @@ import {
   callerTagSchema,
   conversationIdSchema,
   metadataSchema,
+  named,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
   toolsWithin,
@@ -20,7 +21,7 @@ const contentPart = z
     if (!TEXT_PARTS.has(part.type))
       ctx.addIssue({
         code: "custom",
-        message: `content of type ${part.type} is not supported by this server (input_text and output_text are)`,
+        message: `content of type ${named(part.type)} is not supported by this server (input_text and output_text are)`,
       });
     else if (part.text === undefined)
       ctx.addIssue({ code: "custom", message: `${part.type} needs its text` });
@@ -53,7 +54,7 @@ const inputItem = z
     if (!fields)
       ctx.addIssue({
         code: "custom",
-        message: `input items of type ${type} are not supported by this server (message, function_call and function_call_output are)`,
+        message: `input items of type ${named(type)} are not supported by this server (message, function_call and function_call_output are)`,
       });
     else
       for (const field of fields)
@@ -74,7 +75,7 @@ const functionTool = z
     if (tool.type !== "function")
       ctx.addIssue({
         code: "custom",
-        message: `tools of type ${tool.type} are not supported by this server (function tools are)`,
+        message: `tools of type ${named(tool.type)} are not supported by this server (function tools are)`,
       });
     else if (tool.name === undefined)
       ctx.addIssue({ code: "custom", message: "a function tool needs its name" });
@@ -138,7 +139,7 @@ export const responsesRequestSchema = z
       .array(
         z.string().refine((what) => what === "message.output_text.logprobs", {
           error: (issue) =>
-            `include ${String(issue.input)} is not supported by this server (message.output_text.logprobs is)`,
+            `include ${named(String(issue.input))} is not supported by this server (message.output_text.logprobs is)`,
         }),
       )
       .nullish(),

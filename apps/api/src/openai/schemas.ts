@@ -11,6 +11,7 @@ import {
   callerTagSchema,
   capped,
   conversationIdSchema,
+  named,
   TOOLS_TOO_LARGE,
   toolDescriptionSchema,
   toolsWithin,
@@ -31,7 +32,10 @@ function streamOptionsStreamed(
   body: { stream?: boolean | null | undefined; stream_options?: unknown },
   ctx: z.RefinementCtx,
 ): void {
-  if (body.stream_options != null && body.stream !== true)
+  // as vLLM reads them, by Python's truth: `{}` says nothing, any field something
+  const options = body.stream_options as Record<string, unknown> | null | undefined;
+  const said = options != null && Object.keys(options).length > 0;
+  if (said && body.stream !== true)
     ctx.addIssue({
       code: "custom",
       path: ["stream_options"],
@@ -187,7 +191,7 @@ const sampling = {
         if (!STRUCTURED_KINDS.has(key) && v !== null && v !== undefined && v !== false)
           ctx.addIssue({
             code: "custom",
-            message: `structured_outputs.${key} is not supported by this server (of its kinds, choice, regex, json, json_object and grammar are)`,
+            message: `structured_outputs.${named(key)} is not supported by this server (of its kinds, choice, regex, json, json_object and grammar are)`,
           });
     })
     .nullish(),
@@ -279,7 +283,7 @@ const chatContentPart = z
     if (part.type !== "text")
       ctx.addIssue({
         code: "custom",
-        message: `content of type ${part.type} is not supported by this server (text is)`,
+        message: `content of type ${named(part.type)} is not supported by this server (text is)`,
       });
     else if (part.text === undefined)
       ctx.addIssue({ code: "custom", message: "a text part needs its text" });

@@ -13,7 +13,11 @@ export class GenerationClock {
   /** Tokens drawn here (a job taken over had some drawn by the worker before). */
   tokens = 0;
 
-  constructor(readonly acceptedAt: number) {}
+  /** `resumed`: an earlier attempt drew tokens already, so the first token here is not the first. */
+  constructor(
+    readonly acceptedAt: number,
+    readonly resumed = false,
+  ) {}
 
   admitted(): void {
     this.admittedAt ??= Date.now();
@@ -63,7 +67,8 @@ export class GenAiMetrics {
     );
     const first = clock.firstTokenAt;
     if (error !== undefined || first === undefined) return;
-    this.metrics.genAiTtft.observe(labels, Math.max(0, first - clock.acceptedAt) / 1000);
+    if (!clock.resumed)
+      this.metrics.genAiTtft.observe(labels, Math.max(0, first - clock.acceptedAt) / 1000);
     if (clock.tokens > 1)
       this.metrics.genAiTpot.observe(labels, (now - first) / 1000 / (clock.tokens - 1));
   }

@@ -119,8 +119,9 @@ export class GeneratorServer {
     job: GenerateJob,
     ctx: Pick<GenerateContext, "jobId" | "signal" | "emit" | "resume" | "attempt" | "priority">,
   ): Promise<CompletionResult> {
-    const clock = new GenerationClock(job.accepted_at);
-    const spans = GenerationSpans.start(job, ctx.jobId, ctx.attempt);
+    const resumed = (ctx.resume?.ids.length ?? 0) > 0;
+    const clock = new GenerationClock(job.accepted_at, resumed);
+    const spans = GenerationSpans.start(job, ctx.jobId, ctx.attempt, resumed);
     const emit = (events: JobEventBody[]) => {
       clock.saw(events);
       spans?.events(events);
@@ -163,7 +164,10 @@ export class GeneratorServer {
       queue_ms: timing.queue_ms,
       batch_ms: timing.batch_ms,
       compute_ms: timing.infer_ms,
-      ttft_ms: clock.firstTokenAt === undefined ? undefined : clock.firstTokenAt - clock.acceptedAt,
+      ttft_ms:
+        clock.firstTokenAt === undefined || clock.resumed
+          ? undefined
+          : clock.firstTokenAt - clock.acceptedAt,
       tokens,
     });
   }

@@ -32,6 +32,8 @@ export class GenerationSpans {
     private readonly job: GenerateJob,
     jobId: string,
     attempt: number,
+    /** Whether an earlier attempt drew tokens already: this one's first is not the first. */
+    private readonly resumed: boolean,
   ) {
     const operation = genAiOperation(job.meta?.format);
     const p = job.params;
@@ -59,8 +61,13 @@ export class GenerationSpans {
   }
 
   /** Spans for `job`, or undefined when it carries no trace. */
-  static start(job: GenerateJob, jobId: string, attempt: number): GenerationSpans | undefined {
-    return job.trace ? new GenerationSpans(job, jobId, attempt) : undefined;
+  static start(
+    job: GenerateJob,
+    jobId: string,
+    attempt: number,
+    resumed = false,
+  ): GenerationSpans | undefined {
+    return job.trace ? new GenerationSpans(job, jobId, attempt, resumed) : undefined;
   }
 
   private child(name: string, start: number): Span {
@@ -103,7 +110,10 @@ export class GenerationSpans {
       ...(first === undefined
         ? {}
         : {
-            [GEN_AI.timeToFirstTokenS]: (first - this.job.accepted_at) / 1000,
+            // the completion's first token came from a worker before this one
+            ...(this.resumed
+              ? {}
+              : { [GEN_AI.timeToFirstTokenS]: (first - this.job.accepted_at) / 1000 }),
             ...(here > 1
               ? { [GEN_AI.timePerOutputTokenS]: (now - first) / 1000 / (here - 1) }
               : {}),
