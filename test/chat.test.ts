@@ -426,6 +426,34 @@ describe("the openai client, unchanged", () => {
     expect(parts.length).toBeGreaterThanOrEqual(2);
     expect(parts.map((p) => p.arguments ?? "").join("")).toBe(pickedArgs);
     expect(pickedFinish).toBe("tool_calls");
+    // tools whose parameters are pydantic models ($defs, $ref): each one's references follow
+    // it into the schema of all of them (they had pointed at nothing: a 400)
+    const place = {
+      type: "object",
+      properties: { where: { $ref: "#/$defs/Place" } },
+      required: ["where"],
+      $defs: {
+        Place: {
+          type: "object",
+          properties: { city: { type: "string", maxLength: 8 } },
+          required: ["city"],
+        },
+      },
+    };
+    const models = await openai().chat.completions.create({
+      model: "tiny-lm",
+      messages,
+      tools: ["go", "stay"].map((name) => ({
+        type: "function" as const,
+        function: { name, parameters: place },
+      })),
+      tool_choice: "required",
+      seed: 5,
+    });
+    const modelCall = models.choices[0]?.message.tool_calls?.[0];
+    const modelArgs =
+      modelCall?.type === "function" ? JSON.parse(modelCall.function.arguments) : {};
+    expect(typeof (modelArgs as { where: { city: string } }).where.city).toBe("string");
     // the conversation goes on with the call and the tool's answer in it
     const next = await openai().chat.completions.create({
       model: "tiny-lm",

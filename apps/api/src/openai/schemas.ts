@@ -239,15 +239,23 @@ export const completionRequestSchema = z
   .openapi("CompletionRequest");
 export type CompletionRequest = z.infer<typeof completionRequestSchema>;
 
+/** Keywords that would let a function's arguments be something other than an object. */
+const NOT_AN_OBJECT_AT_ROOT = ["anyOf", "oneOf", "allOf", "$ref", "enum", "const", "not"];
+
 /**
  * A function's parameters: a JSON schema of an object, as OpenAI requires (a call's arguments
  * are an object); one that names no type is read as an object's.
  */
 export const functionParametersSchema = z
   .record(z.string(), z.unknown())
-  .refine((schema) => schema.type === undefined || schema.type === "object", {
-    message: 'a function\'s parameters are a JSON schema of an object (type "object")',
-  });
+  .refine(
+    (schema) =>
+      (schema.type === undefined || schema.type === "object") &&
+      !NOT_AN_OBJECT_AT_ROOT.some((keyword) => keyword in schema),
+    {
+      message: `a function's parameters are a JSON schema of an object (type "object"; no ${NOT_AN_OBJECT_AT_ROOT.join(", ")} at its root)`,
+    },
+  );
 
 /** A function the model may be made to call: its name and its parameters' JSON schema. */
 const toolSchema = z.object({

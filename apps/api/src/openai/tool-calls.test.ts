@@ -1,3 +1,4 @@
+import { guidedProblem } from "@ferry/guided";
 import { describe, expect, it } from "vitest";
 import { functionParametersSchema } from "./schemas.js";
 import { chatAnswerOf, streamedCallsOf, toolChoice } from "./tool-calls.js";
@@ -44,6 +45,57 @@ describe("tool_choice", () => {
       functionParametersSchema.safeParse({ type: "string" }).error?.issues[0]?.message,
     ).toMatch(/JSON schema of an object/);
     expect(functionParametersSchema.safeParse({ type: "object" }).success).toBe(true);
+    // nor by a keyword at its root that lets it be something else
+    for (const root of [
+      { anyOf: [{ type: "string" }] },
+      { type: "object", oneOf: [{ type: "integer" }] },
+      { $ref: "#/$defs/s", $defs: { s: { type: "string" } } },
+      { enum: ["a", 1, null] },
+      { const: 42 },
+    ])
+      expect(functionParametersSchema.safeParse(root).success, JSON.stringify(root)).toBe(false);
+  });
+
+  it("\"required\" over several tools keeps each tool's definitions and references (a pydantic model's)", () => {
+    const place = {
+      type: "object",
+      properties: { where: { $ref: "#/$defs/Place" }, near: { $ref: "#/properties/where" } },
+      required: ["where"],
+      $defs: { Place: { type: "object", properties: { city: { type: "string", maxLength: 20 } } } },
+    };
+    const tools = [
+      { type: "function" as const, function: { name: "go", parameters: place } },
+      { type: "function" as const, function: { name: "stay", parameters: place } },
+    ];
+    const schema = toolChoice({ tools, tool_choice: "required" }, "hermes")?.schema;
+    // it had been "$ref #/$defs/Place points at nothing in this schema"
+    expect(guidedProblem({ kind: "json_schema", schema: schema ?? {} })).toBeUndefined();
+    const { $defs: _defs, ...placeRest } = place;
+    expect(schema).toEqual({
+      $defs: {
+        t0: {
+          ...placeRest,
+          properties: {
+            where: { $ref: "#/$defs/t0_Place" },
+            near: { $ref: "#/$defs/t0/properties/where" },
+          },
+        },
+        t0_Place: place.$defs.Place,
+        t1: {
+          ...placeRest,
+          properties: {
+            where: { $ref: "#/$defs/t1_Place" },
+            near: { $ref: "#/$defs/t1/properties/where" },
+          },
+        },
+        t1_Place: place.$defs.Place,
+      },
+      anyOf: ["go", "stay"].map((name, k) => ({
+        type: "object",
+        properties: { name: { const: name }, parameters: { $ref: `#/$defs/t${k}` } },
+        required: ["name", "parameters"],
+      })),
+    });
   });
 
   it("parallel_tool_calls: false keeps the first call the model wrote", () => {

@@ -98,19 +98,55 @@ export function toolChoice(
       schema: argumentsSchema(named.function.parameters),
       ask: { tool_call: "named", name: named.function.name },
     };
-  return {
-    schema: {
-      anyOf: tools.map((tool) => ({
-        type: "object",
-        properties: {
-          name: { const: tool.function.name },
-          parameters: argumentsSchema(tool.function.parameters),
-        },
-        required: ["name", "parameters"],
-      })),
-    },
-    ask: { tool_call: "required" },
-  };
+  return { schema: anyToolSchema(tools), ask: { tool_call: "required" } };
+}
+
+/**
+ * `required` over several tools: an anyOf of `{"name", "parameters"}`, one branch a tool.
+ * A tool whose parameters refer to anything moves to the root's definitions (`t<k>`, its own
+ * `$defs` beside it as `t<k>_<name>`), its references following: they are to its own
+ * schema's root, which is no longer the document's (a pydantic model's `$defs` had been
+ * "points at nothing"). References then never pass through the anyOf's list.
+ */
+function anyToolSchema(tools: readonly Tool[]): Record<string, unknown> {
+  const defs: Record<string, unknown> = {};
+  const anyOf = tools.map((tool, k) => {
+    const schema = argumentsSchema(tool.function.parameters) as Record<string, unknown>;
+    let parameters: unknown = schema;
+    if (JSON.stringify(schema).includes('"$ref"')) {
+      const moved = (ref: string) => {
+        const local = /^#\/(?:\$defs|definitions)\/(.*)$/.exec(ref);
+        if (local) return `#/$defs/t${k}_${local[1]}`;
+        return ref === "#" || ref.startsWith("#/") ? `#/$defs/t${k}${ref.slice(1)}` : ref;
+      };
+      const { $defs, definitions, ...rest } = schema as {
+        $defs?: Record<string, unknown>;
+        definitions?: Record<string, unknown>;
+      };
+      for (const [name, def] of Object.entries({ ...definitions, ...$defs }))
+        defs[`t${k}_${name}`] = withRefs(def, moved);
+      defs[`t${k}`] = withRefs(rest, moved);
+      parameters = { $ref: `#/$defs/t${k}` };
+    }
+    return {
+      type: "object",
+      properties: { name: { const: tool.function.name }, parameters },
+      required: ["name", "parameters"],
+    };
+  });
+  return Object.keys(defs).length > 0 ? { anyOf, $defs: defs } : { anyOf };
+}
+
+/** `schema` with every `$ref` string moved by `move` (tools nest 64 levels at most). */
+function withRefs(schema: unknown, move: (ref: string) => string): unknown {
+  if (Array.isArray(schema)) return schema.map((item) => withRefs(item, move));
+  if (typeof schema !== "object" || schema === null) return schema;
+  return Object.fromEntries(
+    Object.entries(schema).map(([key, value]) => [
+      key,
+      key === "$ref" && typeof value === "string" ? move(value) : withRefs(value, move),
+    ]),
+  );
 }
 
 function find(tools: readonly Tool[], name: string): Tool {
