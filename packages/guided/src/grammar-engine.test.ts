@@ -429,6 +429,34 @@ describe("GrammarEngine", () => {
     await engine.shutdown();
   });
 
+  it("an open answers with its first mask even when its thread is replaced for another's reason mid-compile; after shutdown it is refused, not left waiting", async () => {
+    const engine = new GrammarEngine({ compileBudgetMs: 10_000 });
+    const v = engine.vocabulary(bytes, 257);
+    const a = await engine.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    // a's next mask comes back over the memory cap, while b's grammar is on the thread behind
+    // it: the thread is replaced under b's compile (the cap set here, as the mask's bytes
+    // cannot be chosen)
+    (engine as unknown as { memoryCapBytes: number }).memoryCapBytes = 1;
+    a.advance(97);
+    await new Promise((r) => setImmediate(r));
+    const b = await engine.open({ kind: "json_schema", schema: wide(1_500) }, v);
+    // it had resolved not ready, its cancel and deadline no longer heard
+    expect(b.ready).toBe(true);
+    expect(engine.restarts).toBeGreaterThan(0);
+    (engine as unknown as { memoryCapBytes: number }).memoryCapBytes = 512 * 1024 * 1024;
+    a.close();
+    b.close();
+    await engine.shutdown();
+    const after = await Promise.race([
+      engine.open({ kind: "regex", pattern: "x" }, v).then(
+        () => "opened",
+        (err: { code?: string }) => err.code,
+      ),
+      new Promise((r) => setTimeout(() => r("still waiting"), 2_000)),
+    ]);
+    expect(after).toBe("UNAVAILABLE");
+  });
+
   it("a schema whose compiling traps XGrammar's WebAssembly fails alone: the thread is replaced, and the sequences and specs after it are served", async () => {
     const fresh = new GrammarEngine({ compileBudgetMs: 5_000, maskBudgetMs: 1_000 });
     const v = fresh.vocabulary(bytes, 257);

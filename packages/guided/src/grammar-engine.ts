@@ -27,6 +27,12 @@ export interface SpelledVocabulary {
 /** What a request gets when its thread is replaced: its guide is rebuilt on the next one. */
 class ThreadReplaced extends FerryError {}
 
+/** A guide whose open waits its turn, and whoever waits for that open to be answered. */
+interface Held {
+  guide: GrammarGuide;
+  settle: Array<() => void>;
+}
+
 interface Pending {
   request: GrammarRequest;
   guide: GrammarGuide | undefined;
@@ -60,8 +66,8 @@ export class GrammarEngine implements MatcherHost {
    * Guides whose (re)open waits its turn: one compile is on the thread at a time, so a mask
    * waits behind one grammar at most, and a request given up while it waits is never compiled.
    */
-  private readonly held: Array<{ guide: GrammarGuide; settled: () => void }> = [];
-  private readonly heldSeqs = new Set<number>();
+  private readonly held: Held[] = [];
+  private readonly heldSeqs = new Map<number, Held>();
   private compiling = false;
   private nextId = 0;
   private nextSeq = 0;
@@ -118,6 +124,7 @@ export class GrammarEngine implements MatcherHost {
     tokens: readonly number[] = [],
     signal?: AbortSignal,
   ): Promise<GrammarGuide> {
+    if (this.closed) throw new FerryError("UNAVAILABLE", "the grammar engine is shut down");
     const guide = new GrammarGuide(this.nextSeq++, vocabulary, specKey(spec), spec, this);
     guide.tokens.push(...tokens);
     this.guides.set(guide.seq, guide);
@@ -170,7 +177,7 @@ export class GrammarEngine implements MatcherHost {
     for (const guide of this.guides.values())
       guide.fail(new FerryError("UNAVAILABLE", "the worker is shutting down"));
     this.guides.clear();
-    for (const { settled } of this.held.splice(0)) settled();
+    for (const { settle } of this.held.splice(0)) for (const settled of settle) settled();
     this.heldSeqs.clear();
     await thread?.terminate();
   }
@@ -179,12 +186,21 @@ export class GrammarEngine implements MatcherHost {
   private reopen(guide: GrammarGuide): Promise<void> {
     guide.rebuilding();
     return new Promise<void>((settled) => {
-      if (!this.heldSeqs.has(guide.seq)) {
-        this.held.push({ guide, settled });
-        this.heldSeqs.add(guide.seq);
-      } else settled();
+      this.hold(guide, settled);
       void this.openNext();
     });
+  }
+
+  /** The guide's open waits its turn (once, however many wait for it). */
+  private hold(guide: GrammarGuide, settled: () => void): void {
+    const held = this.heldSeqs.get(guide.seq);
+    if (held) {
+      held.settle.push(settled);
+      return;
+    }
+    const entry = { guide, settle: [settled] };
+    this.held.push(entry);
+    this.heldSeqs.set(guide.seq, entry);
   }
 
   /** Sends the next held open once none is on the thread, with every token its guide drew. */
@@ -192,14 +208,18 @@ export class GrammarEngine implements MatcherHost {
     if (this.compiling || this.closed) return;
     const next = this.held.shift();
     if (!next) return;
-    const { guide, settled } = next;
+    const { guide, settle } = next;
     this.heldSeqs.delete(guide.seq);
+    const settled = () => {
+      for (const s of settle) s();
+    };
     if (guide.isClosed || guide.error) {
       settled();
       return this.openNext();
     }
     this.compiling = true;
     const tokens = [...guide.tokens];
+    let again = false;
     try {
       await this.request(
         {
@@ -213,10 +233,18 @@ export class GrammarEngine implements MatcherHost {
         },
         guide,
         tokens.length,
-      ).catch((err) => this.unanswered(guide, err));
+      ).catch((err) => {
+        // its thread was replaced under it: it waits its turn on the next, and so do those
+        // waiting for it (an open answers with its first mask, a cancel still heard)
+        const requeued = err instanceof ThreadReplaced && this.heldSeqs.get(guide.seq);
+        if (requeued) {
+          requeued.settle.push(...settle);
+          again = true;
+        } else this.unanswered(guide, err);
+      });
     } finally {
       this.compiling = false;
-      settled();
+      if (!again) settled();
       void this.openNext();
     }
   }

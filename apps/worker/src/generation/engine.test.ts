@@ -150,6 +150,24 @@ describe("Engine", () => {
     expect(result.finish_reason).toBe("stop");
   });
 
+  it("whenIdle waits for a guided sequence whose grammar still compiles (a version swapped out finishes what it took)", async () => {
+    const e = engine();
+    // a grammar that takes a while, distinct from every other test's
+    const choices = Array.from({ length: 256 }, (_, i) => `${i}-idle-`.padEnd(512, "q"));
+    const running = run(e, job("a", { guided_choice: choices, max_tokens: 4 }));
+    let idle = false;
+    const waited = e.whenIdle().then(() => {
+      idle = true;
+    });
+    // it had been idle at once: the sequence was not yet in the scheduler, and the grammar
+    // engine shut down under it (UNAVAILABLE)
+    await new Promise((r) => setTimeout(r, 50));
+    expect(idle).toBe(false);
+    const result = await running;
+    await waited;
+    expect(result.finish_reason).toBe("length");
+  });
+
   it("a guided sequence whose grammar thread is replaced while its step runs finishes as it would have", async () => {
     let entered: () => void = () => {};
     const stepping = new Promise<void>((r) => {

@@ -62,6 +62,8 @@ export class Engine {
   /** What a pass's outputs become tokens with. */
   private readonly pass: PassContext;
   private looping = false;
+  /** Sequences submitted and not yet in the scheduler (`arrival`). */
+  private arriving = 0;
   /** Sequences whose prefill is on the prefill thread now; their caches are not released yet. */
   private readonly prefilling = new Set<Sequence>();
   /** Since when decode steps of batch lines alone have waited for interactive prompts. */
@@ -107,23 +109,48 @@ export class Engine {
     const guided = this.intake.guided(job.params);
     if (guided instanceof FerryError) return Promise.reject(guided);
     const hooks = { emit, onAdmitted, priority };
-    if (!guided) return this.start(job, signal, hooks, resume, prompt, undefined);
+    const arrived = this.arrival();
+    if (!guided) return this.start(job, signal, hooks, resume, prompt, undefined, arrived);
+    if (!this.grammars) {
+      arrived();
+      return Promise.reject(
+        new FerryError("INVALID_INPUT", "guided decoding is off on this worker"),
+      );
+    }
     // the grammar compiles on its own thread; the sequence queues once its first mask is here,
     // or gives up its turn there when cancelled or past its deadline
     const waiting = givenUpBy(signal, job.deadline);
-    return (
-      this.grammars
-        ?.open(guided.spec, guided.vocabulary, [], waiting.signal)
-        .finally(waiting.done)
-        .then(async (guide) => {
+    return this.grammars
+      .open(guided.spec, guided.vocabulary, [], waiting.signal)
+      .finally(waiting.done)
+      .then(
+        async (guide) => {
           try {
-            return await this.start(job, signal, hooks, resume, prompt, guide);
+            return await this.start(job, signal, hooks, resume, prompt, guide, arrived);
           } finally {
             guide.close();
           }
-        }) ??
-      Promise.reject(new FerryError("INVALID_INPUT", "guided decoding is off on this worker"))
-    );
+        },
+        (err) => {
+          arrived();
+          throw err;
+        },
+      );
+  }
+
+  /**
+   * A sequence on its way to the scheduler (its grammar compiling, its first mask coming):
+   * `whenIdle` waits for it too, so a version swapped out finishes what it took. Returns what
+   * says it arrived (or failed), once.
+   */
+  private arrival(): () => void {
+    this.arriving++;
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.arriving--;
+    };
   }
 
   private start(
@@ -133,16 +160,18 @@ export class Engine {
     resume: ResumePoint | undefined,
     prompt: Prompt,
     guide: GrammarGuide | undefined,
+    arrived: () => void,
   ): Promise<CompletionResult> {
     return new Promise((resolve, reject) => {
       const seq = this.intake.sequence(job, signal, prompt, guide, { ...hooks, resolve, reject });
       if (resume && resume.ids.length > 0) {
         this.metrics.resumed.inc();
-        if (this.replay(seq, resume)) return;
+        if (this.replay(seq, resume)) return arrived();
       }
       // a replayed sequence's guide took its tokens: its prefill waits for their mask
       void (guide?.whenReady() ?? Promise.resolve()).then(() => {
         this.scheduler.add(seq);
+        arrived();
         this.kick();
       });
     });
@@ -162,7 +191,7 @@ export class Engine {
 
   /** Resolves once no sequence waits or runs (for a swap or a drain). */
   async whenIdle(): Promise<void> {
-    while (this.scheduler.hasWork) await new Promise((r) => setTimeout(r, 20));
+    while (this.scheduler.hasWork || this.arriving > 0) await new Promise((r) => setTimeout(r, 20));
   }
 
   private kick(): void {
