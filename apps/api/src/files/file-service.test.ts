@@ -195,6 +195,8 @@ describe("a tenant's file storage", () => {
       const now = Date.now() / 1000;
       expect(Number(until)).toBeGreaterThan(now + 200);
       expect(Number(until)).toBeLessThanOrEqual(now + 301);
+      // an upload that takes over a second: its share had been held from its start's second
+      await new Promise((r) => setTimeout(r, 1_100));
       wake();
       const done = await running;
       // once whole, held as the file until it expires

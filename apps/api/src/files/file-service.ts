@@ -93,7 +93,6 @@ export class FileService {
     // this one failing lets go of this one's only. It is a lease this upload renews while it
     // runs: an API that dies mid-upload leaves it a few minutes, not the file's day
     const reservation = `${id}@${writer}`;
-    const expiresAtS = Math.floor(Date.now() / 1000) + this.client.files.ttlS;
     const leaseEnd = () => Math.floor(Date.now() / 1000) + RESERVATION_LEASE_S;
     /** Bytes reserved (0: none), and the file's bytes received so far. */
     let reserved = 0;
@@ -189,12 +188,15 @@ export class FileService {
         throw new FerryError("INVALID_INPUT", "the upload needs its purpose (the field `purpose`)");
       checkPurpose(purpose);
       if (refused) throw refused;
-      // held as the file before it is whole: from then on a DELETE lets go of what it holds
+      // held as the file before it is whole: from then on a DELETE lets go of what it holds;
+      // both until the file's own expiry, from now (from the upload's start, the share had
+      // been let go of as long before the file went as the upload took)
+      const expiresAtS = Math.floor(Date.now() / 1000) + this.client.files.ttlS;
       if (reserved > 0) {
         await this.client.storage.settle(tenant.id, id, received, expiresAtS, reservation);
         settled = true;
       }
-      file = await this.client.files.finish(id, tenant.id, [...upload.urls], writer);
+      file = await this.client.files.finish(id, tenant.id, [...upload.urls], writer, expiresAtS);
     } catch (err) {
       if (upload) await this.client.files.discard(id, writer);
       // a retry that took the key over writes the file (this attempt was fenced): its share

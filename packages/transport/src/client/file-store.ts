@@ -218,6 +218,7 @@ export class FileStore {
     owner: string,
     urls: readonly string[],
     writer = "",
+    expiresAtS = Math.floor(Date.now() / 1000) + this.ttlS,
   ): Promise<StoredFile> {
     const raw = await guarded(() =>
       this.finishScript.run(
@@ -229,7 +230,7 @@ export class FileStore {
         JSON.stringify(urls),
         writer,
         this.ttlS,
-        Math.floor(Date.now() / 1000) + this.ttlS,
+        expiresAtS,
       ),
     );
     const file = raw ? parseFile(pairs(raw)) : undefined;
