@@ -258,7 +258,7 @@ export const functionParametersSchema = z
   );
 
 /** A function the model may be made to call: its name and its parameters' JSON schema. */
-const toolSchema = z.object({
+export const toolSchema = z.object({
   type: z.literal("function"),
   function: z.object({
     name: z
@@ -301,7 +301,7 @@ const chatContentPart = z
 /** A chat message's content: a string, or OpenAI's array of text parts. */
 const chatContent = z.union([z.string(), z.array(chatContentPart)]);
 
-const chatMessages = z
+export const chatMessages = z
   .array(
     z.object({
       role: z.enum(["system", "developer", "user", "assistant", "tool"]),
@@ -332,7 +332,7 @@ const MAX_TEMPLATE_KWARGS_JSON = 65_536;
 const MAX_TEMPLATE_KWARGS_ENTRIES = 4_096;
 
 /** vLLM's fields that say how the chat template renders the messages. */
-const chatTemplateFields = {
+export const chatTemplateFields = {
   /** Ends the prompt where the assistant's turn begins (default); false ends it after the last message. */
   add_generation_prompt: z.boolean().nullish(),
   /** Leaves the last message open, for the model to continue it (needs add_generation_prompt false). */
@@ -400,63 +400,3 @@ export const chatCompletionRequestSchema = z
   .superRefine(streamOptionsStreamed)
   .openapi("ChatCompletionRequest");
 export type ChatCompletionRequest = z.infer<typeof chatCompletionRequestSchema>;
-
-/**
- * vLLM's `/tokenize`: a prompt as `/v1/completions` reads it, or messages as
- * `/v1/chat/completions` renders them (the chat's fields that shape its prompt included).
- */
-export const tokenizeRequestSchema = z
-  .object({
-    /** The text model; may be left out where the server has one. */
-    model: z.string().nullish(),
-    prompt: z.string().optional(),
-    messages: chatMessages.optional(),
-    tools: z.array(toolSchema).max(128).nullish().refine(toolsWithin, TOOLS_TOO_LARGE),
-    ...chatTemplateFields,
-    /** Special tokens the tokenizer's post-processor adds (a BOS...); vLLM's defaults: a prompt true, a chat false. */
-    add_special_tokens: z.boolean().nullish(),
-    /** Each token also as its vocabulary writes it. */
-    return_token_strs: z.boolean().nullish(),
-    chat_template: unsupported("chat_template"),
-    mm_processor_kwargs: unsupported("mm_processor_kwargs"),
-  })
-  .superRefine((body, ctx) => {
-    if ((body.prompt === undefined) === (body.messages === undefined))
-      ctx.addIssue({ code: "custom", message: "Give either prompt or messages" });
-    const chatOnly = [
-      "tools",
-      "add_generation_prompt",
-      "continue_final_message",
-      "chat_template_kwargs",
-    ];
-    if (body.prompt !== undefined)
-      for (const field of chatOnly)
-        if (body[field as keyof typeof body] != null)
-          ctx.addIssue({
-            code: "custom",
-            path: [field],
-            message: `${field} applies to messages, not a prompt`,
-          });
-  })
-  .openapi("TokenizeRequest");
-export type TokenizeRequest = z.infer<typeof tokenizeRequestSchema>;
-
-export const tokenizeResponseSchema = z
-  .object({
-    count: z.number().int(),
-    /** The model's context window in tokens (null where model.json does not say it). */
-    max_model_len: z.number().int().nullable(),
-    tokens: z.array(z.number().int()),
-    /** With `return_token_strs`: each token as its vocabulary writes it; else null. */
-    token_strs: z.array(z.string()).nullable(),
-  })
-  .openapi("TokenizeResponse");
-
-export const detokenizeRequestSchema = z
-  .object({ model: z.string().nullish(), tokens: capped(z.array(z.number().int().min(0))) })
-  .openapi("DetokenizeRequest");
-export type DetokenizeRequest = z.infer<typeof detokenizeRequestSchema>;
-
-export const detokenizeResponseSchema = z
-  .object({ prompt: z.string() })
-  .openapi("DetokenizeResponse");

@@ -4,7 +4,7 @@ import type { CompletionService } from "./completion-service.js";
 import { checkPromptChars } from "./context-window.js";
 import type { EmbeddingsService } from "./embeddings-service.js";
 import { checkTokens, entryVocab } from "./sampling-params.js";
-import type { DetokenizeRequest, TokenizeRequest } from "./schemas.js";
+import type { DetokenizeRequest, TokenizeRequest } from "./tokenize-schemas.js";
 
 /** Token ids one detokenize may take, in context windows. */
 const MAX_TOKENS_PER_CONTEXT = 64;

@@ -6,7 +6,7 @@ import {
   detokenizeResponseSchema,
   tokenizeRequestSchema,
   tokenizeResponseSchema,
-} from "./schemas.js";
+} from "./tokenize-schemas.js";
 
 const body = <T>(schema: T) => ({
   body: { content: { "application/json": { schema } }, required: true },
