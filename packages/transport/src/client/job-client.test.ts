@@ -1,5 +1,5 @@
 import type { JobEvent } from "@ferry/protocol";
-import { Worker } from "bullmq";
+import { Queue, Worker } from "bullmq";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnRedis, ownRedis } from "../../../../test/helpers/own-redis.js";
 import { createRedis, type RedisClient } from "../shared/connection.js";
@@ -227,5 +227,40 @@ describe("a job queued longer than it is kept once it ends", () => {
     const log = await admin.pttl(keys.events({ queue: "waits.v1", id: record.id }));
     const index = await admin.pttl(keys.jobQueue(record.id));
     for (const ttl of [log, index]) expect(ttl).toBeGreaterThan(55_000);
+  });
+});
+
+describe("a job queued to be kept less than the deployment's time (a sync completion's)", () => {
+  it("keeps its cancel or expiry mark and its ended log that long, not the deployment's day", async () => {
+    // before, a cancel's mark and the log's end took the deployment's JOB_TTL_S (a day here)
+    const cancelled = await queuedJob("short", 30);
+    await remover.jobs.cancel(cancelled.id);
+    const expired = await queuedJob("short", 30);
+    expect(await remover.jobs.removal.expire(expired.id)).toBe(true);
+    for (const record of [cancelled, expired]) {
+      const log = keys.events({ queue: "short.v1", id: record.id });
+      for (const key of [log, keys.cancelled(record.id)]) {
+        const ttl = await admin.ttl(key);
+        expect(ttl, key).toBeGreaterThan(0);
+        expect(ttl, key).toBeLessThanOrEqual(30);
+      }
+    }
+    // an intent the sweep finishes keeps the job's time too
+    const swept = await queuedJob("short", 30);
+    await admin.zadd(
+      keys.removals,
+      Date.now(),
+      JSON.stringify([swept.id, "short.v1", "DEADLINE_EXCEEDED", 30]),
+    );
+    // removed from its queue, as a remover that died before the log's end leaves it
+    const queue = new Queue(bullQueueName("short.v1"), {
+      connection: createRedis(server.url),
+      prefix,
+    });
+    await queue.remove(swept.id);
+    await queue.close();
+    expect(await other.jobs.removal.sweepRemovals(oneMinuteOn())).toBe(1);
+    for (const key of [keys.events({ queue: "short.v1", id: swept.id }), keys.cancelled(swept.id)])
+      expect(await admin.ttl(key), key).toBeLessThanOrEqual(30);
   });
 });

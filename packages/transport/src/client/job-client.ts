@@ -357,8 +357,14 @@ export class JobClient {
     const queue = queueName(job.model, job.version);
     const turn = await this.admission.admit(queue, id, options);
     const now = Date.now();
-    const index: JobIndexEntry = { ...job, queue, created_at: now, owner: options.owner };
     const keepS = options.keepS ?? this.ttlS;
+    const index: JobIndexEntry = {
+      ...job,
+      queue,
+      created_at: now,
+      owner: options.owner,
+      ...(keepS < this.ttlS ? { keep_s: keepS } : {}),
+    };
     // the index and the log outlive the wait too: a job may sit queued to its deadline, and a
     // log that expired first had ended its readers with no result while the job still waited
     const holdS = keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000);

@@ -66,9 +66,15 @@ export class JobRemoval {
     // only a job still waiting: a finished one keeps its answer, and a running one its worker
     const state = await job?.getState();
     if (!job || !WAITING_STATES.includes(state ?? "")) return false;
-    return this.removeQueued(job, index.queue, index.owner ?? "", "DEADLINE_EXCEEDED", () =>
-      guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED_MARK, "EX", this.ttlS)),
+    const keepS = this.keptFor(index);
+    return this.removeQueued(job, index.queue, index.owner ?? "", "DEADLINE_EXCEEDED", keepS, () =>
+      guarded(() => this.redis.set(this.keys.cancelled(id), EXPIRED_MARK, "EX", keepS)),
     );
+  }
+
+  /** How long a job's marks and log stay once it ends: its own keep where shorter. */
+  private keptFor(job: { keep_s?: number | undefined }): number {
+    return Math.min(this.ttlS, job.keep_s ?? this.ttlS);
   }
 
   /**
@@ -84,10 +90,11 @@ export class JobRemoval {
     queue: string,
     owner: string,
     code: RemovalCode,
+    keepS: number,
     marked?: () => Promise<unknown>,
   ): Promise<boolean> {
     const id = job.id ?? "";
-    const intent = JSON.stringify([id, queue, code]);
+    const intent = JSON.stringify([id, queue, code, keepS]);
     await guarded(() => this.redis.zadd(this.keys.removals, Date.now(), intent));
     // a failed removal leaves its intent: the sweep finds the job still there and drops it
     // (were it removed after all, say a reply lost to a timeout, the sweep ends its log)
@@ -107,7 +114,7 @@ export class JobRemoval {
       .catch(() => undefined);
     await marked?.();
     // refused past the closer's retries: a 503, and the sweep ends the log later
-    await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code]));
+    await guarded(() => this.closer.end({ queue, id }, REMOVAL_ERRORS[code], keepS));
     await guarded(() => this.redis.zrem(this.keys.removals, intent));
     return true;
   }
@@ -124,11 +131,18 @@ export class JobRemoval {
     let ended = 0;
     for (const intent of due) {
       try {
-        const [id, queue, code] = JSON.parse(intent) as [string, string, RemovalCode];
+        // (an intent written before removals kept a job's own keep has none: the deployment's)
+        const [id, queue, code, kept] = JSON.parse(intent) as [
+          string,
+          string,
+          RemovalCode,
+          number?,
+        ];
+        const keepS = this.keptFor({ keep_s: kept });
         if (!(await Job.fromId(this.queue(queue), id))) {
           if (code === "DEADLINE_EXCEEDED")
-            await this.redis.set(this.keys.cancelled(id), EXPIRED_MARK, "EX", this.ttlS, "NX");
-          if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code])) ended++;
+            await this.redis.set(this.keys.cancelled(id), EXPIRED_MARK, "EX", keepS, "NX");
+          if (await this.closer.end({ queue, id }, REMOVAL_ERRORS[code], keepS)) ended++;
         }
         await this.redis.zrem(this.keys.removals, intent);
       } catch {
@@ -168,9 +182,10 @@ export class JobRemoval {
   async cancel(id: string): Promise<JobRecord | undefined> {
     const record = await this.records.get(id);
     if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
+    const keepS = this.keptFor(record);
     await guarded(() =>
       this.control
-        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", this.ttlS), id)
+        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", keepS), id)
         .exec(),
     );
     // the record came from the job's index: its queue is its model version's
@@ -179,7 +194,7 @@ export class JobRemoval {
     // A running job is left to its worker, which drops it on the broadcast (BullMQ refuses to
     // remove a job whose lock a worker holds).
     if (job && record.status === "queued")
-      await this.removeQueued(job, queue, record.owner, "CANCELLED");
+      await this.removeQueued(job, queue, record.owner, "CANCELLED", keepS);
     return this.records.get(id);
   }
 

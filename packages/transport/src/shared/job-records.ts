@@ -17,6 +17,8 @@ export interface JobRecord {
   owner: string;
   /** Epoch ms after which the job must not start; unset on jobs stored before deadlines were. */
   deadline: number | undefined;
+  /** How long it is kept once it ends, in s, where less than the deployment's (a sync completion's). */
+  keep_s?: number | undefined;
 }
 
 /** Stored under Keys.jobQueue: enough to answer a poll even after the job itself is removed. */
@@ -28,6 +30,11 @@ export interface JobIndexEntry {
   meta: Record<string, unknown>;
   owner?: string;
   deadline?: number;
+  /**
+   * How long the job and what marks it (a cancel, an expiry, its log's end) are kept once it
+   * ends, in s, where it was queued to be kept less than the deployment's JOB_TTL_S.
+   */
+  keep_s?: number;
 }
 
 /** BullMQ state -> Ferry status; a failure's reason carries its code ("CODE: message"). */
@@ -78,5 +85,6 @@ export function emptyRecord(
     meta: index.meta,
     owner: index.owner ?? "",
     deadline: index.deadline,
+    keep_s: index.keep_s,
   };
 }

@@ -41,13 +41,16 @@ export class LogCloser {
     this.close = new LuaCommand(redis, "ferryCloseEventLog", 1, CLOSE);
   }
 
-  /** Ends `job`'s log with `error`; true when this call wrote the end, false when it had one. */
-  async end(job: JobRef, error: WireError): Promise<boolean> {
+  /**
+   * Ends `job`'s log with `error`, kept `keepS` from then; true when this call wrote the end,
+   * false when it had one.
+   */
+  async end(job: JobRef, error: WireError, keepS = this.ttlS): Promise<boolean> {
     const key = this.keys.events(job);
     const end: JobEventBody[] = [{ type: "error", error }, { type: "done" }];
     const events = end.map((e) => JSON.stringify(e));
     const wrote = await retrying(
-      () => this.close.run(this.redis, key, key, String(MAX_EVENTS), String(this.ttlS), ...events),
+      () => this.close.run(this.redis, key, key, String(MAX_EVENTS), String(keepS), ...events),
       this.retryForMs,
       transient,
     );
