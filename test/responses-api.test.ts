@@ -281,6 +281,11 @@ describe("OpenAI's Responses API, through the openai client", () => {
     );
     await refused({ background: true, store: false }, /background mode needs store: true/);
     await refused({ reasoning: { effort: "high" } }, /^reasoning: /);
+    // as on the chat and completion routes: stream_options come with a stream
+    await refused(
+      { stream_options: { include_obfuscation: false } },
+      /Stream options can only be defined when `stream=True`/,
+    );
     await refused(
       { input: [{ type: "reasoning", summary: [] }] },
       /input items of type reasoning are not supported/,
@@ -312,6 +317,7 @@ describe("OpenAI's Responses API, through the openai client", () => {
       include: [],
       top_logprobs: 0,
       reasoning: { effort: null },
+      stream_options: {},
     });
     expect(fine.status).toBe(200);
   });

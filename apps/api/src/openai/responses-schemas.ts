@@ -11,6 +11,7 @@ import {
   unsupported,
 } from "../http/schemas.js";
 import { functionParametersSchema } from "./schemas.js";
+import { streamOptionsStreamed } from "./stream-options.js";
 
 /** Content parts of a message Ferry reads: text in, and an earlier answer's text. */
 const TEXT_PARTS = new Set(["input_text", "output_text"]);
@@ -159,5 +160,6 @@ export const responsesRequestSchema = z
     priority: prioritySchema.optional(),
     timeout_ms: timeoutMsSchema.optional(),
   })
+  .superRefine(streamOptionsStreamed)
   .openapi("ResponseCreateRequest");
 export type ResponsesRequest = z.infer<typeof responsesRequestSchema>;

@@ -17,6 +17,7 @@ import {
   toolsWithin,
   unsupported,
 } from "../http/schemas.js";
+import { streamOptionsStreamed } from "./stream-options.js";
 
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
 export const MAX_CHOICES = 64;
@@ -26,22 +27,6 @@ const tokenIds = capped(z.array(z.number().int().min(0)).min(1));
 
 /** A stop sequence: matched against every token's text, so it is kept short; never empty (vLLM's rule: it would stop at once). */
 const stopString = z.string().min(1, "stop cannot contain an empty string").max(256);
-
-/** vLLM's rule: `stream_options` say how a stream streams, so they come with one. */
-function streamOptionsStreamed(
-  body: { stream?: boolean | null | undefined; stream_options?: unknown },
-  ctx: z.RefinementCtx,
-): void {
-  // as vLLM reads them, by Python's truth: `{}` says nothing, any field something
-  const options = body.stream_options as Record<string, unknown> | null | undefined;
-  const said = options != null && Object.keys(options).length > 0;
-  if (said && body.stream !== true)
-    ctx.addIssue({
-      code: "custom",
-      path: ["stream_options"],
-      message: "Stream options can only be defined when `stream=True`.",
-    });
-}
 
 /** vLLM's `guided_choice`: the strings a completion may be. */
 const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
