@@ -125,6 +125,68 @@ describe("graceful drain", () => {
     expect(deltas).toBe(last.response.output[0]?.content[0]?.text);
   });
 
+  it("a store:false response a drain ends is cancelled and says so: nothing of it can be followed or read", async () => {
+    const worker = stack.workers[0]?.child;
+    const body = { model: "tiny-lm", input: "Tell me a long story.", store: false, stream: true };
+    // before its first token (the worker held): a 503 that says send it again
+    const early = await stack.startApiReplica({ DRAIN_TIMEOUT_MS: "1000" });
+    worker?.kill("SIGSTOP");
+    try {
+      const pending = fetch(`${early.url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      early.proc.child.kill("SIGTERM");
+      const refused = await pending;
+      expect(refused.status).toBe(503);
+      const jobId = refused.headers.get("x-job-id") ?? "";
+      const message = ((await refused.json()) as { error: { message: string } }).error.message;
+      // before, it said the job goes on and where to follow it: it was cancelled and forgotten
+      expect(message).toMatch(/not stored \(store: false\), so it was cancelled: send it again/);
+      expect(message).not.toMatch(/follow/);
+      expect(jobId).not.toBe("");
+      expect((await fetch(`${secondUrl}/v1/jobs/${jobId}`)).status).toBe(404);
+    } finally {
+      worker?.kill("SIGCONT");
+    }
+    // under way (the worker held once its first words are out): a JSON format 180 characters
+    // long keeps it going well past the moment the stream opens
+    const late = await stack.startApiReplica({ DRAIN_TIMEOUT_MS: "1000" });
+    const told: Array<{ type: string; message?: string }> = [];
+    const story = {
+      type: "object",
+      properties: { story: { type: "string", minLength: 180 } },
+      required: ["story"],
+      additionalProperties: false,
+    };
+    const res = await fetch(`${late.url}/v1/responses`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        ...body,
+        max_output_tokens: 220,
+        text: { format: { type: "json_schema", name: "story", schema: story } },
+      }),
+    });
+    worker?.kill("SIGSTOP");
+    late.proc.child.kill("SIGTERM");
+    const jobId = res.headers.get("x-job-id") ?? "";
+    try {
+      await readSse(res, (e) => {
+        told.push(JSON.parse(e.data) as { type: string; message?: string });
+        return undefined;
+      });
+    } finally {
+      worker?.kill("SIGCONT");
+    }
+    expect(told.at(-1)?.type).toBe("error");
+    expect(told.at(-1)?.message).toMatch(/not stored \(store: false\), so it was cancelled/);
+    expect(told.at(-1)?.message).not.toMatch(/read it at|follow/);
+    expect((await fetch(`${secondUrl}/v1/jobs/${jobId}`)).status).toBe(404);
+  });
+
   it("a worker told to stop while it still loads drains and exits; each model was advertised as it came up", async () => {
     // digits loads first (the repository's order), tiny-lm after it, for most of a second
     const worker = stack.launchWorker({

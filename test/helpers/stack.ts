@@ -107,8 +107,8 @@ export class Stack {
   }
 
   /** Another API replica on this stack's Redis and prefix, as a second pod behind a Service. */
-  async startApiReplica(): Promise<{ proc: Proc; url: string }> {
-    const replica = await this.launchApi();
+  async startApiReplica(extra: Record<string, string> = {}): Promise<{ proc: Proc; url: string }> {
+    const replica = await this.launchApi(extra);
     this.replicas.push(replica.proc);
     return replica;
   }

@@ -254,6 +254,9 @@ async function shutdown(signal: string): Promise<void> {
   await Promise.all([inFlight.settled(left), streams.settled(left)]);
   if (streams.open > 0) log.warn({ open: streams.open }, "drain timeout: ending open streams");
   await streams.closeAll(Math.max(1_000, until - Date.now()));
+  // a stream ended before its first token still answers (a 503 saying where the job went),
+  // and a `store: false` one forgets its job first: an exit here had cut the answer off
+  await inFlight.settled(Math.max(1_000, until - Date.now()));
   await client.close();
   await tracing.shutdown();
   log.info("api stopped");

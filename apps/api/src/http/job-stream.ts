@@ -34,7 +34,12 @@ export async function openStream(
   opts: CallOptions,
   gone: AbortSignal,
   slot: StreamSlot,
-  followed: { meta?: Record<string, unknown>; onJob?: (jobId: string) => void } = {},
+  followed: {
+    meta?: Record<string, unknown>;
+    onJob?: (jobId: string) => void;
+    /** False where the caller forgets the job once its stream ends (`store: false`). */
+    stored?: boolean;
+  } = {},
 ): Promise<OpenedStream> {
   const { completions } = c.get("services");
   const reading = new AbortController();
@@ -73,9 +78,14 @@ export async function openStream(
   if ((!first.done && first.value.body.type === "error") || slot.closing.aborted) {
     opened.close();
     if (!first.done && first.value.body.type === "error") throw errorOf(first.value);
+    // a job nobody may read back is cancelled with its stream: there is nothing to follow
+    const then =
+      followed.stored === false
+        ? "it is not stored (store: false), so it was cancelled: send it again"
+        : `the job goes on: follow it at /v1/jobs/${job.id}/events`;
     throw new FerryError(
       "UNAVAILABLE",
-      `This server is shutting down before job ${job.id} produced its first token; the job goes on: follow it at /v1/jobs/${job.id}/events`,
+      `This server is shutting down before job ${job.id} produced its first token; ${then}`,
       { retryAfterS: 1 },
     );
   }

@@ -35,12 +35,17 @@ export async function streamResponse(
       onJob: (id) => {
         queued = id;
       },
+      stored: prepared.meta.echo.store,
     });
   } catch (err) {
-    slot.release();
     // failed before its first token (a deadline, the job's error): a `store: false` response
-    // leaves nothing behind, as once answered
-    if (queued !== undefined) await responses.forget(prepared, queued);
+    // leaves nothing behind, as once answered (and the slot is held until it has: a drain
+    // waits for the slots)
+    try {
+      if (queued !== undefined) await responses.forget(prepared, queued);
+    } finally {
+      slot.release();
+    }
     throw err;
   }
   const { job, first, events, close } = opened;
@@ -62,12 +67,18 @@ export async function streamResponse(
       }
       if (!shaped.ended && slot.closing.aborted) {
         const id = responseObject(job, prepared.meta).id;
-        const message = `This server is shutting down; the response goes on: read it at /v1/responses/${id} once done, or follow /v1/jobs/${job.id}/events`;
+        // a response not stored is forgotten below, its job cancelled: nothing goes on
+        const message = prepared.meta.echo.store
+          ? `This server is shutting down; the response goes on: read it at /v1/responses/${id} once done, or follow /v1/jobs/${job.id}/events`
+          : "This server is shutting down; the response is not stored (store: false), so it was cancelled: send it again";
         await send([{ type: "error", code: "unavailable", message, param: null }]);
       }
     } finally {
-      slot.release();
-      await responses.forget(prepared, job.id);
+      // The stream ends now, its job forgotten after: a forget waits for a running job's
+      // worker to let go, and a drain that ran out of time had exited under it, the stream
+      // cut off before its end. The slot is held until the forget is done (a drain waits for
+      // the slots).
+      void responses.forget(prepared, job.id).finally(() => slot.release());
     }
   });
 }
