@@ -89,6 +89,19 @@ describe("bad input gets a 4xx that names the problem, and never reaches a worke
       /unknown output 'probs'/,
       "kserve",
     );
+    // each output is rendered in full: 100,000 of one name had been a 500 after 11 s
+    await expectError(
+      await infer({}, { outputs: Array(3).fill({ name: "logits" }) }),
+      400,
+      /output 'logits' is asked for more than once/,
+      "kserve",
+    );
+    await expectError(
+      await infer({}, { outputs: Array(65).fill({ name: "logits" }) }),
+      400,
+      /outputs: .*64/i,
+      "kserve",
+    );
   });
 
   it("unknown model or version: 404", async () => {

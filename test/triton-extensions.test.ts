@@ -230,6 +230,18 @@ describe("Triton's classification extension", () => {
       /parameter 'shared_memory_region' is not supported/,
     );
   });
+
+  it("an empty outputs list is every output, as Triton reads it", async () => {
+    const res = await fetch(stack.url("/v2/models/digits/infer"), {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ inputs: [input()], outputs: [] }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { outputs: Array<{ name: string; data: number[] }> };
+    expect(body.outputs.map((o) => o.name)).toEqual(["logits"]);
+    expect(body.outputs[0]?.data).toHaveLength(rows.length * 10);
+  });
 });
 
 describe("KServe v2 version metadata", () => {

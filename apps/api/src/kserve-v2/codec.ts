@@ -88,14 +88,19 @@ export interface RequestedOutput {
 const OUTPUT_PARAMETERS = new Set(["binary_data", "classification"]);
 
 /**
- * The outputs a request asked for (all when it named none). An unknown name, or a parameter
- * that would change the answer and that Ferry lacks (Triton's shared memory...), is a 400.
+ * The outputs a request asked for (all when it named none, or an empty list, as Triton). An
+ * unknown name, one asked for twice, or a parameter that would change the answer and that
+ * Ferry lacks (Triton's shared memory...), is a 400.
  */
 export function requestedOutputs(config: ModelConfig, body: V2InferRequest): RequestedOutput[] {
-  if (!body.outputs) return config.outputs.map((o) => ({ name: o.name }));
+  if (!body.outputs?.length) return config.outputs.map((o) => ({ name: o.name }));
+  const asked = new Set<string>();
   return body.outputs.map(({ name, parameters = {} }) => {
     const spec = config.outputs.find((o) => o.name === name);
-    if (!spec) throw invalid(`unknown output '${name}'`);
+    if (!spec) throw invalid(`unknown output '${name.slice(0, 64)}'`);
+    // each is rendered in full: 100,000 of one name had answered 100,000 copies (a 500)
+    if (asked.has(name)) throw invalid(`output '${name}' is asked for more than once`);
+    asked.add(name);
     for (const key of Object.keys(parameters))
       if (!OUTPUT_PARAMETERS.has(key))
         throw invalid(`output '${name}': parameter '${key}' is not supported by this server`);

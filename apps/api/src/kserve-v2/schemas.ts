@@ -2,6 +2,9 @@ import { MAX_TIMEOUT_MS, prioritySchema, timeoutMsSchema } from "@ferry/protocol
 import { z } from "@hono/zod-openapi";
 import { unsupported } from "../http/schemas.js";
 
+/** Most outputs a request may name: more than any model here has. */
+export const MAX_OUTPUTS = 64;
+
 /** How deep v2 `data` may nest: a tensor has a handful of axes, never thousands. */
 export const MAX_DATA_DEPTH = 32;
 
@@ -50,10 +53,12 @@ export const v2InferRequestSchema = z
   .object({
     id: z.string().optional(),
     inputs: z.array(v2InputSchema).min(1),
+    // a model has a few outputs, each asked for once (the codec refuses one twice)
     outputs: z
       .array(
         z.object({ name: z.string(), parameters: z.record(z.string(), z.unknown()).optional() }),
       )
+      .max(MAX_OUTPUTS)
       .optional(),
     parameters: z
       .object({
