@@ -19,6 +19,7 @@ import type { CallOptions } from "../http/call.js";
 import { beforeDeadline } from "../http/deadline.js";
 import { wrongKind } from "../http/kind-routes.js";
 import type { ApiMetrics } from "../metrics.js";
+import { tensorBodyBytes } from "./body-budget.js";
 import { fallbackEnabled, isModelFailure } from "./fallbacks.js";
 import { HitRate } from "./hit-rate.js";
 import { modelPrediction, type Prediction } from "./prediction.js";
@@ -73,13 +74,14 @@ export class InferenceService {
   /**
    * Admits a sync request from its route alone, before its body is read or parsed: under
    * overload the refusal (429) must cost next to nothing. Returns the version that will serve
-   * it (drawn once: the split counts it once), and what gives its place in the queue back.
+   * it (drawn once: the split counts it once), what gives its place in the queue back, and
+   * the most bytes its body may take (`tensorBodyBytes`).
    */
   async admit(
     model: string,
     version: string | undefined,
     opts: { timeoutMs?: number | undefined; cache?: boolean | undefined },
-  ): Promise<{ version: string; release: () => void }> {
+  ): Promise<{ version: string; release: () => void; maxBodyBytes: number | undefined }> {
     const { entry, version: v } = this.resolveRows(model, await this.routeVersion(model, version));
     const config = entry.config;
     // A cached answer needs no queue (Triton looks its response cache up before the queue
@@ -97,7 +99,7 @@ export class InferenceService {
       Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
       { refuse: !lookFirst },
     );
-    return { version: v, release };
+    return { version: v, release, maxBodyBytes: tensorBodyBytes(config) };
   }
 
   /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
