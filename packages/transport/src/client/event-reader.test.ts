@@ -59,4 +59,49 @@ describe("EventReader", () => {
     expect(seen.map((e) => e.body.type)).toEqual(["status"]);
     expect(Date.now() - started).toBeLessThan(5_000);
   });
+
+  it("a reader resuming past the log's end (a Last-Event-ID never sent) ends with the job, not with the log's expiry", async () => {
+    const reader = new EventReader(redis, new ChannelMux(subscriber), keys, 60_000);
+    const writer = new EventWriter(redis, keys, 60);
+    const job = { queue: "q", id: "job-3" };
+    writer.emit(job, [{ type: "status", status: "running" }]);
+    await writer.flush();
+    const follow = await reader.open(job);
+    const seen: JobEvent[] = [];
+    const reading = (async () => {
+      for await (const event of follow.events("999999999999999-0")) seen.push(event);
+    })();
+    await new Promise((r) => setTimeout(r, 100));
+    writer.emit(job, [{ type: "done" }]);
+    await writer.flush();
+    // before, its `done` was dropped as already passed, and the read waited on
+    await reading;
+    expect(seen).toEqual([]);
+  });
+
+  it("a long log is replayed whole, in order and once, a page at a time", async () => {
+    const writer = new EventWriter(redis, keys, 60);
+    const job = { queue: "q", id: "job-4" };
+    const tokens = Array.from({ length: 700 }, (_, k) => ({
+      type: "token" as const,
+      index: k,
+      text: `t${k}`,
+    }));
+    writer.emit(job, [...tokens, { type: "done" }] as JobEvent["body"][]);
+    await writer.flush();
+    const reader = new EventReader(redis, new ChannelMux(subscriber), keys);
+    const read = async (after?: string) => {
+      const seen: JobEvent[] = [];
+      for await (const event of reader.read(job, after)) seen.push(event);
+      return seen;
+    };
+    const whole = await read();
+    expect(whole.map((e) => (e.body as { text?: string }).text ?? e.body.type)).toEqual([
+      ...tokens.map((t) => t.text),
+      "done",
+    ]);
+    // resumed from the middle of the second page
+    const rest = await read(whole[300]?.id);
+    expect(rest.map((e) => e.id)).toEqual(whole.slice(301).map((e) => e.id));
+  });
 });

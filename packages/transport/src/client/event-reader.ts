@@ -6,6 +6,8 @@ import type { JobRef, Keys } from "../shared/keys.js";
 
 /** How long a follow waits on its channel with nothing heard before it reads the log again. */
 const RECHECK_MS = 5_000;
+/** Events a replay reads from the log at a time. */
+const REPLAY_PAGE = 256;
 
 /**
  * The reading side of job event logs (the API). A reader subscribes to the job's channel
@@ -69,10 +71,24 @@ export class EventReader {
         signal?.addEventListener("abort", onAbort);
         try {
           let last = after ?? "0-0";
-          const replay = await redis.xrange(key, after ? `(${after}` : "-", "+");
-          for (const entry of replay) {
-            const event = parseEntry(entry);
-            last = event.id;
+          // the log after `from`, a page at a time: a reader that replays a long log holds one
+          // page, and waits for its client between pages (a whole log in one XRANGE, ~320 KB of
+          // a 240-token job with its alternatives, had been read and parsed at once per reader,
+          // and 100 replays of one log slowed every other key's requests tenfold)
+          const logAfter = async function* (from: string) {
+            let start = from === "0-0" ? "-" : `(${from}`;
+            for (;;) {
+              const page = await redis.xrange(key, start, "+", "COUNT", REPLAY_PAGE);
+              for (const entry of page) {
+                const event = parseEntry(entry);
+                last = event.id;
+                yield event;
+              }
+              if (page.length < REPLAY_PAGE) return;
+              start = `(${last}`;
+            }
+          };
+          for await (const event of logAfter(last)) {
             yield event;
             if (event.body.type === "done") return;
           }
@@ -82,16 +98,16 @@ export class EventReader {
             if (stale) {
               // read the log again after the last event passed on: the live ones missed are there
               stale = false;
-              const missedEntries = await redis.xrange(key, `(${last}`, "+");
-              for (const entry of missedEntries) {
-                const event = parseEntry(entry);
-                last = event.id;
+              const before = last;
+              for await (const event of logAfter(last)) {
                 yield event;
                 if (event.body.type === "done") return;
               }
               // a log that is gone (its job kept its time and expired, or was removed) will say
-              // nothing more: its follow had waited on keep-alives forever
-              if (missedEntries.length === 0 && (await redis.exists(key)) === 0) return;
+              // nothing more: its follow had waited on keep-alives forever; nor will one that
+              // ended before where this reader asked to resume from
+              if (last === before && (await endsBefore(redis, key, last))) return;
+              if (last === before && (await redis.exists(key)) === 0) return;
               continue;
             }
             const event = live.shift();
@@ -105,7 +121,13 @@ export class EventReader {
               wake = undefined;
               continue;
             }
-            if (!streamIdAfter(event.id, last)) continue;
+            if (!streamIdAfter(event.id, last)) {
+              // the end, at or before where the reader resumed (a Last-Event-ID past the log's
+              // end): nothing after it will come, and the follow had waited on keep-alives until
+              // the log expired
+              if (event.body.type === "done") return;
+              continue;
+            }
             last = event.id;
             yield event;
             if (event.body.type === "done") return;
