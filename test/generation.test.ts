@@ -498,6 +498,23 @@ describe("completions through the official openai client", () => {
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
   });
 
+  it("64 choices, streamed or not, answer without a listener warning on the API's terminal", async () => {
+    for (const stream of [false, true]) {
+      const res = await stack.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt: "Once",
+        max_tokens: 2,
+        n: 64,
+        stream,
+      });
+      expect(res.status).toBe(200);
+      await res.text();
+    }
+    // a listener a choice on the request's signal: Node warned of a leak past 10 (a user's
+    // terminal showed it for any n of 11 or more)
+    expect(stack.api.output.join("")).not.toMatch(/MaxListenersExceededWarning/);
+  });
+
   it("logit_bias and the frequency, presence and repetition penalties: greedy, token for token as documented", async () => {
     const prompt = prompts[4] ?? "";
     const greedy = { model: "tiny-lm", prompt, max_tokens: 40, temperature: 0 };

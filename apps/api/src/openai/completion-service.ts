@@ -1,3 +1,4 @@
+import { getMaxListeners, setMaxListeners } from "node:events";
 import type { ModelEntry, ModelRepository, Tokenizer } from "@ferry/model-repository";
 import {
   type CompletionResult,
@@ -29,6 +30,10 @@ import {
   completionRequestSchema,
 } from "./schemas.js";
 import { checkScoreBudget, defaultMaxTokensWithin, scoreEntries } from "./score-budget.js";
+
+/** Listeners one choice of several adds to its request's signal, and room for the rest. */
+const LISTENERS_A_CHOICE = 4;
+const LISTENERS_BESIDE = 10;
 
 /** A completion's job and the events it answers with, subscribed before the job could run. */
 export interface FollowedCompletion {
@@ -125,6 +130,13 @@ export class CompletionService {
       ),
     );
     checkScoreBudget(prepared.reduce((sum, { scores }) => sum + scores, 0));
+    // each choice listens on the request's signal (its follow, its read, its result): a few
+    // listeners a choice, at most MAX_CHOICES choices, not the leak Node warns of past 10
+    if (signal)
+      setMaxListeners(
+        Math.max(getMaxListeners(signal), LISTENERS_BESIDE + LISTENERS_A_CHOICE * bodies.length),
+        signal,
+      );
     const followed: FollowedCompletion[] = [];
     try {
       const keepS = this.keepSecondsFor(opts);
