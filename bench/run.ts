@@ -48,7 +48,8 @@ const about: Record<string, string> = {
     "a 2,000-line OpenAI chat batch beside interactive streamed chats: TTFT against idle, tokens/s against continuous batching alone (--lines=N)",
   classifier:
     "classifier serving: Ferry vs in-process node:http + ONNX Runtime and FastAPI + PyTorch, batching, overload",
-  cluster: "the API and workers on several hosts (network namespaces; needs root)",
+  cluster:
+    "eight copies of digits on a local 3+3 Redis Cluster: req/s and the Redis commands a request costs",
   embeddings: "/v1/embeddings on bert-fortunes: embeddings/s vs ONNX Runtime alone at batch 32",
   generation: "continuous vs static batching, prefill strategies, TTFT and tokens/s",
   guided:

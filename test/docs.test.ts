@@ -44,6 +44,10 @@ const OUTSIDE_THE_SERVER = new Set([
   "SOAK_MINUTES",
   "TRAIN_MINUTES",
   "CHAT_MINUTES",
+  "BATCH_YIELD_LINES",
+  "TORCH_THREADS",
+  // the worker's, read outside its env schema on purpose: a test's marker, never configuration
+  "FERRY_TEST_CRASH_ON",
 ]);
 
 const schemas: Record<string, z.ZodObject> = {
