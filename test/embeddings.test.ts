@@ -294,6 +294,36 @@ describe("KServe v2 infer on the embedder", () => {
       "input 'input_ids' has datatype INT64, expected BYTES (texts)",
     );
   });
+
+  it("output parameters it lacks, the output twice, no rows, and a body past its texts' budget are refused", async () => {
+    const refused = async (body: unknown, message: RegExp, status = 400) => {
+      const res = await stack.post(`/v2/models/${MODEL}/infer`, body);
+      expect(res.status, JSON.stringify(body).slice(0, 200)).toBe(status);
+      expect(((await res.json()) as { error: string }).error).toMatch(message);
+    };
+    const input = { name: "text", datatype: "BYTES", shape: [1], data: ["a fortune"] };
+    // (the vectors had come back plain whatever was asked)
+    await refused(
+      { inputs: [input], outputs: [{ name: "embedding", parameters: { classification: 3 } }] },
+      /parameter 'classification' is not supported/,
+    );
+    await refused(
+      { inputs: [input], outputs: [{ name: "embedding" }, { name: "embedding" }] },
+      /one output, 'embedding', asked for once/,
+    );
+    // (a 200 with an empty tensor, where a classifier says this)
+    await refused(
+      { inputs: [{ ...input, shape: [0], data: [] }] },
+      /batch size must be at least 1/,
+    );
+    // 64 KiB, six bytes a character of its 262,144 and 16 a text of its 512: 1,646,592 bytes
+    const many = Array(1_700_000).fill("");
+    await refused(
+      { inputs: [{ ...input, shape: [many.length], data: many }] },
+      /exceeds 1646592 bytes, the most model 'bert-fortunes' takes/,
+      413,
+    );
+  });
 });
 
 describe("a hostile input beside a classifier", () => {

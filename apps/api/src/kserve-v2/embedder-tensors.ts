@@ -32,15 +32,29 @@ export function embedderTexts(body: V2InferRequest): string[] {
     throw invalid(
       `input '${input.name}' has shape [${input.shape.join(",")}], expected [-1] or [-1,1]`,
     );
-  const texts = input.data.flat(2);
+  if (rows === 0) throw invalid("batch size must be at least 1");
+  // a row a text, flat or one deep: counted before anything is flattened
+  const texts = input.data.length === rows ? input.data.flat(2) : input.data;
   if (texts.length !== rows)
     throw invalid(
       `input '${input.name}' has ${texts.length} values, shape [${input.shape.join(",")}] needs ${rows}`,
     );
   if (!texts.every((t): t is string => typeof t === "string"))
     throw invalid(`input '${input.name}' holds a value that is not a string`);
-  for (const output of body.outputs ?? [])
-    if (output.name !== EMBEDDER_V2.output) throw invalid(`unknown output '${output.name}'`);
+  const [output, ...others] = body.outputs ?? [];
+  if (output) {
+    if (output.name !== EMBEDDER_V2.output)
+      throw invalid(`unknown output '${output.name.slice(0, 64)}'`);
+    if (others.length > 0)
+      throw invalid(`an embedding model has one output, '${EMBEDDER_V2.output}', asked for once`);
+    // as a classifier's: a parameter that would change the answer and that Ferry lacks is a
+    // 400 (the vectors had come back plain whatever was asked)
+    for (const key of Object.keys(output.parameters ?? {}))
+      if (key !== "binary_data")
+        throw invalid(
+          `output '${output.name}': parameter '${key}' is not supported by this server`,
+        );
+  }
   return texts;
 }
 

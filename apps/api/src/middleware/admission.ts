@@ -73,6 +73,6 @@ function bodyPast(c: Context<HonoEnv>, maxBytes: number): boolean {
 export function tooLarge(model: string, maxBytes: number): FerryError {
   return new FerryError(
     "PAYLOAD_TOO_LARGE",
-    `Request body exceeds ${maxBytes} bytes, the most model '${model}' takes (its largest batch of values)`,
+    `Request body exceeds ${maxBytes} bytes, the most model '${model}' takes (what its inputs could need)`,
   );
 }
