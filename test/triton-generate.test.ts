@@ -61,6 +61,14 @@ describe("Triton's generate extension", () => {
         text_output: prompt + expected,
       },
     });
+    // a null among the parameters says nothing: it had wiped out the setting beside the text
+    // (16 tokens, the default, for the 12 asked)
+    const both = await generate({
+      text_input: prompt,
+      max_tokens: 12,
+      parameters: { max_tokens: null, temperature: 0, exclude_input_in_output: true },
+    });
+    expect(both.body.text_output).toBe(expected);
   });
 
   it("stop_words end the text where the completion's stop does; bad_words are never written", async () => {

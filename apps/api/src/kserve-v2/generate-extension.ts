@@ -55,7 +55,11 @@ export function completionOf(
   check: (raw: unknown) => CompletionRequest,
 ): CompletionRequest {
   const { id: _id, text_input, parameters, ...inputs } = body;
-  const settings: Record<string, unknown> = { ...inputs, ...parameters };
+  // a setting's value in `parameters` wins, but a null there says nothing: spread over the
+  // inputs, it had wiped out the same setting given beside text_input
+  const settings: Record<string, unknown> = { ...inputs };
+  for (const [key, value] of Object.entries(parameters ?? {}))
+    if (value !== null || !(key in settings)) settings[key] = value;
   const unknown = Object.keys(settings).filter(
     (key) => !(SETTINGS as readonly string[]).includes(key) && !OWN.includes(key),
   );
