@@ -57,6 +57,22 @@ describe("async jobs, deadlines and backpressure", () => {
     });
   });
 
+  it("a bad predict or v2 input is refused naming what is wrong in it, not with every kind's shape", async () => {
+    const refusal = async (input: Record<string, unknown>) => {
+      const res = await submit({ model: "digits", input });
+      expect(res.status).toBe(400);
+      return ((await res.json()) as { error: { message: string } }).error.message;
+    };
+    expect(await refusal({ features: "abc" })).toMatch(/^input\.features: /);
+    const v2 = { name: "input", shape: [1, 64], datatype: "FP32", data: features };
+    expect(await refusal({ inputs: [{ ...v2, shape: undefined }] })).toMatch(
+      /^input\.inputs\.0\.shape: /,
+    );
+    expect(await refusal({ inputs: [v2], parameters: { sequence_id: 5 } })).toMatch(/sequence_id/);
+    // a body of no kind still lists them
+    expect(await refusal({ pixels: [1] })).toMatch(/^input must be /);
+  });
+
   it("a sync request whose deadline passes while queued gets 504", async () => {
     const started = Date.now();
     const res = await stack.post("/v1/models/digits/predict", { features, timeout_ms: 300 });

@@ -1,5 +1,6 @@
 import type { InferReply } from "@ferry/protocol";
-import type { JobKind } from "../jobs/job-kind.js";
+import { invalidInput } from "../http/errors.js";
+import { inInput, type JobKind } from "../jobs/job-kind.js";
 import { type InferenceService, toPrediction } from "./inference-service.js";
 import { predictBodySchema } from "./schemas.js";
 
@@ -9,8 +10,10 @@ export function predictJobKind(inference: InferenceService): JobKind {
     shape: "a predict body {features}",
     formats: ["predict"],
     accept(body) {
+      if (!("features" in body.input)) return undefined;
+      // a predict body, named by its field: its own error, not the list of every kind's shape
       const predict = predictBodySchema.safeParse(body.input);
-      if (!predict.success) return undefined;
+      if (!predict.success) throw invalidInput(inInput(predict.error.issues));
       const plan = inference.planPredict(body.model, body.version, predict.data);
       return { plan, meta: { format: "predict" } };
     },
