@@ -135,6 +135,25 @@ describe("Triton's binary tensor data extension", () => {
       },
       /Inference-Header-Content-Length 99999 does not fit a body of/,
     );
+    // the size as text: it had been refused with a message that named no fault ("is 768,
+    // needs 768 bytes")
+    await refused(
+      binaryRequest({ inputs: [input({ binary_data_size: "768" })] }, data),
+      /binary_data_size must be a whole number of bytes/,
+    );
+    // BYTES elements are UTF-8 text: a byte that is not one is refused, not made U+FFFD
+    const element = new Uint8Array([2, 0, 0, 0, 0xc3, 0x28]);
+    await refused(
+      binaryRequest(
+        {
+          inputs: [
+            { ...input({ binary_data_size: element.length }), datatype: "BYTES", shape: [1] },
+          ],
+        },
+        element,
+      ),
+      /element 0 is not UTF-8 text/,
+    );
   });
 });
 

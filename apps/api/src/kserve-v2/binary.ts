@@ -44,6 +44,8 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
       ?.binary_data_size;
     if (size === undefined) continue;
     const name = String(input.name);
+    if (typeof size !== "number" || !Number.isInteger(size) || size < 0)
+      throw invalid(`input '${name}': binary_data_size must be a whole number of bytes`);
     const datatype = String(input.datatype);
     const width = elementBytes(datatype);
     if (width === undefined && datatype !== "BYTES")
@@ -83,6 +85,9 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
   return request;
 }
 
+/** A BYTES element's text, refused rather than repaired where it is not UTF-8. */
+const UTF8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /**
  * A BYTES tensor's elements as Triton lays them out (each a 4-byte little-endian length, then
  * its bytes), read as UTF-8 texts; `count` of them, filling `bytes` exactly.
@@ -95,7 +100,12 @@ function readStrings(name: string, bytes: Uint8Array, count: number): string[] {
     if (at + 4 > view.length) break;
     const length = view.readUInt32LE(at);
     if (at + 4 + length > view.length) break;
-    texts.push(view.toString("utf8", at + 4, at + 4 + length));
+    // texts are UTF-8, strictly: a byte that is not had become U+FFFD, embedded unsaid
+    try {
+      texts.push(UTF8.decode(view.subarray(at + 4, at + 4 + length)));
+    } catch {
+      throw invalid(`input '${name}': element ${texts.length} is not UTF-8 text`);
+    }
     at += 4 + length;
   }
   if (texts.length !== count || at !== view.length)
