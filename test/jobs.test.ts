@@ -71,6 +71,15 @@ describe("async jobs, deadlines and backpressure", () => {
     expect(await refusal({ inputs: [v2], parameters: { sequence_id: 5 } })).toMatch(/sequence_id/);
     // a body of no kind still lists them
     expect(await refusal({ pixels: [1] })).toMatch(/^input must be /);
+    // past what digits could ever need: a 413 before its 4 M values are walked
+    const huge = await submit({
+      model: "digits",
+      input: { inputs: [{ ...v2, data: new Array(4_000_000).fill(0) }] },
+    });
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(
+      /exceeds 196608 bytes, the most model 'digits' takes/,
+    );
   });
 
   it("a sync request whose deadline passes while queued gets 504", async () => {

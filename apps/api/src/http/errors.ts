@@ -109,6 +109,13 @@ export function invalidInput(
   return new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
 }
 
+/** An async job input's issues as a 400, their paths under `input`, where the caller put them. */
+export function invalidJobInput(
+  issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>,
+): FerryError {
+  return invalidInput(issues.map((issue) => ({ ...issue, path: ["input", ...issue.path] })));
+}
+
 /** The error a job's error event carries, as the API raises it. */
 export function errorOf(event: JobEvent): FerryError {
   if (event.body.type !== "error") return new FerryError("INTERNAL", "not an error event");

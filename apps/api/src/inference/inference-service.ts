@@ -102,6 +102,16 @@ export class InferenceService {
     return { version: v, release, maxBodyBytes: tensorBodyBytes(config) };
   }
 
+  /**
+   * The most bytes a body carrying `model`'s inputs may take (`tensorBodyBytes`); undefined for
+   * a generator, a model with inputs of no fixed size, or a name this repository lacks.
+   */
+  maxBodyBytes(model: string): number | undefined {
+    if (!this.repository.has(model)) return undefined;
+    const { config } = this.repository.get(model);
+    return config.kind === "generator" ? undefined : tensorBodyBytes(config);
+  }
+
   /** The version a request is served by: the pinned one, else one drawn by the traffic split. */
   async routeVersion(model: string, version: string | undefined): Promise<string> {
     if (version !== undefined) return version;

@@ -1,6 +1,6 @@
 import type { InferReply } from "@ferry/protocol";
-import { invalidInput } from "../http/errors.js";
-import { inInput, type JobKind } from "../jobs/job-kind.js";
+import { invalidJobInput } from "../http/errors.js";
+import type { JobKind } from "../jobs/job-kind.js";
 import { type InferenceService, toPrediction } from "./inference-service.js";
 import { predictBodySchema } from "./schemas.js";
 
@@ -13,7 +13,7 @@ export function predictJobKind(inference: InferenceService): JobKind {
       if (!("features" in body.input)) return undefined;
       // a predict body, named by its field: its own error, not the list of every kind's shape
       const predict = predictBodySchema.safeParse(body.input);
-      if (!predict.success) throw invalidInput(inInput(predict.error.issues));
+      if (!predict.success) throw invalidJobInput(predict.error.issues);
       const plan = inference.planPredict(body.model, body.version, predict.data);
       return { plan, meta: { format: "predict" } };
     },

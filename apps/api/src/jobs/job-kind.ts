@@ -35,8 +35,3 @@ export interface JobKind {
   /** A finished job's result as the sync route would have answered. */
   render(record: JobRecord): unknown;
 }
-
-/** A job input's issues, their paths under `input` (where the caller put them). */
-export function inInput<T extends { path: PropertyKey[] }>(issues: readonly T[]): T[] {
-  return issues.map((issue) => ({ ...issue, path: ["input", ...issue.path] }));
-}

@@ -2,6 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { fingerprintOf, idempotently } from "../http/idempotency.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
+import { tooLarge } from "../middleware/admission.js";
 import type { HonoEnv } from "../services.js";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "./schemas.js";
 
@@ -45,7 +46,13 @@ const cancelRoute = createRoute({
 export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
   app.openapi(submitRoute, async (c) => {
     const body = c.req.valid("json");
-    const { jobs } = c.get("services");
+    const { jobs, inference } = c.get("services");
+    // a classifier's input is held to what the model could need before it is walked or
+    // fingerprinted, as on its sync routes (only the envelope has been read: 8 MiB of v2 data
+    // had been checked value by value, seconds of the API's loop, before its shape was refused)
+    const maxBytes = inference.maxBodyBytes(body.model);
+    const declared = Number(c.req.header("Content-Length"));
+    if (maxBytes !== undefined && declared > maxBytes) throw tooLarge(body.model, maxBytes);
     const answer = await idempotently(
       c,
       fingerprintOf(c, await c.req.json()),

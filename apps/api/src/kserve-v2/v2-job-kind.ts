@@ -1,7 +1,7 @@
 import type { InferReply } from "@ferry/protocol";
-import { invalidInput } from "../http/errors.js";
+import { invalidJobInput } from "../http/errors.js";
 import type { InferenceService } from "../inference/inference-service.js";
-import { inInput, type JobKind } from "../jobs/job-kind.js";
+import type { JobKind } from "../jobs/job-kind.js";
 import { encodeV2Response, type RequestedOutput } from "./codec.js";
 import { v2InferRequestSchema } from "./schemas.js";
 import type { V2InferService } from "./v2-infer-service.js";
@@ -20,7 +20,7 @@ export function v2JobKind(v2: V2InferService, inference: InferenceService): JobK
       if (!("inputs" in body.input)) return undefined;
       // a v2 body, named by its field: its own error, not the list of every kind's shape
       const parsed = v2InferRequestSchema.safeParse(body.input);
-      if (!parsed.success) throw invalidInput(inInput(parsed.error.issues));
+      if (!parsed.success) throw invalidJobInput(parsed.error.issues);
       const plan = v2.plan(body.model, body.version, parsed.data);
       return { plan, meta: { format: "v2", outputs: plan.outputs, id: parsed.data.id } };
     },
