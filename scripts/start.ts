@@ -121,7 +121,8 @@ function onSignal(signal: NodeJS.Signals): void {
     return;
   }
   if (performance.now() - stoppingSince < SAME_SIGNAL_MS) return;
-  console.error("ferry: stopping now, without waiting for the drain");
+  // the second Ctrl-C arrives twice too (the terminal's, then npm's): said once
+  if (exitCode !== 130) console.error("ferry: stopping now, without waiting for the drain");
   exitCode = 130;
   for (const child of running.values()) child.kill("SIGKILL");
 }
