@@ -3,6 +3,7 @@
 // that dies on its own is restarted, so one crash never takes the healthy process down with it;
 // one that exits for its configuration (EXIT_CONFIG, having said what to change) stops the stack.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createServer } from "node:net";
 import {
   EXIT_CONFIG,
   isListeningMessage,
@@ -231,6 +232,26 @@ async function modelsLoading(url: string): Promise<string[] | undefined> {
   }
 }
 
+/**
+ * The API's address when something already listens there, asked before anything starts: found
+ * by the API itself, the worker had started first and loaded its models, taking jobs on the
+ * Redis that stack may share, for seconds before the stack stopped. A PORT the API would
+ * refuse (or 0, any port) is left to it to say.
+ */
+function apiPortTaken(): Promise<string | undefined> {
+  const port = Number(process.env.PORT || 8000);
+  // the API's own default host (apps/api/src/env.ts)
+  const host = process.env.HOST || "127.0.0.1";
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once("error", (err: NodeJS.ErrnoException) =>
+      resolve(err.code === "EADDRINUSE" ? `${host}:${port}` : undefined),
+    );
+    probe.listen(port, host, () => probe.close(() => resolve(undefined)));
+  });
+}
+
 process.on("SIGINT", () => onSignal("SIGINT"));
 process.on("SIGTERM", () => onSignal("SIGTERM"));
 // a closed terminal (or a dropped ssh session) hangs up this process group, not the children's:
@@ -242,6 +263,14 @@ process.on("SIGHUP", () => {
 });
 survivesLostTerminal();
 watchAncestors(ancestors(), onOrphaned);
+const taken = names.includes("api") ? await apiPortTaken() : undefined;
+if (taken) {
+  console.error(
+    `ferry: ${taken} is already in use: stop what listens there, or set PORT to a free port`,
+  );
+  await redis.stop();
+  process.exit(1);
+}
 for (const name of names) launch(name);
 await allExited;
 await redis.stop();

@@ -358,6 +358,9 @@ describe("npm start", () => {
         `ferry: 127.0.0.1:${port} is already in use: stop what listens there, or set PORT to a free port`,
       );
       expect(busy.output).not.toMatch(/restarting it|EADDRINUSE|at Server\.|up at/);
+      // found before anything started: its worker had loaded its models and joined that
+      // Redis first, for seconds
+      expect(busy.output).not.toMatch(/worker/);
     } finally {
       taken.close();
     }
