@@ -7,6 +7,7 @@ import { EXIT_CONFIG } from "@ferry/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
 import { tempRepository } from "./helpers/model-repo.js";
+import { eachKey } from "./helpers/redis-keys.js";
 import { samples } from "./helpers/samples.js";
 import { readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
@@ -178,6 +179,8 @@ describe("graceful drain", () => {
         told.push(JSON.parse(e.data) as { type: string; message?: string });
         return undefined;
       });
+      // held on past the drain's own time: its forget waits for the worker to let go
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
     } finally {
       worker?.kill("SIGCONT");
     }
@@ -185,6 +188,51 @@ describe("graceful drain", () => {
     expect(told.at(-1)?.message).toMatch(/not stored \(store: false\), so it was cancelled/);
     expect(told.at(-1)?.message).not.toMatch(/read it at|follow/);
     expect((await fetch(`${secondUrl}/v1/jobs/${jobId}`)).status).toBe(404);
+    // the drain waited for its forget (the job taken by a worker that let go once it ran
+    // again): nothing of it stays but the cancel's mark, where the exit had left its log and
+    // its BullMQ hash, prompt and all, for an hour
+    expect(await late.proc.exited).toBe(0);
+    const left: string[] = [];
+    await eachKey(stack.prefix, `*${jobId}*`, (_node, key) => {
+      if (!key.includes(":cancelled:")) left.push(key);
+    });
+    expect(left).toEqual([]);
+  });
+
+  it("a store:false stream hands its slot back as it ends, not once its job is forgotten", async () => {
+    const worker = stack.workers[0]?.child;
+    const one = await stack.startApiReplica({ MAX_STREAMS_PER_KEY: "1" });
+    const stream = (signal?: AbortSignal) =>
+      fetch(`${one.url}/v1/responses`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: "tiny-lm",
+          input: "Tell me a long story.",
+          store: false,
+          stream: true,
+          max_output_tokens: 100,
+        }),
+        ...(signal ? { signal } : {}),
+      });
+    const leaving = new AbortController();
+    const first = await stream(leaving.signal);
+    expect(first.status).toBe(200);
+    // its worker held: the forget that follows the client's leaving waits for it to let go
+    worker?.kill("SIGSTOP");
+    let second: Promise<Response> | undefined;
+    try {
+      leaving.abort();
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      second = stream();
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    } finally {
+      worker?.kill("SIGCONT");
+    }
+    // before, the slot was held through the forget: 429 "Too many open streams for this key"
+    const next = await second;
+    expect(next?.status).toBe(200);
+    await next?.text();
   });
 
   it("a worker told to stop while it still loads drains and exits; each model was advertised as it came up", async () => {

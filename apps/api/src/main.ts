@@ -10,7 +10,7 @@ import {
   tellParentListening,
 } from "@ferry/protocol";
 import { logDestination, startTracing } from "@ferry/telemetry";
-import { InferenceClient } from "@ferry/transport";
+import { FORGET_WITHIN_MS, InferenceClient } from "@ferry/transport";
 import { pino } from "pino";
 import { AdminService, HealthService } from "./admin/admin-service.js";
 import { BatchJobReader } from "./batches/batch-job-reader.js";
@@ -222,6 +222,9 @@ if (env.PROBE_PORT !== undefined) {
   );
 }
 
+/** How long a drain gives `store: false` responses' forgets: each waits on its worker this long. */
+const FORGET_WAIT_MS = FORGET_WITHIN_MS + 1_000;
+
 async function shutdown(signal: string): Promise<void> {
   if (draining) return;
   draining = true;
@@ -254,9 +257,12 @@ async function shutdown(signal: string): Promise<void> {
   await Promise.all([inFlight.settled(left), streams.settled(left)]);
   if (streams.open > 0) log.warn({ open: streams.open }, "drain timeout: ending open streams");
   await streams.closeAll(Math.max(1_000, until - Date.now()));
-  // a stream ended before its first token still answers (a 503 saying where the job went),
-  // and a `store: false` one forgets its job first: an exit here had cut the answer off
+  // a stream ended before its first token still answers (a 503 saying where the job went):
+  // an exit here had cut the answer off
   await inFlight.settled(Math.max(1_000, until - Date.now()));
+  // and the `store: false` responses those streams carried are forgotten, each within its
+  // wait for the job's worker to let go, or what the job wrote would stay its time
+  await responses.forgotten(Math.max(FORGET_WAIT_MS, until - Date.now()));
   await client.close();
   await tracing.shutdown();
   log.info("api stopped");

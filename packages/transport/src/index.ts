@@ -6,6 +6,7 @@ export * from "./client/file-store.js";
 export * from "./client/idempotency-store.js";
 export * from "./client/inference-client.js";
 export * from "./client/job-client.js";
+export { FORGET_WITHIN_MS } from "./client/job-removal.js";
 export * from "./client/openai-batch-runs.js";
 export * from "./client/openai-batch-store.js";
 export type { ListPage } from "./client/owner-index.js";

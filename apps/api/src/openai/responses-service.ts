@@ -2,6 +2,7 @@ import { type CompletionResult, FerryError } from "@ferry/protocol";
 import type { JobRecord } from "@ferry/transport";
 import type { CallOptions } from "../http/call.js";
 import { invalidInput } from "../http/errors.js";
+import { IdleWaiters } from "../http/idle-waiters.js";
 import type { Tenant } from "../http/tenant.js";
 import { UNLISTED } from "../http/tenant.js";
 import type { JobService } from "../jobs/job-service.js";
@@ -39,6 +40,10 @@ export interface PreparedResponse {
  * (`GET /v1/responses/{id}`) and continued, for as long as jobs are kept.
  */
 export class ResponsesService {
+  /** Forgets under way: a stream ends without waiting for its own, a drain waits for all. */
+  private readonly forgetting = new Set<Promise<void>>();
+  private readonly idle = new IdleWaiters();
+
   constructor(
     private readonly completions: CompletionService,
     private readonly jobs: JobService,
@@ -130,9 +135,28 @@ export class ResponsesService {
     return this.completions.follow(prepared.chat, kept, signal, jobMeta(prepared));
   }
 
-  /** A `store: false` response's job, once answered (or given up): nothing of it stays. */
-  async forget(prepared: PreparedResponse, jobId: string): Promise<void> {
-    if (!prepared.meta.echo.store) await this.jobs.forget(jobId).catch(() => undefined);
+  /**
+   * A `store: false` response's job, once answered (or given up): nothing of it stays. Never
+   * rejects. A forget waits for a running job's worker to let go (seconds, for a worker that
+   * is slow to), so a stream hands its slot back and ends without waiting for it; a drain
+   * waits for them all (`forgotten`), or what the job wrote would stay its time.
+   */
+  forget(prepared: PreparedResponse, jobId: string): Promise<void> {
+    if (prepared.meta.echo.store) return Promise.resolve();
+    const forgetting: Promise<void> = this.jobs
+      .forget(jobId)
+      .catch(() => undefined)
+      .finally(() => {
+        this.forgetting.delete(forgetting);
+        if (this.forgetting.size === 0) this.idle.wake();
+      });
+    this.forgetting.add(forgetting);
+    return forgetting;
+  }
+
+  /** Resolves once no forget is under way, or after `timeoutMs`. */
+  forgotten(timeoutMs: number): Promise<void> {
+    return this.idle.wait(this.forgetting.size === 0, timeoutMs);
   }
 
   /**

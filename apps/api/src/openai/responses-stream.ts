@@ -38,14 +38,10 @@ export async function streamResponse(
       stored: prepared.meta.echo.store,
     });
   } catch (err) {
-    // failed before its first token (a deadline, the job's error): a `store: false` response
-    // leaves nothing behind, as once answered (and the slot is held until it has: a drain
-    // waits for the slots)
-    try {
-      if (queued !== undefined) await responses.forget(prepared, queued);
-    } finally {
-      slot.release();
-    }
+    slot.release();
+    // failed before its first token (a deadline, the job's error, a drain): a `store: false`
+    // response leaves nothing behind, as once answered; the refusal does not wait for it
+    if (queued !== undefined) void responses.forget(prepared, queued);
     throw err;
   }
   const { job, first, events, close } = opened;
@@ -74,11 +70,10 @@ export async function streamResponse(
         await send([{ type: "error", code: "unavailable", message, param: null }]);
       }
     } finally {
-      // The stream ends now, its job forgotten after: a forget waits for a running job's
-      // worker to let go, and a drain that ran out of time had exited under it, the stream
-      // cut off before its end. The slot is held until the forget is done (a drain waits for
-      // the slots).
-      void responses.forget(prepared, job.id).finally(() => slot.release());
+      slot.release();
+      // the stream ends now, its job forgotten after (`forget`: a drain that had waited for
+      // it here exited under the stream, cut off before its end)
+      void responses.forget(prepared, job.id);
     }
   });
 }

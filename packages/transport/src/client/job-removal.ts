@@ -33,6 +33,9 @@ export interface JobRecords {
   get(id: string): Promise<JobRecord | undefined>;
 }
 
+/** How long a forget waits for a running job's worker to let go before leaving the rest to expiry. */
+export const FORGET_WITHIN_MS = 5_000;
+
 /**
  * What takes an async job out of its queue before a worker does (BullMQ's own removal, split
  * from the submit-and-read side as BullMQ splits its queue's roles): a cancel, an expiry at the
@@ -229,7 +232,7 @@ export class JobRemoval {
    * its entry is removed again until it lets go (`withinMs` at most, then it goes at its
    * expiry), its log after it. For what a caller asked not to be stored (`store: false`).
    */
-  async forget(id: string, withinMs = 5_000): Promise<void> {
+  async forget(id: string, withinMs = FORGET_WITHIN_MS): Promise<void> {
     const before = await this.delete(id);
     if (!before) return;
     const ref = { queue: queueName(before.model, before.version), id };
