@@ -1,3 +1,4 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { Stack } from "./helpers/stack.js";
@@ -316,8 +317,8 @@ describe("Triton's binary header length is read strictly", () => {
 
 describe("a classifier's body is held to what its inputs could need, before any of it is read", () => {
   it("8 MB for a 64-value model: a 413 naming the budget on predict and v2 infer, declared or chunked; a full batch pretty-printed still fits", async () => {
-    // digits: 32 rows of 64 values; 64 bytes a value and 64 KiB beside them
-    const budget = 64 * 1024 + 64 * 32 * 64;
+    // digits: 32 rows of 64 values; 96 bytes a value and 64 KiB beside them
+    const budget = 64 * 1024 + 96 * 32 * 64;
     const zeros = new Array(4_000_000).fill(0);
     const bodies = {
       "/v1/models/digits/predict": JSON.stringify({ features: zeros }),
@@ -346,6 +347,27 @@ describe("a classifier's body is held to what its inputs could need, before any 
           new RegExp(`exceeds ${budget} bytes, the most model 'digits' takes`),
         );
       }
+    // a client that declares 7 MB and sends 300 KB of it: answered at once, not once the whole
+    // was read (it had had no answer in 6 s, its place in the queue held)
+    const { hostname, port } = new URL(stack.url("/"));
+    const socket = connect(Number(port), hostname);
+    const heard = new Promise<string>((resolve) => {
+      let text = "";
+      socket.on("data", (d: Buffer) => {
+        text += d.toString();
+        if (text.includes("\r\n\r\n")) resolve(text);
+      });
+    });
+    socket.write(
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7000000\r\n\r\n",
+    );
+    socket.write(Buffer.alloc(300_000, 0x20));
+    const early = await Promise.race([
+      heard,
+      new Promise<string>((resolve) => setTimeout(() => resolve("no answer in 3 s"), 3_000)),
+    ]);
+    socket.destroy();
+    expect(early).toMatch(/^HTTP\/1\.1 413 /);
     // a full batch as Python's json.dumps(indent=4) writes it, every value's digits spelled out
     const row = Array.from({ length: 64 }, (_, k) => k / 3);
     const full = JSON.stringify(

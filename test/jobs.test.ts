@@ -78,7 +78,7 @@ describe("async jobs, deadlines and backpressure", () => {
     });
     expect(huge.status).toBe(413);
     expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(
-      /exceeds 196608 bytes, the most model 'digits' takes/,
+      /exceeds 262144 bytes, the most model 'digits' takes/,
     );
   });
 

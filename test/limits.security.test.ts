@@ -193,9 +193,9 @@ describe("hostile inputs beside normal load", () => {
   // How much they cost normal requests (p99, RSS, event-loop delay) is measured by
   // `npm run bench -- hostile`; here: a predict sent while each hostile input is being
   // refused is still answered, and the API stays up.
-  it("a predict is answered while a 30 MB line, a 7 MB prompt and 90k-deep data are refused", async () => {
+  it("a predict is answered while a 30 MB line, a 7 MB prompt and 100k-deep data are refused", async () => {
     const prompt = JSON.stringify({ model: "tiny-lm", prompt: "p".repeat(7_000_000) });
-    const deep = `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(90_000)}1${"]".repeat(90_000)}}]}`;
+    const deep = `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(100_000)}1${"]".repeat(100_000)}}]}`;
     const post = (path: string, body: string) =>
       fetch(stack.url(path), {
         method: "POST",

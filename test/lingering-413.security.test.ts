@@ -48,11 +48,16 @@ describe("a body over the limit is refused with a 413 every client can read", ()
 
   it("Python-style (everything sent first, then read): the 413 and its JSON, not a broken pipe", async () => {
     expect(big.length).toBeGreaterThan(12_000_000);
-    for (const path of ["/v1/models/digits/predict", "/v2/models/digits/infer"]) {
-      const answer = await sendAllThenRead(path, big);
+    // a model's routes by what its inputs could need, the rest by MAX_BODY_BYTES
+    for (const [path, limit] of [
+      ["/v1/models/digits/predict", "262144 bytes, the most model 'digits' takes"],
+      ["/v2/models/digits/infer", "262144 bytes, the most model 'digits' takes"],
+      ["/v1/jobs", "8388608 bytes"],
+    ]) {
+      const answer = await sendAllThenRead(path as string, big);
       expect(answer).toMatch(/^HTTP\/1\.1 413 /);
       expect(answer).toMatch(/\r\nconnection: close\r\n/i);
-      expect(answer).toContain("Request body exceeds 8388608 bytes");
+      expect(answer).toContain(`Request body exceeds ${limit}`);
     }
   });
 

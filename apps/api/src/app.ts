@@ -28,6 +28,7 @@ import { registerV2Stats } from "./kserve-v2/stats-routes.js";
 import { admitBeforeBody } from "./middleware/admission.js";
 import { answerHeaders } from "./middleware/answer-headers.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
+import { bodyLimits } from "./middleware/body-limits.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
@@ -41,15 +42,6 @@ import { registerResponses } from "./openai/responses-routes.js";
 import { registerTokenize } from "./openai/tokenize-routes.js";
 import type { HonoEnv, Services } from "./services.js";
 import { registerPages } from "./web/pages.js";
-
-/**
- * Routes whose bodies are small by nature, and their limits: the dashboard's sign-in form is
- * a token (an 8 MiB form, open to anyone, had held the API's loop 3 s being parsed).
- */
-const SMALL_BODIES: Readonly<Record<string, number>> = {
-  "/dashboard/session": 16 * 1024,
-  "/dashboard/logout": 16 * 1024,
-};
 
 /** Builds the HTTP app around services built once at boot. */
 export function createApp(
@@ -73,45 +65,7 @@ export function createApp(
   });
   app.use(inFlight.middleware());
   app.use(httpMetrics());
-  const tooLarge = async (c: Context, maxBytes: number): Promise<Response> => {
-    const refusal = errorResponse(
-      c,
-      new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBytes} bytes`),
-    );
-    // answered at once, the connection closed once the rest of the body is read out (up to
-    // 64 MiB or 5 s): a client still sending reads the 413, not a broken pipe
-    const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-    return incoming ? lingering(refusal, incoming) : refusal;
-  };
-  const bodyLimits = new Map<number, MiddlewareHandler>();
-  const limitOf = (maxBytes: number) => {
-    let limit = bodyLimits.get(maxBytes);
-    if (!limit) {
-      limit = bodyLimit({ maxSize: maxBytes, onError: (c) => tooLarge(c, maxBytes) });
-      bodyLimits.set(maxBytes, limit);
-    }
-    return limit;
-  };
-  app.use((c, next) => {
-    // An NDJSON batch is read line by line in bounded memory, so it may be of any size.
-    if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
-      return next();
-    // so is an uploaded file, within MAX_FILE_BYTES (files-routes.ts)
-    if (c.req.path === "/v1/files" && c.req.method === "POST") return next();
-    const maxBytes = SMALL_BODIES[c.req.path] ?? services.env.MAX_BODY_BYTES;
-    // A declared length is the body's length (the HTTP parser reads no further), so it is
-    // checked without touching the body stream: touching it takes @hono/node-server off its
-    // direct read of the body, and builds a web stream per request. Chunked bodies are
-    // counted as they arrive.
-    const declared = c.req.header("Content-Length");
-    const chunked = c.req.header("Transfer-Encoding") !== undefined;
-    if (!chunked) {
-      // (with no length either, there is no body at all: a GET, say)
-      if (declared !== undefined && Number(declared) > maxBytes) return tooLarge(c, maxBytes);
-      return next();
-    }
-    return limitOf(maxBytes)(c, next);
-  });
+  app.use(bodyLimits(services));
 
   const auth = apiKeyAuth(guards.authenticate);
   const limits = tenantLimits(guards.limit);

@@ -4,7 +4,7 @@ import { EMBED_MAX_REQUEST_CHARS_PER_TOKEN, type ModelConfig } from "@ferry/prot
  * Bytes a request body may spend on each value of a model's input: a float's longest text (24
  * characters), its separator, and room for the nesting and indentation a pretty-printer adds.
  */
-const BYTES_PER_VALUE = 64;
+const BYTES_PER_VALUE = 96;
 /** Bytes beside each text of an embedder's request: its quotes and separator, or its length. */
 const BYTES_PER_TEXT = 16;
 /** Room for everything else a body says (names, shapes, parameters). */

@@ -18,7 +18,7 @@ import {
 import { requestIdFrom } from "../http/request-id.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import { ServerTiming } from "../http/server-timing.js";
-import { tooLarge } from "../middleware/admission.js";
+import { modelBodyTooLarge } from "../middleware/body-limits.js";
 import type { InFlight } from "../middleware/in-flight.js";
 import type { Services } from "../services.js";
 import { predictBodySchema } from "./schemas.js";
@@ -126,7 +126,7 @@ async function serve(
       admitted.maxBodyBytes !== undefined &&
       Number(req.headers["content-length"]) > admitted.maxBodyBytes
     )
-      throw tooLarge(name, admitted.maxBodyBytes);
+      throw modelBodyTooLarge(name, admitted.maxBodyBytes);
     const raw = await readBody(req);
     // an admitted request holds its place; its parsing waits when this turn has done enough
     const turn = guards.turns.take();

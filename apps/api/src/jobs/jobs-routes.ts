@@ -2,7 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { fingerprintOf, idempotently } from "../http/idempotency.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
-import { tooLarge } from "../middleware/admission.js";
+import { modelBodyTooLarge } from "../middleware/body-limits.js";
 import type { HonoEnv } from "../services.js";
 import { jobAcceptedSchema, jobBodySchema, jobRecordSchema } from "./schemas.js";
 
@@ -52,7 +52,8 @@ export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
     // had been checked value by value, seconds of the API's loop, before its shape was refused)
     const maxBytes = inference.maxBodyBytes(body.model);
     const declared = Number(c.req.header("Content-Length"));
-    if (maxBytes !== undefined && declared > maxBytes) throw tooLarge(body.model, maxBytes);
+    if (maxBytes !== undefined && declared > maxBytes)
+      throw modelBodyTooLarge(body.model, maxBytes);
     const answer = await idempotently(
       c,
       fingerprintOf(c, await c.req.json()),

@@ -1,6 +1,4 @@
-import { FerryError } from "@ferry/protocol";
-import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import type { MiddlewareHandler } from "hono";
 import { noCache, timeoutHeader } from "../http/call-options.js";
 import type { TurnShare } from "../http/turn-share.js";
 import type { HonoEnv } from "../services.js";
@@ -36,43 +34,18 @@ export function admitBeforeBody(turns: TurnShare): MiddlewareHandler<HonoEnv> {
         await c.req.raw.arrayBuffer().catch(() => undefined);
         throw err;
       });
-    const { version, release, maxBodyBytes } = admitted;
+    const { version, release } = admitted;
     c.set("admittedVersion", version);
     c.set("releaseAdmission", release);
     try {
-      if (maxBodyBytes !== undefined && bodyPast(c, maxBodyBytes)) {
-        await c.req.raw.arrayBuffer().catch(() => undefined);
-        throw tooLarge(c.req.param("name") ?? "", maxBodyBytes);
-      }
       const turn = turns.take();
       if (turn) {
         await turn;
         c.set("waitedMs", performance.now() - arrived);
       }
-      if (maxBodyBytes !== undefined && c.req.header("Transfer-Encoding") !== undefined)
-        await bodyLimit({
-          maxSize: maxBodyBytes,
-          onError: () => {
-            throw tooLarge(c.req.param("name") ?? "", maxBodyBytes);
-          },
-        })(c, next);
-      else await next();
+      await next();
     } finally {
       release();
     }
   };
-}
-
-/** Whether a body's declared length is past `maxBytes` (a chunked one is counted as it comes). */
-function bodyPast(c: Context<HonoEnv>, maxBytes: number): boolean {
-  const declared = c.req.header("Content-Length");
-  return declared !== undefined && Number(declared) > maxBytes;
-}
-
-/** A body past what the model's inputs could ever need. */
-export function tooLarge(model: string, maxBytes: number): FerryError {
-  return new FerryError(
-    "PAYLOAD_TOO_LARGE",
-    `Request body exceeds ${maxBytes} bytes, the most model '${model}' takes (what its inputs could need)`,
-  );
 }

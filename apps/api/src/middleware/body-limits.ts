@@ -1,0 +1,68 @@
+import { FerryError } from "@ferry/protocol";
+import type { HttpBindings } from "@hono/node-server";
+import type { Context, MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { errorResponse } from "../http/errors.js";
+import { lingering } from "../http/upload.js";
+import type { HonoEnv, Services } from "../services.js";
+
+/**
+ * Routes whose bodies are small by nature, and their limits: the dashboard's sign-in form is
+ * a token (an 8 MiB form, open to anyone, had held the API's loop 3 s being parsed).
+ */
+const SMALL_BODIES: Readonly<Record<string, number>> = {
+  "/dashboard/session": 16 * 1024,
+  "/dashboard/logout": 16 * 1024,
+};
+
+/** The sync routes of a model with inputs of a fixed size: their bodies are held to them. */
+const MODEL_ROUTE = /^\/v[12]\/models\/([^/]+)\/(?:predict|infer|versions\/[^/]+\/infer)$/;
+
+/** A body past what a model's inputs could need (`tensorBodyBytes`). */
+export function modelBodyTooLarge(model: string, maxBytes: number): FerryError {
+  return new FerryError(
+    "PAYLOAD_TOO_LARGE",
+    `Request body exceeds ${maxBytes} bytes, the most model '${model}' takes (what its inputs could need)`,
+  );
+}
+
+/**
+ * Every request body's limit, checked before any of it is read: MAX_BODY_BYTES, less where the
+ * route takes less (a form, a model's inputs); an NDJSON batch and an upload are read in
+ * bounded memory and have limits of their own. A declared length is checked without touching
+ * the body stream (touching it takes @hono/node-server off its direct read of the body, and
+ * builds a web stream per request); a chunked body is counted as it arrives. A refusal is
+ * answered at once, the connection closed once the rest of the body is read out (up to 64 MiB
+ * or 5 s): a client still sending reads the 413, not a broken pipe.
+ */
+export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
+  const refuse = async (c: Context, error: FerryError): Promise<Response> => {
+    const refusal = errorResponse(c, error);
+    const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
+    return incoming ? lingering(refusal, incoming) : refusal;
+  };
+  const limitOf = (c: Context): { maxBytes: number; error: FerryError } => {
+    const small = SMALL_BODIES[c.req.path];
+    const model = small === undefined ? MODEL_ROUTE.exec(c.req.path)?.[1] : undefined;
+    const budget = model === undefined ? undefined : services.inference.maxBodyBytes(model);
+    if (model !== undefined && budget !== undefined && budget < services.env.MAX_BODY_BYTES)
+      return { maxBytes: budget, error: modelBodyTooLarge(model, budget) };
+    const maxBytes = small ?? services.env.MAX_BODY_BYTES;
+    return {
+      maxBytes,
+      error: new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBytes} bytes`),
+    };
+  };
+  return (c, next) => {
+    if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
+      return next();
+    if (c.req.path === "/v1/files" && c.req.method === "POST") return next();
+    const declared = c.req.header("Content-Length");
+    const chunked = c.req.header("Transfer-Encoding") !== undefined;
+    // (with neither, there is no body at all: a GET, say)
+    if (!chunked && declared === undefined) return next();
+    const { maxBytes, error } = limitOf(c);
+    if (!chunked) return Number(declared) > maxBytes ? refuse(c, error) : next();
+    return bodyLimit({ maxSize: maxBytes, onError: (c) => refuse(c, error) })(c, next);
+  };
+}
