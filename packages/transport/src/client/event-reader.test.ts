@@ -74,9 +74,18 @@ describe("EventReader", () => {
     await new Promise((r) => setTimeout(r, 100));
     writer.emit(job, [{ type: "done" }]);
     await writer.flush();
-    // before, its `done` was dropped as already passed, and the read waited on
+    // before, its `done` was dropped as already passed, and the read waited on; it is given,
+    // or a client such as EventSource reconnects with the same id until the log expires
     await reading;
-    expect(seen).toEqual([]);
+    expect(seen.map((e) => e.body.type)).toEqual(["done"]);
+    // resumed past it once it has ended: the same
+    const again: JobEvent[] = [];
+    for await (const event of reader.read(job, "999999999999999-0")) again.push(event);
+    expect(again.map((e) => e.body.type)).toEqual(["done"]);
+    // resumed at it exactly: nothing (the client has it)
+    const at: JobEvent[] = [];
+    for await (const event of reader.read(job, again[0]?.id)) at.push(event);
+    expect(at).toEqual([]);
   });
 
   it("a long log is replayed whole, in order and once, a page at a time", async () => {

@@ -92,8 +92,14 @@ export class EventReader {
             yield event;
             if (event.body.type === "done") return;
           }
-          // a reader that resumes at or past the log's `done` has nothing more to wait for
-          if (after && (await endsBefore(redis, key, after))) return;
+          // a reader that resumes at or past the log's `done` has nothing more to wait for:
+          // past it (an id this log never sent), it is given the `done`, or a client such as
+          // EventSource reconnects with the same id until the log expires
+          const ended = after ? await endAtOrBefore(redis, key, after) : undefined;
+          if (ended) {
+            if (ended.id !== after) yield ended;
+            return;
+          }
           while (!signal?.aborted) {
             if (stale) {
               // read the log again after the last event passed on: the live ones missed are there
@@ -106,7 +112,11 @@ export class EventReader {
               // a log that is gone (its job kept its time and expired, or was removed) will say
               // nothing more: its follow had waited on keep-alives forever; nor will one that
               // ended before where this reader asked to resume from
-              if (last === before && (await endsBefore(redis, key, last))) return;
+              const end = last === before ? await endAtOrBefore(redis, key, last) : undefined;
+              if (end) {
+                if (end.id !== last) yield end;
+                return;
+              }
               if (last === before && (await redis.exists(key)) === 0) return;
               continue;
             }
@@ -124,8 +134,11 @@ export class EventReader {
             if (!streamIdAfter(event.id, last)) {
               // the end, at or before where the reader resumed (a Last-Event-ID past the log's
               // end): nothing after it will come, and the follow had waited on keep-alives until
-              // the log expired
-              if (event.body.type === "done") return;
+              // the log expired; one before that point is given, as the replay's above is
+              if (event.body.type === "done") {
+                if (event.id !== last) yield event;
+                return;
+              }
               continue;
             }
             last = event.id;
@@ -150,12 +163,16 @@ export class EventReader {
   }
 }
 
-/** Whether the log's last event is its `done` and lies at or before `after`. */
-async function endsBefore(redis: RedisClient, key: string, after: string): Promise<boolean> {
+/** The log's `done`, when it is the log's last event and lies at or before `after`. */
+async function endAtOrBefore(
+  redis: RedisClient,
+  key: string,
+  after: string,
+): Promise<JobEvent | undefined> {
   const [entry] = await redis.xrevrange(key, "+", "-", "COUNT", 1);
-  if (!entry) return false;
+  if (!entry) return undefined;
   const last = parseEntry(entry);
-  return last.body.type === "done" && !streamIdAfter(last.id, after);
+  return last.body.type === "done" && !streamIdAfter(last.id, after) ? last : undefined;
 }
 
 /** A subscription to one job's events, opened before they are read. */

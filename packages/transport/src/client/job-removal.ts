@@ -186,9 +186,12 @@ export class JobRemoval {
     const record = await this.records.get(id);
     if (!record || TERMINAL_STATUSES.includes(record.status)) return record;
     const keepS = this.keptFor(record);
+    // the mark outlives the job's deadline too: a job whose removal failed stays queued until
+    // then, and a worker that takes it reads the mark and drops it
+    const markS = keepS + Math.ceil(Math.max(0, (record.deadline ?? 0) - Date.now()) / 1000);
     await guarded(() =>
       this.control
-        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", keepS), id)
+        .cancel(this.redis.multi().set(this.keys.cancelled(id), "1", "EX", markS), id)
         .exec(),
     );
     // the record came from the job's index: its queue is its model version's
