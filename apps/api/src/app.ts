@@ -1,8 +1,5 @@
 import { FerryError } from "@ferry/protocol";
-import type { HttpBindings } from "@hono/node-server";
 import { OpenAPIHono } from "@hono/zod-openapi";
-import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { registerAdmin } from "./admin/admin-routes.js";
 import { registerQueueBoard } from "./admin/queue-board.js";
 import { registerAdminReload } from "./admin/reload-routes.js";
@@ -16,7 +13,6 @@ import { registerMetrics } from "./health/metrics-routes.js";
 import { allowedMethods } from "./http/allowed-methods.js";
 import { errorResponse, invalidInput, toFerryError } from "./http/errors.js";
 import { requestId } from "./http/request-id.js";
-import { lingering } from "./http/upload.js";
 import { registerPredict } from "./inference/predict-routes.js";
 import { registerJobEvents } from "./jobs/job-events-routes.js";
 import { registerJobs } from "./jobs/jobs-routes.js";
