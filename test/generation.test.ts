@@ -498,6 +498,24 @@ describe("completions through the official openai client", () => {
     expect(await workerMetric("ferry_worker_generated_tokens_total")).toBe(tokens);
   });
 
+  it("constraints that together leave no token are a 400 saying so, not an empty or invalid 'stop'", async () => {
+    // (before: "" with finish_reason "stop", a text none of the choices, no JSON for a schema)
+    for (const constraints of [
+      { guided_choice: ["abc"], bad_words: ["abc", "b"] },
+      { guided_regex: "[0-9]{3}", allowed_token_ids: [65] },
+      { allowed_token_ids: [256], min_tokens: 5 },
+    ])
+      expect(
+        await refusal("/v1/completions", {
+          model: "tiny-lm",
+          prompt: "a",
+          max_tokens: 20,
+          ...constraints,
+        }),
+        JSON.stringify(constraints),
+      ).toMatch(/no token can follow \d+ generated: allowed_token_ids, bad_words, min_tokens/);
+  });
+
   it("64 choices, streamed or not, answer without a listener warning on the API's terminal", async () => {
     for (const stream of [false, true]) {
       const res = await stack.post("/v1/completions", {

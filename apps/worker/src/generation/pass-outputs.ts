@@ -36,6 +36,14 @@ export function nextToken(
   try {
     if (changes) processLogits(logits, seq.params, seq, tokenizer.eosTokenId);
     token = sample(logits, seq.params, seq.random);
+    // drawn where every logit was barred (the sampler's fallback): the request's constraints
+    // together leave no token, and an answer made anyway breaks them (an empty "stop" where
+    // a JSON schema was asked for, a text that is none of the choices)
+    if (changes && logits[token] === Number.NEGATIVE_INFINITY)
+      return new FerryError(
+        "INVALID_INPUT",
+        `no token can follow ${seq.generated.length} generated: allowed_token_ids, bad_words, min_tokens, stop_token_ids and the guided format together leave none`,
+      );
   } catch (err) {
     // the error it ends with, this sequence alone (a guide's mask it cannot give, say): thrown,
     // it left a step's callback, and the engine spun on a sequence it could not advance

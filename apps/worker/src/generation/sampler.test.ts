@@ -26,6 +26,15 @@ describe("sample", () => {
     expect(draw(2 ** 40 + 123)).toEqual(draw(2 ** 40 + 123));
   });
 
+  it("never draws a barred token from the top-k, even on a draw at the very top of the range", () => {
+    // two allowed, the rest barred (a mask): top_k 4 ranks barred ones in; a draw of almost 1
+    // left a rounding sliver, and the last ranked place (barred) had been returned
+    const masked = Float32Array.from([-Infinity, 3, 2, -Infinity, -Infinity]);
+    // (a draw of 1 reaches the fallback for certain, as rounding does at random)
+    for (const draw of [() => 1 - Number.EPSILON, () => 1])
+      expect([1, 2]).toContain(sample(masked, { temperature: 1, top_k: 4, top_p: 1 }, draw));
+  });
+
   it("never leaves the top-k or the top-p nucleus", () => {
     const rng = seededRandom(1);
     for (let i = 0; i < 200; i++) {

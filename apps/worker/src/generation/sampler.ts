@@ -62,12 +62,17 @@ export function sample(
   }
   const keptTotal = weights.slice(0, kept).reduce((s, w) => s + w, 0);
   let r = random() * keptTotal;
+  let last = 0;
   for (let i = 0; i < kept; i++) {
     const w = weights[i] ?? 0;
+    if (w === 0) continue;
     if (r < w) return top[i] ?? 0;
     r -= w;
+    last = i;
   }
-  return top[kept - 1] ?? 0;
+  // rounding left a sliver of r: the last token with any weight (the ranked tail may hold
+  // barred ones, weight 0, which the last place had drawn)
+  return top[last] ?? 0;
 }
 
 let scratch = new Float64Array(0);
