@@ -74,14 +74,13 @@ export class InferenceService {
   /**
    * Admits a sync request from its route alone, before its body is read or parsed: under
    * overload the refusal (429) must cost next to nothing. Returns the version that will serve
-   * it (drawn once: the split counts it once), what gives its place in the queue back, and
-   * the most bytes its body may take (`tensorBodyBytes`).
+   * it (drawn once: the split counts it once), and what gives its place in the queue back.
    */
   async admit(
     model: string,
     version: string | undefined,
     opts: { timeoutMs?: number | undefined; cache?: boolean | undefined },
-  ): Promise<{ version: string; release: () => void; maxBodyBytes: number | undefined }> {
+  ): Promise<{ version: string; release: () => void }> {
     const { entry, version: v } = this.resolveRows(model, await this.routeVersion(model, version));
     const config = entry.config;
     // A cached answer needs no queue (Triton looks its response cache up before the queue
@@ -99,7 +98,7 @@ export class InferenceService {
       Date.now() + (opts.timeoutMs ?? config.default_timeout_ms),
       { refuse: !lookFirst },
     );
-    return { version: v, release, maxBodyBytes: tensorBodyBytes(config) };
+    return { version: v, release };
   }
 
   /**

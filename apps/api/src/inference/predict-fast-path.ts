@@ -113,6 +113,11 @@ async function serve(
   let leave: (() => void) | undefined;
   let release: (() => void) | undefined;
   try {
+    // first, as Hono's chain holds a body to its model's budget (`bodyLimits`); a chunked body
+    // goes to Hono's route, which counts it as it comes
+    const maxBytes = services.inference.maxBodyBytes(name);
+    if (maxBytes !== undefined && Number(req.headers["content-length"]) > maxBytes)
+      throw modelBodyTooLarge(name, maxBytes);
     const tenant = guards.authenticate(header("Authorization"), path);
     leave = guards.limit?.(tenant, path);
     // before the body is read, as `admitBeforeBody` does
@@ -121,12 +126,6 @@ async function serve(
       cache: noCache(header),
     });
     release = admitted.release;
-    // (a chunked body goes to Hono's route, which counts it as it comes)
-    if (
-      admitted.maxBodyBytes !== undefined &&
-      Number(req.headers["content-length"]) > admitted.maxBodyBytes
-    )
-      throw modelBodyTooLarge(name, admitted.maxBodyBytes);
     const raw = await readBody(req);
     // an admitted request holds its place; its parsing waits when this turn has done enough
     const turn = guards.turns.take();
