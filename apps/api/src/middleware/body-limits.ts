@@ -41,18 +41,20 @@ export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
     const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
     return incoming ? lingering(refusal, incoming) : refusal;
   };
-  const limitOf = (c: Context): { maxBytes: number; error: FerryError } => {
+  /** A body's limit, and whose it is (a model's name, for the refusal to say). */
+  const limitOf = (c: Context): { maxBytes: number; model?: string } => {
     const small = SMALL_BODIES[c.req.path];
     const model = small === undefined ? MODEL_ROUTE.exec(c.req.path)?.[1] : undefined;
     const budget = model === undefined ? undefined : services.inference.maxBodyBytes(model);
     if (model !== undefined && budget !== undefined && budget < services.env.MAX_BODY_BYTES)
-      return { maxBytes: budget, error: modelBodyTooLarge(model, budget) };
-    const maxBytes = small ?? services.env.MAX_BODY_BYTES;
-    return {
-      maxBytes,
-      error: new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBytes} bytes`),
-    };
+      return { maxBytes: budget, model };
+    return { maxBytes: small ?? services.env.MAX_BODY_BYTES };
   };
+  // made only for a refusal: an error's stack is not free, and most bodies pass
+  const tooLarge = ({ maxBytes, model }: { maxBytes: number; model?: string }) =>
+    model === undefined
+      ? new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBytes} bytes`)
+      : modelBodyTooLarge(model, maxBytes);
   return (c, next) => {
     if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
       return next();
@@ -61,8 +63,11 @@ export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
     const chunked = c.req.header("Transfer-Encoding") !== undefined;
     // (with neither, there is no body at all: a GET, say)
     if (!chunked && declared === undefined) return next();
-    const { maxBytes, error } = limitOf(c);
-    if (!chunked) return Number(declared) > maxBytes ? refuse(c, error) : next();
-    return bodyLimit({ maxSize: maxBytes, onError: (c) => refuse(c, error) })(c, next);
+    const limit = limitOf(c);
+    if (!chunked) return Number(declared) > limit.maxBytes ? refuse(c, tooLarge(limit)) : next();
+    return bodyLimit({ maxSize: limit.maxBytes, onError: (c) => refuse(c, tooLarge(limit)) })(
+      c,
+      next,
+    );
   };
 }
