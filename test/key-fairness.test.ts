@@ -29,23 +29,25 @@ const auth = { Authorization: "Bearer k1" };
 const submit = (k: number) => submitAs("k1", k);
 const k1Jobs: string[] = [];
 
-describe("a request of several choices refused midway by its key's share", () => {
-  it("gives back the places its first choices took before it answers 429: the retry it asks for fits", async () => {
+describe("a request of several choices past its key's share", () => {
+  it("takes none of its places before it answers 429: the retry it asks for fits", async () => {
     for (let k = 0; k < 8; k++) {
       const res = await submit(k);
       expect(res.status).toBe(202);
       k1Jobs.push(((await res.json()) as { id: string }).id);
     }
-    // four choices, room for two: two are queued, the third refused
+    // four choices, room for two: none is queued
     const several = await stack.post(
       "/v1/chat/completions",
       { model: "tiny-lm", messages: [{ role: "user", content: "hi" }], max_tokens: 4, n: 4 },
       auth,
     );
     expect(several.status).toBe(429);
-    expect(await several.text()).toMatch(/This key has 10 requests waiting for tiny-lm.v1/);
-    // the two places it had taken are free at once, not when the share next looks them up
-    // (before: held 2 s, so that three such requests at once were refused again and again)
+    expect(await several.text()).toMatch(
+      /This request's 4 choices need 4 places among those one key may have waiting for tiny-lm\.v1, and this key has 8 of its 10 taken/,
+    );
+    // the two places are free: a request that took them a choice at a time had held them 2 s
+    // (until the share next looked them up), and three such at once were refused again and again
     const retried = [await submit(100), await submit(101)];
     expect(retried.map((r) => r.status)).toEqual([202, 202]);
     for (const res of retried) k1Jobs.push(((await res.json()) as { id: string }).id);

@@ -117,16 +117,23 @@ export class CompletionService {
 
   /**
    * Several choices (`severalChoices`), one job each, followed: all are validated before any is
-   * queued, and a refusal of one (a full queue) cancels those already queued.
+   * queued, on the one version the request is routed to, and queued together or not at all (a
+   * full queue, the key's share of it). Two requests of one key that fit its share one after
+   * the other had collided halfway, a choice at a time, and both been refused. A batch line's
+   * choices, which wait out full queues, are queued a choice at a time, the ones before kept.
    */
   async followEach(
     bodies: ReadonlyArray<CompletionRequest | ChatRequest>,
     opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<FollowedCompletion[]> {
+    const [first] = bodies;
+    if (!first) return [];
+    // drawn once: the canary split routes a request, not each of its choices
+    const routed = { ...opts, version: await this.versionFor(first.model, opts.version) };
     const prepared = await Promise.all(
       bodies.map(async (body) =>
-        this.prepare(await this.chats.asCompletion(body), opts, undefined, bodies.length),
+        this.prepare(await this.chats.asCompletion(body), routed, undefined, bodies.length),
       ),
     );
     checkScoreBudget(prepared.reduce((sum, { scores }) => sum + scores, 0));
@@ -137,11 +144,18 @@ export class CompletionService {
         Math.max(getMaxListeners(signal), LISTENERS_BESIDE + LISTENERS_A_CHOICE * bodies.length),
         signal,
       );
+    const keepS = this.keepSecondsFor(opts);
+    const [{ options }] = prepared as [(typeof prepared)[number]];
+    if (!opts.waitsOutFullQueues)
+      return this.client.jobs.submitGenerateFollowingAll(
+        prepared.map(({ job }) => job),
+        { ...options, keepS },
+        signal,
+      );
     const followed: FollowedCompletion[] = [];
     try {
-      const keepS = this.keepSecondsFor(opts);
-      for (const { job, options } of prepared)
-        followed.push(await this.submitChoice(job, { ...options, keepS }, opts, signal));
+      for (const { job } of prepared)
+        followed.push(await this.submitChoice(job, { ...options, keepS }, signal));
       return followed;
     } catch (err) {
       // the choices queued so far go before the refusal is answered: their places in the
@@ -163,15 +177,13 @@ export class CompletionService {
   private async submitChoice(
     job: GenerateRequest,
     options: EnqueueOptions,
-    opts: CallOptions,
     signal?: AbortSignal,
   ): Promise<FollowedCompletion> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.client.jobs.submitGenerateFollowing(job, options, signal);
       } catch (err) {
-        const waits =
-          opts.waitsOutFullQueues && err instanceof FerryError && err.code === "QUEUE_FULL";
+        const waits = err instanceof FerryError && err.code === "QUEUE_FULL";
         if (!waits || signal?.aborted) throw err;
         await pause(refusalBackoffMs(attempt, err), signal);
       }

@@ -28,20 +28,28 @@ export class JobAdmission {
    * not held to a share.
    */
   async admit(queue: string, id: string, job: AdmittedJob): Promise<number> {
+    return (await this.admitAll(queue, [id], job))[0] as number;
+  }
+
+  /**
+   * As `admit`, for jobs `ids` together (a request's several choices): all of them, or none
+   * and QUEUE_FULL. Returns their turns, one after another.
+   */
+  async admitAll(queue: string, ids: readonly string[], job: AdmittedJob): Promise<number[]> {
     const lowest = priorityBand(job.priority) === BATCH_BAND;
-    await this.depth.admit(queue, job.maxQueueSize, true, lowest);
+    await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
     const owners = this.owners;
-    if (!job.shared || !owners || owners.of >= 1) return 0;
+    if (!job.shared || !owners || owners.of >= 1) return ids.map(() => 0);
     try {
-      return await owners.share.take(queue, job.owner, id, {
+      return await owners.share.takeAll(queue, job.owner, ids, {
         maxQueueSize: job.maxQueueSize,
         share: owners.of,
         lowestShare: lowest ? this.depth.lowestBandShare : undefined,
         priority: job.priority,
       });
     } catch (err) {
-      // not queued after all: it no longer counts in the queue's depth
-      this.depth.withdraw(queue);
+      // not queued after all: they no longer count in the queue's depth
+      this.depth.withdraw(queue, ids.length);
       throw err;
     }
   }

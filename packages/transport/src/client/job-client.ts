@@ -58,6 +58,13 @@ export interface AsyncJobRequest extends EnqueueOptions {
   trace?: TraceCarrierWire | undefined;
 }
 
+/** A job being followed as it is enqueued: its record, its events, and how to stop reading. */
+export interface FollowedJob {
+  record: JobRecord;
+  events: AsyncGenerator<JobEvent>;
+  close: () => void;
+}
+
 /** A completion as the API hands it over; the transport adds the wire fields. */
 export type GenerateRequest = Omit<GenerateJob, "v" | "kind" | "accepted_at">;
 
@@ -135,11 +142,15 @@ export class JobClient {
     );
   }
 
-  /** Enqueues a completion (one job each); its tokens arrive through `events`. */
+  /**
+   * Enqueues a completion (one job each); its tokens arrive through `events`. `turn`: admitted
+   * already (`JobAdmission.admitAll`), at that turn.
+   */
   async submitGenerate(
     job: GenerateRequest,
     options: EnqueueOptions,
     id: string = randomUUID(),
+    turn?: number,
   ): Promise<JobRecord> {
     return this.enqueue(
       id,
@@ -155,6 +166,7 @@ export class JobClient {
         };
         return { name: "generate", data };
       },
+      turn,
     );
   }
 
@@ -166,13 +178,58 @@ export class JobClient {
     job: GenerateRequest,
     options: EnqueueOptions,
     signal?: AbortSignal,
-  ): Promise<{ record: JobRecord; events: AsyncGenerator<JobEvent>; close: () => void }> {
+  ): Promise<FollowedJob> {
     assertReady(this.redis);
-    const id = randomUUID();
+    return this.followWhileStored(job, options, randomUUID(), undefined, signal);
+  }
+
+  /**
+   * Several completions of one request, on one queue (its choices), enqueued and followed
+   * together: admitted all at once or none (QUEUE_FULL), then stored side by side. One that
+   * fails to be stored cancels the others.
+   */
+  async submitGenerateFollowingAll(
+    jobs: readonly GenerateRequest[],
+    options: EnqueueOptions,
+    signal?: AbortSignal,
+  ): Promise<FollowedJob[]> {
+    assertReady(this.redis);
+    const [first] = jobs;
+    if (!first) return [];
+    const queue = queueName(first.model, first.version);
+    if (jobs.some((job) => queueName(job.model, job.version) !== queue))
+      throw new Error("submitGenerateFollowingAll: the jobs of one call share a queue");
+    const ids = jobs.map(() => randomUUID());
+    const turns = await this.admission.admitAll(queue, ids, options);
+    const settled = await Promise.allSettled(
+      jobs.map((job, k) =>
+        this.followWhileStored(job, options, ids[k] as string, turns[k] as number, signal),
+      ),
+    );
+    const failed = settled.find((one) => one.status === "rejected");
+    const followed = settled.flatMap((one) => (one.status === "fulfilled" ? [one.value] : []));
+    if (!failed) return followed;
+    await Promise.all(
+      followed.map(async (one) => {
+        one.close();
+        await this.cancel(one.record.id).catch(() => undefined);
+      }),
+    );
+    throw failed.reason;
+  }
+
+  /** Opens job `id`'s events while it is enqueued (admitted already when `turn` is given). */
+  private async followWhileStored(
+    job: GenerateRequest,
+    options: EnqueueOptions,
+    id: string,
+    turn: number | undefined,
+    signal?: AbortSignal,
+  ): Promise<FollowedJob> {
     const queue = queueName(job.model, job.version);
     const [follow, record] = await Promise.allSettled([
       guarded(() => this.reader.open({ queue, id })),
-      this.submitGenerate(job, options, id),
+      this.submitGenerate(job, options, id, turn),
     ]);
     if (record.status === "rejected") {
       if (follow.status === "fulfilled") follow.value.close();
@@ -251,10 +308,12 @@ export class JobClient {
     job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
     options: EnqueueOptions,
     build: (now: number) => { name: string; data: InferJob | GenerateJob },
+    /** Admitted already, at this turn (else admitted here). */
+    admitted?: number,
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    const turn = await this.admission.admit(queue, id, options);
+    const turn = admitted ?? (await this.admission.admit(queue, id, options));
     const now = Date.now();
     const keepS = options.keepS ?? this.ttlS;
     const index: JobIndexEntry = {

@@ -154,6 +154,39 @@ describe("OwnerShare", () => {
     });
   });
 
+  it("takes several jobs of one request all or none, their turns one after another", async () => {
+    const q = "several.v1";
+    const held = { maxQueueSize: 16, share: 0.5 };
+    expect(await share.takeAll(q, "s", ["s1", "s2", "s3"], held)).toEqual([0, 1, 2]);
+    // five more do not fit its eight: none is taken, and four still do
+    await expect(
+      share.takeAll(q, "s", ["t1", "t2", "t3", "t4", "t5", "t6"], held),
+    ).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+      message: expect.stringMatching(
+        /This request's 6 choices need 6 places among those one key may have waiting for several\.v1, and this key has 3 of its 8 taken/,
+      ),
+    });
+    expect(await redis.zrange(keys.ownerQueued(q, "s"), 0, -1)).toEqual(["s1", "s2", "s3"]);
+    // the next job follows the last of the three
+    expect(await share.takeAll(q, "s", ["u1", "u2"], held)).toEqual([3, 4]);
+    expect(await share.take(q, "s", "u3", held)).toBe(5);
+    // more than the key may ever have waiting: not a refusal to retry
+    await expect(
+      share.takeAll(
+        q,
+        "v",
+        Array.from({ length: 9 }, (_, k) => `v${k}`),
+        held,
+      ),
+    ).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(
+        /9 choices are more than one key may have waiting for several\.v1 \(8:/,
+      ),
+    });
+  });
+
   it("counts each of many jobs sent at once exactly once", async () => {
     const tries = await Promise.allSettled(
       Array.from({ length: 20 }, (_, k) =>

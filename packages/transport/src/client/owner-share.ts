@@ -7,24 +7,28 @@ import { FIRST_WAITING_TURN } from "./first-waiting-turn.js";
 
 /**
  * Counts an owner's jobs still waiting in a queue, its batch lines (the lowest band) apart
- * from the rest, and, under both caps, takes job `id` in among its group. A member is dropped
+ * from the rest, and, under both caps, takes jobs `ids` in among its group, all of them or
+ * none (a request's several choices: taken a choice at a time, two requests of one key that
+ * fit its share one after the other collided halfway, and both were refused). A member is dropped
  * once its job is no longer waiting: its job's hash exists and it is not in BullMQ's
  * prioritized set (taken by a worker, finished), or it has no hash and is older than `young`
  * ms (cancelled, expired, or its add never landed; a younger one's add may still be on its
  * way). The oldest `scan` members of the job's group are looked at on each call, every member
  * of both when a cap is reached, at most once per `every` ms (a key at its cap is refused on
  * the count meanwhile, not looked through on each try).
- * Taken in, the job gets its turn at its priority (`TURNS` in @ferry/protocol): the one after
- * the owner's last job at that priority while that one still waits (in BullMQ's prioritized
- * set, or not yet added: no hash, and in the group's set) or any other of the group does, but
- * never before the turn of the priority's first waiting job (0 with none), which is the turn
- * of an owner with none waiting.
+ * Taken in, the first job gets its turn at its priority (`TURNS` in @ferry/protocol): the one
+ * after the owner's last job at that priority while that one still waits (in BullMQ's
+ * prioritized set, or not yet added: no hash, and in the group's set) or any other of the
+ * group does, but never before the turn of the priority's first waiting job (0 with none),
+ * which is the turn of an owner with none waiting; each job after it, the turn after the one
+ * before.
  * KEYS: the owner's set of the job's group, BullMQ's prioritized set, the owner's last full
  * look, the owner's set of the other group, the owner's last turns (one slot: the queue's
- * tag). ARGV: id, the group's cap, ttl (s), scan, young (ms), every (ms), BullMQ's key prefix
- * of the queue's jobs, the cap of both groups together, the priority's first BullMQ priority,
- * the turns a priority has, the priority.
- * Returns {1, turn} when taken in, else {0, the group's count, both groups' count}.
+ * tag). ARGV: the number of jobs, the group's cap, ttl (s), scan, young (ms), every (ms),
+ * BullMQ's key prefix of the queue's jobs, the cap of both groups together, the priority's
+ * first BullMQ priority, the turns a priority has, the priority, then the jobs' ids.
+ * Returns {1, the first job's turn} when taken in, else {0, the group's count, both groups'
+ * count}.
  */
 const TAKE = `${FIRST_WAITING_TURN}
 local time = redis.call('TIME')
@@ -42,16 +46,17 @@ local function prune(set, n)
   end
 end
 prune(KEYS[1], tonumber(ARGV[4]))
+local n = tonumber(ARGV[1])
 local cap, total = tonumber(ARGV[2]), tonumber(ARGV[8])
 local count = redis.call('ZCARD', KEYS[1])
 local other = redis.call('ZCARD', KEYS[4])
-if (count >= cap or count + other >= total) and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
+if (count + n > cap or count + other + n > total) and redis.call('SET', KEYS[3], '1', 'NX', 'PX', ARGV[6]) then
   prune(KEYS[1], count)
   prune(KEYS[4], other)
   count = redis.call('ZCARD', KEYS[1])
   other = redis.call('ZCARD', KEYS[4])
 end
-if count >= cap or count + other >= total then return {0, count, count + other} end
+if count + n > cap or count + other + n > total then return {0, count, count + other} end
 local turns = tonumber(ARGV[10])
 local head = firstWaitingTurn(KEYS[2], tonumber(ARGV[9]), turns)
 local last = redis.call('HMGET', KEYS[5], ARGV[11] .. ':id', ARGV[11] .. ':turn')
@@ -64,11 +69,15 @@ if last[1] and last[2] then
   if waits or count > 0 then turn = math.max(tonumber(last[2]) + 1, head) end
 end
 if turn > turns - 1 then turn = turns - 1 end
-redis.call('ZADD', KEYS[1], now, ARGV[1])
+local first = turn
+for k = 1, n do
+  redis.call('ZADD', KEYS[1], now, ARGV[11 + k])
+  if k < n and turn < turns - 1 then turn = turn + 1 end
+end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('HSET', KEYS[5], ARGV[11] .. ':id', ARGV[1], ARGV[11] .. ':turn', turn)
+redis.call('HSET', KEYS[5], ARGV[11] .. ':id', ARGV[11 + n], ARGV[11] .. ':turn', turn)
 redis.call('EXPIRE', KEYS[5], ARGV[3])
-return {1, turn}
+return {1, first}
 `;
 
 /** Members looked at on each call, oldest first (a queue is taken from mostly in order). */
@@ -107,7 +116,7 @@ export class OwnerShare {
     /** How long an owner's set lives past its last job, in s (JOB_TTL_S). */
     private readonly ttlS: number,
   ) {
-    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare3", 5, TAKE);
+    this.takeScript = new LuaCommand(redis, "ferryTakeOwnerShare4", 5, TAKE);
   }
 
   /**
@@ -116,10 +125,29 @@ export class OwnerShare {
    * turn at its `priority` (the script's rule above).
    */
   async take(queue: string, owner: string, id: string, held: HeldTo): Promise<number> {
+    return (await this.takeAll(queue, owner, [id], held))[0] as number;
+  }
+
+  /**
+   * As `take`, for jobs `ids` together: all are counted, or none and QUEUE_FULL. Returns
+   * their turns, one after another.
+   */
+  async takeAll(
+    queue: string,
+    owner: string,
+    ids: readonly string[],
+    held: HeldTo,
+  ): Promise<number[]> {
     const { maxQueueSize, share, lowestShare, priority = DEFAULT_PRIORITY } = held;
     const lowest = lowestShare !== undefined;
     const ownerCap = Math.max(1, Math.floor(maxQueueSize * share));
     const cap = lowest ? Math.max(1, Math.floor(ownerCap * lowestShare)) : ownerCap;
+    // more than the key may ever have waiting: a 429 would ask for a retry that cannot help
+    if (ids.length > cap)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This request's ${ids.length} choices are more than one key may have waiting for ${queue} (${cap}: KEY_QUEUE_SHARE of the queue's ${maxQueueSize}${cap < ownerCap ? ", BATCH_QUEUE_SHARE of that for priority 1-3" : ""}); ask for fewer`,
+      );
     const rest = this.keys.ownerQueued(queue, owner);
     const batchLines = this.keys.ownerQueuedLowest(queue, owner);
     const [taken, count, total] = await guarded(() =>
@@ -130,7 +158,7 @@ export class OwnerShare {
         `${rest}:looked`,
         lowest ? rest : batchLines,
         this.keys.ownerTurns(queue, owner),
-        id,
+        ids.length,
         cap,
         this.ttlS,
         SCAN,
@@ -141,14 +169,18 @@ export class OwnerShare {
         bullPriority(priority, 0),
         TURNS,
         priority,
+        ...ids,
       ),
     );
-    if (taken === 1) return count;
+    if (taken === 1) return ids.map((_, k) => Math.min(count + k, TURNS - 1));
+    const n = ids.length;
     throw FerryError.refusal(
       "QUEUE_FULL",
-      lowest && cap < ownerCap && count >= cap
-        ? `This key has ${count} requests waiting for ${queue} at priority 1-3 (batch lines among them); one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
-        : `This key has ${total ?? count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${ownerCap} of its ${maxQueueSize})`,
+      n > 1
+        ? `This request's ${n} choices need ${n} places among those one key may have waiting for ${queue}, and this key has ${lowest ? count : (total ?? count)} of its ${lowest ? cap : ownerCap} taken (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}${lowest && cap < ownerCap ? ", BATCH_QUEUE_SHARE of that for priority 1-3" : ""})`
+        : lowest && cap < ownerCap && count >= cap
+          ? `This key has ${count} requests waiting for ${queue} at priority 1-3 (batch lines among them); one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
+          : `This key has ${total ?? count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${ownerCap} of its ${maxQueueSize})`,
       { retryAfterS: 1 },
     );
   }

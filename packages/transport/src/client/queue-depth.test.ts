@@ -154,6 +154,32 @@ describe("QueueDepth.admit, the lowest band", () => {
   });
 });
 
+describe("QueueDepth.admit, several jobs together", () => {
+  it("admits a request's choices all or none; more than the queue holds is the request's fault", async () => {
+    const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 });
+    await depth.admit("m.v1", 10, true, false, 4);
+    await depth.admit("m.v1", 10, true, false, 4);
+    await expect(depth.admit("m.v1", 10, true, false, 4)).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+      message: expect.stringMatching(
+        /has no room for this request's 4 choices \(8 waiting, limit 10\)/,
+      ),
+    });
+    // the refused request took no place: two single jobs still fit, then none
+    await depth.admit("m.v1", 10, true);
+    await depth.admit("m.v1", 10, true);
+    await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    // withdrawn together (refused after all by its key's share): their places are free again
+    depth.withdraw("m.v1", 4);
+    await depth.admit("m.v1", 10, true, false, 4);
+    await expect(depth.admit("m.v1", 10, true, false, 11)).rejects.toMatchObject({
+      code: "INVALID_INPUT",
+      message: expect.stringMatching(/11 choices are more than the queue for m.v1 holds \(10\)/),
+    });
+  });
+});
+
 describe("QueueDepth.admit after a quiet spell", () => {
   it("reads the queue again rather than refuse on a count a second old", async () => {
     let waiting = 10;

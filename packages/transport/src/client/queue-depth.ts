@@ -142,12 +142,24 @@ export class QueueDepth {
    * burst within one sample's age cannot all be admitted against the same count. `lowest`
    * (batch lines) fills only `lowestBandShare` of the limit: batches that keep their lines
    * in flight (16 of 64 each) would otherwise fill the queue and leave interactive requests
-   * nothing but 429s, though those run first once queued.
+   * nothing but 429s, though those run first once queued. `jobs`: that many jobs admitted
+   * together (a request's several choices), all or none.
    */
-  async admit(name: string, queueLimit: number, job = false, lowest = false): Promise<void> {
+  async admit(
+    name: string,
+    queueLimit: number,
+    job = false,
+    lowest = false,
+    jobs = 1,
+  ): Promise<void> {
     const limit = lowest
       ? Math.max(1, Math.floor(queueLimit * (this.shedding.lowestBandShare ?? 1)))
       : queueLimit;
+    if (jobs > limit)
+      throw new FerryError(
+        "INVALID_INPUT",
+        `This request's ${jobs} choices are more than the queue for ${name} holds (${limit}); ask for fewer`,
+      );
     const sample = this.sample(name);
     const age = this.now() - sample.at;
     if (age > STALE_MS) {
@@ -157,18 +169,19 @@ export class QueueDepth {
       // queue near its limit waits for a fresh count before deciding. A count older than
       // UNTRUSTED_MS (the queue was left alone since) says nothing of now: it is waited for,
       // or the first request after a quiet spell is refused for jobs long gone
-      if (age > UNTRUSTED_MS || (depth < limit && depth >= limit * 0.8)) await refresh;
+      if (age > UNTRUSTED_MS || (depth + jobs <= limit && depth + jobs - 1 >= limit * 0.8))
+        await refresh;
     }
     const depth = this.depth(name, sample);
-    if (depth >= limit)
+    if (depth + jobs > limit)
       throw lowest && limit < queueLimit
         ? FerryError.refusal(
             "QUEUE_FULL",
-            `Queue for ${name} holds ${depth} waiting; priority 1-3 (batch lines among them) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for priority 4 and up`,
+            `Queue for ${name} holds ${depth} waiting; priority 1-3 (batch lines among them) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for priority 4 and up${jobs > 1 ? ` (this request has ${jobs} choices)` : ""}`,
             { retryAfterS: 1 },
           )
-        : full(name, depth, limit, 1);
-    if (job) sample.admitted.push(this.now());
+        : full(name, depth, limit, 1, jobs);
+    if (job) for (let k = 0; k < jobs; k++) sample.admitted.push(this.now());
   }
 
   /** The share of a limit the lowest band may fill (Shedding's lowestBandShare). */
@@ -176,9 +189,10 @@ export class QueueDepth {
     return this.shedding.lowestBandShare ?? 1;
   }
 
-  /** A job admitted (`admit` with `job`) was refused after all, by what else holds it. */
-  withdraw(name: string): void {
-    this.sample(name).admitted.pop();
+  /** Jobs admitted (`admit` with `job`) were refused after all, by what else holds them. */
+  withdraw(name: string, jobs = 1): void {
+    const admitted = this.sample(name).admitted;
+    admitted.splice(Math.max(0, admitted.length - jobs), jobs);
   }
 
   /** A queue's work by state, read from Redis (for dashboards, not admission). */
@@ -247,10 +261,18 @@ export class QueueDepth {
   }
 }
 
-function full(name: string, depth: number, limit: number, retryAfterS: number): FerryError {
+function full(
+  name: string,
+  depth: number,
+  limit: number,
+  retryAfterS: number,
+  jobs = 1,
+): FerryError {
   return FerryError.refusal(
     "QUEUE_FULL",
-    `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
+    jobs > 1
+      ? `Queue for ${name} has no room for this request's ${jobs} choices (${depth} waiting, limit ${limit})`
+      : `Queue for ${name} is full (${depth} waiting, limit ${limit})`,
     {
       retryAfterS,
     },
