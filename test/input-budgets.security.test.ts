@@ -384,3 +384,57 @@ describe("a classifier's body is held to what its inputs could need, before any 
     expect(ok.status).toBe(200);
   });
 });
+
+describe("a chunked body past its limit, from a client that reads only once it has sent", () => {
+  it("gets the 413 once its body is sent, not a reset connection", async () => {
+    // Python's http.client and requests with a generator send the whole body, then read: the
+    // refused body must be read out for them to get that far (it had stopped being read, and
+    // the connection was cut 5 s later under a sender still blocked on a full socket)
+    const { hostname, port } = new URL(stack.url("/"));
+    const socket = connect(Number(port), hostname);
+    const received: Buffer[] = [];
+    const closed = new Promise<string>((resolve) => {
+      socket.on("data", (d: Buffer) => received.push(d));
+      socket.on("error", (err) => resolve(`error ${err.message}`));
+      socket.on("close", () => resolve("closed"));
+    });
+    socket.pause(); // reads nothing until the body is sent
+    const sent = new Promise<string>((resolve) => {
+      socket.write(
+        "POST /v1/models/digits/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+      );
+      const piece = Buffer.alloc(256 * 1024, 0x20);
+      for (let k = 0; k < 32; k++)
+        socket.write(`${piece.length.toString(16)}\r\n`), socket.write(piece), socket.write("\r\n");
+      socket.write("0\r\n\r\n", () => resolve("sent"));
+    });
+    const outcome = await Promise.race([
+      sent,
+      closed,
+      new Promise<string>((resolve) => setTimeout(() => resolve("still sending after 8 s"), 8_000)),
+    ]);
+    expect(outcome).toBe("sent");
+    socket.resume();
+    await Promise.race([closed, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+    socket.destroy();
+    expect(Buffer.concat(received).toString()).toMatch(
+      /^HTTP\/1\.1 413 [^]*the most model 'digits' takes/,
+    );
+    // one within its limit, sent the same way, is answered
+    const row = JSON.stringify({ features: Array.from({ length: 64 }, (_, k) => k % 16) });
+    const ok = await fetch(stack.url("/v1/models/digits/predict"), {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: new ReadableStream({
+        start(controller) {
+          const bytes = new TextEncoder().encode(row);
+          controller.enqueue(bytes.subarray(0, 100));
+          controller.enqueue(bytes.subarray(100));
+          controller.close();
+        },
+      }),
+      duplex: "half",
+    } as RequestInit);
+    expect(ok.status).toBe(200);
+  });
+});

@@ -1,4 +1,4 @@
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import { FerryError } from "@ferry/protocol";
 
 /**
@@ -69,7 +69,8 @@ export function linger(body: Readable, maxBytes: number, maxMs = 5_000): void {
  */
 export async function lingering(
   refusal: Response,
-  body: Readable,
+  /** The body: the request's node stream, or the reader of its web stream where one was taken. */
+  body: Readable | ReadableStreamDefaultReader<Uint8Array>,
   maxBytes = LINGER_BYTES,
   maxMs = 5_000,
 ): Promise<Response> {
@@ -80,7 +81,11 @@ export async function lingering(
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(bytes);
-      void readOut(body, maxBytes, maxMs).then(() => {
+      const read =
+        body instanceof Readable
+          ? readOut(body, maxBytes, maxMs)
+          : readOutReader(body, maxBytes, maxMs);
+      void read.then(() => {
         try {
           controller.close();
         } catch {
@@ -110,4 +115,32 @@ function readOut(body: Readable, maxBytes: number, maxMs: number): Promise<void>
     body.once("close", done);
     body.resume();
   });
+}
+
+/**
+ * As `readOut`, for a body whose web stream a reader holds: the node stream beneath it is
+ * paused whenever the web stream's queue is full, so only reading through it drains it.
+ */
+async function readOutReader(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  maxBytes: number,
+  maxMs: number,
+): Promise<void> {
+  const cut = setTimeout(() => void reader.cancel().catch(() => undefined), maxMs);
+  try {
+    let dropped = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      dropped += value.byteLength;
+      if (dropped > maxBytes) {
+        await reader.cancel();
+        return;
+      }
+    }
+  } catch {
+    // cut (cancelled past maxMs), or the client went: nothing left to read
+  } finally {
+    clearTimeout(cut);
+  }
 }

@@ -1,7 +1,6 @@
 import { FerryError } from "@ferry/protocol";
 import type { HttpBindings } from "@hono/node-server";
 import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { errorResponse } from "../http/errors.js";
 import { lingering } from "../http/upload.js";
 import type { HonoEnv, Services } from "../services.js";
@@ -33,13 +32,21 @@ export function modelBodyTooLarge(model: string, maxBytes: number): FerryError {
  * the body stream (touching it takes @hono/node-server off its direct read of the body, and
  * builds a web stream per request); a chunked body is counted as it arrives. A refusal is
  * answered at once, the connection closed once the rest of the body is read out (up to 64 MiB
- * or 5 s): a client still sending reads the 413, not a broken pipe.
+ * or 5 s): a client still sending reads the 413, not a broken pipe, and one that reads only
+ * once it has sent all (Python's http.client) gets that far. Hono's `bodyLimit` counts a
+ * chunked body as this does but stops reading it at the limit, and its web stream then holds
+ * the node stream beneath paused: such a client's send blocked until the cut, a reset.
  */
 export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
-  const refuse = async (c: Context, error: FerryError): Promise<Response> => {
+  const refuse = async (
+    c: Context,
+    error: FerryError,
+    reader?: ReadableStreamDefaultReader<Uint8Array>,
+  ): Promise<Response> => {
     const refusal = errorResponse(c, error);
     const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-    return incoming ? lingering(refusal, incoming) : refusal;
+    const body = reader ?? incoming;
+    return body ? lingering(refusal, body) : refusal;
   };
   /** A body's limit, and whose it is (a model's name, for the refusal to say). */
   const limitOf = (c: Context): { maxBytes: number; model?: string } => {
@@ -65,9 +72,38 @@ export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
     if (!chunked && declared === undefined) return next();
     const limit = limitOf(c);
     if (!chunked) return Number(declared) > limit.maxBytes ? refuse(c, tooLarge(limit)) : next();
-    return bodyLimit({ maxSize: limit.maxBytes, onError: (c) => refuse(c, tooLarge(limit)) })(
-      c,
-      next,
+    return countedAsItArrives(c, next, limit.maxBytes, (reader) =>
+      refuse(c, tooLarge(limit), reader),
     );
   };
+}
+
+/**
+ * Reads a body of no declared length up to `maxBytes`, then hands it on whole; past them,
+ * `refuse` answers with the reader still held, to read the rest out.
+ */
+async function countedAsItArrives(
+  c: Context,
+  next: () => Promise<void>,
+  maxBytes: number,
+  refuse: (reader: ReadableStreamDefaultReader<Uint8Array>) => Promise<Response>,
+): Promise<Response | undefined> {
+  const body = c.req.raw.body;
+  if (!body) {
+    await next();
+    return undefined;
+  }
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) return refuse(reader);
+    chunks.push(value);
+  }
+  c.req.raw = new Request(c.req.raw, { body: Buffer.concat(chunks, size) });
+  await next();
+  return undefined;
 }
