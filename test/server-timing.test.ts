@@ -193,4 +193,31 @@ describe("GenAI and classifier metrics", () => {
         ),
       );
   });
+
+  it("a completion whose first token is the end of text still has its time to first token", async () => {
+    const ttftCount = async () => {
+      const text = await scrape(stack.workers[0]?.metricsUrl ?? "");
+      const m = text.match(
+        /gen_ai_server_time_to_first_token_seconds_count\{[^}]*gen_ai_operation_name="text_completion",gen_ai_request_model="tiny-lm"[^}]*\} (\d+)/,
+      );
+      return Number(m?.[1] ?? 0);
+    };
+    const before = await ttftCount();
+    // tiny-lm's end of text is token 256: the only one it may draw, it is drawn first
+    const res = await stack.post("/v1/completions", {
+      model: "tiny-lm",
+      prompt: "Hi",
+      max_tokens: 4,
+      allowed_token_ids: [256],
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as {
+      choices: Array<{ text: string; finish_reason: string }>;
+      usage: { completion_tokens: number };
+    };
+    expect(body.choices[0]).toMatchObject({ text: "", finish_reason: "stop" });
+    // no token was sent, and it had none counted where the first token is timed (nor in the
+    // dashboard's slowest requests)
+    expect(await ttftCount()).toBe(before + 1);
+  });
 });

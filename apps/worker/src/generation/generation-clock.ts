@@ -31,6 +31,15 @@ export class GenerationClock {
     }
   }
 
+  /**
+   * It ended well, its first token drawn `ttftMs` after its seat was taken (the result's
+   * `ttft_ms`): that is its first token where none was sent (the end of text drawn first, or
+   * every token's text held back to the end), so that it still has a TTFT.
+   */
+  ended(ttftMs: number): void {
+    this.firstTokenAt ??= (this.admittedAt ?? this.pickedAt) + ttftMs;
+  }
+
   /** Where its time went (the result's `timing`): queue, waiting for a seat, inference. */
   timing(now = Date.now()): { queue_ms: number; batch_ms: number; infer_ms: number } {
     const admitted = this.admittedAt ?? this.pickedAt;

@@ -137,7 +137,8 @@ export class GeneratorServer {
         onAdmitted: admitted,
         priority: ctx.priority,
       });
-      spans?.succeeded(result);
+      clock.ended(result.ttft_ms);
+      spans?.succeeded(result, clock.firstTokenAt);
       this.genAi.observe(job, clock);
       this.count(ctx.jobId, clock, result.usage.completion_tokens);
       return { ...result, timing: clock.timing() };

@@ -95,8 +95,16 @@ export class GenerationSpans {
     }
   }
 
-  succeeded(result: CompletionResult): void {
+  /**
+   * `drawnAt`: when its first token was drawn, where none was sent (the end of text drawn
+   * first, or all its text held back to the end): its prefill ends there.
+   */
+  succeeded(result: CompletionResult, drawnAt?: number): void {
     const now = Date.now();
+    if (this.firstTokenAt === undefined && drawnAt !== undefined) {
+      this.firstTokenAt = drawnAt;
+      this.prefill?.end(drawnAt);
+    }
     const first = this.firstTokenAt;
     const out = result.usage.completion_tokens;
     // the tokens drawn here: a job taken over from a worker that died had drawn some before,
