@@ -1,6 +1,6 @@
 import { BATCH_BAND, priorityBand } from "@ferry/protocol";
 import type { OwnerShare } from "./owner-share.js";
-import type { QueueDepth } from "./queue-depth.js";
+import type { CountedJob, QueueDepth } from "./queue-depth.js";
 
 /** What a job's admission reads of how it is queued (EnqueueOptions'). */
 export interface AdmittedJob {
@@ -9,6 +9,18 @@ export interface AdmittedJob {
   owner: string;
   /** Its owner is one tenant among several: held to its share of the queue. */
   shared?: boolean | undefined;
+}
+
+/**
+ * A job's place, admitted: its turn, and what its add did (counted in the queue's depth until
+ * a count has it, or given back).
+ */
+export interface AdmittedPlace {
+  turn: number;
+  /** Its add was stored: the queue's count from now on has it. */
+  landed(): void;
+  /** It was not queued after all (its add failed): its place is given back. */
+  withdraw(): void;
 }
 
 /**
@@ -23,34 +35,50 @@ export class JobAdmission {
   ) {}
 
   /**
-   * Admits job `id` to `queue`: from now it counts in the queue's depth. Returns its turn
-   * within its priority (`bullPriority`): its owner's jobs already waiting there, or 0 for one
-   * not held to a share.
+   * Admits job `id` to `queue`: from now it counts in the queue's depth. Its turn is within
+   * its priority (`bullPriority`): its owner's jobs already waiting there, or 0 for one not
+   * held to a share.
    */
-  async admit(queue: string, id: string, job: AdmittedJob): Promise<number> {
-    return (await this.admitAll(queue, [id], job))[0] as number;
+  async admit(queue: string, id: string, job: AdmittedJob): Promise<AdmittedPlace> {
+    return (await this.admitAll(queue, [id], job))[0] as AdmittedPlace;
   }
 
   /**
    * As `admit`, for jobs `ids` together (a request's several choices): all of them, or none
-   * and QUEUE_FULL. Returns their turns, one after another.
+   * and QUEUE_FULL. Their turns come one after another.
    */
-  async admitAll(queue: string, ids: readonly string[], job: AdmittedJob): Promise<number[]> {
+  async admitAll(
+    queue: string,
+    ids: readonly string[],
+    job: AdmittedJob,
+  ): Promise<AdmittedPlace[]> {
     const lowest = priorityBand(job.priority) === BATCH_BAND;
-    await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
+    const counted = await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
+    const places = (turns: readonly number[]) =>
+      counted.map((one, k) => this.place(queue, one, turns[k] ?? 0));
     const owners = this.owners;
-    if (!job.shared || !owners || owners.of >= 1) return ids.map(() => 0);
+    if (!job.shared || !owners || owners.of >= 1) return places([]);
     try {
-      return await owners.share.takeAll(queue, job.owner, ids, {
-        maxQueueSize: job.maxQueueSize,
-        share: owners.of,
-        lowestShare: lowest ? this.depth.lowestBandShare : undefined,
-        priority: job.priority,
-      });
+      return places(
+        await owners.share.takeAll(queue, job.owner, ids, {
+          maxQueueSize: job.maxQueueSize,
+          share: owners.of,
+          lowestShare: lowest ? this.depth.lowestBandShare : undefined,
+          priority: job.priority,
+        }),
+      );
     } catch (err) {
       // not queued after all: they no longer count in the queue's depth
-      this.depth.withdraw(queue, ids.length);
+      this.depth.withdraw(queue, counted);
       throw err;
     }
+  }
+
+  private place(queue: string, counted: CountedJob, turn: number): AdmittedPlace {
+    return {
+      turn,
+      landed: () => this.depth.landed([counted]),
+      withdraw: () => this.depth.withdraw(queue, [counted]),
+    };
   }
 }

@@ -21,7 +21,7 @@ import type { JobRef, Keys } from "../shared/keys.js";
 import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
-import type { JobAdmission } from "./job-admission.js";
+import type { AdmittedPlace, JobAdmission } from "./job-admission.js";
 import { JobPolls } from "./job-polls.js";
 import { JobRemoval } from "./job-removal.js";
 
@@ -143,14 +143,14 @@ export class JobClient {
   }
 
   /**
-   * Enqueues a completion (one job each); its tokens arrive through `events`. `turn`: admitted
-   * already (`JobAdmission.admitAll`), at that turn.
+   * Enqueues a completion (one job each); its tokens arrive through `events`. `place`: admitted
+   * already (`JobAdmission.admitAll`).
    */
   async submitGenerate(
     job: GenerateRequest,
     options: EnqueueOptions,
     id: string = randomUUID(),
-    turn?: number,
+    place?: AdmittedPlace,
   ): Promise<JobRecord> {
     return this.enqueue(
       id,
@@ -166,7 +166,7 @@ export class JobClient {
         };
         return { name: "generate", data };
       },
-      turn,
+      place,
     );
   }
 
@@ -200,10 +200,10 @@ export class JobClient {
     if (jobs.some((job) => queueName(job.model, job.version) !== queue))
       throw new Error("submitGenerateFollowingAll: the jobs of one call share a queue");
     const ids = jobs.map(() => randomUUID());
-    const turns = await this.admission.admitAll(queue, ids, options);
+    const places = await this.admission.admitAll(queue, ids, options);
     const settled = await Promise.allSettled(
       jobs.map((job, k) =>
-        this.followWhileStored(job, options, ids[k] as string, turns[k] as number, signal),
+        this.followWhileStored(job, options, ids[k] as string, places[k], signal),
       ),
     );
     const failed = settled.find((one) => one.status === "rejected");
@@ -218,18 +218,18 @@ export class JobClient {
     throw failed.reason;
   }
 
-  /** Opens job `id`'s events while it is enqueued (admitted already when `turn` is given). */
+  /** Opens job `id`'s events while it is enqueued (admitted already when `place` is given). */
   private async followWhileStored(
     job: GenerateRequest,
     options: EnqueueOptions,
     id: string,
-    turn: number | undefined,
+    place: AdmittedPlace | undefined,
     signal?: AbortSignal,
   ): Promise<FollowedJob> {
     const queue = queueName(job.model, job.version);
     const [follow, record] = await Promise.allSettled([
       guarded(() => this.reader.open({ queue, id })),
-      this.submitGenerate(job, options, id, turn),
+      this.submitGenerate(job, options, id, place),
     ]);
     if (record.status === "rejected") {
       if (follow.status === "fulfilled") follow.value.close();
@@ -308,12 +308,12 @@ export class JobClient {
     job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
     options: EnqueueOptions,
     build: (now: number) => { name: string; data: InferJob | GenerateJob },
-    /** Admitted already, at this turn (else admitted here). */
-    admitted?: number,
+    /** Admitted already (else admitted here). */
+    admitted?: AdmittedPlace,
   ): Promise<JobRecord> {
     assertReady(this.redis);
     const queue = queueName(job.model, job.version);
-    const turn = admitted ?? (await this.admission.admit(queue, id, options));
+    const place = admitted ?? (await this.admission.admit(queue, id, options));
     const now = Date.now();
     const keepS = options.keepS ?? this.ttlS;
     const index: JobIndexEntry = {
@@ -326,7 +326,7 @@ export class JobClient {
     // the index and the log outlive the wait too: a job may sit queued to its deadline, and a
     // log that expired first had ended its readers with no result while the job still waited
     const holdS = keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000);
-    await guarded(async () => {
+    const stored = guarded(async () => {
       const { name, data } = build(now);
       // a reader that connects before any worker takes the job sees it queued
       this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }], undefined, holdS);
@@ -342,17 +342,23 @@ export class JobClient {
         this.queue(queue)
           .add(name, data, {
             jobId: id,
-            priority: bullPriority(options.priority, turn),
+            priority: bullPriority(options.priority, place.turn),
             removeOnComplete: { age: keepS },
             removeOnFail: { age: keepS },
           })
           .then(() => {
+            // a count of the queue from now on has it
+            place.landed();
             // once the job is in its queue, so that a worker woken by the word finds it; a
             // hint only: not waited for, and its failure fails nothing
             if (data.kind === "generate" && priorityBand(options.priority) < BATCH_BAND)
               this.redis.spublish(this.keys.interactiveQueued(queue), "").catch(() => undefined);
           }),
       ]);
+    });
+    await stored.catch((err: unknown) => {
+      place.withdraw();
+      throw err;
     });
     await this.replicated({ queue, id }, job.deadline !== undefined);
     return emptyRecord(id, index, "queued");

@@ -1,19 +1,31 @@
 import { FerryError } from "@ferry/protocol";
 import type { QueueCounter } from "./queue-counts.js";
 
+/** A job this process admitted, counted on top of the queue's sample until a count has it. */
+export interface CountedJob {
+  at: number;
+  /** When its add was stored in Redis: a count asked for from then on has it. */
+  landedAt?: number | undefined;
+}
+
 interface Sample {
   waitingJobs: number;
   /** When the count was asked for: jobs admitted since may not be in it. */
   at: number;
   refreshing: Promise<void> | undefined;
-  /** When each job admitted since `at` was admitted (they count on top of the sample). */
-  admitted: number[];
+  /** Jobs admitted that the sample may not have (they count on top of it). */
+  admitted: CountedJob[];
 }
 
 /** How stale a sample of a queue's length may be before it is refreshed, in ms. */
 const STALE_MS = 100;
 /** How stale a sample may be and still refuse a job before its refresh is back, in ms. */
 const UNTRUSTED_MS = 1_000;
+/**
+ * An admitted job whose add was never said to land or fail is counted this long at most, in
+ * ms (a caller that lost track of it must not hold a place for ever).
+ */
+const LANDING_MS = 30_000;
 
 /** Answered rows per queue, counted over windows of this length to measure its service rate. */
 const RATE_WINDOW_MS = 1_000;
@@ -143,7 +155,8 @@ export class QueueDepth {
    * (batch lines) fills only `lowestBandShare` of the limit: batches that keep their lines
    * in flight (16 of 64 each) would otherwise fill the queue and leave interactive requests
    * nothing but 429s, though those run first once queued. `jobs`: that many jobs admitted
-   * together (a request's several choices), all or none.
+   * together (a request's several choices), all or none. Returns the jobs admitted: each is
+   * counted until a count asked for once it `landed` has it, or until it is `withdraw`n.
    */
   async admit(
     name: string,
@@ -151,7 +164,7 @@ export class QueueDepth {
     job = false,
     lowest = false,
     jobs = 1,
-  ): Promise<void> {
+  ): Promise<CountedJob[]> {
     const limit = lowest
       ? Math.max(1, Math.floor(queueLimit * (this.shedding.lowestBandShare ?? 1)))
       : queueLimit;
@@ -181,7 +194,17 @@ export class QueueDepth {
             { retryAfterS: 1 },
           )
         : full(name, depth, limit, 1, jobs);
-    if (job) for (let k = 0; k < jobs; k++) sample.admitted.push(this.now());
+    if (!job) return [];
+    const at = this.now();
+    const admitted = Array.from({ length: jobs }, (): CountedJob => ({ at }));
+    sample.admitted.push(...admitted);
+    return admitted;
+  }
+
+  /** Jobs admitted (`admit` with `job`) are stored in their queue: a count from now has them. */
+  landed(jobs: readonly CountedJob[]): void {
+    const now = this.now();
+    for (const job of jobs) job.landedAt ??= now;
   }
 
   /** The share of a limit the lowest band may fill (Shedding's lowestBandShare). */
@@ -189,10 +212,16 @@ export class QueueDepth {
     return this.shedding.lowestBandShare ?? 1;
   }
 
-  /** Jobs admitted (`admit` with `job`) were refused after all, by what else holds them. */
-  withdraw(name: string, jobs = 1): void {
-    const admitted = this.sample(name).admitted;
-    admitted.splice(Math.max(0, admitted.length - jobs), jobs);
+  /**
+   * Jobs admitted (`admit` with `job`) were not queued after all (refused by what else holds
+   * them, or their add failed): they no longer count. Those very jobs, not the last admitted:
+   * a count read since may have dropped them already, and another's job, admitted after that
+   * count and not in it, would be dropped in their place.
+   */
+  withdraw(name: string, jobs: readonly CountedJob[]): void {
+    const sample = this.sample(name);
+    const gone = new Set(jobs);
+    sample.admitted = sample.admitted.filter((job) => !gone.has(job));
   }
 
   /** A queue's work by state, read from Redis (for dashboards, not admission). */
@@ -250,8 +279,12 @@ export class QueueDepth {
       .then((waiting) => {
         sample.waitingJobs = waiting;
         sample.at = askedAt;
-        // those admitted before the count was asked for are in it now (or already taken)
-        sample.admitted = sample.admitted.filter((t) => t >= askedAt);
+        // those stored before the count was asked for are in it now (or already taken); one
+        // admitted before it but stored after is in neither, and had been dropped: a burst of
+        // another key's requests was then admitted past the queue's limit
+        sample.admitted = sample.admitted.filter((job) =>
+          job.landedAt === undefined ? askedAt - job.at < LANDING_MS : job.landedAt >= askedAt,
+        );
       })
       .catch(() => undefined)
       .finally(() => {
