@@ -4,7 +4,7 @@ import { createParser } from "eventsource-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { tempRepository } from "./helpers/model-repo.js";
 import { Stack, waitFor } from "./helpers/stack.js";
-import { statsAcross } from "./helpers/triton-stats.js";
+import { statsAcross, statsAt } from "./helpers/triton-stats.js";
 
 // tiny-lm with a second version (the same graph, a queue and statistics of its own), the
 // stable one still 1: what runs on version 2 shows in version 2's statistics, and only there
@@ -109,5 +109,47 @@ describe("a text model's version named by the route", () => {
     expect((await admin("/admin/models/tiny-lm/rollback", "POST")).status).toBe(200);
     const back = await stack.post("/v2/models/tiny-lm/generate", body);
     expect(await back.json()).toMatchObject({ model_version: "1" });
+  });
+
+  it("a split routes a request, not each of its choices: a request's choices all run on the version it drew", async () => {
+    const admin = (path: string, split: Record<string, number>) =>
+      fetch(stack.url(path), {
+        method: "PUT",
+        headers: { Authorization: "Bearer t", "Content-Type": "application/json" },
+        body: JSON.stringify(split),
+      });
+    expect((await admin("/admin/models/tiny-lm/traffic", { "1": 50, "2": 50 })).status).toBe(200);
+    const counts = async () =>
+      Promise.all(
+        ["1", "2"].map(async (v) => {
+          const [stats] = await statsAt(stack, `/v2/models/tiny-lm/versions/${v}/stats`);
+          return stats?.inference_count ?? 0;
+        }),
+      );
+    // each process adds its counts once a second: what earlier work adds is waited out first
+    await new Promise((r) => setTimeout(r, 1_500));
+    for (let round = 0; round < 3; round++) {
+      const before = await counts();
+      const res = await stack.post("/v1/completions", {
+        model: "tiny-lm",
+        prompt: `Once ${round}`,
+        max_tokens: 2,
+        n: 12,
+      });
+      expect(res.status).toBe(200);
+      let gained = [0, 0];
+      await waitFor(async () => {
+        const now = await counts();
+        gained = now.map((n, k) => n - (before[k] ?? 0));
+        return gained[0] + gained[1] >= 12;
+      }, 10_000);
+      // drawn a choice at a time, 12 choices at 50/50 split about 6 and 6
+      expect(gained.sort((a, b) => a - b)).toEqual([0, 12]);
+    }
+    const rollback = await fetch(stack.url("/admin/models/tiny-lm/rollback"), {
+      method: "POST",
+      headers: { Authorization: "Bearer t" },
+    });
+    expect(rollback.status).toBe(200);
   });
 });
