@@ -37,9 +37,27 @@ export function fingerprintOf(c: Context, body: unknown): () => string {
   return () => {
     const url = new URL(c.req.url);
     const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
-    canonicalJson(body, (piece) => hash.update(piece));
-    return hash.digest("base64url");
+    // pieces gathered into large updates: one update a piece was ~8 million calls for an
+    // 8 MB array of numbers (1.6 s of the API's loop)
+    let pending = "";
+    canonicalJson(body, (piece) => {
+      pending += piece;
+      if (pending.length >= HASH_PIECE_CHARS) {
+        hash.update(pending);
+        pending = "";
+      }
+    });
+    return hash.update(pending).digest("base64url");
   };
+}
+
+/** Characters of canonical JSON gathered before they are hashed. */
+const HASH_PIECE_CHARS = 64 * 1024;
+
+/** Whether every element of `list` is written by JSON.stringify as canonical JSON already. */
+function allPrimitive(list: readonly unknown[]): boolean {
+  for (const item of list) if (item !== null && typeof item === "object") return false;
+  return true;
 }
 
 /**
@@ -54,7 +72,10 @@ function canonicalJson(value: unknown, write: (piece: string) => void): void {
       write(item.text);
       continue;
     }
-    if (Array.isArray(item)) {
+    if (Array.isArray(item) && allPrimitive(item)) {
+      // no object in it, so no key to sort: written whole, as JSON.stringify writes it
+      write(JSON.stringify(item));
+    } else if (Array.isArray(item)) {
       write("[");
       stack.push(new Literal("]"));
       for (let i = item.length - 1; i >= 0; i--) {
