@@ -141,7 +141,7 @@ describe("a text model's version named by the route", () => {
       await waitFor(async () => {
         const now = await counts();
         gained = now.map((n, k) => n - (before[k] ?? 0));
-        return gained[0] + gained[1] >= 12;
+        return (gained[0] ?? 0) + (gained[1] ?? 0) >= 12;
       }, 10_000);
       // drawn a choice at a time, 12 choices at 50/50 split about 6 and 6
       expect(gained.sort((a, b) => a - b)).toEqual([0, 12]);

@@ -137,7 +137,9 @@ export class GeneratorServer {
         onAdmitted: admitted,
         priority: ctx.priority,
       });
-      clock.ended(result.ttft_ms);
+      // a token was drawn (the end of text, drawn first, counts in no usage): it has a TTFT
+      if (result.usage.completion_tokens > 0 || result.finish_reason === "stop")
+        clock.ended(result.ttft_ms);
       spans?.succeeded(result, clock.firstTokenAt);
       this.genAi.observe(job, clock);
       this.count(ctx.jobId, clock, result.usage.completion_tokens);

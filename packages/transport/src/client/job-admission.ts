@@ -19,7 +19,7 @@ export interface AdmittedPlace {
   turn: number;
   /** Its add was stored: the queue's count from now on has it. */
   landed(): void;
-  /** It was not queued after all (its add failed): its place is given back. */
+  /** It was not queued after all (its add failed): its place is given back, if not stored. */
   withdraw(): void;
 }
 
@@ -78,7 +78,10 @@ export class JobAdmission {
     return {
       turn,
       landed: () => this.depth.landed([counted]),
-      withdraw: () => this.depth.withdraw(queue, [counted]),
+      // stored already (its add landed, a later write failed): a count has it, or soon will
+      withdraw: () => {
+        if (counted.landedAt === undefined) this.depth.withdraw(queue, [counted]);
+      },
     };
   }
 }

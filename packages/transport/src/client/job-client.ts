@@ -7,8 +7,6 @@ import {
   type JobEvent,
   priorityBand,
   queueName,
-  type RowInputs,
-  type TraceCarrierWire,
   WIRE_VERSION,
 } from "@ferry/protocol";
 import type { Queue } from "bullmq";
@@ -22,51 +20,13 @@ import type { LogCloser } from "../shared/log-closer.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import type { EventReader } from "./event-reader.js";
 import type { AdmittedPlace, JobAdmission } from "./job-admission.js";
+import { type FollowedJob, JobFollows } from "./job-follows.js";
+import type { AsyncJobRequest, EnqueueOptions, GenerateRequest } from "./job-requests.js";
+
+export type { AsyncJobRequest, EnqueueOptions, GenerateRequest } from "./job-requests.js";
+
 import { JobPolls } from "./job-polls.js";
 import { JobRemoval } from "./job-removal.js";
-
-/** How a job is queued and whose it is. */
-export interface EnqueueOptions {
-  /** 1 (lowest) to 10 (highest). */
-  priority: number;
-  /** Requests waiting past which the queue refuses new ones with QUEUE_FULL. */
-  maxQueueSize: number;
-  /** The tenant the job belongs to ("" when the API is open to all). */
-  owner: string;
-  /**
-   * The owner is one tenant among several (an API key, not the admin): its waiting jobs are
-   * held to its share of the queue (the client's keyQueueShare).
-   */
-  shared?: boolean | undefined;
-  /**
-   * How long the job, its answer and its event log are kept once it ends, in s: less than
-   * an async job's for a sync completion, kept only so that its stream can be resumed.
-   * @defaultValue the client's jobTtlS (JOB_TTL_S)
-   */
-  keepS?: number | undefined;
-}
-
-export interface AsyncJobRequest extends EnqueueOptions {
-  model: string;
-  version: string;
-  rows: RowInputs[];
-  /** Epoch ms after which the rows must not be computed. */
-  deadline: number;
-  /** Opaque to workers: what the API needs to render the result when polled. */
-  meta: Record<string, unknown>;
-  /** The request's trace context, carried to the worker (absent when tracing is off). */
-  trace?: TraceCarrierWire | undefined;
-}
-
-/** A job being followed as it is enqueued: its record, its events, and how to stop reading. */
-export interface FollowedJob {
-  record: JobRecord;
-  events: AsyncGenerator<JobEvent>;
-  close: () => void;
-}
-
-/** A completion as the API hands it over; the transport adds the wire fields. */
-export type GenerateRequest = Omit<GenerateJob, "v" | "kind" | "accepted_at">;
 
 /**
  * Async jobs: one BullMQ job each, that can be polled, followed (events), cancelled, and
@@ -85,7 +45,7 @@ export class JobClient {
      * through a Redis outage, since no worker will ever write to them.
      */
     closer: LogCloser,
-    private readonly reader: EventReader,
+    reader: EventReader,
     control: ControlChannel,
     private readonly ttlS: number,
     /** Replicas an accepted job must have reached (WAIT), and how long that may take. */
@@ -93,7 +53,15 @@ export class JobClient {
   ) {
     this.polls = new JobPolls(redis, keys, queue, (id) => this.removal.expire(id));
     this.removal = new JobRemoval(redis, keys, queue, closer, control, ttlS, this.polls);
+    this.follows = new JobFollows(redis, reader, admission, {
+      submitGenerate: (job, options, id, place) => this.submitGenerate(job, options, id, place),
+      cancel: (id) => this.cancel(id),
+      expire: (id) => this.removal.expire(id),
+    });
   }
+
+  /** Completions followed as they are stored, and any job's events. */
+  private readonly follows: JobFollows;
 
   /** What a poll reads of a job: its index, BullMQ's record of it, its log's end. */
   private readonly polls: JobPolls;
@@ -174,73 +142,24 @@ export class JobClient {
    * Enqueues a completion and follows its events: the subscription is made while the job is
    * stored, not after, which takes a round trip off the time to the first token.
    */
-  async submitGenerateFollowing(
+  submitGenerateFollowing(
     job: GenerateRequest,
     options: EnqueueOptions,
     signal?: AbortSignal,
   ): Promise<FollowedJob> {
-    assertReady(this.redis);
-    return this.followWhileStored(job, options, randomUUID(), undefined, signal);
+    return this.follows.one(job, options, signal);
   }
 
   /**
    * Several completions of one request, on one queue (its choices), enqueued and followed
-   * together: admitted all at once or none (QUEUE_FULL), then stored side by side. One that
-   * fails to be stored cancels the others.
+   * together: admitted all at once or none (QUEUE_FULL), then stored side by side.
    */
-  async submitGenerateFollowingAll(
+  submitGenerateFollowingAll(
     jobs: readonly GenerateRequest[],
     options: EnqueueOptions,
     signal?: AbortSignal,
   ): Promise<FollowedJob[]> {
-    assertReady(this.redis);
-    const [first] = jobs;
-    if (!first) return [];
-    const queue = queueName(first.model, first.version);
-    if (jobs.some((job) => queueName(job.model, job.version) !== queue))
-      throw new Error("submitGenerateFollowingAll: the jobs of one call share a queue");
-    const ids = jobs.map(() => randomUUID());
-    const places = await this.admission.admitAll(queue, ids, options);
-    const settled = await Promise.allSettled(
-      jobs.map((job, k) =>
-        this.followWhileStored(job, options, ids[k] as string, places[k], signal),
-      ),
-    );
-    const failed = settled.find((one) => one.status === "rejected");
-    const followed = settled.flatMap((one) => (one.status === "fulfilled" ? [one.value] : []));
-    if (!failed) return followed;
-    await Promise.all(
-      followed.map(async (one) => {
-        one.close();
-        await this.cancel(one.record.id).catch(() => undefined);
-      }),
-    );
-    throw failed.reason;
-  }
-
-  /** Opens job `id`'s events while it is enqueued (admitted already when `place` is given). */
-  private async followWhileStored(
-    job: GenerateRequest,
-    options: EnqueueOptions,
-    id: string,
-    place: AdmittedPlace | undefined,
-    signal?: AbortSignal,
-  ): Promise<FollowedJob> {
-    const queue = queueName(job.model, job.version);
-    const [follow, record] = await Promise.allSettled([
-      guarded(() => this.reader.open({ queue, id })),
-      this.submitGenerate(job, options, id, place),
-    ]);
-    if (record.status === "rejected") {
-      if (follow.status === "fulfilled") follow.value.close();
-      throw record.reason;
-    }
-    if (follow.status === "rejected") throw follow.reason;
-    return {
-      record: record.value,
-      events: this.untilDeadline(id, job.deadline, follow.value.events(undefined, signal)),
-      close: follow.value.close,
-    };
+    return this.follows.all(jobs, options, signal);
   }
 
   /**
@@ -252,45 +171,7 @@ export class JobClient {
     after: string | undefined,
     signal?: AbortSignal,
   ): AsyncGenerator<JobEvent> {
-    assertReady(this.redis);
-    return this.untilDeadline(
-      record.id,
-      record.deadline,
-      this.reader.read(
-        { queue: queueName(record.model, record.version), id: record.id },
-        after,
-        signal,
-      ),
-    );
-  }
-
-  /**
-   * Passes a job's events through; if none says it started before `deadline`, the job is
-   * expired (removed from its queue, its log closed with DEADLINE_EXCEEDED), which ends the
-   * stream. The API owns the deadline: no worker has to be up for it to hold.
-   */
-  private async *untilDeadline(
-    id: string,
-    deadline: number | undefined,
-    events: AsyncGenerator<JobEvent>,
-  ): AsyncGenerator<JobEvent> {
-    if (deadline === undefined) return yield* events;
-    let started = false;
-    const timer = setTimeout(
-      () => {
-        if (!started) void this.removal.expire(id).catch(() => undefined);
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    timer.unref();
-    try {
-      for await (const event of events) {
-        if (event.body.type !== "status" || event.body.status !== "queued") started = true;
-        yield event;
-      }
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.follows.events(record, after, signal);
   }
 
   /** Where a job is queued (its index entry); undefined when the id is unknown. */
@@ -311,9 +192,29 @@ export class JobClient {
     /** Admitted already (else admitted here). */
     admitted?: AdmittedPlace,
   ): Promise<JobRecord> {
-    assertReady(this.redis);
     const queue = queueName(job.model, job.version);
+    if (!admitted) assertReady(this.redis);
     const place = admitted ?? (await this.admission.admit(queue, id, options));
+    try {
+      return await this.store(id, queue, job, options, build, place);
+    } catch (err) {
+      // not queued (or not known to be): its place is given back, whatever failed (a count
+      // of the queue has it, should its add have landed after all)
+      place.withdraw();
+      throw err;
+    }
+  }
+
+  /** Stores an admitted job: its index, its first event, its deadline, its queue entry. */
+  private async store(
+    id: string,
+    queue: string,
+    job: Pick<JobIndexEntry, "model" | "version" | "deadline" | "meta">,
+    options: EnqueueOptions,
+    build: (now: number) => { name: string; data: InferJob | GenerateJob },
+    place: AdmittedPlace,
+  ): Promise<JobRecord> {
+    assertReady(this.redis);
     const now = Date.now();
     const keepS = options.keepS ?? this.ttlS;
     const index: JobIndexEntry = {
@@ -326,7 +227,7 @@ export class JobClient {
     // the index and the log outlive the wait too: a job may sit queued to its deadline, and a
     // log that expired first had ended its readers with no result while the job still waited
     const holdS = keepS + Math.ceil(Math.max(0, (job.deadline ?? now) - now) / 1000);
-    const stored = guarded(async () => {
+    await guarded(async () => {
       const { name, data } = build(now);
       // a reader that connects before any worker takes the job sees it queued
       this.writer.emit({ queue, id }, [{ type: "status", status: "queued" }], undefined, holdS);
@@ -355,10 +256,6 @@ export class JobClient {
               this.redis.spublish(this.keys.interactiveQueued(queue), "").catch(() => undefined);
           }),
       ]);
-    });
-    await stored.catch((err: unknown) => {
-      place.withdraw();
-      throw err;
     });
     await this.replicated({ queue, id }, job.deadline !== undefined);
     return emptyRecord(id, index, "queued");

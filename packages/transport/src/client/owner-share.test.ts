@@ -187,6 +187,24 @@ describe("OwnerShare", () => {
     });
   });
 
+  it("a request of batch-line choices refused says which cap refused it", async () => {
+    const q = "lines.v1";
+    const held = { maxQueueSize: 20, share: 0.5 };
+    const lines = { ...held, lowestShare: 0.5, priority: 1 };
+    await share.takeAll(q, "w", ["w1", "w2", "w3", "w4"], lines);
+    // its batch lines' own 5: four taken, two more do not fit there
+    await expect(share.takeAll(q, "w", ["w5", "w6"], lines)).rejects.toMatchObject({
+      message: expect.stringMatching(
+        /need 2 places among the 5 one key may have waiting for lines\.v1 at priority 1-3, and this key has 4 taken/,
+      ),
+    });
+    // room among its lines, but not among its 10 together
+    await share.takeAll(q, "x", ["x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9"], held);
+    await expect(share.takeAll(q, "x", ["xl1", "xl2"], lines)).rejects.toMatchObject({
+      message: expect.stringMatching(/need 2 places .*, and this key has 9 of its 10 taken/),
+    });
+  });
+
   it("counts each of many jobs sent at once exactly once", async () => {
     const tries = await Promise.allSettled(
       Array.from({ length: 20 }, (_, k) =>

@@ -150,7 +150,7 @@ export class OwnerShare {
       );
     const rest = this.keys.ownerQueued(queue, owner);
     const batchLines = this.keys.ownerQueuedLowest(queue, owner);
-    const [taken, count, total] = await guarded(() =>
+    const [taken, turnOrCount, total] = await guarded(() =>
       this.takeScript.run(
         this.redis,
         lowest ? batchLines : rest,
@@ -172,16 +172,38 @@ export class OwnerShare {
         ...ids,
       ),
     );
-    if (taken === 1) return ids.map((_, k) => Math.min(count + k, TURNS - 1));
-    const n = ids.length;
+    if (taken === 1) return ids.map((_, k) => Math.min(turnOrCount + k, TURNS - 1));
     throw FerryError.refusal(
       "QUEUE_FULL",
-      n > 1
-        ? `This request's ${n} choices need ${n} places among those one key may have waiting for ${queue}, and this key has ${lowest ? count : (total ?? count)} of its ${lowest ? cap : ownerCap} taken (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}${lowest && cap < ownerCap ? ", BATCH_QUEUE_SHARE of that for priority 1-3" : ""})`
-        : lowest && cap < ownerCap && count >= cap
-          ? `This key has ${count} requests waiting for ${queue} at priority 1-3 (batch lines among them); one key may have ${cap} there, the rest of its ${ownerCap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`
-          : `This key has ${total ?? count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${ownerCap} of its ${maxQueueSize})`,
+      refusal({
+        queue,
+        n: ids.length,
+        maxQueueSize,
+        // the group's cap refused it only where the group alone is past it: else both together
+        byGroup: lowest && cap < ownerCap && turnOrCount + ids.length > cap,
+        group: { count: turnOrCount, cap },
+        both: { count: total ?? turnOrCount, cap: ownerCap },
+      }),
       { retryAfterS: 1 },
     );
   }
+}
+
+/** Why a key's jobs were refused: the cap that refused them (its batch lines', or its own). */
+function refusal(why: {
+  queue: string;
+  n: number;
+  maxQueueSize: number;
+  byGroup: boolean;
+  group: { count: number; cap: number };
+  both: { count: number; cap: number };
+}): string {
+  const { queue, n, maxQueueSize, byGroup, group, both } = why;
+  if (byGroup)
+    return n > 1
+      ? `This request's ${n} choices need ${n} places among the ${group.cap} one key may have waiting for ${queue} at priority 1-3, and this key has ${group.count} taken (BATCH_QUEUE_SHARE of its KEY_QUEUE_SHARE of the queue's ${maxQueueSize})`
+      : `This key has ${group.count} requests waiting for ${queue} at priority 1-3 (batch lines among them); one key may have ${group.cap} there, the rest of its ${both.cap} kept for its priority 4 and up (KEY_QUEUE_SHARE of the queue's ${maxQueueSize}, BATCH_QUEUE_SHARE of that)`;
+  return n > 1
+    ? `This request's ${n} choices need ${n} places among those one key may have waiting for ${queue}, and this key has ${both.count} of its ${both.cap} taken (KEY_QUEUE_SHARE of the queue's ${maxQueueSize})`
+    : `This key has ${both.count} requests waiting for ${queue}, the most one key may have there (KEY_QUEUE_SHARE: ${both.cap} of its ${maxQueueSize})`;
 }

@@ -187,11 +187,31 @@ describe("QueueDepth.admit, jobs on their way to Redis", () => {
     const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
     const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
     await depth.admit("m.v1", 2, true);
-    now += 150;
-    // near the limit: a fresh count is read first, asked after a's admission, without a in it
+    // a count older than a second is read again before deciding: asked after a's admission,
+    // without a in it
+    now += 1_500;
     await depth.admit("m.v1", 2, true);
     // a and b both count (a had been dropped with that count: a third was taken past 2)
     await expect(depth.admit("m.v1", 2, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+  });
+
+  it("drops a stored job with the first count asked for after it landed, and one never said to land after 30 s", async () => {
+    let now = 1_000_000;
+    let waiting = 0;
+    const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
+    const [a] = await depth.admit("m.v1", 2, true);
+    await depth.admit("m.v1", 2, true);
+    // a is stored, and the queue holds it; b's add is on its way
+    depth.landed(a ? [a] : []);
+    waiting = 1;
+    now += 1_500;
+    // the count (1: a) has a, not b: one place left, not none, and not two
+    await expect(depth.admit("m.v1", 3, true)).resolves.toHaveLength(1);
+    await expect(depth.admit("m.v1", 3, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    // b and c never land nor are withdrawn (their caller lost track): 30 s on, they count no more
+    now += 31_000;
+    await expect(depth.admit("m.v1", 3, true)).resolves.toHaveLength(1);
   });
 });
 
