@@ -161,9 +161,25 @@ async function writeAndEnd(
       kept += ok.lines + failed.lines;
     }
     const files = await closeBoth(client, batch, output, errors);
-    // every line answered, or a cancel that ended it anyway: the batch ends as it would have
-    if (index + kept >= batch.total || ending === "cancelled")
-      return store.finish(id, ending, files, ttlS, writer);
+    // every line answered: the batch ends as it would have
+    if (index + kept >= batch.total) return store.finish(id, ending, files, ttlS, writer);
+    // cancelled: so it ends, but the lines it did not run could not be written to its error
+    // file (their custom_ids went with the input): its errors say how many, and why
+    if (ending === "cancelled") {
+      const missing = batch.total - index - kept;
+      const said = {
+        object: "list",
+        data: [
+          {
+            code: "input_file_deleted",
+            message: `${missing} of its ${batch.total} lines were not run and are in neither file: its input file ${batch.input_file_id} was deleted before the cancel could write them to the error file`,
+            param: null,
+            line: null,
+          },
+        ],
+      };
+      return store.finish(id, ending, { ...files, errors: JSON.stringify(said) }, ttlS, writer);
+    }
     return fail(
       id,
       `its input file ${batch.input_file_id} was deleted before every line had run; the answers kept are in its files`,

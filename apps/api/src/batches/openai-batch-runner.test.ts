@@ -5,7 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
 import type { FileService } from "../files/file-service.js";
 import type { BatchLineKind } from "../http/batch-line.js";
-import { OK } from "./batch-finalizer.js";
+import { failBatch, finalizeBatch, OK } from "./batch-finalizer.js";
 import { answerLine, lineId } from "./batch-lines.js";
 import { encodeChunkAnswers } from "./chunk-answers.js";
 import { OpenAiBatchRunner } from "./openai-batch-runner.js";
@@ -235,6 +235,33 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     ]);
     expect(await idsOf(batch?.error_file_id)).toEqual([FAILING]);
     expect([batch?.completed, batch?.failed]).toEqual([output.length, 1]);
+  });
+
+  it("a batch cancelled after its input file was deleted ends cancelled, its errors counting the lines in neither file", async () => {
+    const { id, customIds } = await batchOver();
+    const store = client.openAiBatches;
+    // two lines answered, then the input deleted, then the cancel
+    await store.recordMany(
+      id,
+      [0, 1].map((index) => ({
+        index,
+        ok: true,
+        line: `${OK}${earlier(id, index, customIds[index] ?? "")}`,
+      })),
+    );
+    await client.files.delete((await store.get(id))?.input_file_id ?? "");
+    await store.transition(id, ["validating", "in_progress"], "cancelling");
+    await finalizeBatch(client, id, 600, failBatch(client, 600));
+    const batch = await store.get(id);
+    expect(batch?.status).toBe("cancelled");
+    expect(batch?.completed).toBe(2);
+    expect((await client.files.get(batch?.output_file_id ?? ""))?.lines).toBe(2);
+    // it had ended cancelled with nothing to say of the rest
+    expect(JSON.stringify(batch?.errors)).toMatch(
+      new RegExp(
+        `${customIds.length - 2} of its ${customIds.length} lines were not run and are in neither file`,
+      ),
+    );
   });
 
   it("a batch answered whole a line at a time, its input deleted before it was written out, completes", async () => {
