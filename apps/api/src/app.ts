@@ -28,6 +28,7 @@ import { bodyLimits } from "./middleware/body-limits.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
+import { keyBodyRate } from "./middleware/key-body-rate.js";
 import { securityHeaders } from "./middleware/security-headers.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { tracing } from "./middleware/tracing.js";
@@ -65,9 +66,11 @@ export function createApp(
 
   const auth = apiKeyAuth(guards.authenticate);
   const limits = tenantLimits(guards.limit);
+  const bodyRate = keyBodyRate(guards.bodyRate);
   for (const path of ["/v1/*", "/v2/*", "/tokenize", "/detokenize"]) {
     app.use(path, auth);
     app.use(path, limits);
+    app.use(path, bodyRate);
   }
   app.use("/admin/*", adminAuth(services.env.ADMIN_TOKEN));
   app.use("/v2/repository/models/*", adminAuth(services.env.ADMIN_TOKEN));

@@ -22,6 +22,15 @@ export const envSchema = deploymentEnvSchema.extend({
   /** Requests of one API key open at once, per API process; unset: no cap. */
   KEY_MAX_CONCURRENT: z.coerce.number().int().positive().optional(),
   /**
+   * Bytes of request bodies of 64 KiB and more one API key may send a second, per API process
+   * (parsing them is the event loop's alone); 0: no limit.
+   */
+  KEY_BODY_BYTES_PER_S: z.coerce
+    .number()
+    .int()
+    .nonnegative()
+    .default(16 * 1024 * 1024),
+  /**
    * Longest a sync request may expect to wait in its queue (queue depth over the rate it is
    * being served at), in ms; past it, 429 at once rather than a late answer.
    */

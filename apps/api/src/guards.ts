@@ -1,6 +1,7 @@
 import type { ApiEnv } from "./env.js";
 import { TurnShare } from "./http/turn-share.js";
 import { type Authenticator, apiKeyAuthenticator } from "./middleware/auth.js";
+import { type BodyRateLimiter, bodyRateLimiter } from "./middleware/key-body-rate.js";
 import { type TenantLimiter, tenantLimiter } from "./middleware/tenant-limits.js";
 
 /**
@@ -17,6 +18,8 @@ const TURN_SLICE_MS = 10;
 export interface Guards {
   authenticate: Authenticator;
   limit: TenantLimiter | undefined;
+  /** Large bodies a tenant may send a second (KEY_BODY_BYTES_PER_S); undefined: no limit. */
+  bodyRate: BodyRateLimiter | undefined;
   /** Where an admitted sync request waits, when the turn is full, before its body is parsed. */
   turns: TurnShare;
 }
@@ -33,6 +36,10 @@ export function guardsFrom(env: ApiEnv): Guards {
       burst: env.KEY_RATE_BURST,
       maxConcurrent: env.KEY_MAX_CONCURRENT,
     }),
+    bodyRate:
+      env.KEY_BODY_BYTES_PER_S > 0
+        ? bodyRateLimiter({ bytesPerS: env.KEY_BODY_BYTES_PER_S, burst: 2 * env.MAX_BODY_BYTES })
+        : undefined,
     turns: new TurnShare(TURN_SLICE_MS),
   };
 }

@@ -120,6 +120,7 @@ async function serve(
       throw modelBodyTooLarge(name, maxBytes);
     const tenant = guards.authenticate(header("Authorization"), path);
     leave = guards.limit?.(tenant, path);
+    guards.bodyRate?.(tenant, Number(req.headers["content-length"]) || 0);
     // before the body is read, as `admitBeforeBody` does
     const admitted = await services.inference.admit(name, undefined, {
       timeoutMs: timeoutHeader(header),

@@ -17,6 +17,16 @@ const SMALL_BODIES: Readonly<Record<string, number>> = {
 /** The sync routes of a model with inputs of a fixed size: their bodies are held to them. */
 const MODEL_ROUTE = /^\/v[12]\/models\/([^/]+)\/(?:predict|infer|versions\/[^/]+\/infer)$/;
 
+/**
+ * A body read as it streams, parsed off the API's loop, with limits of its own: an NDJSON
+ * batch, a file upload.
+ */
+export function streamedBody(c: Context): boolean {
+  if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
+    return true;
+  return c.req.path === "/v1/files" && c.req.method === "POST";
+}
+
 /** A body past what a model's inputs could need (`tensorBodyBytes`). */
 export function modelBodyTooLarge(model: string, maxBytes: number): FerryError {
   return new FerryError(
@@ -63,9 +73,7 @@ export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
       ? new FerryError("PAYLOAD_TOO_LARGE", `Request body exceeds ${maxBytes} bytes`)
       : modelBodyTooLarge(model, maxBytes);
   return (c, next) => {
-    if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
-      return next();
-    if (c.req.path === "/v1/files" && c.req.method === "POST") return next();
+    if (streamedBody(c)) return next();
     const declared = c.req.header("Content-Length");
     const chunked = c.req.header("Transfer-Encoding") !== undefined;
     // (with neither, there is no body at all: a GET, say)
