@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { request } from "node:http";
 import { createRedis, IdempotencyStore, Keys } from "@ferry/transport";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -357,6 +357,34 @@ describe("Idempotency-Key on POST /v1/files", () => {
     }
     expect(retry?.status).toBe(200);
     expect(((await retry?.json()) as { object?: string } | undefined)?.object).toBe("file");
+  });
+
+  it("a retry that takes over a claim whose upload stored its file finds it, and a retry with another payload is a 422, not that file", async () => {
+    const key = randomUUID();
+    const a = await form(lines(20));
+    const first = await post("/v1/files", a.bytes, key, { type: a.type });
+    expect(first.status).toBe(200);
+    const fileId = await idOf(first);
+    // as if its answer had not been stored (Redis failed there): the claim, made before the
+    // body was read, pending with no fingerprint, gone quiet
+    const tenant = createHash("sha256").update("k1").digest("hex").slice(0, 16);
+    const at = new Keys(stack.prefix).idempotency(tenant, key);
+    const rec = JSON.parse((await redis.get(at)) ?? "{}") as Record<string, unknown>;
+    await redis.set(
+      at,
+      JSON.stringify({ state: "pending", fp: "?", at: 0, since: rec.since, attempt: "gone" }),
+      "EX",
+      600,
+    );
+    // another payload under the key (it had been answered with the first's file, 200)
+    const b = await form(lines(3));
+    const other = await post("/v1/files", b.bytes, key, { type: b.type });
+    expect(other.status).toBe(422);
+    // the same payload again: the first's file, not a second one
+    const again = await post("/v1/files", a.bytes, key, { type: a.type });
+    expect(again.status).toBe(200);
+    expect(await idOf(again)).toBe(fileId);
+    expect((await post("/v1/files", b.bytes, key, { type: b.type })).status).toBe(422);
   });
 });
 

@@ -82,6 +82,43 @@ describe("an upload whose Idempotency-Key a retry took over", () => {
     expect(await client.storage.usage(tenant.id)).toEqual({ bytes: 0, items: 0 });
   });
 
+  it("finds the file the first attempt stored, and refuses a retry with another payload (422)", async () => {
+    // the first attempt stored its file whole and then failed to store its answer: its claim,
+    // made before its body was read, never learnt the body's fingerprint
+    const files = new FileService(client, limits, noQuota);
+    const file = inputFile(50);
+    const createdId = randomUUID();
+    const first = await files.upload(
+      uploadEvents(file, 4_096),
+      tenant,
+      createdId,
+      false,
+      undefined,
+      () => "fingerprint-of-A",
+    );
+    // a retry of the same payload 30 s on takes the key over: the file it finds is its answer
+    const same = await files.upload(
+      uploadEvents(file, 4_096),
+      tenant,
+      createdId,
+      true,
+      undefined,
+      () => "fingerprint-of-A",
+    );
+    expect(same.id).toBe(first.id);
+    // another payload under the key is not that file (it had been answered with it, 200)
+    await expect(
+      files.upload(
+        uploadEvents(inputFile(7), 4_096),
+        tenant,
+        createdId,
+        true,
+        undefined,
+        () => "fingerprint-of-B",
+      ),
+    ).rejects.toMatchObject({ code: "IDEMPOTENCY_KEY_REUSED" });
+  });
+
   it("keeps the retry's file when the first attempt wakes before it began its own", async () => {
     const files = new FileService(client, limits, noQuota);
     const createdId = randomUUID();

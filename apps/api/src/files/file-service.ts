@@ -8,6 +8,7 @@ import {
   WriterFencedError,
 } from "@ferry/transport";
 import { characters } from "../http/characters.js";
+import { idempotencyKeyReused } from "../http/idempotency.js";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
 import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";
@@ -66,7 +67,8 @@ export class FileService {
    * key went quiet, and the file it stored whole is the answer. `declaredBytes`: the body's
    * length, when it says it: what the file may take at most. That much is reserved against
    * the tenant's quota before a byte of it is stored (without it, a step at a time as it
-   * grows), and settled at its size once whole.
+   * grows), and settled at its size once whole. `fingerprint`: a keyed upload's, once its
+   * events are read to their end: kept with the file, for a takeover to compare.
    */
   async upload(
     events: AsyncIterable<MultipartEvent>,
@@ -74,6 +76,7 @@ export class FileService {
     createdId: string | undefined,
     takeover: boolean,
     declaredBytes?: number,
+    fingerprint?: () => string,
   ): Promise<FileObject> {
     const id = `file-${(createdId ?? randomUUID()).replaceAll("-", "")}`;
     if (takeover) {
@@ -81,6 +84,11 @@ export class FileService {
       if (earlier?.status === "processed") {
         // read to its end all the same: its fingerprint is kept for later retries to compare
         for await (const _event of events);
+        // the earlier attempt claimed the key before its body was read (its fingerprint not
+        // known then): the file it stored says what it was, and another payload is not it
+        const mine = fingerprint?.();
+        if (earlier.fingerprint !== undefined && mine !== undefined && mine !== earlier.fingerprint)
+          throw idempotencyKeyReused();
         return fileObject(earlier);
       }
     }
@@ -196,7 +204,14 @@ export class FileService {
         await this.client.storage.settle(tenant.id, id, received, expiresAtS, reservation);
         settled = true;
       }
-      file = await this.client.files.finish(id, tenant.id, [...upload.urls], writer, expiresAtS);
+      file = await this.client.files.finish(
+        id,
+        tenant.id,
+        [...upload.urls],
+        writer,
+        expiresAtS,
+        fingerprint?.(),
+      );
     } catch (err) {
       if (upload) await this.client.files.discard(id, writer);
       // a retry that took the key over writes the file (this attempt was fenced): its share

@@ -154,7 +154,14 @@ export function registerFiles(app: OpenAPIHono<HonoEnv>): void {
       const { items, streamed } = parsedFingerprint(c, multipartEvents(body, boundary), digestOf);
       return await idempotently(c, streamed, async ({ createdId, takeover }) =>
         c.json(
-          await files.upload(items, c.get("tenant"), createdId, takeover, declaredLength(c)),
+          await files.upload(
+            items,
+            c.get("tenant"),
+            createdId,
+            takeover,
+            declaredLength(c),
+            createdId === undefined ? undefined : streamed.afterRun,
+          ),
           200,
         ),
       );

@@ -257,7 +257,7 @@ export async function idempotently<R extends Response>(
   const scope = c.get("tenant").id;
   const store = c.get("services").client.idempotency;
   const claim = await store.claim(scope, key, fingerprint);
-  if (claim.kind === "reused") throw reused();
+  if (claim.kind === "reused") throw idempotencyKeyReused();
   if (claim.kind === "in-progress")
     throw new FerryError(
       "IDEMPOTENCY_KEY_IN_USE",
@@ -267,7 +267,8 @@ export async function idempotently<R extends Response>(
   if (claim.kind === "answered") {
     if (streamed) {
       const read = await streamed.readAll();
-      if (claim.fingerprint !== UNKNOWN_FINGERPRINT && read !== claim.fingerprint) throw reused();
+      if (claim.fingerprint !== UNKNOWN_FINGERPRINT && read !== claim.fingerprint)
+        throw idempotencyKeyReused();
     }
     // on the context, so that the stream's head (`sse`) carries it as the kept answer's does
     c.header(REPLAYED_HEADER, "true");
@@ -287,6 +288,12 @@ export async function idempotently<R extends Response>(
     res = await run(keyed);
   } catch (err) {
     const error = toFerryError(err);
+    if (error.code === "IDEMPOTENCY_KEY_REUSED") {
+      // a takeover that found what the key made, for another payload: that stays the key's,
+      // for the next retry to find again (freed, the key would make it a second time)
+      await store.abandon(scope, key, fingerprint, claim).catch(() => undefined);
+      throw err;
+    }
     if (!kept(httpStatus(error.code))) {
       await forgo(c, scope, key, fingerprint, claim, httpStatus(error.code));
       throw err;
@@ -344,7 +351,8 @@ async function forgo(
   await done.catch(() => undefined);
 }
 
-function reused(): FerryError {
+/** The same key sent with another payload (422); a route that finds what a key made may say so. */
+export function idempotencyKeyReused(): FerryError {
   return new FerryError(
     "IDEMPOTENCY_KEY_REUSED",
     `This ${IDEMPOTENCY_HEADER} was used with another request payload; a new request needs a new key`,

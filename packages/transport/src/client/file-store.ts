@@ -22,6 +22,11 @@ export interface StoredFile {
   status: "uploading" | "processed";
   /** The distinct urls a batch input file's lines name. */
   urls: string[];
+  /**
+   * The fingerprint of the keyed upload that stored it (its Idempotency-Key's): a retry that
+   * takes the key over finds the file and compares it. Absent for an unkeyed upload.
+   */
+  fingerprint?: string;
 }
 
 /** A new file's description; the rest is counted as its chunks are appended. */
@@ -52,13 +57,14 @@ return -1
  * Marks a file whole, unless it is gone meanwhile (nothing is then written: a key without
  * its TTL would be left) or another writer began it again; it is kept the TTL from now (a
  * batch's output file is begun when its run starts, hours before it may be whole). KEYS:
- * file, ids, chunks, packed. ARGV: urls (JSON), writer ("" for any), ttl, expires_at.
- * Returns the file's fields.
+ * file, ids, chunks, packed. ARGV: urls (JSON), writer ("" for any), ttl, expires_at, the
+ * upload's fingerprint ("" for none). Returns the file's fields.
  */
 const FINISH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[2] then return false end
 redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1], 'expires_at', ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'fingerprint', ARGV[5]) end
 redis.call('DEL', KEYS[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
@@ -219,6 +225,8 @@ export class FileStore {
     urls: readonly string[],
     writer = "",
     expiresAtS = Math.floor(Date.now() / 1000) + this.ttlS,
+    /** The keyed upload's fingerprint (`StoredFile.fingerprint`). */
+    fingerprint = "",
   ): Promise<StoredFile> {
     const raw = await guarded(() =>
       this.finishScript.run(
@@ -231,6 +239,7 @@ export class FileStore {
         writer,
         this.ttlS,
         expiresAtS,
+        fingerprint,
       ),
     );
     const file = raw ? parseFile(pairs(raw)) : undefined;
@@ -387,5 +396,6 @@ function parseFile(raw: Record<string, string>): StoredFile | undefined {
     expires_at: Number(raw.expires_at ?? 0),
     status: raw.status === "processed" ? "processed" : "uploading",
     urls: JSON.parse(raw.urls ?? "[]") as string[],
+    ...(raw.fingerprint ? { fingerprint: raw.fingerprint } : {}),
   };
 }
