@@ -388,6 +388,40 @@ describe("Idempotency-Key on POST /v1/files", () => {
   });
 });
 
+describe("a takeover of an NDJSON batch's claim gone quiet", () => {
+  it("finds the batch its first attempt sealed, and a retry with another payload is a 422, not that batch", async () => {
+    const key = randomUUID();
+    const ndjson = (n: number) =>
+      Array.from({ length: n }, (_, i) => JSON.stringify({ key: `r${i}`, features })).join("\n");
+    const send = (body: string) =>
+      post("/v1/batches?model=digits", body, key, { type: "application/x-ndjson" });
+    const first = await send(ndjson(30));
+    expect(first.status).toBe(202);
+    const batchId = await idOf(first);
+    // as if its answer had not been stored: the claim, made before the body was read, pending
+    // with no fingerprint, gone quiet
+    const tenant = createHash("sha256").update("k1").digest("hex").slice(0, 16);
+    const at = new Keys(stack.prefix).idempotency(tenant, key);
+    const rec = JSON.parse((await redis.get(at)) ?? "{}") as Record<string, unknown>;
+    await redis.set(
+      at,
+      JSON.stringify({ state: "pending", fp: "?", at: 0, since: rec.since, attempt: "gone" }),
+      "EX",
+      600,
+    );
+    // another payload (it had been answered with the first's batch, 202)
+    expect((await send(ndjson(5))).status).toBe(422);
+    const again = await send(ndjson(30));
+    expect(again.status).toBe(202);
+    expect(await idOf(again)).toBe(batchId);
+    // and the answer kept now holds the body's fingerprint: the same body replays, another is 422
+    const replayed = await send(ndjson(30));
+    expect(replayed.headers.get("idempotent-replayed")).toBe("true");
+    expect(await idOf(replayed)).toBe(batchId);
+    expect((await send(ndjson(5))).status).toBe(422);
+  });
+});
+
 describe("a claim still being worked on", () => {
   it("is not taken over as abandoned while its request runs, and is once it stops", async () => {
     const keys = new Keys(`${stack.prefix}-claims`);

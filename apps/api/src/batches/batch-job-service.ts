@@ -45,7 +45,7 @@ export class BatchJobService {
     /** The batch's id when the request names one (its Idempotency-Key's). */
     createdId?: string,
   ): Promise<{ id: string; total: number }> {
-    return this.intoChunks(model, version, owner, createdId, async (spec, add) => {
+    return this.intoChunks(model, version, owner, createdId, undefined, async (spec, add) => {
       let total = 0;
       for await (const raw of items) {
         total++;
@@ -65,9 +65,15 @@ export class BatchJobService {
     });
   }
 
+  /** The fingerprint of the keyed upload that made batch `id`, if it had one. */
+  fingerprint(id: string): Promise<string | undefined> {
+    return this.client.batches.fingerprint(id);
+  }
+
   /**
    * Ingests an NDJSON body cut into segments of whole lines (`ndjsonSegments`), each parsed
    * on the parse thread while the next arrives; returns the batch id and its size.
+   * `fingerprint`: a keyed upload's, once its body is read whole: kept with the batch.
    */
   async ingestNdjson(
     model: string,
@@ -75,8 +81,9 @@ export class BatchJobService {
     segments: AsyncIterable<Uint8Array>,
     owner: string,
     createdId?: string,
+    fingerprint?: () => string,
   ): Promise<{ id: string; total: number }> {
-    return this.intoChunks(model, version, owner, createdId, async (spec, add) => {
+    return this.intoChunks(model, version, owner, createdId, fingerprint, async (spec, add) => {
       const parsing: Array<Promise<ParsedRows>> = [];
       let lines = 0;
       let total = 0;
@@ -139,6 +146,7 @@ export class BatchJobService {
     version: string | undefined,
     owner: string,
     createdId: string | undefined,
+    fingerprint: (() => string) | undefined,
     produce: (
       spec: RowsSpec,
       add: (keys: readonly string[], rows: Uint8Array) => Promise<void>,
@@ -215,7 +223,7 @@ export class BatchJobService {
       await this.client.batchRows.release(owner, id).catch(() => undefined);
       throw err;
     }
-    await batches.seal(id, model, v);
+    await batches.seal(id, model, v, fingerprint?.());
     if (total === 0) throw new FerryError("INVALID_INPUT", "a batch needs at least one item");
     return { id, total };
   }

@@ -1,7 +1,12 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
-import { fingerprintOf, idempotently, streamedFingerprint } from "../http/idempotency.js";
+import {
+  fingerprintOf,
+  idempotencyKeyReused,
+  idempotently,
+  streamedFingerprint,
+} from "../http/idempotency.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
@@ -126,7 +131,15 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
       try {
         return await idempotently(c, streamed, async ({ createdId, takeover }) => {
           const found = await earlier(createdId, takeover);
-          if (found) return accepted(found.id, found.total);
+          if (found) {
+            // the earlier attempt claimed the key before its body was read: the batch it
+            // sealed says what that body was, and this one is read whole to compare (and for
+            // the answer kept now to hold its fingerprint, not that of a body never read)
+            const mine = await streamed.readAll();
+            const theirs = await batchJobs.fingerprint(found.id);
+            if (theirs !== undefined && theirs !== mine) throw idempotencyKeyReused();
+            return accepted(found.id, found.total);
+          }
           const segments = ndjsonSegments(chunks, limits);
           const result = await batchJobs.ingestNdjson(
             model,
@@ -134,6 +147,7 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
             segments,
             tenant.id,
             createdId,
+            createdId === undefined ? undefined : streamed.afterRun,
           );
           return accepted(result.id, result.total);
         });

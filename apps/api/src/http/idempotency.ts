@@ -150,7 +150,8 @@ export function streamedFingerprint(
             throw new FerryError("PAYLOAD_TOO_LARGE", `the body is over ${maxBytes} bytes`);
           hash.update(chunk);
         }
-        return hash.digest("base64url");
+        // a copy's: the answer kept after it reads the fingerprint again (`afterRun`)
+        return hash.copy().digest("base64url");
       },
     },
   };
@@ -182,7 +183,8 @@ export function parsedFingerprint<T>(
       afterRun: () => hash.copy().digest("base64url"),
       async readAll() {
         for await (const _item of read);
-        return hash.digest("base64url");
+        // a copy's: the answer kept after it reads the fingerprint again (`afterRun`)
+        return hash.copy().digest("base64url");
       },
     },
   };

@@ -235,9 +235,17 @@ export class BatchJobStore {
     }
   }
 
-  /** Ingestion is over: the gate opens, and the batch completes when its chunks have. */
-  async seal(id: string, model: string, version: string): Promise<void> {
-    await this.redis.hset(this.keys.batch(id), "status", "running");
+  /**
+   * Ingestion is over: the gate opens, and the batch completes when its chunks have.
+   * `fingerprint`: the keyed upload's (its Idempotency-Key's), kept for a takeover to compare.
+   */
+  async seal(id: string, model: string, version: string, fingerprint?: string): Promise<void> {
+    await this.redis.hset(
+      this.keys.batch(id),
+      "status",
+      "running",
+      ...(fingerprint === undefined ? [] : ["fingerprint", fingerprint]),
+    );
     const gates = batchQueueNames(queueName(model, version)).gates;
     const gate = await Job.fromId(this.gateQueue(gates), `gate-${id}`);
     await gate?.promote();
@@ -326,6 +334,11 @@ export class BatchJobStore {
       await pause(wait, signal);
     }
     return undefined;
+  }
+
+  /** The fingerprint of the keyed upload that made batch `id` (`seal`), if it had one. */
+  async fingerprint(id: string): Promise<string | undefined> {
+    return (await this.redis.hget(this.keys.batch(id), "fingerprint")) ?? undefined;
   }
 
   async status(id: string): Promise<BatchJobStatus | undefined> {
