@@ -56,6 +56,23 @@ describe("NDJSON batch uploads are bounded while they stream", () => {
     expect(res.status).toBe(413);
     expect(await message(res)).toMatch(/NDJSON body exceeds 4194304 bytes/);
   });
+
+  it("a JSON body whose Content-Type merely mentions ndjson is held to MAX_BODY_BYTES, as JSON", async () => {
+    // one check had streamed it as NDJSON (no JSON body limit), another parsed it whole as
+    // JSON on the API's loop: 32 MB took 0.5 s, past any limit
+    const pad = JSON.stringify({
+      input_file_id: "file-none",
+      endpoint: "/v1/completions",
+      completion_window: "24h",
+      pad: new Array(5_000_000).fill(1),
+    });
+    const res = await fetch(stack.url("/v1/batches"), {
+      method: "POST",
+      headers: { ...k1, "content-type": "application/json; x=ndjson" },
+      body: pad,
+    });
+    expect(res.status).toBe(413);
+  });
 });
 
 describe("prompts that cannot fit the model are refused before anything is queued", () => {

@@ -7,6 +7,7 @@ import {
   idempotently,
   streamedFingerprint,
 } from "../http/idempotency.js";
+import { isNdjson } from "../http/media-type.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
@@ -111,7 +112,7 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
       c.header("Location", `/v1/batches/${id}`);
       return c.json({ id, status: "running", total }, 202);
     };
-    if (type.includes("ndjson")) {
+    if (isNdjson(type)) {
       const { model, version } = c.req.valid("query");
       if (!model)
         throw new FerryError(

@@ -2,6 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context, Next } from "hono";
 import { invalidInput } from "../http/errors.js";
 import { fingerprintOf, idempotently } from "../http/idempotency.js";
+import { isJson } from "../http/media-type.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { batchStatusSchema } from "./batch-status-schema.js";
@@ -54,7 +55,7 @@ const isOpenAiBatchId = (id: string) => id.startsWith("batch_");
  * (`{model, items}` or NDJSON), which its route answers.
  */
 async function createOpenAiBatch(c: Context<HonoEnv>, next: Next) {
-  if (!(c.req.header("Content-Type") ?? "").includes("application/json")) return next();
+  if (!isJson(c.req.header("Content-Type"))) return next();
   // parsed once: Ferry's route reads the same parsed body when it is its shape
   const raw: unknown = await c.req.json().catch(() => undefined);
   if (raw === null || typeof raw !== "object" || !("input_file_id" in raw)) return next();

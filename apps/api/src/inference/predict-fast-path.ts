@@ -15,6 +15,7 @@ import {
   invalidInput,
   toFerryError,
 } from "../http/errors.js";
+import { isJson } from "../http/media-type.js";
 import { requestIdFrom } from "../http/request-id.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import { ServerTiming } from "../http/server-timing.js";
@@ -65,8 +66,7 @@ export function takes(
   const name = PATH.exec(req.url ?? "")?.[1];
   if (name === undefined) return undefined;
   const type = req.headers["content-type"];
-  if (type === undefined || type.split(";")[0]?.trim().toLowerCase() !== "application/json")
-    return undefined;
+  if (!isJson(type)) return undefined;
   // a chunked body is counted as it arrives, and one over the limit closes the connection:
   // Hono's route does both
   if (req.headers["transfer-encoding"] !== undefined) return undefined;

@@ -2,6 +2,7 @@ import { FerryError } from "@ferry/protocol";
 import type { HttpBindings } from "@hono/node-server";
 import type { Context, MiddlewareHandler } from "hono";
 import { errorResponse } from "../http/errors.js";
+import { isNdjson } from "../http/media-type.js";
 import { lingering } from "../http/upload.js";
 import type { HonoEnv, Services } from "../services.js";
 
@@ -22,8 +23,7 @@ const MODEL_ROUTE = /^\/v[12]\/models\/([^/]+)\/(?:predict|infer|versions\/[^/]+
  * batch, a file upload.
  */
 export function streamedBody(c: Context): boolean {
-  if (c.req.path === "/v1/batches" && (c.req.header("Content-Type") ?? "").includes("ndjson"))
-    return true;
+  if (c.req.path === "/v1/batches" && isNdjson(c.req.header("Content-Type"))) return true;
   return c.req.path === "/v1/files" && c.req.method === "POST";
 }
 
