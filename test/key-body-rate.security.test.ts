@@ -49,6 +49,19 @@ describe("large request bodies are held to a rate per key", () => {
     });
     expect((await send("k1", small)).status).toBe(404);
     expect((await send("adm")).status).toBe(404);
+    // a chunked body of a key in debt too (refused before it is read)
+    const chunked = await fetch(stack.url("/v1/batches"), {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer k1" },
+      body: new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(large));
+          controller.close();
+        },
+      }),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(429);
     // paid back at its rate: its debt, a few hundred KB, is paid within the wait
     await new Promise((r) => setTimeout(r, 2_500));
     expect((await send("k1")).status).toBe(404);

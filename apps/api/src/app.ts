@@ -28,7 +28,7 @@ import { bodyLimits } from "./middleware/body-limits.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
-import { keyBodyRate } from "./middleware/key-body-rate.js";
+import { chunkedRefusal, keyBodyRate } from "./middleware/key-body-rate.js";
 import { securityHeaders } from "./middleware/security-headers.js";
 import { tenantLimits } from "./middleware/tenant-limits.js";
 import { tracing } from "./middleware/tracing.js";
@@ -62,7 +62,7 @@ export function createApp(
   });
   app.use(inFlight.middleware());
   app.use(httpMetrics());
-  app.use(bodyLimits(services));
+  app.use(bodyLimits(services, chunkedRefusal(guards.bodyRate, guards.authenticate)));
 
   const auth = apiKeyAuth(guards.authenticate);
   const limits = tenantLimits(guards.limit);

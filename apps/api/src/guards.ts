@@ -1,7 +1,7 @@
 import type { ApiEnv } from "./env.js";
 import { TurnShare } from "./http/turn-share.js";
 import { type Authenticator, apiKeyAuthenticator } from "./middleware/auth.js";
-import { type BodyRateLimiter, bodyRateLimiter } from "./middleware/key-body-rate.js";
+import { BodyRateLimiter } from "./middleware/key-body-rate.js";
 import { type TenantLimiter, tenantLimiter } from "./middleware/tenant-limits.js";
 
 /**
@@ -38,7 +38,10 @@ export function guardsFrom(env: ApiEnv): Guards {
     }),
     bodyRate:
       env.KEY_BODY_BYTES_PER_S > 0
-        ? bodyRateLimiter({ bytesPerS: env.KEY_BODY_BYTES_PER_S, burst: 2 * env.MAX_BODY_BYTES })
+        ? new BodyRateLimiter({
+            bytesPerS: env.KEY_BODY_BYTES_PER_S,
+            burst: 2 * env.MAX_BODY_BYTES,
+          })
         : undefined,
     turns: new TurnShare(TURN_SLICE_MS),
   };

@@ -75,5 +75,7 @@ export type HonoEnv = {
     namedJobs?: string[];
     /** The request's trace context, when traced (`middleware/tracing.ts`). */
     trace?: TraceCarrier;
+    /** A chunked body's size, once `bodyLimits` has read it whole. */
+    bodyBytes?: number;
   };
 };

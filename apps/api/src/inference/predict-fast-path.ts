@@ -21,6 +21,7 @@ import { endServerSpan, startServerSpan } from "../http/server-span.js";
 import { ServerTiming } from "../http/server-timing.js";
 import { modelBodyTooLarge } from "../middleware/body-limits.js";
 import type { InFlight } from "../middleware/in-flight.js";
+import { BodyRateLimiter } from "../middleware/key-body-rate.js";
 import type { Services } from "../services.js";
 import { predictBodySchema } from "./schemas.js";
 
@@ -120,7 +121,10 @@ async function serve(
       throw modelBodyTooLarge(name, maxBytes);
     const tenant = guards.authenticate(header("Authorization"), path);
     leave = guards.limit?.(tenant, path);
-    guards.bodyRate?.(tenant, Number(req.headers["content-length"]) || 0);
+    guards.bodyRate?.take(
+      BodyRateLimiter.sender(tenant, req.socket.remoteAddress),
+      Number(req.headers["content-length"]) || 0,
+    );
     // before the body is read, as `admitBeforeBody` does
     const admitted = await services.inference.admit(name, undefined, {
       timeoutMs: timeoutHeader(header),

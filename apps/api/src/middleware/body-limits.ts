@@ -47,7 +47,11 @@ export function modelBodyTooLarge(model: string, maxBytes: number): FerryError {
  * chunked body as this does but stops reading it at the limit, and its web stream then holds
  * the node stream beneath paused: such a client's send blocked until the cut, a reset.
  */
-export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
+export function bodyLimits(
+  services: Services,
+  /** Asked before a chunked body is read: throws to refuse it unread (`chunkedRefusal`). */
+  beforeChunked?: (c: Context) => void,
+): MiddlewareHandler<HonoEnv> {
   const refuse = async (
     c: Context,
     error: FerryError,
@@ -80,6 +84,13 @@ export function bodyLimits(services: Services): MiddlewareHandler<HonoEnv> {
     if (!chunked && declared === undefined) return next();
     const limit = limitOf(c);
     if (!chunked) return Number(declared) > limit.maxBytes ? refuse(c, tooLarge(limit)) : next();
+    if (beforeChunked)
+      try {
+        beforeChunked(c);
+      } catch (err) {
+        if (err instanceof FerryError) return refuse(c, err);
+        throw err;
+      }
     return countedAsItArrives(c, next, limit.maxBytes, (reader) =>
       refuse(c, tooLarge(limit), reader),
     );
@@ -112,6 +123,8 @@ async function countedAsItArrives(
     chunks.push(value);
   }
   c.req.raw = new Request(c.req.raw, { body: Buffer.concat(chunks, size) });
+  // its size, for what counts bodies after authentication (`keyBodyRate`)
+  c.set("bodyBytes", size);
   await next();
   return undefined;
 }
