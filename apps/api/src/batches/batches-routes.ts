@@ -1,12 +1,8 @@
 import { FerryError } from "@ferry/protocol";
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { stream } from "hono/streaming";
-import {
-  fingerprintOf,
-  idempotencyKeyReused,
-  idempotently,
-  streamedFingerprint,
-} from "../http/idempotency.js";
+import { idempotencyKeyReused } from "../http/errors.js";
+import { fingerprintOf, idempotently, streamedFingerprint } from "../http/idempotency.js";
 import { isNdjson } from "../http/media-type.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";

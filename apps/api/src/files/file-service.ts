@@ -8,7 +8,7 @@ import {
   WriterFencedError,
 } from "@ferry/transport";
 import { characters } from "../http/characters.js";
-import { idempotencyKeyReused } from "../http/idempotency.js";
+import { idempotencyKeyReused } from "../http/errors.js";
 import type { MultipartEvent } from "../http/multipart.js";
 import { canSee, type Tenant } from "../http/tenant.js";
 import { type CheckLines, InputFileUpload, type UploadLimits } from "./input-file-upload.js";

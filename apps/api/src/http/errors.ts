@@ -122,3 +122,11 @@ export function errorOf(event: JobEvent): FerryError {
   const { code, message } = event.body.error;
   return new FerryError(code as FerryError["code"], message);
 }
+
+/** The same key sent with another payload (422); a route that finds what a key made may say so. */
+export function idempotencyKeyReused(): FerryError {
+  return new FerryError(
+    "IDEMPOTENCY_KEY_REUSED",
+    `This Idempotency-Key was used with another request payload; a new request needs a new key`,
+  );
+}

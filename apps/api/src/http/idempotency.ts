@@ -4,7 +4,7 @@ import { type StoredAnswer, UNKNOWN_FINGERPRINT } from "@ferry/transport";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { HonoEnv } from "../services.js";
-import { errorResponse, httpStatus, toFerryError } from "./errors.js";
+import { errorResponse, httpStatus, idempotencyKeyReused, toFerryError } from "./errors.js";
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
 /** The draft's and Stripe's bound on a key. */
@@ -351,14 +351,6 @@ async function forgo(
       ? store.abandon(scope, key, fingerprint, claim)
       : store.release(scope, key, claim.attempt);
   await done.catch(() => undefined);
-}
-
-/** The same key sent with another payload (422); a route that finds what a key made may say so. */
-export function idempotencyKeyReused(): FerryError {
-  return new FerryError(
-    "IDEMPOTENCY_KEY_REUSED",
-    `This ${IDEMPOTENCY_HEADER} was used with another request payload; a new request needs a new key`,
-  );
 }
 
 /** The kept answer, with the headers this request's context has (its X-Request-Id, say). */
