@@ -53,25 +53,30 @@ export class JobAdmission {
     job: AdmittedJob,
   ): Promise<AdmittedPlace[]> {
     const lowest = priorityBand(job.priority) === BATCH_BAND;
-    const counted = await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
-    const places = (turns: readonly number[]) =>
-      counted.map((one, k) => this.place(queue, one, turns[k] ?? 0));
     const owners = this.owners;
-    if (!job.shared || !owners || owners.of >= 1) return places([]);
+    if (!job.shared || !owners || owners.of >= 1) {
+      const counted = await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
+      return counted.map((one) => this.place(queue, one, 0));
+    }
+    // the queue's depth is checked first and taken last: a request its key's share refuses
+    // never counts in it (one key's refused requests had kept another key's out of a queue
+    // with room, the depth holding their places until the share's answer came back)
+    await this.depth.check(queue, job.maxQueueSize, lowest, ids.length);
+    const turns = await owners.share.takeAll(queue, job.owner, ids, {
+      maxQueueSize: job.maxQueueSize,
+      share: owners.of,
+      lowestShare: lowest ? this.depth.lowestBandShare : undefined,
+      priority: job.priority,
+    });
+    let counted: CountedJob[];
     try {
-      return places(
-        await owners.share.takeAll(queue, job.owner, ids, {
-          maxQueueSize: job.maxQueueSize,
-          share: owners.of,
-          lowestShare: lowest ? this.depth.lowestBandShare : undefined,
-          priority: job.priority,
-        }),
-      );
+      counted = this.depth.admitNow(queue, job.maxQueueSize, true, lowest, ids.length);
     } catch (err) {
-      // not queued after all: they no longer count in the queue's depth
-      this.depth.withdraw(queue, counted);
+      // the queue filled meanwhile: not queued after all, their places in the share go back
+      await owners.share.release(queue, job.owner, ids, lowest).catch(() => undefined);
       throw err;
     }
+    return counted.map((one, k) => this.place(queue, one, turns[k] ?? 0));
   }
 
   private place(queue: string, counted: CountedJob, turn: number): AdmittedPlace {

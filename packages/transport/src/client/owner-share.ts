@@ -187,6 +187,18 @@ export class OwnerShare {
       { retryAfterS: 1 },
     );
   }
+
+  /**
+   * Gives back the places `takeAll` took for jobs `ids` that were not queued after all (the
+   * queue's depth refused them after the share took them in).
+   */
+  async release(queue: string, owner: string, ids: readonly string[], lowest: boolean) {
+    if (ids.length === 0) return;
+    const group = lowest
+      ? this.keys.ownerQueuedLowest(queue, owner)
+      : this.keys.ownerQueued(queue, owner);
+    await guarded(() => this.redis.zrem(group, ...ids));
+  }
 }
 
 /** Why a key's jobs were refused: the cap that refused them (its batch lines', or its own). */

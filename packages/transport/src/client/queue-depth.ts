@@ -165,9 +165,44 @@ export class QueueDepth {
     lowest = false,
     jobs = 1,
   ): Promise<CountedJob[]> {
-    const limit = lowest
+    await this.fresh(name, queueLimit, lowest, jobs);
+    return this.admitNow(name, queueLimit, job, lowest, jobs);
+  }
+
+  /**
+   * Whether `jobs` more jobs fit (as `admit`, counting nothing): what holds a job besides the
+   * queue's depth (its key's share) is asked between this and `admitNow`, so that a job it
+   * refuses never fills the depth meanwhile (one key's refused requests had held another
+   * key's out of a queue with room).
+   */
+  async check(name: string, queueLimit: number, lowest = false, jobs = 1): Promise<void> {
+    await this.fresh(name, queueLimit, lowest, jobs);
+    this.refuseIfFull(name, queueLimit, lowest, jobs);
+  }
+
+  /** As `admit`, on the count this process has now (no Redis read waited for). */
+  admitNow(name: string, queueLimit: number, job = false, lowest = false, jobs = 1): CountedJob[] {
+    this.refuseIfFull(name, queueLimit, lowest, jobs);
+    if (!job) return [];
+    const at = this.now();
+    const admitted = Array.from({ length: jobs }, (): CountedJob => ({ at }));
+    this.sample(name).admitted.push(...admitted);
+    return admitted;
+  }
+
+  /** The depth `lowest` jobs (batch lines) may fill: their share of the queue's limit. */
+  private limitOf(queueLimit: number, lowest: boolean): number {
+    return lowest
       ? Math.max(1, Math.floor(queueLimit * (this.shedding.lowestBandShare ?? 1)))
       : queueLimit;
+  }
+
+  /**
+   * Refuses more jobs than the queue holds at all (INVALID_INPUT), and reads the queue's count
+   * again where it is stale and near the limit.
+   */
+  private async fresh(name: string, queueLimit: number, lowest: boolean, jobs: number) {
+    const limit = this.limitOf(queueLimit, lowest);
     if (jobs > limit)
       throw new FerryError(
         "INVALID_INPUT",
@@ -185,20 +220,19 @@ export class QueueDepth {
       if (age > UNTRUSTED_MS || (depth + jobs <= limit && depth + jobs - 1 >= limit * 0.8))
         await refresh;
     }
-    const depth = this.depth(name, sample);
-    if (depth + jobs > limit)
-      throw lowest && limit < queueLimit
-        ? FerryError.refusal(
-            "QUEUE_FULL",
-            `Queue for ${name} holds ${depth} waiting; priority 1-3 (batch lines among them) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for priority 4 and up${jobs > 1 ? ` (this request has ${jobs} choices)` : ""}`,
-            { retryAfterS: 1 },
-          )
-        : full(name, depth, limit, 1, jobs);
-    if (!job) return [];
-    const at = this.now();
-    const admitted = Array.from({ length: jobs }, (): CountedJob => ({ at }));
-    sample.admitted.push(...admitted);
-    return admitted;
+  }
+
+  private refuseIfFull(name: string, queueLimit: number, lowest: boolean, jobs: number): void {
+    const limit = this.limitOf(queueLimit, lowest);
+    const depth = this.depth(name, this.sample(name));
+    if (depth + jobs <= limit) return;
+    throw lowest && limit < queueLimit
+      ? FerryError.refusal(
+          "QUEUE_FULL",
+          `Queue for ${name} holds ${depth} waiting; priority 1-3 (batch lines among them) is queued only while fewer than ${limit} of its ${queueLimit} wait, the rest is kept for priority 4 and up${jobs > 1 ? ` (this request has ${jobs} choices)` : ""}`,
+          { retryAfterS: 1 },
+        )
+      : full(name, depth, limit, 1, jobs);
   }
 
   /** Jobs admitted (`admit` with `job`) are stored in their queue: a count from now has them. */
