@@ -46,6 +46,18 @@ const post = (
   });
 const idOf = async (res: Response) => ((await res.json()) as { id: string }).id;
 
+/**
+ * k1's claim on `key` as an upload leaves it when its answer was never stored: made before
+ * the body was read (no fingerprint), pending, gone quiet (a retry takes it over).
+ */
+async function goneQuiet(key: string): Promise<void> {
+  const tenant = createHash("sha256").update("k1").digest("hex").slice(0, 16);
+  const at = new Keys(stack.prefix).idempotency(tenant, key);
+  const rec = JSON.parse((await redis.get(at)) ?? "{}") as Record<string, unknown>;
+  const quiet = { state: "pending", fp: "?", at: 0, since: rec.since, attempt: "gone" };
+  await redis.set(at, JSON.stringify(quiet), "EX", 600);
+}
+
 /** Keys under this stack's prefix matching `pattern` (the stack's own Redis keys). */
 async function keys(pattern: string): Promise<string[]> {
   const found: string[] = [];
@@ -365,17 +377,8 @@ describe("Idempotency-Key on POST /v1/files", () => {
     const first = await post("/v1/files", a.bytes, key, { type: a.type });
     expect(first.status).toBe(200);
     const fileId = await idOf(first);
-    // as if its answer had not been stored (Redis failed there): the claim, made before the
-    // body was read, pending with no fingerprint, gone quiet
-    const tenant = createHash("sha256").update("k1").digest("hex").slice(0, 16);
-    const at = new Keys(stack.prefix).idempotency(tenant, key);
-    const rec = JSON.parse((await redis.get(at)) ?? "{}") as Record<string, unknown>;
-    await redis.set(
-      at,
-      JSON.stringify({ state: "pending", fp: "?", at: 0, since: rec.since, attempt: "gone" }),
-      "EX",
-      600,
-    );
+    // as if its answer had not been stored (Redis failed there)
+    await goneQuiet(key);
     // another payload under the key (it had been answered with the first's file, 200)
     const b = await form(lines(3));
     const other = await post("/v1/files", b.bytes, key, { type: b.type });
@@ -398,17 +401,8 @@ describe("a takeover of an NDJSON batch's claim gone quiet", () => {
     const first = await send(ndjson(30));
     expect(first.status).toBe(202);
     const batchId = await idOf(first);
-    // as if its answer had not been stored: the claim, made before the body was read, pending
-    // with no fingerprint, gone quiet
-    const tenant = createHash("sha256").update("k1").digest("hex").slice(0, 16);
-    const at = new Keys(stack.prefix).idempotency(tenant, key);
-    const rec = JSON.parse((await redis.get(at)) ?? "{}") as Record<string, unknown>;
-    await redis.set(
-      at,
-      JSON.stringify({ state: "pending", fp: "?", at: 0, since: rec.since, attempt: "gone" }),
-      "EX",
-      600,
-    );
+    // as if its answer had not been stored
+    await goneQuiet(key);
     // another payload (it had been answered with the first's batch, 202)
     expect((await send(ndjson(5))).status).toBe(422);
     const again = await send(ndjson(30));
