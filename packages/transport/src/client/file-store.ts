@@ -22,10 +22,7 @@ export interface StoredFile {
   status: "uploading" | "processed";
   /** The distinct urls a batch input file's lines name. */
   urls: string[];
-  /**
-   * The fingerprint of the keyed upload that stored it (its Idempotency-Key's): a retry that
-   * takes the key over finds the file and compares it. Absent for an unkeyed upload.
-   */
+  /** Its keyed upload's fingerprint, for a retry that takes the key over to compare. */
   fingerprint?: string;
 }
 
