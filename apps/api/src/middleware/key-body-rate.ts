@@ -126,7 +126,8 @@ export function keyBodyRate(limit: BodyRateLimiter | undefined): MiddlewareHandl
     const sender = BodyRateLimiter.sender(c.get("tenant"), addressOf(c));
     const declared = c.req.header("Content-Length");
     try {
-      limit.take(sender, declared !== undefined ? Number(declared) : (c.get("bodyBytes") ?? 0));
+      const bytes = declared !== undefined ? Number(declared) || 0 : (c.get("bodyBytes") ?? 0);
+      limit.take(sender, bytes);
     } catch (err) {
       if (!(err instanceof FerryError)) throw err;
       const refusal = errorResponse(c, err);
