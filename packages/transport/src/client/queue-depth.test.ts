@@ -216,6 +216,26 @@ describe("QueueDepth.admit, jobs on their way to Redis", () => {
 });
 
 describe("QueueDepth.admit after a quiet spell", () => {
+  it("reads the queue again rather than refuse on a full count a moment old that nobody is reading again", async () => {
+    let waiting = 10;
+    let now = 1_000_000;
+    // a count comes back a round trip later, as Redis's does
+    const later = () => new Promise((r) => setTimeout(r, 5));
+    const counter = {
+      waiting: async () => {
+        await later();
+        return waiting;
+      },
+      counts: async () => ({ waiting }),
+    };
+    const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
+    await expect(depth.admit("m.v1", 10)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    // its jobs ran meanwhile; 300 ms on, the count read then said full
+    waiting = 0;
+    now += 300;
+    await depth.admit("m.v1", 10);
+  });
+
   it("reads the queue again rather than refuse on a count a second old", async () => {
     let waiting = 10;
     let now = 1_000_000;

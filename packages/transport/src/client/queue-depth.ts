@@ -211,14 +211,18 @@ export class QueueDepth {
     const sample = this.sample(name);
     const age = this.now() - sample.at;
     if (age > STALE_MS) {
+      // this call is the one to ask Redis again: no count was on its way
+      const asks = sample.refreshing === undefined;
       const refresh = this.refresh(name, sample);
       const depth = this.depth(name, sample);
-      // full already: refuse at once (the refresh goes on for the next request); only a
-      // queue near its limit waits for a fresh count before deciding. A count older than
-      // UNTRUSTED_MS (the queue was left alone since) says nothing of now: it is waited for,
-      // or the first request after a quiet spell is refused for jobs long gone
-      if (age > UNTRUSTED_MS || (depth + jobs <= limit && depth + jobs - 1 >= limit * 0.8))
-        await refresh;
+      // full already: refused at once while a count is on its way (under a flood one always
+      // is, and the refusal must be cheap), else on the fresh count, one round trip away (a
+      // queue left alone a moment had refused for jobs since gone: another key's request 0.3 s
+      // after a full one's jobs ended). Only a queue near its limit waits too. A count older
+      // than UNTRUSTED_MS (the queue was left alone since) says nothing of now: it is waited for
+      const full = depth + jobs > limit;
+      const near = !full && depth + jobs - 1 >= limit * 0.8;
+      if (age > UNTRUSTED_MS || near || (full && asks)) await refresh;
     }
   }
 
