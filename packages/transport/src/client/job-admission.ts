@@ -53,15 +53,16 @@ export class JobAdmission {
     job: AdmittedJob,
   ): Promise<AdmittedPlace[]> {
     const lowest = priorityBand(job.priority) === BATCH_BAND;
+    const how = { counted: true, lowest, jobs: ids.length };
     const owners = this.owners;
     if (!job.shared || !owners || owners.of >= 1) {
-      const counted = await this.depth.admit(queue, job.maxQueueSize, true, lowest, ids.length);
+      const counted = await this.depth.admit(queue, job.maxQueueSize, how);
       return counted.map((one) => this.place(queue, one, 0));
     }
     // the queue's depth is checked first and taken last: a request its key's share refuses
     // never counts in it (one key's refused requests had kept another key's out of a queue
     // with room, the depth holding their places until the share's answer came back)
-    await this.depth.check(queue, job.maxQueueSize, lowest, ids.length);
+    await this.depth.check(queue, job.maxQueueSize, how);
     const turns = await owners.share.takeAll(queue, job.owner, ids, {
       maxQueueSize: job.maxQueueSize,
       share: owners.of,
@@ -70,7 +71,7 @@ export class JobAdmission {
     });
     let counted: CountedJob[];
     try {
-      counted = this.depth.admitNow(queue, job.maxQueueSize, true, lowest, ids.length);
+      counted = this.depth.admitNow(queue, job.maxQueueSize, how);
     } catch (err) {
       // the queue filled meanwhile: not queued after all, their places in the share go back
       await owners.share.release(queue, job.owner, ids, lowest).catch(() => undefined);

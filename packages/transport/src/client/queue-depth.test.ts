@@ -139,15 +139,15 @@ describe("QueueDepth.admit, the lowest band", () => {
   it("batch lines fill only their share of the queue; interactive requests get the rest", async () => {
     const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
     const depth = new QueueDepth(counter, { waitBudgetMs: 5_000, lowestBandShare: 0.5 });
-    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true, true);
-    await expect(depth.admit("m.v1", 10, true, true)).rejects.toMatchObject({
+    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, { counted: true, lowest: true });
+    await expect(depth.admit("m.v1", 10, { counted: true, lowest: true })).rejects.toMatchObject({
       code: "QUEUE_FULL",
       message: expect.stringMatching(
         /priority 1-3 \(batch lines among them\) is queued only while fewer than 5 of its 10 wait/,
       ),
     });
-    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, true);
-    await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({
+    for (let i = 0; i < 5; i++) await depth.admit("m.v1", 10, { counted: true });
+    await expect(depth.admit("m.v1", 10, { counted: true })).rejects.toMatchObject({
       code: "QUEUE_FULL",
       message: expect.stringMatching(/is full \(10 waiting, limit 10\)/),
     });
@@ -158,22 +158,24 @@ describe("QueueDepth.admit, several jobs together", () => {
   it("admits a request's choices all or none; more than the queue holds is the request's fault", async () => {
     const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
     const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 });
-    const first = await depth.admit("m.v1", 10, true, false, 4);
-    await depth.admit("m.v1", 10, true, false, 4);
-    await expect(depth.admit("m.v1", 10, true, false, 4)).rejects.toMatchObject({
+    const first = await depth.admit("m.v1", 10, { counted: true, jobs: 4 });
+    await depth.admit("m.v1", 10, { counted: true, jobs: 4 });
+    await expect(depth.admit("m.v1", 10, { counted: true, jobs: 4 })).rejects.toMatchObject({
       code: "QUEUE_FULL",
       message: expect.stringMatching(
         /has no room for this request's 4 choices \(8 waiting, limit 10\)/,
       ),
     });
     // the refused request took no place: two single jobs still fit, then none
-    await depth.admit("m.v1", 10, true);
-    await depth.admit("m.v1", 10, true);
-    await expect(depth.admit("m.v1", 10, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    await depth.admit("m.v1", 10, { counted: true });
+    await depth.admit("m.v1", 10, { counted: true });
+    await expect(depth.admit("m.v1", 10, { counted: true })).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+    });
     // withdrawn together (refused after all by its key's share): their places are free again
     depth.withdraw("m.v1", first);
-    await depth.admit("m.v1", 10, true, false, 4);
-    await expect(depth.admit("m.v1", 10, true, false, 11)).rejects.toMatchObject({
+    await depth.admit("m.v1", 10, { counted: true, jobs: 4 });
+    await expect(depth.admit("m.v1", 10, { counted: true, jobs: 11 })).rejects.toMatchObject({
       code: "INVALID_INPUT",
       message: expect.stringMatching(/11 choices are more than the queue for m.v1 holds \(10\)/),
     });
@@ -186,13 +188,15 @@ describe("QueueDepth.admit, jobs on their way to Redis", () => {
     // nothing admitted has reached the queue yet: every count reads 0
     const counter = { waiting: async () => 0, counts: async () => ({ waiting: 0 }) };
     const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
-    await depth.admit("m.v1", 2, true);
+    await depth.admit("m.v1", 2, { counted: true });
     // a count older than a second is read again before deciding: asked after a's admission,
     // without a in it
     now += 1_500;
-    await depth.admit("m.v1", 2, true);
+    await depth.admit("m.v1", 2, { counted: true });
     // a and b both count (a had been dropped with that count: a third was taken past 2)
-    await expect(depth.admit("m.v1", 2, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    await expect(depth.admit("m.v1", 2, { counted: true })).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+    });
   });
 
   it("drops a stored job with the first count asked for after it landed, and one never said to land after 30 s", async () => {
@@ -200,18 +204,20 @@ describe("QueueDepth.admit, jobs on their way to Redis", () => {
     let waiting = 0;
     const counter = { waiting: async () => waiting, counts: async () => ({ waiting }) };
     const depth = new QueueDepth(counter, { waitBudgetMs: 5_000 }, () => now);
-    const [a] = await depth.admit("m.v1", 2, true);
-    await depth.admit("m.v1", 2, true);
+    const [a] = await depth.admit("m.v1", 2, { counted: true });
+    await depth.admit("m.v1", 2, { counted: true });
     // a is stored, and the queue holds it; b's add is on its way
     depth.landed(a ? [a] : []);
     waiting = 1;
     now += 1_500;
     // the count (1: a) has a, not b: one place left, not none, and not two
-    await expect(depth.admit("m.v1", 3, true)).resolves.toHaveLength(1);
-    await expect(depth.admit("m.v1", 3, true)).rejects.toMatchObject({ code: "QUEUE_FULL" });
+    await expect(depth.admit("m.v1", 3, { counted: true })).resolves.toHaveLength(1);
+    await expect(depth.admit("m.v1", 3, { counted: true })).rejects.toMatchObject({
+      code: "QUEUE_FULL",
+    });
     // b and c never land nor are withdrawn (their caller lost track): 30 s on, they count no more
     now += 31_000;
-    await expect(depth.admit("m.v1", 3, true)).resolves.toHaveLength(1);
+    await expect(depth.admit("m.v1", 3, { counted: true })).resolves.toHaveLength(1);
   });
 });
 

@@ -8,6 +8,16 @@ export interface CountedJob {
   landedAt?: number | undefined;
 }
 
+/** How jobs are admitted (`QueueDepth.admit`). */
+export interface Admitting {
+  /** Each becomes a job of its own, counted from now until a count of the queue has it. */
+  counted?: boolean;
+  /** Of the lowest priority band (batch lines): held to its share of the limit. */
+  lowest?: boolean;
+  /** Jobs admitted together (a request's several choices), all or none. @defaultValue 1 */
+  jobs?: number;
+}
+
 interface Sample {
   waitingJobs: number;
   /** When the count was asked for: jobs admitted since may not be in it. */
@@ -149,7 +159,7 @@ export class QueueDepth {
   }
 
   /**
-   * Admits one request or refuses it with QUEUE_FULL. With `job`, the request becomes a job of
+   * Admits one request or refuses it with QUEUE_FULL. With `counted`, the request becomes a job of
    * its own: it counts from this moment until a sample of the queue includes it, so that a
    * burst within one sample's age cannot all be admitted against the same count. `lowest`
    * (batch lines) fills only `lowestBandShare` of the limit: batches that keep their lines
@@ -158,15 +168,9 @@ export class QueueDepth {
    * together (a request's several choices), all or none. Returns the jobs admitted: each is
    * counted until a count asked for once it `landed` has it, or until it is `withdraw`n.
    */
-  async admit(
-    name: string,
-    queueLimit: number,
-    job = false,
-    lowest = false,
-    jobs = 1,
-  ): Promise<CountedJob[]> {
-    await this.fresh(name, queueLimit, lowest, jobs);
-    return this.admitNow(name, queueLimit, job, lowest, jobs);
+  async admit(name: string, queueLimit: number, how: Admitting = {}): Promise<CountedJob[]> {
+    await this.fresh(name, queueLimit, how.lowest ?? false, how.jobs ?? 1);
+    return this.admitNow(name, queueLimit, how);
   }
 
   /**
@@ -175,15 +179,17 @@ export class QueueDepth {
    * refuses never fills the depth meanwhile (one key's refused requests had held another
    * key's out of a queue with room).
    */
-  async check(name: string, queueLimit: number, lowest = false, jobs = 1): Promise<void> {
+  async check(name: string, queueLimit: number, how: Admitting = {}): Promise<void> {
+    const { lowest = false, jobs = 1 } = how;
     await this.fresh(name, queueLimit, lowest, jobs);
     this.refuseIfFull(name, queueLimit, lowest, jobs);
   }
 
   /** As `admit`, on the count this process has now (no Redis read waited for). */
-  admitNow(name: string, queueLimit: number, job = false, lowest = false, jobs = 1): CountedJob[] {
+  admitNow(name: string, queueLimit: number, how: Admitting = {}): CountedJob[] {
+    const { counted = false, lowest = false, jobs = 1 } = how;
     this.refuseIfFull(name, queueLimit, lowest, jobs);
-    if (!job) return [];
+    if (!counted) return [];
     const at = this.now();
     const admitted = Array.from({ length: jobs }, (): CountedJob => ({ at }));
     this.sample(name).admitted.push(...admitted);
@@ -239,7 +245,7 @@ export class QueueDepth {
       : full(name, depth, limit, 1, jobs);
   }
 
-  /** Jobs admitted (`admit` with `job`) are stored in their queue: a count from now has them. */
+  /** Jobs admitted (`admit` with `counted`) are stored in their queue: a count from now has them. */
   landed(jobs: readonly CountedJob[]): void {
     const now = this.now();
     for (const job of jobs) job.landedAt ??= now;
@@ -251,7 +257,7 @@ export class QueueDepth {
   }
 
   /**
-   * Jobs admitted (`admit` with `job`) were not queued after all (refused by what else holds
+   * Jobs admitted (`admit` with `counted`) were not queued after all (refused by what else holds
    * them, or their add failed): they no longer count. Those very jobs, not the last admitted:
    * a count read since may have dropped them already, and another's job, admitted after that
    * count and not in it, would be dropped in their place.
