@@ -4,6 +4,7 @@ import { byteLevelPiece } from "./byte-level.js";
 import { GrammarGuide, type MatcherHost } from "./grammar-guide.js";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { type GuidedSpec, specKey } from "./guided-spec.js";
+import { HeldOpens } from "./held-opens.js";
 
 export interface GrammarEngineOptions {
   /** How long one grammar may take to compile before the request is refused (ms). @defaultValue 5_000 */
@@ -26,12 +27,6 @@ export interface SpelledVocabulary {
 
 /** What a request gets when its thread is replaced: its guide is rebuilt on the next one. */
 class ThreadReplaced extends FerryError {}
-
-/** A guide whose open waits its turn, and whoever waits for that open to be answered. */
-interface Held {
-  guide: GrammarGuide;
-  settle: Array<() => void>;
-}
 
 interface Pending {
   request: GrammarRequest;
@@ -62,12 +57,8 @@ export class GrammarEngine implements MatcherHost {
   private readonly vocabularies: VocabularyData[] = [];
   private readonly vocabularyIds = new WeakMap<object, Map<number, number>>();
   private readonly guides = new Map<number, GrammarGuide>();
-  /**
-   * Guides whose (re)open waits its turn: one compile is on the thread at a time, so a mask
-   * waits behind one grammar at most, and a request given up while it waits is never compiled.
-   */
-  private readonly held: Held[] = [];
-  private readonly heldSeqs = new Map<number, Held>();
+  /** Guides whose (re)open waits its turn (`HeldOpens`). */
+  private readonly held = new HeldOpens();
   private compiling = false;
   private nextId = 0;
   private nextSeq = 0;
@@ -153,7 +144,7 @@ export class GrammarEngine implements MatcherHost {
 
   advance(guide: GrammarGuide, tokens: number[]): void {
     // a guide whose open waits its turn takes every token drawn when it is sent
-    if (this.heldSeqs.has(guide.seq)) return;
+    if (this.held.holds(guide.seq)) return;
     // a replaced thread rejects it: the guide is rebuilt from all its tokens meanwhile
     const upTo = guide.tokens.length;
     this.request({ type: "advance", id: 0, seq: guide.seq, tokens }, guide, upTo).catch((err) =>
@@ -164,7 +155,7 @@ export class GrammarEngine implements MatcherHost {
   close(guide: GrammarGuide): void {
     if (!this.guides.delete(guide.seq)) return;
     // still held: it is skipped when its turn comes, and has no matcher to free
-    if (this.heldSeqs.has(guide.seq)) return;
+    if (this.held.holds(guide.seq)) return;
     if (this.thread)
       this.request({ type: "close", id: 0, seq: guide.seq }, undefined).catch(() => {});
   }
@@ -177,8 +168,7 @@ export class GrammarEngine implements MatcherHost {
     for (const guide of this.guides.values())
       guide.fail(new FerryError("UNAVAILABLE", "the worker is shutting down"));
     this.guides.clear();
-    for (const { settle } of this.held.splice(0)) for (const settled of settle) settled();
-    this.heldSeqs.clear();
+    for (const settled of this.held.drop()) settled();
     await thread?.terminate();
   }
 
@@ -186,30 +176,17 @@ export class GrammarEngine implements MatcherHost {
   private reopen(guide: GrammarGuide): Promise<void> {
     guide.rebuilding();
     return new Promise<void>((settled) => {
-      this.hold(guide, settled);
+      this.held.hold(guide, settled);
       void this.openNext();
     });
-  }
-
-  /** The guide's open waits its turn (once, however many wait for it). */
-  private hold(guide: GrammarGuide, settled: () => void): void {
-    const held = this.heldSeqs.get(guide.seq);
-    if (held) {
-      held.settle.push(settled);
-      return;
-    }
-    const entry = { guide, settle: [settled] };
-    this.held.push(entry);
-    this.heldSeqs.set(guide.seq, entry);
   }
 
   /** Sends the next held open once none is on the thread, with every token its guide drew. */
   private async openNext(): Promise<void> {
     if (this.compiling || this.closed) return;
-    const next = this.held.shift();
+    const next = this.held.next();
     if (!next) return;
     const { guide, settle } = next;
-    this.heldSeqs.delete(guide.seq);
     const settled = () => {
       for (const s of settle) s();
     };
@@ -236,11 +213,8 @@ export class GrammarEngine implements MatcherHost {
       ).catch((err) => {
         // its thread was replaced under it: it waits its turn on the next, and so do those
         // waiting for it (an open answers with its first mask, a cancel still heard)
-        const requeued = err instanceof ThreadReplaced && this.heldSeqs.get(guide.seq);
-        if (requeued) {
-          requeued.settle.push(...settle);
-          again = true;
-        } else this.unanswered(guide, err);
+        if (err instanceof ThreadReplaced && this.held.join(guide.seq, settle)) again = true;
+        else this.unanswered(guide, err);
       });
     } finally {
       this.compiling = false;
