@@ -365,7 +365,9 @@ describe("completions through the official openai client", () => {
     expect(await refused({ prompt: [72, 257] })).toBe(
       "Token id 257 is out of vocabulary (this model has 257 tokens)",
     );
-    expect(await refused({ prompt: [[72], [1, -1]] })).toMatch(/^prompt\.1\.1: Too small/);
+    expect(await refused({ prompt: [[72], [1, -1]] })).toBe(
+      "prompt.1.1: not a token id (an integer from 0): -1",
+    );
     expect(await refused({ prompt: [] })).toMatch(/^prompt/);
     expect(await refused({ prompt: Array(250).fill(65), max_tokens: 16 })).toMatch(
       /requested 266 tokens \(250 in the prompt, 16 for the completion\)/,

@@ -77,6 +77,50 @@ export function capped<T extends z.ZodType>(schema: T, max = MAX_LIST_LENGTH) {
   }, schema);
 }
 
+/**
+ * A list of token ids (integers from 0), at least `min` of them, read in one loop: zod's array
+ * of numbers takes each element through checks of its own (~55 ns an id here), and 12,000 ids
+ * in a 75 KB completion held the API's loop ~0.7 ms for that alone: four connections sending
+ * them back to back took another key's predict p50 from 0.5 to 7.4 ms (scratch). Its length
+ * is `capped`'s to bound, before this reads an element.
+ */
+export function tokenIdList(min = 0) {
+  return z
+    .custom<number[]>()
+    .superRefine((value, ctx) => {
+      const problem = tokenIdsProblem(value, min);
+      // a bad element's issue is at its place, and one of the wrong type ends the check, as
+      // zod's array reports them: a union then reports the shape a list nearly was
+      // (prompt.1.1), not that it matched none of its shapes
+      if (problem !== undefined) ctx.addIssue({ code: "custom", ...problem });
+    })
+    .openapi({
+      type: "array",
+      items: { type: "integer", minimum: 0 },
+      ...(min > 0 ? { minItems: min } : {}),
+    });
+}
+
+/** Why `value` is not a list of at least `min` token ids; undefined when it is one. */
+function tokenIdsProblem(
+  value: unknown,
+  min: number,
+): { message: string; path?: number[]; continue: boolean } | undefined {
+  if (!Array.isArray(value)) return { message: "expected a list of token ids", continue: false };
+  if (value.length < min)
+    return { message: `a list of at least ${min} token id${min === 1 ? "" : "s"}`, continue: true };
+  for (let k = 0; k < value.length; k++) {
+    const id: unknown = value[k];
+    if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0)
+      return {
+        message: `not a token id (an integer from 0): ${named(String(JSON.stringify(id)))}`,
+        path: [k],
+        continue: typeof id === "number",
+      };
+  }
+  return undefined;
+}
+
 /** `tools` no deeper than MAX_JSON_DEPTH, and no larger than MAX_TOOLS_JSON as JSON. */
 export function toolsWithin<T>(tools: readonly T[] | null | undefined): boolean {
   return !tools || (nestsWithin(tools) && JSON.stringify(tools).length <= MAX_TOOLS_JSON);

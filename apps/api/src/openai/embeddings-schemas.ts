@@ -1,9 +1,6 @@
 import { prioritySchema, timeoutMsSchema } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { capped } from "../http/schemas.js";
-
-/** A token id as an input carries it (checked against the model's vocabulary later). */
-const tokenId = z.number().int().min(0);
+import { capped, tokenIdList } from "../http/schemas.js";
 
 /**
  * OpenAI's embeddings request, with vLLM's `truncate_prompt_tokens` and Ferry's call fields.
@@ -16,13 +13,10 @@ export const embeddingsRequestSchema = z
     // token ids tried before texts: a long list is ids, and each element a schema tries as
     // what it is not costs an issue
     input: capped(
-      z.union(
-        [z.string(), z.array(tokenId), z.array(z.string()), z.array(capped(z.array(tokenId)))],
-        {
-          error:
-            "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids",
-        },
-      ),
+      z.union([z.string(), tokenIdList(), z.array(z.string()), z.array(capped(tokenIdList()))], {
+        error:
+          "input must be a string, an array of strings, an array of token ids, or an array of arrays of token ids",
+      }),
     ),
     /** `base64`: each vector as the base64 of its little-endian float32 values (the openai client's default). */
     encoding_format: z.enum(["float", "base64"]).default("float"),

@@ -13,6 +13,7 @@ import {
   conversationIdSchema,
   named,
   TOOLS_TOO_LARGE,
+  tokenIdList,
   toolDescriptionSchema,
   toolsWithin,
   unsupported,
@@ -23,7 +24,7 @@ import { streamOptionsStreamed } from "./stream-options.js";
 export const MAX_CHOICES = 64;
 
 /** A prompt already tokenized (OpenAI, vLLM): the model's token ids, as they are. */
-const tokenIds = capped(z.array(z.number().int().min(0)).min(1));
+const tokenIds = capped(tokenIdList(1));
 
 /** A stop sequence: matched against every token's text, so it is kept short; never empty (vLLM's rule: it would stop at once). */
 const stopString = z.string().min(1, "stop cannot contain an empty string").max(256);
@@ -137,7 +138,7 @@ const sampling = {
   /** vLLM's: words the completion may not contain. */
   bad_words: z.array(z.string().min(1).max(256)).max(64).nullish(),
   /** vLLM's: only these token ids can be drawn (no vocabulary has more than 262,144: Gemma's). */
-  allowed_token_ids: capped(z.array(z.number().int().min(0)).min(1)).nullish(),
+  allowed_token_ids: capped(tokenIdList(1)).nullish(),
   /**
    * vLLM's: every prompt token's log probability (the first's null), its rank and this many
    * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).

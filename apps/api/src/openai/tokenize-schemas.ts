@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { capped, TOOLS_TOO_LARGE, toolsWithin, unsupported } from "../http/schemas.js";
+import { capped, TOOLS_TOO_LARGE, tokenIdList, toolsWithin, unsupported } from "../http/schemas.js";
 import { chatMessages, chatTemplateFields, toolSchema } from "./schemas.js";
 
 /**
@@ -54,7 +54,7 @@ export const tokenizeResponseSchema = z
   .openapi("TokenizeResponse");
 
 export const detokenizeRequestSchema = z
-  .object({ model: z.string().nullish(), tokens: capped(z.array(z.number().int().min(0))) })
+  .object({ model: z.string().nullish(), tokens: capped(tokenIdList()) })
   .openapi("DetokenizeRequest");
 export type DetokenizeRequest = z.infer<typeof detokenizeRequestSchema>;
 
