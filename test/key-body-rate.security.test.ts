@@ -14,12 +14,10 @@ const stack = new Stack({
 beforeAll(() => stack.start());
 afterAll(() => stack.stop());
 
-/** A legal body of ~600 KB the route reads whole before it refuses it (no such file). */
+/** A legal batch of ~600 KB the API reads whole before it refuses it (no such model). */
 const large = JSON.stringify({
-  input_file_id: "file-none",
-  endpoint: "/v1/completions",
-  completion_window: "24h",
-  junk: new Array(300_000).fill(0),
+  model: "no-such-model",
+  items: Array.from({ length: 17_000 }, (_, k) => ({ key: `k${k}`, features: [0, 0, 0, 0] })),
 });
 const send = (key: string, body = large) =>
   fetch(stack.url("/v1/batches"), {

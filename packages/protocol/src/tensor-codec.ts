@@ -48,7 +48,7 @@ export function encodeTensor(datatype: Datatype, values: readonly number[]): str
  * One row's values as their binary form (little-endian, row major: what ONNX Runtime reads,
  * and Triton's binary tensor data), refusing any value the datatype cannot hold.
  */
-export function tensorToBytes(datatype: Datatype, values: readonly number[]): Buffer {
+export function tensorToBytes(datatype: Datatype, values: ArrayLike<number>): Buffer {
   if (datatype === "FP32") return fp32Bytes(values);
   for (let k = 0; k < values.length; k++) {
     const v = values[k] as number;
@@ -65,7 +65,7 @@ export function tensorToBytes(datatype: Datatype, values: readonly number[]): Bu
  * Values as their binary form, unchecked: what a model gave (a NaN included), for answers
  * sent as bytes (Triton's binary outputs).
  */
-export function rawTensorBytes(datatype: Datatype, values: readonly number[]): Buffer {
+export function rawTensorBytes(datatype: Datatype, values: ArrayLike<number>): Buffer {
   let array: ArrayBufferView;
   switch (datatype) {
     case "FP64":
@@ -88,7 +88,7 @@ export function rawTensorBytes(datatype: Datatype, values: readonly number[]): B
 }
 
 /** FP32, the common case, checked and copied in one loop (the hot route's every row). */
-function fp32Bytes(values: readonly number[]): Buffer {
+function fp32Bytes(values: ArrayLike<number>): Buffer {
   const array = new Float32Array(values.length);
   for (let k = 0; k < values.length; k++) {
     const v = values[k] as number;

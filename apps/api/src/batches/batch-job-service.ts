@@ -9,18 +9,15 @@ import {
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { ADMIN_ID, assertVisible, type Tenant } from "../http/tenant.js";
 import type { ParseThread } from "../parsing/parse-thread.js";
-import { keyProblem, type ParsedRows, type RowsSpec } from "./ndjson-rows.js";
+import type { ParsedJsonBatch } from "./json-batch-body.js";
+import type { ParsedRows, RowsSpec } from "./ndjson-rows.js";
 
 /** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
 const CHUNKS_IN_FLIGHT = 4;
+/** Items of a parsed JSON body checked and queued at once: a chunk's worth between turns. */
+const ROWS_AT_ONCE = 256;
 /** Segments sent to the parse thread ahead of the one whose rows are taken: it never idles. */
 const SEGMENTS_IN_FLIGHT = 2;
-
-/** One line of a batch: a key and the model's input row. */
-export interface RawItem {
-  key: unknown;
-  features: unknown;
-}
 
 /**
  * Offline batch prediction (the seed's BatchPredictor): items are checked and encoded as they
@@ -36,32 +33,37 @@ export class BatchJobService {
     private readonly rowsPerKeyBytes = 0,
   ) {}
 
-  /** Ingests `items` (an async stream of raw items); returns the batch id and its size. */
-  async ingest(
-    model: string,
-    version: string | undefined,
-    items: AsyncIterable<RawItem>,
+  /**
+   * A `{model, items}` body read on the parse thread (the buffer moves there); undefined
+   * fingerprint unless `fingerprintHead` is given.
+   */
+  parseJson(bytes: Uint8Array, fingerprintHead?: string): Promise<ParsedJsonBatch> {
+    return this.parser.jsonBatch(bytes, fingerprintHead);
+  }
+
+  /**
+   * Ingests a `{model, items}` body the parse thread read (`parseJson`): its rows checked
+   * against the model's input and queued ROWS_AT_ONCE items at a time; returns the batch id
+   * and its size.
+   */
+  async ingestParsed(
+    parsed: ParsedJsonBatch,
     owner: string,
-    /** The batch's id when the request names one (its Idempotency-Key's). */
     createdId?: string,
   ): Promise<{ id: string; total: number }> {
+    const { model, version, keys, values, widths, badFeatures } = parsed;
+    // every item's shape checked before any is queued, as the schema checked them
+    const { width } = this.rowsOf(model, version).spec;
+    const wrong = widths.findIndex((w) => w !== width);
+    const first = wrong >= 0 ? wrong + 1 : badFeatures;
+    if (first !== undefined) throw invalidItem(first, `needs ${width} finite features`);
     return this.intoChunks(model, version, owner, createdId, undefined, async (spec, add) => {
-      let total = 0;
-      for await (const raw of items) {
-        total++;
-        const features = raw.features;
-        const bad = keyProblem(raw.key);
-        if (bad !== undefined) throw invalidItem(total, bad);
-        if (
-          !Array.isArray(features) ||
-          features.length !== spec.width ||
-          !features.every((x) => typeof x === "number" && Number.isFinite(x))
-        ) {
-          throw invalidItem(total, `needs ${spec.width} finite features`);
-        }
-        await add([raw.key as string], tensorToBytes(spec.datatype, features as number[]));
+      for (let from = 0; from < keys.length; from += ROWS_AT_ONCE) {
+        const to = Math.min(keys.length, from + ROWS_AT_ONCE);
+        const rows = values.subarray(from * spec.width, to * spec.width);
+        await add(keys.slice(from, to), tensorToBytes(spec.datatype, rows));
       }
-      return total;
+      return keys.length;
     });
   }
 
@@ -141,6 +143,23 @@ export class BatchJobService {
    * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
    * their rows packed back to back), then seals it; one that fails midway is discarded.
    */
+  /** What a batch's rows must be for `model` (its version resolved); throws for one that takes none. */
+  private rowsOf(
+    model: string,
+    version: string | undefined,
+  ): { spec: RowsSpec; version: string; input: string } {
+    const { entry, version: v } = this.repository.resolve(model, version);
+    const input = entry.config.inputs[0];
+    if (entry.config.kind !== "classifier" || !input || entry.config.inputs.length !== 1) {
+      throw new FerryError("INVALID_INPUT", `Model '${model}' does not take batch predictions`);
+    }
+    const spec: RowsSpec = {
+      width: input.dims.reduce((a, b) => a * b, 1),
+      datatype: input.datatype,
+    };
+    return { spec, version: v, input: input.name };
+  }
+
   private async intoChunks(
     model: string,
     version: string | undefined,
@@ -152,15 +171,7 @@ export class BatchJobService {
       add: (keys: readonly string[], rows: Uint8Array) => Promise<void>,
     ) => Promise<number>,
   ): Promise<{ id: string; total: number }> {
-    const { entry, version: v } = this.repository.resolve(model, version);
-    const input = entry.config.inputs[0];
-    if (entry.config.kind !== "classifier" || !input || entry.config.inputs.length !== 1) {
-      throw new FerryError("INVALID_INPUT", `Model '${model}' does not take batch predictions`);
-    }
-    const spec: RowsSpec = {
-      width: input.dims.reduce((a, b) => a * b, 1),
-      datatype: input.datatype,
-    };
+    const { spec, version: v, input } = this.rowsOf(model, version);
     const batches = this.client.batches;
     const id = await batches.create(model, v, owner, createdId);
     const adding = new ChunksInFlight(CHUNKS_IN_FLIGHT);
@@ -183,7 +194,7 @@ export class BatchJobService {
       const packed = one
         ? Buffer.from(one.buffer, one.byteOffset, one.byteLength)
         : Buffer.concat(rows);
-      const chunk = { index: chunks++, input: input.name, keys, rows: packed };
+      const chunk = { index: chunks++, input, keys, rows: packed };
       keys = [];
       rows = [];
       // the admin is held to no budget, as its files are not

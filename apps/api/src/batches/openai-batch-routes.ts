@@ -6,6 +6,7 @@ import { isJson } from "../http/media-type.js";
 import { json, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { batchStatusSchema } from "./batch-status-schema.js";
+import { MAX_CREATE_BYTES } from "./json-batch-body.js";
 import { openAiBatchRequestSchema, openAiBatchSchema } from "./openai-batch-object.js";
 
 const listRoute = createRoute({
@@ -56,7 +57,9 @@ const isOpenAiBatchId = (id: string) => id.startsWith("batch_");
  */
 async function createOpenAiBatch(c: Context<HonoEnv>, next: Next) {
   if (!isJson(c.req.header("Content-Type"))) return next();
-  // parsed once: Ferry's route reads the same parsed body when it is its shape
+  // OpenAI's body is a few fields: one larger than any can be is Ferry's {model, items},
+  // which its route reads on the parse thread rather than here on the loop
+  if ((await c.req.arrayBuffer()).byteLength > MAX_CREATE_BYTES) return next();
   const raw: unknown = await c.req.json().catch(() => undefined);
   if (raw === null || typeof raw !== "object" || !("input_file_id" in raw)) return next();
   const body = openAiBatchRequestSchema.safeParse(raw);

@@ -4,6 +4,7 @@ import { type StoredAnswer, UNKNOWN_FINGERPRINT } from "@ferry/transport";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { HonoEnv } from "../services.js";
+import { bodyFingerprint } from "./body-fingerprint.js";
 import { errorResponse, httpStatus, idempotencyKeyReused, toFerryError } from "./errors.js";
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
@@ -34,72 +35,13 @@ export function idempotencyKeyOf(header: string | undefined): string | undefined
  * dropped the fields it does not know: a retry that adds one is another payload.
  */
 export function fingerprintOf(c: Context, body: unknown): () => string {
-  return () => {
-    const url = new URL(c.req.url);
-    const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
-    // pieces gathered into large updates: one update a piece was ~8 million calls for an
-    // 8 MB array of numbers (1.6 s of the API's loop)
-    let pending = "";
-    canonicalJson(body, (piece) => {
-      pending += piece;
-      if (pending.length >= HASH_PIECE_CHARS) {
-        hash.update(pending);
-        pending = "";
-      }
-    });
-    return hash.update(pending).digest("base64url");
-  };
+  return () => bodyFingerprint(fingerprintHead(c), body);
 }
 
-/** Characters of canonical JSON gathered before they are hashed. */
-const HASH_PIECE_CHARS = 64 * 1024;
-
-/** Whether every element of `list` is written by JSON.stringify as canonical JSON already. */
-function allPrimitive(list: readonly unknown[]): boolean {
-  for (const item of list) if (item !== null && typeof item === "object") return false;
-  return true;
-}
-
-/**
- * Writes `value` as JSON with every object's keys sorted, piece by piece, without recursion:
- * a body may nest as deep as its parser allowed (100,000 levels), past any call stack.
- */
-function canonicalJson(value: unknown, write: (piece: string) => void): void {
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const item = stack.pop();
-    if (item instanceof Literal) {
-      write(item.text);
-      continue;
-    }
-    if (Array.isArray(item) && allPrimitive(item)) {
-      // no object in it, so no key to sort: written whole, as JSON.stringify writes it
-      write(JSON.stringify(item));
-    } else if (Array.isArray(item)) {
-      write("[");
-      stack.push(new Literal("]"));
-      for (let i = item.length - 1; i >= 0; i--) {
-        stack.push(item[i]);
-        if (i > 0) stack.push(new Literal(","));
-      }
-    } else if (item !== null && typeof item === "object") {
-      const entries = Object.entries(item as Record<string, unknown>)
-        .filter(([, v]) => v !== undefined)
-        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
-      write("{");
-      stack.push(new Literal("}"));
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [k, v] = entries[i] as [string, unknown];
-        stack.push(v);
-        stack.push(new Literal(`${i > 0 ? "," : ""}${JSON.stringify(k)}:`));
-      }
-    } else write(JSON.stringify(item) ?? "null");
-  }
-}
-
-/** Text `canonicalJson` writes as it is (a bracket, a separator, a key). */
-class Literal {
-  constructor(readonly text: string) {}
+/** What a request's fingerprint begins with: its method, path and query. */
+export function fingerprintHead(c: Context): string {
+  const url = new URL(c.req.url);
+  return `${c.req.method} ${url.pathname}${url.search}\n`;
 }
 
 /**
@@ -130,8 +72,7 @@ export function streamedFingerprint(
   maxBytes: number,
 ): { chunks: AsyncIterable<Uint8Array>; streamed: Streamed } {
   if (!keyed(c)) return { chunks: body, streamed: UNKEYED };
-  const url = new URL(c.req.url);
-  const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
+  const hash = createHash("sha256").update(fingerprintHead(c));
   async function* chunks() {
     for await (const chunk of body) {
       hash.update(chunk);
@@ -168,8 +109,7 @@ export function parsedFingerprint<T>(
   digest: (item: T) => string | Uint8Array,
 ): { items: AsyncIterable<T>; streamed: Streamed } {
   if (!keyed(c)) return { items, streamed: UNKEYED };
-  const url = new URL(c.req.url);
-  const hash = createHash("sha256").update(`${c.req.method} ${url.pathname}${url.search}\n`);
+  const hash = createHash("sha256").update(fingerprintHead(c));
   async function* hashed() {
     for await (const item of items) {
       hash.update(digest(item));

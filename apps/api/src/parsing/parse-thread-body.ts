@@ -4,6 +4,7 @@
 import { parentPort } from "node:worker_threads";
 import { decodeChunkOutput } from "@ferry/protocol";
 import { renderAnswers } from "../batches/answer-plan.js";
+import { parseJsonBatch } from "../batches/json-batch-body.js";
 import { type ParsedRows, parseRows } from "../batches/ndjson-rows.js";
 import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
@@ -18,6 +19,13 @@ parentPort?.on("message", (request: ParseRequest) => {
       const parsed: ParsedRows = parseRows(request.bytes, request.spec);
       // the rows' buffer is theirs alone: it moves to the other thread, not copied
       parentPort?.postMessage({ id, result: parsed }, [parsed.rows.buffer as ArrayBuffer]);
+    } else if (request.kind === "json-batch") {
+      const parsed = parseJsonBatch(request.bytes, request.fingerprintHead);
+      // the features and widths are buffers of their own: they move
+      parentPort?.postMessage({ id, result: parsed }, [
+        parsed.values.buffer as ArrayBuffer,
+        parsed.widths.buffer as ArrayBuffer,
+      ]);
     } else if (request.kind === "result-lines") {
       const { bytes } = request;
       const out = decodeChunkOutput(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));

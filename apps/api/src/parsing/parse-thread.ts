@@ -1,6 +1,7 @@
 import type { Worker } from "node:worker_threads";
 import { spawnThread } from "@ferry/protocol";
 import type { AnswerPlan, RenderedAnswers } from "../batches/answer-plan.js";
+import type { ParsedJsonBatch } from "../batches/json-batch-body.js";
 import type { ParsedRows, RowsSpec } from "../batches/ndjson-rows.js";
 import type { CheckedLines } from "../files/input-lines.js";
 
@@ -12,7 +13,8 @@ type ParseAsk =
   | { kind: "rows"; bytes: Uint8Array; spec: RowsSpec }
   | { kind: "input-lines"; bytes: Uint8Array; firstLine: number }
   | { kind: "result-lines"; bytes: Uint8Array }
-  | { kind: "answers"; plan: AnswerPlan };
+  | { kind: "answers"; plan: AnswerPlan }
+  | { kind: "json-batch"; bytes: Uint8Array; fingerprintHead?: string };
 export type ParseRequest = { id: number } & ParseAsk;
 
 type Reply = { id: number; result: unknown } | { id: number; failure: string };
@@ -58,6 +60,18 @@ export class ParseThread {
     return this.ask({ kind: "answers", plan }) as Promise<RenderedAnswers>;
   }
 
+  /**
+   * A `{model, items}` batch body (a buffer of its own: it moves) read into keys and features
+   * (`parseJsonBatch`), fingerprinted when `fingerprintHead` is given.
+   */
+  jsonBatch(bytes: Uint8Array, fingerprintHead?: string): Promise<ParsedJsonBatch> {
+    return this.ask({
+      kind: "json-batch",
+      bytes,
+      ...(fingerprintHead === undefined ? {} : { fingerprintHead }),
+    }) as Promise<ParsedJsonBatch>;
+  }
+
   /** Whole lines of a batch input file checked (a copy), the first of them line `firstLine`. */
   inputLines(bytes: Uint8Array, firstLine: number): Promise<CheckedLines> {
     return this.ask({ kind: "input-lines", bytes, firstLine }) as Promise<CheckedLines>;
@@ -78,7 +92,7 @@ export class ParseThread {
       // `answerPlan`) are the caller's to give (they move); an input file's chunk is stored
       // once checked (it is copied)
       const transfer =
-        request.kind === "rows" || request.kind === "result-lines"
+        request.kind === "rows" || request.kind === "result-lines" || request.kind === "json-batch"
           ? [request.bytes.buffer as ArrayBuffer]
           : request.kind === "answers"
             ? request.plan.outputs.map(({ values }) => values.buffer as ArrayBuffer)
