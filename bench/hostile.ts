@@ -14,13 +14,27 @@ const p = (sorted: number[], q: number) => sorted[Math.floor(sorted.length * q)]
 /**
  * Issue 10's worst inputs beside normal load: closed-loop predicts (a different input on every
  * request) in windows that alternate calm and hostile, where hostile adds five rounds a second
- * of a 30 MB NDJSON line, a 7 MB prompt and v2 data nested 100k deep. Reports the normal p99
+ * of a 30 MB NDJSON line, a 7 MB prompt, v2 data nested 100k deep, a 7 MB `{model, items}`
+ * batch whose last item is bad and a prompt of 12,000 token ids. Reports the normal p99
  * per window pair and their median ratio (target: < 2), the API's RSS and event-loop delay.
  */
 export async function hostileBench(): Promise<Record<string, unknown>> {
   const stack = await new Stack({ env: { WORKER_MODELS: "digits" } }).start();
   try {
     const prompt = Buffer.from(JSON.stringify({ model: "tiny-lm", prompt: "p".repeat(7_000_000) }));
+    // a 7 MB JSON batch whose last item is bad: read whole, refused, nothing queued
+    const items = Array.from({ length: 40_000 }, (_, k) => ({
+      key: `h${k}`,
+      features: k === 39_999 ? [1] : samples.digits.inputs[k % 64],
+    }));
+    const jsonBatch = Buffer.from(JSON.stringify({ model: "digits", items }));
+    // 12,000 token ids (75 KB, under the byte rate's floor): past the context, a 400
+    const ids = Buffer.from(
+      JSON.stringify({
+        model: "tiny-lm",
+        prompt: Array.from({ length: 12_000 }, (_, k) => (k * 31) % 250),
+      }),
+    );
     const deep = Buffer.from(
       `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${"[".repeat(100_000)}1${"]".repeat(100_000)}}]}`,
     );
@@ -85,6 +99,8 @@ export async function hostileBench(): Promise<Record<string, unknown>> {
           post("/v1/batches?model=digits", endlessLine(30 * 1024 * 1024), "application/x-ndjson"),
           post("/v1/completions", prompt, "application/json"),
           post("/v2/models/digits/infer", deep, "application/json"),
+          post("/v1/batches", jsonBatch, "application/json"),
+          post("/v1/completions", ids, "application/json"),
           new Promise((r) => setTimeout(r, 200)),
         ]);
         rounds++;
@@ -121,7 +137,7 @@ export async function hostileBench(): Promise<Record<string, unknown>> {
     ratios.sort((a, b) => a - b);
     const median = ((ratios[PAIRS / 2 - 1] ?? 0) + (ratios[PAIRS / 2] ?? 0)) / 2;
     console.log(
-      `\nnormal predicts (${CLIENTS} closed-loop clients, a new input each) in ${PAIRS} pairs of ${WINDOW_MS} ms windows, calm then hostile; hostile = ${rounds} rounds of a 30 MB NDJSON line + a 7 MB prompt + 100k-deep v2 data, 5 a second`,
+      `\nnormal predicts (${CLIENTS} closed-loop clients, a new input each) in ${PAIRS} pairs of ${WINDOW_MS} ms windows, calm then hostile; hostile = ${rounds} rounds of a 30 MB NDJSON line + a 7 MB prompt + 100k-deep v2 data + a 7 MB {model, items} batch with a bad last item + 12,000 prompt token ids, 5 a second`,
     );
     printTable("normal requests beside hostile inputs", rows);
     console.log(
