@@ -221,6 +221,17 @@ describe("offline batch prediction", () => {
     expect(stored.status).toBe(404);
   }, 60_000);
 
+  it("a JSON batch's value its model's datatype cannot hold is a 400 naming the item and its place", async () => {
+    const row = [...(samples.digits.inputs[0] ?? [])];
+    const items = Array.from({ length: 600 }, (_, k) => ({ key: `v${k}`, features: row }));
+    items[300] = { key: "v300", features: row.map((v, i) => (i === 3 ? 1e39 : v)) };
+    const res = await stack.post("/v1/batches", { model: "digits", items });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
+      /^item 301: value 1e\+39 at index 3 does not fit FP32/,
+    );
+  });
+
   it("rejects a bad item, naming its line", async () => {
     const res = await fetch(stack.url("/v1/batches?model=digits"), {
       method: "POST",

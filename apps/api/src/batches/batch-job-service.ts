@@ -61,7 +61,7 @@ export class BatchJobService {
       for (let from = 0; from < keys.length; from += ROWS_AT_ONCE) {
         const to = Math.min(keys.length, from + ROWS_AT_ONCE);
         const rows = values.subarray(from * spec.width, to * spec.width);
-        await add(keys.slice(from, to), tensorToBytes(spec.datatype, rows));
+        await add(keys.slice(from, to), rowsBytes(spec, rows, from));
       }
       return keys.length;
     });
@@ -289,6 +289,28 @@ export class ChunksInFlight {
   /** Waits for every chunk, failed or not. */
   async settled(): Promise<void> {
     await Promise.all(this.pending);
+  }
+}
+
+/**
+ * Items' rows (`first` the first's place, from 0) as the model's input bytes; a value the
+ * datatype cannot hold is a 400 naming its item and its place in it.
+ */
+function rowsBytes(spec: RowsSpec, rows: Float64Array, first: number): Buffer {
+  try {
+    return tensorToBytes(spec.datatype, rows);
+  } catch (err) {
+    if (!(err instanceof FerryError)) throw err;
+    for (let at = 0; at < rows.length; at += spec.width)
+      try {
+        tensorToBytes(spec.datatype, rows.subarray(at, at + spec.width));
+      } catch (bad) {
+        throw new FerryError(
+          "INVALID_INPUT",
+          `item ${first + at / spec.width + 1}: ${(bad as Error).message}`,
+        );
+      }
+    throw err;
   }
 }
 
