@@ -1,9 +1,13 @@
+import { loopCopies } from "./repetition-loops.js";
+
 /** What the API's budgets read of an EBNF grammar, in one pass over its text. */
 export interface GrammarReading {
   /** Where its groups first nest deeper than the reader was asked about, if they do. */
   nestedPastAt: number | undefined;
   /** Items it stands for written out (`grammarExpansion`), capped just past the cap asked. */
   size: number;
+  /** Copies its counted repetitions make of a loop (`loopCopies`), at most: 0 for none. */
+  loopCopies: number;
 }
 
 /**
@@ -18,7 +22,8 @@ export function readGrammar(
   { maxNesting, cap }: { maxNesting: number; cap: number },
 ): GrammarReading {
   const read = tokens(ebnf, comments, maxNesting);
-  return { nestedPastAt: read.nestedPastAt, size: grammarExpansion(read.tokens, cap) };
+  const { size, loopCopies } = grammarExpansion(read.tokens, cap);
+  return { nestedPastAt: read.nestedPastAt, size, loopCopies };
 }
 
 /**
@@ -29,9 +34,9 @@ export function readGrammar(
  * with it: three nested `{0,999}` ran past the compile budget, twenty nested `{2}` took 3.5 s,
  * while one `{0,60000}` compiled at once. Values are capped just past `cap`.
  */
-function grammarExpansion(all: Token[], cap: number): number {
+function grammarExpansion(all: Token[], cap: number): Sized {
   const rules = ruleBodies(all);
-  const size = new Map<string, number>();
+  const size = new Map<string, Sized>();
   const sizing = new Set<string>();
   const limit = (n: number) => Math.min(n, cap + 1);
   // each rule sized once its references are, without recursion on this thread's stack: a
@@ -49,7 +54,8 @@ function grammarExpansion(all: Token[], cap: number): number {
       if (ref === undefined) {
         stack.pop();
         sizing.delete(top.name);
-        size.set(top.name, limit(bodySize(rules.get(top.name) ?? [], size, limit)));
+        const sized = bodySize(rules.get(top.name) ?? [], size, limit);
+        size.set(top.name, { size: limit(sized.size), loopCopies: limit(sized.loopCopies) });
         order.push(top.name);
         continue;
       }
@@ -58,9 +64,19 @@ function grammarExpansion(all: Token[], cap: number): number {
       stack.push({ name: ref, refs: refsOf(rules.get(ref) ?? []), next: 0 });
     }
   }
-  let largest = 0;
-  for (const name of order) largest = Math.max(largest, size.get(name) ?? 0);
+  const largest = { size: 0, loopCopies: 0 };
+  for (const name of order) {
+    const sized = size.get(name);
+    largest.size = Math.max(largest.size, sized?.size ?? 0);
+    largest.loopCopies = Math.max(largest.loopCopies, sized?.loopCopies ?? 0);
+  }
   return largest;
+}
+
+/** A rule's or an item's size written out, and the copies it makes of a loop (`loopCopies`). */
+interface Sized {
+  size: number;
+  loopCopies: number;
 }
 
 type Token =
@@ -136,26 +152,38 @@ function refsOf(body: Token[]): string[] {
   return refs;
 }
 
-/** A body's size, its references read from `sizes` (one not there counts one). */
+/**
+ * A body's size and the copies it makes of a loop (`loopCopies`), its references read from
+ * `sizes` (one not there counts one, and no loop).
+ */
 function bodySize(
   body: Token[],
-  sizes: ReadonlyMap<string, number>,
+  sizes: ReadonlyMap<string, Sized>,
   limit: (n: number) => number,
-): number {
-  // each open group: its finished alternatives' largest size and the one being read
-  const stack: Array<{ best: number; branch: number }> = [{ best: 0, branch: 0 }];
+): Sized {
+  // each open group: its finished alternatives' largest size and the one being read, and
+  // the most copies of a loop among its items
+  const stack: Array<{ best: number; branch: number; copies: number }> = [
+    { best: 0, branch: 0, copies: 0 },
+  ];
   let last = 0;
+  let lastCopies = 0;
   for (const token of body) {
-    const top = stack[stack.length - 1] as { best: number; branch: number };
+    const top = stack[stack.length - 1] as { best: number; branch: number; copies: number };
     if (token.kind === "atom" || token.kind === "name") {
-      last = token.kind === "atom" ? 1 : (sizes.get(token.name) ?? 1);
+      const ref = token.kind === "name" ? sizes.get(token.name) : undefined;
+      last = token.kind === "atom" ? 1 : (ref?.size ?? 1);
+      lastCopies = ref?.loopCopies ?? 0;
       top.branch = limit(top.branch + last);
-    } else if (token.kind === "open") stack.push({ best: 0, branch: 0 });
+      top.copies = Math.max(top.copies, lastCopies);
+    } else if (token.kind === "open") stack.push({ best: 0, branch: 0, copies: 0 });
     else if (token.kind === "close" && stack.length > 1) {
-      const done = stack.pop() as { best: number; branch: number };
+      const done = stack.pop() as { best: number; branch: number; copies: number };
       last = Math.max(done.best, done.branch);
-      const outer = stack[stack.length - 1] as { best: number; branch: number };
+      lastCopies = done.copies;
+      const outer = stack[stack.length - 1] as { best: number; branch: number; copies: number };
       outer.branch = limit(outer.branch + last);
+      outer.copies = Math.max(outer.copies, lastCopies);
     } else if (token.kind === "bar") {
       top.best = Math.max(top.best, top.branch);
       top.branch = 0;
@@ -163,11 +191,17 @@ function bodySize(
       // the item was counted once as it was read: the rest of its copies
       top.branch = limit(top.branch + last * (token.times - 1));
       last = limit(last * token.times);
+      lastCopies = limit(loopCopies(lastCopies, token.times));
+      top.copies = Math.max(top.copies, lastCopies);
     }
   }
   let size = 0;
-  for (const frame of stack) size = Math.max(size, frame.best, frame.branch);
-  return size;
+  let copies = 0;
+  for (const frame of stack) {
+    size = Math.max(size, frame.best, frame.branch);
+    copies = Math.max(copies, frame.copies);
+  }
+  return { size, loopCopies: copies };
 }
 
 /** A letter or `_`: what a rule's name starts with. */

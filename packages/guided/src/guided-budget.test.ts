@@ -69,6 +69,58 @@ describe("an EBNF grammar's counted repetitions", () => {
   });
 });
 
+describe("a counted repetition past 128 inside others (XGrammar keeps it a loop)", () => {
+  const grammar = (ebnf: string) => guidedProblem({ kind: "grammar", ebnf });
+  const pattern = (p: string) => guidedProblem({ kind: "regex", pattern: p });
+
+  it("is refused once the counts around it copy it more than 8 times, in a grammar, through its rules, in a pattern and a schema's", () => {
+    // 112 bytes that held a model's grammar thread for its 5 s budget (an attack's)
+    expect(grammar('root ::= (("a"|"b"){0,316}){0,316} "c"')).toMatch(
+      /repeats a counted repetition of more than 128 inside others that copy it 316 times, more than 8/,
+    );
+    expect(grammar('root ::= (("a"|"b"){0,200}){0,40}')).toMatch(/copy it 40 times/);
+    expect(grammar('root ::= (("a"|"b"){0,200}){0,3}{0,3}')).toMatch(/copy it 9 times/);
+    expect(grammar('root ::= (r){0,20}\nr ::= ("a"|"b"){0,300}')).toMatch(/copy it 20 times/);
+    expect(pattern("((a|b){0,200}){0,40}")).toMatch(/^the pattern repeats .* copy it 40 times/);
+    expect(
+      guidedProblem({
+        kind: "json_schema",
+        schema: { type: "string", pattern: "^((a|b){0,200}){0,40}$" },
+      }),
+    ).toMatch(/copy it 40 times/);
+  });
+
+  it("is taken with up to 8 copies, and counts up to 128 nest as the expansion budget allows", () => {
+    for (const ebnf of [
+      'root ::= (("a"|"b"){0,200}){0,8}',
+      'root ::= (("a"|"b"){0,120}){0,120}',
+      'root ::= (("a"|"b"){0,40}){0,200}',
+      'root ::= ("a"|"b"){0,9000}',
+    ])
+      expect(grammar(ebnf), ebnf).toBeUndefined();
+    expect(pattern("((a|b){0,200}){0,8}")).toBeUndefined();
+    expect(pattern("[0-9]{1,300}(,[0-9]{1,3}){0,100}")).toBeUndefined();
+  });
+
+  it("what it takes at its edge compiles well inside the compile budget", async () => {
+    const engine = new GrammarEngine({ compileBudgetMs: 5_000 });
+    const vocab = engine.vocabulary(
+      { eosTokenId: 256, tokenBytes: (id: number) => (id < 256 ? [id] : []) },
+      257,
+    );
+    try {
+      const guide = await engine.open(
+        { kind: "grammar", ebnf: 'root ::= (("a"|"b"){0,200}){0,8} "c"' },
+        vocab,
+      );
+      guide.close();
+      expect(engine.restarts).toBe(0);
+    } finally {
+      await engine.shutdown();
+    }
+  });
+});
+
 describe("a pattern's budgets", () => {
   it("refuses groups nested deeper than 64 (2,000 had trapped XGrammar's regex parser)", () => {
     const nested = (levels: number) => `${"(".repeat(levels)}a${")".repeat(levels)}`;

@@ -1,6 +1,7 @@
 import { readGrammar } from "./grammar-reading.js";
 import type { GuidedSpec } from "./guided-spec.js";
 import { regexProblem } from "./regex-budget.js";
+import { loopCopiesProblem, MAX_COPIES_OF_A_LOOP } from "./repetition-loops.js";
 import { schemaProblem } from "./schema-budget.js";
 
 /** Most tools a guided chat may offer (OpenAI's limit). */
@@ -65,7 +66,8 @@ function grammarProblem(ebnf: string): string | undefined {
   const at = readings.find((r) => r.nestedPastAt !== undefined)?.nestedPastAt;
   if (at !== undefined)
     return `the grammar nests groups deeper than ${MAX_GRAMMAR_NESTING} levels (at character ${at})`;
-  return readings.some((r) => r.size > MAX_GRAMMAR_EXPANSION)
-    ? `the grammar writes out to more than ${MAX_GRAMMAR_EXPANSION} items once its counted repetitions are expanded`
-    : undefined;
+  if (readings.some((r) => r.size > MAX_GRAMMAR_EXPANSION))
+    return `the grammar writes out to more than ${MAX_GRAMMAR_EXPANSION} items once its counted repetitions are expanded`;
+  const copies = Math.max(...readings.map((r) => r.loopCopies));
+  return copies > MAX_COPIES_OF_A_LOOP ? loopCopiesProblem("the grammar", copies) : undefined;
 }
