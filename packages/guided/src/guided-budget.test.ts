@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { GrammarEngine } from "./grammar-engine.js";
 import { guidedProblem, MAX_GRAMMAR_NESTING } from "./guided-budget.js";
+import type { GuidedSpec } from "./guided-spec.js";
 
 const nested = (levels: number, inner = '"a"') =>
   `root ::= ${"(".repeat(levels)}${inner}${")".repeat(levels)}`;
@@ -118,6 +119,27 @@ describe("a counted repetition past 128 inside others (XGrammar keeps it a loop)
     } finally {
       await engine.shutdown();
     }
+  });
+});
+
+describe("a request's tools", () => {
+  it("count their schemas' objects together: 128 tools of 20 properties each are one grammar past the budget", () => {
+    const tool = (k: number) => ({
+      name: `t${k}`,
+      parameters: {
+        type: "object",
+        properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${i}`, {}])),
+      },
+    });
+    const spec = (n: number): GuidedSpec => ({
+      kind: "tool_calls",
+      format: "hermes",
+      tools: Array.from({ length: n }, (_, k) => tool(k)),
+    });
+    expect(guidedProblem(spec(97))).toBeUndefined();
+    expect(guidedProblem(spec(98))).toBe(
+      "at /tools/97/function/parameters/properties/p10: the tools' schemas have together more than 2048 subschemas",
+    );
   });
 });
 

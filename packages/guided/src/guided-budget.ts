@@ -39,8 +39,10 @@ export function guidedProblem(spec: GuidedSpec): string | undefined {
     case "tool_calls": {
       if (spec.tools.length > MAX_TOOLS)
         return `${spec.tools.length} tools, more than ${MAX_TOOLS}`;
+      // the tools' schemas become one grammar: their objects count together
+      const counted = { nodes: 0, of: "the tools' schemas have together" };
       for (const [i, tool] of spec.tools.entries()) {
-        const found = schemaProblem(tool.parameters);
+        const found = schemaProblem(tool.parameters, counted);
         if (found)
           return `at /tools/${i}/function/parameters${found.pointer === "/" ? "" : found.pointer}: ${found.message}`;
       }

@@ -2,8 +2,15 @@ import { nestsWithin } from "@ferry/protocol";
 import { boundsPlan } from "./number-bounds.js";
 import { regexProblem } from "./regex-budget.js";
 
-/** Most schema objects one schema may hold (each `$def` counted once: references are not expanded). */
-export const MAX_SCHEMA_NODES = 10_000;
+/**
+ * Most schema objects one spec may hold, a request's tools together (each `$def` counted once:
+ * references are not expanded). XGrammar's compile time grows faster than their number
+ * (measured on its thread: 2,048 properties in 16 objects 1.5 s, 3,000 2-2.4 s, 6,000 6.6 s,
+ * 4,500 objects of one property 4.7 s, an anyOf of 9,000 strings with a maxLength 5 s), and
+ * the 10,000 allowed before let one 59 KB schema hold a model's grammar thread for its whole
+ * compile budget, every other guided request of that model behind it.
+ */
+export const MAX_SCHEMA_NODES = 2_048;
 /**
  * Deepest nesting of schema objects (references not followed). XGrammar's converter recurses
  * on its WebAssembly stack, which 56 nested objects, or 32 arrays of objects, overran.
@@ -110,13 +117,16 @@ export interface SchemaProblem {
  * keyword that would constrain the answer either applied or refused by name with its JSON
  * pointer (never silently ignored), every `pattern` held to the regular-expression budget.
  */
-export function schemaProblem(schema: unknown): SchemaProblem | undefined {
+export function schemaProblem(
+  schema: unknown,
+  /** The spec's objects counted so far, and what they are: a request's tools count together. */
+  counted: { nodes: number; of?: string } = { nodes: 0 },
+): SchemaProblem | undefined {
   if (!nestsWithin(schema, MAX_SCHEMA_JSON_DEPTH))
     return {
       pointer: "/",
       message: `the schema nests deeper than ${MAX_SCHEMA_JSON_DEPTH} levels of JSON (enum and const values included)`,
     };
-  let nodes = 0;
   let bounded = 0;
   let spelled = 0;
   let patterns = 0;
@@ -133,8 +143,11 @@ export function schemaProblem(schema: unknown): SchemaProblem | undefined {
     if (typeof node === "boolean") return undefined;
     if (typeof node !== "object" || node === null || Array.isArray(node))
       return problem(pointer, "a schema must be an object or a boolean");
-    if (++nodes > MAX_SCHEMA_NODES)
-      return problem(pointer, `the schema has more than ${MAX_SCHEMA_NODES} subschemas`);
+    if (++counted.nodes > MAX_SCHEMA_NODES)
+      return problem(
+        pointer,
+        `${counted.of ?? "the schema has"} more than ${MAX_SCHEMA_NODES} subschemas`,
+      );
     const own = node as Record<string, unknown>;
     // a list of types is written as an anyOf of one branch a type: a level of its own
     depth += splitLevel(own);
