@@ -58,6 +58,27 @@ describe("chat messages are counted and measured before any template renders", (
     expect(counted - parsedOnly).toBeLessThan(2_000);
   });
 
+  it("more messages than the context has tokens are refused before rendering, on a chat and /tokenize alike", async () => {
+    // 2,048 empty messages (64 KB, under the byte rate's floor): the template wrote 8,194 tokens
+    // for the 256-token window, ~4 ms of the API's loop each, before the context check refused
+    // the chat (and /tokenize answered them)
+    const empty = Array.from({ length: 2_048 }, (_, k) => ({
+      role: k % 2 ? "assistant" : "user",
+      content: "",
+    }));
+    const refusal =
+      "This model's maximum context length is 256 tokens; the chat has 2048 messages, each at least a token once its template writes it";
+    const res = await chat(empty);
+    expect(res.status).toBe(400);
+    expect(await message(res)).toBe(refusal);
+    const tokenized = await stack.post("/tokenize", { model: "tiny-lm", messages: empty });
+    expect(tokenized.status).toBe(400);
+    expect(await message(tokenized)).toBe(refusal);
+    // as many as the window has tokens are still rendered (and counted by their tokens)
+    const fits = await stack.post("/tokenize", { model: "tiny-lm", messages: empty.slice(0, 8) });
+    expect(fits.status).toBe(200);
+  });
+
   it("text that cannot fit the context is refused before rendering; a tool message names its call", async () => {
     const long = Array.from({ length: 100 }, () => ({ role: "user", content: "x".repeat(1_000) }));
     const res = await chat(long);

@@ -1,7 +1,7 @@
 import type { ModelRepository } from "@ferry/model-repository";
 import { FerryError } from "@ferry/protocol";
 import { type ChatTemplateRequest, ChatTemplates } from "./chat-template.js";
-import { checkPromptChars, messageText } from "./context-window.js";
+import { checkMessageCount, checkPromptChars, messageText } from "./context-window.js";
 import type { AsCompletion } from "./sampling-params.js";
 import type { ChatCompletionRequest as ChatRequest, CompletionRequest } from "./schemas.js";
 import { toolChoice } from "./tool-calls.js";
@@ -72,6 +72,7 @@ export class ChatPrompts {
     if (!prompt) {
       const { entry } = this.repository.resolve(body.model);
       // measured before any template runs: text that cannot fit costs no rendering
+      checkMessageCount(entry, body.messages.length);
       checkPromptChars(entry, messageText(body.messages));
       prompt = this.templates.renderRequest(entry, body);
       this.renders.set(body.messages, prompt);
