@@ -58,6 +58,36 @@ describe("chat messages are counted and measured before any template renders", (
     expect(counted - parsedOnly).toBeLessThan(2_000);
   });
 
+  it("content parts are counted before any is read: a chat's messages, a response's input items", async () => {
+    // 300,000 empty parts (7.8 MB) in one message had each been read and checked by the
+    // schema, ~575 ms of the API's loop a request with their garbage, before any count
+    const parts = Array.from({ length: 300_000 }, () => ({ type: "text", text: "" }));
+    const res = await chat([{ role: "user", content: parts }]);
+    expect(res.status).toBe(400);
+    expect(await message(res)).toBe(
+      "messages: at most 4096 content parts together; these have 300000",
+    );
+    const input = Array.from({ length: 250_000 }, () => ({ type: "input_text", text: "" }));
+    const response = await stack.post("/v1/responses", {
+      model: "tiny-lm",
+      input: [{ role: "user", content: input }],
+    });
+    expect(response.status).toBe(400);
+    expect(await message(response)).toMatch(
+      /at most 4096 content parts together; these have 250000/,
+    );
+    // a chat of 2,048 messages of two parts each is within it
+    const two = [
+      { type: "text", text: "a" },
+      { type: "text", text: "b" },
+    ];
+    const within = await stack.post("/tokenize", {
+      model: "tiny-lm",
+      messages: Array.from({ length: 8 }, () => ({ role: "user", content: two })),
+    });
+    expect(within.status).toBe(200);
+  });
+
   it("more messages than the context has tokens are refused before rendering, on a chat and /tokenize alike", async () => {
     // 2,048 empty messages (64 KB, under the byte rate's floor): the template wrote 8,194 tokens
     // for the 256-token window, ~4 ms of the API's loop each, before the context check refused

@@ -121,6 +121,41 @@ function tokenIdsProblem(
   return undefined;
 }
 
+/** Most content parts a conversation's items may hold together. */
+export const MAX_CONTENT_PARTS = 4_096;
+
+/**
+ * A conversation's schema (chat messages, Responses input items) behind a count of its items
+ * and of their content parts together, read before any is parsed: zod reads every element
+ * first, and 300,000 empty text parts in one 7.8 MB message held the API's loop ~575 ms a
+ * request to refuse (their checks and garbage), two a second within the byte rate.
+ */
+export function conversationWithin<T extends z.ZodType>(
+  schema: T,
+  { maxItems, tooMany }: { maxItems: number; tooMany: string },
+) {
+  return z.preprocess((value, ctx) => {
+    if (!Array.isArray(value)) return value;
+    if (value.length > maxItems) {
+      ctx.addIssue({ code: "custom", message: tooMany });
+      return z.NEVER;
+    }
+    let parts = 0;
+    for (const item of value) {
+      const content = (item as { content?: unknown } | null)?.content;
+      if (Array.isArray(content)) parts += content.length;
+    }
+    if (parts > MAX_CONTENT_PARTS) {
+      ctx.addIssue({
+        code: "custom",
+        message: `at most ${MAX_CONTENT_PARTS} content parts together; these have ${parts}`,
+      });
+      return z.NEVER;
+    }
+    return value;
+  }, schema);
+}
+
 /** `tools` no deeper than MAX_JSON_DEPTH, and no larger than MAX_TOOLS_JSON as JSON. */
 export function toolsWithin<T>(tools: readonly T[] | null | undefined): boolean {
   return !tools || (nestsWithin(tools) && JSON.stringify(tools).length <= MAX_TOOLS_JSON);

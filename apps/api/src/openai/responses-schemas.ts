@@ -3,6 +3,7 @@ import { z } from "@hono/zod-openapi";
 import {
   callerTagSchema,
   conversationIdSchema,
+  conversationWithin,
   metadataSchema,
   named,
   TOOLS_TOO_LARGE,
@@ -10,7 +11,7 @@ import {
   toolsWithin,
   unsupported,
 } from "../http/schemas.js";
-import { functionParametersSchema } from "./schemas.js";
+import { functionParametersSchema, MAX_MESSAGES } from "./schemas.js";
 import { streamOptionsStreamed } from "./stream-options.js";
 
 /** Content parts of a message Ferry reads: text in, and an earlier answer's text. */
@@ -108,7 +109,11 @@ const textFormat = z.discriminatedUnion(
 export const responsesRequestSchema = z
   .object({
     model: z.string(),
-    input: z.union([z.string(), z.array(inputItem).min(1)]),
+    // counted before the union reads them: its every branch would read each item
+    input: conversationWithin(z.union([z.string(), z.array(inputItem).min(1)]), {
+      maxItems: MAX_MESSAGES,
+      tooMany: `input: at most ${MAX_MESSAGES} items`,
+    }),
     instructions: z.string().nullish(),
     previous_response_id: z.string().nullish(),
     max_output_tokens: z.number().int().positive().nullish(),

@@ -11,6 +11,7 @@ import {
   callerTagSchema,
   capped,
   conversationIdSchema,
+  conversationWithin,
   named,
   TOOLS_TOO_LARGE,
   tokenIdList,
@@ -287,31 +288,34 @@ const chatContentPart = z
 /** A chat message's content: a string, or OpenAI's array of text parts. */
 const chatContent = z.union([z.string(), z.array(chatContentPart)]);
 
-export const chatMessages = z
-  .array(
-    z.object({
-      role: z.enum(["system", "developer", "user", "assistant", "tool"]),
-      // an assistant's turn that called tools may have no text
-      content: chatContent.nullish(),
-      name: conversationIdSchema.optional(),
-      /** An assistant's calls, as an earlier answer gave them. */
-      tool_calls: z.array(toolCallSchema).optional(),
-      /** A tool's answer: the call it answers. */
-      tool_call_id: conversationIdSchema.optional(),
+export const chatMessages = conversationWithin(
+  z
+    .array(
+      z.object({
+        role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+        // an assistant's turn that called tools may have no text
+        content: chatContent.nullish(),
+        name: conversationIdSchema.optional(),
+        /** An assistant's calls, as an earlier answer gave them. */
+        tool_calls: z.array(toolCallSchema).optional(),
+        /** A tool's answer: the call it answers. */
+        tool_call_id: conversationIdSchema.optional(),
+      }),
+    )
+    .min(1, "messages must hold at least one message")
+    .max(MAX_MESSAGES, `messages: at most ${MAX_MESSAGES} messages`)
+    .superRefine((messages, ctx) => {
+      // a tool's answer names the call it answers (OpenAI's rule); templates index by it
+      const orphan = messages.findIndex((m) => m.role === "tool" && !m.tool_call_id);
+      if (orphan >= 0)
+        ctx.addIssue({
+          code: "custom",
+          path: [orphan, "tool_call_id"],
+          message: "a tool message needs the tool_call_id of the call it answers",
+        });
     }),
-  )
-  .min(1, "messages must hold at least one message")
-  .max(MAX_MESSAGES, `messages: at most ${MAX_MESSAGES} messages`)
-  .superRefine((messages, ctx) => {
-    // a tool's answer names the call it answers (OpenAI's rule); templates index by it
-    const orphan = messages.findIndex((m) => m.role === "tool" && !m.tool_call_id);
-    if (orphan >= 0)
-      ctx.addIssue({
-        code: "custom",
-        path: [orphan, "tool_call_id"],
-        message: "a tool message needs the tool_call_id of the call it answers",
-      });
-  });
+  { maxItems: MAX_MESSAGES, tooMany: `messages: at most ${MAX_MESSAGES} messages` },
+);
 
 /** The JSON a chat template's extra arguments may take: flags and a few values. */
 const MAX_TEMPLATE_KWARGS_JSON = 65_536;
