@@ -230,3 +230,38 @@ describe("one model's costly grammars do not hold another's", () => {
     for (const res of await Promise.all(heavy)) expect(res.status).toBe(200);
   });
 });
+
+describe("keys take turns on a model's grammar thread", () => {
+  const keyed = new Stack({
+    env: { WORKER_MODELS: "tiny-lm" },
+    apiEnv: { API_KEYS: "k1,k2" },
+  });
+  beforeAll(() => keyed.start());
+  afterAll(() => keyed.stop());
+
+  it("another key's guided request compiles next, not after every grammar one key queued before it", async () => {
+    // 256 choices of 1,024 characters: about a second each to compile, distinct (no cache)
+    const choices = (k: number) =>
+      Array.from({ length: 256 }, (_, i) => `${k}-${i}-`.padEnd(1_024, "ijklmnop"[(i + k) % 8]));
+    const complete = (key: string, body: Record<string, unknown>) =>
+      keyed.post(
+        "/v1/completions",
+        { model: "tiny-lm", prompt: "Q:", max_tokens: 2, ...body },
+        { authorization: `Bearer ${key}` },
+      );
+    const finished: string[] = [];
+    const heavy = [1, 2, 3].map(async (k) => {
+      const res = await complete("k1", { guided_choice: choices(k) });
+      await res.text();
+      finished.push(`heavy ${k}`);
+      return res.status;
+    });
+    await new Promise((r) => setTimeout(r, 200));
+    const light = await complete("k2", { guided_choice: ["yes", "no"] });
+    expect(light.status).toBe(200);
+    finished.push("light");
+    expect(await Promise.all(heavy)).toEqual([200, 200, 200]);
+    // in one line it waited for all three of k1's
+    expect(finished.indexOf("light")).toBeLessThan(2);
+  });
+});

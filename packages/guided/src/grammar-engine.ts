@@ -114,9 +114,11 @@ export class GrammarEngine implements MatcherHost {
     vocabulary: number,
     tokens: readonly number[] = [],
     signal?: AbortSignal,
+    /** Whose request it is (an API key): owners' opens take turns on the thread. */
+    owner = "",
   ): Promise<GrammarGuide> {
     if (this.closed) throw new FerryError("UNAVAILABLE", "the grammar engine is shut down");
-    const guide = new GrammarGuide(this.nextSeq++, vocabulary, specKey(spec), spec, this);
+    const guide = new GrammarGuide(this.nextSeq++, vocabulary, specKey(spec), spec, this, owner);
     guide.tokens.push(...tokens);
     this.guides.set(guide.seq, guide);
     // given up while it waits (its request cancelled, or past its deadline): it fails at once,

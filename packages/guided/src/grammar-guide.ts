@@ -30,6 +30,8 @@ export class GrammarGuide {
     readonly key: string,
     readonly spec: GuidedSpec,
     private readonly host: MatcherHost,
+    /** Whose request it guides (an API key): owners take turns on the grammar thread. */
+    readonly owner = "",
   ) {}
 
   /** Whether the mask for the next token is here (or the guide failed: `error` says why). */

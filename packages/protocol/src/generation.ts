@@ -130,6 +130,8 @@ export const generateJobSchema = z.object({
    */
   keep_s: z.number().int().positive().optional(),
   trace: traceCarrierSchema.optional(),
+  /** Whose request it is (an API key's tenant): keys take turns on a model's grammar thread. */
+  owner: z.string().optional(),
 });
 export type GenerateJob = z.infer<typeof generateJobSchema>;
 

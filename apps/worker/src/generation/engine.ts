@@ -121,7 +121,7 @@ export class Engine {
     // or gives up its turn there when cancelled or past its deadline
     const waiting = givenUpBy(signal, job.deadline);
     return this.grammars
-      .open(guided.spec, guided.vocabulary, [], waiting.signal)
+      .open(guided.spec, guided.vocabulary, [], waiting.signal, job.owner)
       .finally(waiting.done)
       .then(
         async (guide) => {

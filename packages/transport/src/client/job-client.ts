@@ -131,6 +131,7 @@ export class JobClient {
           kind: "generate",
           accepted_at: now,
           ...(options.keepS === undefined ? {} : { keep_s: options.keepS }),
+          ...(options.owner === "" ? {} : { owner: options.owner }),
         };
         return { name: "generate", data };
       },
