@@ -230,6 +230,15 @@ describe("offline batch prediction", () => {
     expect(((await res.json()) as { error: { message: string } }).error.message).toMatch(
       /^item 301: value 1e\+39 at index 3 does not fit FP32/,
     );
+    // the first bad item is the one named, whatever is wrong with a later one
+    const first = await stack.post("/v1/batches", {
+      model: "digits",
+      items: [{ key: "a", features: [1, 2] }, { features: row }],
+    });
+    expect(first.status).toBe(400);
+    expect(((await first.json()) as { error: { message: string } }).error.message).toBe(
+      "item 1 needs 64 finite features",
+    );
   });
 
   it("rejects a bad item, naming its line", async () => {

@@ -65,7 +65,7 @@ describe("chat messages are counted and measured before any template renders", (
     const res = await chat([{ role: "user", content: parts }]);
     expect(res.status).toBe(400);
     expect(await message(res)).toBe(
-      "messages: at most 4096 content parts together; these have 300000",
+      "messages: at most 4096 content parts and tool calls together; these have 300000",
     );
     const input = Array.from({ length: 250_000 }, () => ({ type: "input_text", text: "" }));
     const response = await stack.post("/v1/responses", {
@@ -74,7 +74,17 @@ describe("chat messages are counted and measured before any template renders", (
     });
     expect(response.status).toBe(400);
     expect(await message(response)).toMatch(
-      /at most 4096 content parts together; these have 250000/,
+      /at most 4096 content parts and tool calls together; these have 250000/,
+    );
+    // an assistant's tool calls count with them (50,000 empty ones, 150 KB, had cost 235 ms
+    // of the loop and then a 500 from the schema's issue list)
+    const calls = await chat([
+      { role: "user", content: "hi" },
+      { role: "assistant", content: null, tool_calls: Array.from({ length: 50_000 }, () => ({})) },
+    ]);
+    expect(calls.status).toBe(400);
+    expect(await message(calls)).toBe(
+      "messages: at most 4096 content parts and tool calls together; these have 50000",
     );
     // a chat of 2,048 messages of two parts each is within it
     const two = [

@@ -51,12 +51,13 @@ export class BatchJobService {
     owner: string,
     createdId?: string,
   ): Promise<{ id: string; total: number }> {
-    const { model, version, keys, values, widths, badFeatures } = parsed;
+    const { model, version, keys, values, widths, bad } = parsed;
     // every item's shape checked before any is queued, as the schema checked them
     const { width } = this.rowsOf(model, version).spec;
+    const features = `needs ${width} finite features`;
     const wrong = widths.findIndex((w) => w !== width);
-    const first = wrong >= 0 ? wrong + 1 : badFeatures;
-    if (first !== undefined) throw invalidItem(first, `needs ${width} finite features`);
+    if (wrong >= 0) throw invalidItem(wrong + 1, features);
+    if (bad) throw invalidItem(bad.item, bad.problem ?? features);
     return this.intoChunks(model, version, owner, createdId, undefined, async (spec, add) => {
       for (let from = 0; from < keys.length; from += ROWS_AT_ONCE) {
         const to = Math.min(keys.length, from + ROWS_AT_ONCE);
@@ -139,10 +140,6 @@ export class BatchJobService {
     return (await batches.status(id)) ?? before;
   }
 
-  /**
-   * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
-   * their rows packed back to back), then seals it; one that fails midway is discarded.
-   */
   /** What a batch's rows must be for `model` (its version resolved); throws for one that takes none. */
   private rowsOf(
     model: string,
@@ -160,6 +157,10 @@ export class BatchJobService {
     return { spec, version: v, input: input.name };
   }
 
+  /**
+   * Creates a batch and queues its rows a chunk at a time as `produce` adds them (keys, and
+   * their rows packed back to back), then seals it; one that fails midway is discarded.
+   */
   private async intoChunks(
     model: string,
     version: string | undefined,

@@ -44,9 +44,13 @@ describe("parseJsonBatch", () => {
     expect(problem(bytes({ model: "m", items: [] }))).toBe(
       "batch: items: expected a list of at least 1 item",
     );
-    expect(problem(bytes({ model: "m", items: [{ key: "a", features: [] }, null] }))).toBe(
-      "batch: item 2 needs a string key",
+    // an item's key is the model's-width check's to order: it comes back as the bad item
+    const keyless = parseJsonBatch(
+      bytes({ model: "m", items: [{ key: "a", features: [] }, null] }),
     );
+    expect(keyless.problem).toBeUndefined();
+    expect(keyless.bad).toEqual({ item: 2, problem: "needs a string key" });
+    expect(keyless.keys).toEqual(["a"]);
   });
 
   it("stops at the first item whose features are not finite numbers, keeping those before it", () => {
@@ -61,10 +65,10 @@ describe("parseJsonBatch", () => {
       }),
     );
     expect(parsed.problem).toBeUndefined();
-    expect(parsed.badFeatures).toBe(2);
+    expect(parsed.bad).toEqual({ item: 2 });
     expect(parsed.keys).toEqual(["a"]);
     // a number JSON cannot hold (1e400 parses as Infinity) is not finite either
     const huge = new TextEncoder().encode('{"model":"m","items":[{"key":"a","features":[1e400]}]}');
-    expect(parseJsonBatch(huge).badFeatures).toBe(1);
+    expect(parseJsonBatch(huge).bad).toEqual({ item: 1 });
   });
 });

@@ -16,10 +16,11 @@ export interface ParsedJsonBatch {
   /** Why the body is no batch (the 400's message); the rest is then empty. */
   problem?: string;
   /**
-   * The first item (1-based) whose features are not a list of finite numbers: the items
-   * before it are read (their widths are the model's to check, first).
+   * The first bad item (1-based) and its problem (none said: its features are not a list of
+   * finite numbers, which the model's width words): the items before it are read, their
+   * widths the model's to check first, so that the first bad item is the one named.
    */
-  badFeatures?: number;
+  bad?: { item: number; problem?: string };
   /** The request's fingerprint (`bodyFingerprint`), when the caller asked (an Idempotency-Key). */
   fingerprint?: string;
 }
@@ -62,13 +63,16 @@ export function parseJsonBatch(bytes: Uint8Array, fingerprintHead?: string): Par
     return refused("items: expected a list of at least 1 item");
   const keys: string[] = [];
   let count = 0;
-  let badFeatures: number | undefined;
+  let bad: ParsedJsonBatch["bad"];
   for (const [k, item] of items.entries()) {
     const { key, features } = (item ?? {}) as { key?: unknown; features?: unknown };
-    const bad = keyProblem(key);
-    if (bad !== undefined) return refused(`item ${k + 1} ${bad}`);
+    const problem = keyProblem(key);
+    if (problem !== undefined) {
+      bad = { item: k + 1, problem };
+      break;
+    }
     if (!Array.isArray(features) || !features.every(isFiniteNumber)) {
-      badFeatures = k + 1;
+      bad = { item: k + 1 };
       break;
     }
     keys.push(key as string);
@@ -89,7 +93,7 @@ export function parseJsonBatch(bytes: Uint8Array, fingerprintHead?: string): Par
     keys,
     values,
     widths,
-    ...(badFeatures === undefined ? {} : { badFeatures }),
+    ...(bad === undefined ? {} : { bad }),
     ...(fingerprintHead === undefined
       ? {}
       : { fingerprint: bodyFingerprint(fingerprintHead, body) }),

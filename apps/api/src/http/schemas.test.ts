@@ -32,8 +32,14 @@ describe("tokenIdList", () => {
     sparse[0] = 1;
     sparse[2] = 2;
     expect(issue(tokenIdList(), sparse)).toMatch(/^1: not a token id/);
-    // a long element is cut where the message repeats it
-    expect(issue(tokenIdList(), [[..."x".repeat(10_000)]])?.length).toBeLessThan(200);
+    // an element is named, never written out whole: a list 20,000 levels deep had overflowed
+    // JSON.stringify's stack (a 500), and a long one cost its length
+    const deep = JSON.parse(`${"[".repeat(20_000)}${"]".repeat(20_000)}`);
+    expect(issue(tokenIdList(), [deep])).toBe("0: not a token id (an integer from 0): a list");
+    expect(issue(tokenIdList(), [1, { a: 1 }])).toBe(
+      "1: not a token id (an integer from 0): an object",
+    );
+    expect(issue(tokenIdList(), ["x".repeat(10_000)])?.length).toBeLessThan(200);
   });
 
   it("is bounded by `capped` before an element is read, and a union of texts still tells them apart", () => {

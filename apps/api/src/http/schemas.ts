@@ -101,6 +101,17 @@ export function tokenIdList(min = 0) {
     });
 }
 
+/**
+ * An element as an error names it, never written out whole: a list 20,000 levels deep had
+ * overflowed JSON.stringify's stack (a 500), and a long string or object cost its length.
+ */
+function described(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(named(value));
+  if (Array.isArray(value)) return "a list";
+  if (value !== null && typeof value === "object") return "an object";
+  return String(value);
+}
+
 /** Why `value` is not a list of at least `min` token ids; undefined when it is one. */
 function tokenIdsProblem(
   value: unknown,
@@ -113,7 +124,7 @@ function tokenIdsProblem(
     const id: unknown = value[k];
     if (typeof id !== "number" || !Number.isSafeInteger(id) || id < 0)
       return {
-        message: `not a token id (an integer from 0): ${named(String(JSON.stringify(id)))}`,
+        message: `not a token id (an integer from 0): ${described(id)}`,
         path: [k],
         continue: typeof id === "number",
       };
@@ -121,12 +132,12 @@ function tokenIdsProblem(
   return undefined;
 }
 
-/** Most content parts a conversation's items may hold together. */
+/** Most content parts and tool calls a conversation's items may hold together. */
 export const MAX_CONTENT_PARTS = 4_096;
 
 /**
  * A conversation's schema (chat messages, Responses input items) behind a count of its items
- * and of their content parts together, read before any is parsed: zod reads every element
+ * and of their content parts and tool calls together, read before any is parsed: zod reads every element
  * first, and 300,000 empty text parts in one 7.8 MB message held the API's loop ~575 ms a
  * request to refuse (their checks and garbage), two a second within the byte rate.
  */
@@ -142,13 +153,14 @@ export function conversationWithin<T extends z.ZodType>(
     }
     let parts = 0;
     for (const item of value) {
-      const content = (item as { content?: unknown } | null)?.content;
+      const { content, tool_calls } = (item ?? {}) as { content?: unknown; tool_calls?: unknown };
       if (Array.isArray(content)) parts += content.length;
+      if (Array.isArray(tool_calls)) parts += tool_calls.length;
     }
     if (parts > MAX_CONTENT_PARTS) {
       ctx.addIssue({
         code: "custom",
-        message: `at most ${MAX_CONTENT_PARTS} content parts together; these have ${parts}`,
+        message: `at most ${MAX_CONTENT_PARTS} content parts and tool calls together; these have ${parts}`,
       });
       return z.NEVER;
     }

@@ -139,7 +139,9 @@ const sampling = {
   /** vLLM's: words the completion may not contain. */
   bad_words: z.array(z.string().min(1).max(256)).max(64).nullish(),
   /** vLLM's: only these token ids can be drawn (no vocabulary has more than 262,144: Gemma's). */
-  allowed_token_ids: capped(tokenIdList(1)).nullish(),
+  allowed_token_ids: capped(tokenIdList(1))
+    .nullish()
+    .openapi({ type: ["array", "null"], items: { type: "integer", minimum: 0 }, minItems: 1 }),
   /**
    * vLLM's: every prompt token's log probability (the first's null), its rank and this many
    * likeliest alternatives, keyed by token id; not in a stream (vLLM's rule).
