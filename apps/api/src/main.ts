@@ -118,7 +118,7 @@ const jobs = new JobService(client, [
 ]);
 const responses = new ResponsesService(completions, jobs);
 // uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop
-const parseThread = new ParseThread();
+const parseThread = new ParseThread(env.MAX_BODY_BYTES);
 const files = new FileService(
   client,
   {

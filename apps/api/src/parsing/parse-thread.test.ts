@@ -72,4 +72,17 @@ describe("ParseThread", () => {
     // the stored bytes were copied to move, not taken from the caller
     expect(stored.byteLength).toBeGreaterThan(0);
   });
+
+  it("has room for the largest body it may be given: 12 MB of empty items under a 16 MiB MAX_BODY_BYTES", async () => {
+    // ~23 bytes of heap a byte of `{}` items once parsed: 12 MB ran a 256 MB heap out, and
+    // every piece waiting on the thread failed with it
+    const large = new ParseThread(16 * 2 ** 20);
+    try {
+      const body = `{"model":"m","items":[${"{},".repeat(4_000_000)}{}]}`;
+      const parsed = await large.jsonBatch(encoder.encode(body));
+      expect(parsed.bad).toEqual({ item: 1, problem: "needs a string key" });
+    } finally {
+      await large.close();
+    }
+  }, 60_000);
 });

@@ -19,6 +19,9 @@ export type ParseRequest = { id: number } & ParseAsk;
 
 type Reply = { id: number; result: unknown } | { id: number; failure: string };
 
+/** Heap bytes the thread keeps room for per byte of the largest body (~23 measured, and headroom). */
+const HEAP_PER_BODY_BYTE = 32;
+
 /**
  * Uploads parsed on a thread of their own (NDJSON batch rows, OpenAI batch input lines), and
  * batch results rendered there: the API's event loop only cuts a body into pieces of whole
@@ -34,6 +37,11 @@ export class ParseThread {
     number,
     { resolve: (result: unknown) => void; reject: (err: Error) => void }
   >();
+
+  constructor(
+    /** The largest body the thread may be given whole (MAX_BODY_BYTES): its heap is sized to it. */
+    private readonly maxBodyBytes = 8 * 2 ** 20,
+  ) {}
 
   /**
    * `bytes` (whole lines, a buffer of their own) parsed into rows as `spec` says; the buffer
@@ -103,10 +111,12 @@ export class ParseThread {
 
   private started(): Worker {
     if (this.thread) return this.thread;
-    // its heap holds two pieces' lines and rows at a time, but one input file line may be
-    // MAX_BODY_BYTES of JSON (numbers take ~8x their text once parsed): room for that
+    // its heap holds two pieces' lines and rows at a time, but one input file line or JSON
+    // batch body may be MAX_BODY_BYTES of JSON: 8 MB of empty objects took ~185 MB once
+    // parsed, and 12 MB would have run a 256 MB heap out, every piece waiting on it with it
+    const heapMb = Math.max(256, Math.ceil((HEAP_PER_BODY_BYTE * this.maxBodyBytes) / 2 ** 20));
     const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), undefined, {
-      maxOldGenerationSizeMb: 256,
+      maxOldGenerationSizeMb: heapMb,
       maxYoungGenerationSizeMb: 16,
     });
     // an idle parser does not keep the process alive
