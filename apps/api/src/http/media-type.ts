@@ -15,6 +15,8 @@ export function isNdjson(contentType: string | undefined): boolean {
   return NDJSON.has(mediaType(contentType));
 }
 
+/** JSON's media type, and a structured one whose suffix is +json (RFC 6839), as Hono's validators take them. */
 export function isJson(contentType: string | undefined): boolean {
-  return mediaType(contentType) === "application/json";
+  const type = mediaType(contentType);
+  return type === "application/json" || /^application\/[a-z0-9.-]+\+json$/.test(type);
 }
