@@ -143,6 +143,28 @@ describe("a request's tools", () => {
   });
 });
 
+describe("optional properties of objects that bound their count, a request's tools together", () => {
+  it("are 64 at most across the tools", () => {
+    const tool = (k: number) => ({
+      name: `t${k}`,
+      parameters: {
+        type: "object",
+        minProperties: 1,
+        properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${i}`, {}])),
+      },
+    });
+    const spec = (n: number): GuidedSpec => ({
+      kind: "tool_calls",
+      format: "hermes",
+      tools: Array.from({ length: n }, (_, k) => tool(k)),
+    });
+    expect(guidedProblem(spec(3))).toBeUndefined();
+    expect(guidedProblem(spec(4))).toBe(
+      "at /tools/3/function/parameters: the tools' schemas have together more than 64 optional properties in objects with minProperties or maxProperties (they would not compile in time): make them required, or drop the bound",
+    );
+  });
+});
+
 describe("a pattern's budgets", () => {
   it("refuses groups nested deeper than 64 (2,000 had trapped XGrammar's regex parser)", () => {
     const nested = (levels: number) => `${"(".repeat(levels)}a${")".repeat(levels)}`;

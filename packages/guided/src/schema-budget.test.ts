@@ -70,6 +70,34 @@ describe("the schema check", () => {
     expect(problem(tree)).toBeUndefined();
   });
 
+  it("holds the optional properties of objects that bound their count to 64, nested and tools together", () => {
+    const object = (n: number, extra: Record<string, unknown> = {}) => ({
+      type: "object",
+      properties: Object.fromEntries(Array.from({ length: n }, (_, i) => [`p${i}`, {}])),
+      ...extra,
+    });
+    // 200 optional properties and a minProperties: 6 KB that ran past the 5 s compile budget
+    expect(problem(object(200, { minProperties: 2 }))).toMatch(
+      /more than 64 optional properties in objects with minProperties or maxProperties/,
+    );
+    expect(problem(object(64, { minProperties: 2 }))).toBeUndefined();
+    expect(problem(object(65, { maxProperties: 10 }))).toMatch(/more than 64 optional/);
+    // counted across the schema's objects
+    const two = {
+      type: "object",
+      properties: { a: object(40, { minProperties: 1 }), b: object(40, { minProperties: 1 }) },
+    };
+    expect(problem(two)).toMatch(/more than 64 optional/);
+    // bounds its properties meet whatever is chosen cost nothing, nor do required properties
+    const names = Array.from({ length: 200 }, (_, i) => `p${i}`);
+    expect(problem(object(200, { minProperties: 0 }))).toBeUndefined();
+    expect(problem(object(200, { minProperties: 5, required: names }))).toBeUndefined();
+    expect(
+      problem(object(200, { maxProperties: 200, additionalProperties: false })),
+    ).toBeUndefined();
+    expect(problem(object(200))).toBeUndefined();
+  });
+
   it("holds subschemas, depth and counts to their budgets", () => {
     const wide = {
       type: "object",
