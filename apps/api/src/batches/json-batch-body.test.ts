@@ -71,4 +71,26 @@ describe("parseJsonBatch", () => {
     const huge = new TextEncoder().encode('{"model":"m","items":[{"key":"a","features":[1e400]}]}');
     expect(parseJsonBatch(huge).bad).toEqual({ item: 1 });
   });
+
+  it("refuses a body denser in objects and lists than any batch before parsing it", () => {
+    // 8 MB of `{}` took the thread ~1 s and most of its heap (a keyed one's fingerprint ran it out)
+    const junk = new TextEncoder().encode(
+      `{"model":"m","items":[{"key":"a","features":[1]}],"junk":[${"{},".repeat(100_000)}{}]}`,
+    );
+    expect(parseJsonBatch(junk).problem).toMatch(
+      /^batch: the body holds 100006 JSON objects and lists, more than a batch of \d+ bytes can/,
+    );
+    // the densest batch there is, one-character keys and one feature each, is read; braces in
+    // strings are text
+    const dense = {
+      model: "m",
+      items: Array.from({ length: 10_000 }, (_, k) => ({
+        key: String.fromCharCode(97 + (k % 26)),
+        features: [k % 10],
+      })),
+    };
+    expect(parseJsonBatch(bytes(dense)).keys).toHaveLength(10_000);
+    const braces = { model: "m", items: [{ key: "{[{[{[{[{[{[{[{[".repeat(30), features: [1] }] };
+    expect(parseJsonBatch(bytes(braces)).problem).toBeUndefined();
+  });
 });

@@ -73,14 +73,16 @@ describe("ParseThread", () => {
     expect(stored.byteLength).toBeGreaterThan(0);
   });
 
-  it("has room for the largest body it may be given: 12 MB of empty items under a 16 MiB MAX_BODY_BYTES", async () => {
-    // ~23 bytes of heap a byte of `{}` items once parsed: 12 MB ran a 256 MB heap out, and
-    // every piece waiting on the thread failed with it
+  it("has room for the largest body it may be given: a 12 MB input file line of empty objects under a 16 MiB MAX_BODY_BYTES", async () => {
+    // ~23 bytes of heap a byte of `{}` once parsed: 12 MB ran a 256 MB heap out, and every
+    // piece waiting on the thread failed with it (an input file's line may be that long)
     const large = new ParseThread(16 * 2 ** 20);
     try {
-      const body = `{"model":"m","items":[${"{},".repeat(4_000_000)}{}]}`;
-      const parsed = await large.jsonBatch(encoder.encode(body));
-      expect(parsed.bad).toEqual({ item: 1, problem: "needs a string key" });
+      const body = `{"junk":[${"{},".repeat(4_000_000)}{}]}`;
+      const line = `{"custom_id":"c","method":"POST","url":"/v1/completions","body":${body}}`;
+      const checked = await large.inputLines(encoder.encode(line), 1);
+      expect(checked.problem).toBeUndefined();
+      expect(checked.customIds).toEqual(["c"]);
     } finally {
       await large.close();
     }
