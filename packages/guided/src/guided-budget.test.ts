@@ -122,44 +122,31 @@ describe("a counted repetition past 128 inside others (XGrammar keeps it a loop)
   });
 });
 
+/** `n` tools, each an object of 20 optional properties and `extra` beside them. */
+function tools(n: number, extra: Record<string, unknown> = {}): GuidedSpec {
+  const parameters = {
+    type: "object",
+    ...extra,
+    properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${i}`, {}])),
+  };
+  return {
+    kind: "tool_calls",
+    format: "hermes",
+    tools: Array.from({ length: n }, (_, k) => ({ name: `t${k}`, parameters })),
+  };
+}
+
 describe("a request's tools", () => {
   it("count their schemas' objects together: 128 tools of 20 properties each are one grammar past the budget", () => {
-    const tool = (k: number) => ({
-      name: `t${k}`,
-      parameters: {
-        type: "object",
-        properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${i}`, {}])),
-      },
-    });
-    const spec = (n: number): GuidedSpec => ({
-      kind: "tool_calls",
-      format: "hermes",
-      tools: Array.from({ length: n }, (_, k) => tool(k)),
-    });
-    expect(guidedProblem(spec(97))).toBeUndefined();
-    expect(guidedProblem(spec(98))).toBe(
+    expect(guidedProblem(tools(97))).toBeUndefined();
+    expect(guidedProblem(tools(98))).toBe(
       "at /tools/97/function/parameters/properties/p10: the tools' schemas have together more than 2048 subschemas",
     );
   });
-});
 
-describe("optional properties of objects that bound their count, a request's tools together", () => {
-  it("are 64 at most across the tools", () => {
-    const tool = (k: number) => ({
-      name: `t${k}`,
-      parameters: {
-        type: "object",
-        minProperties: 1,
-        properties: Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`p${i}`, {}])),
-      },
-    });
-    const spec = (n: number): GuidedSpec => ({
-      kind: "tool_calls",
-      format: "hermes",
-      tools: Array.from({ length: n }, (_, k) => tool(k)),
-    });
-    expect(guidedProblem(spec(3))).toBeUndefined();
-    expect(guidedProblem(spec(4))).toBe(
+  it("count the optional properties of objects that bound their count together: 64 at most", () => {
+    expect(guidedProblem(tools(3, { minProperties: 1 }))).toBeUndefined();
+    expect(guidedProblem(tools(4, { minProperties: 1 }))).toBe(
       "at /tools/3/function/parameters: the tools' schemas have together more than 64 optional properties in objects with minProperties or maxProperties (they would not compile in time): make them required, or drop the bound",
     );
   });
