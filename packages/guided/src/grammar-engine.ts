@@ -5,6 +5,7 @@ import { GrammarGuide, type MatcherHost } from "./grammar-guide.js";
 import type { GrammarReply, GrammarRequest, VocabularyData } from "./grammar-messages.js";
 import { type GuidedSpec, specKey } from "./guided-spec.js";
 import { HeldOpens } from "./held-opens.js";
+import { MaskWindow } from "./mask-window.js";
 
 export interface GrammarEngineOptions {
   /** How long one grammar may take to compile before the request is refused (ms). @defaultValue 5_000 */
@@ -59,6 +60,8 @@ export class GrammarEngine implements MatcherHost {
   private readonly guides = new Map<number, GrammarGuide>();
   /** Guides whose (re)open waits its turn (`HeldOpens`). */
   private readonly held = new HeldOpens();
+  /** After a compile, the running sequences' masks before the next (`MaskWindow`). */
+  private readonly masks = new MaskWindow(() => void this.openNext());
   private compiling = false;
   private nextId = 0;
   private nextSeq = 0;
@@ -156,6 +159,7 @@ export class GrammarEngine implements MatcherHost {
 
   close(guide: GrammarGuide): void {
     if (!this.guides.delete(guide.seq)) return;
+    if (!this.running()) this.masks.end();
     // still held: it is skipped when its turn comes, and has no matcher to free
     if (this.held.holds(guide.seq)) return;
     if (this.thread)
@@ -185,7 +189,7 @@ export class GrammarEngine implements MatcherHost {
 
   /** Sends the next held open once none is on the thread, with every token its guide drew. */
   private async openNext(): Promise<void> {
-    if (this.compiling || this.closed) return;
+    if (this.compiling || this.closed || this.masks.holds(this.running())) return;
     const next = this.held.next();
     if (!next) return;
     const { guide, settle } = next;
@@ -199,6 +203,8 @@ export class GrammarEngine implements MatcherHost {
     this.compiling = true;
     const tokens = [...guide.tokens];
     let again = false;
+    // a compile's own time: a thread still starting is not a grammar the masks wait for
+    const started = this.thread ? performance.now() : undefined;
     try {
       await this.request(
         {
@@ -220,9 +226,17 @@ export class GrammarEngine implements MatcherHost {
       });
     } finally {
       this.compiling = false;
+      // a thread replaced under it ended the window already: rebuilds go at once
+      if (!again) this.masks.compiled(started === undefined ? 0 : performance.now() - started);
       if (!again) settled();
       void this.openNext();
     }
+  }
+
+  /** Whether a guided sequence runs (its guide open, not waiting for its turn). */
+  private running(): boolean {
+    for (const seq of this.guides.keys()) if (!this.held.holds(seq)) return true;
+    return false;
   }
 
   /**
@@ -339,6 +353,7 @@ export class GrammarEngine implements MatcherHost {
     const thread = this.thread;
     this.thread = undefined;
     this.restarts++;
+    this.masks.end();
     void thread?.terminate();
     const failed = culprit?.guide;
     if (failed) {
