@@ -203,8 +203,7 @@ export class GrammarEngine implements MatcherHost {
     this.compiling = true;
     const tokens = [...guide.tokens];
     let again = false;
-    // a compile's own time: a thread still starting is not a grammar the masks wait for
-    const started = this.thread ? performance.now() : undefined;
+    const started = this.thread ? performance.now() : undefined; // a starting thread is no compile
     try {
       await this.request(
         {
@@ -226,7 +225,7 @@ export class GrammarEngine implements MatcherHost {
       });
     } finally {
       this.compiling = false;
-      // a thread replaced under it ended the window already: rebuilds go at once
+      // (a thread replaced under it ended the window already: rebuilds go at once)
       if (!again) this.masks.compiled(started === undefined ? 0 : performance.now() - started);
       if (!again) settled();
       void this.openNext();

@@ -1,5 +1,6 @@
 import { nestsWithin } from "@ferry/protocol";
 import { boundsPlan } from "./number-bounds.js";
+import { countedOptionals, MAX_PROPERTY_COUNTED_OPTIONALS } from "./property-count-budget.js";
 import { regexProblem } from "./regex-budget.js";
 
 /**
@@ -22,14 +23,6 @@ export const MAX_SCHEMA_DEPTH = 32;
  * of aliases (64 compiled), 80 levels of anyOf over references (40 compiled).
  */
 export const MAX_REFERENCED_DEPTH = 64;
-/**
- * Optional properties of objects that bound how many properties they hold (`minProperties`,
- * `maxProperties`), a spec's tools together: XGrammar compiles such an object in a time that
- * grows steeply with them (measured on its thread: 50 with minProperties 2 0.32 s, 100 1.8 s,
- * 130 5.4 s, 200 past 15 s), and a 6 KB schema held a model's grammar thread for its whole
- * compile budget (attack).
- */
-export const MAX_PROPERTY_COUNTED_OPTIONALS = 64;
 /** Largest count a length or item bound may name: XGrammar writes bounded repetition out. */
 export const MAX_SCHEMA_COUNT = 10_000;
 /**
@@ -200,23 +193,6 @@ export function schemaProblem(
     return undefined;
   };
   return visit(schema, "", 0) ?? referencedDepthProblem(schema);
-}
-
-/**
- * The optional properties of an object whose minProperties or maxProperties constrains them
- * (0 when it names neither, or names bounds its properties meet whatever is chosen).
- */
-function countedOptionals(node: Record<string, unknown>): number {
-  const { minProperties: min, maxProperties: max, properties } = node;
-  if (min === undefined && max === undefined) return 0;
-  const names =
-    properties !== null && typeof properties === "object" ? Object.keys(properties) : [];
-  const required = new Set(Array.isArray(node.required) ? node.required : []);
-  const optional = names.filter((name) => !required.has(name)).length;
-  const closed = node.additionalProperties === false && node.patternProperties === undefined;
-  const minMet = typeof min !== "number" || min <= required.size;
-  const maxMet = typeof max !== "number" || (closed && max >= names.length);
-  return minMet && maxMet ? 0 : optional;
 }
 
 /**

@@ -1,15 +1,9 @@
 import type { ModelRepository } from "@ferry/model-repository";
-import {
-  BATCH_CHUNK_BYTES,
-  BATCH_CHUNK_SIZE,
-  bytesPerElement,
-  FerryError,
-  tensorToBytes,
-} from "@ferry/protocol";
+import { BATCH_CHUNK_BYTES, BATCH_CHUNK_SIZE, bytesPerElement, FerryError } from "@ferry/protocol";
 import type { BatchJobStatus, InferenceClient } from "@ferry/transport";
 import { ADMIN_ID, assertVisible, type Tenant } from "../http/tenant.js";
 import type { ParseThread } from "../parsing/parse-thread.js";
-import type { ParsedJsonBatch } from "./json-batch-body.js";
+import { type ParsedJsonBatch, rowsBytes } from "./json-batch-body.js";
 import type { ParsedRows, RowsSpec } from "./ndjson-rows.js";
 
 /** Chunks queued at once while ingestion parses on: Redis's round trips overlap the parsing. */
@@ -290,28 +284,6 @@ export class ChunksInFlight {
   /** Waits for every chunk, failed or not. */
   async settled(): Promise<void> {
     await Promise.all(this.pending);
-  }
-}
-
-/**
- * Items' rows (`first` the first's place, from 0) as the model's input bytes; a value the
- * datatype cannot hold is a 400 naming its item and its place in it.
- */
-function rowsBytes(spec: RowsSpec, rows: Float64Array, first: number): Buffer {
-  try {
-    return tensorToBytes(spec.datatype, rows);
-  } catch (err) {
-    if (!(err instanceof FerryError)) throw err;
-    for (let at = 0; at < rows.length; at += spec.width)
-      try {
-        tensorToBytes(spec.datatype, rows.subarray(at, at + spec.width));
-      } catch (bad) {
-        throw new FerryError(
-          "INVALID_INPUT",
-          `item ${first + at / spec.width + 1}: ${(bad as Error).message}`,
-        );
-      }
-    throw err;
   }
 }
 

@@ -1,5 +1,6 @@
+import { FerryError, tensorToBytes } from "@ferry/protocol";
 import { bodyFingerprint } from "../http/body-fingerprint.js";
-import { keyProblem } from "./ndjson-rows.js";
+import { keyProblem, type RowsSpec } from "./ndjson-rows.js";
 
 /**
  * A `{model, version, items}` batch body as the API's parse thread reads it: the items' keys,
@@ -130,4 +131,26 @@ function containersIn(bytes: Uint8Array): number {
 
 function isFiniteNumber(x: unknown): boolean {
   return typeof x === "number" && Number.isFinite(x);
+}
+
+/**
+ * Items' rows (`first` the first's place, from 0) as the model's input bytes; a value the
+ * datatype cannot hold is a 400 naming its item and its place in it.
+ */
+export function rowsBytes(spec: RowsSpec, rows: Float64Array, first: number): Buffer {
+  try {
+    return tensorToBytes(spec.datatype, rows);
+  } catch (err) {
+    if (!(err instanceof FerryError)) throw err;
+    for (let at = 0; at < rows.length; at += spec.width)
+      try {
+        tensorToBytes(spec.datatype, rows.subarray(at, at + spec.width));
+      } catch (bad) {
+        throw new FerryError(
+          "INVALID_INPUT",
+          `item ${first + at / spec.width + 1}: ${(bad as Error).message}`,
+        );
+      }
+    throw err;
+  }
 }
