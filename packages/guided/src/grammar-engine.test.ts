@@ -75,6 +75,18 @@ const wide = (n: number) => ({
   ),
 });
 
+/**
+ * An engine whose budgets are ten times one compile here (`oneCompileMs`), and a sequence of
+ * `pattern` running on it: for tests of what comes back in which order, never of a budget.
+ */
+async function roomyEngine(pattern: string) {
+  const one = await oneCompileMs();
+  const engine = new GrammarEngine({ compileBudgetMs: 10 * one, maskBudgetMs: 10 * one });
+  const v = engine.vocabulary(bytes, 257);
+  const regex = await engine.open({ kind: "regex", pattern }, v);
+  return { one, engine, v, regex };
+}
+
 /** What one grammar (1,500 properties) takes to compile on this machine, alone; 100 ms at least. */
 async function oneCompileMs(): Promise<number> {
   const probe = new GrammarEngine();
@@ -406,10 +418,7 @@ describe("GrammarEngine", () => {
   });
 
   it("one grammar at a time is on the thread: a mask waits behind one at most, and an open given up while it waits is never compiled", async () => {
-    const one = await oneCompileMs();
-    const engine = new GrammarEngine({ compileBudgetMs: 10 * one, maskBudgetMs: 10 * one });
-    const v = engine.vocabulary(bytes, 257);
-    const regex = await engine.open({ kind: "regex", pattern: "abc[0-9]{3}" }, v);
+    const { one, engine, v, regex } = await roomyEngine("abc[0-9]{3}");
     // what came back when, against each other rather than against a compile timed earlier
     // (a loaded machine stretches compiles unevenly: a bound of 2.5 measured compiles failed)
     const order: string[] = [];
@@ -442,10 +451,7 @@ describe("GrammarEngine", () => {
   });
 
   it("after a compile a running sequence's masks have the thread before the next compile: its tokens do not each wait one", async () => {
-    const one = await oneCompileMs();
-    const engine = new GrammarEngine({ compileBudgetMs: 10 * one, maskBudgetMs: 10 * one });
-    const v = engine.vocabulary(bytes, 257);
-    const regex = await engine.open({ kind: "regex", pattern: "[a-z]{40}" }, v);
+    const { engine, v, regex } = await roomyEngine("[a-z]{40}");
     const order: string[] = [];
     const opened = (what: string) => (guide: GrammarGuide) => {
       order.push(what);
