@@ -1,14 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { samples } from "./helpers/samples.js";
 import { Stack } from "./helpers/stack.js";
 
-// one key may send 1 MiB a second of large bodies, 2 MiB at once (twice MAX_BODY_BYTES)
+// one key may send 256 KiB a second of large bodies, 2 MiB at once (twice MAX_BODY_BYTES): a
+// slow refill, so that a loaded machine's slow requests do not pay a debt back between them
 const stack = new Stack({
   env: { WORKER_MODELS: "digits" },
   apiEnv: {
-    API_KEYS: "k1,k2",
+    API_KEYS: "k1,k2,k3,k4",
     ADMIN_TOKEN: "adm",
     MAX_BODY_BYTES: String(1024 * 1024),
-    KEY_BODY_BYTES_PER_S: String(1024 * 1024),
+    KEY_BODY_BYTES_PER_S: String(256 * 1024),
   },
 });
 beforeAll(() => stack.start());
@@ -63,5 +65,91 @@ describe("large request bodies are held to a rate per key", () => {
     // paid back at its rate: its debt, a few hundred KB, is paid within the wait
     await new Promise((r) => setTimeout(r, 2_500));
     expect((await send("k1")).status).toBe(404);
+  });
+});
+
+/** `count` empty objects in a field no route reads: what parsing them costs, and no more bytes. */
+const junk = (count: number) => `[${"{},".repeat(count - 1)}{}]`;
+const features = samples.digits.inputs[0];
+const postAs = (key: string, path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(stack.url(path), {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}`, ...headers },
+    body,
+  });
+
+describe("JSON bodies are weighed by the objects and lists they hold, not only their bytes", () => {
+  it("refuses a body that would cost more to parse than its route's largest body, on every way in", async () => {
+    // 600 KB (under the 1 MiB limit) that JSON.parse makes 200,000 objects of: ~75 ms of the
+    // loop, where 600 KB of numbers is ~4 ms (8 MB of them had held it ~1.6 s)
+    // (a model no budget of its own holds to: digits' refuses 600 KB by its length)
+    const job = `{"model":"no-such-model","input":{"features":[1]},"junk":${junk(200_000)}}`;
+    const refused = await postAs("k3", "/v1/jobs", job);
+    expect(refused.status).toBe(413);
+    expect(((await refused.json()) as { error: { message: string } }).error.message).toMatch(
+      /more JSON objects and lists than its route's largest body \(1048576 bytes\)/,
+    );
+    // digits takes 262,144 bytes at most: 6,000 objects (12 KB) are past them, on the predict
+    // fast path (a declared length) and Hono's route (chunked) alike
+    const predict = `{"features":${JSON.stringify(features)},"junk":${junk(6_000)}}`;
+    const fast = await postAs("k3", "/v1/models/digits/predict", predict);
+    expect(fast.status).toBe(413);
+    expect(await fast.text()).toMatch(/largest body \(262144 bytes\)/);
+    const chunked = await fetch(stack.url("/v1/models/digits/predict"), {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Authorization: "Bearer k3" },
+      body: new ReadableStream({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(predict));
+          controller.close();
+        },
+      }),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    // Triton's binary form: its JSON head is weighed as a body
+    const head = Buffer.from(
+      `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","parameters":{"binary_data_size":256}}],"junk":${junk(6_000)}}`,
+    );
+    const binary = await fetch(stack.url("/v2/models/digits/infer"), {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/octet-stream",
+        Authorization: "Bearer k3",
+        "Inference-Header-Content-Length": String(head.length),
+      },
+      body: Buffer.concat([head, Buffer.from(new Float32Array(64).buffer)]),
+    });
+    expect(binary.status).toBe(413);
+    // the same requests without the objects are served
+    expect(
+      (await postAs("k3", "/v1/models/digits/predict", `{"features":${JSON.stringify(features)}}`))
+        .status,
+    ).toBe(200);
+    expect(
+      (
+        await postAs(
+          "k3",
+          "/v1/jobs",
+          `{"model":"digits","input":{"features":${JSON.stringify(features)}}}`,
+        )
+      ).status,
+    ).toBe(202);
+  });
+
+  it("counts a small body dense in objects at its weight against its key's rate", async () => {
+    // 45 KB, under the 64 KiB a body's length is counted from, weighing ~765 KB: its key's
+    // 2 MiB burst takes three of them, where by length it took any number
+    const heavy = `{"model":"no-such-model","input":{"features":[1]},"junk":${junk(15_000)}}`;
+    const light = `{"model":"no-such-model","input":{"features":[1]},"junk":"${"x".repeat(45_000)}"}`;
+    const statuses: number[] = [];
+    for (let k = 0; k < 10; k++) statuses.push((await postAs("k4", "/v1/jobs", light)).status);
+    expect(new Set(statuses)).toEqual(new Set([404]));
+    statuses.length = 0;
+    for (let k = 0; k < 5; k++) statuses.push((await postAs("k4", "/v1/jobs", heavy)).status);
+    expect(statuses.slice(0, 3)).toEqual([404, 404, 404]);
+    expect(statuses).toContain(429);
+    // another key is not held by it
+    expect((await postAs("k3", "/v1/jobs", heavy)).status).toBe(404);
   });
 });

@@ -25,13 +25,20 @@ const raw = (path: string, body: string, headers: Record<string, string> = {}) =
 
 describe("hostile nesting", () => {
   const deep = `${"[".repeat(100_000)}1${"]".repeat(100_000)}`;
-  it("v2 data nested 100k levels deep: 400, not a stack overflow", async () => {
-    const res = await raw(
-      "/v2/models/digits/infer",
-      `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${deep}}]}`,
-    );
-    expect(res.status).toBe(400);
-    expect(await message(res)).toMatch(/nested deeper than 32 levels/);
+  it("v2 data nested 100k levels deep: refused, not a stack overflow", async () => {
+    const v2 = (data: string) =>
+      raw(
+        "/v2/models/digits/infer",
+        `{"inputs":[{"name":"input","shape":[1,64],"datatype":"FP32","data":${data}}]}`,
+      );
+    // 100,000 lists weigh more than digits' largest body: refused before they are parsed
+    const res = await v2(deep);
+    expect(res.status).toBe(413);
+    expect(await message(res)).toMatch(/JSON objects and lists/);
+    // 2,000 weigh less, and are parsed: past the depth a tensor may have
+    const shallower = await v2(`${"[".repeat(2_000)}1${"]".repeat(2_000)}`);
+    expect(shallower.status).toBe(400);
+    expect(await message(shallower)).toMatch(/nested deeper than 32 levels/);
   });
 
   it("the same inside an async job's input: 400", async () => {

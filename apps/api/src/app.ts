@@ -5,6 +5,7 @@ import { registerQueueBoard } from "./admin/queue-board.js";
 import { registerAdminReload } from "./admin/reload-routes.js";
 import { registerAdminSession } from "./admin/session-routes.js";
 import { registerBatches } from "./batches/batches-routes.js";
+import { jsonBatchOffLoop } from "./batches/json-batch-body.js";
 import { registerOpenAiBatches } from "./batches/openai-batch-routes.js";
 import { registerFiles } from "./files/files-routes.js";
 import type { Guards } from "./guards.js";
@@ -25,6 +26,7 @@ import { admitBeforeBody } from "./middleware/admission.js";
 import { answerHeaders } from "./middleware/answer-headers.js";
 import { adminAuth, apiKeyAuth } from "./middleware/auth.js";
 import { bodyLimits } from "./middleware/body-limits.js";
+import { bodyWeight } from "./middleware/body-weight.js";
 import { httpMetrics } from "./middleware/http-metrics.js";
 import type { InFlight } from "./middleware/in-flight.js";
 import { jsonByDefault } from "./middleware/json-by-default.js";
@@ -39,6 +41,9 @@ import { registerResponses } from "./openai/responses-routes.js";
 import { registerTokenize } from "./openai/tokenize-routes.js";
 import type { HonoEnv, Services } from "./services.js";
 import { registerPages } from "./web/pages.js";
+
+/** The routes an API key opens (the rest are the admin's, the pages', the probes'). */
+const KEYED_PATHS = ["/v1/*", "/v2/*", "/tokenize", "/detokenize"];
 
 /** Builds the HTTP app around services built once at boot. */
 export function createApp(
@@ -67,7 +72,7 @@ export function createApp(
   const auth = apiKeyAuth(guards.authenticate);
   const limits = tenantLimits(guards.limit);
   const bodyRate = keyBodyRate(guards.bodyRate);
-  for (const path of ["/v1/*", "/v2/*", "/tokenize", "/detokenize"]) {
+  for (const path of KEYED_PATHS) {
     app.use(path, auth);
     app.use(path, limits);
     app.use(path, bodyRate);
@@ -91,6 +96,9 @@ export function createApp(
     "/v2/models/:name/versions/:version/generate_stream",
   ])
     app.use(path, jsonByDefault);
+  // after admission and the media type a body defaults to: a body is weighed as it is parsed
+  for (const path of KEYED_PATHS)
+    app.use(path, bodyWeight(services, guards.bodyRate, jsonBatchOffLoop));
 
   registerPages(app);
   registerHealth(app);

@@ -1,5 +1,6 @@
 import { FerryError, tensorToBytes } from "@ferry/protocol";
 import { bodyFingerprint } from "../http/body-fingerprint.js";
+import { containersUpTo } from "../http/json-weight.js";
 import { keyProblem, type RowsSpec } from "./ndjson-rows.js";
 
 /**
@@ -34,6 +35,11 @@ export interface ParsedJsonBatch {
  */
 export const MAX_CREATE_BYTES = 256 * 1024;
 
+/** Whether a JSON body of `bytes` on `path` is a `{model, items}` batch, read on the parse thread. */
+export function jsonBatchOffLoop(path: string, bytes: number): boolean {
+  return path === "/v1/batches" && bytes > MAX_CREATE_BYTES;
+}
+
 // strict: a key whose bytes are not UTF-8 is refused, as an NDJSON batch's is
 const decoder = new TextDecoder("utf-8", { fatal: true });
 
@@ -46,10 +52,11 @@ export function parseJsonBatch(bytes: Uint8Array, fingerprintHead?: string): Par
     widths: new Uint32Array(0),
     problem: `batch: ${problem}`,
   });
-  const containers = containersIn(bytes);
-  if (containers * BYTES_PER_CONTAINER > bytes.byteLength + 2 * BYTES_PER_CONTAINER)
+  const most = Math.floor(bytes.byteLength / BYTES_PER_CONTAINER) + 2;
+  const containers = containersUpTo(bytes, most + 1);
+  if (containers > most)
     return refused(
-      `the body holds ${containers} JSON objects and lists, more than a batch of ${bytes.byteLength} bytes can (an item is two, in ${BYTES_PER_CONTAINER * 2} bytes or more)`,
+      `the body holds more than ${most} JSON objects and lists, the most a batch of ${bytes.byteLength} bytes can hold (an item is two, in ${BYTES_PER_CONTAINER * 2} bytes or more)`,
     );
   let body: unknown;
   try {
@@ -113,21 +120,6 @@ export function parseJsonBatch(bytes: Uint8Array, fingerprintHead?: string): Par
  * on the thread with it; attack): such a body is refused before it is parsed.
  */
 const BYTES_PER_CONTAINER = 12;
-
-/** The `{` and `[` of a JSON text outside its strings: the objects and lists it would make. */
-function containersIn(bytes: Uint8Array): number {
-  let count = 0;
-  let inString = false;
-  for (let k = 0; k < bytes.length; k++) {
-    const b = bytes[k];
-    if (inString) {
-      if (b === 0x5c) k++;
-      else if (b === 0x22) inString = false;
-    } else if (b === 0x22) inString = true;
-    else if (b === 0x7b || b === 0x5b) count++;
-  }
-  return count;
-}
 
 function isFiniteNumber(x: unknown): boolean {
   return typeof x === "number" && Number.isFinite(x);

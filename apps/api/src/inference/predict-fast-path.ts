@@ -15,6 +15,7 @@ import {
   invalidInput,
   toFerryError,
 } from "../http/errors.js";
+import { jsonWeight, tooHeavy } from "../http/json-weight.js";
 import { isJson } from "../http/media-type.js";
 import { requestIdFrom } from "../http/request-id.js";
 import { endServerSpan, startServerSpan } from "../http/server-span.js";
@@ -121,10 +122,8 @@ async function serve(
       throw modelBodyTooLarge(name, maxBytes);
     const tenant = guards.authenticate(header("Authorization"), path);
     leave = guards.limit?.(tenant, path);
-    guards.bodyRate?.take(
-      BodyRateLimiter.sender(tenant, req.socket.remoteAddress),
-      Number(req.headers["content-length"]) || 0,
-    );
+    const sender = BodyRateLimiter.sender(tenant, req.socket.remoteAddress);
+    guards.bodyRate?.take(sender, Number(req.headers["content-length"]) || 0);
     // before the body is read, as `admitBeforeBody` does
     const admitted = await services.inference.admit(name, undefined, {
       timeoutMs: timeoutHeader(header),
@@ -135,6 +134,11 @@ async function serve(
     // an admitted request holds its place; its parsing waits when this turn has done enough
     const turn = guards.turns.take();
     if (turn) await turn;
+    // weighed as Hono's chain weighs a body (`bodyWeight`)
+    const most = Math.min(maxBytes ?? Number.POSITIVE_INFINITY, services.env.MAX_BODY_BYTES);
+    const weight = jsonWeight(raw, most);
+    if (weight === undefined) throw tooHeavy(most);
+    guards.bodyRate?.takeWeight(sender, raw.byteLength, weight);
     const checked = predictBodySchema.safeParse(parseJson(raw));
     if (!checked.success) throw invalidInput(checked.error.issues);
     const body = checked.data;

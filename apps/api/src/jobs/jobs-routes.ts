@@ -1,6 +1,6 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
-import { fingerprintOf, idempotently } from "../http/idempotency.js";
+import { idempotently, jsonFingerprint } from "../http/idempotency.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { modelBodyTooLarge } from "../middleware/body-limits.js";
 import type { HonoEnv } from "../services.js";
@@ -56,7 +56,7 @@ export function registerJobs(app: OpenAPIHono<HonoEnv>): void {
       throw modelBodyTooLarge(body.model, maxBytes);
     const answer = await idempotently(
       c,
-      fingerprintOf(c, await c.req.json()),
+      await jsonFingerprint(c),
       async ({ createdId, takeover }) => {
         // a retry whose first try's replica died after queueing it finds that job
         const found =

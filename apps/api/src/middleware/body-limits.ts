@@ -36,8 +36,20 @@ export function modelBodyTooLarge(model: string, maxBytes: number): FerryError {
 }
 
 /**
- * Every request body's limit, checked before any of it is read: MAX_BODY_BYTES, less where the
- * route takes less (a form, a model's inputs); an NDJSON batch and an upload are read in
+ * A request body's limit, and whose it is (a model's name, for a refusal to say):
+ * MAX_BODY_BYTES, less where the route takes less (a form, a model's inputs).
+ */
+export function bodyLimitOf(services: Services, c: Context): { maxBytes: number; model?: string } {
+  const small = SMALL_BODIES[c.req.path];
+  const model = small === undefined ? MODEL_ROUTE.exec(c.req.path)?.[1] : undefined;
+  const budget = model === undefined ? undefined : services.inference.maxBodyBytes(model);
+  if (model !== undefined && budget !== undefined && budget < services.env.MAX_BODY_BYTES)
+    return { maxBytes: budget, model };
+  return { maxBytes: small ?? services.env.MAX_BODY_BYTES };
+}
+
+/**
+ * Every request body's limit (`bodyLimitOf`), checked before any of it is read; an NDJSON batch and an upload are read in
  * bounded memory and have limits of their own. A declared length is checked without touching
  * the body stream (touching it takes @hono/node-server off its direct read of the body, and
  * builds a web stream per request); a chunked body is counted as it arrives. A refusal is
@@ -62,15 +74,6 @@ export function bodyLimits(
     const body = reader ?? incoming;
     return body ? lingering(refusal, body) : refusal;
   };
-  /** A body's limit, and whose it is (a model's name, for the refusal to say). */
-  const limitOf = (c: Context): { maxBytes: number; model?: string } => {
-    const small = SMALL_BODIES[c.req.path];
-    const model = small === undefined ? MODEL_ROUTE.exec(c.req.path)?.[1] : undefined;
-    const budget = model === undefined ? undefined : services.inference.maxBodyBytes(model);
-    if (model !== undefined && budget !== undefined && budget < services.env.MAX_BODY_BYTES)
-      return { maxBytes: budget, model };
-    return { maxBytes: small ?? services.env.MAX_BODY_BYTES };
-  };
   // made only for a refusal: an error's stack is not free, and most bodies pass
   const tooLarge = ({ maxBytes, model }: { maxBytes: number; model?: string }) =>
     model === undefined
@@ -82,7 +85,7 @@ export function bodyLimits(
     const chunked = c.req.header("Transfer-Encoding") !== undefined;
     // (with neither, there is no body at all: a GET, say)
     if (!chunked && declared === undefined) return next();
-    const limit = limitOf(c);
+    const limit = bodyLimitOf(services, c);
     if (!chunked) return Number(declared) > limit.maxBytes ? refuse(c, tooLarge(limit)) : next();
     if (beforeChunked)
       try {

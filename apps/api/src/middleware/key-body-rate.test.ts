@@ -22,3 +22,23 @@ describe("BodyRateLimiter", () => {
     expect(BodyRateLimiter.sender({ id: "k1", admin: false }, "10.0.0.1")).toBe("k1");
   });
 });
+
+describe("BodyRateLimiter.takeWeight", () => {
+  it("counts a body at its weight once read: the rest over what its length counted, or all of it for a small body", () => {
+    const limit = new BodyRateLimiter({ bytesPerS: 1, burst: 2 * MB });
+    // a 40 KB body (never counted by its length) that parses as 700 KB
+    limit.take("a", 40_000);
+    limit.takeWeight("a", 40_000, 700_000);
+    limit.takeWeight("a", 40_000, 700_000);
+    limit.takeWeight("a", 40_000, 700_000); // not in debt before it: let in
+    expect(() => limit.takeWeight("a", 40_000, 700_000)).toThrow(/KEY_BODY_BYTES_PER_S/);
+    // a large body is counted by its length first, then by the rest of its weight
+    limit.take("b", MB);
+    limit.takeWeight("b", MB, MB + 100);
+    expect(() => limit.take("b", MB)).not.toThrow();
+    expect(() => limit.take("b", MB)).toThrow(/KEY_BODY_BYTES_PER_S/);
+    // light bodies and the admin are not counted
+    for (let k = 0; k < 100; k++) limit.takeWeight("c", 1_000, LARGE_BODY_BYTES - 1);
+    limit.takeWeight(undefined, MB, 100 * MB);
+  });
+});

@@ -59,6 +59,18 @@ export class BodyRateLimiter {
     this.refilled(sender).tokens -= bytes;
   }
 
+  /**
+   * Counts the rest of a body read whole, whose `weight` (`jsonWeight`) says what parsing it
+   * costs: `take` counted its `bytes` by its declared length, a body under LARGE_BODY_BYTES not
+   * at all (refused here in debt, as `take` would have, if its weight is large).
+   */
+  takeWeight(sender: string | undefined, bytes: number, weight: number): void {
+    if (sender === undefined || weight < LARGE_BODY_BYTES) return;
+    const counted = bytes < LARGE_BODY_BYTES ? 0 : bytes;
+    if (counted === 0) this.assertNotInDebt(sender);
+    this.refilled(sender).tokens -= weight - counted;
+  }
+
   private refilled(sender: string): { tokens: number; at: number } {
     const { bytesPerS, burst } = this.options;
     const now = performance.now();

@@ -1,7 +1,7 @@
 import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import { callOptions } from "../http/call-options.js";
 import { clientGone } from "../http/client-gone.js";
-import { fingerprintOf, idempotently } from "../http/idempotency.js";
+import { idempotently, jsonFingerprint } from "../http/idempotency.js";
 import { idempotencyErrors, idempotencyHeaders, openAiErrors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { responseId } from "./responses-render.js";
@@ -135,7 +135,7 @@ export function registerResponses(app: OpenAPIHono<HonoEnv>): void {
     const again = (jobId: string) => responses.streamable(responseId(jobId), tenant);
     return idempotently(
       c,
-      fingerprintOf(c, await c.req.json()),
+      await jsonFingerprint(c),
       async ({ createdId, takeover }) => {
         const keyed = { ...opts, createdId };
         const found =
