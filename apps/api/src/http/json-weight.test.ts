@@ -35,8 +35,11 @@ describe("jsonWeight", () => {
     const code = bytes(JSON.stringify({ prompt: "{[".repeat(50_000), n: [] }));
     // counted all: 100,001 brackets at 48 bytes are past 1 MB, so strings were told apart
     expect(jsonWeight(code, 1_000_000)).toBe(code.byteLength + 2 * BYTES_PER_CONTAINER);
-    // with room for every bracket, the quick count's overcount stands
-    expect(jsonWeight(code, 10_000_000)).toBe(code.byteLength + 100_002 * BYTES_PER_CONTAINER);
+    // with room for every bracket, strings are still told apart where their braces would more
+    // than double the weight; where fewer, the quick count's overcount stands
+    expect(jsonWeight(code, 10_000_000)).toBe(code.byteLength + 2 * BYTES_PER_CONTAINER);
+    const prose = bytes(JSON.stringify({ prompt: `{${"a".repeat(99)}`.repeat(1_000) }));
+    expect(jsonWeight(prose, 10_000_000)).toBe(prose.byteLength + 1_001 * BYTES_PER_CONTAINER);
     // an escaped quote does not end a string
     const escaped = bytes(`{"p":"\\"[[[[","q":[]}`);
     expect(containersUpTo(escaped)).toBe(2);

@@ -13,16 +13,18 @@ export const BYTES_PER_CONTAINER = 48;
  * A JSON body's weight: its bytes (a decoded body's characters), and `BYTES_PER_CONTAINER` for
  * each object and list it would make; undefined once the weight is past `most`, which is found
  * without reading on. The `{` and `[` of the whole body are counted first (memchr's speed);
- * only where that count is too many are strings told apart (a prompt of code is not refused
- * for its braces), so a weight is exact where it refuses and at most an overcount of braces in
- * strings where not.
+ * strings are told apart (a prompt of code is not refused for its braces) only where that
+ * count would refuse the body or more than double its weight, so that a weight is exact where
+ * it refuses and otherwise at most twice the bytes of braces in strings (a numeric body, the
+ * common large one, is never read twice).
  */
 export function jsonWeight(body: Uint8Array | string, most: number): number | undefined {
   const length = typeof body === "string" ? body.length : body.byteLength;
   const room = Math.floor((most - length) / BYTES_PER_CONTAINER);
   if (room < 0) return undefined;
   let count = bracketsUpTo(body, room + 1);
-  if (count > room) count = containersUpTo(body, room + 1);
+  if (count > room || count * BYTES_PER_CONTAINER > length)
+    count = containersUpTo(body, room + 1);
   return count > room ? undefined : length + count * BYTES_PER_CONTAINER;
 }
 
