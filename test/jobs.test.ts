@@ -71,10 +71,11 @@ describe("async jobs, deadlines and backpressure", () => {
     expect(await refusal({ inputs: [v2], parameters: { sequence_id: 5 } })).toMatch(/sequence_id/);
     // a body of no kind still lists them
     expect(await refusal({ pixels: [1] })).toMatch(/^input must be /);
-    // past what digits could ever need: a 413 before its 4 M values are walked
+    // past what digits could ever need: a 413 before its 300,000 values are walked (4 M of
+    // them weigh past any body, refused before they are parsed)
     const huge = await submit({
       model: "digits",
-      input: { inputs: [{ ...v2, data: new Array(4_000_000).fill(0) }] },
+      input: { inputs: [{ ...v2, data: new Array(300_000).fill(0) }] },
     });
     expect(huge.status).toBe(413);
     expect(((await huge.json()) as { error: { message: string } }).error.message).toMatch(

@@ -1,4 +1,5 @@
 import type { MiddlewareHandler } from "hono";
+import { IDEMPOTENCY_HEADER } from "../http/idempotency.js";
 import { jsonWeight, tooHeavy } from "../http/json-weight.js";
 import { isJson } from "../http/media-type.js";
 import type { HonoEnv, Services } from "../services.js";
@@ -6,14 +7,15 @@ import { bodyLimitOf, streamedBody } from "./body-limits.js";
 import { addressOf, BodyRateLimiter } from "./key-body-rate.js";
 
 /**
- * Each JSON body the loop will parse, weighed first (`jsonWeight`: its bytes, and what its
- * objects and lists cost): one that would cost more than its route's largest body of plain
- * JSON is refused (413), and the rest are counted against their sender's
- * KEY_BODY_BYTES_PER_S at their weight rather than their length. The JSON head of Triton's
- * binary form is weighed as one. Not weighed: streamed bodies (NDJSON batches, uploads) and a
- * `{model, items}` batch past any OpenAI create, parsed on the parse thread with a density
- * rule of their own. After admission and turns, so that a request refused for its queue is
- * not read first; the route's own read of the body then takes it from Hono's cache.
+ * Each JSON body the loop will parse, weighed first (`jsonWeight`: its bytes, and what the
+ * objects, lists, strings, properties and elements JSON.parse makes of it cost): one that
+ * would cost more than its route's largest body of numbers is refused (413), and the rest are
+ * counted against their sender's KEY_BODY_BYTES_PER_S at their weight rather than their
+ * length (twice with an Idempotency-Key). The body is then parsed once for the request, its
+ * schema and fingerprint alike. The JSON head of Triton's binary form (v2 infer) is weighed as
+ * one. Not weighed: streamed bodies (NDJSON batches, uploads) and a `{model, items}` batch past
+ * any OpenAI create, parsed on the parse thread with a density rule of their own. After
+ * admission and turns, so that a request refused for its queue is not read first.
  */
 export function bodyWeight(
   services: Services,
@@ -24,26 +26,42 @@ export function bodyWeight(
   return async (c, next) => {
     if (c.req.method !== "POST" || streamedBody(c)) return next();
     const headLength = c.req.header("Inference-Header-Content-Length");
-    if (headLength === undefined && !isJson(c.req.header("Content-Type"))) return next();
+    // Triton's binary form is the v2 infer routes' alone: elsewhere the header says nothing
+    const binary = headLength !== undefined && V2_INFER.test(c.req.path);
+    if (!binary && !isJson(c.req.header("Content-Type"))) return next();
     const declared = c.req.header("Content-Length");
     const bytes = declared === undefined ? c.get("bodyBytes") : Number(declared);
     if (bytes === undefined || offLoop(c.req.path, bytes)) return next();
     const { maxBytes } = bodyLimitOf(services, c);
     let weight: number | undefined;
-    if (headLength === undefined) {
+    if (!binary) {
       // read as the route reads it (Hono keeps the text): an ArrayBuffer first had cost a
       // 7 MB prompt two more copies, ~45 ms of the loop
       weight = jsonWeight(await c.req.text(), maxBytes);
+      // one parse a request: the route's schema and an Idempotency-Key's fingerprint (which
+      // reads the body as sent, fields no schema knows included) had each parsed it
+      const parse = c.req.json.bind(c.req);
+      let parsed: Promise<unknown> | undefined;
+      c.req.json = (() => (parsed ??= parse())) as typeof c.req.json;
     } else {
-      // Triton's binary form: its JSON head is weighed, its tensors counted by their bytes; a
-      // head length that does not fit is the route's 400
+      // its JSON head is weighed, its tensors counted by their bytes; a head length that does
+      // not fit is the route's 400
       const body = new Uint8Array(await c.req.arrayBuffer());
-      if (!/^[0-9]{1,15}$/.test(headLength) || Number(headLength) > body.byteLength) return next();
-      const head = jsonWeight(body.subarray(0, Number(headLength)), maxBytes);
-      weight = head === undefined ? undefined : head + body.byteLength - Number(headLength);
+      const length = headLength as string;
+      if (!/^[0-9]{1,15}$/.test(length) || Number(length) > body.byteLength) return next();
+      const head = jsonWeight(body.subarray(0, Number(length)), maxBytes);
+      weight = head === undefined ? undefined : head + body.byteLength - Number(length);
     }
     if (weight === undefined) throw tooHeavy(maxBytes);
-    rate?.takeWeight(BodyRateLimiter.sender(c.get("tenant"), addressOf(c)), bytes, weight);
+    // a keyed request's fingerprint walks the body once more, sorting every object's keys
+    const keyed = c.req.header(IDEMPOTENCY_HEADER) !== undefined;
+    rate?.takeWeight(
+      BodyRateLimiter.sender(c.get("tenant"), addressOf(c)),
+      bytes,
+      keyed ? 2 * weight : weight,
+    );
     await next();
   };
 }
+
+const V2_INFER = /^\/v2\/models\/[^/]+\/(?:versions\/[^/]+\/)?infer$/;
