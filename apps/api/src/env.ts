@@ -22,8 +22,9 @@ export const envSchema = deploymentEnvSchema.extend({
   /** Requests of one API key open at once, per API process; unset: no cap. */
   KEY_MAX_CONCURRENT: z.coerce.number().int().positive().optional(),
   /**
-   * Bytes of request bodies of 64 KiB and more one API key may send a second, per API process
-   * (parsing them is the event loop's alone); 0: no limit.
+   * Bytes of request bodies of 64 KiB and more (a JSON body by its weight: `jsonWeight`) one
+   * API key may send a second, per API process (parsing them is the event loop's alone); 0: no
+   * limit.
    */
   KEY_BODY_BYTES_PER_S: z.coerce
     .number()

@@ -22,8 +22,9 @@ export interface BodyRateOptions {
  * one is the API's event loop's alone, ~100-150 ms for 8 MB, and a key that sent them back to
  * back held every other key's requests behind them (a neighbour's predict p50 1.3 -> 128 ms).
  * A token bucket of bytes: a request is let in while its sender's bucket is not in debt, and
- * its body's bytes then taken (so one body as large as MAX_BODY_BYTES always passes after a
- * pause); in debt, 429 with the time to pay it back. The sender is the API key's tenant, or
+ * its body's bytes then taken, and once read the rest of its weight (`takeWeight`: what
+ * parsing it costs, so one body as large as MAX_BODY_BYTES always passes after a pause); in
+ * debt, 429 with the time to pay it back. The sender is the API key's tenant, or
  * with API_KEYS unset (one open tenant) the client's address. Bodies under LARGE_BODY_BYTES
  * are not counted, nor the admin's; streamed uploads (NDJSON batches, files) are parsed off
  * the loop and never reach it.
