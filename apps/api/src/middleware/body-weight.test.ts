@@ -31,6 +31,9 @@ function app(rate: BodyRateLimiter) {
     return { same: first === (await c.req.json()) };
   };
   hono.post("/v1/jobs", async (c) => c.json(await twice(c)));
+  hono.post("/v1/batches", async (c) =>
+    c.json({ bytes: [...new Uint8Array(await c.req.arrayBuffer())] }),
+  );
   hono.post("/v2/models/m/infer", async (c) =>
     c.json({ bytes: (await c.req.arrayBuffer()).byteLength }),
   );
@@ -97,5 +100,17 @@ describe("bodyWeight", () => {
     };
     expect(await untilRefused({})).toBe(4);
     expect(await untilRefused({ "Idempotency-Key": "a" })).toBe(3);
+  });
+
+  it("hands a batch route the bytes sent: a key's bad UTF-8 is the route's to refuse", async () => {
+    // read as text first, they had been its re-encoding, 0xFF a U+FFFD (review)
+    const hono = app(new BodyRateLimiter({ bytesPerS: 1, burst: 10 * LIMIT }));
+    const sent = new Uint8Array([
+      ...new TextEncoder().encode('{"k":"a'),
+      0xff,
+      ...new TextEncoder().encode('b"}'),
+    ]);
+    const res = await post(hono, "/v1/batches", sent);
+    expect(((await res.json()) as { bytes: number[] }).bytes).toEqual([...sent]);
   });
 });

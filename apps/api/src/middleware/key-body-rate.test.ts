@@ -37,6 +37,10 @@ describe("BodyRateLimiter.takeWeight", () => {
     limit.takeWeight("b", MB, MB + 100);
     expect(() => limit.take("b", MB)).not.toThrow();
     expect(() => limit.take("b", MB)).toThrow(/KEY_BODY_BYTES_PER_S/);
+    // a weight under the bytes counted (a text of characters past ASCII) gives none back
+    limit.take("d", 2 * MB + 1_000);
+    limit.takeWeight("d", 2 * MB + 1_000, MB);
+    expect(() => limit.take("d", MB)).toThrow(/KEY_BODY_BYTES_PER_S/);
     // light bodies and the admin are not counted
     for (let k = 0; k < 100; k++) limit.takeWeight("c", 1_000, LARGE_BODY_BYTES - 1);
     limit.takeWeight(undefined, MB, 100 * MB);

@@ -69,7 +69,7 @@ export class BodyRateLimiter {
     if (sender === undefined || weight < LARGE_BODY_BYTES) return;
     const counted = bytes < LARGE_BODY_BYTES ? 0 : bytes;
     if (counted === 0) this.assertNotInDebt(sender);
-    this.refilled(sender).tokens -= weight - counted;
+    this.refilled(sender).tokens -= Math.max(0, weight - counted);
   }
 
   private refilled(sender: string): { tokens: number; at: number } {
