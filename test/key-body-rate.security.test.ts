@@ -121,6 +121,21 @@ describe("JSON bodies are weighed by the objects and lists they hold, not only t
       body: Buffer.concat([head, Buffer.from(new Float32Array(64).buffer)]),
     });
     expect(binary.status).toBe(413);
+    // and its tensors by the elements they make: 200 KB of BOOL (under digits' 262,144 bytes)
+    // are 200,000 array elements the schema checks (~53 ms of the loop each, charged as bytes)
+    const boolHead = Buffer.from(
+      '{"inputs":[{"name":"input","shape":[200000],"datatype":"BOOL","parameters":{"binary_data_size":200000}}]}',
+    );
+    const bools = await fetch(stack.url("/v2/models/digits/infer"), {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/octet-stream",
+        Authorization: "Bearer k3",
+        "Inference-Header-Content-Length": String(boolHead.length),
+      },
+      body: Buffer.concat([boolHead, Buffer.alloc(200_000, 1)]),
+    });
+    expect(bools.status).toBe(413);
     // the same requests without the objects are served
     expect(
       (await postAs("k3", "/v1/models/digits/predict", `{"features":${JSON.stringify(features)}}`))

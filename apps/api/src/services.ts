@@ -77,5 +77,10 @@ export type HonoEnv = {
     trace?: TraceCarrier;
     /** A chunked body's size, once `bodyLimits` has read it whole. */
     bodyBytes?: number;
+    /**
+     * Weighs what a binary body's tensors make once its JSON head says (`bodyWeight`): throws
+     * past the route's limit, else counts it against the sender's rate.
+     */
+    weighMore?: (extra: number) => void;
   };
 };

@@ -18,6 +18,11 @@ export const WEIGHT = {
   colon: 56,
   /** A string, a key's too: a string of its own, a short one looked up in V8's string table. */
   string: 24,
+  /**
+   * A number decoded from a binary tensor (Triton's binary form) besides its bytes: an array
+   * element the schema then checks, ~175 ns for a BOOL's byte, ~245 for an FP32's four.
+   */
+  element: 10,
 } as const;
 
 const STRUCTURAL = ["{", "[", ",", ":"] as const;

@@ -23,7 +23,15 @@ function elementBytes(datatype: string): number | undefined {
  * (flat, row major): what the JSON form of the same request would carry. Whatever does not
  * add up (a length past the body, sizes that disagree with shapes or leave bytes over) is a 400.
  */
-export function readBinaryRequest(body: Uint8Array, headerLength: string): unknown {
+export function readBinaryRequest(
+  body: Uint8Array,
+  headerLength: string,
+  /**
+   * Told what building the tensors will make (an array element each, a string each of BYTES)
+   * before any is built: it throws to refuse them.
+   */
+  weigh?: (elements: number, texts: number) => void,
+): unknown {
   // digits only: Number() also reads "0x15c", "  348  " and "3e2"
   const jsonLength = /^[0-9]{1,15}$/.test(headerLength) ? Number(headerLength) : Number.NaN;
   if (!Number.isInteger(jsonLength) || jsonLength > body.length)
@@ -38,6 +46,7 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
   }
   const inputs = (request as { inputs?: unknown })?.inputs;
   if (!Array.isArray(inputs)) return request; // the schema names what is missing
+  weigh?.(...declaredElements(inputs as Array<Record<string, unknown>>));
   let at = jsonLength;
   for (const input of inputs as Array<Record<string, unknown>>) {
     const size = (input?.parameters as { binary_data_size?: unknown } | undefined)
@@ -83,6 +92,28 @@ export function readBinaryRequest(body: Uint8Array, headerLength: string): unkno
       `the body has ${body.length - at} bytes after the binary tensor data its inputs declare`,
     );
   return request;
+}
+
+/**
+ * The elements the binary inputs' shapes declare (those of BYTES apart): what decoding them
+ * makes, whatever their bytes turn out to say (a shape that disagrees is refused unbuilt).
+ */
+function declaredElements(inputs: Array<Record<string, unknown>>): [number, number] {
+  let elements = 0;
+  let texts = 0;
+  for (const input of inputs) {
+    const size = (input?.parameters as { binary_data_size?: unknown } | undefined)
+      ?.binary_data_size;
+    const shape = input?.shape;
+    if (size === undefined || !Array.isArray(shape)) continue;
+    const count = shape.reduce(
+      (a: number, b: unknown) => a * (Number.isInteger(b) ? Number(b) : 0),
+      1,
+    );
+    if (input.datatype === "BYTES") texts += count;
+    else elements += count;
+  }
+  return [elements, texts];
 }
 
 /** A BYTES element's text, refused rather than repaired where it is not UTF-8. */

@@ -2,6 +2,7 @@ import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { callOptions } from "../http/call-options.js";
 import { invalidInput } from "../http/errors.js";
+import { WEIGHT } from "../http/json-weight.js";
 import { v2Errors } from "../http/openapi.js";
 import type { HonoEnv } from "../services.js";
 import { binaryAnswer, readBinaryRequest } from "./binary.js";
@@ -64,7 +65,12 @@ export function registerV2Infer(app: OpenAPIHono<HonoEnv>): void {
       const headerLength = c.req.header("Inference-Header-Content-Length");
       if (headerLength === undefined) return next();
       const raw = new Uint8Array(await c.req.arrayBuffer());
-      const parsed = v2InferRequestSchema.safeParse(readBinaryRequest(raw, headerLength));
+      const weighMore = c.get("weighMore");
+      const parsed = v2InferRequestSchema.safeParse(
+        readBinaryRequest(raw, headerLength, (elements, texts) =>
+          weighMore?.(elements * WEIGHT.element + texts * WEIGHT.string),
+        ),
+      );
       if (!parsed.success) throw invalidInput(parsed.error.issues);
       return answer(c, parsed.data, c.req.param("version"));
     });

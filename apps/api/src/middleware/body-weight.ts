@@ -61,13 +61,18 @@ export function bodyWeight(
       weight = head === undefined ? undefined : head + body.byteLength - Number(length);
     }
     if (weight === undefined) throw tooHeavy(maxBytes);
+    const sender = BodyRateLimiter.sender(c.get("tenant"), addressOf(c));
     // a keyed request's fingerprint walks the body once more, sorting every object's keys
     const keyed = c.req.header(IDEMPOTENCY_HEADER) !== undefined;
-    rate?.takeWeight(
-      BodyRateLimiter.sender(c.get("tenant"), addressOf(c)),
-      bytes,
-      keyed ? 2 * weight : weight,
-    );
+    rate?.takeWeight(sender, bytes, keyed ? 2 * weight : weight);
+    if (binary) {
+      // its tensors' elements once its head is read (a BOOL tensor's byte is an array element)
+      const weighed = weight;
+      c.set("weighMore", (extra) => {
+        if (weighed + extra > maxBytes) throw tooHeavy(maxBytes);
+        rate?.takeWeight(sender, weighed, weighed + extra);
+      });
+    }
     await next();
   };
 }
