@@ -21,7 +21,9 @@ beforeAll(async () => {
   // a subscription sent while a connection still runs its ready check fails that check
   await Promise.all(connections.map((c) => (c.status === "ready" ? undefined : once(c, "ready"))));
 });
-afterAll(() => {
+afterAll(async () => {
+  // a commit's marker, which the API's ServingState removes once the generation moves: none here
+  await apiRedis.del(keys.reloadCommit("m"));
   for (const c of connections) c.disconnect();
 });
 
