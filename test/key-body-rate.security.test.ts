@@ -28,6 +28,20 @@ const send = (key: string, body = large) =>
     body,
   });
 
+/** `body` sent chunked (no declared length): counted as it arrives. */
+const postChunked = (key: string, path: string, body: string) =>
+  fetch(stack.url(path), {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Authorization: `Bearer ${key}` },
+    body: new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(body));
+        controller.close();
+      },
+    }),
+    duplex: "half",
+  } as RequestInit);
+
 describe("large request bodies are held to a rate per key", () => {
   it("one key's back-to-back large bodies are refused past its rate, before they are parsed; another key's, its small ones and the admin's are not", async () => {
     // each was parsed whole on the API's loop (8 MB: ~150 ms), and one key sending them back
@@ -50,17 +64,7 @@ describe("large request bodies are held to a rate per key", () => {
     expect((await send("k1", small)).status).toBe(404);
     expect((await send("adm")).status).toBe(404);
     // a chunked body of a key in debt too (refused before it is read)
-    const chunked = await fetch(stack.url("/v1/batches"), {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: "Bearer k1" },
-      body: new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(large));
-          controller.close();
-        },
-      }),
-      duplex: "half",
-    } as RequestInit);
+    const chunked = await postChunked("k1", "/v1/batches", large);
     expect(chunked.status).toBe(429);
     // paid back at its rate: its debt, a few hundred KB, is paid within the wait
     await new Promise((r) => setTimeout(r, 2_500));
@@ -95,17 +99,7 @@ describe("JSON bodies are weighed by the objects and lists they hold, not only t
     const fast = await postAs("k3", "/v1/models/digits/predict", predict);
     expect(fast.status).toBe(413);
     expect(await fast.text()).toMatch(/largest body \(262144 bytes\)/);
-    const chunked = await fetch(stack.url("/v1/models/digits/predict"), {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Authorization: "Bearer k3" },
-      body: new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(predict));
-          controller.close();
-        },
-      }),
-      duplex: "half",
-    } as RequestInit);
+    const chunked = await postChunked("k3", "/v1/models/digits/predict", predict);
     expect(chunked.status).toBe(413);
     // Triton's binary form: its JSON head is weighed as a body
     const head = Buffer.from(

@@ -7,13 +7,11 @@ import {
   timeoutMsSchema,
 } from "@ferry/protocol";
 import { z } from "@hono/zod-openapi";
-import { jsonWeight } from "../http/json-weight.js";
 import {
   callerTagSchema,
   capped,
   conversationIdSchema,
   conversationWithin,
-  MAX_TOOLS_JSON,
   named,
   TOOLS_TOO_LARGE,
   tokenIdList,
@@ -21,6 +19,7 @@ import {
   toolsWithin,
   unsupported,
 } from "../http/schemas.js";
+import { jsonSchema } from "./json-schema-field.js";
 import { streamOptionsStreamed } from "./stream-options.js";
 
 /** Most choices one request may ask for (prompts times `n`): each is a job on the queue. */
@@ -34,41 +33,6 @@ const stopString = z.string().min(1, "stop cannot contain an empty string").max(
 
 /** vLLM's `guided_choice`: the strings a completion may be. */
 const guidedChoices = z.array(z.string().min(1).max(1024)).min(1).max(256);
-
-/**
- * The most a schema sent as JSON text may weigh (`jsonWeight`; a body's own weight prices a
- * string as its characters): room for any schema within the guided budgets (2,048 subschemas
- * of ~300 each, and their descriptions' text), ~17 ms of the loop at most.
- */
-const MAX_SCHEMA_TEXT_WEIGHT = 4 * MAX_TOOLS_JSON;
-
-/**
- * A JSON schema as vLLM takes one: an object, or its JSON text (the worker refuses the
- * keywords it cannot guide by, by name).
- */
-const jsonSchema = z.union([
-  z.record(z.string(), z.unknown()),
-  z.string().transform((text, ctx) => {
-    // weighed before it is parsed, as a body is: inside a string, 8 MB of `{}` had weighed as
-    // text and cost the loop ~1.2 s (review)
-    if (jsonWeight(text, MAX_SCHEMA_TEXT_WEIGHT) === undefined) {
-      ctx.addIssue({
-        code: "custom",
-        message: `a JSON schema's text may cost at most what ${MAX_SCHEMA_TEXT_WEIGHT} bytes of numbers do to read (each object, list, string and property priced as the body's are)`,
-      });
-      return z.NEVER;
-    }
-    try {
-      const parsed: unknown = JSON.parse(text);
-      if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed))
-        return parsed as Record<string, unknown>;
-    } catch {
-      // refused below
-    }
-    ctx.addIssue({ code: "custom", message: "not a JSON schema (an object, or its JSON text)" });
-    return z.NEVER;
-  }),
-]);
 
 /**
  * OpenAI's `response_format`: text, JSON mode (`json_object`: the answer is one JSON object)
