@@ -52,8 +52,9 @@ export function bodyWeight(
       let parsed: Promise<unknown> | undefined;
       c.req.json = (() => (parsed ??= parse())) as typeof c.req.json;
     } else {
-      // its JSON head is weighed, its tensors counted by their bytes; a head length that does
-      // not fit is the route's 400
+      // its JSON head is weighed, its tensors by their bytes here and by the elements they
+      // decode to once the route has read the head (`weighMore`); a head length that does not
+      // fit is the route's 400
       const body = new Uint8Array(await c.req.arrayBuffer());
       const length = headLength as string;
       if (!/^[0-9]{1,15}$/.test(length) || Number(length) > body.byteLength) return next();
