@@ -101,18 +101,31 @@ export function errorBody(path: string, err: FerryError): unknown {
 }
 
 /** A schema's failure as one 400 that names the field and the problem. */
-export function invalidInput(
-  issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>,
-): FerryError {
-  const issue = issues[0];
+export function invalidInput(issues: ReadonlyArray<Issue>): FerryError {
+  const issue = issues[0] && explained(issues[0]);
   const where = issue?.path.length ? `${issue.path.map(String).join(".")}: ` : "";
   return new FerryError("INVALID_INPUT", `${where}${issue?.message ?? "invalid request"}`);
 }
 
+/** A schema's issue, as zod words it; a union's carries each branch's own. */
+type Issue = { path: PropertyKey[]; message: string; code?: string; errors?: Issue[][] };
+
+/**
+ * A union's issue as the one branch that took the value's type said it (a schema sent as text
+ * and refused for its weight had been "Invalid input"); the union's own where none or several
+ * did.
+ */
+function explained(issue: Issue): Issue {
+  if (issue.code !== "invalid_union" || !issue.errors) return issue;
+  const reached = issue.errors.filter(
+    (branch) => branch.length > 0 && branch.every((inner) => inner.code !== "invalid_type"),
+  );
+  const inner = reached.length === 1 ? reached[0]?.[0] : undefined;
+  return inner ? { ...inner, path: [...issue.path, ...inner.path] } : issue;
+}
+
 /** An async job input's issues as a 400, their paths under `input`, where the caller put them. */
-export function invalidJobInput(
-  issues: ReadonlyArray<{ path: PropertyKey[]; message: string }>,
-): FerryError {
+export function invalidJobInput(issues: ReadonlyArray<Issue>): FerryError {
   return invalidInput(issues.map((issue) => ({ ...issue, path: ["input", ...issue.path] })));
 }
 
