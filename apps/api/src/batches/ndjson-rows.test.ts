@@ -79,6 +79,38 @@ describe("parseRows", () => {
     ]);
   });
 
+  it("reads the lines its byte scanner leaves to JSON.parse as it reads the ones it takes", () => {
+    // an escape, a third key, a BOM opening the segment, a no-break space, CRLF, a key twice
+    const lines = [
+      "\ufeff" + line(1),
+      '{"key":"k\\u0032","features":[2,2.5,-2]}',
+      '{"key":"k3","features":[3,3.5,-3],"note":"x"}',
+      "\u00a0" + line(4) + "\r",
+      '{"key":"k5","key":"k5","features":[5,5.5,-5]}',
+      line(6),
+    ];
+    const parsed = parseRows(encoder.encode(lines.join("\n")), spec);
+    expect(parsed.problem).toBeUndefined();
+    expect(parsed.keys).toEqual(["k1", "k2", "k3", "k4", "k5", "k6"]);
+    expect([...new Float32Array(Uint8Array.from(parsed.rows).buffer)]).toEqual(
+      [1, 2, 3, 4, 5, 6].flatMap((k) => [k, k + 0.5, -k]),
+    );
+    // a datatype other than FP32 goes JSON.parse's way throughout
+    const ints = parseRows(
+      encoder.encode(`${line(7)}\n${JSON.stringify({ key: "i", features: [1, 2, 3] })}`),
+      {
+        width: 3,
+        datatype: "INT32",
+      },
+    );
+    expect(ints.problem).toMatchObject({ kind: "value", at: 1 });
+    const whole = parseRows(encoder.encode(JSON.stringify({ key: "i", features: [1, 2, 3] })), {
+      width: 3,
+      datatype: "INT32",
+    });
+    expect([...new Int32Array(Uint8Array.from(whole.rows).buffer)]).toEqual([1, 2, 3]);
+  });
+
   it("sizes its rows by what the bytes can hold: a MiB of blank lines for a wide input", () => {
     const image = { width: 224 * 224 * 3, datatype: "FP32" as const };
     const parsed = parseRows(new Uint8Array(1 << 20).fill(0x0a), image);

@@ -1,5 +1,8 @@
+import { isUtf8 } from "node:buffer";
 import { bytesPerElement, type Datatype, tensorToBytes } from "@ferry/protocol";
 import { characters } from "../http/characters.js";
+import { FP32_MAX, type ScannedValues } from "../parsing/json-line-reader.js";
+import { NdjsonItemScanner } from "./ndjson-item-scan.js";
 
 /** What a batch's rows must be: the model's one input, `width` values of `datatype` each. */
 export interface RowsSpec {
@@ -45,8 +48,8 @@ export interface ParsedRows {
 // strict: bytes that are not UTF-8 are refused, as an input file's are (turned into U+FFFD,
 // two keys that differ only there were one, their answers under one key twice)
 const decoder = new TextDecoder("utf-8", { fatal: true });
-/** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
-const FP32_MAX = 3.4028234663852886e38;
+const scanner = new NdjsonItemScanner();
+const NEWLINE = 0x0a;
 
 /**
  * Parses whole NDJSON lines of `{"key": "...", "features": [...]}` into packed rows, checking
@@ -56,21 +59,19 @@ const FP32_MAX = 3.4028234663852886e38;
  * another thread.
  */
 export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
-  let text: string;
-  try {
-    text = decoder.decode(bytes);
-  } catch {
-    return upToBadBytes(bytes, spec);
-  }
+  if (!isUtf8(bytes)) return upToBadBytes(bytes, spec);
+  const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const rowBytes = spec.width * bytesPerElement[spec.datatype];
   // rows the segment can hold at most: one a line, and no item is shorter than its features
   // written one digit and a comma each (blank lines take no room)
   let lines = 1;
-  for (let at = text.indexOf("\n"); at >= 0; at = text.indexOf("\n", at + 1)) lines++;
+  for (let at = buf.indexOf(NEWLINE); at >= 0; at = buf.indexOf(NEWLINE, at + 1)) lines++;
   const capacity = Math.min(lines, Math.floor(bytes.byteLength / (2 * spec.width + 20)) + 1);
   const buffer = new ArrayBuffer(capacity * rowBytes);
   const out = new Uint8Array(buffer);
   const fp32 = spec.datatype === "FP32" ? new Float32Array(buffer) : undefined;
+  // FP32 (the common case): an item read from its bytes, its features written in place
+  const scanned: ScannedValues | undefined = fp32 ? { values: fp32, length: 0 } : undefined;
   const keys: string[] = [];
   let read = 0;
   let items = 0;
@@ -82,12 +83,25 @@ export function parseRows(bytes: Uint8Array, spec: RowsSpec): ParsedRows {
     ...(problem ? { problem } : {}),
   });
   let start = 0;
-  while (start < text.length) {
-    let end = text.indexOf("\n", start);
-    if (end < 0) end = text.length;
-    const line = text.slice(start, end).trim();
+  while (start < bytes.length) {
+    let end = buf.indexOf(NEWLINE, start);
+    if (end < 0) end = bytes.length;
+    const from = start;
     start = end + 1;
     read++;
+    if (scanned) {
+      scanned.length = keys.length * spec.width;
+      const item = scanner.scan(bytes, from, end, scanned);
+      if (item !== undefined && item.width === spec.width) {
+        items++;
+        const bad = keyProblem(item.key);
+        if (bad !== undefined) return done({ kind: "item", at: items, message: bad });
+        keys.push(item.key);
+        continue;
+      }
+    }
+    // anything else as JSON.parse reads it (the segment is UTF-8, checked above)
+    const line = buf.toString("utf8", from, end).trim();
     if (!line) continue;
     let raw: { key?: unknown; features?: unknown };
     try {

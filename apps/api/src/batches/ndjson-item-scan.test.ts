@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import type { ScannedValues } from "../parsing/json-line-reader.js";
+import { NdjsonItemScanner } from "./ndjson-item-scan.js";
+
+const scanner = new NdjsonItemScanner();
+
+/** The scanner's reading of `text`, or undefined where it leaves the line to JSON.parse. */
+function scan(text: string | Uint8Array) {
+  const bytes = typeof text === "string" ? Buffer.from(text) : text;
+  const out: ScannedValues = { values: new Float32Array(bytes.length + 1), length: 0 };
+  const item = scanner.scan(bytes, 0, bytes.length, out);
+  if (!item) {
+    expect(out.length).toBe(0);
+    return undefined;
+  }
+  return { key: item.key, features: [...out.values.subarray(0, out.length)] };
+}
+
+/** JSON.parse's reading of the same line when it is an item of exactly those two keys. */
+function parsed(text: string | Uint8Array) {
+  let value: unknown;
+  try {
+    const decoded =
+      typeof text === "string"
+        ? text
+        : new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(text);
+    value = JSON.parse(decoded);
+  } catch {
+    return undefined;
+  }
+  const { key, features } = (value ?? {}) as Record<string, unknown>;
+  if (
+    Object.keys(value ?? {})
+      .sort()
+      .join() !== "features,key"
+  )
+    return undefined;
+  if (typeof key !== "string" || !Array.isArray(features)) return undefined;
+  return { key, features: features.map(Math.fround) };
+}
+
+const item = (features: string, extra = "") => `{"key":"r1","features":[${features}]${extra}}`;
+
+describe("NdjsonItemScanner", () => {
+  it("reads an item as JSON.parse does, whitespace and key order included", () => {
+    for (const text of [
+      item("0,16,255,3"),
+      item("7 ,10, 255,1000,0,99,12345"),
+      item("0.082,-0,1e3,2.5E-3,-7,123456789012345,1.7976931348623157e-308"),
+      ` { "features" : [ 1 , 2 ] ,\t"key" : "é😀"}\r`,
+      item("1").replace('"r1"', '"\ufeffr1"'),
+      item("0.1000000000000000055511151231257827,9007199254740993,1e-400,3.4e38"),
+      '{"key":"","features":[1]}',
+    ]) {
+      expect(scan(text), text).toEqual(parsed(text));
+    }
+  });
+
+  it("leaves to JSON.parse what it does not read exactly as JSON.parse would", () => {
+    for (const text of [
+      // JSON.parse accepts these: an escape, a key twice, another key, a number past FP32, no
+      // features, a key that is not a string, a byte order mark, whitespace JSON does not know
+      item("1").replace('"r1"', '"r\\u0031"'),
+      item("1", ',"key":"r2"'),
+      item("1", ',"x":1'),
+      item("1e39"),
+      item(""),
+      '{"key":1,"features":[1]}',
+      '{"features":[1]}',
+      `\ufeff${item("1")}`,
+      `\u00a0${item("1")}`,
+      // JSON.parse refuses these
+      item("01"),
+      item("2,"),
+      item("1."),
+      item(".5"),
+      item("-"),
+      item("+1"),
+      item("1 2"),
+      item("1").replace('"r1"', '"r\u00011"'),
+      item("1").slice(0, -1),
+      `${item("1")}x`,
+      item("1").replace(":", ""),
+    ]) {
+      expect(scan(text), text).toBeUndefined();
+    }
+    const bad = Buffer.from(item("1"));
+    bad[bad.indexOf("r1")] = 0xff;
+    expect(scan(bad)).toBeUndefined();
+  });
+
+  it("never reads a damaged item JSON.parse refuses, nor reads one differently (fuzzed)", () => {
+    let seed = 11;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const alphabet = Buffer.from('{}[],:"\\ -+.eE0123456789afkyst\t\r\u00ff');
+    const base = Buffer.from(item("0,1.5,-2e-3,255,16,0.25,1e22,3"));
+    let accepted = 0;
+    for (let k = 0; k < 20_000; k++) {
+      let text: Buffer = Buffer.from(base);
+      const edits = 1 + Math.floor(random() * 3);
+      for (let e = 0; e < edits; e++) {
+        const at = Math.floor(random() * text.length);
+        const byte = alphabet[Math.floor(random() * alphabet.length)] as number;
+        const kind = random();
+        if (kind < 0.4) text[at] = byte;
+        else if (kind < 0.7)
+          text = Buffer.concat([text.subarray(0, at), Buffer.of(byte), text.subarray(at)]);
+        else text = Buffer.concat([text.subarray(0, at), text.subarray(at + 1)]);
+      }
+      const mine = scan(text);
+      if (mine === undefined) continue;
+      accepted++;
+      expect(mine, text.toString("latin1")).toEqual(parsed(text));
+    }
+    expect(accepted).toBeGreaterThan(1_000);
+  });
+});
