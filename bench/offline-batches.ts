@@ -3,6 +3,7 @@
 // Ferry's own batch shape (NDJSON POST, results read back to a file) and through the OpenAI
 // Batch API (/v1/files upload, /v1/batches, the output file read back to a file). Each arm
 // runs once untimed first; the clients are node:http (bulk-http.ts), polling every 10 ms.
+import { fork } from "node:child_process";
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { open, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -280,7 +281,8 @@ const BESIDE_IDLE_MS = 2_000;
 /**
  * What a large NDJSON post does to the same API's interactive traffic: digits predicts (a new
  * input each) from BESIDE_CLIENTS sequential clients, first alone, then while the mnist batch
- * is posted; their latency and how many were answered in each.
+ * is posted (by a process of its own: sending 46 MB from this one had slowed its own clients,
+ * and more so the faster the API read it); their latency and how many were answered in each.
  */
 export async function predictsBesideIngest(
   rounds: number,
@@ -299,7 +301,9 @@ export async function predictsBesideIngest(
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ features: f }),
       });
-      if (res.status !== 200) throw new Error(`predict: ${res.status} ${await res.text()}`);
+      // read whole: an answer left unread holds its connection, and the next request opens one
+      const text = await res.text();
+      if (res.status !== 200) throw new Error(`predict: ${res.status} ${text}`);
       out.push(performance.now() - t0);
     }
   };
@@ -315,7 +319,8 @@ export async function predictsBesideIngest(
     };
   };
   try {
-    const body = await readFile(writeInputs(c, dir).ndjson);
+    const ndjson = writeInputs(c, dir).ndjson;
+    const batchUrl = stack.url(`/v1/batches?model=${c.model}&version=${c.version}`);
     for (let r = 1; r <= rounds; r++) {
       const idle: number[] = [];
       const end = performance.now() + BESIDE_IDLE_MS;
@@ -325,13 +330,33 @@ export async function predictsBesideIngest(
       rows.push(row(r, "digits predicts alone", idle, BESIDE_IDLE_MS / 1000));
       const during: number[] = [];
       let posting = true;
+      const poster = fork(
+        "bench/peers/file-poster.ts",
+        [batchUrl, ndjson, "application/x-ndjson"],
+        {
+          execArgv: ["--conditions=ferry-source", "--import", "tsx"],
+          stdio: ["ignore", "ignore", "inherit", "ipc"],
+        },
+      );
+      // a poster that dies before it answers fails the round rather than hanging it
+      const died = new Promise<never>((_, reject) =>
+        poster.once("exit", (code) => {
+          if (posting) reject(new Error(`the file poster exited (${code}) before answering`));
+        }),
+      );
+      died.catch(() => undefined);
+      await Promise.race([new Promise((resolve) => poster.once("message", resolve)), died]);
       const started = performance.now();
-      const post = fetch(stack.url(`/v1/batches?model=${c.model}&version=${c.version}`), {
-        method: "POST",
-        headers: { "content-type": "application/x-ndjson" },
-        body,
-      }).then(async (res) => {
-        if (res.status !== 202) throw new Error(`batch: ${res.status} ${await res.text()}`);
+      const answered = new Promise<void>((resolve, reject) => {
+        poster.once("message", (answer) => {
+          const { status, text } = answer as { status: number; text: string };
+          posting = false;
+          if (status === 202) resolve();
+          else reject(new Error(`batch: ${status} ${text}`));
+        });
+        poster.send("go");
+      });
+      const post = Promise.race([answered, died]).finally(() => {
         posting = false;
       });
       await Promise.all([post, clients(() => !posting, during)]);
