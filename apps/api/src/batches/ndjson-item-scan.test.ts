@@ -50,6 +50,12 @@ describe("NdjsonItemScanner", () => {
       ` { "features" : [ 1 , 2 ] ,\t"key" : "é😀"}\r`,
       item("1").replace('"r1"', '"\ufeffr1"'),
       item("0.1000000000000000055511151231257827,9007199254740993,1e-400,3.4e38"),
+      // as many as a line may read from their text, among short ones
+      item(
+        Array.from({ length: 32 }, (_, k) => (k % 2 ? "1" : `0.1234567890123456${k % 10}`)).join(
+          ",",
+        ),
+      ),
       '{"key":"","features":[1]}',
     ]) {
       expect(scan(text), text).toEqual(parsed(text));
@@ -69,6 +75,8 @@ describe("NdjsonItemScanner", () => {
       '{"features":[1]}',
       `\ufeff${item("1")}`,
       `\u00a0${item("1")}`,
+      // more numbers than a line may read from their text (JSON.parse reads those for less)
+      item(Array.from({ length: 17 }, (_, k) => `0.1234567890123456${k % 10}`).join(",")),
       // JSON.parse refuses these
       item("01"),
       item("2,"),
