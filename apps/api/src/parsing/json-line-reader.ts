@@ -247,10 +247,12 @@ export class JsonLineReader {
   /** JSON's whitespace: space, tab, carriage return (a line holds no line feed). */
   protected skip(): void {
     const b = this.b;
-    while (this.i < this.end) {
-      const c = b[this.i];
-      if (c !== 0x20 && c !== 0x09 && c !== 0x0d) return;
-      this.i++;
+    const end = this.end;
+    let i = this.i;
+    for (; i < end; i++) {
+      const c = b[i];
+      if (c !== 0x20 && c !== 0x09 && c !== 0x0d) break;
     }
+    this.i = i;
   }
 }
