@@ -91,10 +91,16 @@ describe("parseRows", () => {
     ];
     const parsed = parseRows(encoder.encode(lines.join("\n")), spec);
     expect(parsed.problem).toBeUndefined();
+    expect(parsed.lines).toBe(6);
     expect(parsed.keys).toEqual(["k1", "k2", "k3", "k4", "k5", "k6"]);
     expect([...new Float32Array(Uint8Array.from(parsed.rows).buffer)]).toEqual(
       [1, 2, 3, 4, 5, 6].flatMap((k) => [k, k + 0.5, -k]),
     );
+    // blank lines of every kind counted as the decoder's text counted them; a segment that is
+    // only a byte order mark has no line (the decoder dropped it)
+    const blanks = parseRows(encoder.encode(`\r\n \t\n\u000b\n\u00a0\n${line(1)}\r\n\r\n`), spec);
+    expect(blanks).toMatchObject({ keys: ["k1"], lines: 6, items: 1 });
+    expect(parseRows(encoder.encode("\ufeff"), spec)).toMatchObject({ keys: [], lines: 0 });
     // a datatype other than FP32 goes JSON.parse's way throughout
     const ints = parseRows(
       encoder.encode(`${line(7)}\n${JSON.stringify({ key: "i", features: [1, 2, 3] })}`),
