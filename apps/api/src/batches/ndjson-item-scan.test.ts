@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { damagedLines } from "../parsing/damaged-lines.js";
 import type { ScannedValues } from "../parsing/json-line-reader.js";
 import { NdjsonItemScanner } from "./ndjson-item-scan.js";
 
@@ -98,26 +99,10 @@ describe("NdjsonItemScanner", () => {
   });
 
   it("never reads a damaged item JSON.parse refuses, nor reads one differently (fuzzed)", () => {
-    let seed = 11;
-    const random = () => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed / 2 ** 31;
-    };
     const alphabet = Buffer.from('{}[],:"\\ -+.eE0123456789afkyst\t\r\u00ff');
     const base = Buffer.from(item("0,1.5,-2e-3,255,16,0.25,1e22,3"));
     let accepted = 0;
-    for (let k = 0; k < 20_000; k++) {
-      let text: Buffer = Buffer.from(base);
-      const edits = 1 + Math.floor(random() * 3);
-      for (let e = 0; e < edits; e++) {
-        const at = Math.floor(random() * text.length);
-        const byte = alphabet[Math.floor(random() * alphabet.length)] as number;
-        const kind = random();
-        if (kind < 0.4) text[at] = byte;
-        else if (kind < 0.7)
-          text = Buffer.concat([text.subarray(0, at), Buffer.of(byte), text.subarray(at)]);
-        else text = Buffer.concat([text.subarray(0, at), text.subarray(at + 1)]);
-      }
+    for (const text of damagedLines(base, alphabet, 20_000, 11)) {
       const mine = scan(text);
       if (mine === undefined) continue;
       accepted++;

@@ -5,14 +5,7 @@
 // numbers into the rows being packed, and only as JSON.parse would read it; anything else (a
 // third key, a key twice, an escape, whitespace JSON does not know) is left to JSON.parse,
 // which also words the errors.
-import {
-  CLOSE_BRACE,
-  COLON,
-  COMMA,
-  JsonLineReader,
-  OPEN_BRACE,
-  type ScannedValues,
-} from "../parsing/json-line-reader.js";
+import { JsonLineReader, type ScannedValues } from "../parsing/json-line-reader.js";
 
 const KEYS = ["key", "features"].map((k) => Buffer.from(k));
 
@@ -38,25 +31,17 @@ export class NdjsonItemScanner extends JsonLineReader {
   private item(out: ScannedValues): { key: string; width: number } | undefined {
     let key: string | undefined;
     let width = -1;
-    if (!this.take(OPEN_BRACE)) return undefined;
-    for (;;) {
-      if (!this.string()) return undefined;
-      const which = this.oneOf(KEYS);
-      if (which < 0 || !this.take(COLON)) return undefined;
+    const taken = this.members(KEYS, (which) => {
       if (which === 0) {
-        if (key !== undefined || !this.string()) return undefined;
+        if (key !== undefined || !this.string()) return false;
         key = this.text();
-        if (key === undefined) return undefined;
-      } else {
-        if (width >= 0) return undefined;
-        width = this.numbers(out);
-        if (width < 0) return undefined;
+        return key !== undefined;
       }
-      if (this.take(COMMA)) continue;
-      if (!this.take(CLOSE_BRACE)) return undefined;
-      break;
-    }
-    if (!this.atEnd() || key === undefined || width < 0) return undefined;
+      if (width >= 0) return false;
+      width = this.numbers(out);
+      return width >= 0;
+    });
+    if (!taken || !this.atEnd() || key === undefined || width < 0) return undefined;
     return { key, width };
   }
 }

@@ -82,10 +82,10 @@ describe("parseRows", () => {
   it("reads the lines its byte scanner leaves to JSON.parse as it reads the ones it takes", () => {
     // an escape, a third key, a BOM opening the segment, a no-break space, CRLF, a key twice
     const lines = [
-      "\ufeff" + line(1),
+      `\ufeff${line(1)}`,
       '{"key":"k\\u0032","features":[2,2.5,-2]}',
       '{"key":"k3","features":[3,3.5,-3],"note":"x"}',
-      "\u00a0" + line(4) + "\r",
+      `\u00a0${line(4)}\r`,
       '{"key":"k5","key":"k5","features":[5,5.5,-5]}',
       line(6),
     ];

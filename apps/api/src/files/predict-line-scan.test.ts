@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { damagedLines } from "../parsing/damaged-lines.js";
 import { PredictLineScanner, type ScannedValues } from "./predict-line-scan.js";
 
 const scanner = new PredictLineScanner();
@@ -101,27 +102,10 @@ describe("PredictLineScanner", () => {
   });
 
   it("never reads a damaged line JSON.parse refuses, nor reads one differently (fuzzed)", () => {
-    let seed = 7;
-    const random = () => {
-      seed = (seed * 1103515245 + 12345) % 2 ** 31;
-      return seed / 2 ** 31;
-    };
     const alphabet = Buffer.from('{}[],:"\\ -+.eE0123456789abcfPOST\t\r\u00ff');
     const base = Buffer.from(line("0,1.5,-2e-3,255,16,0.25,1e22,3"));
     let accepted = 0;
-    for (let k = 0; k < 20_000; k++) {
-      const bytes = Buffer.from(base);
-      const edits = 1 + Math.floor(random() * 3);
-      let text: Buffer = bytes;
-      for (let e = 0; e < edits; e++) {
-        const at = Math.floor(random() * text.length);
-        const byte = alphabet[Math.floor(random() * alphabet.length)] as number;
-        const kind = random();
-        if (kind < 0.4) text[at] = byte;
-        else if (kind < 0.7)
-          text = Buffer.concat([text.subarray(0, at), Buffer.of(byte), text.subarray(at)]);
-        else text = Buffer.concat([text.subarray(0, at), text.subarray(at + 1)]);
-      }
+    for (const text of damagedLines(base, alphabet, 20_000, 7)) {
       const mine = scan(text);
       if (mine === undefined) continue;
       accepted++;

@@ -8,14 +8,7 @@
 // a byte that is not ASCII outside a string) it leaves to JSON.parse, which also words the
 // errors.
 
-import {
-  CLOSE_BRACE,
-  COLON,
-  COMMA,
-  JsonLineReader,
-  OPEN_BRACE,
-  type ScannedValues,
-} from "../parsing/json-line-reader.js";
+import { JsonLineReader, type ScannedValues } from "../parsing/json-line-reader.js";
 
 export type { ScannedValues };
 
@@ -27,7 +20,7 @@ export interface ScannedLine {
 }
 
 const KEYS = ["custom_id", "method", "url", "body"].map((k) => Buffer.from(k));
-const FEATURES = Buffer.from("features");
+const BODY_KEYS = [Buffer.from("features")];
 const POST = Buffer.from("POST");
 
 /** A line's reader; `scan` returns undefined for any line it leaves to JSON.parse. */
@@ -49,42 +42,40 @@ export class PredictLineScanner extends JsonLineReader {
     let url: string | undefined;
     let method = false;
     let width = -1;
-    if (!this.take(OPEN_BRACE)) return undefined;
-    for (;;) {
-      if (!this.string()) return undefined;
-      const key = this.oneOf(KEYS);
-      if (key < 0 || !this.take(COLON)) return undefined;
+    const taken = this.members(KEYS, (key) => {
       if (key === 0) {
-        if (customId !== undefined || !this.string()) return undefined;
+        if (customId !== undefined || !this.string()) return false;
         customId = this.text();
-        if (customId === undefined) return undefined;
-      } else if (key === 1) {
-        if (method || !this.string() || !this.is(POST)) return undefined;
-        method = true;
-      } else if (key === 2) {
-        if (url !== undefined || !this.string()) return undefined;
-        url = this.text();
-        if (url === undefined) return undefined;
-      } else {
-        if (width >= 0) return undefined;
-        width = this.body(out);
-        if (width < 0) return undefined;
+        return customId !== undefined;
       }
-      if (this.take(COMMA)) continue;
-      if (!this.take(CLOSE_BRACE)) return undefined;
-      break;
-    }
-    if (!this.atEnd() || customId === undefined || url === undefined || !method) return undefined;
+      if (key === 1) {
+        if (method || !this.string() || !this.is(POST)) return false;
+        method = true;
+        return true;
+      }
+      if (key === 2) {
+        if (url !== undefined || !this.string()) return false;
+        url = this.text();
+        return url !== undefined;
+      }
+      if (width >= 0) return false;
+      width = this.body(out);
+      return width >= 0;
+    });
+    if (!taken || !this.atEnd() || customId === undefined || url === undefined || !method)
+      return undefined;
     if (width < 0) return undefined;
     return { customId, url, width };
   }
 
   /** `{"features":[n, ...]}`, its numbers appended to `out`; their count, or -1. */
   private body(out: ScannedValues): number {
-    if (!this.take(OPEN_BRACE) || !this.string() || !this.is(FEATURES)) return -1;
-    if (!this.take(COLON)) return -1;
-    const width = this.numbers(out);
-    if (width < 0 || !this.take(CLOSE_BRACE)) return -1;
-    return width;
+    let width = -1;
+    const taken = this.members(BODY_KEYS, () => {
+      if (width >= 0) return false;
+      width = this.numbers(out);
+      return width >= 0;
+    });
+    return taken ? width : -1;
   }
 }

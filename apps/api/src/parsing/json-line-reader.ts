@@ -25,16 +25,16 @@ const POW10 = Array.from({ length: 23 }, (_, k) => 10 ** k);
  */
 const MOST_FROM_TEXT = 16;
 
-export const QUOTE = 0x22;
-export const COMMA = 0x2c;
-export const COLON = 0x3a;
+const QUOTE = 0x22;
+const COMMA = 0x2c;
+const COLON = 0x3a;
 const MINUS = 0x2d;
 const PLUS = 0x2b;
 const DOT = 0x2e;
 const ZERO = 0x30;
 const NINE = 0x39;
-export const OPEN_BRACE = 0x7b;
-export const CLOSE_BRACE = 0x7d;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
 const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 const BACKSLASH = 0x5c;
@@ -64,6 +64,20 @@ export class JsonLineReader {
     this.i = start;
     this.end = end;
     this.fromText = 0;
+  }
+
+  /**
+   * `{"key": value, ...}` at the cursor, every key one of `keys` and its value read by
+   * `value(which)`; false where anything is not so (the caller's line is not taken).
+   */
+  protected members(keys: readonly Uint8Array[], value: (which: number) => boolean): boolean {
+    if (!this.take(OPEN_BRACE)) return false;
+    for (;;) {
+      if (!this.string()) return false;
+      const which = this.oneOf(keys);
+      if (which < 0 || !this.take(COLON) || !value(which)) return false;
+      if (!this.take(COMMA)) return this.take(CLOSE_BRACE);
+    }
   }
 
   /** Whether only whitespace is left of the line. */
