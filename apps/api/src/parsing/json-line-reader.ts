@@ -44,9 +44,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /** A cursor over one line's bytes and the reads a line reader is made of. */
 export class JsonLineReader {
-  protected b: Uint8Array = new Uint8Array(0);
-  protected i = 0;
-  protected end = 0;
+  private b: Uint8Array = new Uint8Array(0);
+  private i = 0;
+  private end = 0;
   /** Where the last string read starts and ends (its quotes excluded), and if all ASCII. */
   private s0 = 0;
   private s1 = 0;
