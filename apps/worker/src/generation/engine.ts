@@ -1,24 +1,20 @@
 import type { GrammarEngine, GrammarGuide } from "@ferry/guided/engine";
 import type { Tokenizer } from "@ferry/model-repository";
 import {
-  BATCH_BAND,
   type CompletionResult,
   FerryError,
-  type FinishReason,
   type GenerateJob,
   type JobEventBody,
   type ResumePoint,
 } from "@ferry/protocol";
-import type { LmOutput, LmRuntime, PromptScores } from "@ferry/runtime";
+import type { LmRuntime } from "@ferry/runtime";
+import { BatchYield } from "./batch-yield.js";
 import type { GenerationMetrics } from "./generation-metrics.js";
 import { givenUpBy } from "./given-up.js";
-import { countPrefixHits, nextToken, type PassContext, takePromptScores } from "./pass-outputs.js";
 import type { Scheduler } from "./scheduler.js";
 import type { Sequence } from "./sequence.js";
 import { type Prompt, type SequenceHooks, SequenceIntake } from "./sequence-intake.js";
-
-/** How long decode steps of batch lines alone wait for interactive prompts at most, in ms. */
-const MAX_YIELD_MS = 50;
+import { SequenceOutcomes } from "./sequence-outcomes.js";
 
 /** What the engine runs a model through: the KV-cached LM runtime, or a fake in unit tests. */
 export type EngineRuntime = Pick<LmRuntime, "stepScored" | "prefillScored" | "retain" | "release">;
@@ -59,15 +55,15 @@ export interface SubmitOptions {
 export class Engine {
   /** Jobs become sequences here, or are refused before they take a seat. */
   private readonly intake: SequenceIntake;
-  /** What a pass's outputs become tokens with. */
-  private readonly pass: PassContext;
+  /** What a pass's outputs do to its sequences, and how they leave. */
+  private readonly out: SequenceOutcomes;
   private looping = false;
   /** Sequences submitted and not yet in the scheduler (`arrival`). */
   private arriving = 0;
   /** Sequences whose prefill is on the prefill thread now; their caches are not released yet. */
   private readonly prefilling = new Set<Sequence>();
-  /** Since when decode steps of batch lines alone have waited for interactive prompts. */
-  private yieldingSince: number | undefined;
+  /** Whether decode steps of batch lines alone wait for interactive prompts. */
+  private readonly batchYield = new BatchYield();
   /** Wakes a loop that has nothing to decode until a prefill returns. */
   private wake: (() => void) | undefined;
   /** A decode step is in flight. */
@@ -78,13 +74,20 @@ export class Engine {
   constructor(
     private readonly runtime: EngineRuntime,
     private readonly scheduler: Scheduler,
-    private readonly tokenizer: Tokenizer,
+    tokenizer: Tokenizer,
     private readonly metrics: GenerationMetrics,
     private readonly options: EngineOptions,
     private readonly grammars?: GrammarEngine,
   ) {
     this.intake = new SequenceIntake(tokenizer, options, grammars);
-    this.pass = { tokenizer, metrics, contextLength: options.contextLength };
+    this.out = new SequenceOutcomes(
+      runtime,
+      scheduler,
+      tokenizer,
+      metrics,
+      options,
+      this.prefilling,
+    );
     this.step = options.prefillThread
       ? () => this.stepWithPrefillThread()
       : options.mixedPrefill
@@ -185,7 +188,7 @@ export class Engine {
   private replay(seq: Sequence, { ids, logprobs }: ResumePoint): boolean {
     for (const [i, id] of ids.entries()) seq.replay(id, logprobs[i]);
     const reason = seq.finishedBy(this.options.contextLength);
-    if (reason) this.finish(seq, reason);
+    if (reason) this.out.finish(seq, reason);
     return reason !== undefined;
   }
 
@@ -206,7 +209,7 @@ export class Engine {
 
   private async loop(): Promise<void> {
     while (this.scheduler.hasWork) {
-      this.dropDead(this.scheduler.all());
+      this.out.dropDead(this.scheduler.all());
       if (!(await this.step())) break;
     }
     this.metrics.running.set(0);
@@ -238,7 +241,7 @@ export class Engine {
   private async stepSeparate(): Promise<boolean> {
     return this.stepPlanned(async (prefill, decode) => {
       if (prefill.length > 0)
-        this.advanceAll(
+        this.out.advanceAll(
           prefill,
           await this.timed(prefill.length, () =>
             this.runtime.prefillScored(prefill.map((s) => s.prefillRow())),
@@ -246,7 +249,7 @@ export class Engine {
           prefill.length,
         );
       if (decode.length > 0)
-        this.advanceAll(
+        this.out.advanceAll(
           decode,
           await this.timed(decode.length, () =>
             this.runtime.stepScored(decode.map((s) => s.decodeRow())),
@@ -260,7 +263,7 @@ export class Engine {
     return this.stepPlanned(async (prefill, decode) => {
       const rows = [...prefill.map((s) => s.prefillRow()), ...decode.map((s) => s.decodeRow())];
       const scores = await this.timed(rows.length, () => this.runtime.stepScored(rows));
-      this.advanceAll([...prefill, ...decode], scores, prefill.length);
+      this.out.advanceAll([...prefill, ...decode], scores, prefill.length);
     });
   }
 
@@ -268,7 +271,7 @@ export class Engine {
     run: (prefill: Sequence[], decode: Sequence[]) => Promise<void>,
   ): Promise<boolean> {
     const plan = this.scheduler.schedule();
-    this.dropCaches(plan.preempted);
+    this.out.dropCaches(plan.preempted);
     this.observeQueue();
     if (plan.prefill.length === 0 && plan.decode.length === 0) return this.idle();
     const now = performance.now();
@@ -276,7 +279,7 @@ export class Engine {
     try {
       await run(plan.prefill, plan.decode);
     } catch (err) {
-      for (const seq of [...plan.prefill, ...plan.decode]) this.fail(seq, modelError(err));
+      for (const seq of [...plan.prefill, ...plan.decode]) this.out.fail(seq, modelError(err));
     }
     return true;
   }
@@ -289,17 +292,17 @@ export class Engine {
     this.admitNow();
     const decode = this.scheduler.decodable();
     this.observeQueue();
-    if (decode.length > 0 && !this.batchYields(decode)) {
+    if (decode.length > 0 && !this.batchYield.yields(decode, this.prefilling)) {
       this.stepping = true;
       try {
-        this.advanceAll(
+        this.out.advanceAll(
           decode,
           await this.timed(decode.length, () =>
             this.runtime.stepScored(decode.map((s) => s.decodeRow())),
           ),
         );
       } catch (err) {
-        for (const seq of decode) this.fail(seq, modelError(err));
+        for (const seq of decode) this.out.fail(seq, modelError(err));
       } finally {
         this.stepping = false;
       }
@@ -307,42 +310,16 @@ export class Engine {
     }
     if (this.prefilling.size > 0) {
       // lines yielding to a prompt step again when it returns, or when their wait runs out
-      const yielding = decode.length > 0 && this.yieldingSince !== undefined;
+      const left = decode.length > 0 ? this.batchYield.waitLeft() : undefined;
       let timer: NodeJS.Timeout | undefined;
       await new Promise<void>((resolve) => {
         this.wake = resolve;
-        if (yielding)
-          timer = setTimeout(
-            resolve,
-            Math.max(0, (this.yieldingSince ?? 0) + MAX_YIELD_MS - performance.now()),
-          );
+        if (left !== undefined) timer = setTimeout(resolve, left);
       });
       clearTimeout(timer);
       return true;
     }
     return this.idle();
-  }
-
-  /**
-   * Whether a step of offline batches' lines alone waits for an interactive prompt in flight on
-   * the prefill thread: the step would take the core that prompt runs on, and the prompt's end
-   * is the request's first token. The lines lose a step's time per interactive request.
-   */
-  private batchYields(decode: readonly Sequence[]): boolean {
-    const urgent =
-      decode.every((s) => s.band === BATCH_BAND) &&
-      [...this.prefilling].some((s) => s.band < BATCH_BAND);
-    if (!urgent) {
-      this.yieldingSince = undefined;
-      return false;
-    }
-    // prompts that end at their first token (max_tokens 1) never decode: a steady stream of
-    // them must not stop the lines for good, so they yield for a while at a time
-    const now = performance.now();
-    this.yieldingSince ??= now;
-    if (now - this.yieldingSince < MAX_YIELD_MS) return true;
-    this.yieldingSince = undefined;
-    return false;
   }
 
   /**
@@ -352,11 +329,11 @@ export class Engine {
    * step on.
    */
   private admitNow(): void {
-    this.dropDead(this.scheduler.queued());
+    this.out.dropDead(this.scheduler.queued());
     // with no decode step in flight or about to be sent, the decode thread is free and warm
     const decoderBusy = this.stepping || this.scheduler.decodable().length > 0;
     // a decode step in flight holds its sequences' rows: they give seats up between steps only
-    if (!this.stepping) this.dropCaches(this.scheduler.preempt());
+    if (!this.stepping) this.out.dropCaches(this.scheduler.preempt());
     const joining = this.scheduler.admit();
     if (joining.length === 0) return;
     const now = performance.now();
@@ -373,18 +350,19 @@ export class Engine {
       .then(
         ({ logits, prompts, cached }) => {
           for (const seq of joining) this.prefilling.delete(seq);
-          this.countPrefixes(joining, cached);
+          this.out.countPrefixes(joining, cached);
           // a sequence cancelled meanwhile kept its cache until now; it goes with it
           const gone = joining.filter((s) => !this.scheduler.holds(s));
           this.runtime.release(gone.map((s) => s.id));
-          this.takeScores(joining, prompts);
+          this.out.takeScores(joining, prompts);
           joining.forEach((seq, i) => {
-            if (this.scheduler.holds(seq)) this.advance(seq, logits[i]);
+            if (this.scheduler.holds(seq)) this.out.advance(seq, logits[i]);
           });
         },
         (err: unknown) => {
           for (const seq of joining) this.prefilling.delete(seq);
-          for (const seq of joining) if (this.scheduler.holds(seq)) this.fail(seq, modelError(err));
+          for (const seq of joining)
+            if (this.scheduler.holds(seq)) this.out.fail(seq, modelError(err));
         },
       )
       .finally(() => {
@@ -395,59 +373,6 @@ export class Engine {
       });
   }
 
-  /** Frees preempted sequences' caches: they are computed again when they rejoin. */
-  private dropCaches(preempted: readonly Sequence[]): void {
-    if (preempted.length === 0) return;
-    this.metrics.preempted.inc(preempted.length);
-    this.runtime.release(preempted.map((s) => s.id));
-  }
-
-  /** A step's outputs, its first `prefills` rows the sequences' prefills. */
-  private advanceAll(seqs: Sequence[], { logits, prompts, cached }: LmOutput, prefills = 0): void {
-    this.countPrefixes(seqs.slice(0, prefills), cached);
-    this.takeScores(seqs, prompts);
-    for (const [i, seq] of seqs.entries()) this.advance(seq, logits[i]);
-  }
-
-  /** What the prefix cache gave the prefills, when the runtime keeps prompts' caches. */
-  private countPrefixes(prefilled: readonly Sequence[], cached: readonly number[]): void {
-    if (this.options.prefixCaching) countPrefixHits(prefilled, cached, this.metrics);
-  }
-
-  private takeScores(seqs: readonly Sequence[], prompts: readonly PromptScores[]): void {
-    takePromptScores(seqs, prompts, this.tokenizer);
-  }
-
-  /** Samples the sequence's next token and applies the stop rules. */
-  private advance(seq: Sequence, logits: Float32Array | undefined): void {
-    if (!logits) return;
-    const ends = nextToken(seq, logits, this.pass);
-    if (ends instanceof FerryError) this.fail(seq, ends);
-    else if (ends) this.finish(seq, ends);
-  }
-
-  private finish(seq: Sequence, reason: FinishReason): void {
-    // what it read and wrote may begin its conversation's next turn
-    if (this.options.prefixCacheCompletions && !this.prefilling.has(seq))
-      void this.runtime.retain(seq.id, [...seq.promptIds, ...seq.generated]);
-    this.leave(seq);
-    this.count(seq, false);
-    seq.finish(reason);
-  }
-
-  private fail(seq: Sequence, error: FerryError): void {
-    this.leave(seq);
-    // a cancel is the client's leaving, not the model's failing
-    if (error.code !== "CANCELLED") this.count(seq, true);
-    seq.fail(error);
-  }
-
-  /** A sequence's end in the version's statistics: its wait for a seat, its whole time here. */
-  private count(seq: Sequence, failed: boolean): void {
-    const now = performance.now();
-    this.metrics.finished((seq.startedAt ?? now) - seq.enqueuedAt, now - seq.enqueuedAt, failed);
-  }
-
   /** Runs the model over `size` sequences, counted with the time it took. */
   private async timed<T>(size: number, run: () => Promise<T>): Promise<T> {
     const started = performance.now();
@@ -455,31 +380,6 @@ export class Engine {
       return await run();
     } finally {
       this.metrics.execution(size, performance.now() - started);
-    }
-  }
-
-  private leave(seq: Sequence): void {
-    this.scheduler.remove(seq);
-    // a prefill in flight would bring the cache back after a release; it is released on return
-    if (!this.prefilling.has(seq)) this.runtime.release([seq.id]);
-  }
-
-  /**
-   * Cancelled sequences leave now; waiting ones past their deadline are never started. Only
-   * between decode steps for running ones: a step in flight still holds their rows.
-   */
-  private dropDead(seqs: Sequence[]): void {
-    const now = Date.now();
-    for (const seq of seqs) {
-      if (seq.signal.aborted) {
-        this.metrics.cancelled.inc();
-        this.fail(seq, new FerryError("CANCELLED", "generation was cancelled"));
-      } else if (seq.startedAt === undefined && seq.deadline <= now) {
-        this.fail(
-          seq,
-          new FerryError("DEADLINE_EXCEEDED", "deadline passed while queued; not computed"),
-        );
-      }
     }
   }
 }
