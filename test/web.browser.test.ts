@@ -120,7 +120,11 @@ describe("playground at /", () => {
     await page.locator("#temperature").fill("0.8");
     await page.locator("#seed").fill("7");
     await page.getByTestId("generate").click();
-    await expect.poll(async () => page.getByTestId("generate").isEnabled()).toBe(true);
+    // the stream's end, however slow a loaded machine makes its 40 tokens (the poll's 1 s
+    // default had timed a CI run's stream out)
+    await expect
+      .poll(async () => page.getByTestId("generate").isEnabled(), { timeout: 15_000 })
+      .toBe(true);
     const shown = await page.getByTestId("completion").textContent();
     const api = (await (
       await stack.post("/v1/completions", {
@@ -142,7 +146,11 @@ describe("playground at /", () => {
     await expect
       .poll(async () => page.getByTestId("ttft").textContent(), { timeout: 10_000 })
       .toMatch(/^time to first token \d+ ms$/);
-    await expect.poll(async () => page.getByTestId("generate").isEnabled()).toBe(true);
+    // the stream's end, however slow a loaded machine makes its 40 tokens (the poll's 1 s
+    // default had timed a CI run's stream out)
+    await expect
+      .poll(async () => page.getByTestId("generate").isEnabled(), { timeout: 15_000 })
+      .toBe(true);
     expect((await page.getByTestId("completion").textContent())?.length).toBeGreaterThan(0);
 
     const metrics = stack.workers[0]?.metricsUrl ?? "";
