@@ -379,6 +379,8 @@ describe("npm start", () => {
     expect(level.code).toBe(1);
     expect(level.output).toMatch(/ferry: invalid environment: LOG_LEVEL: /);
     expect(level.output).not.toMatch(/restarting it|\n\s+at /);
+    // its own prefix, which the stack's stop does not cover (what it wrote had stayed, no TTL)
+    await deletePrefix(REDIS_TARGET, `${stack.prefix}-config`);
   }, 90_000);
 
   it("npm run api or npm run worker alone never starts a private Redis (the other part would not find it): no Redis is one line, exit 1", async () => {
@@ -481,6 +483,8 @@ describe("npm start", () => {
     } finally {
       if (!exited(start)) process.kill(-(start.pid as number), "SIGKILL");
       await exit;
+      // its own prefix, which the stack's stop does not cover (its keys had stayed, no TTL)
+      await deletePrefix(REDIS_TARGET, `${stack.prefix}-order`);
     }
   }, 120_000);
 
