@@ -2,7 +2,7 @@ import { FerryError } from "./errors.js";
 import type { Datatype } from "./model-config.js";
 
 /** The largest finite float32: a larger JSON number would reach the model as Infinity. */
-const FP32_MAX = 3.4028234663852886e38;
+export const FP32_MAX = 3.4028234663852886e38;
 
 /** Whether `v` is a value of `datatype` as it will be stored (no overflow, no truncation). */
 function fits(datatype: Datatype, v: number): boolean {

@@ -1,7 +1,7 @@
 import { isUtf8 } from "node:buffer";
-import { bytesPerElement, type Datatype, tensorToBytes } from "@ferry/protocol";
+import { bytesPerElement, type Datatype, FP32_MAX, tensorToBytes } from "@ferry/protocol";
 import { characters } from "../http/characters.js";
-import { FP32_MAX, type ScannedValues } from "../parsing/json-line-reader.js";
+import type { ScannedValues } from "../parsing/json-line-reader.js";
 import { NdjsonItemScanner } from "./ndjson-item-scan.js";
 
 /** What a batch's rows must be: the model's one input, `width` values of `datatype` each. */

@@ -1,4 +1,10 @@
-import { decodeValues, type PackedValues, packedLength, packValues } from "@ferry/protocol";
+import {
+  decodeValues,
+  FP32_MAX,
+  type PackedValues,
+  packedLength,
+  packValues,
+} from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
 /**
@@ -15,9 +21,6 @@ import { endpointOf } from "./batch-endpoints.js";
  *   u32 lines | u32 encoding | u32 x lines widths | the values' block
  *   | JSON {customIds, urls (each once), url (each line's, as its place in urls)}
  */
-
-/** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
-const FP32_MAX = 3.4028234663852886e38;
 
 /** A predict line's features, when its body is only them, each a number FP32 holds. */
 export function plainFeatures(url: string, body: unknown): number[] | undefined {

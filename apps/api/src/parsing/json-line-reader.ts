@@ -4,6 +4,7 @@
 // them. A reader built on these takes only lines JSON.parse accepts and reads them as it does;
 // whatever it is not sure of (an escape, a control character, a number it cannot read exactly,
 // whitespace JSON does not know) it refuses, and its caller hands that line to JSON.parse.
+import { FP32_MAX } from "@ferry/protocol";
 
 /** Where a line's numbers go: rows back to back (FP32, as the model takes them). */
 export interface ScannedValues {
@@ -12,8 +13,6 @@ export interface ScannedValues {
   length: number;
 }
 
-/** The largest finite FP32: past it a value does not fit (tensorToBytes says so). */
-export const FP32_MAX = 3.4028234663852886e38;
 /** Integers below this are exact in a double. */
 const EXACT = 2 ** 53;
 /** Powers of ten a double holds exactly: a mantissa < 2^53 times or over one rounds once. */
