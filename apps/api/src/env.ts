@@ -118,6 +118,12 @@ export const envSchema = deploymentEnvSchema.extend({
   /** Uploaded files one API key may keep at once (uploads in progress included). */
   FILES_PER_KEY: z.coerce.number().int().positive().default(1_000),
   /**
+   * The nice value of the API's parse thread (Linux), which does only offline work (batch
+   * uploads, input files, result lines): its cores go to the threads answering interactive
+   * requests whenever they want them. 0: the process's own priority.
+   */
+  PARSE_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(10),
+  /**
    * "off" sends every predict request through Hono's route instead of the fast path
    * (`predict-fast-path.ts`): the same answers, at a higher cost per request.
    */

@@ -117,8 +117,9 @@ const jobs = new JobService(client, [
   v2JobKind(v2, inference),
 ]);
 const responses = new ResponsesService(completions, jobs);
-// uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop
-const parseThread = new ParseThread(env.MAX_BODY_BYTES);
+// uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop, at a
+// lower priority than the loop's
+const parseThread = new ParseThread(env.MAX_BODY_BYTES, env.PARSE_THREAD_NICE);
 const files = new FileService(
   client,
   {

@@ -15,4 +15,5 @@ export * from "./queue-names.js";
 export * from "./spawn-thread.js";
 export * from "./tensor-codec.js";
 export * from "./terminal.js";
+export * from "./thread-priority.js";
 export * from "./wire.js";

@@ -1,8 +1,8 @@
 // The body of the API's parse thread (see ParseThread): parses each piece of a body it is
 // sent, or renders a chunk of answers, and hands the result back, packed rows and rendered
 // lines without a copy.
-import { parentPort } from "node:worker_threads";
-import { decodeChunkOutput } from "@ferry/protocol";
+import { parentPort, workerData } from "node:worker_threads";
+import { decodeChunkOutput, lowerThreadPriority } from "@ferry/protocol";
 import { renderAnswers } from "../batches/answer-plan.js";
 import { parseJsonBatch } from "../batches/json-batch-body.js";
 import { type ParsedRows, parseRows } from "../batches/ndjson-rows.js";
@@ -10,7 +10,11 @@ import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
 import { classify } from "../inference/classify.js";
 import { modelPrediction } from "../inference/prediction.js";
-import type { ParseRequest } from "./parse-thread.js";
+import type { ParseRequest, ParseThreadData } from "./parse-thread.js";
+
+// an upload's parsing had taken a core from the API's loop and its worker: interactive
+// predicts beside a 20,000-row NDJSON post waited 2-3x longer in the API and the worker's queue
+lowerThreadPriority((workerData as ParseThreadData | undefined)?.nice ?? 0);
 
 parentPort?.on("message", (request: ParseRequest) => {
   const { id } = request;

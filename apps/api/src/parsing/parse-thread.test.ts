@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { encodeChunkOutput } from "@ferry/protocol";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseRows } from "../batches/ndjson-rows.js";
@@ -87,4 +88,26 @@ describe("ParseThread", () => {
       await large.close();
     }
   }, 60_000);
+
+  it.runIf(process.platform === "linux")(
+    "runs at the nice value it is given, the API's loop at its own",
+    async () => {
+      const niceOf = (tid: string) => {
+        const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+        return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]);
+      };
+      const loop = niceOf(String(process.pid));
+      const before = new Set(readdirSync("/proc/self/task"));
+      const low = new ParseThread(8 * 2 ** 20, 12);
+      try {
+        // started on first use
+        await low.rows(encoder.encode(line(1)), { width: 3, datatype: "FP32" });
+        const started = readdirSync("/proc/self/task").filter((tid) => !before.has(tid));
+        expect(started.map(niceOf)).toContain(Math.max(12, loop));
+        expect(niceOf(String(process.pid))).toBe(loop);
+      } finally {
+        await low.close();
+      }
+    },
+  );
 });

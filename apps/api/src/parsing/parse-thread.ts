@@ -19,6 +19,12 @@ export type ParseRequest = { id: number } & ParseAsk;
 
 type Reply = { id: number; result: unknown } | { id: number; failure: string };
 
+/** What the thread is started with. */
+export interface ParseThreadData {
+  /** Its nice value: everything it does is offline work. */
+  nice: number;
+}
+
 /** Heap bytes the thread keeps room for per byte of the largest body (~23 measured, and headroom). */
 const HEAP_PER_BODY_BYTE = 32;
 
@@ -41,6 +47,8 @@ export class ParseThread {
   constructor(
     /** The largest body the thread may be given whole (MAX_BODY_BYTES): its heap is sized to it. */
     private readonly maxBodyBytes = 8 * 2 ** 20,
+    /** The thread's nice value (PARSE_THREAD_NICE; `lowerThreadPriority`); 0 leaves it. */
+    private readonly nice = 0,
   ) {}
 
   /**
@@ -115,7 +123,8 @@ export class ParseThread {
     // batch body may be MAX_BODY_BYTES of JSON: 8 MB of empty objects took ~185 MB once
     // parsed, and 12 MB would have run a 256 MB heap out, every piece waiting on it with it
     const heapMb = Math.max(256, Math.ceil((HEAP_PER_BODY_BYTE * this.maxBodyBytes) / 2 ** 20));
-    const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), undefined, {
+    const data: ParseThreadData = { nice: this.nice };
+    const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), data, {
       maxOldGenerationSizeMb: heapMb,
       maxYoungGenerationSizeMb: 16,
     });
