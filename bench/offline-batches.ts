@@ -292,7 +292,11 @@ export async function predictsBesideIngest(
   const stack = await new Stack({ env: { WORKER_MODELS: "digits,mnist" } }).start();
   const rows: Array<Record<string, string | number>> = [];
   let k = 0;
-  const client = async (until: () => boolean, out: number[]) => {
+  /** A predict's latency at the client, and its Server-Timing parts (ms). */
+  type Sample = { ms: number; total: number; queue: number };
+  const timing = (header: string | null, part: string) =>
+    Number(new RegExp(`(?:^|, )${part};dur=([\\d.]+)`).exec(header ?? "")?.[1] ?? Number.NaN);
+  const client = async (until: () => boolean, out: Sample[]) => {
     while (!until()) {
       const f = features({ model: "digits", version: "2", rows: 0 }, 1_000_000 + k++);
       const t0 = performance.now();
@@ -304,11 +308,24 @@ export async function predictsBesideIngest(
       // read whole: an answer left unread holds its connection, and the next request opens one
       const text = await res.text();
       if (res.status !== 200) throw new Error(`predict: ${res.status} ${text}`);
-      out.push(performance.now() - t0);
+      const header = res.headers.get("server-timing");
+      out.push({
+        ms: performance.now() - t0,
+        total: timing(header, "total"),
+        queue: timing(header, "queue"),
+      });
     }
   };
-  const row = (n: number, arm: string, ms: number[], seconds: number) => {
-    const sorted = [...ms].sort((a, b) => a - b);
+  const p50 = (values: number[]) =>
+    round(
+      quantile(
+        values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b),
+        0.5,
+      ),
+      1,
+    );
+  const row = (n: number, arm: string, taken: Sample[], seconds: number) => {
+    const sorted = taken.map((x) => x.ms).sort((a, b) => a - b);
     return {
       round: n,
       arm,
@@ -316,19 +333,23 @@ export async function predictsBesideIngest(
       per_s: round(sorted.length / seconds, 0),
       p50_ms: round(quantile(sorted, 0.5), 1),
       p99_ms: round(quantile(sorted, 0.99), 1),
+      // where the median predict waited: in the API (Server-Timing's total, from its arrival
+      // to its answer) and, of that, to a worker's pick-up (queue)
+      api_p50_ms: p50(taken.map((x) => x.total)),
+      queue_p50_ms: p50(taken.map((x) => x.queue)),
     };
   };
   try {
     const ndjson = writeInputs(c, dir).ndjson;
     const batchUrl = stack.url(`/v1/batches?model=${c.model}&version=${c.version}`);
     for (let r = 1; r <= rounds; r++) {
-      const idle: number[] = [];
+      const idle: Sample[] = [];
       const end = performance.now() + BESIDE_IDLE_MS;
-      const clients = (until: () => boolean, out: number[]) =>
+      const clients = (until: () => boolean, out: Sample[]) =>
         Promise.all(Array.from({ length: BESIDE_CLIENTS }, () => client(until, out)));
       await clients(() => performance.now() > end, idle);
       rows.push(row(r, "digits predicts alone", idle, BESIDE_IDLE_MS / 1000));
-      const during: number[] = [];
+      const during: Sample[] = [];
       let posting = true;
       const poster = fork(
         "bench/peers/file-poster.ts",

@@ -73,7 +73,7 @@ export async function servingBench(): Promise<Record<string, unknown>> {
   printTable("offline batches against the in-process pipeline (target >= 0.6)", offline.ratios);
   const beside = await predictsBesideIngest(ROUNDS);
   printTable(
-    "interactive digits predicts (2 sequential clients, a new input each) alone, then beside the mnist NDJSON post on the same API",
+    "interactive digits predicts (2 sequential clients, a new input each) alone, then beside the mnist NDJSON post on the same API; api/queue: their Server-Timing's total and queue",
     beside,
   );
   const on = cache.find((r) => r.cache === "on");
