@@ -211,7 +211,9 @@ describe("API docs at /docs", () => {
 describe("dashboard at /dashboard", () => {
   it("asks for the admin token, signs in with an HttpOnly SameSite=Strict cookie, and shows live queues", async () => {
     await page.goto(stack.url("/dashboard"));
-    await expect.poll(async () => page.getByTestId("admin-token").isVisible()).toBe(true);
+    await expect
+      .poll(async () => page.getByTestId("admin-token").isVisible(), { timeout: 10_000 })
+      .toBe(true);
     // a wrong token stays on the page, which says so (it showed the API's raw JSON)
     await page.getByTestId("admin-token").fill("not-the-token");
     await page.getByTestId("admin-login").click();
@@ -248,7 +250,9 @@ describe("dashboard at /dashboard", () => {
     await page.goto(stack.url("/"));
     await page.getByTestId("job-kind").selectOption("tiny-lm");
     await page.getByTestId("job-submit").click();
-    await expect.poll(async () => page.getByTestId("job-status").textContent()).toBe("queued");
+    await expect
+      .poll(async () => page.getByTestId("job-status").textContent(), { timeout: 10_000 })
+      .toBe("queued");
     await page.getByTestId("job-cancel").click();
     await expect
       .poll(async () => page.getByTestId("job-status").textContent(), { timeout: 10_000 })
