@@ -119,10 +119,10 @@ export const envSchema = deploymentEnvSchema.extend({
   FILES_PER_KEY: z.coerce.number().int().positive().default(1_000),
   /**
    * The nice value of the API's parse thread (Linux), which does only offline work (batch
-   * uploads, input files, result lines): its cores go to the threads answering interactive
-   * requests whenever they want them. 0: the process's own priority.
+   * uploads, input files, result lines): above 0 its cores go to every other thread whenever
+   * they want them, batch work's included. 0: the process's own priority.
    */
-  PARSE_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(10),
+  PARSE_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(0),
   /**
    * "off" sends every predict request through Hono's route instead of the fast path
    * (`predict-fast-path.ts`): the same answers, at a higher cost per request.

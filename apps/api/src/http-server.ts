@@ -4,6 +4,7 @@ import { createApp } from "./app.js";
 import { guardsFrom } from "./guards.js";
 import { predictFastPath } from "./inference/predict-fast-path.js";
 import type { InFlight } from "./middleware/in-flight.js";
+import type { InteractiveLoad } from "./parsing/interactive-load.js";
 import type { Services } from "./services.js";
 
 /**
@@ -13,6 +14,8 @@ import type { Services } from "./services.js";
 export function createHttpServer(
   services: Services,
   inFlight: InFlight,
+  /** Counts the interactive requests, which offline parsing waits for. */
+  interactive?: InteractiveLoad,
 ): { server: Server; handle: (req: IncomingMessage, res: ServerResponse) => void } {
   const guards = guardsFrom(services.env);
   services.metrics.watchTurns(() => guards.turns.queued);
@@ -21,6 +24,7 @@ export function createHttpServer(
     ? predictFastPath(services, inFlight, guards)
     : undefined;
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
+    interactive?.watch(req, res);
     if (fast?.(req, res)) return;
     void hono(req, res);
   };

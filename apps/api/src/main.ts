@@ -44,6 +44,7 @@ import { CompletionService } from "./openai/completion-service.js";
 import { EmbeddingsService } from "./openai/embeddings-service.js";
 import { ResponsesService } from "./openai/responses-service.js";
 import { TokenizationService } from "./openai/tokenization-service.js";
+import { InteractiveLoad } from "./parsing/interactive-load.js";
 import { ParseThread } from "./parsing/parse-thread.js";
 import type { Services } from "./services.js";
 
@@ -117,9 +118,10 @@ const jobs = new JobService(client, [
   v2JobKind(v2, inference),
 ]);
 const responses = new ResponsesService(completions, jobs);
-// uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop, at a
-// lower priority than the loop's
-const parseThread = new ParseThread(env.MAX_BODY_BYTES, env.PARSE_THREAD_NICE);
+// uploads' lines (NDJSON batches, batch input files) are parsed off the API's loop, each
+// piece after the interactive requests in flight (for a while)
+const interactive = new InteractiveLoad();
+const parseThread = new ParseThread(env.MAX_BODY_BYTES, env.PARSE_THREAD_NICE, interactive.shared);
 const files = new FileService(
   client,
   {
@@ -183,7 +185,7 @@ const services: Services = {
 const LISTEN_BACKLOG = 8_192;
 
 const inFlight = new InFlight();
-const { server, handle } = createHttpServer(services, inFlight);
+const { server, handle } = createHttpServer(services, inFlight, interactive);
 // Longer than any Retry-After this API gives and than a balancer's idle timeout (60 s on
 // most): Node's 5 s default closes a keep-alive connection while its client waits to retry,
 // and a request sent as it closes fails outright.

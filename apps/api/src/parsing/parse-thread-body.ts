@@ -10,14 +10,30 @@ import { resultLines } from "../batches/result-lines.js";
 import { type CheckedLines, checkInputLines } from "../files/input-lines.js";
 import { classify } from "../inference/classify.js";
 import { modelPrediction } from "../inference/prediction.js";
+import { yieldToInteractive } from "./interactive-load.js";
 import type { ParseRequest, ParseThreadData } from "./parse-thread.js";
 
-// an upload's parsing had taken a core from the API's loop and its worker: interactive
-// predicts beside a 20,000-row NDJSON post waited 2-3x longer in the API and the worker's queue
-lowerThreadPriority((workerData as ParseThreadData | undefined)?.nice ?? 0);
+const data = workerData as ParseThreadData | undefined;
+lowerThreadPriority(data?.nice ?? 0);
+
+/** The longest a piece waits for interactive requests to finish, in ms. */
+const MOST_WAIT_MS = 50;
+/**
+ * A piece waits at most this many times as long as the last one took: under steady interactive
+ * traffic offline work keeps a quarter of the thread (1x and 3x measured against no wait and
+ * against the thread at nice 10: docs/benchmarks.md).
+ */
+const WAIT_PER_PIECE = 3;
+/** How long the last piece took, in ms. */
+let lastPieceMs = 0;
 
 parentPort?.on("message", (request: ParseRequest) => {
   const { id } = request;
+  // an upload's parsing had taken a core from the API's loop, the worker and Redis: interactive
+  // predicts beside a 20,000-row NDJSON post waited 3-6x as long as alone
+  if (data?.interactive)
+    yieldToInteractive(data.interactive, Math.min(WAIT_PER_PIECE * lastPieceMs, MOST_WAIT_MS));
+  const started = performance.now();
   try {
     if (request.kind === "rows") {
       const parsed: ParsedRows = parseRows(request.bytes, request.spec);
@@ -60,4 +76,5 @@ parentPort?.on("message", (request: ParseRequest) => {
   } catch (err) {
     parentPort?.postMessage({ id, failure: (err as Error).message });
   }
+  lastPieceMs = performance.now() - started;
 });

@@ -23,6 +23,8 @@ type Reply = { id: number; result: unknown } | { id: number; failure: string };
 export interface ParseThreadData {
   /** Its nice value: everything it does is offline work. */
   nice: number;
+  /** `InteractiveLoad.shared`: its pieces wait while interactive requests are in flight. */
+  interactive?: SharedArrayBuffer;
 }
 
 /** Heap bytes the thread keeps room for per byte of the largest body (~23 measured, and headroom). */
@@ -49,6 +51,8 @@ export class ParseThread {
     private readonly maxBodyBytes = 8 * 2 ** 20,
     /** The thread's nice value (PARSE_THREAD_NICE; `lowerThreadPriority`); 0 leaves it. */
     private readonly nice = 0,
+    /** The API's interactive requests in flight (`InteractiveLoad`), which pieces wait for. */
+    private readonly interactive?: SharedArrayBuffer,
   ) {}
 
   /**
@@ -123,7 +127,10 @@ export class ParseThread {
     // batch body may be MAX_BODY_BYTES of JSON: 8 MB of empty objects took ~185 MB once
     // parsed, and 12 MB would have run a 256 MB heap out, every piece waiting on it with it
     const heapMb = Math.max(256, Math.ceil((HEAP_PER_BODY_BYTE * this.maxBodyBytes) / 2 ** 20));
-    const data: ParseThreadData = { nice: this.nice };
+    const data: ParseThreadData = {
+      nice: this.nice,
+      ...(this.interactive ? { interactive: this.interactive } : {}),
+    };
     const thread = spawnThread(new URL("./parse-thread-body.js", import.meta.url), data, {
       maxOldGenerationSizeMb: heapMb,
       maxYoungGenerationSizeMb: 16,
