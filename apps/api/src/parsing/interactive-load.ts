@@ -19,10 +19,13 @@ export class InteractiveLoad {
     const url = req.url ?? "";
     if (OFFLINE_PREFIXES.some((prefix) => url.startsWith(prefix))) return;
     Atomics.add(this.count, 0, 1);
-    res.once("close", () => {
-      if (Atomics.sub(this.count, 0, 1) === 1) Atomics.notify(this.count, 0);
-    });
+    // one listener for every request, not a closure each: a response closes once
+    res.on("close", this.closed);
   }
+
+  private readonly closed = (): void => {
+    if (Atomics.sub(this.count, 0, 1) === 1) Atomics.notify(this.count, 0);
+  };
 
   get size(): number {
     return Atomics.load(this.count, 0);
