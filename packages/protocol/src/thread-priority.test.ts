@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
-import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
+import { spawnThread } from "./spawn-thread.js";
 import { lowerThreadPriority } from "./thread-priority.js";
 
 /** A thread's nice value, from its /proc stat line (field 19). */
@@ -12,23 +12,7 @@ function niceOf(pid: number, tid: number): number {
 describe.runIf(process.platform === "linux")("lowerThreadPriority", () => {
   it("lowers the calling thread's priority and no other thread's", async () => {
     const mainBefore = niceOf(process.pid, process.pid);
-    const url = new URL("./thread-priority.ts", import.meta.url).href;
-    const tsx = import.meta.resolve("tsx/esm/api");
-    // the thread stays alive (its message port open) until it is terminated, so that its
-    // /proc entry can be read
-    const worker = new Worker(
-      `import(${JSON.stringify(tsx)}).then(async (tsx) => {
-        tsx.register();
-        const { lowerThreadPriority } = await import(${JSON.stringify(url)});
-        const { readlinkSync } = await import("node:fs");
-        const { parentPort } = await import("node:worker_threads");
-        const applied = lowerThreadPriority(7);
-        const tid = Number(readlinkSync("/proc/thread-self").split("/").pop());
-        parentPort.postMessage({ tid, applied });
-        parentPort.on("message", () => {});
-      })`,
-      { eval: true },
-    );
+    const worker = spawnThread(new URL("./fake-priority-thread.js", import.meta.url), 7);
     const { tid, applied } = await new Promise<{ tid: number; applied: boolean }>(
       (resolve, reject) => {
         worker.once("message", resolve);

@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { Worker } from "node:worker_threads";
+import { spawnThread } from "@ferry/protocol";
 import { describe, expect, it } from "vitest";
 import { InteractiveLoad, yieldToInteractive } from "./interactive-load.js";
 
@@ -48,18 +48,7 @@ describe("InteractiveLoad", () => {
     const open = request("/v1/models/mnist/predict");
     load.watch(open.req, open.res);
     // a thread that waits, as the parse thread does, while this one closes the request later
-    const url = new URL("./interactive-load.ts", import.meta.url).href;
-    const tsx = import.meta.resolve("tsx/esm/api");
-    const thread = new Worker(
-      `import(${JSON.stringify(tsx)}).then(async (tsx) => {
-        tsx.register();
-        const { yieldToInteractive } = await import(${JSON.stringify(url)});
-        const { parentPort, workerData } = await import("node:worker_threads");
-        parentPort.postMessage("waiting");
-        parentPort.postMessage(yieldToInteractive(workerData, 5_000));
-      })`,
-      { eval: true, workerData: load.shared },
-    );
+    const thread = spawnThread(new URL("./fake-waiting-thread.js", import.meta.url), load.shared);
     const messages: number[] = [];
     const waitedFor = new Promise<number>((resolve) =>
       thread.on("message", (m: unknown) => {
