@@ -5,7 +5,7 @@
 // runs once untimed first; the clients are node:http (bulk-http.ts), polling every 10 ms.
 import { fork } from "node:child_process";
 import { createWriteStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { open, readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InProcessSession } from "@ferry/runtime";
@@ -139,7 +139,7 @@ export async function ferryShape(stack: Stack, c: OfflineCase, input: string, ou
   const started = performance.now();
   const res = await postBody(
     stack.url(`/v1/batches?model=${c.model}&version=${c.version}`),
-    await readFile(input),
+    input,
     "application/x-ndjson",
   );
   if (res.status !== 202) throw new Error(`batch: ${res.status} ${res.text}`);
@@ -155,12 +155,7 @@ export async function ferryShape(stack: Stack, c: OfflineCase, input: string, ou
 /** OpenAI's Batch API: upload, create, wait, read the output file to a file. */
 export async function openAiShape(stack: Stack, input: string, output: string, endpoint: string) {
   const started = performance.now();
-  const up = await postFile(
-    stack.url("/v1/files"),
-    { purpose: "batch" },
-    await readFile(input),
-    "batch.jsonl",
-  );
+  const up = await postFile(stack.url("/v1/files"), { purpose: "batch" }, input, "batch.jsonl");
   if (up.status !== 200) throw new Error(`upload: ${up.status} ${up.text}`);
   const file = JSON.parse(up.text) as { id: string };
   const uploaded = performance.now();

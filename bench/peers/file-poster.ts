@@ -1,15 +1,14 @@
-import { readFile } from "node:fs/promises";
 import { postBody } from "../bulk-http.js";
 
 /**
- * Posts one file (argv: url, path, content type) when its parent says "go", and sends back
- * the answer's status and text: a process of its own, so that sending tens of MB costs the
- * measured clients' process nothing (the bench's own upload had been most of its loop).
+ * Posts one file (argv: url, path, content type; read from disk as it is sent) when its
+ * parent says "go", and sends back the answer's status and text: a process of its own, so
+ * that sending tens of MB costs the measured clients' process nothing (the bench's own upload
+ * had been most of its loop).
  */
 const [url = "", path = "", contentType = "application/octet-stream"] = process.argv.slice(2);
-const body = await readFile(path);
 process.once("message", async () => {
-  const answer = await postBody(url, body, contentType).catch((err: unknown) => ({
+  const answer = await postBody(url, path, contentType).catch((err: unknown) => ({
     status: 0,
     text: String(err),
   }));
