@@ -68,6 +68,13 @@ const PREDICT = "/v1/models/{model}/predict";
 const scanner = new PredictLineScanner();
 
 /**
+ * The values a chunk's lines hold, kept from chunk to chunk and grown as needed: a fresh
+ * array a chunk (a MiB for a chunk of MNIST lines) cost more in its pages' first touch than
+ * the scan that filled it. Only `packLines`' copy leaves `checkInputLines`.
+ */
+let scratch = new Float32Array(0);
+
+/**
  * Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file;
  * the first line that fails is the chunk's problem. A plain predict line is read by the
  * scanner (predict-line-scan.ts) with the same outcome as JSON.parse and the checks below,
@@ -76,10 +83,9 @@ const scanner = new PredictLineScanner();
 export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLines {
   const checked: CheckedLines = { customIds: [], urls: [], numbers: [], seen: 0 };
   // a JSON number takes a byte and its comma another: no line holds more values than this
-  const out: ScannedValues = {
-    values: new Float32Array(Math.ceil(bytes.length / 2) + 1),
-    length: 0,
-  };
+  const most = Math.ceil(bytes.length / 2) + 1;
+  if (scratch.length < most) scratch = new Float32Array(most);
+  const out: ScannedValues = { values: scratch, length: 0 };
   /** Each line's number of features, while every line so far is a plain predict line. */
   let widths: number[] | undefined = [];
   /** Whether a url is predict's, as endpointOf says: a file's lines name a few urls. */
