@@ -180,6 +180,12 @@ export async function openAiShape(stack: Stack, input: string, output: string, e
   const done = performance.now();
   const lines = await getToFile(stack.url(`/v1/files/${outputId}/content`), output);
   const end = performance.now();
+  // untimed, as a user would once done with them: rounds of ~120 MB of files each had filled
+  // the tenant's file storage (FILE_STORAGE_PER_KEY_BYTES) by the ninth
+  for (const gone of [file.id, outputId]) {
+    const res = await fetch(stack.url(`/v1/files/${gone}`), { method: "DELETE" });
+    if (!res.ok) throw new Error(`delete ${gone}: ${res.status} ${await res.text()}`);
+  }
   return timed(started, { upload: uploaded, run: done, read: end }, lines);
 }
 
