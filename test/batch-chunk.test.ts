@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { FerryError, type RowResult } from "@ferry/protocol";
+import { encodeBlocks, FerryError, packValues, type RowResult } from "@ferry/protocol";
 import {
   bullQueueName,
   ChunkRun,
@@ -148,6 +148,46 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     expect(Array.from(out?.values ?? [])).toEqual([1, -1, 2, -2, 3, -3, 4, -4, 5, -5]);
     expect(out?.errors).toEqual({ 3: { code: "MODEL_ERROR", message: "row 3" } });
     expect(await client.batchResults.prediction("echo", "line-0", "")).toBeUndefined();
+    await run.close(false);
+  });
+
+  it("chunks of packed blocks are each answered from their own rows, the arrays they decode into handed from chunk to chunk", async () => {
+    serve("blocks.v1", async ({ rows }) => {
+      // a copy: the rows' array goes to the next chunk once this one is answered
+      const values = new Float32Array(
+        rows.buffer.slice(rows.byteOffset, rows.byteOffset + rows.length),
+      );
+      return { width: 2, values, errors: {} };
+    });
+    const run = new ChunkRun(client.batches, "");
+    /** `n` rows of two values, chunk `c`'s own: bytes mostly, one value a row listed apart. */
+    const chunkOf = (c: number, n: number) => {
+      const values = Float32Array.from({ length: 2 * n }, (_, k) =>
+        k % 2 === 0 ? (c * 10 + k) % 256 : c + k / 4,
+      );
+      const keys = Array.from({ length: n }, (_, k) => `b${c}-${k}`);
+      return {
+        values,
+        chunk: {
+          input: "x",
+          keys,
+          rows: encodeBlocks([packValues(values)]),
+          encoding: "blocks" as const,
+        },
+      };
+    };
+    const answer = async (c: number, n: number) => {
+      const { values, chunk } = chunkOf(c, n);
+      const out = await run.run("blocks", "1", chunk, new AbortController().signal);
+      expect(out?.keys).toEqual(chunk.keys);
+      expect(Array.from(out?.values ?? [])).toEqual(Array.from(values));
+    };
+    // a large chunk, then smaller ones into its array, then several at once
+    await answer(0, 40);
+    await answer(1, 3);
+    await answer(2, 17);
+    await Promise.all([answer(3, 9), answer(4, 40), answer(5, 1), answer(6, 25)]);
+    await answer(7, 2);
     await run.close(false);
   });
 

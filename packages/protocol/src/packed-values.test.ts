@@ -35,6 +35,22 @@ describe("packed values", () => {
     expect(decodeBlocks(encodeBlocks([]))).toEqual(new Float32Array(0));
   });
 
+  it("decode into an array given for their count, over whatever it held", () => {
+    const a = [0, 16, 255, 0.5, 3];
+    const b = [1.25, -2, 1e-7];
+    const value = encodeBlocks([bytesBlock(a), fp32Block(b)]);
+    const given = new Float32Array(20).fill(99);
+    let asked = -1;
+    const out = decodeBlocks(value, (count) => {
+      asked = count;
+      return given;
+    });
+    expect(asked).toBe(8);
+    expect([...out]).toEqual([...a, ...b].map(Math.fround));
+    expect(out.buffer).toBe(given.buffer);
+    expect(() => decodeBlocks(value, () => new Float32Array(7))).toThrow("8 values given 7 places");
+  });
+
   it("keep -0 as -0 (the byte test alone would bring it back +0)", () => {
     const values = Float32Array.from([0, -0, 3, 0, 255]);
     const block = packValues(values);

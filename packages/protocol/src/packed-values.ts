@@ -107,8 +107,14 @@ export function encodeBlocks(blocks: readonly PackedValues[]): Buffer {
   return out;
 }
 
-/** Every value of `encodeBlocks`' value, in order, as FP32. */
-export function decodeBlocks(value: Uint8Array): Float32Array {
+/**
+ * Every value of `encodeBlocks`' value, in order, as FP32: into the array `into` gives for
+ * their count (at least that long; the values are its first ones), else a new one.
+ */
+export function decodeBlocks(
+  value: Uint8Array,
+  into?: (count: number) => Float32Array,
+): Float32Array {
   // the blocks' typed views need 4-byte alignment: a reply that lacks it is copied out
   const own = value.byteOffset % 4 === 0 ? value : new Uint8Array(value);
   const view = new DataView(own.buffer, own.byteOffset, own.byteLength);
@@ -127,7 +133,8 @@ export function decodeBlocks(value: Uint8Array): Float32Array {
     total += count;
     at += 12 + Math.ceil(length / 4) * 4;
   }
-  const out = new Float32Array(total);
+  const out = into ? into(total).subarray(0, total) : new Float32Array(total);
+  if (out.length < total) throw new Error(`${total} values given ${out.length} places`);
   let offset = 0;
   for (const block of blocks) {
     decodeValues(block, out, offset);

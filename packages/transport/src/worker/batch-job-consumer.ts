@@ -14,6 +14,7 @@ import { retrying, transient } from "../shared/retrying.js";
 import { StorageQuota } from "../shared/storage-quota.js";
 import { type BatchStop, BatchStops } from "./batch-stops.js";
 import { NOT_RUN, type PackedHandler, type PackedOutputs } from "./handlers.js";
+import { RowBuffers } from "./row-buffers.js";
 
 /**
  * Stores a chunk's answers once and counts its rows only the first time, so that a retried
@@ -34,12 +35,15 @@ return 0
 
 /** How long a completed batch's rows are tried to be given back through failures, in ms. */
 const RELEASE_FOR_MS = 10_000;
+/** Decoded rows kept for the next chunks: a few chunks of 2,048 MNIST rows (6.4 MB each). */
+const ROW_BUFFER_BYTES = 64 << 20;
 
 /** The worker's side of offline batches: chunk jobs through the row handler, and the flow's control jobs. */
 export class BatchJobConsumer {
   private readonly store: LuaCommand<number>;
   private readonly batchRows: StorageQuota;
   private readonly stops: BatchStops;
+  private readonly rowBuffers = new RowBuffers(ROW_BUFFER_BYTES);
 
   constructor(
     private readonly redis: RedisClient,
@@ -127,8 +131,14 @@ export class BatchJobConsumer {
     stop: () => BatchStop | undefined,
   ) {
     if (!packed) throw new Error(`model ${data.model} takes no offline batches`);
-    const { chunk, input, keys, rows } = await this.rows(data);
-    const out = await packed({ input, rows, count: keys.length, stopped: () => !!stop() });
+    const { chunk, input, keys, rows, decoded } = await this.rows(data);
+    let out: PackedOutputs;
+    try {
+      out = await packed({ input, rows, count: keys.length, stopped: () => !!stop() });
+    } finally {
+      // the handler has read the rows (its batches copied them) whichever way it ended
+      if (decoded) this.rowBuffers.give(decoded);
+    }
     // gone while it ran (an upload refused midway): nothing of it is kept
     if (stop() === "gone") return this.notRun(data, "gone");
     const failed = Object.keys(out.errors).length;
@@ -246,15 +256,21 @@ export class BatchJobConsumer {
     const stored = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
     if (!stored) throw new RowsGone(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
     let rows = stored;
+    let decoded: Float32Array | undefined;
     if (encoding === "blocks") {
-      const values = decodeBlocks(stored);
+      const values = decodeBlocks(stored, (count) => {
+        decoded = this.rowBuffers.take(count);
+        return decoded;
+      });
       rows = Buffer.from(values.buffer, values.byteOffset, values.byteLength);
     }
-    if (rows.length % keys.length !== 0)
+    if (rows.length % keys.length !== 0) {
+      if (decoded) this.rowBuffers.give(decoded);
       throw new Error(
         `chunk ${chunk} of batch ${data.batch} holds ${rows.length} bytes for ${keys.length} rows`,
       );
-    return { chunk, input, keys, rows };
+    }
+    return { chunk, input, keys, rows, decoded };
   }
 }
 
