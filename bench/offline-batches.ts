@@ -167,14 +167,17 @@ export async function openAiShape(stack: Stack, input: string, output: string, e
   if (!created.ok) throw new Error(`create: ${created.status} ${await created.text()}`);
   const { id } = (await created.json()) as { id: string };
   let outputId = "";
+  let errorId = "";
   await until(async () => {
     const batch = (await (await fetch(stack.url(`/v1/batches/${id}`))).json()) as {
       status: string;
-      output_file_id?: string;
+      output_file_id?: string | null;
+      error_file_id?: string | null;
     };
     if (["failed", "expired", "cancelled"].includes(batch.status))
       throw new Error(`batch ${id} ended ${batch.status}`);
     outputId = batch.output_file_id ?? "";
+    errorId = batch.error_file_id ?? "";
     return batch.status === "completed";
   });
   const done = performance.now();
@@ -182,7 +185,7 @@ export async function openAiShape(stack: Stack, input: string, output: string, e
   const end = performance.now();
   // untimed, as a user would once done with them: rounds of ~120 MB of files each had filled
   // the tenant's file storage (FILE_STORAGE_PER_KEY_BYTES) by the ninth
-  for (const gone of [file.id, outputId]) {
+  for (const gone of [file.id, outputId, errorId].filter((f) => f !== "")) {
     const res = await fetch(stack.url(`/v1/files/${gone}`), { method: "DELETE" });
     if (!res.ok) throw new Error(`delete ${gone}: ${res.status} ${await res.text()}`);
   }

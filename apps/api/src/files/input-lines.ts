@@ -70,9 +70,11 @@ const scanner = new PredictLineScanner();
 /**
  * The values a chunk's lines hold, kept from chunk to chunk and grown as needed: a fresh
  * array a chunk (a MiB for a chunk of MNIST lines) cost more in its pages' first touch than
- * the scan that filled it. Only `packLines`' copy leaves `checkInputLines`.
+ * the scan that filled it. Only `packLines`' copy leaves `checkInputLines`. A chunk of one
+ * line longer than SCRATCH_MOST allows gets an array of its own, not kept.
  */
 let scratch = new Float32Array(0);
+const SCRATCH_MOST = 1 << 20;
 
 /**
  * Checks each line of `bytes` (whole lines), the first of them line `firstLine` of the file;
@@ -84,8 +86,11 @@ export function checkInputLines(bytes: Uint8Array, firstLine: number): CheckedLi
   const checked: CheckedLines = { customIds: [], urls: [], numbers: [], seen: 0 };
   // a JSON number takes a byte and its comma another: no line holds more values than this
   const most = Math.ceil(bytes.length / 2) + 1;
-  if (scratch.length < most) scratch = new Float32Array(most);
-  const out: ScannedValues = { values: scratch, length: 0 };
+  if (scratch.length < most && most <= SCRATCH_MOST) scratch = new Float32Array(most);
+  const out: ScannedValues = {
+    values: most <= SCRATCH_MOST ? scratch : new Float32Array(most),
+    length: 0,
+  };
   /** Each line's number of features, while every line so far is a plain predict line. */
   let widths: number[] | undefined = [];
   /** Whether a url is predict's, as endpointOf says: a file's lines name a few urls. */
