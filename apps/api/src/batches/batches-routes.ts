@@ -10,7 +10,7 @@ import {
 } from "../http/idempotency.js";
 import { isJson, isNdjson } from "../http/media-type.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
-import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
+import { bodyChunks, refusalOf } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 import { ndjsonSegments } from "./batch-job-service.js";
 import { batchStatusSchema } from "./batch-status-schema.js";
@@ -153,8 +153,8 @@ export function registerBatches(app: OpenAPIHono<HonoEnv>): void {
           return accepted(result.id, result.total);
         });
       } catch (err) {
-        linger(incoming, LINGER_BYTES);
-        throw err;
+        // a raw Response (the refusal, lingering): no typed-response form in zod-openapi
+        return (await refusalOf(c, err, incoming)) as unknown as never;
       }
     }
     if (!isJson(type))

@@ -6,7 +6,7 @@ import { idempotently, parsedFingerprint } from "../http/idempotency.js";
 import { boundaryOf, type MultipartEvent, multipartEvents } from "../http/multipart.js";
 import { idempotencyErrors, idempotencyHeaders, json, openAiErrors } from "../http/openapi.js";
 import { openAiErrorSchema } from "../http/schemas.js";
-import { bodyChunks, LINGER_BYTES, linger } from "../http/upload.js";
+import { bodyChunks, refusalOf } from "../http/upload.js";
 import type { HonoEnv } from "../services.js";
 
 const fileSchema = z
@@ -166,8 +166,7 @@ export function registerFiles(app: OpenAPIHono<HonoEnv>): void {
         ),
       );
     } catch (err) {
-      linger(incoming, LINGER_BYTES);
-      throw err;
+      return refusalOf(c, err, incoming);
     }
   });
 

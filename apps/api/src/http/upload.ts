@@ -1,5 +1,7 @@
 import { Readable } from "node:stream";
 import { FerryError } from "@ferry/protocol";
+import type { Context } from "hono";
+import { errorResponse } from "./errors.js";
 
 /**
  * A request body's chunks, read in paused mode so that a slow consumer holds the sender back.
@@ -95,6 +97,21 @@ export async function lingering(
     },
   });
   return new Response(stream, { status: refusal.status, headers });
+}
+
+/**
+ * A route's answer to `err`, thrown while it read `body` in its own way (an upload, an NDJSON
+ * batch): a refusal is answered `lingering`, so that a client still sending reads it (the
+ * error handler's answer, sent at once, had the connection closed under a client with ~60 MB
+ * left to send: the `openai` client's upload then failed with EPIPE and no status). Anything
+ * else goes on to the error handler (which logs it), the body read out behind it.
+ */
+export function refusalOf(c: Context, err: unknown, body: Readable): Promise<Response> {
+  if (!(err instanceof FerryError) || err.code === "INTERNAL") {
+    linger(body, LINGER_BYTES);
+    throw err;
+  }
+  return lingering(errorResponse(c, err), body);
 }
 
 /** Resolves once `body` has ended, or was cut past `maxBytes` read or `maxMs`. */
