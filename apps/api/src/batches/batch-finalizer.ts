@@ -180,9 +180,10 @@ async function writeAndEnd(
       };
       return store.finish(id, ending, { ...files, errors: JSON.stringify(said) }, ttlS, writer);
     }
+    const missing = batch.total - index - kept;
     return fail(
       id,
-      `its input file ${batch.input_file_id} was deleted before every line had run; the answers kept are in its files`,
+      `its input file ${batch.input_file_id} was deleted before every line had run: ${missing} of its ${batch.total} lines were not run and are in neither file; the answers kept are in its files`,
       files,
       writer,
     );

@@ -215,6 +215,11 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     const batch = await store.get(id);
     expect(batch?.status).toBe("failed");
     expect(JSON.stringify(batch?.errors)).toMatch(/was deleted before every line had run/);
+    // kept: chunk 0 whole, two lines of chunk 1, chunk 2's four; the rest counted in the error
+    const missing = CHUNKS * PER_CHUNK - (PER_CHUNK + 2 + 4);
+    expect(JSON.stringify(batch?.errors)).toContain(
+      `${missing} of its ${CHUNKS * PER_CHUNK} lines were not run and are in neither file`,
+    );
     const idsOf = async (file: string | undefined) => {
       const ids: string[] = [];
       for await (const chunk of client.files.lines(file ?? ""))
