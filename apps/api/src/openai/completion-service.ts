@@ -347,9 +347,11 @@ export class CompletionService {
     { timing, jobs }: Pick<CallOptions, "timing" | "jobs"> = {},
   ): Promise<CompletionResponse | ChatCompletionResponse> {
     const render = "messages" in body ? chatResponse : completionResponse;
+    // named before the wait, so in the prompts' order (the answer's id is the first's), not
+    // in the order they finish; a call that fails names none (X-Job-Id is for answers)
+    jobs?.push(job.id);
     const result = await this.result({ record: job, events, close }, signal);
     timing?.generation(result.timing);
-    jobs?.push(job.id);
     return render(job, result);
   }
 
