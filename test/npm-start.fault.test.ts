@@ -7,8 +7,8 @@ import { deletePrefix, pingRedis, probeRedis } from "@ferry/transport";
 import { afterAll, describe, expect, it } from "vitest";
 import { exited } from "../scripts/exited.js";
 import { freePort } from "../scripts/free-port.js";
-import { readCompletion } from "./helpers/completion-stream.js";
 import { samples } from "./helpers/samples.js";
+import { readCompletion } from "./helpers/sse.js";
 import { REDIS_TARGET, REDIS_URL, waitFor } from "./helpers/stack.js";
 
 // `npm start` as a user runs it: its children, its private Redis, Ctrl-C and kill -9 (the

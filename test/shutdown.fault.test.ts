@@ -2,10 +2,9 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { readCompletion } from "./helpers/completion-stream.js";
 import { scrapeMetric } from "./helpers/metrics.js";
 import { countKeys } from "./helpers/redis-keys.js";
-import { readSse } from "./helpers/sse.js";
+import { readCompletion, readSse } from "./helpers/sse.js";
 import { Stack, waitFor } from "./helpers/stack.js";
 
 const stack = new Stack({ env: { WORKER_MODELS: "tiny-lm,digits" } });
