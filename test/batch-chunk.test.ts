@@ -1,5 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { encodeBlocks, FerryError, packValues, type RowResult } from "@ferry/protocol";
+import {
+  encodeBlocks,
+  FerryError,
+  packValues,
+  type RowResult,
+  valuesRecordLength,
+  writeValuesRecord,
+} from "@ferry/protocol";
 import {
   bullQueueName,
   ChunkRun,
@@ -188,6 +195,65 @@ describe("ChunkRun: packed chunks run for a caller that holds their rows", () =>
     await answer(2, 17);
     await Promise.all([answer(3, 9), answer(4, 40), answer(5, 1), answer(6, 25)]);
     await answer(7, 2);
+    await run.close(false);
+  });
+
+  it("chunks whose rows lie in a batch input file are read there, in order; a deleted file's lines fail at once, as such", async () => {
+    serve("filed.v1", async ({ rows }) => {
+      const values = new Float32Array(
+        rows.buffer.slice(rows.byteOffset, rows.byteOffset + rows.length),
+      );
+      return { width: 2, values, errors: {} };
+    });
+    const file = `file-${randomBytes(4).toString("hex")}`;
+    await client.files.begin({ id: file, owner: "", filename: "in.jsonl", purpose: "batch" });
+    // chunk c: c + 2 rows of two values, bytes mostly, one value a row listed apart
+    const chunkValues = [0, 1, 2].map((c) =>
+      Float32Array.from({ length: 2 * (c + 2) }, (_, k) =>
+        k % 2 === 0 ? (c * 10 + k) % 256 : c + k / 4,
+      ),
+    );
+    for (const [c, values] of chunkValues.entries()) {
+      const block = packValues(values);
+      const rows = new Uint8Array(valuesRecordLength(block));
+      writeValuesRecord(block, rows, 0);
+      const head = Buffer.from("the API's part");
+      await client.files.append(file, Buffer.from(`line ${c}\n`), 1, [], "", { head, rows });
+    }
+    const run = new ChunkRun(client.batches, "");
+    const signal = new AbortController().signal;
+    const keys = Array.from({ length: 6 }, (_, k) => `f${k}`);
+    const out = await run.run(
+      "filed",
+      "1",
+      { input: "x", keys, file: { id: file, chunks: [0, 2] } },
+      signal,
+    );
+    expect(out?.keys).toEqual(keys);
+    expect(Array.from(out?.values ?? [])).toEqual([
+      ...Array.from(chunkValues[0] ?? []),
+      ...Array.from(chunkValues[2] ?? []),
+    ]);
+    // no copy of the rows beside the batch: the worker read them from the file
+    const redis = createRedis(REDIS_URL);
+    try {
+      expect(await redis.keys(`${prefix}:batch-rows:{${out?.batch}}:*`)).toEqual([]);
+    } finally {
+      redis.disconnect();
+    }
+    await client.files.delete(file);
+    const gone = await run.run(
+      "filed",
+      "1",
+      { input: "x", keys: ["g0", "g1", "g2"], file: { id: file, chunks: [1] } },
+      signal,
+    );
+    expect(gone?.width).toBe(0);
+    for (const row of [0, 1, 2])
+      expect(gone?.errors[row]).toMatchObject({
+        code: "NOT_FOUND",
+        message: expect.stringMatching(/input file file-\w+ was deleted before this line ran/),
+      });
     await run.close(false);
   });
 

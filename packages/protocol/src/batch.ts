@@ -36,9 +36,18 @@ export const batchChunkJobSchema = z.object({
       keys: z.array(z.string()).min(1),
       /**
        * "blocks": the rows are FP32 values packed as blocks (packed-values.ts: an OpenAI
-       * batch's predict lines as their upload packed them), decoded by the worker.
+       * batch's predict lines as their upload packed them, sent so by an API before `file`),
+       * decoded by the worker.
        */
       encoding: z.literal("blocks").optional(),
+      /**
+       * The rows are not beside the batch but where a batch input file's upload packed them:
+       * these chunks' rows (`Keys.filePacked`, each a values record), in order, which the
+       * worker reads and decodes. The API never holds them on the way.
+       */
+      file: z
+        .object({ id: z.string().min(1), chunks: z.array(z.number().int().nonnegative()).min(1) })
+        .optional(),
     })
     .optional(),
 });

@@ -2,10 +2,14 @@ import { describe, expect, it } from "vitest";
 import {
   BYTE_VALUES,
   decodeBlocks,
+  decodeValues,
   encodeBlocks,
   FP32_VALUES,
   type PackedValues,
   packValues,
+  readValuesRecord,
+  valuesRecordLength,
+  writeValuesRecord,
 } from "./packed-values.js";
 
 /** A BYTE_VALUES block of `values` (whole 0-255 but for a few). */
@@ -79,5 +83,26 @@ describe("packed values", () => {
     const bad = bytesBlock([0.5, 1, 2, 3, 4, 5, 6, 7]);
     new DataView(bad.bytes.buffer).setUint32(12, 9, true); // the listed value's place: 9 of 8
     expect(() => decodeBlocks(encodeBlocks([bad]))).toThrow(/past its 8/);
+  });
+
+  it("keep a block as a value of its own, read back as it lies or from an unaligned view", () => {
+    const values = [0, 16, 255, 0.5, 3, -0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+    const block = bytesBlock(values);
+    const record = new Uint8Array(valuesRecordLength(block) + 4);
+    writeValuesRecord(block, record, 4);
+    const back = readValuesRecord(record.subarray(4));
+    expect([back.encoding, back.count]).toEqual([BYTE_VALUES, values.length]);
+    const out = new Float32Array(values.length);
+    decodeValues(back, out, 0);
+    expect([...out]).toEqual(values);
+    expect(Object.is(out[5], -0)).toBe(true);
+    // a Redis reply's view need not be 4-byte aligned
+    const shifted = new Uint8Array(record.byteLength + 1);
+    shifted.set(record.subarray(4), 1);
+    const copied = readValuesRecord(shifted.subarray(1, 1 + valuesRecordLength(block)));
+    expect(copied.bytes).toEqual(block.bytes);
+    // sizes that do not add up, or a record too short to say them
+    expect(() => readValuesRecord(record.subarray(4, record.byteLength - 4))).toThrow(/holds/);
+    expect(() => readValuesRecord(new Uint8Array(6))).toThrow(/ends early/);
   });
 });

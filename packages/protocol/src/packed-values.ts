@@ -87,6 +87,35 @@ export function decodeValues(block: PackedValues, out: Float32Array, at: number)
   }
 }
 
+/** Bytes of `block` as a value of its own (`writeValuesRecord`): 8, then its bytes. */
+export function valuesRecordLength(block: PackedValues): number {
+  return 8 + block.bytes.byteLength;
+}
+
+/**
+ * `block` as a value of its own, from `at` (a multiple of 4) of `into`: u32 encoding | u32
+ * count | its bytes. What an input file keeps of a chunk's rows, and a worker reads as it lies.
+ */
+export function writeValuesRecord(block: PackedValues, into: Uint8Array, at: number): void {
+  const head = new DataView(into.buffer, into.byteOffset + at, 8);
+  head.setUint32(0, block.encoding, true);
+  head.setUint32(4, block.count, true);
+  into.set(block.bytes, at + 8);
+}
+
+/** A `writeValuesRecord` value read back (copied out only when a reply's view lacks alignment). */
+export function readValuesRecord(value: Uint8Array): PackedValues {
+  const own = value.byteOffset % 4 === 0 ? value : new Uint8Array(value);
+  if (own.byteLength < 8) throw new Error("a packed values record ends early");
+  const head = new DataView(own.buffer, own.byteOffset, 8);
+  const encoding = head.getUint32(0, true);
+  const count = head.getUint32(4, true);
+  const bytes = new Uint8Array(own.buffer, own.byteOffset + 8, own.byteLength - 8);
+  if (bytes.byteLength !== packedLength(encoding, count, bytes))
+    throw new Error(`a packed values record of ${count} values holds ${bytes.byteLength} bytes`);
+  return { encoding, count, bytes };
+}
+
 /**
  * Blocks as one binary value, each as it was packed: u32 blocks | per block u32 encoding,
  * u32 count, u32 bytes, its bytes padded to 4.

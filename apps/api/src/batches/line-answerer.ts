@@ -86,7 +86,12 @@ export class LineAnswerer {
     hold: (bytes: number) => Promise<void>,
     streamed?: StreamedOutput,
   ): Promise<void> {
-    const lines = joinPacked(parts.map((part) => part.lines));
+    const source = { file: batch.input_file_id, chunks: parts.map((part) => part.chunk) };
+    const lines = joinPacked(
+      parts.map((part) => part.lines),
+      source,
+      (from) => this.client.files.packedRows(from.file, from.chunks),
+    );
     // packed lines are features alone: no body of their own (no timeout_ms) to read
     const views = lines.urls.map((url) => ({ url, body: PLAIN_BODY }));
     const answers = await this.many(batch, views, signal, (opts) => runPacked(lines, opts, signal));

@@ -285,12 +285,13 @@ export class OpenAiBatchRunner {
         );
       };
       const packedReads = runPacked
-        ? new ReadAhead(PACKED_READ_AHEAD, (at) => this.client.files.packed(fileId, at))
+        ? new ReadAhead(PACKED_READ_AHEAD, (at) => this.client.files.packedHead(fileId, at))
         : undefined;
       chunks: for (let at = 0; ; at++) {
-        // a chunk the upload packed (plain predict lines) is read as its rows, not parsed again
-        const packedBytes = await packedReads?.read(at);
-        const packed = packedBytes ? readPacked(packedBytes) : undefined;
+        // a chunk the upload packed (plain predict lines) is read as its head (ids, urls,
+        // widths), not parsed again; its rows go from where they lie to the worker
+        const packedHead = await packedReads?.read(at);
+        const packed = packedHead ? readPacked(packedHead) : undefined;
         let lines: string[] | undefined;
         if (!packed) {
           const raw = await this.client.files.chunk(fileId, at);

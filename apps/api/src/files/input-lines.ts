@@ -1,7 +1,7 @@
 import { FerryError } from "@ferry/protocol";
 import { BATCH_ENDPOINTS, endpointOf } from "../http/batch-endpoints.js";
 import { characters } from "../http/characters.js";
-import { packLines, plainFeatures } from "../http/packed-lines.js";
+import { type PackedChunk, packLines, plainFeatures } from "../http/packed-lines.js";
 import { PredictLineScanner, type ScannedValues } from "./predict-line-scan.js";
 
 /** OpenAI's bound on a custom_id is not published; this keeps one line's id reasonable. */
@@ -54,7 +54,7 @@ export interface CheckedLines {
   /** Why a line was refused (its number in the message); the lines before it are checked. */
   problem?: string;
   /** The lines packed (`packLines`), when they are all plain predict lines. */
-  packed?: Uint8Array;
+  packed?: PackedChunk;
 }
 
 // strict: bytes that are not UTF-8 are refused, not turned into U+FFFD (a custom_id would no

@@ -1,11 +1,25 @@
 import { describe, expect, it } from "vitest";
 import { checkInputLines } from "../files/input-lines.js";
-import { joinPacked, packLines as packValues, plainFeatures, readPacked } from "./packed-lines.js";
+import {
+  joinPacked,
+  type PackedChunk,
+  packLines as packValues,
+  plainFeatures,
+  readPacked,
+} from "./packed-lines.js";
 
 const PREDICT = "/v1/models/digits/predict";
 
-/** A packed chunk's lines read back, values and all. */
-const unpackLines = (bytes: Uint8Array) => joinPacked([readPacked(bytes)]);
+/** Chunks' packed lines read back, values and all, their rows read from `chunks`. */
+function unpack(chunks: PackedChunk[]) {
+  return joinPacked(
+    chunks.map((chunk) => readPacked(chunk.head)),
+    { file: "file-a", chunks: chunks.map((_, k) => k) },
+    async (source) => source.chunks.map((k) => chunks[k]?.rows ?? null),
+  );
+}
+
+const valuesOf = async (chunks: PackedChunk[]) => [...(await unpack(chunks).values())];
 
 /** packLines of rows as arrays (the upload writes them into one FP32 array as it reads). */
 const packLines = (customIds: string[], urls: string[], rows: number[][], limit: number) =>
@@ -15,7 +29,7 @@ const packLines = (customIds: string[], urls: string[], rows: number[][], limit:
     Float32Array.from(rows.flat()),
     rows.map((row) => row.length),
     limit,
-  );
+  ) as PackedChunk;
 
 describe("packed lines", () => {
   it("takes a predict body of features alone, each a number FP32 holds; nothing else", () => {
@@ -27,7 +41,7 @@ describe("packed lines", () => {
     expect(plainFeatures("/v1/embeddings", { features: [1] })).toBeUndefined();
   });
 
-  it("reads back what it packed: bytes for whole pixels, FP32 else, urls a table", () => {
+  it("reads back what it packed: bytes for whole pixels, FP32 else, urls a table", async () => {
     for (const features of [
       [
         [0, 16, 255],
@@ -39,12 +53,12 @@ describe("packed lines", () => {
       ],
     ]) {
       const urls = [PREDICT, "/v1/models/mnist/predict"];
-      const packed = packLines(["a", "b"], urls, features, 1 << 20) as Uint8Array;
-      const back = unpackLines(packed);
+      const packed = packLines(["a", "b"], urls, features, 1 << 20);
+      const back = unpack([packed]);
       expect(back.customIds).toEqual(["a", "b"]);
       expect(back.urls).toEqual(urls);
       expect([...back.widths]).toEqual(features.map((row) => row.length));
-      expect([...back.values]).toEqual(features.flat().map(Math.fround));
+      expect([...(await back.values())]).toEqual(features.flat().map(Math.fround));
     }
     // whole pixels a byte each (five in 8 bytes and a count), FP32 where that is no larger
     const pack = (last: number) =>
@@ -56,34 +70,59 @@ describe("packed lines", () => {
           [3, last],
         ],
         1 << 20,
-      ) as Uint8Array;
+      );
     const small = pack(4);
-    expect(small.byteLength + 8).toBe(pack(4.5).byteLength);
+    expect(small.rows.byteLength + 8).toBe(pack(4.5).rows.byteLength);
     // pixels with a few values apart: a byte each, the others listed with their places
     const row = Array.from({ length: 64 }, (_, k) => (k === 9 ? 7.25 : k === 40 ? -1 : k % 17));
-    const mostly = packLines(["a"], [PREDICT], [row], 1 << 20) as Uint8Array;
-    expect(mostly.byteLength).toBeLessThan(64 * 4);
-    expect([...unpackLines(mostly).values]).toEqual(row);
-    // an unaligned copy (a Redis reply's view) reads the same
-    const shifted = new Uint8Array(small.byteLength + 1).fill(0);
-    shifted.set(small, 1);
-    expect(unpackLines(shifted.subarray(1)).values).toEqual(unpackLines(small).values);
+    const mostly = packLines(["a"], [PREDICT], [row], 1 << 20);
+    expect(mostly.rows.byteLength).toBeLessThan(64 * 4);
+    expect(await valuesOf([mostly])).toEqual(row);
+    // unaligned copies (Redis replies' views) read the same
+    const unaligned = (bytes: Uint8Array) => {
+      const shifted = new Uint8Array(bytes.byteLength + 1);
+      shifted.set(bytes, 1);
+      return shifted.subarray(1);
+    };
+    const moved = { rows: unaligned(small.rows), head: unaligned(small.head) };
+    expect(await valuesOf([moved])).toEqual(await valuesOf([small]));
+    expect(unpack([moved]).customIds).toEqual(["a", "b"]);
   });
 
-  it("packs nothing larger than its limit", () => {
+  it("packs nothing larger than its limit, its head and rows together", () => {
     expect(packLines(["a"], [PREDICT], [[0.1, 0.2]], 10)).toBeUndefined();
+    const fits = packLines(["a"], [PREDICT], [[0.1, 0.2]], 1 << 20);
+    const both = fits.rows.byteLength + fits.head.byteLength;
+    expect(packLines(["a"], [PREDICT], [[0.1, 0.2]], both)).toBeDefined();
+    expect(packLines(["a"], [PREDICT], [[0.1, 0.2]], both - 1)).toBeUndefined();
   });
 
-  it("joins chunks' packed lines in order, each chunk's values decoded where they go", () => {
+  it("joins chunks' packed lines in order, each chunk's values decoded where they go", async () => {
     // bytes for whole pixels with one value apart, then FP32 throughout
-    const one = readPacked(packLines(["a"], [PREDICT], [[1, 2, 0.5, 7]], 1 << 20) as Uint8Array);
-    const two = readPacked(
-      packLines(["b", "c"], [PREDICT, PREDICT], [[3.25], [4.5, 5]], 1 << 20) as Uint8Array,
-    );
-    const joined = joinPacked([one, two, one]);
+    const one = packLines(["a"], [PREDICT], [[1, 2, 0.5, 7]], 1 << 20);
+    const two = packLines(["b", "c"], [PREDICT, PREDICT], [[3.25], [4.5, 5]], 1 << 20);
+    const joined = unpack([one, two, one]);
     expect(joined.customIds).toEqual(["a", "b", "c", "a"]);
     expect([...joined.widths]).toEqual([4, 1, 2, 4]);
-    expect([...joined.values]).toEqual([1, 2, 0.5, 7, 3.25, 4.5, 5, 1, 2, 0.5, 7]);
+    expect(joined.source).toEqual({ file: "file-a", chunks: [0, 1, 2] });
+    expect([...(await joined.values())]).toEqual([1, 2, 0.5, 7, 3.25, 4.5, 5, 1, 2, 0.5, 7]);
+  });
+
+  it("says which chunk's rows are gone, or hold other than their head's count", async () => {
+    const one = packLines(["a"], [PREDICT], [[1, 2]], 1 << 20);
+    const two = packLines(["b"], [PREDICT], [[3, 4, 5]], 1 << 20);
+    const gone = joinPacked(
+      [readPacked(one.head), readPacked(two.head)],
+      { file: "file-a", chunks: [4, 9] },
+      async () => [one.rows, null],
+    );
+    await expect(gone.values()).rejects.toThrow(/chunk 9 of file file-a are gone/);
+    const swapped = joinPacked(
+      [readPacked(one.head), readPacked(two.head)],
+      { file: "file-a", chunks: [4, 9] },
+      async () => [two.rows, one.rows],
+    );
+    await expect(swapped.values()).rejects.toThrow(/chunk 4 holds 3 values for 2/);
   });
 
   it("a checked chunk is packed only when every line is a plain predict line", () => {
@@ -91,7 +130,9 @@ describe("packed lines", () => {
       JSON.stringify({ custom_id: `c${k}`, method: "POST", url, body });
     const plain = [line(1, { features: [1, 2] }), "", line(2, { features: [3, 4] })].join("\n");
     const checked = checkInputLines(new TextEncoder().encode(plain), 1);
-    expect(unpackLines(checked.packed as Uint8Array).customIds).toEqual(["c1", "c2"]);
+    expect(readPacked((checked.packed as PackedChunk).head).customIds).toEqual(["c1", "c2"]);
+    // the rows and the head are views of one buffer: the parse thread moves it whole
+    expect(checked.packed?.rows.buffer).toBe(checked.packed?.head.buffer);
     const mixed = [line(1, { features: [1, 2] }), line(2, { features: [3], cache: false })].join(
       "\n",
     );
@@ -100,11 +141,13 @@ describe("packed lines", () => {
     expect(checkInputLines(new TextEncoder().encode(chat), 1).packed).toBeUndefined();
   });
 
-  it("refuses a chunk packed in an encoding it does not know, rather than read it as FP32", () => {
-    const packed = packLines(["a"], [PREDICT], [[0, 16, 255]], 1_000_000) as Uint8Array;
-    const unknown = new Uint8Array(packed);
-    new Uint32Array(unknown.buffer, 4, 1)[0] = 7;
-    expect(() => readPacked(unknown)).toThrow(/unknown packed values 7/);
-    expect(readPacked(packed).customIds).toEqual(["a"]);
+  it("refuses rows packed in an encoding it does not know, rather than read them as FP32", async () => {
+    const packed = packLines(["a"], [PREDICT], [[0, 16, 255]], 1_000_000);
+    const unknown = new Uint8Array(packed.rows);
+    new Uint32Array(unknown.buffer, 0, 1)[0] = 7;
+    await expect(valuesOf([{ rows: unknown, head: packed.head }])).rejects.toThrow(
+      /unknown packed values 7/,
+    );
+    expect(await valuesOf([packed])).toEqual([0, 16, 255]);
   });
 });

@@ -1,9 +1,10 @@
 import {
   decodeValues,
   FP32_MAX,
-  type PackedValues,
-  packedLength,
   packValues,
+  readValuesRecord,
+  valuesRecordLength,
+  writeValuesRecord,
 } from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
@@ -16,10 +17,15 @@ import { endpointOf } from "./batch-endpoints.js";
  * the rows take no more room than the lines they come from: a file's packed rows are at most
  * its own size again, kept and gone with it. Values that are whole numbers 0-255 (pixels: the
  * digits and MNIST files people have) take a byte each, the rest listed apart as FP32 (where
- * they are few), else every value takes FP32's four bytes (`packValues`' block):
+ * they are few), else every value takes FP32's four bytes (`packValues`' block).
  *
- *   u32 lines | u32 encoding | u32 x lines widths | the values' block
- *   | JSON {customIds, urls (each once), url (each line's, as its place in urls)}
+ * A chunk is kept as two values: its rows, the block as a record of its own
+ * (`writeValuesRecord`), which a worker reads where the file keeps it (the API never holds
+ * them on the way: they crossed Redis three times when it did); and its head, which the API
+ * reads to answer the lines:
+ *
+ *   head: u32 lines | u32 x lines widths | JSON {customIds, urls (each once), url (each line's,
+ *   as its place in urls)}
  */
 
 /** A predict line's features, when its body is only them, each a number FP32 holds. */
@@ -37,9 +43,15 @@ export function plainFeatures(url: string, body: unknown): number[] | undefined 
   return features as number[];
 }
 
+/** A chunk's lines packed: its rows and its head, two views of one buffer. */
+export interface PackedChunk {
+  rows: Uint8Array;
+  head: Uint8Array;
+}
+
 /**
  * A chunk's lines packed: their ids, urls and features (`values`, rows back to back, row r
- * `widths[r]` long); undefined if larger than `limit`.
+ * `widths[r]` long); undefined if the two parts together are larger than `limit`.
  */
 export function packLines(
   customIds: readonly string[],
@@ -47,7 +59,7 @@ export function packLines(
   values: Float32Array,
   widths: readonly number[],
   limit: number,
-): Uint8Array | undefined {
+): PackedChunk | undefined {
   const n = widths.length;
   const block = packValues(values);
   // urls as a table and an index a line: a file's lines name a few at most
@@ -56,79 +68,71 @@ export function packLines(
   const meta = Buffer.from(
     JSON.stringify({ customIds, urls: table, url: urls.map((u) => place.get(u)) }),
   );
-  const start = 8 + 4 * n;
-  const size = start + block.bytes.byteLength + meta.byteLength;
-  if (size > limit) return undefined;
-  const packed = new Uint8Array(size);
-  const head = new Uint32Array(packed.buffer, 0, 2 + n);
-  head[0] = n;
-  head[1] = block.encoding;
-  head.set(widths, 2);
-  packed.set(block.bytes, start);
-  packed.set(meta, start + block.bytes.byteLength);
-  return packed;
+  const rowsLength = valuesRecordLength(block);
+  // the head's u32s need 4-byte alignment where it starts
+  const headAt = Math.ceil(rowsLength / 4) * 4;
+  const headLength = 4 + 4 * n + meta.byteLength;
+  if (rowsLength + headLength > limit) return undefined;
+  const packed = new Uint8Array(headAt + headLength);
+  writeValuesRecord(block, packed, 0);
+  const counts = new Uint32Array(packed.buffer, headAt, 1 + n);
+  counts[0] = n;
+  counts.set(widths, 1);
+  packed.set(meta, headAt + 4 + 4 * n);
+  return { rows: packed.subarray(0, rowsLength), head: packed.subarray(headAt) };
 }
 
-/** A packed chunk's lines, read back. */
-export interface PackedLines {
+/** A packed chunk's lines as its head says them: all but their values. */
+export interface PackedChunkLines {
   customIds: string[];
   urls: string[];
   /** Each line's number of features; line r's start where the widths before it end. */
   widths: Uint32Array;
-  /** Every line's values, back to back (decoded when first read). */
-  readonly values: Float32Array;
-  /** The same values as the upload packed them, chunk by chunk. */
-  blocks: readonly PackedValues[];
 }
 
-/**
- * A packed chunk's lines read back but for their values, left packed as they lie (a view of
- * the reply): `joinPacked` decodes them straight into the rows of the chunks run together
- * (each chunk's own FP32 array, then their join, were two copies of every row on the API's
- * loop), or they go to the worker packed (`encodeBlocks`).
- */
-export interface PackedChunkLines {
-  customIds: string[];
-  urls: string[];
-  widths: Uint32Array;
-  block: PackedValues;
-}
-
-export function readPacked(bytes: Uint8Array): PackedChunkLines {
-  // typed arrays need 4-byte alignment: a reply that lacks it is copied out (a large one
-  // comes in a buffer of its own, aligned)
-  const own = bytes.byteOffset % 4 === 0 ? bytes : new Uint8Array(bytes);
+/** A packed chunk's head read back. */
+export function readPacked(head: Uint8Array): PackedChunkLines {
+  // typed arrays need 4-byte alignment: a reply that lacks it is copied out
+  const own = head.byteOffset % 4 === 0 ? head : new Uint8Array(head);
   const { buffer, byteOffset: base } = own;
-  const [n = 0, encoding = 0] = new Uint32Array(buffer, base, 2);
-  const widths = new Uint32Array(buffer, base + 8, n);
-  let count = 0;
-  for (const w of widths) count += w;
-  const start = base + 8 + 4 * n;
-  const length = packedLength(
-    encoding,
-    count,
-    new Uint8Array(buffer, start, base + own.byteLength - start),
-  );
-  const block = { encoding, count, bytes: new Uint8Array(buffer, start, length) };
-  const end = start + length;
+  const n = new Uint32Array(buffer, base, 1)[0] ?? 0;
+  const widths = new Uint32Array(buffer, base + 4, n);
+  const end = base + 4 + 4 * n;
   const meta = JSON.parse(
     Buffer.from(buffer, end, base + own.byteLength - end).toString("utf8"),
   ) as { customIds: string[]; urls: string[]; url: number[] };
+  if (meta.customIds.length !== n)
+    throw new Error(`a packed head of ${n} lines names ${meta.customIds.length}`);
   const urls = meta.url.map((k) => meta.urls[k] ?? "");
-  return { customIds: meta.customIds, urls, widths, block };
+  return { customIds: meta.customIds, urls, widths };
 }
 
-/**
- * Packed lines of several chunks as one, in order: their values decoded once, into one array,
- * when first asked for (`values`); until then, as the chunks' blocks.
- */
-export function joinPacked(parts: readonly PackedChunkLines[]): PackedLines {
+/** Where packed lines' rows lie: these chunks of a batch input file, in order. */
+export interface PackedSource {
+  file: string;
+  chunks: number[];
+}
+
+/** Packed lines of several chunks as one, in order; their rows left where they lie. */
+export interface PackedLines extends PackedChunkLines {
+  source: PackedSource;
+  /**
+   * Every line's values, back to back, read from where they lie and decoded: for the lines a
+   * worker cannot be handed as they lie (several models' lines in one chunk, a row too short).
+   */
+  values(): Promise<Float32Array>;
+}
+
+/** Reads chunks' rows (`FileStore.packedRows`): each chunk's record, or null where it is gone. */
+export type ReadPackedRows = (source: PackedSource) => Promise<Array<Uint8Array | null>>;
+
+export function joinPacked(
+  parts: readonly PackedChunkLines[],
+  source: PackedSource,
+  readRows: ReadPackedRows,
+): PackedLines {
   let lines = 0;
-  let count = 0;
-  for (const part of parts) {
-    lines += part.widths.length;
-    count += part.block.count;
-  }
+  for (const part of parts) lines += part.widths.length;
   const widths = new Uint32Array(lines);
   const customIds: string[] = [];
   const urls: string[] = [];
@@ -139,23 +143,30 @@ export function joinPacked(parts: readonly PackedChunkLines[]): PackedLines {
     for (const id of part.customIds) customIds.push(id);
     for (const url of part.urls) urls.push(url);
   }
-  const blocks = parts.map((part) => part.block);
-  let decoded: Float32Array | undefined;
+  let count = 0;
+  for (const w of widths) count += w;
   return {
     customIds,
     urls,
     widths,
-    blocks,
-    get values() {
-      if (!decoded) {
-        decoded = new Float32Array(count);
-        let at = 0;
-        for (const block of blocks) {
-          decodeValues(block, decoded, at);
-          at += block.count;
-        }
+    source,
+    async values() {
+      const records = await readRows(source);
+      const out = new Float32Array(count);
+      let at = 0;
+      for (const [k, record] of records.entries()) {
+        if (!record)
+          throw new Error(`the rows of chunk ${source.chunks[k]} of file ${source.file} are gone`);
+        const block = readValuesRecord(record);
+        let own = 0;
+        for (const w of parts[k]?.widths ?? []) own += w;
+        if (block.count !== own || at + own > count)
+          throw new Error(`chunk ${source.chunks[k]} holds ${block.count} values for ${own}`);
+        decodeValues(block, out, at);
+        at += own;
       }
-      return decoded;
+      if (at !== count) throw new Error(`${at} values read for ${count}`);
+      return out;
     },
   };
 }

@@ -1,13 +1,8 @@
-import {
-  encodeBlocks,
-  FerryError,
-  type PackedValues,
-  queueName,
-  tensorToBytes,
-} from "@ferry/protocol";
+import { FerryError, queueName, tensorToBytes } from "@ferry/protocol";
 import { ChunkRun, type InferenceClient, type PackedChunk } from "@ferry/transport";
 import { PACKED_ROW, type PackedRow } from "../http/batch-line.js";
 import type { CallOptions } from "../http/call.js";
+import type { PackedSource } from "../http/packed-lines.js";
 import type { InferenceService } from "./inference-service.js";
 import { modelPrediction, type Prediction } from "./prediction.js";
 import type { PredictBody } from "./schemas.js";
@@ -38,11 +33,14 @@ export interface FeatureRows {
   /** Row k's number of features (without reading them). */
   width(k: number): number;
   features(k: number): readonly number[] | Float32Array;
+  /** Makes the rows readable by `features` (rows that lie elsewhere are read first). */
+  load?(): Promise<void>;
   /**
-   * Every row, in order, as packed FP32 blocks (a batch input file's lines as its upload
-   * packed them): sent to the worker so, where every row fits the model, rather than as FP32.
+   * Where every row, in order, lies packed (a batch input file's chunks, as its upload packed
+   * them): the worker reads them there, where every row fits the model, rather than be sent
+   * their FP32 values.
    */
-  blocks?: readonly PackedValues[];
+  source?: PackedSource;
 }
 
 /** The predictions of one run of a batch (`PackedPredictions.open`). */
@@ -103,10 +101,11 @@ export class PackedRun {
       answers[k] = new FerryError("INVALID_INPUT", `Expected ${width} features, got ${given}`);
       wrong++;
     }
-    // every row fits an FP32 input: the blocks go as they were packed, the worker decodes them
-    const blocks = wrong === 0 && spec.datatype === "FP32" ? rows.blocks : undefined;
+    // every row fits an FP32 input: the worker reads them where they lie, and decodes them
+    const source = wrong === 0 && spec.datatype === "FP32" ? rows.source : undefined;
+    if (!source) await rows.load?.();
     for (let k = 0; k < rows.count; k++) {
-      if (blocks) {
+      if (source) {
         keys.push(String(k));
         continue;
       }
@@ -126,8 +125,8 @@ export class PackedRun {
     }
     if (keys.length > 0) {
       await this.served(model, version, entry.config.default_timeout_ms, signal);
-      const chunk: Omit<PackedChunk, "index"> = blocks
-        ? { input: spec.name, keys, rows: encodeBlocks(blocks), encoding: "blocks" }
+      const chunk: Omit<PackedChunk, "index"> = source
+        ? { input: spec.name, keys, file: { id: source.file, chunks: source.chunks } }
         : { input: spec.name, keys, rows: Buffer.concat(packed) };
       const deadline = Date.now() + (opts.timeoutMs ?? entry.config.default_timeout_ms);
       const run = () => this.chunks.run(model, version, chunk, signal, deadline);

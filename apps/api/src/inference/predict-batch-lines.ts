@@ -160,6 +160,10 @@ async function predictPacked(
     groups.set(route.model, group);
     group.push(r);
   }
+  // read only when a worker cannot be handed the rows where they lie (a chunk of several
+  // models' lines, a row of the wrong width): once, whichever model's lines ask first
+  let loading: Promise<Float32Array> | undefined;
+  let values: Float32Array = new Float32Array(0);
   const stopped = await Promise.all(
     [...groups].map(async ([model, group]) => {
       const rows = {
@@ -168,10 +172,14 @@ async function predictPacked(
         features: (k: number) => {
           const r = group[k] ?? 0;
           const start = starts[r] ?? 0;
-          return lines.values.subarray(start, start + (widths[r] ?? 0));
+          return values.subarray(start, start + (widths[r] ?? 0));
         },
-        // every line this model's: its rows are the packed blocks as they are
-        ...(group.length === widths.length ? { blocks: lines.blocks } : {}),
+        load: async () => {
+          loading ??= lines.values();
+          values = await loading;
+        },
+        // every line this model's: the worker reads the rows where the file keeps them
+        ...(group.length === widths.length ? { source: lines.source } : {}),
       };
       let answers: Awaited<ReturnType<PackedRun["runRows"]>>;
       try {

@@ -69,8 +69,8 @@ parentPort?.on("message", (request: ParseRequest) => {
       ]);
     } else {
       const checked: CheckedLines = checkInputLines(request.bytes, request.firstLine);
-      // packed lines are a buffer of their own: they move
-      const moved = checked.packed ? [checked.packed.buffer as ArrayBuffer] : [];
+      // packed lines are a buffer of their own (their rows and head views of it): it moves
+      const moved = checked.packed ? [checked.packed.rows.buffer as ArrayBuffer] : [];
       parentPort?.postMessage({ id, result: checked }, moved);
     }
   } catch (err) {

@@ -29,9 +29,12 @@ export interface PackedChunk {
   /** The model's input the rows are for. */
   input: string;
   keys: string[];
-  rows: Buffer;
+  /** The rows, unless `file` says where they lie. */
+  rows?: Buffer;
   /** "blocks": `rows` are packed FP32 blocks (`encodeBlocks`), not the input's bytes. */
   encoding?: "blocks";
+  /** The rows are these chunks' packed rows of a batch input file (`readPackedRows`). */
+  file?: { id: string; chunks: number[] };
 }
 
 export interface BatchJobStatus {
@@ -167,12 +170,14 @@ export class BatchJobStore {
         input: chunk.input,
         keys: chunk.keys,
         ...(chunk.encoding ? { encoding: chunk.encoding } : {}),
+        ...(chunk.file ? { file: chunk.file } : {}),
       },
       ...(predictions ? {} : { predictions: false }),
     };
     const queue = queueName(model, version);
-    // the rows first: a job never names rows that are not there
-    await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
+    // the rows first: a job never names rows that are not there (rows a file keeps are there)
+    if (chunk.rows)
+      await this.redis.set(this.keys.batchChunkRows(id, chunk.index), chunk.rows, "EX", this.ttlS);
     // a key's chunk takes the turn after its last one still waiting: every key's first
     // waiting chunk runs before anyone's second, so a batch of ten rows is not queued behind
     // all of another key's (it waited 18.7 s behind one key's four of 50,000 rows), nor

@@ -2,6 +2,7 @@ import { FerryError } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import { readPackedRows } from "../shared/packed-rows.js";
 import { assertReady, guarded } from "../shared/redis-guard.js";
 import { type ListPage, OwnerIndex, sortTime } from "./owner-index.js";
 
@@ -34,16 +35,19 @@ export type NewFile = Pick<StoredFile, "id" | "owner" | "filename" | "purpose">;
  * this file: then nothing is appended, and the index of the first repeated id is returned
  * (-1: appended; -2: the file is gone, discarded or expired meanwhile; -3: another writer
  * began it again since). KEYS: file, chunks, ids, packed. ARGV: ttl, bytes, lines, chunk,
- * writer ("" for a file with one writer), the chunk's lines packed ("" for none), custom_id...
+ * writer ("" for a file with one writer), the chunk's lines packed: their head ("" for none)
+ * and their rows, custom_id...
  */
 const APPEND = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
 if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[5] then return -3 end
-for i = 7, #ARGV do
-  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 7 end
+for i = 8, #ARGV do
+  if redis.call('SADD', KEYS[3], ARGV[i]) == 0 then return i - 8 end
 end
 local chunks = redis.call('RPUSH', KEYS[2], ARGV[4])
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[4], chunks - 1, ARGV[6]) end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[4], 'h' .. (chunks - 1), ARGV[6], 'r' .. (chunks - 1), ARGV[7])
+end
 redis.call('HINCRBY', KEYS[1], 'bytes', ARGV[2])
 redis.call('HINCRBY', KEYS[1], 'lines', ARGV[3])
 for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[1]) end
@@ -130,7 +134,7 @@ export class FileStore {
     /** How long a file is kept from its upload, in s. */
     readonly ttlS: number,
   ) {
-    this.appendScript = new LuaCommand(redis, "ferryAppendFileChunkPacked", 4, APPEND);
+    this.appendScript = new LuaCommand(redis, "ferryAppendFileChunkHeadRows", 4, APPEND);
     this.keepScript = new LuaCommand(redis, "ferryKeepFilePacked", 3, KEEP);
     this.finishScript = new LuaCommand(redis, "ferryFinishFileKept", 4, FINISH);
     this.discardScript = new LuaCommand(redis, "ferryDiscardFilePacked", 4, DISCARD);
@@ -187,7 +191,7 @@ export class FileStore {
     customIds: readonly string[] = [],
     writer = "",
     /** The chunk's lines packed (a batch input file's predict lines), kept beside it. */
-    packed?: Uint8Array,
+    packed?: PackedLinesParts,
   ): Promise<number | undefined> {
     const ids = [
       this.keys.file(id),
@@ -202,9 +206,10 @@ export class FileStore {
         this.ttlS,
         chunk.byteLength,
         lines,
-        Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength),
+        bufferOf(chunk),
         writer,
-        packed ? Buffer.from(packed.buffer, packed.byteOffset, packed.byteLength) : "",
+        packed ? bufferOf(packed.head) : "",
+        packed ? bufferOf(packed.rows) : "",
         // as JSON: a lone surrogate (JSON allows "\ud800") would reach Redis as UTF-8's U+FFFD,
         // and two distinct ids as one
         ...customIds.map((c) => JSON.stringify(c)),
@@ -336,18 +341,31 @@ export class FileStore {
     return (await guarded(() => this.redis.exists(this.keys.filePacked(id)))) === 1;
   }
 
-  /** Chunk `index`'s lines packed, when the upload kept them so (`append`'s `packed`). */
-  async packed(id: string, index: number): Promise<Buffer | undefined> {
-    const packed = await guarded(() =>
-      this.redis.hgetBuffer(this.keys.filePacked(id), String(index)),
-    );
-    return packed ?? undefined;
+  /** Chunk `index`'s packed lines' head, when the upload kept them so (`append`'s `packed`). */
+  async packedHead(id: string, index: number): Promise<Buffer | undefined> {
+    const head = await guarded(() => this.redis.hgetBuffer(this.keys.filePacked(id), `h${index}`));
+    return head ?? undefined;
+  }
+
+  /** The packed rows of chunks `chunks` (`append`'s `packed`), each null where it is gone. */
+  packedRows(id: string, chunks: readonly number[]): Promise<Array<Buffer | null>> {
+    return readPackedRows(this.redis, this.keys, id, chunks);
   }
 
   /** The file's lines that are not blank, a stored chunk at a time. */
   async *lines(id: string): AsyncGenerator<string[]> {
     for await (const chunk of this.chunks(id)) yield linesOf(chunk);
   }
+}
+
+/** A chunk's lines packed, as two values: the head the API reads, the rows a worker reads. */
+export interface PackedLinesParts {
+  head: Uint8Array;
+  rows: Uint8Array;
+}
+
+function bufferOf(bytes: Uint8Array): Buffer {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** A stored chunk's lines that are not blank. */

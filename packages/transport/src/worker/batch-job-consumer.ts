@@ -2,14 +2,17 @@ import {
   type BatchChunkJob,
   decodeBlocks,
   decodeChunkOutput,
+  decodeValues,
   encodeChunkOutput,
   encodeRowPointer,
   messageOf,
+  readValuesRecord,
 } from "@ferry/protocol";
 import { Worker, type WorkerOptions } from "bullmq";
 import type { RedisClient } from "../shared/connection.js";
 import { batchQueueNames, type Keys, predictionEpoch } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
+import { readPackedRows } from "../shared/packed-rows.js";
 import { retrying, transient } from "../shared/retrying.js";
 import { StorageQuota } from "../shared/storage-quota.js";
 import { type BatchStop, BatchStops } from "./batch-stops.js";
@@ -102,6 +105,12 @@ export class BatchJobConsumer {
       if (stop) return await this.notRun(data, stop);
       return await this.answerChunk(data, packed, held.stop);
     } catch (err) {
+      // the input file its rows lie in was deleted before it ran: its lines fail as such, at
+      // once (no attempt would find them)
+      if (err instanceof FileRowsGone) {
+        await this.failChunk(data, err.message, "NOT_FOUND");
+        return { stored: 0 };
+      }
       // its batch was cancelled (or forgotten) while it waited for a worker, its rows dropped:
       // not run, and not retried
       const stop = err instanceof RowsGone ? await this.stops.read(data.batch) : undefined;
@@ -252,7 +261,8 @@ export class BatchJobConsumer {
         rows: Buffer.concat(items.map((i) => Buffer.from(i.inputs[input] ?? "", "base64"))),
       };
     }
-    const { chunk, input, keys, encoding } = data.packed;
+    const { chunk, input, keys, encoding, file } = data.packed;
+    if (file) return { chunk, input, keys, ...(await this.fileRows(file, keys.length)) };
     const stored = await this.redis.getBuffer(this.keys.batchChunkRows(data.batch, chunk));
     if (!stored) throw new RowsGone(`the rows of chunk ${chunk} of batch ${data.batch} are gone`);
     let rows = stored;
@@ -272,7 +282,37 @@ export class BatchJobConsumer {
     }
     return { chunk, input, keys, rows, decoded };
   }
+
+  /**
+   * A chunk's rows read where a batch input file's upload packed them (one look for all its
+   * chunks), decoded into one array handed from chunk to chunk, FP32 as the input takes them.
+   */
+  private async fileRows(file: { id: string; chunks: number[] }, rowCount: number) {
+    const records = await readPackedRows(this.redis, this.keys, file.id, file.chunks);
+    const blocks = records.map((record, k) => {
+      if (!record)
+        throw new FileRowsGone(
+          `the batch's input file ${file.id} was deleted before this line ran (its rows in chunk ${file.chunks[k]} are gone)`,
+        );
+      return readValuesRecord(record);
+    });
+    let count = 0;
+    for (const block of blocks) count += block.count;
+    if (count % rowCount !== 0)
+      throw new Error(`file ${file.id}'s chunks hold ${count} values for ${rowCount} rows`);
+    const decoded = this.rowBuffers.take(count);
+    let at = 0;
+    for (const block of blocks) {
+      decodeValues(block, decoded, at);
+      at += block.count;
+    }
+    const rows = Buffer.from(decoded.buffer, decoded.byteOffset, count * 4);
+    return { rows, decoded };
+  }
 }
 
 /** A chunk's stored rows are gone: expired, or dropped when its batch was cancelled. */
 class RowsGone extends Error {}
+
+/** The batch input file a chunk's rows lie in is gone: deleted (or expired) before it ran. */
+class FileRowsGone extends Error {}
