@@ -7,6 +7,7 @@ import {
   FP32_VALUES,
   type PackedValues,
   packValues,
+  packValuesRecord,
   readValuesRecord,
   valuesRecordLength,
   writeValuesRecord,
@@ -81,7 +82,7 @@ describe("packed values", () => {
     expect(() => decodeBlocks(value)).toThrow(/holds 12 bytes/);
     expect(() => decodeBlocks(encodeBlocks([fp32Block([1])]).subarray(0, 10))).toThrow();
     const bad = bytesBlock([0.5, 1, 2, 3, 4, 5, 6, 7]);
-    new DataView(bad.bytes.buffer).setUint32(12, 9, true); // the listed value's place: 9 of 8
+    new DataView(bad.bytes.buffer, bad.bytes.byteOffset).setUint32(12, 9, true); // the listed value's place: 9 of 8
     expect(() => decodeBlocks(encodeBlocks([bad]))).toThrow(/past its 8/);
   });
 
@@ -104,5 +105,28 @@ describe("packed values", () => {
     // sizes that do not add up, or a record too short to say them
     expect(() => readValuesRecord(record.subarray(4, record.byteLength - 4))).toThrow(/holds/);
     expect(() => readValuesRecord(new Uint8Array(6))).toThrow(/ends early/);
+  });
+
+  it("pack call after call into the arrays they keep, each reading its own values, after the caller's bytes", () => {
+    const decode = (record: Uint8Array) => {
+      const block = readValuesRecord(record);
+      const out = new Float32Array(block.count);
+      decodeValues(block, out, 0);
+      return [...out];
+    };
+    const large = Array.from({ length: 4_000 }, (_, k) => (k % 5 === 0 ? k / 8 : k % 256));
+    const small = [0, 3, -0, 255, 0, 0, 1.5, 9, 0, 0, 0, 7];
+    for (const values of [large, small, large.slice(0, 1_000), small]) {
+      const record = packValuesRecord(Float32Array.from(values), 12);
+      expect(record.subarray(0, 12)).toEqual(new Uint8Array(12));
+      const back = decode(record.subarray(12));
+      expect(back).toEqual(values.map(Math.fround));
+      expect(back.map((v) => Object.is(v, -0))).toEqual(values.map((v) => Object.is(v, -0)));
+    }
+    // too many apart for bytes: FP32 throughout, after the caller's bytes all the same
+    const fractions = Array.from({ length: 40 }, (_, k) => k + 0.25);
+    const fp32 = packValuesRecord(Float32Array.from(fractions), 4);
+    expect(readValuesRecord(fp32.subarray(4)).encoding).toBe(FP32_VALUES);
+    expect(decode(fp32.subarray(4))).toEqual(fractions);
   });
 });

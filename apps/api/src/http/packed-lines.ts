@@ -1,11 +1,4 @@
-import {
-  decodeValues,
-  FP32_MAX,
-  packValues,
-  readValuesRecord,
-  valuesRecordLength,
-  writeValuesRecord,
-} from "@ferry/protocol";
+import { decodeValues, FP32_MAX, packValuesRecord, readValuesRecord } from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
 /**
@@ -61,25 +54,22 @@ export function packLines(
   limit: number,
 ): PackedChunk | undefined {
   const n = widths.length;
-  const block = packValues(values);
   // urls as a table and an index a line: a file's lines name a few at most
   const table = [...new Set(urls)];
   const place = new Map(table.map((url, k) => [url, k]));
   const meta = Buffer.from(
     JSON.stringify({ customIds, urls: table, url: urls.map((u) => place.get(u)) }),
   );
-  const rowsLength = valuesRecordLength(block);
-  // the head's u32s need 4-byte alignment where it starts
-  const headAt = Math.ceil(rowsLength / 4) * 4;
   const headLength = 4 + 4 * n + meta.byteLength;
-  if (rowsLength + headLength > limit) return undefined;
-  const packed = new Uint8Array(headAt + headLength);
-  writeValuesRecord(block, packed, 0);
-  const counts = new Uint32Array(packed.buffer, headAt, 1 + n);
+  // the head first, then the rows' record where the u32s it starts with are aligned
+  const rowsAt = Math.ceil(headLength / 4) * 4;
+  const packed = packValuesRecord(values, rowsAt);
+  if (packed.byteLength - rowsAt + headLength > limit) return undefined;
+  const counts = new Uint32Array(packed.buffer, 0, 1 + n);
   counts[0] = n;
   counts.set(widths, 1);
-  packed.set(meta, headAt + 4 + 4 * n);
-  return { rows: packed.subarray(0, rowsLength), head: packed.subarray(headAt) };
+  packed.set(meta, 4 + 4 * n);
+  return { rows: packed.subarray(rowsAt), head: packed.subarray(0, headLength) };
 }
 
 /** A packed chunk's lines as its head says them: all but their values. */
