@@ -1,4 +1,10 @@
-import { decodeValues, FP32_MAX, packValuesRecord, readValuesRecord } from "@ferry/protocol";
+import {
+  decodeValues,
+  FerryError,
+  FP32_MAX,
+  packValuesRecord,
+  readValuesRecord,
+} from "@ferry/protocol";
 import { endpointOf } from "./batch-endpoints.js";
 
 /**
@@ -145,8 +151,12 @@ export function joinPacked(
       const out = new Float32Array(count);
       let at = 0;
       for (const [k, record] of records.entries()) {
+        // as a worker says it of rows it finds gone: the line's 404
         if (!record)
-          throw new Error(`the rows of chunk ${source.chunks[k]} of file ${source.file} are gone`);
+          throw new FerryError(
+            "NOT_FOUND",
+            `the batch's input file ${source.file} was deleted before this line ran (its rows in chunk ${source.chunks[k]} are gone)`,
+          );
         const block = readValuesRecord(record);
         let own = 0;
         for (const w of parts[k]?.widths ?? []) own += w;
