@@ -1,4 +1,5 @@
 export * from "./batch.js";
+export * from "./chunk-answers.js";
 export * from "./chunk-output.js";
 export * from "./control.js";
 export * from "./deployment-env.js";

@@ -1,10 +1,9 @@
-import { FerryError } from "@ferry/protocol";
+import { decodeChunkAnswers, FerryError } from "@ferry/protocol";
 import { describe, expect, it } from "vitest";
 import { PackedPrediction } from "../inference/packed-predictions.js";
 import { modelPrediction } from "../inference/prediction.js";
 import { answerPlan, renderAnswers } from "./answer-plan.js";
 import { answerLine, lineId } from "./batch-lines.js";
-import { decodeChunkAnswers } from "./chunk-answers.js";
 
 describe("a chunk's answer plan", () => {
   it("renders the lines answerLine gives each answer, predictions from their packed values", () => {

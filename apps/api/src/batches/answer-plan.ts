@@ -1,6 +1,6 @@
+import { ChunkAnswers } from "@ferry/protocol";
 import { isPackedRow } from "../http/batch-line.js";
 import { answerLineOf, lineId } from "./batch-lines.js";
-import { ChunkAnswers } from "./chunk-answers.js";
 
 /** A line's answer as its route gave it: a status and its body. */
 export interface LineAnswer {

@@ -1,15 +1,16 @@
+import { decodeChunkAnswers } from "@ferry/protocol";
 import {
   FINAL_BATCH_STATUSES,
   type InferenceClient,
   linesOf,
   type OpenAiBatchStatus,
+  type StoredFile,
   WriterFencedError,
 } from "@ferry/transport";
 import { ADMIN_ID } from "../http/tenant.js";
 import { answersHoldId, notRun } from "./batch-lines.js";
-import { decodeChunkAnswers } from "./chunk-answers.js";
+import type { LinkedOutput } from "./linked-output.js";
 import { batchOutputFile, type OutputFile } from "./output-file.js";
-import type { StreamedOutput } from "./streamed-output.js";
 
 /** Ends a batch that cannot run, saying why, with the files of what was answered (if any). */
 export type FailBatch = (
@@ -52,8 +53,8 @@ export const FAILED = "0";
  * not run goes to the error file as OpenAI has it), and ends the batch. Written afresh
  * whole if a runner dies midway, under the same file ids; a runner that lost its batch while
  * it lived (its lock lapsed, another took over and began the files again) stops writing them
- * and leaves the batch to the other. A run that wrote every line into the files as it kept
- * them (`StreamedOutput`) has them closed as they are.
+ * and leaves the batch to the other. A run that kept every line in chunks of its own, fresh,
+ * has its files made links to them (`LinkedOutput`), and the answers kept as long.
  */
 export async function finalizeBatch(
   client: InferenceClient,
@@ -62,11 +63,11 @@ export async function finalizeBatch(
   fail: FailBatch,
   /** Why the run stopped short (its owner's storage is full): the batch fails, with its files. */
   failure?: string,
-  /** The files as the run wrote them while it kept its answers, if it did. */
-  streamed?: StreamedOutput,
+  /** What the run kept, for files linked to it, if it ran the batch from its start. */
+  linked?: LinkedOutput,
 ): Promise<void> {
   try {
-    await writeAndEnd(client, id, ttlS, fail, failure, streamed);
+    await writeAndEnd(client, id, ttlS, fail, failure, linked);
   } catch (err) {
     if (!(err instanceof WriterFencedError)) throw err;
   }
@@ -78,7 +79,7 @@ async function writeAndEnd(
   ttlS: number,
   fail: FailBatch,
   failure: string | undefined,
-  streamed: StreamedOutput | undefined,
+  linked: LinkedOutput | undefined,
 ): Promise<void> {
   const store = client.openAiBatches;
   let batch = await store.get(id);
@@ -95,12 +96,12 @@ async function writeAndEnd(
         : batch.completed + batch.failed < batch.total
           ? "expired"
           : "completed";
-  if (streamed && ending === "completed" && failure === undefined) {
-    // the run wrote every line into the files as it kept them: nothing to copy
-    const written = await streamed.whole(batch.total);
-    if (written) {
-      const closed = await closeBoth(client, batch, written.output, written.errors);
-      return store.finish(id, ending, closed, ttlS, streamed.writer);
+  if (linked && ending === "completed" && failure === undefined) {
+    // the run kept every line in chunks of its own: the files link to them, nothing to copy
+    const made = await linked.link(client, batch, batch.total);
+    if (made) {
+      const files = await settleBoth(client, batch, made);
+      return store.finish(id, ending, files, ttlS, linked.writer, true);
     }
   }
   const files = client.files;
@@ -204,7 +205,18 @@ async function closeBoth(
   output: OutputFile,
   errors: OutputFile,
 ): Promise<{ output_file_id?: string; error_file_id?: string }> {
-  const written = { output: await output.close(), errors: await errors.close() };
+  return settleBoth(client, batch, { output: await output.close(), errors: await errors.close() });
+}
+
+/**
+ * Both files, each counted in its owner's file storage in place of its answers' hold there;
+ * the ids of those made.
+ */
+async function settleBoth(
+  client: InferenceClient,
+  batch: { id: string; owner: string },
+  written: { output?: StoredFile | undefined; errors?: StoredFile | undefined },
+): Promise<{ output_file_id?: string; error_file_id?: string }> {
   let from = answersHoldId(batch.id);
   for (const file of [written.output, written.errors])
     if (file && file.owner !== ADMIN_ID) {

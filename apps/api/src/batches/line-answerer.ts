@@ -12,7 +12,7 @@ import { type AnswerPlan, answerPlan, type RenderedAnswers, renderAnswers } from
 import type { AnswerRecorder } from "./answer-recorder.js";
 import { FAILED, OK } from "./batch-finalizer.js";
 import { answerLine, lineId, type ParsedLine, parseLine } from "./batch-lines.js";
-import type { StreamedOutput } from "./streamed-output.js";
+import type { LinkedOutput } from "./linked-output.js";
 
 /** The body a packed line stands for, as far as its options go: no timeout_ms of its own. */
 const PLAIN_BODY = Object.freeze({});
@@ -61,7 +61,7 @@ export class LineAnswerer {
     /** Holds the answers' bytes in the batch owner's storage before they are kept. */
     hold: (bytes: number) => Promise<void>,
     /** Takes the answers this run keeps, to write into the files as they come. */
-    streamed?: StreamedOutput,
+    linked?: LinkedOutput,
   ): Promise<void> {
     const parsed = raw.map((line) => parseLine(line) as ParsedLine);
     const answers = await this.many(batch, parsed, signal, (opts) =>
@@ -69,7 +69,7 @@ export class LineAnswerer {
     );
     if (!answers) return;
     const customIds = parsed.map((line) => line.custom_id);
-    await this.keepChunk(batch, chunk, first, customIds, answers, hold, streamed);
+    await this.keepChunk(batch, chunk, first, customIds, answers, hold, linked);
   }
 
   /**
@@ -84,7 +84,7 @@ export class LineAnswerer {
     parts: ReadonlyArray<{ chunk: number; first: number; lines: PackedChunkLines }>,
     signal: AbortSignal,
     hold: (bytes: number) => Promise<void>,
-    streamed?: StreamedOutput,
+    linked?: LinkedOutput,
   ): Promise<void> {
     const source = { file: batch.input_file_id, chunks: parts.map((part) => part.chunk) };
     const lines = joinPacked(
@@ -101,7 +101,7 @@ export class LineAnswerer {
       const count = part.customIds.length;
       const own = answers.slice(at, at + count);
       at += count;
-      await this.keepChunk(batch, chunk, first, part.customIds, own, hold, streamed);
+      await this.keepChunk(batch, chunk, first, part.customIds, own, hold, linked);
     }
   }
 
@@ -113,7 +113,7 @@ export class LineAnswerer {
     customIds: string[],
     answers: readonly Answer[],
     hold: (bytes: number) => Promise<void>,
-    streamed: StreamedOutput | undefined,
+    linked: LinkedOutput | undefined,
   ): Promise<void> {
     // a request id per line, as OpenAI's: the chunk's random part, then the line's place
     const ids = randomUUID().replaceAll("-", "").slice(0, 24);
@@ -124,8 +124,8 @@ export class LineAnswerer {
     const value = Buffer.from(encoded.buffer, encoded.byteOffset, encoded.byteLength);
     const fresh = await this.client.openAiBatches.recordChunk(batch.id, chunk, ok, failed, value);
     // another runner's answers were kept first: the files take theirs, from the finalizer
-    if (fresh) streamed?.kept(chunk, value);
-    else streamed?.giveUp();
+    if (fresh) linked?.kept(chunk, value);
+    else linked?.giveUp();
   }
 
   /** A group of lines' call options; undefined once the batch's window has passed. */

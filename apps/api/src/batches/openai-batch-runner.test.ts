@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { FerryError, pause } from "@ferry/protocol";
+import { encodeChunkAnswers, FerryError, pause } from "@ferry/protocol";
 import pino from "pino";
 import { beforeAll, describe, expect, it } from "vitest";
 import { testInferenceClient } from "../../../../test/helpers/inference-client.js";
@@ -7,7 +7,6 @@ import type { FileService } from "../files/file-service.js";
 import type { BatchLineKind } from "../http/batch-line.js";
 import { failBatch, finalizeBatch, OK } from "./batch-finalizer.js";
 import { answerLine, lineId } from "./batch-lines.js";
-import { encodeChunkAnswers } from "./chunk-answers.js";
 import { OpenAiBatchRunner } from "./openai-batch-runner.js";
 import { OpenAiBatchService } from "./openai-batch-service.js";
 
@@ -148,10 +147,10 @@ describe("an OpenAI batch's runner, many lines at once", () => {
     expect(await store.recordChunk(id, 2, PER_CHUNK, 0, Buffer.alloc(0))).toBe(false);
   });
 
-  it("a first run writes the files as it keeps each chunk, in the input's order however the chunks finish, and the finalizer reads no kept answer back", async () => {
+  it("a first run links the files to each chunk it keeps, read in the input's order however the chunks finish, and the finalizer reads no kept answer back", async () => {
     const { id, customIds } = await batchOver();
     const store = client.openAiBatches;
-    // chunk 0 answers last: the files wait for it, then take the others kept meanwhile
+    // chunk 0 answers last: the files read the kept chunks in the input's order all the same
     const { kind } = echoKind();
     const many = kind.openMany?.("") as NonNullable<ReturnType<NonNullable<typeof kind.openMany>>>;
     const slowFirst: BatchLineKind = {

@@ -17,9 +17,9 @@ import { AnswerRecorder } from "./answer-recorder.js";
 import { type FailBatch, failBatch, finalizeBatch } from "./batch-finalizer.js";
 import { answersHoldId, type ParsedLine, parseLine } from "./batch-lines.js";
 import { LineAnswerer, type RenderAnswers } from "./line-answerer.js";
+import { LinkedOutput } from "./linked-output.js";
 import { ReadAhead } from "./read-ahead.js";
 import { Slots } from "./slots.js";
-import { StreamedOutput } from "./streamed-output.js";
 
 /** Lines of one batch in flight at once, unless its kind says: enough to fill a model's seats. */
 const LINES_IN_FLIGHT = 64;
@@ -53,9 +53,9 @@ const POSTPONE_MS = 5_000;
  * Runs OpenAI-shaped batches on this API process, beside every other replica: a batch's lines
  * stream from its input file, a window of them at a time, each answered through its
  * endpoint's own service (`LineAnswerer`: checked and answered as the route answers it, at
- * the lowest priority) and kept in Redis once; the output and error files are written in the
- * file's order, as a first run keeps each chunk's answers (`StreamedOutput`), or else from the
- * kept answers once every line has run. A runner that dies leaves its batch to another, which
+ * the lowest priority) and kept in Redis once; the output and error files are links to a first
+ * run's kept chunks (`LinkedOutput`), or else written from the kept answers once every line
+ * has run. A runner that dies leaves its batch to another, which
  * skips the lines answered and writes the files afresh.
  */
 export class OpenAiBatchRunner {
@@ -154,11 +154,11 @@ export class OpenAiBatchRunner {
     const unwatch = this.watch(batch, stop, handback);
     /** Why the run stopped short, where its batch fails with the files of what it answered. */
     let failure: string | undefined;
-    let streamed: StreamedOutput | undefined;
+    let linked: LinkedOutput | undefined;
     try {
       if (batch.status === "validating") await store.transition(id, ["validating"], "in_progress");
       if (!stop.signal.aborted && (await store.status(id)) === "in_progress")
-        streamed = await this.dispatch(batch, stop.signal);
+        linked = await this.dispatch(batch, stop.signal);
     } catch (err) {
       if (!(err instanceof FerryError && err.code === "QUOTA_EXCEEDED")) throw err;
       failure = err.message;
@@ -173,7 +173,7 @@ export class OpenAiBatchRunner {
     if (handback.aborted)
       throw new FerryError("UNAVAILABLE", "this API process stopped; another runner takes over");
     if (unseated) throw new PostponedRun(POSTPONE_MS + Math.floor(Math.random() * 1_000));
-    await finalizeBatch(this.client, id, this.ttlS, this.fail, failure, streamed);
+    await finalizeBatch(this.client, id, this.ttlS, this.fail, failure, linked);
   }
 
   /** The batch, once its state is written (its run is queued just before). */
@@ -230,7 +230,7 @@ export class OpenAiBatchRunner {
   private async dispatch(
     batch: OpenAiBatchState,
     signal: AbortSignal,
-  ): Promise<StreamedOutput | undefined> {
+  ): Promise<LinkedOutput | undefined> {
     const store = this.client.openAiBatches;
     const kind = this.kinds.get(
       endpointOf(batch.endpoint)?.endpoint ?? (batch.endpoint as BatchEndpoint),
@@ -261,11 +261,11 @@ export class OpenAiBatchRunner {
     // a first run has nothing to skip: no look per chunk (a runner that lost its lock while it
     // lived may still record meanwhile; the record keeps one answer per line all the same)
     const fresh = !(await store.anyAnswered(batch.id));
-    // a first run of chunks answered whole writes the files as it keeps each chunk's answers
+    // a first run of chunks answered whole links the files to the chunks' kept answers
     // (failing that, the finalizer writes them from the kept answers, as after a takeover)
-    const streamed =
+    const linked =
       fresh && many
-        ? await StreamedOutput.begin(this.client, batch).catch(() => undefined)
+        ? await LinkedOutput.begin(this.client, batch).catch(() => undefined)
         : undefined;
     try {
       const fileId = batch.input_file_id;
@@ -281,7 +281,7 @@ export class OpenAiBatchRunner {
         gatheredLines = 0;
         if (parts.length === 0 || !runPacked) return true;
         return inSlot(() =>
-          this.answerer.packedChunks(batch, runPacked, parts, signal, hold, streamed),
+          this.answerer.packedChunks(batch, runPacked, parts, signal, hold, linked),
         );
       };
       const packedReads = runPacked
@@ -317,7 +317,7 @@ export class OpenAiBatchRunner {
           const chunkLines = lines;
           if (
             !(await inSlot(() =>
-              this.answerer.chunk(batch, many, at, from, chunkLines, signal, hold, streamed),
+              this.answerer.chunk(batch, many, at, from, chunkLines, signal, hold, linked),
             ))
           )
             break;
@@ -325,7 +325,7 @@ export class OpenAiBatchRunner {
         }
         // a chunk half answered is taken a line at a time, as stored (the files are then the
         // finalizer's to write)
-        streamed?.giveUp();
+        linked?.giveUp();
         if (!lines) lines = linesOf((await this.client.files.chunk(fileId, at)) ?? Buffer.alloc(0));
         const open: Array<{ index: number; raw: string }> = [];
         for (let k = 0; k < lines.length; k++)
@@ -362,6 +362,6 @@ export class OpenAiBatchRunner {
       await many?.close(signal.aborted || failure !== undefined).catch(() => undefined);
     }
     if (failure) throw failure.err;
-    return streamed;
+    return linked;
   }
 }

@@ -1,6 +1,6 @@
+import type { LineBlock } from "@ferry/protocol";
 import type { FileStore, NewFile, StoredFile } from "@ferry/transport";
 import { fileIdFor } from "./batch-lines.js";
-import type { LineBlock } from "./chunk-answers.js";
 
 /** Bytes of lines gathered before they are stored as one chunk. */
 const CHUNK_BYTES = 256 * 1024;
@@ -86,11 +86,18 @@ export function batchOutputFile(
   kind: "output" | "error",
   writer: string,
 ): OutputFile {
-  const file = {
+  return new OutputFile(store, outputFileOf(batch, kind), writer);
+}
+
+/** A batch's output or error file as it is described, whoever writes it and however. */
+export function outputFileOf(
+  batch: { id: string; owner: string },
+  kind: "output" | "error",
+): NewFile {
+  return {
     id: fileIdFor(batch.id, kind),
     owner: batch.owner,
     filename: `${batch.id}_${kind}.jsonl`,
     purpose: "batch_output",
   };
-  return new OutputFile(store, file, writer);
 }

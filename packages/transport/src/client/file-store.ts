@@ -1,4 +1,4 @@
-import { FerryError } from "@ferry/protocol";
+import { decodeChunkAnswers, FerryError } from "@ferry/protocol";
 import type { RedisClient } from "../shared/connection.js";
 import type { Keys } from "../shared/keys.js";
 import { LuaCommand } from "../shared/lua-command.js";
@@ -25,6 +25,21 @@ export interface StoredFile {
   urls: string[];
   /** Its keyed upload's fingerprint, for a retry that takes the key over to compare. */
   fingerprint?: string;
+  /** A batch's output or error file whose lines are its kept answers (`finishLinked`). */
+  linked?: FileLink;
+}
+
+/**
+ * Where a batch's output or error file's lines are, when they are not copied into it: the
+ * batch's kept answers (`Keys.openAiBatchLines`), chunk by chunk, each its `part`'s block.
+ */
+export interface FileLink {
+  batch: string;
+  part: "ok" | "failed";
+  /** Chunks of kept answers, fields c0 .. c<chunks - 1>. */
+  chunks: number;
+  /** The batch's other file linked to the same answers ("" for none). */
+  sibling: string;
 }
 
 /** A new file's description; the rest is counted as its chunks are appended. */
@@ -59,13 +74,15 @@ return -1
  * its TTL would be left) or another writer began it again; it is kept the TTL from now (a
  * batch's output file is begun when its run starts, hours before it may be whole). KEYS:
  * file, ids, chunks, packed. ARGV: urls (JSON), writer ("" for any), ttl, expires_at, the
- * upload's fingerprint ("" for none). Returns the file's fields.
+ * upload's fingerprint ("" for none), then field/value pairs (a linked file's). Returns the
+ * file's fields.
  */
 const FINISH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'writer') ~= ARGV[2] then return false end
 redis.call('HSET', KEYS[1], 'status', 'processed', 'urls', ARGV[1], 'expires_at', ARGV[4])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'fingerprint', ARGV[5]) end
+for i = 6, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('DEL', KEYS[2])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[3], ARGV[3])
@@ -136,7 +153,7 @@ export class FileStore {
   ) {
     this.appendScript = new LuaCommand(redis, "ferryAppendFileChunkHeadRows", 4, APPEND);
     this.keepScript = new LuaCommand(redis, "ferryKeepFilePacked", 3, KEEP);
-    this.finishScript = new LuaCommand(redis, "ferryFinishFileKept", 4, FINISH);
+    this.finishScript = new LuaCommand(redis, "ferryFinishFileLinked", 4, FINISH);
     this.discardScript = new LuaCommand(redis, "ferryDiscardFilePacked", 4, DISCARD);
     this.beginScript = new LuaCommand(redis, "ferryBeginFilePacked", 4, BEGIN);
     this.index = new OwnerIndex(redis, (owner) => keys.files(owner));
@@ -220,6 +237,54 @@ export class FileStore {
     return at >= 0 ? at : undefined;
   }
 
+  /**
+   * A batch's file, begun by `writer`, made whole as a link to the batch's kept answers rather
+   * than a copy of them: `bytes` and `lines` as its content reads them (`FileLink`). Refused
+   * as `finish` is; the batch then keeps its answers as long as the file
+   * (`OpenAiBatchStore.finish`'s `keepAnswers`).
+   */
+  async finishLinked(
+    id: string,
+    owner: string,
+    writer: string,
+    link: FileLink,
+    size: { bytes: number; lines: number },
+  ): Promise<StoredFile> {
+    const raw = await guarded(() =>
+      this.finishScript.run(
+        this.redis,
+        this.keys.file(id),
+        this.keys.fileIds(id),
+        this.keys.fileChunks(id),
+        this.keys.filePacked(id),
+        "[]",
+        writer,
+        this.ttlS,
+        Math.floor(Date.now() / 1000) + this.ttlS,
+        "",
+        "bytes",
+        size.bytes,
+        "lines",
+        size.lines,
+        "linked_batch",
+        link.batch,
+        "linked_part",
+        link.part,
+        "linked_chunks",
+        link.chunks,
+        "linked_sibling",
+        link.sibling,
+      ),
+    );
+    const file = raw ? parseFile(pairs(raw)) : undefined;
+    if (!file) {
+      const now = await this.get(id);
+      throw now ? rewritten(id) : new FerryError("NOT_FOUND", `File '${id}' is gone`);
+    }
+    await this.index.add(owner, id, sortTime(file.created_at), this.ttlS);
+    return file;
+  }
+
   /** The file is whole: it is listed, and readable by its owner. */
   async finish(
     id: string,
@@ -300,6 +365,11 @@ export class FileStore {
       ),
     );
     if (file) await this.index.remove(file.owner, id);
+    // a linked file's lines are its batch's kept answers: they go with the last file of the
+    // two that reads them (else they expire with the batch)
+    const link = file?.linked;
+    if (link && (link.sibling === "" || !(await this.get(link.sibling))))
+      await guarded(() => this.redis.del(this.keys.openAiBatchLines(link.batch)));
   }
 
   /** Keeps a file at least `ttlS` more seconds (a batch reading it may run that long). */
@@ -319,8 +389,16 @@ export class FileStore {
     if (file) await this.index.keep(file.owner, id, ttlS);
   }
 
-  /** The file's bytes, a stored chunk (whole lines) at a time. */
+  /**
+   * The file's bytes, a stored chunk (whole lines) at a time; a file linked to its batch's
+   * kept answers (`finishLinked`), its block of each kept chunk in turn.
+   */
   async *chunks(id: string): AsyncGenerator<Buffer> {
+    const link = (await this.get(id))?.linked;
+    if (link) {
+      yield* this.linkedChunks(link);
+      return;
+    }
     for (let k = 0; ; k++) {
       const chunk = await this.chunk(id, k);
       if (!chunk) return;
@@ -328,7 +406,29 @@ export class FileStore {
     }
   }
 
-  /** The file's stored chunk `index` (whole lines); undefined past its last. */
+  /**
+   * A linked file's bytes: its part of each of its batch's kept chunks, LINKED_PAGE chunks a
+   * round trip (one after another, each had waited a round trip while the answer's socket
+   * sat idle).
+   */
+  private async *linkedChunks(link: FileLink): AsyncGenerator<Buffer> {
+    const key = this.keys.openAiBatchLines(link.batch);
+    for (let from = 0; from < link.chunks; from += LINKED_PAGE) {
+      const fields: string[] = [];
+      for (let k = from; k < Math.min(link.chunks, from + LINKED_PAGE); k++) fields.push(`c${k}`);
+      const values = await guarded(() => this.redis.hmgetBuffer(key, ...fields));
+      for (const value of values) {
+        // a chunk of no line (blank ones alone) may have kept nothing
+        if (value === null) continue;
+        const block = decodeChunkAnswers(value)[link.part];
+        if (block.lines === 0) continue;
+        yield block.bytes;
+        yield NEWLINE;
+      }
+    }
+  }
+
+  /** The file's stored chunk `index` (whole lines); undefined past its last (a linked file's: none). */
   async chunk(id: string, index: number): Promise<Buffer | undefined> {
     const [chunk] = await guarded(() =>
       this.redis.lrangeBuffer(this.keys.fileChunks(id), index, index),
@@ -357,6 +457,10 @@ export class FileStore {
     for await (const chunk of this.chunks(id)) yield linesOf(chunk);
   }
 }
+
+/** Kept chunks a linked file's content reads in one round trip. */
+const LINKED_PAGE = 4;
+const NEWLINE = Buffer.from("\n");
 
 /** A chunk's lines packed, as two values: the head the API reads, the rows a worker reads. */
 export interface PackedLinesParts {
@@ -412,5 +516,15 @@ function parseFile(raw: Record<string, string>): StoredFile | undefined {
     status: raw.status === "processed" ? "processed" : "uploading",
     urls: JSON.parse(raw.urls ?? "[]") as string[],
     ...(raw.fingerprint ? { fingerprint: raw.fingerprint } : {}),
+    ...(raw.linked_batch
+      ? {
+          linked: {
+            batch: raw.linked_batch,
+            part: raw.linked_part === "failed" ? ("failed" as const) : ("ok" as const),
+            chunks: Number(raw.linked_chunks ?? 0),
+            sibling: raw.linked_sibling ?? "",
+          },
+        }
+      : {}),
   };
 }

@@ -77,17 +77,18 @@ return 1
 
 /**
  * Ends a batch: its final status and fields, kept `ttl` from now; its per-line answers go (its
- * files hold them). A finalizer (`writer`, its number) ends it only while it is the latest to
- * have begun: one that a takeover's finalizer followed would end the batch on files the
- * other has begun again. KEYS: batch, lines. ARGV: ttl, writer ("" for any), then field/value
+ * files hold copies), or are kept as long, where its files are links to them ("keep"). A
+ * finalizer (`writer`, its number) ends it only while it is the latest to have begun: one
+ * that a takeover's finalizer followed would end the batch on files the other has begun
+ * again. KEYS: batch, lines. ARGV: ttl, writer ("" for any), "keep" or "", then field/value
  * pairs. Returns 0 when it ended nothing.
  */
 export const FINISH = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[2] ~= '' and redis.call('HGET', KEYS[1], 'finalizer') ~= ARGV[2] then return 0 end
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2])
+if ARGV[3] == 'keep' then redis.call('EXPIRE', KEYS[2], ARGV[1]) else redis.call('DEL', KEYS[2]) end
 return 1
 `;
 

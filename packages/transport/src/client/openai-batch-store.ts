@@ -126,7 +126,7 @@ export class OpenAiBatchStore {
     this.transitionScript = new LuaCommand(redis, "ferryOpenAiBatchTransition", 1, TRANSITION);
     this.recordManyScript = new LuaCommand(redis, "ferryRecordOpenAiBatchLines", 2, RECORD_MANY);
     this.recordChunkScript = new LuaCommand(redis, "ferryRecordOpenAiBatchChunk", 2, RECORD_CHUNK);
-    this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatch", 2, FINISH);
+    this.finishScript = new LuaCommand(redis, "ferryFinishOpenAiBatchKeeping", 2, FINISH);
     this.answeredScript = new LuaCommand(redis, "ferryOpenAiBatchAnswered", 1, ANSWERED);
     this.scanFieldsScript = new LuaCommand(redis, "ferryScanHashFields", 1, SCAN_FIELDS);
     this.index = new OwnerIndex(redis, (owner) => keys.openAiBatches(owner));
@@ -329,6 +329,8 @@ export class OpenAiBatchStore {
     ttlS: number,
     /** The finalizer ending it (`finalizer`): refused once a later one has begun. */
     writer = "",
+    /** Its files are links to its kept answers (`FileStore.finishLinked`): they stay as long. */
+    keepAnswers = false,
   ): Promise<void> {
     const now = Math.floor(Date.now() / 1000);
     const all: Record<string, string | number> = { ...fields, status };
@@ -336,7 +338,7 @@ export class OpenAiBatchStore {
     const flat = Object.entries(all).flat();
     const keys = [this.keys.openAiBatch(id), this.keys.openAiBatchLines(id)];
     const ended = await guarded(() =>
-      this.finishScript.run(this.redis, ...keys, ttlS, writer, ...flat),
+      this.finishScript.run(this.redis, ...keys, ttlS, writer, keepAnswers ? "keep" : "", ...flat),
     );
     if (ended === 0 && writer !== "") throw new WriterFencedError(id);
     const batch = await this.get(id);
