@@ -243,50 +243,23 @@ export class FileStore {
    * as `finish` is; the batch then keeps its answers as long as the file
    * (`OpenAiBatchStore.finish`'s `keepAnswers`).
    */
-  async finishLinked(
+  finishLinked(
     id: string,
     owner: string,
     writer: string,
     link: FileLink,
     size: { bytes: number; lines: number },
   ): Promise<StoredFile> {
-    const raw = await guarded(() =>
-      this.finishScript.run(
-        this.redis,
-        this.keys.file(id),
-        this.keys.fileIds(id),
-        this.keys.fileChunks(id),
-        this.keys.filePacked(id),
-        "[]",
-        writer,
-        this.ttlS,
-        Math.floor(Date.now() / 1000) + this.ttlS,
-        "",
-        "bytes",
-        size.bytes,
-        "lines",
-        size.lines,
-        "linked_batch",
-        link.batch,
-        "linked_part",
-        link.part,
-        "linked_chunks",
-        link.chunks,
-        "linked_sibling",
-        link.sibling,
-      ),
-    );
-    const file = raw ? parseFile(pairs(raw)) : undefined;
-    if (!file) {
-      const now = await this.get(id);
-      throw now ? rewritten(id) : new FerryError("NOT_FOUND", `File '${id}' is gone`);
-    }
-    await this.index.add(owner, id, sortTime(file.created_at), this.ttlS);
-    return file;
+    const fields = [
+      ...["bytes", size.bytes, "lines", size.lines, "linked_batch", link.batch],
+      ...["linked_part", link.part, "linked_chunks", link.chunks, "linked_sibling", link.sibling],
+    ];
+    const expiresAtS = Math.floor(Date.now() / 1000) + this.ttlS;
+    return this.whole(id, owner, "[]", writer, expiresAtS, "", fields);
   }
 
   /** The file is whole: it is listed, and readable by its owner. */
-  async finish(
+  finish(
     id: string,
     owner: string,
     urls: readonly string[],
@@ -295,6 +268,19 @@ export class FileStore {
     /** The keyed upload's fingerprint (`StoredFile.fingerprint`). */
     fingerprint = "",
   ): Promise<StoredFile> {
+    return this.whole(id, owner, JSON.stringify(urls), writer, expiresAtS, fingerprint, []);
+  }
+
+  /** `finish` with the file's own fields besides (a linked file's). */
+  private async whole(
+    id: string,
+    owner: string,
+    urls: string,
+    writer: string,
+    expiresAtS: number,
+    fingerprint: string,
+    fields: Array<string | number>,
+  ): Promise<StoredFile> {
     const raw = await guarded(() =>
       this.finishScript.run(
         this.redis,
@@ -302,11 +288,12 @@ export class FileStore {
         this.keys.fileIds(id),
         this.keys.fileChunks(id),
         this.keys.filePacked(id),
-        JSON.stringify(urls),
+        urls,
         writer,
         this.ttlS,
         expiresAtS,
         fingerprint,
+        ...fields,
       ),
     );
     const file = raw ? parseFile(pairs(raw)) : undefined;
