@@ -12,11 +12,12 @@ interface Part {
  * A first run's output and error files as links to the answers it keeps (`FileStore`'s
  * `finishLinked`), rather than copies of them: every chunk it kept whole and fresh is read
  * where it is kept (`FileStore.chunks`), its output block for the output file and its error
- * block for the error file, in the input's order. A copy wrote every answer a second time from the API's loop,
- * ~40 MB for 100,000 predict lines, as much again as keeping them. The run only counts what
- * each file will hold; wherever it did not keep every line so (a chunk answered a line at a
- * time, or kept by another runner; a cancel; a window that ran out; a runner taking the batch
- * over), the finalizer writes both files from the kept answers instead, as copies.
+ * block for the error file, in the input's order. A copy wrote every answer a second time
+ * from the API's loop, ~40 MB for 100,000 predict lines, as much again as keeping them. The
+ * run only counts what each file will hold; wherever it did not keep every line so (a chunk
+ * answered a line at a time, or kept by another runner; a cancel; a window that ran out; a
+ * runner taking the batch over), the finalizer writes both files from the kept answers
+ * instead, as copies.
  */
 export class LinkedOutput {
   private readonly chunks = new Set<number>();
