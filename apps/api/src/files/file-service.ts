@@ -273,8 +273,7 @@ export class FileService {
 
   /** The file's bytes as uploaded (or written), a stored chunk at a time. */
   async content(id: string, tenant: Tenant): Promise<AsyncGenerator<Buffer>> {
-    await this.stored(id, tenant);
-    return this.client.files.chunks(id);
+    return this.client.files.chunks(id, await this.stored(id, tenant));
   }
 }
 

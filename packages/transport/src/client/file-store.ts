@@ -257,10 +257,12 @@ export class FileStore {
 
   /**
    * The file's bytes, a stored chunk (whole lines) at a time; a file linked to its batch's
-   * kept answers (`finishLinked`), its block of each kept chunk in turn.
+   * kept answers (`finishLinked`), its block of each kept chunk in turn. `file`: its
+   * description as the caller already read it (the content route, to check its owner), not
+   * read again.
    */
-  async *chunks(id: string): AsyncGenerator<Buffer> {
-    const link = (await this.get(id))?.linked;
+  async *chunks(id: string, file?: StoredFile): AsyncGenerator<Buffer> {
+    const link = (file ?? (await this.get(id)))?.linked;
     if (link) {
       yield* this.linkedChunks(link);
       return;
